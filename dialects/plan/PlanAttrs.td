@@ -1,0 +1,203 @@
+//===- PlanAttrs.td - Attributes of the plan dialect -------*- tablegen -*-===//
+//
+// One attribute per section of a .plan file. Parameters that equal their
+// default are left out when printed, so the IR shows what is special about a
+// plan. Sizes are bytes, bandwidths bytes/s, compute TFLOP/s.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLAN_ATTRS_TD
+#define PLAN_ATTRS_TD
+
+include "dialects/plan/PlanDialect.td"
+include "dialects/plan/PlanEnums.td"
+include "mlir/IR/AttrTypeBase.td"
+
+class Plan_Attr<string name, string mnemonic_, list<Trait> traits = []>
+    : AttrDef<Plan_Dialect, name, traits> {
+  let mnemonic = mnemonic_;
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+// A double printed in the shortest form that reads back bit-exactly.
+class F64Param<string desc, string default = ""> : AttrParameter<"::plan::F64", desc> {
+  let printer = "::plan::printF64Param($_printer, $_self)";
+  let comparator = "::plan::F64::same($_lhs, $_rhs)";
+  let parser = "::plan::parseF64Param($_parser)";
+  let defaultValue = default;
+}
+class I64Param<string desc, string default = ""> : AttrParameter<"int64_t", desc> {
+  let defaultValue = default;
+}
+class BoolParam<string desc, string default> : AttrParameter<"bool", desc> {
+  let printer = "$_printer << ($_self ? \"true\" : \"false\")";
+  let parser = "::plan::parseBoolParam($_parser)";
+  let defaultValue = default;
+}
+class EnumParam<EnumAttrInfo info, string default = "">
+    : EnumParameter<info> {
+  let defaultValue = default;
+}
+
+//===----------------------------------------------------------------------===//
+// Model
+//===----------------------------------------------------------------------===//
+
+def Plan_RopeScalingAttr : Plan_Attr<"RopeScaling", "rope_scaling"> {
+  let summary = "Llama 3.1 RoPE frequency scaling";
+  let parameters = (ins
+    F64Param<"">:$factor,
+    F64Param<"">:$low_freq_factor,
+    F64Param<"">:$high_freq_factor,
+    I64Param<"">:$original_max_seq_len);
+  let genVerifyDecl = 1;
+}
+
+def Plan_ModelAttr : Plan_Attr<"Model", "model"> {
+  let summary = "A model architecture and its sizes";
+  let description = [{
+    Keys as in the .plan language (docs/language.md), each the HuggingFace
+    config.json value. `preset` names the preset it came from ("" for an
+    explicit model).
+  }];
+  let parameters = (ins
+    EnumParam<Plan_ModelFamily>:$family,
+    StringRefParameter<"preset name", "\"\"">:$preset,
+    I64Param<"">:$vocab,
+    I64Param<"">:$hidden,
+    I64Param<"">:$intermediate,
+    I64Param<"">:$layers,
+    I64Param<"">:$heads,
+    I64Param<"">:$kv_heads,
+    I64Param<"">:$max_seq_len,
+    F64Param<"", "10000.0">:$rope_theta,
+    OptionalParameter<"::plan::RopeScalingAttr">:$rope_scaling,
+    F64Param<"", "1e-5">:$norm_eps,
+    BoolParam<"", "false">:$tie_embeddings,
+    I64Param<"", "2">:$type_vocab,
+    EnumParam<Plan_BertHead, "::plan::BertHead::MaskedLM">:$bert_head,
+    I64Param<"", "2">:$num_labels);
+  let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Cluster
+//===----------------------------------------------------------------------===//
+
+def Plan_DeviceAttr : Plan_Attr<"Device", "device"> {
+  let summary = "One accelerator kind: memory, peak compute, bandwidths";
+  let parameters = (ins
+    StringRefParameter<"device table name or \"custom\"">:$name,
+    I64Param<"bytes">:$memory,
+    F64Param<"dense TFLOP/s">:$bf16_tflops,
+    F64Param<"dense TFLOP/s">:$fp16_tflops,
+    F64Param<"TFLOP/s">:$fp32_tflops,
+    F64Param<"bytes/s">:$hbm_bandwidth,
+    F64Param<"bytes/s per direction; 0 = none">:$nvlink_bandwidth,
+    F64Param<"bytes/s per direction">:$pcie_bandwidth);
+  let genVerifyDecl = 1;
+}
+
+def Plan_ClusterAttr : Plan_Attr<"Cluster", "cluster"> {
+  let summary = "The machines a plan runs on";
+  let parameters = (ins
+    I64Param<"">:$nodes,
+    I64Param<"">:$gpus_per_node,
+    AttrParameter<"::plan::DeviceAttr", "">:$device,
+    I64Param<"bytes per node">:$host_memory,
+    F64Param<"bytes/s per device per direction">:$inter_node_bandwidth);
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    int64_t getWorldSize() const { return getNodes() * getGpusPerNode(); }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Training recipe
+//===----------------------------------------------------------------------===//
+
+def Plan_OptimizerAttr : Plan_Attr<"Optimizer", "optimizer"> {
+  let summary = "Optimizer and its hyper-parameters";
+  let parameters = (ins
+    EnumParam<Plan_OptimizerKind>:$kind,
+    F64Param<"">:$lr,
+    F64Param<"", "0.9">:$beta1,
+    F64Param<"", "0.999">:$beta2,
+    F64Param<"", "1e-8">:$eps,
+    F64Param<"", "0.0">:$weight_decay,
+    F64Param<"", "0.0">:$momentum);
+  let genVerifyDecl = 1;
+}
+
+def Plan_LossScaleAttr : Plan_Attr<"LossScale", "loss_scale"> {
+  let summary = "fp16 loss scaling";
+  let parameters = (ins
+    EnumParam<Plan_LossScaleKind>:$kind,
+    F64Param<"", "65536.0">:$initial,
+    I64Param<"", "2000">:$growth_interval);
+  let genVerifyDecl = 1;
+}
+
+def Plan_LRScheduleAttr : Plan_Attr<"LRSchedule", "lr_schedule"> {
+  let summary = "Learning-rate schedule";
+  let parameters = (ins
+    EnumParam<Plan_LRScheduleKind>:$kind,
+    I64Param<"", "0">:$warmup,
+    F64Param<"", "0.0">:$min_lr_ratio);
+  let genVerifyDecl = 1;
+}
+
+def Plan_TrainAttr : Plan_Attr<"Train", "train"> {
+  let summary = "The training recipe";
+  let parameters = (ins
+    AttrParameter<"::plan::OptimizerAttr", "">:$optimizer,
+    I64Param<"sequences per rank per micro-batch">:$micro_batch,
+    I64Param<"">:$seq_len,
+    I64Param<"", "1">:$grad_accum,
+    EnumParam<Plan_Precision, "::plan::Precision::FP32">:$precision,
+    AttrParameter<"::plan::LossScaleAttr", "">:$loss_scale,
+    EnumParam<Plan_DType, "::plan::DType::F32">:$reduce_dtype,
+    EnumParam<Plan_Checkpointing, "::plan::Checkpointing::None">:$activation_checkpointing,
+    F64Param<"max global L2 norm; 0 = no clipping", "0.0">:$grad_clip,
+    AttrParameter<"::plan::LRScheduleAttr", "">:$lr_schedule,
+    I64Param<"", "0">:$steps,
+    I64Param<"", "0">:$seed);
+  let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Parallelism
+//===----------------------------------------------------------------------===//
+
+def Plan_WrapAttr : Plan_Attr<"Wrap", "wrap"> {
+  let summary = "How parameters are grouped into units";
+  let parameters = (ins
+    EnumParam<Plan_WrapKind>:$kind,
+    I64Param<"", "0">:$min_params);
+  let genVerifyDecl = 1;
+}
+
+def Plan_OffloadAttr : Plan_Attr<"Offload", "offload"> {
+  let summary = "Where parameters, gradients and optimizer state live";
+  let parameters = (ins
+    EnumParam<Plan_MemorySpace, "::plan::MemorySpace::Device">:$params,
+    EnumParam<Plan_MemorySpace, "::plan::MemorySpace::Device">:$grads,
+    EnumParam<Plan_MemorySpace, "::plan::MemorySpace::Device">:$optimizer);
+}
+
+def Plan_ParallelAttr : Plan_Attr<"Parallel", "parallel"> {
+  let summary = "The data-parallel strategy";
+  let parameters = (ins
+    EnumParam<Plan_Sharding>:$sharding,
+    AttrParameter<"::plan::WrapAttr", "">:$wrap,
+    AttrParameter<"::plan::OffloadAttr", "">:$offload,
+    EnumParam<Plan_MemorySpace, "::plan::MemorySpace::Device">:$optimizer_step,
+    EnumParam<Plan_Prefetch, "::plan::Prefetch::Pre">:$backward_prefetch,
+    BoolParam<"", "false">:$forward_prefetch,
+    I64Param<"", "2">:$max_inflight_gathers,
+    I64Param<"bytes", "26214400">:$bucket,
+    EnumParam<Plan_GradSync, "::plan::GradSync::EveryMicroBatch">:$grad_sync);
+  let genVerifyDecl = 1;
+}
+
+#endif // PLAN_ATTRS_TD

@@ -1,0 +1,239 @@
+//===- PlanOps.cpp - Operations of the plan dialect -----------------------===//
+
+#include "dialects/plan/PlanDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace plan;
+
+//===----------------------------------------------------------------------===//
+// PlanOp
+//===----------------------------------------------------------------------===//
+
+void PlanOp::build(OpBuilder &builder, OperationState &state, StringRef name,
+                   StringRef mesh, ModelAttr model, ClusterAttr cluster,
+                   TrainAttr train, ParallelAttr parallel) {
+  state.addAttribute(getSymNameAttrName(state.name),
+                     builder.getStringAttr(name));
+  state.addAttribute(getMeshAttrName(state.name),
+                     FlatSymbolRefAttr::get(builder.getContext(), mesh));
+  state.addAttribute(getModelAttrName(state.name), model);
+  state.addAttribute(getClusterAttrName(state.name), cluster);
+  state.addAttribute(getTrainAttrName(state.name), train);
+  state.addAttribute(getParallelAttrName(state.name), parallel);
+  Region *body = state.addRegion();
+  body->push_back(new Block());
+}
+
+// plan.plan @name on @mesh
+//     model #plan.model<...>
+//     cluster #plan.cluster<...>
+//     train #plan.train<...>
+//     parallel #plan.parallel<...> attributes {...} {
+//   ...
+// }
+ParseResult PlanOp::parse(OpAsmParser &parser, OperationState &result) {
+  StringAttr name;
+  FlatSymbolRefAttr mesh;
+  ModelAttr model;
+  ClusterAttr cluster;
+  TrainAttr train;
+  ParallelAttr parallel;
+  if (parser.parseSymbolName(name) || parser.parseKeyword("on") ||
+      parser.parseAttribute(mesh) || parser.parseKeyword("model") ||
+      parser.parseAttribute(model) || parser.parseKeyword("cluster") ||
+      parser.parseAttribute(cluster) || parser.parseKeyword("train") ||
+      parser.parseAttribute(train) || parser.parseKeyword("parallel") ||
+      parser.parseAttribute(parallel) ||
+      parser.parseOptionalAttrDictWithKeyword(result.attributes))
+    return failure();
+  result.addAttribute(getSymNameAttrName(result.name), name);
+  result.addAttribute(getMeshAttrName(result.name), mesh);
+  result.addAttribute(getModelAttrName(result.name), model);
+  result.addAttribute(getClusterAttrName(result.name), cluster);
+  result.addAttribute(getTrainAttrName(result.name), train);
+  result.addAttribute(getParallelAttrName(result.name), parallel);
+  Region *body = result.addRegion();
+  if (parser.parseRegion(*body))
+    return failure();
+  if (body->empty())
+    body->push_back(new Block());
+  return success();
+}
+
+void PlanOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printSymbolName(getSymName());
+  p << " on ";
+  p.printAttributeWithoutType(getMeshAttr());
+  p.increaseIndent();
+  p.increaseIndent();
+  p.printNewline();
+  p << "model " << getModel();
+  p.printNewline();
+  p << "cluster " << getCluster();
+  p.printNewline();
+  p << "train " << getTrain();
+  p.printNewline();
+  p << "parallel " << getParallel();
+  p.decreaseIndent();
+  p.decreaseIndent();
+  p.printOptionalAttrDictWithKeyword(
+      (*this)->getAttrs(),
+      {getSymNameAttrName(), getMeshAttrName(), getModelAttrName(),
+       getClusterAttrName(), getTrainAttrName(), getParallelAttrName()});
+  p << ' ';
+  p.printRegion(getBody(), /*printEntryBlockArgs=*/false,
+                /*printBlockTerminators=*/false, /*printEmptyBlock=*/false);
+}
+
+shard::GridOp PlanOp::getGridOp() {
+  // The plan is a symbol table of its units; the mesh is a sibling.
+  return mlir::SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+      (*this)->getParentOp(), getMeshAttr());
+}
+
+LogicalResult PlanOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto grid = symbolTable.lookupNearestSymbolFrom<shard::GridOp>(
+      (*this)->getParentOp(), getMeshAttr());
+  if (!grid)
+    return emitOpError("mesh '") << getMesh() << "' does not name a shard.grid";
+  ArrayRef<int64_t> shape = grid.getShape();
+  if (shape.size() != 2)
+    return emitOpError("mesh '")
+           << getMesh() << "' must have 2 axes (replicate, shard), got "
+           << shape.size();
+  if (llvm::any_of(shape, ShapedType::isDynamic))
+    return emitOpError("mesh '") << getMesh() << "' must have a static shape";
+  int64_t size = shape[0] * shape[1];
+  if (size != getWorldSize())
+    return emitOpError("mesh '")
+           << getMesh() << "' has " << shape[0] << "x" << shape[1] << " = "
+           << size << " ranks but the cluster has " << getWorldSize() << " ("
+           << getCluster().getNodes() << " nodes x "
+           << getCluster().getGpusPerNode() << " gpus_per_node)";
+  Sharding sharding = getParallel().getSharding();
+  if (sharding == Sharding::NoShard && shape[1] != 1)
+    return emitOpError("no_shard does not shard: the mesh's shard axis must "
+                       "be 1, got ")
+           << shape[1];
+  if (sharding == Sharding::HybridShard && shape[0] < 2)
+    return emitOpError("hybrid_shard needs at least 2 replica groups, the "
+                       "mesh has ")
+           << shape[0];
+  return success();
+}
+
+LogicalResult PlanOp::verify() {
+  if (getTrain().getSeqLen() > getModel().getMaxSeqLen())
+    return emitOpError("seq_len ")
+           << getTrain().getSeqLen() << " exceeds the model's max_seq_len "
+           << getModel().getMaxSeqLen();
+  if (getParallel().getSharding() == Sharding::HybridShard &&
+      getCluster().getNodes() < 2)
+    return emitOpError("hybrid_shard needs more than one node");
+  // Parameter names are unique across the plan (they are the HF names).
+  llvm::StringSet<> names;
+  for (auto param : getBody().getOps<UnitOp>()) {
+    for (auto p : param.getBody().getOps<ParamOp>())
+      if (!names.insert(p.getParamName()).second)
+        return p.emitOpError("duplicate parameter name '")
+               << p.getParamName() << "'";
+  }
+  for (Operation &op : getBody().front())
+    if (!isa<UnitOp>(op))
+      return op.emitOpError("is not allowed in a plan.plan body");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// UnitOp
+//===----------------------------------------------------------------------===//
+
+// plan.unit @name kinds [llama_block, llama_block] attributes {...} { ... }
+ParseResult UnitOp::parse(OpAsmParser &parser, OperationState &result) {
+  StringAttr name;
+  if (parser.parseSymbolName(name) || parser.parseKeyword("kinds"))
+    return failure();
+  SmallVector<Attribute> kinds;
+  auto parseKind = [&]() -> ParseResult {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef word;
+    if (parser.parseKeyword(&word))
+      return failure();
+    std::optional<UnitKind> kind = symbolizeUnitKind(word);
+    if (!kind)
+      return parser.emitError(loc, "unknown unit kind '") << word << "'";
+    kinds.push_back(UnitKindAttr::get(parser.getContext(), *kind));
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Square,
+                                     parseKind) ||
+      parser.parseOptionalAttrDictWithKeyword(result.attributes))
+    return failure();
+  result.addAttribute(getSymNameAttrName(result.name), name);
+  result.addAttribute(getKindsAttrName(result.name),
+                      ArrayAttr::get(parser.getContext(), kinds));
+  Region *body = result.addRegion();
+  if (parser.parseRegion(*body))
+    return failure();
+  if (body->empty())
+    body->push_back(new Block());
+  return success();
+}
+
+void UnitOp::print(OpAsmPrinter &p) {
+  p << ' ';
+  p.printSymbolName(getSymName());
+  p << " kinds [";
+  llvm::interleaveComma(getKinds(), p, [&](Attribute kind) {
+    p << stringifyUnitKind(cast<UnitKindAttr>(kind).getValue());
+  });
+  p << "]";
+  p.printOptionalAttrDictWithKeyword(
+      (*this)->getAttrs(), {getSymNameAttrName(), getKindsAttrName()});
+  p << ' ';
+  p.printRegion(getBody(), /*printEntryBlockArgs=*/false,
+                /*printBlockTerminators=*/false, /*printEmptyBlock=*/false);
+}
+
+LogicalResult UnitOp::verify() {
+  if (getKinds().empty())
+    return emitOpError("must hold at least one model unit kind");
+  for (Operation &op : getBody().front())
+    if (!isa<ParamOp>(op))
+      return op.emitOpError("is not allowed in a plan.unit body");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ParamOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParamOp::verify() {
+  RankedTensorType type = getTensorType();
+  if (!type.hasStaticShape())
+    return emitOpError("parameter '")
+           << getParamName() << "' must have a static shape, got " << type;
+  if (llvm::any_of(type.getShape(), [](int64_t d) { return d < 1; }))
+    return emitOpError("parameter '")
+           << getParamName() << "' has an empty dimension: " << type;
+  if (!isa<FloatType>(type.getElementType()))
+    return emitOpError("parameter '")
+           << getParamName() << "' must have a floating-point element type";
+  if (getParamName().empty())
+    return emitOpError("parameter name must not be empty");
+  if (std::optional<StringRef> tied = getTiedTo()) {
+    if (*tied == getParamName())
+      return emitOpError("parameter '")
+             << getParamName() << "' cannot be tied to itself";
+  }
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/plan/PlanOps.cpp.inc"

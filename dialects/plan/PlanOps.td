@@ -1,0 +1,109 @@
+//===- PlanOps.td - Operations of the plan dialect ---------*- tablegen -*-===//
+
+#ifndef PLAN_OPS_TD
+#define PLAN_OPS_TD
+
+include "dialects/plan/PlanAttrs.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/RegionKindInterface.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/EnumAttr.td"
+
+def Plan_UnitKindAttr : EnumAttr<Plan_Dialect, Plan_UnitKind, "unit_kind">;
+def Plan_UnitKindArrayAttr : TypedArrayAttrBase<Plan_UnitKindAttr,
+    "array of unit kinds">;
+
+class Plan_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Plan_Dialect, mnemonic, traits>;
+
+def Plan_PlanOp : Plan_Op<"plan", [
+    Symbol, SymbolTable, NoTerminator, SingleBlock, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "A training plan";
+  let description = [{
+    One training job. `mesh` names the `shard.grid` its data-parallel ranks
+    form: axis 0 replicates, axis 1 shards (`(replicate, shard)` in the .plan
+    language); its size is the cluster's world size. The body is empty until
+    presets are expanded into `plan.unit`s.
+
+    ```mlir
+    shard.grid @mesh(shape = 1x8)
+    plan.plan @llama3_8b_fsdp on @mesh
+        model #plan.model<family = llama, ...>
+        cluster #plan.cluster<nodes = 1, gpus_per_node = 8, ...>
+        train #plan.train<...>
+        parallel #plan.parallel<sharding = full_shard, ...> {
+    }
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    FlatSymbolRefAttr:$mesh,
+    Plan_ModelAttr:$model,
+    Plan_ClusterAttr:$cluster,
+    Plan_TrainAttr:$train,
+    Plan_ParallelAttr:$parallel);
+  let regions = (region SizedRegion<1>:$body);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [
+    OpBuilder<(ins "::llvm::StringRef":$name, "::llvm::StringRef":$mesh,
+                   "ModelAttr":$model, "ClusterAttr":$cluster,
+                   "TrainAttr":$train, "ParallelAttr":$parallel)>
+  ];
+  let extraClassDeclaration = [{
+    /// The data-parallel mesh this plan runs on.
+    ::mlir::shard::GridOp getGridOp();
+    int64_t getWorldSize() { return getCluster().getWorldSize(); }
+  }];
+}
+
+def Plan_UnitOp : Plan_Op<"unit", [
+    Symbol, NoTerminator, SingleBlock, HasParent<"PlanOp">]> {
+  let summary = "A group of parameters gathered, computed and freed together";
+  let description = [{
+    The FSDP unit (a FlatParameter): one transformer block, the embeddings or
+    the head, or a group of them under a `min_params` wrap policy. `kinds`
+    lists the model units it holds, in execution order.
+
+    ```mlir
+    plan.unit @"layers.0" kinds [llama_block] {
+      plan.param "model.layers.0.self_attn.q_proj.weight" : tensor<4096x4096xf32>
+      ...
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, Plan_UnitKindArrayAttr:$kinds);
+  let regions = (region SizedRegion<1>:$body);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+}
+
+def Plan_ParamOp : Plan_Op<"param", [HasParent<"UnitOp">]> {
+  let summary = "A parameter tensor with its HuggingFace name";
+  let description = [{
+    `type` is the full (unsharded) shape with the dtype of the master copy.
+    `tied_to` names the parameter whose storage it shares (GPT-2's lm_head
+    and wte); a tied parameter is stored once.
+
+    ```mlir
+    plan.param "lm_head.weight" : tensor<50257x768xf32> tied_to "transformer.wte.weight"
+    ```
+  }];
+  let arguments = (ins
+    StrAttr:$param_name,
+    TypeAttrOf<AnyRankedTensor>:$type,
+    OptionalAttr<StrAttr>:$tied_to);
+  let assemblyFormat = [{
+    $param_name `:` $type (`tied_to` $tied_to^)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+#endif // PLAN_OPS_TD

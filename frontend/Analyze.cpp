@@ -1,0 +1,1377 @@
+//===- Analyze.cpp - Checking a .plan syntax tree against the schema ------===//
+//
+// The analyzer walks the syntax tree one section at a time. A section is a
+// table of its keys: the name, whether it is required, and how its value is
+// read into the PlanSpec, which fixes the value's type. What the tables leave
+// out lives where the C++ builder sees it too: plain defaults are the PlanSpec
+// initializers (or the preset / device the plan starts from), defaults that
+// depend on other keys are applyDerivedDefaults, and value ranges and
+// combinations are checkPlan (Checks.cpp). docs/language.md documents it all.
+//
+// A key whose value is reported as wrong, or that is required and missing,
+// goes into `unchecked`, and checkPlan skips the checks that read it: each
+// mistake is reported once, and every mistake in the file is reported.
+//
+// `plan.locs` records every key given, by dotted path, at its value: that is
+// what the user edits when a check rejects it (`model` points at the preset
+// name, `cluster.gpu` at the device name or its `{`, `train.optimizer.lr` at
+// the argument). Sections, which have no value of their own (`train { ... }`,
+// `parallel.offload`), point at their name where it first appears.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Analyze.h"
+#include "frontend/Models.h"
+
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <cmath>
+#include <functional>
+
+using namespace plan;
+using llvm::ArrayRef;
+using llvm::formatv;
+using llvm::SMLoc;
+using llvm::StringRef;
+using syntax::Value;
+using syntax::ValueKind;
+
+//===----------------------------------------------------------------------===//
+// Spellings of the enumerations
+//===----------------------------------------------------------------------===//
+
+namespace {
+template <typename E> struct Spelling {
+  StringRef name;
+  E value;
+};
+} // namespace
+
+/// Every spelling of an enumeration: the generated stringify of each value
+/// (PlanEnums.td; the values are 0..maxValue), then the language's aliases.
+template <typename E>
+static llvm::SmallVector<Spelling<E>>
+spellingsOf(unsigned maxValue, ArrayRef<Spelling<E>> aliases = {}) {
+  llvm::SmallVector<Spelling<E>> spellings;
+  for (unsigned i = 0; i <= maxValue; ++i)
+    spellings.push_back({stringify(static_cast<E>(i)), static_cast<E>(i)});
+  spellings.append(aliases.begin(), aliases.end());
+  return spellings;
+}
+
+// PyTorch DDP and the DeepSpeed ZeRO stages.
+static constexpr Spelling<Sharding> shardingAliases[] = {
+    {"ddp", Sharding::NoShard},
+    {"zero0", Sharding::NoShard},
+    {"zero2", Sharding::ShardGradOp},
+    {"zero3", Sharding::FullShard}};
+
+// Without it `gpu` would be a near miss for `cpu`, the opposite of its sense.
+static constexpr Spelling<MemorySpace> memorySpaceAliases[] = {
+    {"gpu", MemorySpace::Device}};
+
+template <typename E>
+static llvm::SmallVector<StringRef> namesOf(ArrayRef<Spelling<E>> spellings) {
+  return llvm::map_to_vector(spellings,
+                             [](const Spelling<E> &s) { return s.name; });
+}
+
+//===----------------------------------------------------------------------===//
+// Units
+//===----------------------------------------------------------------------===//
+
+namespace {
+enum class Quantity { Size, Bandwidth };
+
+struct Unit {
+  StringRef name;
+  Quantity quantity;
+  double factor; // bytes, or bytes per second
+};
+} // namespace
+
+static constexpr double KiB = 1024.0, MiB = KiB * 1024, GiB = MiB * 1024,
+                        TiB = GiB * 1024;
+
+static constexpr Unit units[] = {
+    {"B", Quantity::Size, 1},
+    {"KB", Quantity::Size, 1e3},
+    {"MB", Quantity::Size, 1e6},
+    {"GB", Quantity::Size, 1e9},
+    {"TB", Quantity::Size, 1e12},
+    {"KiB", Quantity::Size, KiB},
+    {"MiB", Quantity::Size, MiB},
+    {"GiB", Quantity::Size, GiB},
+    {"TiB", Quantity::Size, TiB},
+    {"B/s", Quantity::Bandwidth, 1},
+    {"KB/s", Quantity::Bandwidth, 1e3},
+    {"MB/s", Quantity::Bandwidth, 1e6},
+    {"GB/s", Quantity::Bandwidth, 1e9},
+    {"TB/s", Quantity::Bandwidth, 1e12},
+    {"KiB/s", Quantity::Bandwidth, KiB},
+    {"MiB/s", Quantity::Bandwidth, MiB},
+    {"GiB/s", Quantity::Bandwidth, GiB},
+    {"TiB/s", Quantity::Bandwidth, TiB},
+    // Network links are quoted in bits.
+    {"Mb/s", Quantity::Bandwidth, 1e6 / 8},
+    {"Gb/s", Quantity::Bandwidth, 1e9 / 8},
+    {"Tb/s", Quantity::Bandwidth, 1e12 / 8},
+};
+
+static const Unit *lookupUnit(StringRef name) {
+  const Unit *it =
+      llvm::find_if(units, [&](const Unit &u) { return u.name == name; });
+  return it == std::end(units) ? nullptr : it;
+}
+
+//===----------------------------------------------------------------------===//
+// Suggestions
+//===----------------------------------------------------------------------===//
+
+static std::string quotedList(ArrayRef<StringRef> names, StringRef lastJoin) {
+  std::string out;
+  for (auto [i, name] : llvm::enumerate(names)) {
+    if (i)
+      out += i + 1 == names.size() ? lastJoin.str() : ", ";
+    out += ("'" + name + "'").str();
+  }
+  return out;
+}
+
+/// The candidates `word` is likely a slip for: one that differs only in case
+/// or by a small edit, the few that `word` starts ("h100" for h100_sxm and
+/// h100_pcie), or the longest that starts `word` ("cosine_annealing" for
+/// cosine).
+static llvm::SmallVector<StringRef>
+likelyMeant(StringRef word, ArrayRef<StringRef> candidates) {
+  for (StringRef candidate : candidates)
+    if (candidate.equals_insensitive(word))
+      return {candidate};
+  if (word.size() >= 3) {
+    llvm::SmallVector<StringRef> extensions;
+    for (StringRef candidate : candidates)
+      if (candidate.starts_with(word))
+        extensions.push_back(candidate);
+    if (!extensions.empty() && extensions.size() <= 4)
+      return extensions;
+  }
+  StringRef close = closestMatch(word, candidates);
+  if (!close.empty())
+    return {close};
+  StringRef longestStem;
+  for (StringRef candidate : candidates)
+    if (candidate.size() >= 3 && word.starts_with(candidate) &&
+        candidate.size() > longestStem.size())
+      longestStem = candidate;
+  if (!longestStem.empty())
+    return {longestStem};
+  return {};
+}
+
+static std::string didYouMean(StringRef word, ArrayRef<StringRef> candidates) {
+  llvm::SmallVector<StringRef> meant = likelyMeant(word, candidates);
+  if (meant.empty())
+    return "";
+  return "; did you mean " + quotedList(meant, " or ") + "?";
+}
+
+/// A suggestion when there is a good one, else the whole list.
+static std::string suggestOrList(StringRef word, ArrayRef<StringRef> candidates,
+                                 StringRef listIntro = "expected one of") {
+  std::string suggestion = didYouMean(word, candidates);
+  if (!suggestion.empty())
+    return suggestion;
+  return ("; " + listIntro + ": " + llvm::join(candidates, ", ")).str();
+}
+
+//===----------------------------------------------------------------------===//
+// Keys as written: nested blocks and dotted keys
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// One item that sets something in a section: an item of the section's own
+/// block, or a dotted item further out whose key leads into the section
+/// (`parallel.offload.params = cpu` is an entry of `parallel` with path
+/// "offload.params", and of `parallel.offload` with path "params").
+struct Entry {
+  const syntax::Item *item;
+  StringRef path; // the rest of the item's key, from this section on
+  SMLoc keyLoc;   // where `path` starts in the source
+
+  StringRef head() const { return path.split('.').first; }
+  /// Whether the item sets this key itself rather than a key inside it.
+  bool setsKey() const { return !path.contains('.'); }
+  const Value &value() const { return item->value; }
+  Entry tail() const;
+};
+using Entries = llvm::SmallVector<Entry, 8>;
+
+/// Everything the user wrote for one key of a section.
+struct KeyGroup {
+  std::string path;   // from the top: "parallel.offload"; "" for the file
+  SMLoc keyLoc;       // where the key is first named
+  const Value *value; // of the first item that sets the key, or null
+  Entries children;   // the keys under it: its block's items, dotted items
+};
+
+using ValueReader =
+    std::function<bool(const Value &value, const std::string &path)>;
+using GroupReader = std::function<void(const KeyGroup &group)>;
+
+enum class Need { Optional, Required };
+
+/// One key of a section. A plain key has a value reader; a key with keys of
+/// its own (a section, `model`, `cluster.gpu`) has a group reader.
+struct KeyRule {
+  StringRef name;
+  Need need;
+  ValueReader readValue;
+  GroupReader readGroup;
+};
+
+/// What a section says beyond the generic messages.
+struct SectionWording {
+  /// Why a key is unknown here, when there is more to say than "did you
+  /// mean" (a key of another model family); "" for the generic message.
+  std::function<std::string(StringRef key)> unknownKeyReason;
+  /// Appended to "'model' is missing required key 'vocab'".
+  std::string missingReason;
+};
+
+/// One argument of a call-like value (`adamw(lr = ...)`).
+struct Param {
+  StringRef name;
+  Need need;
+  ValueReader read;
+};
+
+/// One alternative of a key written `name` or `name(arguments)`.
+struct Form {
+  StringRef name;
+  /// The first argument may omit its name: `static(1024)`, `adamw(1e-4)`.
+  bool leadingPositional;
+  std::vector<Param> params;
+  std::function<void()> select; // records the choice of this form
+  StringRef example;            // how to write it when a required arg lacks
+};
+
+} // namespace
+
+/// Where `part`, a piece of `item.key`, is in the source. Falls back to the
+/// key's start when the source does not spell the key as stored (an override
+/// path, blanks around the dots).
+static SMLoc locInKey(const syntax::Item &item, StringRef part) {
+  const char *begin = item.keyRange.Start.getPointer();
+  const char *end = item.keyRange.End.getPointer();
+  size_t size = item.key.size();
+  if (!begin || !end || end - begin < static_cast<ptrdiff_t>(size) ||
+      StringRef(begin, size) != item.key)
+    return item.keyLoc();
+  return SMLoc::getFromPointer(begin + (part.data() - item.key.data()));
+}
+
+Entry Entry::tail() const {
+  StringRef rest = path.split('.').second;
+  return {item, rest, locInKey(*item, rest)};
+}
+
+static void appendItems(const syntax::Block &block, Entries &out) {
+  for (const syntax::Item &item : block.items)
+    out.push_back({&item, item.key, locInKey(item, item.key)});
+}
+
+static std::string joinPath(StringRef section, StringRef key) {
+  return section.empty() ? key.str() : (section + "." + key).str();
+}
+
+/// What a value is, for "expects X, got Y": numbers as written, names quoted,
+/// other kinds by their kind.
+static std::string describe(const Value &v) {
+  switch (v.kind) {
+  case ValueKind::Number:
+    return v.spelling();
+  case ValueKind::Identifier:
+    return "'" + v.spelling() + "'";
+  default:
+    return v.kindName().str();
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The analyzer
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class Analyzer {
+public:
+  Analyzer(DiagEmitter &diag, StringRef defaultName) : diag(diag) {
+    plan.name = defaultName.str();
+  }
+
+  std::optional<PlanSpec> run(const syntax::Block &root);
+
+private:
+  // Sections.
+  void readKeys(const KeyGroup &section, ArrayRef<KeyRule> rules,
+                const SectionWording &wording = {});
+  void reportUnknownKey(const KeyGroup &section, StringRef key, SMLoc loc,
+                        ArrayRef<KeyRule> rules, const SectionWording &wording,
+                        llvm::StringSet<> &suggested);
+  bool readLeaf(const KeyRule &rule, const Value &value,
+                const std::string &path);
+  GroupReader section(std::function<std::vector<KeyRule>()> rules);
+  void readModel(const KeyGroup &group);
+  void readDevice(const KeyGroup &group);
+  std::vector<KeyRule> clusterKeys();
+  std::vector<KeyRule> trainKeys();
+  std::vector<KeyRule> parallelKeys();
+  std::vector<KeyRule> offloadKeys();
+
+  // Values.
+  ValueReader integer(int64_t &field);
+  ValueReader real(double &field);
+  ValueReader boolean(bool &field);
+  ValueReader size(int64_t &field);
+  ValueReader bandwidth(double &field);
+  template <typename E>
+  ValueReader oneOf(E &field, llvm::SmallVector<Spelling<E>> spellings,
+                    StringRef noun);
+
+  bool readInteger(const Value &v, const std::string &path, int64_t &out);
+  bool readReal(const Value &v, const std::string &path, double &out);
+  bool readBool(const Value &v, const std::string &path, bool &out);
+  bool readString(const Value &v, const std::string &path, std::string &out);
+  bool readQuantity(const Value &v, const std::string &path, Quantity quantity,
+                    double &out);
+  bool readSize(const Value &v, const std::string &path, int64_t &out);
+  template <typename E>
+  bool readEnum(const Value &v, const std::string &path,
+                ArrayRef<Spelling<E>> spellings, StringRef noun, E &out);
+  bool readForm(const Value &v, const std::string &path, StringRef noun,
+                ArrayRef<Form> forms);
+  bool readArguments(const Value &v, const std::string &path, const Form &form);
+  bool readPair(const Value &v, const std::string &path, StringRef shape,
+                const ValueReader &element);
+
+  bool readOptimizer(const Value &v, const std::string &path);
+  bool readLossScale(const Value &v, const std::string &path);
+  bool readLRSchedule(const Value &v, const std::string &path);
+  bool readGradClip(const Value &v, const std::string &path);
+  bool readWrap(const Value &v, const std::string &path);
+  bool readMesh(const Value &v, const std::string &path);
+  bool readRopeScaling(const Value &v, const std::string &path);
+
+  bool typeError(const Value &v, const std::string &path,
+                 const llvm::Twine &expected);
+  SMLoc fileStart(const syntax::Block &root) const;
+
+  DiagEmitter &diag;
+  PlanSpec plan;
+  /// Keys reported as wrong or missing: checkPlan does not look at them.
+  llvm::StringSet<> unchecked;
+};
+
+} // namespace
+
+std::optional<PlanSpec> Analyzer::run(const syntax::Block &root) {
+  unsigned errorsBefore = diag.numErrors();
+
+  KeyGroup file{"", fileStart(root), nullptr, {}};
+  appendItems(root, file.children);
+  KeyRule topKeys[] = {
+      {"name", Need::Optional,
+       [this](const Value &v, const std::string &path) {
+         return readString(v, path, plan.name);
+       },
+       nullptr},
+      {"model", Need::Required, nullptr,
+       [this](const KeyGroup &g) { readModel(g); }},
+      {"cluster", Need::Required, nullptr,
+       section([this] { return clusterKeys(); })},
+      {"train", Need::Required, nullptr,
+       section([this] { return trainKeys(); })},
+      {"parallel", Need::Optional, nullptr,
+       section([this] { return parallelKeys(); })},
+  };
+  readKeys(file, topKeys);
+
+  applyDerivedDefaults(plan);
+  checkPlan(plan, diag, unchecked);
+  if (diag.numErrors() != errorsBefore)
+    return std::nullopt;
+  return std::move(plan);
+}
+
+SMLoc Analyzer::fileStart(const syntax::Block &root) const {
+  const llvm::SourceMgr *sourceMgr = diag.getSourceMgr();
+  if (!sourceMgr || sourceMgr->getNumBuffers() == 0)
+    return SMLoc();
+  unsigned buffer = 0;
+  if (!root.items.empty())
+    buffer = sourceMgr->FindBufferContainingLoc(root.items.front().keyLoc());
+  if (buffer == 0)
+    buffer = sourceMgr->getMainFileID();
+  return SMLoc::getFromPointer(
+      sourceMgr->getMemoryBuffer(buffer)->getBufferStart());
+}
+
+//===----------------------------------------------------------------------===//
+// Sections
+//===----------------------------------------------------------------------===//
+
+void Analyzer::readKeys(const KeyGroup &section, ArrayRef<KeyRule> rules,
+                        const SectionWording &wording) {
+  llvm::MapVector<StringRef, Entries> byKey;
+  for (const Entry &entry : section.children)
+    byKey[entry.head()].push_back(entry);
+
+  // Keys a typo was taken for: their "missing" error would say it twice.
+  llvm::StringSet<> suggested;
+  for (auto &[key, entries] : byKey) {
+    const KeyRule *rule =
+        llvm::find_if(rules, [&](const KeyRule &r) { return r.name == key; });
+    if (rule == rules.end()) {
+      for (const Entry &entry : entries)
+        reportUnknownKey(section, key, entry.keyLoc, rules, wording, suggested);
+      continue;
+    }
+
+    std::string path = joinPath(section.path, key);
+    KeyGroup group{path, entries.front().keyLoc, nullptr, {}};
+    const Entry *first = nullptr; // the first entry that sets the key itself
+    bool ok = true;
+    for (const Entry &entry : entries) {
+      if (!entry.setsKey()) {
+        if (rule->readGroup) {
+          group.children.push_back(entry.tail());
+          continue;
+        }
+        Entry inner = entry.tail();
+        diag.error(inner.keyLoc,
+                   formatv("'{0}' is a value, not a section; it has no key "
+                           "'{1}'",
+                           path, inner.head()));
+        ok = false;
+        continue;
+      }
+      if (first) {
+        auto error = diag.error(
+            entry.keyLoc,
+            section.path.empty()
+                ? formatv("duplicate key '{0}'", key).str()
+                : formatv("duplicate key '{0}' in '{1}'", key, section.path)
+                      .str());
+        error.attachNote(diag.loc(first->value().loc()))
+            << "previous value is here";
+        continue;
+      }
+      first = &entry;
+      if (rule->readGroup && entry.value().block)
+        appendItems(*entry.value().block, group.children);
+    }
+
+    if (rule->readGroup) {
+      group.value = first ? &first->value() : nullptr;
+      rule->readGroup(group);
+    } else if (first) {
+      plan.locs[path] = first->value().loc();
+      if (!readLeaf(*rule, first->value(), path))
+        ok = false;
+    }
+    if (!ok)
+      unchecked.insert(path);
+  }
+
+  for (const KeyRule &rule : rules) {
+    if (rule.need != Need::Required || byKey.count(rule.name))
+      continue;
+    unchecked.insert(joinPath(section.path, rule.name));
+    if (suggested.contains(rule.name))
+      continue;
+    if (section.path.empty())
+      diag.error(section.keyLoc,
+                 formatv("missing required section '{0}'", rule.name));
+    else
+      diag.error(section.keyLoc,
+                 formatv("'{0}' is missing required key '{1}'{2}", section.path,
+                         rule.name, wording.missingReason));
+  }
+}
+
+void Analyzer::reportUnknownKey(const KeyGroup &section, StringRef key,
+                                SMLoc loc, ArrayRef<KeyRule> rules,
+                                const SectionWording &wording,
+                                llvm::StringSet<> &suggested) {
+  std::string where =
+      section.path.empty()
+          ? formatv("unknown top-level key '{0}'", key).str()
+          : formatv("unknown key '{0}' in '{1}'", key, section.path).str();
+  if (wording.unknownKeyReason) {
+    std::string reason = wording.unknownKeyReason(key);
+    if (!reason.empty()) {
+      diag.error(loc, where + "; " + reason);
+      return;
+    }
+  }
+  auto names =
+      llvm::map_to_vector(rules, [](const KeyRule &r) { return r.name; });
+  for (StringRef meant : likelyMeant(key, names))
+    suggested.insert(meant);
+  diag.error(loc, where + suggestOrList(key, names, "valid keys are"));
+}
+
+bool Analyzer::readLeaf(const KeyRule &rule, const Value &value,
+                        const std::string &path) {
+  if (value.kind == ValueKind::Identifier && value.block) {
+    diag.error(value.block->lbrace,
+               formatv("'{0}' takes a value, not a block", path));
+    return false;
+  }
+  return rule.readValue(value, path);
+}
+
+/// A reader for a section without a value of its own (`train { ... }`).
+GroupReader Analyzer::section(std::function<std::vector<KeyRule>()> rules) {
+  return [this, rules](const KeyGroup &group) {
+    plan.locs[group.path] = group.keyLoc;
+    if (group.value && group.value->kind != ValueKind::Block) {
+      diag.error(group.value->loc(),
+                 formatv("'{0}' is a section and expects a block {{ ... }, "
+                         "got {1}",
+                         group.path, describe(*group.value)));
+      unchecked.insert(group.path);
+      return;
+    }
+    readKeys(group, rules());
+  };
+}
+
+//===----------------------------------------------------------------------===//
+// model
+//===----------------------------------------------------------------------===//
+
+/// The keys of each model family, for telling "not a key of this family"
+/// from a typo.
+static ArrayRef<StringRef> familyOnlyKeys(ModelFamily family) {
+  static constexpr StringRef llama[] = {"kv_heads", "rope_theta",
+                                        "rope_scaling", "tie_embeddings"};
+  static constexpr StringRef bert[] = {"type_vocab", "head", "num_labels"};
+  switch (family) {
+  case ModelFamily::Llama:
+    return llama;
+  case ModelFamily::GPT2:
+    return {};
+  case ModelFamily::Bert:
+    return bert;
+  }
+  llvm_unreachable("unknown family");
+}
+
+/// A family's defaults for a model written without a preset. The keys a
+/// family requires stay 0.
+static ModelSpec familyTemplate(ModelFamily family) {
+  ModelSpec spec;
+  spec.family = family;
+  switch (family) {
+  case ModelFamily::Llama:
+    break;
+  case ModelFamily::GPT2:
+    spec.tieEmbeddings = true;
+    break;
+  case ModelFamily::Bert:
+    spec.normEps = 1e-12;
+    spec.tieEmbeddings = true;
+    break;
+  }
+  return spec;
+}
+
+void Analyzer::readModel(const KeyGroup &group) {
+  const Value *v = group.value;
+  if (!v) {
+    diag.error(group.keyLoc,
+               "'model' needs a preset or a family before its keys, e.g. "
+               "model = llama3_8b or model = llama { ... }");
+    unchecked.insert("model");
+    return;
+  }
+  plan.locs["model"] = v->loc();
+  if (v->kind != ValueKind::Identifier) {
+    diag.error(v->loc(), formatv("'model' expects a preset or a family "
+                                 "(llama, gpt2, bert), got {0}",
+                                 describe(*v)));
+    unchecked.insert("model");
+    return;
+  }
+
+  ModelSpec &m = plan.model;
+  bool fromPreset = false;
+  // `gpt2` names both the family and its smallest preset; as a preset it
+  // gives every key a default, which is all a family block would add.
+  if (const ModelPreset *preset = lookupModelPreset(v->text)) {
+    m = preset->spec;
+    m.preset = preset->name.str();
+    fromPreset = true;
+  } else if (std::optional<ModelFamily> family =
+                 symbolizeModelFamily(v->text)) {
+    m = familyTemplate(*family);
+  } else {
+    llvm::SmallVector<StringRef> names;
+    for (const ModelPreset &preset : modelPresets())
+      names.push_back(preset.name);
+    names.append({"llama", "bert"});
+    std::string message = formatv("unknown model '{0}'", v->text);
+    std::string suggestion = didYouMean(v->text, names);
+    if (suggestion.empty()) {
+      names.pop_back_n(2);
+      suggestion = "; expected a preset (" + llvm::join(names, ", ") +
+                   ") or a family (llama, gpt2, bert)";
+    }
+    diag.error(v->loc(), message + suggestion);
+    unchecked.insert("model");
+    return;
+  }
+
+  ModelFamily family = m.family;
+  // A family block gives every key its family has no default for; gpt2
+  // derives `intermediate` from `hidden` (applyDerivedDefaults).
+  auto need = [&](bool requiredWithoutPreset) {
+    return !fromPreset && requiredWithoutPreset ? Need::Required
+                                                : Need::Optional;
+  };
+  std::vector<KeyRule> rules = {
+      {"vocab", need(true), integer(m.vocab), nullptr},
+      {"hidden", need(true), integer(m.hidden), nullptr},
+      {"intermediate", need(family != ModelFamily::GPT2),
+       integer(m.intermediate), nullptr},
+      {"layers", need(true), integer(m.layers), nullptr},
+      {"heads", need(true), integer(m.heads), nullptr},
+      {"max_seq_len", need(true), integer(m.maxSeqLen), nullptr},
+      {"norm_eps", Need::Optional, real(m.normEps), nullptr},
+  };
+  if (family == ModelFamily::Llama) {
+    rules.push_back({"kv_heads", Need::Optional, integer(m.kvHeads), nullptr});
+    rules.push_back({"rope_theta", Need::Optional, real(m.ropeTheta), nullptr});
+    rules.push_back({"rope_scaling", Need::Optional,
+                     [this](const Value &v, const std::string &path) {
+                       return readRopeScaling(v, path);
+                     },
+                     nullptr});
+    rules.push_back(
+        {"tie_embeddings", Need::Optional, boolean(m.tieEmbeddings), nullptr});
+  }
+  if (family == ModelFamily::Bert) {
+    rules.push_back(
+        {"type_vocab", Need::Optional, integer(m.typeVocab), nullptr});
+    rules.push_back(
+        {"head", Need::Optional,
+         oneOf<BertHead>(m.bertHead,
+                         spellingsOf<BertHead>(getMaxEnumValForBertHead()),
+                         "head"),
+         nullptr});
+    rules.push_back(
+        {"num_labels", Need::Optional, integer(m.numLabels), nullptr});
+  }
+
+  SectionWording wording;
+  StringRef familyName = stringify(family);
+  wording.missingReason =
+      formatv(" (a {0} model without a preset gives every size)", familyName);
+  wording.unknownKeyReason = [family, familyName](StringRef key) {
+    for (ModelFamily other :
+         {ModelFamily::Llama, ModelFamily::GPT2, ModelFamily::Bert})
+      if (other != family && llvm::is_contained(familyOnlyKeys(other), key))
+        return formatv("it applies to {0} models, and this is a {1} model",
+                       stringify(other), familyName)
+            .str();
+    return std::string();
+  };
+  readKeys(group, rules, wording);
+}
+
+bool Analyzer::readRopeScaling(const Value &v, const std::string &path) {
+  RopeScaling scaling;
+  bool scaled = false;
+  Form forms[] = {
+      {"none", false, {}, [&] { scaled = false; }, ""},
+      {"llama3",
+       false,
+       {{"factor", Need::Optional, real(scaling.factor)},
+        {"low_freq_factor", Need::Optional, real(scaling.lowFreqFactor)},
+        {"high_freq_factor", Need::Optional, real(scaling.highFreqFactor)},
+        {"original_max_seq_len", Need::Optional,
+         integer(scaling.originalMaxSeqLen)}},
+       [&] { scaled = true; },
+       ""},
+  };
+  bool ok = readForm(v, path, "rope scaling", forms);
+  if (scaled)
+    plan.model.ropeScaling = scaling;
+  else
+    plan.model.ropeScaling.reset();
+  return ok;
+}
+
+//===----------------------------------------------------------------------===//
+// cluster
+//===----------------------------------------------------------------------===//
+
+std::vector<KeyRule> Analyzer::clusterKeys() {
+  ClusterSpec &c = plan.cluster;
+  return {
+      {"nodes", Need::Optional, integer(c.nodes), nullptr},
+      {"gpus_per_node", Need::Required, integer(c.gpusPerNode), nullptr},
+      {"gpu", Need::Required, nullptr,
+       [this](const KeyGroup &g) { readDevice(g); }},
+      {"host_memory", Need::Required, size(c.hostMemoryBytes), nullptr},
+      {"inter_node_bandwidth", Need::Optional, bandwidth(c.interNodeBandwidth),
+       nullptr},
+  };
+}
+
+void Analyzer::readDevice(const KeyGroup &group) {
+  DeviceSpec &d = plan.cluster.device;
+  const Value *v = group.value;
+  bool fromTable = false;
+  plan.locs[group.path] = v ? v->loc() : group.keyLoc;
+  if (v && v->kind == ValueKind::Identifier) {
+    const DeviceSpec *known = lookupDevice(v->text);
+    if (!known) {
+      auto names = llvm::map_to_vector(
+          deviceTable(), [](const DeviceSpec &d) { return StringRef(d.name); });
+      diag.error(v->loc(), formatv("unknown device '{0}'", v->text).str() +
+                               suggestOrList(v->text, names));
+      unchecked.insert(group.path);
+      return;
+    }
+    d = *known;
+    fromTable = true;
+  } else if (v && v->kind != ValueKind::Block) {
+    diag.error(v->loc(),
+               formatv("'{0}' expects a device name or a block {{ memory = "
+                       "... }, got {1}",
+                       group.path, describe(*v)));
+    unchecked.insert(group.path);
+    return;
+  }
+  if (!fromTable)
+    d = DeviceSpec{.name = "custom"};
+
+  // A device from the table takes overrides; a custom one gives every key.
+  Need need = fromTable ? Need::Optional : Need::Required;
+  KeyRule rules[] = {
+      {"memory", need, size(d.memoryBytes), nullptr},
+      {"bf16_tflops", need, real(d.bf16Tflops), nullptr},
+      {"fp16_tflops", need, real(d.fp16Tflops), nullptr},
+      {"fp32_tflops", need, real(d.fp32Tflops), nullptr},
+      {"hbm_bandwidth", need, bandwidth(d.hbmBandwidth), nullptr},
+      {"nvlink_bandwidth", need, bandwidth(d.nvlinkBandwidth), nullptr},
+      {"pcie_bandwidth", need, bandwidth(d.pcieBandwidth), nullptr},
+  };
+  SectionWording wording;
+  wording.missingReason = " (a device not in the table gives every key)";
+  readKeys(group, rules, wording);
+}
+
+//===----------------------------------------------------------------------===//
+// train
+//===----------------------------------------------------------------------===//
+
+std::vector<KeyRule> Analyzer::trainKeys() {
+  TrainSpec &t = plan.train;
+  auto reader =
+      [this](bool (Analyzer::*read)(const Value &, const std::string &)) {
+        return [this, read](const Value &v, const std::string &path) {
+          return (this->*read)(v, path);
+        };
+      };
+  return {
+      {"optimizer", Need::Required, reader(&Analyzer::readOptimizer), nullptr},
+      {"micro_batch", Need::Required, integer(t.microBatch), nullptr},
+      {"seq_len", Need::Required, integer(t.seqLen), nullptr},
+      {"grad_accum", Need::Optional, integer(t.gradAccum), nullptr},
+      {"precision", Need::Optional,
+       oneOf<Precision>(t.precision,
+                        spellingsOf<Precision>(getMaxEnumValForPrecision()),
+                        "precision"),
+       nullptr},
+      {"loss_scale", Need::Optional, reader(&Analyzer::readLossScale), nullptr},
+      {"reduce_dtype", Need::Optional,
+       oneOf<DType>(t.reduceDtype, spellingsOf<DType>(getMaxEnumValForDType()),
+                    "reduce_dtype"),
+       nullptr},
+      {"activation_checkpointing", Need::Optional,
+       oneOf<Checkpointing>(
+           t.activationCheckpointing,
+           spellingsOf<Checkpointing>(getMaxEnumValForCheckpointing()),
+           "activation_checkpointing"),
+       nullptr},
+      {"grad_clip", Need::Optional, reader(&Analyzer::readGradClip), nullptr},
+      {"lr_schedule", Need::Optional, reader(&Analyzer::readLRSchedule),
+       nullptr},
+      {"steps", Need::Optional, integer(t.steps), nullptr},
+      {"seed", Need::Optional, integer(t.seed), nullptr},
+  };
+}
+
+bool Analyzer::readOptimizer(const Value &v, const std::string &path) {
+  OptimizerSpec &o = plan.train.optimizer;
+  auto betas = [this, &o](const Value &v, const std::string &path) {
+    int element = 0;
+    return readPair(v, path, "(beta1, beta2), e.g. (0.9, 0.999)",
+                    [&](const Value &e, const std::string &p) {
+                      return readReal(e, p, element++ ? o.beta2 : o.beta1);
+                    });
+  };
+  Form forms[] = {
+      {"adamw",
+       true,
+       {{"lr", Need::Required, real(o.lr)},
+        {"betas", Need::Optional, betas},
+        {"eps", Need::Optional, real(o.eps)},
+        {"weight_decay", Need::Optional, real(o.weightDecay)}},
+       [&o] { o.kind = OptimizerKind::AdamW; },
+       "adamw(lr = 1e-4)"},
+      {"sgd",
+       true,
+       {{"lr", Need::Required, real(o.lr)},
+        {"momentum", Need::Optional, real(o.momentum)},
+        {"weight_decay", Need::Optional, real(o.weightDecay)}},
+       [&o] { o.kind = OptimizerKind::SGD; },
+       "sgd(lr = 0.1)"},
+  };
+  return readForm(v, path, "optimizer", forms);
+}
+
+bool Analyzer::readLossScale(const Value &v, const std::string &path) {
+  LossScaleSpec &s = plan.train.lossScale;
+  Form forms[] = {
+      {"none", false, {}, [&s] { s.kind = LossScaleKind::None; }, ""},
+      {"dynamic",
+       false,
+       {{"initial", Need::Optional, real(s.initial)},
+        {"growth_interval", Need::Optional, integer(s.growthInterval)}},
+       [&s] { s.kind = LossScaleKind::Dynamic; },
+       ""},
+      {"static",
+       true,
+       {{"scale", Need::Required, real(s.initial)}},
+       [&s] { s.kind = LossScaleKind::Static; },
+       "static(1024)"},
+  };
+  return readForm(v, path, "loss scaling", forms);
+}
+
+bool Analyzer::readLRSchedule(const Value &v, const std::string &path) {
+  LRScheduleSpec &s = plan.train.lrSchedule;
+  auto decaying = [&] {
+    return std::vector<Param>{
+        {"warmup", Need::Optional, integer(s.warmupSteps)},
+        {"min_lr_ratio", Need::Optional, real(s.minLrRatio)}};
+  };
+  Form forms[] = {
+      {"constant",
+       false,
+       {{"warmup", Need::Optional, integer(s.warmupSteps)}},
+       [&s] { s.kind = LRScheduleKind::Constant; },
+       ""},
+      {"cosine", false, decaying(), [&s] { s.kind = LRScheduleKind::Cosine; },
+       ""},
+      {"linear", false, decaying(), [&s] { s.kind = LRScheduleKind::Linear; },
+       ""},
+  };
+  return readForm(v, path, "lr schedule", forms);
+}
+
+bool Analyzer::readGradClip(const Value &v, const std::string &path) {
+  if (v.kind == ValueKind::Identifier && v.text == "none") {
+    plan.train.gradClip.reset();
+    return true;
+  }
+  if (v.kind != ValueKind::Number)
+    return typeError(v, path, "a number or none");
+  double norm = 0;
+  if (!readReal(v, path, norm))
+    return false;
+  plan.train.gradClip = norm;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// parallel
+//===----------------------------------------------------------------------===//
+
+std::vector<KeyRule> Analyzer::parallelKeys() {
+  ParallelSpec &p = plan.parallel;
+  return {
+      {"sharding", Need::Optional,
+       oneOf<Sharding>(
+           p.sharding,
+           spellingsOf<Sharding>(getMaxEnumValForSharding(), shardingAliases),
+           "sharding"),
+       nullptr},
+      {"mesh", Need::Optional,
+       [this](const Value &v, const std::string &path) {
+         return readMesh(v, path);
+       },
+       nullptr},
+      {"wrap", Need::Optional,
+       [this](const Value &v, const std::string &path) {
+         return readWrap(v, path);
+       },
+       nullptr},
+      {"offload", Need::Optional, nullptr,
+       section([this] { return offloadKeys(); })},
+      {"optimizer_step", Need::Optional,
+       oneOf<MemorySpace>(
+           p.optimizerStep,
+           spellingsOf<MemorySpace>(getMaxEnumValForMemorySpace(),
+                                    memorySpaceAliases),
+           "optimizer_step"),
+       nullptr},
+      {"backward_prefetch", Need::Optional,
+       oneOf<Prefetch>(p.backwardPrefetch,
+                       spellingsOf<Prefetch>(getMaxEnumValForPrefetch()),
+                       "backward_prefetch"),
+       nullptr},
+      {"forward_prefetch", Need::Optional, boolean(p.forwardPrefetch), nullptr},
+      {"max_inflight_gathers", Need::Optional, integer(p.maxInflightGathers),
+       nullptr},
+      {"bucket", Need::Optional, size(p.bucketBytes), nullptr},
+      {"grad_sync", Need::Optional,
+       oneOf<GradSync>(p.gradSync,
+                       spellingsOf<GradSync>(getMaxEnumValForGradSync()),
+                       "grad_sync"),
+       nullptr},
+  };
+}
+
+std::vector<KeyRule> Analyzer::offloadKeys() {
+  OffloadSpec &o = plan.parallel.offload;
+  auto space = [this](MemorySpace &field) {
+    return oneOf<MemorySpace>(
+        field,
+        spellingsOf<MemorySpace>(getMaxEnumValForMemorySpace(),
+                                 memorySpaceAliases),
+        "memory space");
+  };
+  return {
+      {"params", Need::Optional, space(o.params), nullptr},
+      {"grads", Need::Optional, space(o.grads), nullptr},
+      {"optimizer", Need::Optional, space(o.optimizer), nullptr},
+  };
+}
+
+bool Analyzer::readMesh(const Value &v, const std::string &path) {
+  ParallelSpec &p = plan.parallel;
+  int element = 0;
+  return readPair(v, path, "(replicate, shard), e.g. (2, 4)",
+                  [&](const Value &e, const std::string &elementPath) {
+                    return readInteger(e, elementPath,
+                                       element++ ? p.meshShard
+                                                 : p.meshReplicate);
+                  });
+}
+
+bool Analyzer::readWrap(const Value &v, const std::string &path) {
+  WrapSpec &w = plan.parallel.wrap;
+  Form forms[] = {
+      {"transformer_block",
+       false,
+       {},
+       [&w] { w.kind = WrapKind::TransformerBlock; },
+       ""},
+      {"min_params",
+       true,
+       {{"n", Need::Required, integer(w.minParams)}},
+       [&w] { w.kind = WrapKind::MinParams; },
+       "min_params(1e8)"},
+      {"whole_model", false, {}, [&w] { w.kind = WrapKind::WholeModel; }, ""},
+  };
+  return readForm(v, path, "wrap policy", forms);
+}
+
+//===----------------------------------------------------------------------===//
+// Values
+//===----------------------------------------------------------------------===//
+
+bool Analyzer::typeError(const Value &v, const std::string &path,
+                         const llvm::Twine &expected) {
+  diag.error(v.loc(), formatv("'{0}' expects {1}, got {2}", path,
+                              expected.str(), describe(v)));
+  return false;
+}
+
+ValueReader Analyzer::integer(int64_t &field) {
+  return [this, &field](const Value &v, const std::string &path) {
+    return readInteger(v, path, field);
+  };
+}
+ValueReader Analyzer::real(double &field) {
+  return [this, &field](const Value &v, const std::string &path) {
+    return readReal(v, path, field);
+  };
+}
+ValueReader Analyzer::boolean(bool &field) {
+  return [this, &field](const Value &v, const std::string &path) {
+    return readBool(v, path, field);
+  };
+}
+ValueReader Analyzer::size(int64_t &field) {
+  return [this, &field](const Value &v, const std::string &path) {
+    return readSize(v, path, field);
+  };
+}
+ValueReader Analyzer::bandwidth(double &field) {
+  return [this, &field](const Value &v, const std::string &path) {
+    return readQuantity(v, path, Quantity::Bandwidth, field);
+  };
+}
+template <typename E>
+ValueReader Analyzer::oneOf(E &field, llvm::SmallVector<Spelling<E>> spellings,
+                            StringRef noun) {
+  return [this, &field, spellings = std::move(spellings),
+          noun](const Value &v, const std::string &path) {
+    return readEnum<E>(v, path, spellings, noun, field);
+  };
+}
+
+/// Integer keys take any whole number, so `min_params(1e8)` reads as written;
+/// 1.5 is an error.
+bool Analyzer::readInteger(const Value &v, const std::string &path,
+                           int64_t &out) {
+  if (v.kind != ValueKind::Number)
+    return typeError(v, path, "an integer");
+  if (!v.unit.empty()) {
+    diag.error(v.unitLoc, formatv("'{0}' expects an integer without a unit, "
+                                  "got {1}",
+                                  path, v.spelling()));
+    return false;
+  }
+  if (v.integer) {
+    out = *v.integer;
+    return true;
+  }
+  if (v.isInteger || std::trunc(v.number) == v.number) {
+    // 2^63 is the first double past int64_t's range.
+    if (!(std::fabs(v.number) < 0x1p63)) {
+      diag.error(v.loc(), formatv("'{0}' is out of range: {1} does not fit "
+                                  "in a 64-bit integer",
+                                  path, v.spelling()));
+      return false;
+    }
+    out = static_cast<int64_t>(v.number);
+    return true;
+  }
+  return typeError(v, path, "an integer");
+}
+
+bool Analyzer::readReal(const Value &v, const std::string &path, double &out) {
+  if (v.kind != ValueKind::Number)
+    return typeError(v, path, "a number");
+  if (!v.unit.empty()) {
+    diag.error(v.unitLoc, formatv("'{0}' expects a number without a unit, "
+                                  "got {1}",
+                                  path, v.spelling()));
+    return false;
+  }
+  if (!std::isfinite(v.number)) {
+    diag.error(v.loc(),
+               formatv("'{0}' is out of range: {1}", path, v.spelling()));
+    return false;
+  }
+  out = v.number;
+  return true;
+}
+
+bool Analyzer::readBool(const Value &v, const std::string &path, bool &out) {
+  if (v.kind != ValueKind::Identifier ||
+      (v.text != "true" && v.text != "false"))
+    return typeError(v, path, "true or false");
+  out = v.text == "true";
+  return true;
+}
+
+bool Analyzer::readString(const Value &v, const std::string &path,
+                          std::string &out) {
+  if (v.kind != ValueKind::String)
+    return typeError(v, path, "a string");
+  out = v.text;
+  return true;
+}
+
+bool Analyzer::readQuantity(const Value &v, const std::string &path,
+                            Quantity quantity, double &out) {
+  bool isSize = quantity == Quantity::Size;
+  StringRef what = isSize ? "a size" : "a bandwidth";
+  if (v.kind != ValueKind::Number)
+    return typeError(v, path, what);
+  if (v.unit.empty()) {
+    diag.error(v.unitLoc, formatv("'{0}' needs {1} unit, e.g. {2}{3}", path,
+                                  what, v.spelling(), isSize ? "GiB" : "GB/s"));
+    return false;
+  }
+  const Unit *unit = lookupUnit(v.unit);
+  if (!unit) {
+    llvm::SmallVector<StringRef> names;
+    for (const Unit &u : units)
+      if (u.quantity == quantity)
+        names.push_back(u.name);
+    diag.error(v.unitLoc,
+               formatv("unknown unit '{0}' in '{1}'", v.unit, path).str() +
+                   suggestOrList(v.unit, names));
+    return false;
+  }
+  if (unit->quantity != quantity) {
+    diag.error(v.unitLoc,
+               formatv("'{0}' expects {1}, got {2} ({3})", path, what,
+                       isSize ? "a bandwidth" : "a size", v.spelling()));
+    return false;
+  }
+  out = v.number * unit->factor;
+  if (!std::isfinite(out)) {
+    diag.error(v.loc(),
+               formatv("'{0}' is out of range: {1}", path, v.spelling()));
+    return false;
+  }
+  return true;
+}
+
+bool Analyzer::readSize(const Value &v, const std::string &path, int64_t &out) {
+  double bytes = 0;
+  if (!readQuantity(v, path, Quantity::Size, bytes))
+    return false;
+  if (!(std::fabs(bytes) < 0x1p63)) {
+    diag.error(v.loc(), formatv("'{0}' is out of range: {1} is more bytes "
+                                "than fit in a 64-bit integer",
+                                path, v.spelling()));
+    return false;
+  }
+  out = static_cast<int64_t>(std::llround(bytes));
+  return true;
+}
+
+template <typename E>
+bool Analyzer::readEnum(const Value &v, const std::string &path,
+                        ArrayRef<Spelling<E>> spellings, StringRef noun,
+                        E &out) {
+  auto names = namesOf(spellings);
+  if (v.kind != ValueKind::Identifier)
+    return typeError(v, path, "one of " + llvm::join(names, ", "));
+  for (const Spelling<E> &spelling : spellings) {
+    if (spelling.name == v.text) {
+      out = spelling.value;
+      return true;
+    }
+  }
+  diag.error(v.loc(), formatv("unknown {0} '{1}'", noun, v.text).str() +
+                          suggestOrList(v.text, names));
+  return false;
+}
+
+bool Analyzer::readPair(const Value &v, const std::string &path,
+                        StringRef shape, const ValueReader &element) {
+  if (v.kind != ValueKind::Tuple)
+    return typeError(v, path, shape);
+  if (v.elements.size() != 2) {
+    diag.error(v.loc(), formatv("'{0}' expects two values {1}, got {2}", path,
+                                shape, v.elements.size()));
+    return false;
+  }
+  bool ok = true;
+  for (const syntax::Argument &e : v.elements)
+    ok &= e.value && element(*e.value, path);
+  return ok;
+}
+
+bool Analyzer::readForm(const Value &v, const std::string &path, StringRef noun,
+                        ArrayRef<Form> forms) {
+  llvm::SmallVector<StringRef> names;
+  std::string spellings;
+  for (const Form &form : forms) {
+    names.push_back(form.name);
+    if (!spellings.empty())
+      spellings += ", ";
+    spellings += form.name;
+    if (!form.params.empty())
+      spellings += "(...)";
+  }
+  if (v.kind != ValueKind::Call && (v.kind != ValueKind::Identifier || v.block))
+    return typeError(v, path, "one of " + spellings);
+  const Form *form =
+      llvm::find_if(forms, [&](const Form &f) { return f.name == v.text; });
+  if (form == forms.end()) {
+    diag.error(v.loc(), formatv("unknown {0} '{1}'", noun, v.text).str() +
+                            suggestOrList(v.text, names));
+    return false;
+  }
+  form->select();
+  return readArguments(v, path, *form);
+}
+
+bool Analyzer::readArguments(const Value &v, const std::string &path,
+                             const Form &form) {
+  bool ok = true;
+  llvm::SmallVector<const syntax::Argument *, 4> given(form.params.size(),
+                                                       nullptr);
+  auto paramNames =
+      llvm::map_to_vector(form.params, [](const Param &p) { return p.name; });
+  if (v.kind == ValueKind::Call) {
+    for (auto [i, arg] : llvm::enumerate(v.elements)) {
+      // Only a parse that failed (and was reported) leaves an argument empty.
+      if (!arg.value) {
+        ok = false;
+        continue;
+      }
+      size_t index = 0;
+      if (form.params.empty()) {
+        diag.error(arg.value->loc(),
+                   formatv("'{0}' takes no arguments", form.name));
+        ok = false;
+        break;
+      }
+      if (arg.name.empty()) {
+        if (i != 0 || !form.leadingPositional) {
+          diag.error(arg.value->loc(),
+                     form.leadingPositional
+                         ? formatv("only the first argument of '{0}' ({1}) "
+                                   "may omit its name",
+                                   form.name, form.params.front().name)
+                               .str()
+                         : formatv("the arguments of '{0}' need names: {1}",
+                                   form.name, llvm::join(paramNames, ", "))
+                               .str());
+          ok = false;
+          continue;
+        }
+      } else {
+        auto param = llvm::find_if(
+            form.params, [&](const Param &p) { return p.name == arg.name; });
+        if (param == form.params.end()) {
+          diag.error(
+              arg.nameLoc,
+              formatv("unknown argument '{0}' to '{1}'", arg.name, form.name)
+                      .str() +
+                  suggestOrList(arg.name, paramNames,
+                                formatv("'{0}' takes", form.name).str()));
+          ok = false;
+          continue;
+        }
+        index = param - form.params.begin();
+      }
+      const Param &param = form.params[index];
+      SMLoc argLoc = arg.name.empty() ? arg.value->loc() : arg.nameLoc;
+      if (given[index]) {
+        auto error = diag.error(argLoc, formatv("duplicate argument '{0}' to "
+                                                "'{1}'",
+                                                param.name, form.name));
+        error.attachNote(diag.loc(given[index]->value->loc()))
+            << "previous value is here";
+        ok = false;
+        continue;
+      }
+      given[index] = &arg;
+      std::string argPath = joinPath(path, param.name);
+      plan.locs[argPath] = arg.value->loc();
+      if (!param.read(*arg.value, argPath)) {
+        unchecked.insert(argPath);
+        ok = false;
+      }
+    }
+  }
+  for (auto [param, arg] : llvm::zip(form.params, given)) {
+    if (param.need != Need::Required || arg)
+      continue;
+    diag.error(v.loc(), formatv("'{0}' is missing required argument '{1}', "
+                                "e.g. {2}",
+                                form.name, param.name, form.example));
+    unchecked.insert(joinPath(path, param.name));
+    ok = false;
+  }
+  return ok;
+}
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+std::optional<PlanSpec> plan::analyzePlan(const syntax::Block &root,
+                                          StringRef name, DiagEmitter &diag) {
+  return Analyzer(diag, name).run(root);
+}
+
+/// The product, or INT64_MAX when it overflows: an out-of-range value the
+/// checks then report instead of a wrapped one they would not.
+static int64_t saturatingProduct(int64_t a, int64_t b) {
+  int64_t product = 0;
+  return llvm::MulOverflow(a, b, product) ? INT64_MAX : product;
+}
+
+void plan::applyDerivedDefaults(PlanSpec &plan) {
+  ModelSpec &m = plan.model;
+  switch (m.family) {
+  case ModelFamily::Llama:
+    // Without grouped-query attention every head has its own key/value head.
+    // A preset with GQA keeps its kv_heads when `heads` is overridden.
+    if (!plan.isGiven("model.kv_heads")) {
+      const ModelPreset *preset = lookupModelPreset(m.preset);
+      bool presetHasGQA = preset && preset->spec.kvHeads != preset->spec.heads;
+      m.kvHeads = presetHasGQA ? preset->spec.kvHeads : m.heads;
+    }
+    break;
+  case ModelFamily::GPT2:
+    // HF GPT2Config: n_inner = null means 4 * n_embd, in every preset too.
+    if (!plan.isGiven("model.intermediate"))
+      m.intermediate = saturatingProduct(4, m.hidden);
+    m.kvHeads = m.heads;
+    m.tieEmbeddings = true;
+    break;
+  case ModelFamily::Bert:
+    m.kvHeads = m.heads;
+    m.tieEmbeddings = true;
+    break;
+  }
+
+  ClusterSpec &c = plan.cluster;
+  // The NIC share of one GPU on a typical 200 Gb/s-per-GPU InfiniBand fabric.
+  if (!plan.isGiven("cluster.inter_node_bandwidth"))
+    c.interNodeBandwidth = 25e9;
+
+  TrainSpec &t = plan.train;
+  if (!plan.isGiven("train.loss_scale"))
+    t.lossScale = t.precision == Precision::FP16Mixed
+                      ? LossScaleSpec{.kind = LossScaleKind::Dynamic}
+                      : LossScaleSpec{};
+
+  ParallelSpec &p = plan.parallel;
+  if (!plan.isGiven("parallel.optimizer_step"))
+    p.optimizerStep = p.offload.optimizer;
+  if (!plan.isGiven("parallel.mesh")) {
+    int64_t world = saturatingProduct(c.nodes, c.gpusPerNode);
+    switch (p.sharding) {
+    case Sharding::NoShard:
+      p.meshReplicate = world;
+      p.meshShard = 1;
+      break;
+    // ZeRO-1 shards the optimizer state over every rank.
+    case Sharding::Zero1:
+    case Sharding::ShardGradOp:
+    case Sharding::FullShard:
+      p.meshReplicate = 1;
+      p.meshShard = world;
+      break;
+    // Shard within a node over NVLink, replicate across nodes.
+    case Sharding::HybridShard:
+      p.meshReplicate = c.nodes;
+      p.meshShard = c.gpusPerNode;
+      break;
+    }
+  }
+}

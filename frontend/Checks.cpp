@@ -1,0 +1,773 @@
+//===- Checks.cpp - Checks that need the whole plan -----------------------===//
+//
+// Everything here works from a PlanSpec alone, so plans from a .plan file and
+// plans built in C++ are held to the same rules. Locations come from
+// `plan.locs`: a check points at the key the user most likely has to change
+// and adds a note at each other key involved that was written down; keys that
+// took a default have no location, and DiagEmitter falls back to the plan's.
+//
+// Three kinds of checks, in order: value ranges (a table), contradictions
+// (errors that say why and what to do instead), and settings that have no
+// effect (warnings, only for keys the user wrote: an option that silently
+// does nothing is what users of other frameworks complain about most).
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Analyze.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+using namespace plan;
+using llvm::formatv;
+using llvm::SMLoc;
+using llvm::StringRef;
+
+//===----------------------------------------------------------------------===//
+// Formatting values for messages
+//===----------------------------------------------------------------------===//
+
+/// The shortest spelling that reads back as `x`, exponents as the language
+/// writes them (2e-5, not 2e-05).
+static std::string formatReal(double x) {
+  char buffer[64];
+  auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, x);
+  if (error != std::errc())
+    return "?";
+  std::string text(buffer, end);
+  size_t e = text.find('e');
+  if (e == std::string::npos)
+    return text;
+  std::string exponent = text.substr(e + 1);
+  bool negative = exponent.front() == '-';
+  exponent.erase(0, exponent.find_first_not_of("+-0"));
+  return text.substr(0, e + 1) + (negative ? "-" : "") + exponent;
+}
+
+/// Bytes in the largest binary unit that divides them exactly.
+static std::string formatBytes(int64_t bytes) {
+  static constexpr std::pair<StringRef, int64_t> binaryUnits[] = {
+      {"TiB", int64_t(1) << 40},
+      {"GiB", int64_t(1) << 30},
+      {"MiB", int64_t(1) << 20},
+      {"KiB", int64_t(1) << 10}};
+  for (auto [unit, size] : binaryUnits)
+    if (bytes != 0 && bytes % size == 0)
+      return (llvm::Twine(bytes / size) + unit).str();
+  return (llvm::Twine(bytes) + "B").str();
+}
+
+static std::string formatBandwidth(double bytesPerSecond) {
+  return formatReal(bytesPerSecond / 1e9) + "GB/s";
+}
+
+static std::string formatMesh(int64_t replicate, int64_t shard) {
+  return formatv("({0}, {1})", replicate, shard);
+}
+
+//===----------------------------------------------------------------------===//
+// Ranges
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// min <= value <= max for one integer of the plan, where `applies` holds.
+struct IntegerRange {
+  StringRef path;
+  int64_t min;
+  int64_t max;
+  int64_t (*get)(const PlanSpec &);
+  bool (*applies)(const PlanSpec &) = nullptr;
+};
+
+enum class Shown { Plain, Bytes, BytesPerSecond };
+
+/// A lower bound and an optional upper bound for one real of the plan.
+struct RealRange {
+  StringRef path;
+  double min;
+  bool minExclusive;
+  double max; // infinity: no upper bound
+  bool maxExclusive;
+  double (*get)(const PlanSpec &);
+  bool (*applies)(const PlanSpec &) = nullptr;
+  Shown shown = Shown::Plain;
+};
+
+} // namespace
+
+// Counts and dimensions stay below 2^31 so that the products the planner
+// forms from them (bytes of a tensor, of a micro-batch's activations) fit in
+// 64 bits.
+static constexpr int64_t maxCount = std::numeric_limits<int32_t>::max();
+static constexpr int64_t maxInteger = std::numeric_limits<int64_t>::max();
+static constexpr double unbounded = std::numeric_limits<double>::infinity();
+
+static bool isLlama(const PlanSpec &p) {
+  return p.model.family == ModelFamily::Llama;
+}
+static bool isBert(const PlanSpec &p) {
+  return p.model.family == ModelFamily::Bert;
+}
+static bool hasLabels(const PlanSpec &p) {
+  return isBert(p) && p.model.bertHead == BertHead::SequenceClassification;
+}
+static bool hasRopeScaling(const PlanSpec &p) {
+  return isLlama(p) && p.model.ropeScaling.has_value();
+}
+static bool isAdamW(const PlanSpec &p) {
+  return p.train.optimizer.kind == OptimizerKind::AdamW;
+}
+static bool isSGD(const PlanSpec &p) {
+  return p.train.optimizer.kind == OptimizerKind::SGD;
+}
+static bool isDynamicScale(const PlanSpec &p) {
+  return p.train.lossScale.kind == LossScaleKind::Dynamic;
+}
+static bool isStaticScale(const PlanSpec &p) {
+  return p.train.lossScale.kind == LossScaleKind::Static;
+}
+static bool decays(const PlanSpec &p) {
+  return p.train.lrSchedule.kind != LRScheduleKind::Constant;
+}
+static bool clips(const PlanSpec &p) { return p.train.gradClip.has_value(); }
+static bool wrapsByParams(const PlanSpec &p) {
+  return p.parallel.wrap.kind == WrapKind::MinParams;
+}
+
+static const IntegerRange integerRanges[] = {
+    {"model.vocab", 1, maxCount,
+     [](const PlanSpec &p) { return p.model.vocab; }},
+    {"model.hidden", 1, maxCount,
+     [](const PlanSpec &p) { return p.model.hidden; }},
+    {"model.intermediate", 1, maxCount,
+     [](const PlanSpec &p) { return p.model.intermediate; }},
+    {"model.layers", 1, maxCount,
+     [](const PlanSpec &p) { return p.model.layers; }},
+    {"model.heads", 1, maxCount,
+     [](const PlanSpec &p) { return p.model.heads; }},
+    {"model.kv_heads", 1, maxCount,
+     [](const PlanSpec &p) { return p.model.kvHeads; }, isLlama},
+    {"model.max_seq_len", 1, maxCount,
+     [](const PlanSpec &p) { return p.model.maxSeqLen; }},
+    {"model.type_vocab", 1, maxCount,
+     [](const PlanSpec &p) { return p.model.typeVocab; }, isBert},
+    {"model.num_labels", 1, maxCount,
+     [](const PlanSpec &p) { return p.model.numLabels; }, hasLabels},
+    {"model.rope_scaling.original_max_seq_len", 1, maxCount,
+     [](const PlanSpec &p) { return p.model.ropeScaling->originalMaxSeqLen; },
+     hasRopeScaling},
+    {"cluster.nodes", 1, maxCount,
+     [](const PlanSpec &p) { return p.cluster.nodes; }},
+    {"cluster.gpus_per_node", 1, maxCount,
+     [](const PlanSpec &p) { return p.cluster.gpusPerNode; }},
+    {"train.micro_batch", 1, maxCount,
+     [](const PlanSpec &p) { return p.train.microBatch; }},
+    {"train.seq_len", 1, maxCount,
+     [](const PlanSpec &p) { return p.train.seqLen; }},
+    {"train.grad_accum", 1, maxCount,
+     [](const PlanSpec &p) { return p.train.gradAccum; }},
+    {"train.steps", 0, maxInteger,
+     [](const PlanSpec &p) { return p.train.steps; }},
+    {"train.seed", 0, maxInteger,
+     [](const PlanSpec &p) { return p.train.seed; }},
+    {"train.loss_scale.growth_interval", 1, maxInteger,
+     [](const PlanSpec &p) { return p.train.lossScale.growthInterval; },
+     isDynamicScale},
+    {"train.lr_schedule.warmup", 0, maxInteger,
+     [](const PlanSpec &p) { return p.train.lrSchedule.warmupSteps; }},
+    {"parallel.wrap.n", 1, maxInteger,
+     [](const PlanSpec &p) { return p.parallel.wrap.minParams; },
+     wrapsByParams},
+    {"parallel.max_inflight_gathers", 1, maxCount,
+     [](const PlanSpec &p) { return p.parallel.maxInflightGathers; }},
+    {"parallel.bucket", 1, maxInteger,
+     [](const PlanSpec &p) { return p.parallel.bucketBytes; }},
+};
+
+static const RealRange realRanges[] = {
+    {"model.norm_eps", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.model.normEps; }},
+    {"model.rope_theta", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.model.ropeTheta; }, isLlama},
+    // HF rejects llama3 rope scaling with factor < 1.
+    {"model.rope_scaling.factor", 1, false, unbounded, false,
+     [](const PlanSpec &p) { return p.model.ropeScaling->factor; },
+     hasRopeScaling},
+    {"model.rope_scaling.low_freq_factor", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.model.ropeScaling->lowFreqFactor; },
+     hasRopeScaling},
+    {"model.rope_scaling.high_freq_factor", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.model.ropeScaling->highFreqFactor; },
+     hasRopeScaling},
+    {"cluster.host_memory", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return double(p.cluster.hostMemoryBytes); },
+     nullptr, Shown::Bytes},
+    {"cluster.inter_node_bandwidth", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.cluster.interNodeBandwidth; }, nullptr,
+     Shown::BytesPerSecond},
+    {"cluster.gpu.memory", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return double(p.cluster.device.memoryBytes); },
+     nullptr, Shown::Bytes},
+    {"cluster.gpu.bf16_tflops", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.cluster.device.bf16Tflops; }},
+    {"cluster.gpu.fp16_tflops", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.cluster.device.fp16Tflops; }},
+    {"cluster.gpu.fp32_tflops", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.cluster.device.fp32Tflops; }},
+    {"cluster.gpu.hbm_bandwidth", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.cluster.device.hbmBandwidth; }, nullptr,
+     Shown::BytesPerSecond},
+    {"cluster.gpu.pcie_bandwidth", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.cluster.device.pcieBandwidth; }, nullptr,
+     Shown::BytesPerSecond},
+    // 0 means no NVLink: peers talk over PCIe.
+    {"cluster.gpu.nvlink_bandwidth", 0, false, unbounded, false,
+     [](const PlanSpec &p) { return p.cluster.device.nvlinkBandwidth; },
+     nullptr, Shown::BytesPerSecond},
+    {"train.optimizer.lr", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.train.optimizer.lr; }},
+    {"train.optimizer.betas", 0, false, 1, true,
+     [](const PlanSpec &p) { return p.train.optimizer.beta1; }, isAdamW},
+    {"train.optimizer.betas", 0, false, 1, true,
+     [](const PlanSpec &p) { return p.train.optimizer.beta2; }, isAdamW},
+    {"train.optimizer.eps", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.train.optimizer.eps; }, isAdamW},
+    {"train.optimizer.weight_decay", 0, false, unbounded, false,
+     [](const PlanSpec &p) { return p.train.optimizer.weightDecay; }},
+    {"train.optimizer.momentum", 0, false, 1, true,
+     [](const PlanSpec &p) { return p.train.optimizer.momentum; }, isSGD},
+    {"train.loss_scale.initial", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.train.lossScale.initial; },
+     isDynamicScale},
+    {"train.loss_scale.scale", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.train.lossScale.initial; },
+     isStaticScale},
+    {"train.grad_clip", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return *p.train.gradClip; }, clips},
+    {"train.lr_schedule.min_lr_ratio", 0, false, 1, false,
+     [](const PlanSpec &p) { return p.train.lrSchedule.minLrRatio; }, decays},
+};
+
+static std::string describeBounds(const RealRange &r, Shown shown) {
+  auto show = [&](double x) -> std::string {
+    if (x == 0)
+      return "0";
+    switch (shown) {
+    case Shown::Plain:
+      return formatReal(x);
+    case Shown::Bytes:
+      return formatBytes(int64_t(x));
+    case Shown::BytesPerSecond:
+      return formatBandwidth(x);
+    }
+    llvm_unreachable("unknown format");
+  };
+  if (std::isinf(r.max))
+    return formatv("{0} {1}", r.minExclusive ? ">" : ">=", show(r.min));
+  return formatv("in {0}{1}, {2}{3}", r.minExclusive ? "(" : "[", show(r.min),
+                 show(r.max), r.maxExclusive ? ")" : "]");
+}
+
+//===----------------------------------------------------------------------===//
+// The checker
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class PlanChecker {
+public:
+  PlanChecker(const PlanSpec &plan, DiagEmitter &diag,
+              const llvm::StringSet<> &unchecked)
+      : plan(plan), diag(diag), unchecked(unchecked) {
+    skipDefaultsOfUncheckedKeys();
+  }
+
+  bool run() {
+    unsigned errorsBefore = diag.numErrors();
+    checkRanges();
+    checkModel();
+    checkRecipe();
+    checkMesh();
+    checkOffload();
+    checkNoEffect();
+    return diag.numErrors() == errorsBefore;
+  }
+
+private:
+  void skipDefaultsOfUncheckedKeys();
+  void checkRanges();
+  void checkModel();
+  void checkRecipe();
+  void checkMesh();
+  void checkOffload();
+  void checkNoEffect();
+
+  /// Whether none of `paths`, nor a key around or inside one, is known to be
+  /// wrong: a check that reads a wrong value would only echo that error.
+  bool reads(llvm::ArrayRef<StringRef> paths) const;
+  /// Whether the user wrote the key down (not a default, not the builder).
+  bool written(StringRef path) const { return plan.locOf(path).isValid(); }
+  /// Where the key was written, or the nearest enclosing key that was: a
+  /// preset's `model.hidden` is reported at the preset.
+  SMLoc locOf(StringRef path) const;
+  /// The first of `paths` that was written, else the first.
+  StringRef firstWritten(std::initializer_list<StringRef> paths) const;
+
+  mlir::InFlightDiagnostic error(StringRef path, const llvm::Twine &message) {
+    return diag.error(locOf(path), message);
+  }
+  void note(mlir::InFlightDiagnostic &d, StringRef path,
+            const llvm::Twine &message) {
+    if (written(path))
+      d.attachNote(diag.loc(plan.locOf(path))) << message.str();
+  }
+  void warnIfGiven(StringRef path, const llvm::Twine &message) {
+    if (plan.isGiven(path) && reads({path}))
+      diag.warning(plan.locOf(path), message);
+  }
+  void noteSharding(mlir::InFlightDiagnostic &d) {
+    note(d, "parallel.sharding",
+         formatv("sharding is {0} here", stringify(plan.parallel.sharding)));
+  }
+
+  const PlanSpec &plan;
+  DiagEmitter &diag;
+  /// Grows as range checks fail, so later checks do not build on bad values.
+  llvm::StringSet<> unchecked;
+};
+
+} // namespace
+
+bool PlanChecker::reads(llvm::ArrayRef<StringRef> paths) const {
+  for (StringRef path : paths)
+    for (StringRef bad : unchecked.keys())
+      if (!path.empty() &&
+          (path == bad || (path.starts_with(bad) && path[bad.size()] == '.') ||
+           (bad.starts_with(path) && bad[path.size()] == '.')))
+        return false;
+  return true;
+}
+
+SMLoc PlanChecker::locOf(StringRef path) const {
+  for (;;) {
+    SMLoc loc = plan.locOf(path);
+    if (loc.isValid())
+      return loc;
+    size_t dot = path.rfind('.');
+    if (dot == StringRef::npos)
+      return SMLoc();
+    path = path.take_front(dot);
+  }
+}
+
+StringRef
+PlanChecker::firstWritten(std::initializer_list<StringRef> paths) const {
+  for (StringRef path : paths)
+    if (written(path))
+      return path;
+  return *paths.begin();
+}
+
+/// A key applyDerivedDefaults fills in, and the keys it reads to do so.
+struct DerivedDefault {
+  StringRef path;
+  std::array<StringRef, 3> sources; // unused ones empty
+};
+static const DerivedDefault derivedDefaults[] = {
+    {"parallel.mesh",
+     {"parallel.sharding", "cluster.nodes", "cluster.gpus_per_node"}},
+    {"parallel.optimizer_step", {"parallel.offload.optimizer"}},
+    {"train.loss_scale", {"train.precision"}},
+    {"model.kv_heads", {"model.heads"}},
+    {"model.intermediate", {"model.hidden"}},
+};
+
+// A default derived from a wrong key is no more reliable than that key.
+void PlanChecker::skipDefaultsOfUncheckedKeys() {
+  for (const DerivedDefault &derived : derivedDefaults)
+    if (!plan.isGiven(derived.path) && !reads(derived.sources))
+      unchecked.insert(derived.path);
+}
+
+static bool isSharded(Sharding s) {
+  return s != Sharding::NoShard && s != Sharding::Zero1;
+}
+
+void PlanChecker::checkRanges() {
+  for (const IntegerRange &range : integerRanges) {
+    if ((range.applies && !range.applies(plan)) || !reads({range.path}))
+      continue;
+    int64_t value = range.get(plan);
+    bool isBytes = range.path == "parallel.bucket";
+    auto show = [&](int64_t x) {
+      return isBytes ? formatBytes(x) : std::to_string(x);
+    };
+    if (value < range.min)
+      error(range.path, isBytes ? formatv("'{0}' must be > 0, got {1}",
+                                          range.path, show(value))
+                                      .str()
+                                : formatv("'{0}' must be >= {1}, got {2}",
+                                          range.path, range.min, value)
+                                      .str());
+    else if (value > range.max)
+      error(range.path, formatv("'{0}' must be <= {1}, got {2}", range.path,
+                                range.max, value));
+    else
+      continue;
+    unchecked.insert(range.path);
+  }
+
+  for (const RealRange &range : realRanges) {
+    if ((range.applies && !range.applies(plan)) || !reads({range.path}))
+      continue;
+    double value = range.get(plan);
+    // Written so that NaN (which the C++ builder can set) fails too.
+    bool aboveMin = range.minExclusive ? value > range.min : value >= range.min;
+    bool belowMax = range.maxExclusive ? value < range.max : value <= range.max;
+    if (aboveMin && belowMax)
+      continue;
+    std::string shown =
+        range.shown == Shown::Bytes            ? formatBytes(int64_t(value))
+        : range.shown == Shown::BytesPerSecond ? formatBandwidth(value)
+                                               : formatReal(value);
+    error(range.path, formatv("'{0}' must be {1}, got {2}", range.path,
+                              describeBounds(range, range.shown), shown));
+    unchecked.insert(range.path);
+  }
+
+  const ParallelSpec &p = plan.parallel;
+  if (reads({"parallel.mesh"}) &&
+      (p.meshReplicate < 1 || p.meshShard < 1 || p.meshReplicate > maxCount ||
+       p.meshShard > maxCount)) {
+    error("parallel.mesh",
+          formatv("'parallel.mesh' dimensions must be in [1, {0}], got {1}",
+                  maxCount, formatMesh(p.meshReplicate, p.meshShard)));
+    unchecked.insert("parallel.mesh");
+  }
+}
+
+void PlanChecker::checkModel() {
+  const ModelSpec &m = plan.model;
+  if (!reads({"model"}))
+    return;
+
+  // The planner counts bytes in int64_t: 16 bytes of optimizer state per
+  // parameter and the products it forms need headroom below 2^63.
+  double h = m.hidden,
+         params =
+             2.0 * m.vocab * h + double(m.maxSeqLen) * h +
+             double(m.layers) * (4 * h * h + 3 * h * double(m.intermediate));
+  if (params > 1e15) {
+    error("model", formatv("'model' has about {0} parameters, more than the "
+                           "planner can count in 64-bit bytes (at most 1e15)",
+                           formatReal(std::round(params / 1e13) * 1e13)));
+    return;
+  }
+
+  if (m.hidden % m.heads != 0) {
+    StringRef at = firstWritten({"model.heads", "model.hidden"});
+    auto d = error(at, formatv("'model.hidden' ({0}) is not divisible by "
+                               "'model.heads' ({1}): each attention head gets "
+                               "hidden / heads dimensions",
+                               m.hidden, m.heads));
+    note(d, at == "model.heads" ? "model.hidden" : "model.heads",
+         "the other size is set here");
+    return;
+  }
+  if (m.family != ModelFamily::Llama)
+    return;
+  if (m.heads % m.kvHeads != 0) {
+    StringRef at = firstWritten({"model.kv_heads", "model.heads"});
+    auto d = error(at, formatv("'model.heads' ({0}) is not divisible by "
+                               "'model.kv_heads' ({1}): grouped-query "
+                               "attention shares each key/value head among "
+                               "heads / kv_heads query heads",
+                               m.heads, m.kvHeads));
+    note(d, at == "model.kv_heads" ? "model.heads" : "model.kv_heads",
+         "the other count is set here");
+  }
+  if (m.headDim() % 2 != 0) {
+    StringRef at = firstWritten({"model.heads", "model.hidden"});
+    error(at, formatv("a llama head has hidden / heads = {0} dimensions, an "
+                      "odd number: RoPE rotates pairs of dimensions",
+                      m.headDim()));
+  }
+  if (m.ropeScaling &&
+      reads({"model.rope_scaling.low_freq_factor",
+             "model.rope_scaling.high_freq_factor"}) &&
+      !(m.ropeScaling->highFreqFactor > m.ropeScaling->lowFreqFactor))
+    error("model.rope_scaling.high_freq_factor",
+          formatv("'model.rope_scaling' high_freq_factor ({0}) must be "
+                  "greater than low_freq_factor ({1})",
+                  formatReal(m.ropeScaling->highFreqFactor),
+                  formatReal(m.ropeScaling->lowFreqFactor)));
+}
+
+void PlanChecker::checkRecipe() {
+  const ModelSpec &m = plan.model;
+  const TrainSpec &t = plan.train;
+  if (reads({"train.seq_len", "model.max_seq_len"}) && t.seqLen > m.maxSeqLen) {
+    auto d = error("train.seq_len",
+                   formatv("'train.seq_len' is {0}, more than the model's "
+                           "max_seq_len of {1}: the model has no positions "
+                           "past it; lower seq_len, or raise model.max_seq_len "
+                           "to extend the context",
+                           t.seqLen, m.maxSeqLen));
+    if (written("model.max_seq_len"))
+      note(d, "model.max_seq_len", "max_seq_len is set here");
+    else if (!m.preset.empty())
+      note(d, "model",
+           formatv("max_seq_len {0} comes from preset '{1}'", m.maxSeqLen,
+                   m.preset));
+  }
+
+  if (reads({"model", "train.micro_batch", "train.seq_len"})) {
+    double widest = std::max({m.hidden, m.intermediate, m.vocab});
+    double elements = double(t.microBatch) * double(t.seqLen) * widest;
+    if (elements > 0x1p50)
+      error(firstWritten({"train.micro_batch", "train.seq_len"}),
+            formatv("one micro-batch of {0} x {1} tokens makes activations "
+                    "of about {2} elements, more than the planner can count "
+                    "in 64-bit bytes (at most 2^50)",
+                    t.microBatch, t.seqLen, formatReal(elements)));
+  }
+
+  if (!reads({"train.precision", "train.loss_scale"}))
+    return;
+  bool fp16 = t.precision == Precision::FP16Mixed;
+  bool scales = t.lossScale.kind != LossScaleKind::None;
+  if (fp16 && !scales) {
+    StringRef at = firstWritten({"train.loss_scale", "train.precision"});
+    auto d = error(at, "fp16_mixed needs loss scaling: fp16 cannot represent "
+                       "gradients below about 6e-8, so small ones flush to "
+                       "zero; use loss_scale = dynamic (the default with "
+                       "fp16_mixed) or static(N), or precision = bf16_mixed");
+    if (at == "train.loss_scale")
+      note(d, "train.precision", "precision is fp16_mixed here");
+  } else if (!fp16 && scales) {
+    auto d = error(
+        "train.loss_scale",
+        formatv("loss_scale = {0} needs precision = fp16_mixed: only fp16 "
+                "gradients underflow (bf16 and fp32 share fp32's exponent "
+                "range); remove loss_scale, or use precision = fp16_mixed",
+                stringify(t.lossScale.kind)));
+    note(d, "train.precision",
+         formatv("precision is {0} here", stringify(t.precision)));
+  }
+}
+
+void PlanChecker::checkMesh() {
+  if (!reads({"parallel.mesh", "parallel.sharding", "cluster.nodes",
+              "cluster.gpus_per_node"}))
+    return;
+  const ClusterSpec &c = plan.cluster;
+  const ParallelSpec &p = plan.parallel;
+  // Both are in [1, 2^31) by now, so neither product overflows.
+  int64_t world = c.nodes * c.gpusPerNode;
+  std::string mesh = formatMesh(p.meshReplicate, p.meshShard);
+  StringRef sharding = stringify(p.sharding);
+  bool meshWritten = plan.isGiven("parallel.mesh");
+
+  if (p.meshReplicate * p.meshShard != world) {
+    auto d = error("parallel.mesh",
+                   formatv("mesh {0} has {1} ranks, but the cluster has {2} "
+                           "(nodes {3} x gpus_per_node {4}); replicate x "
+                           "shard must equal nodes x gpus_per_node",
+                           mesh, p.meshReplicate * p.meshShard, world, c.nodes,
+                           c.gpusPerNode));
+    note(d, "cluster.gpus_per_node", "the cluster's size is set here");
+    return;
+  }
+
+  if (p.sharding == Sharding::NoShard && p.meshShard > 1) {
+    auto d = error(meshWritten ? "parallel.mesh" : "parallel.sharding",
+                   formatv("no_shard keeps a full replica on every rank, so "
+                           "its mesh is ({0}, 1), got {1}; use mesh = ({0}, "
+                           "1) or leave mesh out, or a sharding that shards "
+                           "(zero1, shard_grad_op, full_shard, hybrid_shard)",
+                           world, mesh));
+    noteSharding(d);
+    return;
+  }
+
+  if (p.sharding != Sharding::NoShard && p.meshShard == 1 && world > 1) {
+    if (meshWritten) {
+      auto d = error("parallel.mesh",
+                     formatv("{0} over mesh {1} shards over groups of one "
+                             "rank, so nothing is sharded: that is no_shard; "
+                             "give a mesh with shard > 1, or leave mesh out",
+                             sharding, mesh));
+      noteSharding(d);
+    } else {
+      auto d = error("parallel.sharding",
+                     "hybrid_shard shards within a node, and with "
+                     "gpus_per_node = 1 there is nothing to shard; use "
+                     "full_shard to shard across the nodes, or give mesh = "
+                     "(replicate, shard) with shard > 1");
+      note(d, "cluster.gpus_per_node", "gpus_per_node is 1 here");
+    }
+    return;
+  }
+
+  if (p.sharding == Sharding::HybridShard && p.meshReplicate == 1) {
+    if (meshWritten) {
+      auto d = error("parallel.mesh",
+                     formatv("hybrid_shard over mesh {0} has one shard group "
+                             "and nothing to replicate across: that is "
+                             "full_shard; use sharding = full_shard, or a "
+                             "mesh with replicate > 1",
+                             mesh));
+      noteSharding(d);
+    } else {
+      auto d = error("parallel.sharding",
+                     "hybrid_shard on one node is full_shard: it shards "
+                     "within each node and replicates across nodes, and "
+                     "there is one; use sharding = full_shard, or give mesh "
+                     "= (replicate, shard) with replicate > 1 to replicate "
+                     "within the node");
+      note(d, "cluster.nodes", "nodes is 1 here");
+    }
+    return;
+  }
+
+  if (p.sharding == Sharding::FullShard && p.meshReplicate > 1) {
+    auto d = error("parallel.mesh",
+                   formatv("full_shard shards over every rank, so its mesh "
+                           "is (1, {0}), got {1}: replicating over {2} groups "
+                           "of {3} is hybrid_shard; use sharding = "
+                           "hybrid_shard",
+                           world, mesh, p.meshReplicate, p.meshShard));
+    noteSharding(d);
+  }
+}
+
+void PlanChecker::checkOffload() {
+  const ParallelSpec &p = plan.parallel;
+  const OffloadSpec &o = p.offload;
+  StringRef sharding = stringify(p.sharding);
+  bool sharded = isSharded(p.sharding);
+
+  if (reads({"parallel.offload.params", "parallel.sharding"}) &&
+      o.params == MemorySpace::Host && !sharded) {
+    auto d = error("parallel.offload.params",
+                   formatv("offloading parameters to the CPU needs them "
+                           "sharded (shard_grad_op, full_shard, hybrid_shard), "
+                           "which brings them to the device one wrapped unit "
+                           "at a time: with {0} every rank needs all of them "
+                           "on the device at once; use sharding = full_shard",
+                           sharding));
+    noteSharding(d);
+  }
+
+  if (reads({"parallel.offload.grads", "parallel.sharding",
+             "parallel.optimizer_step"}) &&
+      o.grads == MemorySpace::Host && !sharded &&
+      p.optimizerStep == MemorySpace::Device) {
+    auto d = error("parallel.offload.grads",
+                   formatv("offloading gradients to the CPU needs them "
+                           "sharded (shard_grad_op, full_shard, hybrid_shard) "
+                           "or the optimizer step on the CPU (offload."
+                           "optimizer = cpu moves it there): with {0} the "
+                           "full gradient would cross PCIe only to come back "
+                           "for the step",
+                           sharding));
+    noteSharding(d);
+    note(d, "parallel.optimizer_step", "optimizer_step is device here");
+  }
+
+  if (!reads({"parallel.offload.optimizer", "parallel.optimizer_step"}))
+    return;
+  if (o.optimizer == MemorySpace::Host &&
+      p.optimizerStep == MemorySpace::Device) {
+    auto d = error("parallel.optimizer_step",
+                   "optimizer_step = device with the optimizer state on the "
+                   "CPU (offload.optimizer = cpu) would copy the whole state "
+                   "to the device and back every step; leave optimizer_step "
+                   "out (it follows offload.optimizer) or set it to cpu");
+    note(d, "parallel.offload.optimizer",
+         "the optimizer state is offloaded "
+         "here");
+  } else if (o.optimizer == MemorySpace::Device &&
+             p.optimizerStep == MemorySpace::Host) {
+    auto d = error("parallel.optimizer_step",
+                   "optimizer_step = cpu needs the optimizer state on the "
+                   "CPU: with it on the device every step would copy the "
+                   "whole state to the CPU and back; add offload.optimizer = "
+                   "cpu (optimizer_step then defaults to cpu)");
+    note(d, "parallel.offload.optimizer",
+         "the optimizer state is kept on the device here");
+  }
+}
+
+void PlanChecker::checkNoEffect() {
+  const ParallelSpec &p = plan.parallel;
+  StringRef sharding = stringify(p.sharding);
+  bool sharded = isSharded(p.sharding);
+  bool shardingKnown = reads({"parallel.sharding"});
+
+  if (reads({"parallel.grad_sync", "train.grad_accum"}) &&
+      plan.train.gradAccum == 1)
+    warnIfGiven("parallel.grad_sync",
+                "'parallel.grad_sync' has no effect with grad_accum = 1: "
+                "each step has a single micro-batch");
+
+  if (shardingKnown && sharded)
+    warnIfGiven("parallel.bucket",
+                formatv("'parallel.bucket' has no effect with {0}: sharded "
+                        "strategies reduce-scatter each wrapped unit's "
+                        "gradients in one collective, so there is nothing to "
+                        "bucket; bucket applies to no_shard and zero1",
+                        sharding));
+
+  if (shardingKnown && !sharded) {
+    for (StringRef key :
+         {"forward_prefetch", "backward_prefetch", "max_inflight_gathers"})
+      warnIfGiven(("parallel." + key).str(),
+                  formatv("'parallel.{0}' has no effect with {1}: parameters "
+                          "are never gathered, so there is nothing to "
+                          "prefetch",
+                          key, sharding));
+  } else if (shardingKnown && p.sharding == Sharding::ShardGradOp) {
+    warnIfGiven("parallel.backward_prefetch",
+                "'parallel.backward_prefetch' has no effect with "
+                "shard_grad_op: parameters stay gathered from forward to "
+                "backward, so backward gathers nothing");
+  }
+
+  if (reads({"cluster.nodes"}) && plan.cluster.nodes == 1)
+    warnIfGiven("cluster.inter_node_bandwidth",
+                "'cluster.inter_node_bandwidth' has no effect with nodes = "
+                "1: no traffic leaves the node");
+
+  const ModelSpec &m = plan.model;
+  if (reads({"model"}) && m.family == ModelFamily::Bert &&
+      m.bertHead != BertHead::SequenceClassification)
+    warnIfGiven("model.num_labels",
+                formatv("'model.num_labels' has no effect with head = {0}: "
+                        "only sequence_classification has labels",
+                        stringify(m.bertHead)));
+
+  const TrainSpec &t = plan.train;
+  if (reads({"train.steps", "train.lr_schedule"}) && t.steps > 0 &&
+      t.lrSchedule.warmupSteps >= t.steps)
+    warnIfGiven("train.lr_schedule.warmup",
+                formatv("warmup of {0} steps is not shorter than steps = {1}: "
+                        "the learning rate schedule never gets past warmup",
+                        t.lrSchedule.warmupSteps, t.steps));
+}
+
+bool plan::checkPlan(const PlanSpec &plan, DiagEmitter &diag,
+                     const llvm::StringSet<> &unchecked) {
+  return PlanChecker(plan, diag, unchecked).run();
+}
+
+bool plan::checkPlan(const PlanSpec &plan, DiagEmitter &diag) {
+  return PlanChecker(plan, diag, {}).run();
+}

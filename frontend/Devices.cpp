@@ -1,0 +1,174 @@
+//===- Devices.cpp - The table of known accelerators ----------------------===//
+//
+// Figures are NVIDIA's published peaks. Compute is the dense tensor-core rate
+// with FP32 accumulate for bf16 / fp16 (datasheets print the 2:4-sparsity rate
+// first; dense is half of it) and the non-tensor rate for fp32. Memory sizes
+// are the datasheet's "GB", which for HBM and GDDR parts is binary (80 GB is
+// 80 GiB of DRAM; nvidia-smi shows slightly less after driver reservations).
+// Datasheets print interconnect bandwidths as the sum of both directions; the
+// table keeps one direction, what a single transfer can use.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Models.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace plan;
+
+namespace {
+
+constexpr int64_t GiB = int64_t(1) << 30;
+constexpr double GBps = 1e9;
+constexpr double TBps = 1e12;
+
+// PCIe x16, per direction: Gen4 ~32 GB/s, Gen5 ~64 GB/s (NVIDIA datasheets:
+// "PCIe Gen4: 64GB/s", "PCIe Gen5: 128GB/s", both directions).
+constexpr double pcieGen4 = 32 * GBps;
+constexpr double pcieGen5 = 64 * GBps;
+
+} // namespace
+
+// A function-local table is built on first use, so static initializers
+// elsewhere may look devices up.
+llvm::ArrayRef<DeviceSpec> plan::deviceTable() {
+  static const DeviceSpec devices[] = {
+      // NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: 80 GB HBM3 at
+      // 3.35 TB/s; FP32 67 TFLOPS; BF16 / FP16 tensor 1,979 TFLOPS with
+      // sparsity; NVLink 900 GB/s; PCIe Gen5 128 GB/s.
+      {.name = "h100_sxm",
+       .memoryBytes = 80 * GiB,
+       .bf16Tflops = 989.5,
+       .fp16Tflops = 989.5,
+       .fp32Tflops = 67.0,
+       .hbmBandwidth = 3.35 * TBps,
+       .nvlinkBandwidth = 450 * GBps,
+       .pcieBandwidth = pcieGen5},
+      // Same datasheet, H100 PCIe: 80 GB HBM2e at 2 TB/s; FP32 51 TFLOPS;
+      // BF16 / FP16 tensor 1,513 TFLOPS with sparsity; PCIe Gen5 128 GB/s. Its
+      // NVLink bridge (600 GB/s) joins only pairs of cards, so a collective
+      // over
+      // more than two of them runs at PCIe speed: the table says no NVLink, and
+      // a bridged pair can set `nvlink_bandwidth = 300GB/s`.
+      {.name = "h100_pcie",
+       .memoryBytes = 80 * GiB,
+       .bf16Tflops = 756.5,
+       .fp16Tflops = 756.5,
+       .fp32Tflops = 51.0,
+       .hbmBandwidth = 2.0 * TBps,
+       .nvlinkBandwidth = 0,
+       .pcieBandwidth = pcieGen5},
+      // NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: 141 GB HBM3e at
+      // 4.8 TB/s; FP32 67 TFLOPS; BF16 / FP16 tensor 1,979 TFLOPS with
+      // sparsity; NVLink 900 GB/s; PCIe Gen5 128 GB/s.
+      {.name = "h200",
+       .memoryBytes = 141 * GiB,
+       .bf16Tflops = 989.5,
+       .fp16Tflops = 989.5,
+       .fp32Tflops = 67.0,
+       .hbmBandwidth = 4.8 * TBps,
+       .nvlinkBandwidth = 450 * GBps,
+       .pcieBandwidth = pcieGen5},
+      // NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM: 80 GB HBM2e at
+      // 2,039 GB/s; FP32 19.5 TFLOPS; BF16 / FP16 tensor 312 TFLOPS (624 with
+      // sparsity); NVLink 600 GB/s; PCIe Gen4 64 GB/s.
+      {.name = "a100_80g",
+       .memoryBytes = 80 * GiB,
+       .bf16Tflops = 312.0,
+       .fp16Tflops = 312.0,
+       .fp32Tflops = 19.5,
+       .hbmBandwidth = 2039 * GBps,
+       .nvlinkBandwidth = 300 * GBps,
+       .pcieBandwidth = pcieGen4},
+      // Same datasheet, A100 40GB SXM: 40 GB HBM2 at 1,555 GB/s; otherwise as
+      // the 80 GB part.
+      {.name = "a100_40g",
+       .memoryBytes = 40 * GiB,
+       .bf16Tflops = 312.0,
+       .fp16Tflops = 312.0,
+       .fp32Tflops = 19.5,
+       .hbmBandwidth = 1555 * GBps,
+       .nvlinkBandwidth = 300 * GBps,
+       .pcieBandwidth = pcieGen4},
+      // The 64 GB HBM2e A100 SXM4 built for CINECA's Leonardo (no public
+      // datasheet; Leonardo's documentation: "NVIDIA custom Ampere A100 GPU
+      // 64 GB HBM2", four per node, NVLink 3.0 at 200 GB/s between each pair).
+      // The GA100 compute is the A100 datasheet's; four of the 80 GB part's
+      // five
+      // HBM2e stacks give 4/5 of 2,039 GB/s. Each GPU's 12 NVLink 3 links are
+      // split over its three peers (4 links, 100 GB/s per direction to each),
+      // so
+      // all of them together carry the A100's 300 GB/s per direction.
+      {.name = "a100_64g",
+       .memoryBytes = 64 * GiB,
+       .bf16Tflops = 312.0,
+       .fp16Tflops = 312.0,
+       .fp32Tflops = 19.5,
+       .hbmBandwidth = 1631 * GBps,
+       .nvlinkBandwidth = 300 * GBps,
+       .pcieBandwidth = pcieGen4},
+      // NVIDIA Ada GPU architecture whitepaper, GeForce RTX 4090: 24 GB GDDR6X
+      // at 1,008 GB/s; FP32 82.6 TFLOPS; FP16 / BF16 tensor with FP32
+      // accumulate 165.2 TFLOPS dense (GeForce runs FP32 accumulate at half
+      // the FP16-accumulate rate of 330.3); no NVLink; PCIe Gen4 x16.
+      {.name = "rtx4090",
+       .memoryBytes = 24 * GiB,
+       .bf16Tflops = 165.2,
+       .fp16Tflops = 165.2,
+       .fp32Tflops = 82.6,
+       .hbmBandwidth = 1008 * GBps,
+       .nvlinkBandwidth = 0,
+       .pcieBandwidth = pcieGen4},
+      // NVIDIA RTX 6000 Ada Generation datasheet and the Ada whitepaper: 48 GB
+      // GDDR6 at 960 GB/s; FP32 91.1 TFLOPS; FP16 / BF16 tensor with FP32
+      // accumulate 364.2 TFLOPS dense (728.5 with sparsity; professional cards
+      // run FP32 accumulate at full rate); no NVLink; PCIe Gen4 x16.
+      {.name = "a6000_ada",
+       .memoryBytes = 48 * GiB,
+       .bf16Tflops = 364.2,
+       .fp16Tflops = 364.2,
+       .fp32Tflops = 91.1,
+       .hbmBandwidth = 960 * GBps,
+       .nvlinkBandwidth = 0,
+       .pcieBandwidth = pcieGen4},
+      // NVIDIA L40S datasheet: 48 GB GDDR6 at 864 GB/s; FP32 91.6 TFLOPS;
+      // BF16 / FP16 tensor 362.05 TFLOPS (733 with sparsity); no NVLink; PCIe
+      // Gen4 x16 64 GB/s.
+      {.name = "l40s",
+       .memoryBytes = 48 * GiB,
+       .bf16Tflops = 362.05,
+       .fp16Tflops = 362.05,
+       .fp32Tflops = 91.6,
+       .hbmBandwidth = 864 * GBps,
+       .nvlinkBandwidth = 0,
+       .pcieBandwidth = pcieGen4},
+      // One CPU process of `plan-run --backend cpu`, several of which share a
+      // machine; modest, round figures so that predictions are in the right
+      // range on a workstation rather than exact anywhere:
+      //  - memory: 16 GiB per rank;
+      //  - compute: 0.5 TFLOP/s, e.g. 8 cores at 2 GHz with two AVX-512 FMA
+      //    units are 1 TFLOP/s of fp32 peak, of which a LibTorch GEMM gets
+      //    about
+      //    half; bf16 and fp16 are no faster, since without AMX the kernels
+      //    convert to fp32;
+      //  - "HBM": 50 GB/s, one rank's share of a multi-channel DDR5 system;
+      //  - peers and "host" copies: 10 GB/s, the order of a Gloo ring over
+      //    loopback TCP; there is no NVLink.
+      {.name = "cpu",
+       .memoryBytes = 16 * GiB,
+       .bf16Tflops = 0.5,
+       .fp16Tflops = 0.5,
+       .fp32Tflops = 0.5,
+       .hbmBandwidth = 50 * GBps,
+       .nvlinkBandwidth = 0,
+       .pcieBandwidth = 10 * GBps},
+  };
+  return devices;
+}
+
+const DeviceSpec *plan::lookupDevice(llvm::StringRef name) {
+  llvm::ArrayRef<DeviceSpec> devices = deviceTable();
+  const auto *it = llvm::find_if(
+      devices, [&](const DeviceSpec &device) { return device.name == name; });
+  return it == devices.end() ? nullptr : it;
+}

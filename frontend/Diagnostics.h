@@ -1,0 +1,61 @@
+//===- Diagnostics.h - Reporting .plan errors through MLIR ------*- C++ -*-===//
+//
+// Every front-end diagnostic goes through the MLIRContext's diagnostic engine
+// with a FileLineColLoc into the llvm::SourceMgr that holds the .plan buffer
+// (and one buffer per `--set` override). A SourceMgrDiagnosticHandler then
+// prints `file:line:col: error: ...` with the source line and a caret, and
+// `plan-opt -verify-diagnostics` can check .plan diagnostics like any other.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLAN_FRONTEND_DIAGNOSTICS_H
+#define PLAN_FRONTEND_DIAGNOSTICS_H
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Location.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/SMLoc.h"
+
+namespace llvm {
+class SourceMgr;
+} // namespace llvm
+
+namespace plan {
+
+class DiagEmitter {
+public:
+  /// `sourceMgr` may be null (plans built through the C++ API): diagnostics
+  /// then carry `fallback` as their location.
+  DiagEmitter(mlir::MLIRContext *context, const llvm::SourceMgr *sourceMgr,
+              mlir::Location fallback);
+
+  mlir::MLIRContext *getContext() const { return context; }
+  /// The buffers locations point into; null for plans built in C++.
+  const llvm::SourceMgr *getSourceMgr() const { return sourceMgr; }
+
+  /// The MLIR location of a point in one of the source manager's buffers; the
+  /// fallback location for an invalid SMLoc.
+  mlir::Location loc(llvm::SMLoc point) const;
+
+  mlir::InFlightDiagnostic error(llvm::SMLoc point, const llvm::Twine &message);
+  mlir::InFlightDiagnostic warning(llvm::SMLoc point,
+                                   const llvm::Twine &message);
+
+  unsigned numErrors() const { return errors; }
+  bool hadError() const { return errors != 0; }
+
+private:
+  mlir::MLIRContext *context;
+  const llvm::SourceMgr *sourceMgr;
+  mlir::Location fallback;
+  unsigned errors = 0;
+};
+
+/// The closest candidate to `word` by edit distance, or "" when none is close
+/// enough to be a plausible typo. Used for every "did you mean" message.
+llvm::StringRef closestMatch(llvm::StringRef word,
+                             llvm::ArrayRef<llvm::StringRef> candidates);
+
+} // namespace plan
+
+#endif // PLAN_FRONTEND_DIAGNOSTICS_H

@@ -1,0 +1,63 @@
+//===- Models.h - Model presets, parameter lists, device table --*- C++ -*-===//
+//
+// Presets reproduce the HuggingFace config.json of each model exactly, and
+// `enumerateUnits` lists its parameters with HuggingFace tensor names and
+// shapes in the order of the model's state_dict, so that HF weights load by
+// name and every parameter count the compiler reports is the real one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLAN_FRONTEND_MODELS_H
+#define PLAN_FRONTEND_MODELS_H
+
+#include "frontend/PlanSpec.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <string>
+#include <vector>
+
+namespace plan {
+
+struct ModelPreset {
+  llvm::StringRef name; // the .plan spelling: "llama3_8b"
+  llvm::StringRef
+      hfRepo; // "meta-llama/Meta-Llama-3-8B"; "" for our own tiny ones
+  llvm::StringRef summary;
+  ModelSpec spec;
+};
+
+llvm::ArrayRef<ModelPreset> modelPresets();
+const ModelPreset *lookupModelPreset(llvm::StringRef name);
+
+llvm::ArrayRef<DeviceSpec> deviceTable();
+const DeviceSpec *lookupDevice(llvm::StringRef name);
+
+// UnitKind (embedding, llama_block, gpt2_block, bert_block, llama_head,
+// gpt2_head, bert_head) is generated from dialects/plan/PlanEnums.td: the
+// natural building blocks of a model, in execution order. Wrap policies (a
+// pass) group these; they are never split.
+
+struct ParamInfo {
+  std::string name; // HF state_dict name
+  llvm::SmallVector<int64_t, 2> shape;
+  std::string tiedTo; // HF name of the parameter it shares storage with, or ""
+  int64_t numel() const;
+};
+
+struct ModelUnit {
+  std::string name; // "embed", "layers.0", ..., "head"
+  UnitKind kind;
+  std::vector<ParamInfo> params; // a tied parameter appears where HF lists it
+};
+
+std::vector<ModelUnit> enumerateUnits(const ModelSpec &model);
+
+/// Trainable parameters, each tied group counted once (what HF's
+/// `model.num_parameters()` prints).
+int64_t countParams(const ModelSpec &model);
+
+} // namespace plan
+
+#endif // PLAN_FRONTEND_MODELS_H

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs everything the project needs to build and test, from Debian and PyPI.
+# Idempotent: when everything is already present it only checks, in a few seconds.
+#   scripts/setup.sh            compiler + runtime dependencies (needs root for apt-get)
+#   SETUP_NO_TORCH=1 scripts/setup.sh   skip LibTorch (the compiler alone)
+set -euo pipefail
+
+LLVM_VERSION=22
+TORCH_VERSION=2.11.0
+
+APT_PACKAGES=(
+  "libmlir-${LLVM_VERSION}-dev" "mlir-${LLVM_VERSION}-tools"
+  "llvm-${LLVM_VERSION}-dev" "llvm-${LLVM_VERSION}-tools"
+  cmake ninja-build g++ python3 python3-pip
+  libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "setup: Debian packages present"
+fi
+
+PY=${PYTHON:-python3}
+pip_has() { "$PY" -c "import importlib.metadata as m,sys; sys.exit(0 if m.version('$1')==sys.argv[1] else 1)" "$2" 2>/dev/null; }
+
+# lit drives the test suite; the Debian llvm-tools ship it too, but the PyPI one
+# is what `lit` on PATH resolves to on machines without /usr/lib/llvm-22/bin.
+if ! "$PY" -c "import lit" 2>/dev/null; then
+  echo "setup: installing lit from PyPI"
+  "$PY" -m pip install -q lit
+fi
+
+if [ "${SETUP_NO_TORCH:-0}" != "1" ]; then
+  if ! pip_has torch "$TORCH_VERSION" && ! "$PY" -c "import torch,sys; sys.exit(0 if torch.__version__.startswith('$TORCH_VERSION') else 1)" 2>/dev/null; then
+    echo "setup: installing torch==$TORCH_VERSION (LibTorch) from PyPI"
+    "$PY" -m pip install -q "torch==$TORCH_VERSION"
+  else
+    echo "setup: torch $TORCH_VERSION present"
+  fi
+fi
+echo "setup: done"

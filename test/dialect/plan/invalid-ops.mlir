@@ -1,0 +1,181 @@
+// The op verifiers: mesh, sequence length, units and parameters.
+// RUN: plan-opt %s -split-input-file -verify-diagnostics
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 2, gpus_per_node = 4, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x4)
+// expected-error @below {{mesh 'mesh' has 1x4 = 4 ranks but the cluster has 8 (2 nodes x 4 gpus_per_node)}}
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
+}
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 4, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+// expected-error @below {{mesh 'nowhere' does not name a shard.grid}}
+plan.plan @p on @nowhere model #model cluster #cluster train #train parallel #fsdp {
+}
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 4, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 4)
+// expected-error @below {{mesh 'mesh' must have 2 axes (replicate, shard), got 1}}
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
+}
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 4, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x4)
+// expected-error @below {{no_shard does not shard: the mesh's shard axis must be 1, got 4}}
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
+}
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 4, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 128, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x4)
+// expected-error @below {{seq_len 128 exceeds the model's max_seq_len 64}}
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
+}
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 4, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#hsdp = #plan.parallel<sharding = hybrid_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x4)
+// expected-error @below {{hybrid_shard needs more than one node}}
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #hsdp {
+}
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 1, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x1)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
+  plan.unit @a kinds [embedding] {
+    plan.param "w" : tensor<8x8xf32>
+  }
+  plan.unit @b kinds [llama_head] {
+    // expected-error @below {{duplicate parameter name 'w'}}
+    plan.param "w" : tensor<8x8xf32>
+  }
+}
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 1, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x1)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
+  // expected-error @below {{must hold at least one model unit kind}}
+  plan.unit @a kinds [] {
+  }
+}
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 1, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x1)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
+  plan.unit @a kinds [embedding] {
+    // expected-error @below {{parameter 'w' must have a static shape}}
+    plan.param "w" : tensor<?x8xf32>
+  }
+}
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 1, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x1)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
+  plan.unit @a kinds [embedding] {
+    // expected-error @below {{parameter 'v' has an empty dimension}}
+    plan.param "v" : tensor<0x8xf32>
+  }
+}
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 1, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x1)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
+  plan.unit @a kinds [embedding] {
+    // expected-error @below {{parameter 'i' must have a floating-point element type}}
+    plan.param "i" : tensor<8xi32>
+  }
+}
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 1, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x1)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
+  plan.unit @a kinds [embedding] {
+    // expected-error @below {{parameter 't' cannot be tied to itself}}
+    plan.param "t" : tensor<8xf32> tied_to "t"
+  }
+}
+
+// -----
+
+// expected-error @below {{unknown unit kind 'transformer'}}
+plan.unit @a kinds [transformer] {
+}

@@ -1,0 +1,110 @@
+//===- plan-opt.cpp - mlir-opt for plans ----------------------------------===//
+//
+// mlir-opt with the plan dialects and passes. A `.plan` input is compiled by
+// the frontend first (with `--set` overrides), then runs through the same
+// pass pipeline and printing as `.mlir` input; `-verify-diagnostics` checks
+// expected-error comments in `.plan` files as it does in `.mlir` files.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Frontend.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+
+static llvm::cl::list<std::string>
+    planOverrides("set",
+                  llvm::cl::desc("Override a key of a .plan input, e.g. "
+                                 "--set parallel.sharding=full_shard"),
+                  llvm::cl::value_desc("path=value"));
+
+/// Compiles a .plan file and runs the configured pipeline on it, as
+/// MlirOptMain does for .mlir input.
+static LogicalResult runOnPlanFile(llvm::StringRef inputFilename,
+                                   llvm::StringRef outputFilename,
+                                   const MlirOptMainConfig &config,
+                                   DialectRegistry &registry) {
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      openInputFile(inputFilename, &error);
+  if (!input) {
+    llvm::errs() << "plan-opt: " << error << "\n";
+    return failure();
+  }
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFilename, &error);
+  if (!output) {
+    llvm::errs() << "plan-opt: " << error << "\n";
+    return failure();
+  }
+
+  MLIRContext context(registry);
+  context.allowUnregisteredDialects(config.shouldAllowUnregisteredDialects());
+  llvm::SourceMgr sourceMgr;
+  unsigned bufferId = sourceMgr.AddNewSourceBuffer(std::move(input), SMLoc());
+
+  auto compile = [&]() -> LogicalResult {
+    plan::DiagEmitter diag(
+        &context, &sourceMgr,
+        FileLineColLoc::get(&context, inputFilename, /*line=*/1, /*col=*/1));
+    std::optional<plan::PlanSpec> spec =
+        plan::loadPlan(sourceMgr, bufferId, planOverrides,
+                       plan::defaultPlanName(inputFilename), diag);
+    if (!spec)
+      return failure();
+    OwningOpRef<ModuleOp> module = plan::importPlan(*spec, diag);
+    if (!module)
+      return failure();
+    PassManager pm(&context, ModuleOp::getOperationName(),
+                   OpPassManager::Nesting::Implicit);
+    if (failed(applyPassManagerCLOptions(pm)) ||
+        failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
+      return failure();
+    module->print(output->os());
+    output->os() << "\n";
+    return success();
+  };
+
+  if (config.shouldVerifyDiagnostics()) {
+    SourceMgrDiagnosticVerifierHandler handler(sourceMgr, &context,
+                                               config.verifyDiagnosticsLevel());
+    (void)compile();
+    if (failed(handler.verify()))
+      return failure();
+  } else {
+    SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+    if (failed(compile()))
+      return failure();
+  }
+  output->keep();
+  return success();
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM y(argc, argv);
+  DialectRegistry registry;
+  plan::registerPlanDialects(registry);
+
+  auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
+      argc, argv, "plan-opt: the plan compiler's optimizer driver\n", registry);
+  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+
+  if (llvm::StringRef(inputFilename).ends_with(".plan"))
+    return asMainReturnCode(
+        runOnPlanFile(inputFilename, outputFilename, config, registry));
+  if (!planOverrides.empty()) {
+    llvm::errs() << "plan-opt: --set only applies to .plan input\n";
+    return 1;
+  }
+  return asMainReturnCode(
+      MlirOptMain(argc, argv, inputFilename, outputFilename, registry));
+}
