@@ -258,7 +258,7 @@ struct Form {
   bool leadingPositional;
   std::vector<Param> params;
   std::function<void()> select; // records the choice of this form
-  StringRef example;            // how to write it when a required arg lacks
+  StringRef example;            // shown when a required argument is missing
 };
 
 } // namespace
@@ -335,6 +335,8 @@ private:
   std::vector<KeyRule> offloadKeys();
 
   // Values.
+  using ReadMethod = bool (Analyzer::*)(const Value &, const std::string &);
+  ValueReader method(ReadMethod read);
   ValueReader integer(int64_t &field);
   ValueReader real(double &field);
   ValueReader boolean(bool &field);
@@ -660,10 +662,7 @@ void Analyzer::readModel(const KeyGroup &group) {
     rules.push_back({"kv_heads", Need::Optional, integer(m.kvHeads), nullptr});
     rules.push_back({"rope_theta", Need::Optional, real(m.ropeTheta), nullptr});
     rules.push_back({"rope_scaling", Need::Optional,
-                     [this](const Value &v, const std::string &path) {
-                       return readRopeScaling(v, path);
-                     },
-                     nullptr});
+                     method(&Analyzer::readRopeScaling), nullptr});
     rules.push_back(
         {"tie_embeddings", Need::Optional, boolean(m.tieEmbeddings), nullptr});
   }
@@ -786,14 +785,8 @@ void Analyzer::readDevice(const KeyGroup &group) {
 
 std::vector<KeyRule> Analyzer::trainKeys() {
   TrainSpec &t = plan.train;
-  auto reader =
-      [this](bool (Analyzer::*read)(const Value &, const std::string &)) {
-        return [this, read](const Value &v, const std::string &path) {
-          return (this->*read)(v, path);
-        };
-      };
   return {
-      {"optimizer", Need::Required, reader(&Analyzer::readOptimizer), nullptr},
+      {"optimizer", Need::Required, method(&Analyzer::readOptimizer), nullptr},
       {"micro_batch", Need::Required, integer(t.microBatch), nullptr},
       {"seq_len", Need::Required, integer(t.seqLen), nullptr},
       {"grad_accum", Need::Optional, integer(t.gradAccum), nullptr},
@@ -802,7 +795,7 @@ std::vector<KeyRule> Analyzer::trainKeys() {
                         spellingsOf<Precision>(getMaxEnumValForPrecision()),
                         "precision"),
        nullptr},
-      {"loss_scale", Need::Optional, reader(&Analyzer::readLossScale), nullptr},
+      {"loss_scale", Need::Optional, method(&Analyzer::readLossScale), nullptr},
       {"reduce_dtype", Need::Optional,
        oneOf<DType>(t.reduceDtype, spellingsOf<DType>(getMaxEnumValForDType()),
                     "reduce_dtype"),
@@ -813,8 +806,8 @@ std::vector<KeyRule> Analyzer::trainKeys() {
            spellingsOf<Checkpointing>(getMaxEnumValForCheckpointing()),
            "activation_checkpointing"),
        nullptr},
-      {"grad_clip", Need::Optional, reader(&Analyzer::readGradClip), nullptr},
-      {"lr_schedule", Need::Optional, reader(&Analyzer::readLRSchedule),
+      {"grad_clip", Need::Optional, method(&Analyzer::readGradClip), nullptr},
+      {"lr_schedule", Need::Optional, method(&Analyzer::readLRSchedule),
        nullptr},
       {"steps", Need::Optional, integer(t.steps), nullptr},
       {"seed", Need::Optional, integer(t.seed), nullptr},
@@ -917,16 +910,8 @@ std::vector<KeyRule> Analyzer::parallelKeys() {
            spellingsOf<Sharding>(getMaxEnumValForSharding(), shardingAliases),
            "sharding"),
        nullptr},
-      {"mesh", Need::Optional,
-       [this](const Value &v, const std::string &path) {
-         return readMesh(v, path);
-       },
-       nullptr},
-      {"wrap", Need::Optional,
-       [this](const Value &v, const std::string &path) {
-         return readWrap(v, path);
-       },
-       nullptr},
+      {"mesh", Need::Optional, method(&Analyzer::readMesh), nullptr},
+      {"wrap", Need::Optional, method(&Analyzer::readWrap), nullptr},
       {"offload", Need::Optional, nullptr,
        section([this] { return offloadKeys(); })},
       {"optimizer_step", Need::Optional,
@@ -1009,6 +994,11 @@ bool Analyzer::typeError(const Value &v, const std::string &path,
   return false;
 }
 
+ValueReader Analyzer::method(ReadMethod read) {
+  return [this, read](const Value &v, const std::string &path) {
+    return (this->*read)(v, path);
+  };
+}
 ValueReader Analyzer::integer(int64_t &field) {
   return [this, &field](const Value &v, const std::string &path) {
     return readInteger(v, path, field);

@@ -187,8 +187,6 @@ static const IntegerRange integerRanges[] = {
      wrapsByParams},
     {"parallel.max_inflight_gathers", 1, maxCount,
      [](const PlanSpec &p) { return p.parallel.maxInflightGathers; }},
-    {"parallel.bucket", 1, maxInteger,
-     [](const PlanSpec &p) { return p.parallel.bucketBytes; }},
 };
 
 static const RealRange realRanges[] = {
@@ -253,26 +251,32 @@ static const RealRange realRanges[] = {
      [](const PlanSpec &p) { return *p.train.gradClip; }, clips},
     {"train.lr_schedule.min_lr_ratio", 0, false, 1, false,
      [](const PlanSpec &p) { return p.train.lrSchedule.minLrRatio; }, decays},
+    {"parallel.bucket", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return double(p.parallel.bucketBytes); }, nullptr,
+     Shown::Bytes},
 };
 
-static std::string describeBounds(const RealRange &r, Shown shown) {
-  auto show = [&](double x) -> std::string {
-    if (x == 0)
-      return "0";
-    switch (shown) {
-    case Shown::Plain:
-      return formatReal(x);
-    case Shown::Bytes:
-      return formatBytes(int64_t(x));
-    case Shown::BytesPerSecond:
-      return formatBandwidth(x);
-    }
-    llvm_unreachable("unknown format");
+static std::string show(double x, Shown shown) {
+  switch (shown) {
+  case Shown::Plain:
+    return formatReal(x);
+  case Shown::Bytes:
+    return formatBytes(static_cast<int64_t>(x));
+  case Shown::BytesPerSecond:
+    return formatBandwidth(x);
+  }
+  llvm_unreachable("unknown format");
+}
+
+static std::string describeBounds(const RealRange &r) {
+  // 0 reads the same in every unit.
+  auto bound = [&](double x) {
+    return x == 0 ? std::string("0") : show(x, r.shown);
   };
   if (std::isinf(r.max))
-    return formatv("{0} {1}", r.minExclusive ? ">" : ">=", show(r.min));
-  return formatv("in {0}{1}, {2}{3}", r.minExclusive ? "(" : "[", show(r.min),
-                 show(r.max), r.maxExclusive ? ")" : "]");
+    return formatv("{0} {1}", r.minExclusive ? ">" : ">=", bound(r.min));
+  return formatv("in {0}{1}, {2}{3}", r.minExclusive ? "(" : "[", bound(r.min),
+                 bound(r.max), r.maxExclusive ? ")" : "]");
 }
 
 //===----------------------------------------------------------------------===//
@@ -405,17 +409,9 @@ void PlanChecker::checkRanges() {
     if ((range.applies && !range.applies(plan)) || !reads({range.path}))
       continue;
     int64_t value = range.get(plan);
-    bool isBytes = range.path == "parallel.bucket";
-    auto show = [&](int64_t x) {
-      return isBytes ? formatBytes(x) : std::to_string(x);
-    };
     if (value < range.min)
-      error(range.path, isBytes ? formatv("'{0}' must be > 0, got {1}",
-                                          range.path, show(value))
-                                      .str()
-                                : formatv("'{0}' must be >= {1}, got {2}",
-                                          range.path, range.min, value)
-                                      .str());
+      error(range.path, formatv("'{0}' must be >= {1}, got {2}", range.path,
+                                range.min, value));
     else if (value > range.max)
       error(range.path, formatv("'{0}' must be <= {1}, got {2}", range.path,
                                 range.max, value));
@@ -433,12 +429,9 @@ void PlanChecker::checkRanges() {
     bool belowMax = range.maxExclusive ? value < range.max : value <= range.max;
     if (aboveMin && belowMax)
       continue;
-    std::string shown =
-        range.shown == Shown::Bytes            ? formatBytes(int64_t(value))
-        : range.shown == Shown::BytesPerSecond ? formatBandwidth(value)
-                                               : formatReal(value);
+    // Sizes that fail are <= 0, so showing them as bytes cannot overflow.
     error(range.path, formatv("'{0}' must be {1}, got {2}", range.path,
-                              describeBounds(range, range.shown), shown));
+                              describeBounds(range), show(value, range.shown)));
     unchecked.insert(range.path);
   }
 

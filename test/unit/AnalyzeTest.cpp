@@ -382,6 +382,13 @@ TEST(AnalyzeValid, ShardingAliases) {
   }
 }
 
+TEST(AnalyzeValid, MemorySpaceAlias) {
+  PlanSpec plan = planOf(withMinimal("parallel.offload.optimizer = gpu\n"
+                                     "parallel.optimizer_step = gpu"));
+  EXPECT_EQ(plan.parallel.offload.optimizer, MemorySpace::Device);
+  EXPECT_EQ(plan.parallel.optimizerStep, MemorySpace::Device);
+}
+
 TEST(AnalyzeValid, DottedKeysMeanNestedBlocks) {
   PlanSpec blocks =
       planOf("model = llama_tiny { layers = 4 }\n"
@@ -1232,6 +1239,14 @@ TEST(AnalyzeContradictions, OffloadWhereTheStrategyAllowsIt) {
                   "brings them to the device one wrapped unit at a time: "
                   "with no_shard every rank needs all of them on the device "
                   "at once; use sharding = full_shard"});
+  EXPECT_EQ(errorsOf(withMinimal("parallel { sharding = zero1  "
+                                 "offload.params = cpu }")),
+            (Diags{"4:47: error: offloading parameters to the CPU needs them "
+                   "sharded (shard_grad_op, full_shard, hybrid_shard), which "
+                   "brings them to the device one wrapped unit at a time: "
+                   "with zero1 every rank needs all of them on the device at "
+                   "once; use sharding = full_shard",
+                   "4:23: note: sharding is zero1 here"}));
   EXPECT_EQ(errorsOf(withMinimal("parallel { offload.optimizer = cpu\n"
                                  "  optimizer_step = device }")),
             (Diags{"5:20: error: optimizer_step = device with the optimizer "
