@@ -400,7 +400,9 @@ void PlanChecker::skipDefaultsOfUncheckedKeys() {
       unchecked.insert(derived.path);
 }
 
-static bool isSharded(Sharding s) {
+/// shard_grad_op, full_shard and hybrid_shard shard gradients and parameters;
+/// no_shard shards nothing and zero1 only the optimizer state.
+static bool shardsGradients(Sharding s) {
   return s != Sharding::NoShard && s != Sharding::Zero1;
 }
 
@@ -645,7 +647,7 @@ void PlanChecker::checkOffload() {
   const ParallelSpec &p = plan.parallel;
   const OffloadSpec &o = p.offload;
   StringRef sharding = stringify(p.sharding);
-  bool sharded = isSharded(p.sharding);
+  bool sharded = shardsGradients(p.sharding);
 
   if (reads({"parallel.offload.params", "parallel.sharding"}) &&
       o.params == MemorySpace::Host && !sharded) {
@@ -702,7 +704,7 @@ void PlanChecker::checkOffload() {
 void PlanChecker::checkNoEffect() {
   const ParallelSpec &p = plan.parallel;
   StringRef sharding = stringify(p.sharding);
-  bool sharded = isSharded(p.sharding);
+  bool sharded = shardsGradients(p.sharding);
   bool shardingKnown = reads({"parallel.sharding"});
 
   if (reads({"parallel.grad_sync", "train.grad_accum"}) &&
