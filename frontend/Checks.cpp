@@ -622,11 +622,10 @@ void PlanChecker::checkMesh() {
       noteSharding(d);
     } else {
       auto d = error("parallel.sharding",
-                     "hybrid_shard on one node is full_shard: it shards "
-                     "within each node and replicates across nodes, and "
-                     "there is one; use sharding = full_shard, or give mesh "
-                     "= (replicate, shard) with replicate > 1 to replicate "
-                     "within the node");
+                     "hybrid_shard on one node is full_shard: it replicates "
+                     "across nodes, and there is only one; use sharding = "
+                     "full_shard, or give mesh = (replicate, shard) with "
+                     "replicate > 1 to replicate within the node");
       note(d, "cluster.nodes", "nodes is 1 here");
     }
     return;

@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
@@ -91,6 +92,16 @@ void PlanOp::print(OpAsmPrinter &p) {
                 /*printBlockTerminators=*/false, /*printEmptyBlock=*/false);
 }
 
+UnitOp PlanOp::lookupUnit(StringRef name) {
+  return dyn_cast_or_null<UnitOp>(
+      mlir::SymbolTable::lookupSymbolIn(*this, name));
+}
+
+GroupOp PlanOp::lookupGroup(StringRef name) {
+  return dyn_cast_or_null<GroupOp>(
+      mlir::SymbolTable::lookupSymbolIn(*this, name));
+}
+
 shard::GridOp PlanOp::getGridOp() {
   // The plan is a symbol table of its units; the mesh is a sibling.
   return mlir::SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
@@ -145,8 +156,62 @@ LogicalResult PlanOp::verify() {
                << p.getParamName() << "'";
   }
   for (Operation &op : getBody().front())
-    if (!isa<UnitOp>(op))
+    if (!isa<UnitOp, GroupOp>(op))
       return op.emitOpError("is not allowed in a plan.plan body");
+  // A tied parameter names a parameter defined (not itself tied) elsewhere.
+  for (auto unit : getBody().getOps<UnitOp>())
+    for (auto p : unit.getBody().getOps<ParamOp>())
+      if (std::optional<StringRef> tied = p.getTiedTo())
+        if (!names.contains(*tied))
+          return p.emitOpError("is tied to '")
+                 << *tied << "', which is not a parameter of this plan";
+  // Each unit is in at most one group.
+  llvm::StringMap<GroupOp> owner;
+  for (auto group : getBody().getOps<GroupOp>())
+    for (auto unit : group.getUnits().getAsRange<FlatSymbolRefAttr>()) {
+      auto [it, inserted] = owner.try_emplace(unit.getValue(), group);
+      if (!inserted)
+        return group.emitOpError("unit '")
+               << unit.getValue() << "' is already in group '"
+               << it->second.getSymName() << "'";
+    }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// GroupOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GroupOp::verify() {
+  if (getUnits().empty())
+    return emitOpError("must hold at least one unit");
+  auto plan = (*this)->getParentOfType<PlanOp>();
+  int64_t stored = 0;
+  for (auto unit : getUnits().getAsRange<FlatSymbolRefAttr>()) {
+    UnitOp op = plan.lookupUnit(unit.getValue());
+    if (!op)
+      return emitOpError("'") << unit.getValue() << "' is not a plan.unit";
+    stored += op.getStoredNumel();
+  }
+  std::optional<int64_t> numel = getNumel(), padded = getPaddedNumel(),
+                         shard = getShardNumel();
+  if (numel && *numel != stored)
+    return emitOpError("numel ")
+           << *numel << " is not the " << stored
+           << " elements its units store";
+  if (padded && (!numel || *padded < *numel))
+    return emitOpError("padded_numel must be at least numel");
+  if (shard) {
+    if (!padded || *shard < 1 || *padded % *shard != 0)
+      return emitOpError("shard_numel must divide padded_numel");
+    int64_t shards = *padded / *shard;
+    int64_t groupSize =
+        plan.getGridOp() ? plan.getGridOp().getShape().back() : shards;
+    if (shards != groupSize)
+      return emitOpError("padded_numel / shard_numel = ")
+             << shards << " shards, but the mesh's shard axis has "
+             << groupSize << " ranks";
+  }
   return success();
 }
 
@@ -154,56 +219,15 @@ LogicalResult PlanOp::verify() {
 // UnitOp
 //===----------------------------------------------------------------------===//
 
-// plan.unit @name kinds [llama_block, llama_block] attributes {...} { ... }
-ParseResult UnitOp::parse(OpAsmParser &parser, OperationState &result) {
-  StringAttr name;
-  if (parser.parseSymbolName(name) || parser.parseKeyword("kinds"))
-    return failure();
-  SmallVector<Attribute> kinds;
-  auto parseKind = [&]() -> ParseResult {
-    SMLoc loc = parser.getCurrentLocation();
-    StringRef word;
-    if (parser.parseKeyword(&word))
-      return failure();
-    std::optional<UnitKind> kind = symbolizeUnitKind(word);
-    if (!kind)
-      return parser.emitError(loc, "unknown unit kind '") << word << "'";
-    kinds.push_back(UnitKindAttr::get(parser.getContext(), *kind));
-    return success();
-  };
-  if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Square,
-                                     parseKind) ||
-      parser.parseOptionalAttrDictWithKeyword(result.attributes))
-    return failure();
-  result.addAttribute(getSymNameAttrName(result.name), name);
-  result.addAttribute(getKindsAttrName(result.name),
-                      ArrayAttr::get(parser.getContext(), kinds));
-  Region *body = result.addRegion();
-  if (parser.parseRegion(*body))
-    return failure();
-  if (body->empty())
-    body->push_back(new Block());
-  return success();
-}
-
-void UnitOp::print(OpAsmPrinter &p) {
-  p << ' ';
-  p.printSymbolName(getSymName());
-  p << " kinds [";
-  llvm::interleaveComma(getKinds(), p, [&](Attribute kind) {
-    p << stringifyUnitKind(cast<UnitKindAttr>(kind).getValue());
-  });
-  p << "]";
-  p.printOptionalAttrDictWithKeyword(
-      (*this)->getAttrs(), {getSymNameAttrName(), getKindsAttrName()});
-  p << ' ';
-  p.printRegion(getBody(), /*printEntryBlockArgs=*/false,
-                /*printBlockTerminators=*/false, /*printEmptyBlock=*/false);
+int64_t UnitOp::getStoredNumel() {
+  int64_t numel = 0;
+  for (auto param : getBody().getOps<ParamOp>())
+    if (!param.getTiedTo())
+      numel += param.getTensorType().getNumElements();
+  return numel;
 }
 
 LogicalResult UnitOp::verify() {
-  if (getKinds().empty())
-    return emitOpError("must hold at least one model unit kind");
   for (Operation &op : getBody().front())
     if (!isa<ParamOp>(op))
       return op.emitOpError("is not allowed in a plan.unit body");

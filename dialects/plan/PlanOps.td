@@ -9,9 +9,9 @@ include "mlir/IR/RegionKindInterface.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/EnumAttr.td"
 
-def Plan_UnitKindAttr : EnumAttr<Plan_Dialect, Plan_UnitKind, "unit_kind">;
-def Plan_UnitKindArrayAttr : TypedArrayAttrBase<Plan_UnitKindAttr,
-    "array of unit kinds">;
+def Plan_UnitKindAttr : EnumAttr<Plan_Dialect, Plan_UnitKind, "unit_kind"> {
+  let assemblyFormat = "$value";
+}
 
 class Plan_Op<string mnemonic, list<Trait> traits = []>
     : Op<Plan_Dialect, mnemonic, traits>;
@@ -24,7 +24,8 @@ def Plan_PlanOp : Plan_Op<"plan", [
     One training job. `mesh` names the `shard.grid` its data-parallel ranks
     form: axis 0 replicates, axis 1 shards (`(replicate, shard)` in the .plan
     language); its size is the cluster's world size. The body is empty until
-    presets are expanded into `plan.unit`s.
+    presets are expanded into `plan.unit`s, which the wrap policy puts into
+    `plan.group`s.
 
     ```mlir
     shard.grid @mesh(shape = 1x8)
@@ -53,6 +54,8 @@ def Plan_PlanOp : Plan_Op<"plan", [
                    "TrainAttr":$train, "ParallelAttr":$parallel)>
   ];
   let extraClassDeclaration = [{
+    UnitOp lookupUnit(::llvm::StringRef name);
+    GroupOp lookupGroup(::llvm::StringRef name);
     /// The data-parallel mesh this plan runs on.
     ::mlir::shard::GridOp getGridOp();
     int64_t getWorldSize() { return getCluster().getWorldSize(); }
@@ -61,22 +64,51 @@ def Plan_PlanOp : Plan_Op<"plan", [
 
 def Plan_UnitOp : Plan_Op<"unit", [
     Symbol, NoTerminator, SingleBlock, HasParent<"PlanOp">]> {
-  let summary = "A group of parameters gathered, computed and freed together";
+  let summary = "One building block of the model and its parameters";
   let description = [{
-    The FSDP unit (a FlatParameter): one transformer block, the embeddings or
-    the head, or a group of them under a `min_params` wrap policy. `kinds`
-    lists the model units it holds, in execution order.
+    A natural unit of the model (the embeddings, one transformer block, the
+    head), in execution order, with its parameters in HuggingFace order.
+    Units are computed one at a time; `plan.group`s say which are sharded,
+    gathered and freed together.
 
     ```mlir
-    plan.unit @"layers.0" kinds [llama_block] {
+    plan.unit @layers.0 kind llama_block {
       plan.param "model.layers.0.self_attn.q_proj.weight" : tensor<4096x4096xf32>
       ...
     }
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, Plan_UnitKindArrayAttr:$kinds);
+  let arguments = (ins SymbolNameAttr:$sym_name, Plan_UnitKindAttr:$kind);
   let regions = (region SizedRegion<1>:$body);
-  let hasCustomAssemblyFormat = 1;
+  let assemblyFormat = "$sym_name `kind` $kind attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Elements this unit stores: its parameters except those tied to a
+    /// parameter of another unit (stored once, where they are defined).
+    int64_t getStoredNumel();
+  }];
+}
+
+def Plan_GroupOp : Plan_Op<"group", [Symbol, HasParent<"PlanOp">]> {
+  let summary = "Units sharded, gathered and freed together (an FSDP unit)";
+  let description = [{
+    The FlatParameter of FSDP: the stored parameters of `units`, concatenated
+    in order into one flat buffer, so one collective moves all of them. The
+    wrap policy forms groups (`plan-wrap-units`); `plan-assign-sharding` adds
+    `numel` (stored elements), `padded_numel` (rounded up to a multiple of the
+    shard group size so every rank holds an equal shard) and `shard_numel`.
+
+    ```mlir
+    plan.group @fsdp.root units [@embed, @head] {numel = 65600, padded_numel = 65600, shard_numel = 32800}
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    TypedArrayAttrBase<FlatSymbolRefAttr, "unit symbols">:$units,
+    OptionalAttr<I64Attr>:$numel,
+    OptionalAttr<I64Attr>:$padded_numel,
+    OptionalAttr<I64Attr>:$shard_numel);
+  let assemblyFormat = "$sym_name `units` $units attr-dict";
   let hasVerifier = 1;
 }
 

@@ -140,10 +140,8 @@ PlanSpec planOf(StringRef text) {
   return a.plan.value_or(PlanSpec{});
 }
 
-/// Two plans without their locations.
-void expectSamePlan(PlanSpec a, PlanSpec b) {
-  a.locs.clear();
-  b.locs.clear();
+/// Two plans, compared without their locations.
+void expectSamePlan(const PlanSpec &a, const PlanSpec &b) {
   EXPECT_EQ(a.name, b.name);
   EXPECT_EQ(a.model, b.model);
   EXPECT_EQ(a.cluster, b.cluster);
@@ -1145,17 +1143,15 @@ TEST(AnalyzeContradictions, GradientOffloadNeedsShardsOrACpuStep) {
 TEST(AnalyzeContradictions, HybridShardNeedsReplicas) {
   EXPECT_EQ(errorsOf(withMinimal("parallel.sharding = hybrid_shard")),
             Diags{"4:21: error: hybrid_shard on one node is full_shard: it "
-                  "shards within each node and replicates across nodes, and "
-                  "there is one; use sharding = full_shard, or give mesh = "
-                  "(replicate, shard) with replicate > 1 to replicate within "
-                  "the node"});
+                  "replicates across nodes, and there is only one; use "
+                  "sharding = full_shard, or give mesh = (replicate, shard) "
+                  "with replicate > 1 to replicate within the node"});
   EXPECT_EQ(errorsOf(withMinimal("cluster.nodes = 1\n"
                                  "parallel.sharding = hybrid_shard")),
             (Diags{"5:21: error: hybrid_shard on one node is full_shard: it "
-                   "shards within each node and replicates across nodes, and "
-                   "there is one; use sharding = full_shard, or give mesh = "
-                   "(replicate, shard) with replicate > 1 to replicate within "
-                   "the node",
+                   "replicates across nodes, and there is only one; use "
+                   "sharding = full_shard, or give mesh = (replicate, shard) "
+                   "with replicate > 1 to replicate within the node",
                    "4:17: note: nodes is 1 here"}));
   EXPECT_EQ(errorsOf(withMinimal("parallel { sharding = hybrid_shard  mesh = "
                                  "(1, 2) }")),
@@ -1427,10 +1423,9 @@ TEST(AnalyzeChecks, WorkFromThePlanAlone) {
   EXPECT_FALSE(checkPlan(plan, diag));
   EXPECT_EQ(log.diags,
             Diags{"?: error: hybrid_shard on one node is full_shard: it "
-                  "shards within each node and replicates across nodes, and "
-                  "there is one; use sharding = full_shard, or give mesh = "
-                  "(replicate, shard) with replicate > 1 to replicate within "
-                  "the node"});
+                  "replicates across nodes, and there is only one; use "
+                  "sharding = full_shard, or give mesh = (replicate, shard) "
+                  "with replicate > 1 to replicate within the node"});
 
   log.diags.clear();
   plan.parallel.sharding = Sharding::FullShard;

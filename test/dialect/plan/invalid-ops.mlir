@@ -86,10 +86,10 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #hsdp 
 
 shard.grid @mesh(shape = 1x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
-  plan.unit @a kinds [embedding] {
+  plan.unit @a kind embedding {
     plan.param "w" : tensor<8x8xf32>
   }
-  plan.unit @b kinds [llama_head] {
+  plan.unit @b kind llama_head {
     // expected-error @below {{duplicate parameter name 'w'}}
     plan.param "w" : tensor<8x8xf32>
   }
@@ -99,14 +99,104 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 
 #model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
 #device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
-#cluster = #plan.cluster<nodes = 1, gpus_per_node = 1, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 2, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
-#ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+#fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x1)
-plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
-  // expected-error @below {{must hold at least one model unit kind}}
-  plan.unit @a kinds [] {
+shard.grid @mesh(shape = 1x2)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
+  plan.unit @a kind embedding {
+    plan.param "w" : tensor<3x8xf32>
+  }
+  plan.unit @b kind llama_head {
+    plan.param "v" : tensor<8xf32>
+    plan.param "t" : tensor<3x8xf32> tied_to "w"
+  }
+  plan.group @g1 units [@a, @b]
+  // expected-error @below {{unit 'a' is already in group 'g1'}}
+  plan.group @g2 units [@a]
+}
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 2, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x2)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
+  plan.unit @a kind embedding {
+    plan.param "w" : tensor<3x8xf32>
+  }
+  plan.unit @b kind llama_head {
+    plan.param "v" : tensor<8xf32>
+    plan.param "t" : tensor<3x8xf32> tied_to "w"
+  }
+  // expected-error @below {{'nowhere' is not a plan.unit}}
+  plan.group @g units [@nowhere]
+}
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 2, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x2)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
+  plan.unit @a kind embedding {
+    plan.param "w" : tensor<3x8xf32>
+  }
+  plan.unit @b kind llama_head {
+    plan.param "v" : tensor<8xf32>
+    plan.param "t" : tensor<3x8xf32> tied_to "w"
+  }
+  // expected-error @below {{numel 33 is not the 32 elements its units store}}
+  plan.group @g units [@a, @b] {numel = 33 : i64}
+}
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 2, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x2)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
+  plan.unit @a kind embedding {
+    plan.param "w" : tensor<3x8xf32>
+  }
+  plan.unit @b kind llama_head {
+    plan.param "v" : tensor<8xf32>
+    plan.param "t" : tensor<3x8xf32> tied_to "w"
+  }
+  // expected-error @below {{padded_numel / shard_numel = 4 shards, but the mesh's shard axis has 2 ranks}}
+  plan.group @g units [@a, @b] {numel = 32 : i64, padded_numel = 32 : i64, shard_numel = 8 : i64}
+}
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 2, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x2)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
+  plan.unit @a kind embedding {
+    plan.param "w" : tensor<3x8xf32>
+  }
+  plan.unit @b kind llama_head {
+    plan.param "v" : tensor<8xf32>
+    // expected-error @below {{is tied to 'x', which is not a parameter of this plan}}
+    plan.param "t" : tensor<3x8xf32> tied_to "x"
   }
 }
 
@@ -120,7 +210,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 
 shard.grid @mesh(shape = 1x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
-  plan.unit @a kinds [embedding] {
+  plan.unit @a kind embedding {
     // expected-error @below {{parameter 'w' must have a static shape}}
     plan.param "w" : tensor<?x8xf32>
   }
@@ -136,7 +226,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 
 shard.grid @mesh(shape = 1x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
-  plan.unit @a kinds [embedding] {
+  plan.unit @a kind embedding {
     // expected-error @below {{parameter 'v' has an empty dimension}}
     plan.param "v" : tensor<0x8xf32>
   }
@@ -152,7 +242,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 
 shard.grid @mesh(shape = 1x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
-  plan.unit @a kinds [embedding] {
+  plan.unit @a kind embedding {
     // expected-error @below {{parameter 'i' must have a floating-point element type}}
     plan.param "i" : tensor<8xi32>
   }
@@ -168,7 +258,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 
 shard.grid @mesh(shape = 1x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
-  plan.unit @a kinds [embedding] {
+  plan.unit @a kind embedding {
     // expected-error @below {{parameter 't' cannot be tied to itself}}
     plan.param "t" : tensor<8xf32> tied_to "t"
   }
@@ -176,6 +266,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 
 // -----
 
-// expected-error @below {{unknown unit kind 'transformer'}}
-plan.unit @a kinds [transformer] {
+// expected-error @below {{expected ::plan::UnitKind to be one of: embedding, llama_block, gpt2_block, bert_block, llama_head, gpt2_head, bert_head}}
+// expected-error @below {{failed to parse Plan_UnitKindAttr parameter 'value'}}
+plan.unit @a kind transformer {
 }

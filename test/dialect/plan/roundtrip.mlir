@@ -13,17 +13,19 @@
 // Defaults are elided (rope_theta, norm_eps, beta1); doubles print short and exact.
 // CHECK-NEXT:      train #plan.train<optimizer = <kind = adamw, lr = 0.001, beta2 = 0.95>, micro_batch = 2, seq_len = 128, grad_accum = 2, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = cosine, warmup = 2, min_lr_ratio = 0.1>, seed = 7>
 // CHECK-NEXT:      parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
-// CHECK-NEXT:    plan.unit @embed kinds [embedding] {
+// CHECK-NEXT:    plan.unit @embed kind embedding {
 // CHECK-NEXT:      plan.param "model.embed_tokens.weight" : tensor<512x64xf32>
 // CHECK-NEXT:    }
-// CHECK-NEXT:    plan.unit @layers.0 kinds [llama_block, llama_block] {
+// CHECK-NEXT:    plan.unit @layers.0 kind llama_block {
 // CHECK-NEXT:      plan.param "model.layers.0.self_attn.q_proj.weight" : tensor<64x64xf32>
 // CHECK-NEXT:      plan.param "model.layers.0.self_attn.k_proj.weight" : tensor<32x64xf32>
 // CHECK-NEXT:    }
-// CHECK-NEXT:    plan.unit @head kinds [llama_head] {
+// CHECK-NEXT:    plan.unit @head kind llama_head {
 // CHECK-NEXT:      plan.param "model.norm.weight" : tensor<64xf32>
 // CHECK-NEXT:      plan.param "lm_head.weight" : tensor<512x64xf32> tied_to "model.embed_tokens.weight"
 // CHECK-NEXT:    }
+// CHECK-NEXT:    plan.group @fsdp.root units [@embed, @head] {numel = 32832 : i64, padded_numel = 32832 : i64, shard_numel = 16416 : i64}
+// CHECK-NEXT:    plan.group @fsdp.layers.0 units [@layers.0]
 // CHECK-NEXT:  }
 
 shard.grid @mesh(shape = 1x2)
@@ -43,15 +45,17 @@ plan.plan @tiny on @mesh
                       seed = 7>
     parallel #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>,
                             offload = #plan.offload<>> {
-  plan.unit @embed kinds [embedding] {
+  plan.unit @embed kind embedding {
     plan.param "model.embed_tokens.weight" : tensor<512x64xf32>
   }
-  plan.unit @"layers.0" kinds [llama_block, llama_block] {
+  plan.unit @"layers.0" kind llama_block {
     plan.param "model.layers.0.self_attn.q_proj.weight" : tensor<64x64xf32>
     plan.param "model.layers.0.self_attn.k_proj.weight" : tensor<32x64xf32>
   }
-  plan.unit @head kinds [llama_head] {
+  plan.unit @head kind llama_head {
     plan.param "model.norm.weight" : tensor<64xf32>
     plan.param "lm_head.weight" : tensor<512x64xf32> tied_to "model.embed_tokens.weight"
   }
+  plan.group @fsdp.root units [@embed, @head] {numel = 32832 : i64, padded_numel = 32832 : i64, shard_numel = 16416 : i64}
+  plan.group @fsdp.layers.0 units [@layers.0]
 }
