@@ -1,0 +1,42 @@
+//===- SchedDialect.cpp - The sched dialect -------------------------------===//
+
+#include "dialects/sched/SchedDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace sched;
+
+#include "dialects/sched/SchedEnums.cpp.inc"
+
+#include "dialects/sched/SchedDialect.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/sched/SchedAttrs.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "dialects/sched/SchedTypes.cpp.inc"
+
+void SchedDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/sched/SchedAttrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "dialects/sched/SchedTypes.cpp.inc"
+      >();
+  registerOps();
+}
+
+MemRefType sched::getBufferType(MLIRContext *context, int64_t numel,
+                                Type elementType, MemorySpace space) {
+  return MemRefType::get({numel}, elementType, MemRefLayoutAttrInterface(),
+                         MemorySpaceAttr::get(context, space));
+}
+
+MemorySpace sched::getMemorySpace(MemRefType type) {
+  return cast<MemorySpaceAttr>(type.getMemorySpace()).getValue();
+}

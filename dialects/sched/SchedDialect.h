@@ -1,0 +1,39 @@
+//===- SchedDialect.h - The sched dialect -----------------------*- C++ -*-===//
+
+#ifndef PLAN_DIALECTS_SCHED_SCHEDDIALECT_H
+#define PLAN_DIALECTS_SCHED_SCHEDDIALECT_H
+
+#include "dialects/plan/PlanDialect.h"
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/sched/SchedEnums.h.inc"
+
+#include "dialects/sched/SchedDialect.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/sched/SchedAttrs.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "dialects/sched/SchedTypes.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/sched/SchedOps.h.inc"
+
+namespace sched {
+
+/// A flat buffer type: memref<numel x elementType, #sched.space<space>>.
+mlir::MemRefType getBufferType(mlir::MLIRContext *context, int64_t numel,
+                               mlir::Type elementType, MemorySpace space);
+
+/// The memory space of a buffer type.
+MemorySpace getMemorySpace(mlir::MemRefType type);
+
+} // namespace sched
+
+#endif // PLAN_DIALECTS_SCHED_SCHEDDIALECT_H

@@ -1,0 +1,105 @@
+//===- SchedDialect.td - The sched dialect -----------------*- tablegen -*-===//
+
+#ifndef SCHED_DIALECT_TD
+#define SCHED_DIALECT_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Sched_Dialect : Dialect {
+  let name = "sched";
+  let cppNamespace = "::sched";
+  let summary = "The per-rank program of one training step";
+  let description = [{
+    One SPMD program, parameterised by the rank's position in the mesh, that
+    every rank runs for one training step: flat buffers in a memory space,
+    collectives on the mesh's process groups, precision casts, host<->device
+    copies, compute of one model unit for one micro-batch, and the optimizer
+    step on a shard. Asynchronous ops (collectives, copies) return a
+    `!sched.event`; the compute stream waits for it with `sched.wait`.
+    docs/sched.md describes the semantics the runtime implements.
+  }];
+  let useDefaultTypePrinterParser = 1;
+  let useDefaultAttributePrinterParser = 1;
+  let dependentDialects = ["::plan::PlanDialect", "::mlir::memref::MemRefDialect"];
+  let extraClassDeclaration = [{
+    void registerOps();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Enumerations
+//===----------------------------------------------------------------------===//
+
+class Sched_Enum<string name, string summary, list<I32EnumAttrCase> cases>
+    : I32EnumAttr<name, summary, cases> {
+  let cppNamespace = "::sched";
+  let genSpecializedAttr = 0;
+}
+
+def Sched_MemorySpace : Sched_Enum<"MemorySpace", "where a buffer lives", [
+  I32EnumAttrCase<"Device", 0, "device">,
+  I32EnumAttrCase<"Host", 1, "host">,
+  I32EnumAttrCase<"PinnedHost", 2, "pinned_host">]>;
+
+def Sched_MemorySpaceAttr
+    : EnumAttr<Sched_Dialect, Sched_MemorySpace, "space">;
+
+def Sched_Group : Sched_Enum<"Group", "process group of the mesh", [
+  // Axis 1 of the mesh: the ranks that share one copy of the sharded state.
+  I32EnumAttrCase<"Shard", 0, "shard">,
+  // Axis 0: the ranks that hold the same shard (hybrid_shard's replicas).
+  I32EnumAttrCase<"Replicate", 1, "replicate">,
+  // Both axes: every rank.
+  I32EnumAttrCase<"World", 2, "world">]>;
+
+def Sched_GroupAttr : EnumAttr<Sched_Dialect, Sched_Group, "group"> {
+  let assemblyFormat = "$value";
+}
+
+def Sched_ReduceOp : Sched_Enum<"ReduceOp", "reduction", [
+  I32EnumAttrCase<"Sum", 0, "sum">,
+  I32EnumAttrCase<"Avg", 1, "avg">,
+  I32EnumAttrCase<"Max", 2, "max">]>;
+
+def Sched_ReduceOpAttr : EnumAttr<Sched_Dialect, Sched_ReduceOp, "reduce"> {
+  let assemblyFormat = "$value";
+}
+
+def Sched_BufferRole : Sched_Enum<"BufferRole", "what a buffer holds", [
+  I32EnumAttrCase<"Param", 0, "param">,              // working parameters (a shard, or full)
+  I32EnumAttrCase<"Master", 1, "master">,            // fp32 master weights owned by the optimizer
+  I32EnumAttrCase<"Grad", 2, "grad">,                // gradients kept across micro-batches (shard or full)
+  I32EnumAttrCase<"ExpAvg", 3, "exp_avg">,           // AdamW first moment
+  I32EnumAttrCase<"ExpAvgSq", 4, "exp_avg_sq">,      // AdamW second moment
+  I32EnumAttrCase<"Momentum", 5, "momentum">,        // SGD momentum
+  I32EnumAttrCase<"Gathered", 6, "gathered">,        // all-gathered full parameters
+  I32EnumAttrCase<"UnshardedGrad", 7, "unsharded_grad">, // full gradients before reduction
+  I32EnumAttrCase<"Activations", 8, "activations">,  // saved for backward
+  I32EnumAttrCase<"Bucket", 9, "bucket">,            // gradient reduction bucket
+  I32EnumAttrCase<"Staging", 10, "staging">,         // a copy in another memory space or dtype
+  I32EnumAttrCase<"Scalar", 11, "scalar">]>;         // norms, flags, the loss scale
+
+def Sched_BufferRoleAttr : EnumAttr<Sched_Dialect, Sched_BufferRole, "role"> {
+  let assemblyFormat = "$value";
+}
+
+def Sched_OptimizerPlace : Sched_Enum<"StepPlace", "where the optimizer runs", [
+  I32EnumAttrCase<"Device", 0, "device">,
+  I32EnumAttrCase<"Host", 1, "host">]>;
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+class Sched_Type<string name, string typeMnemonic, list<Trait> traits = []>
+    : TypeDef<Sched_Dialect, name, traits> {
+  let mnemonic = typeMnemonic;
+}
+
+def Sched_EventType : Sched_Type<"Event", "event"> {
+  let summary = "Completion of an asynchronous op (a CUDA event)";
+}
+
+#endif // SCHED_DIALECT_TD

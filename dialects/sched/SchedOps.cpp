@@ -1,0 +1,354 @@
+//===- SchedOps.cpp - Operations of the sched dialect ---------------------===//
+
+#include "dialects/sched/SchedDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace sched;
+
+void SchedDialect::registerOps() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/sched/SchedOps.cpp.inc"
+      >();
+}
+
+static int64_t numel(Value buffer) {
+  return cast<MemRefType>(buffer.getType()).getNumElements();
+}
+static Type elementType(Value buffer) {
+  return cast<MemRefType>(buffer.getType()).getElementType();
+}
+static MemorySpace space(Value buffer) {
+  return getMemorySpace(cast<MemRefType>(buffer.getType()));
+}
+
+//===----------------------------------------------------------------------===//
+// ProgramOp
+//===----------------------------------------------------------------------===//
+
+plan::PlanOp ProgramOp::getPlanOp() {
+  return mlir::SymbolTable::lookupNearestSymbolFrom<plan::PlanOp>(
+      (*this)->getParentOp(), getPlanAttr());
+}
+
+int64_t ProgramOp::getGroupSize(Group group) {
+  plan::PlanOp plan = getPlanOp();
+  if (!plan)
+    return 0;
+  shard::GridOp grid = plan.getGridOp();
+  if (!grid || grid.getShape().size() != 2)
+    return 0;
+  ArrayRef<int64_t> shape = grid.getShape();
+  switch (group) {
+  case Group::Shard:
+    return shape[1];
+  case Group::Replicate:
+    return shape[0];
+  case Group::World:
+    return shape[0] * shape[1];
+  }
+  return 0;
+}
+
+LogicalResult
+ProgramOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (!symbolTable.lookupNearestSymbolFrom<plan::PlanOp>((*this)->getParentOp(),
+                                                         getPlanAttr()))
+    return emitOpError("'") << getPlan() << "' does not name a plan.plan";
+  return success();
+}
+
+LogicalResult ProgramOp::verify() {
+  if (getMicroBatches() < 1)
+    return emitOpError("micro_batches must be >= 1, got ")
+           << getMicroBatches();
+  return success();
+}
+
+/// The program an op is in, for the group sizes of its mesh.
+static ProgramOp programOf(Operation *op) {
+  return op->getParentOfType<ProgramOp>();
+}
+
+static int64_t groupSize(Operation *op, Group group) {
+  ProgramOp program = programOf(op);
+  return program ? program.getGroupSize(group) : 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllocOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a name");
+  if (getType().getNumElements() < 1)
+    return emitOpError("buffer must hold at least one element");
+  if (std::optional<int64_t> offset = getOffset(); offset && *offset < 0)
+    return emitOpError("offset must be >= 0");
+  return success();
+}
+
+LogicalResult FreeOp::verify() {
+  auto alloc = getBuffer().getDefiningOp<AllocOp>();
+  if (!alloc)
+    return emitOpError("frees a buffer that sched.alloc did not create");
+  if (alloc.getPersistent())
+    return emitOpError("frees persistent buffer '")
+           << alloc.getName() << "', which lives across steps";
+  return success();
+}
+
+LogicalResult ViewOp::verify() {
+  if (elementType(getSource()) != elementType(getResult()) ||
+      space(getSource()) != space(getResult()))
+    return emitOpError("view must keep the element type and memory space");
+  int64_t offset = getOffset();
+  if (offset < 0 || offset + numel(getResult()) > numel(getSource()))
+    return emitOpError("elements [")
+           << offset << ", " << offset + numel(getResult())
+           << ") are outside the " << numel(getSource())
+           << " elements of the source";
+  return success();
+}
+
+LogicalResult ShardViewOp::verify() {
+  if (elementType(getSource()) != elementType(getResult()) ||
+      space(getSource()) != space(getResult()))
+    return emitOpError("view must keep the element type and memory space");
+  int64_t n = groupSize(*this, getGroup());
+  if (n > 0 && numel(getResult()) * n != numel(getSource()))
+    return emitOpError("a shard of ")
+           << numel(getSource()) << " elements over " << n
+           << " ranks has " << numel(getSource()) / n << " elements, not "
+           << numel(getResult());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Asynchronous ops
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifySameElementType(Operation *op, Value a, Value b) {
+  if (elementType(a) != elementType(b))
+    return op->emitOpError("element types differ: ")
+           << elementType(a) << " and " << elementType(b);
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  if (failed(verifySameElementType(*this, getSrc(), getDst())))
+    return failure();
+  int64_t n = groupSize(*this, getGroup());
+  if (n > 0 && numel(getSrc()) * n != numel(getDst()))
+    return emitOpError("gathering ")
+           << numel(getSrc()) << " elements from each of " << n
+           << " ranks needs " << numel(getSrc()) * n
+           << " elements, the destination has " << numel(getDst());
+  return success();
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  if (failed(verifySameElementType(*this, getSrc(), getDst())))
+    return failure();
+  int64_t n = groupSize(*this, getGroup());
+  if (n > 0 && numel(getDst()) * n != numel(getSrc()))
+    return emitOpError("scattering ")
+           << numel(getSrc()) << " elements over " << n << " ranks gives "
+           << numel(getSrc()) / n << " each, the destination has "
+           << numel(getDst());
+  if (getReduce() == ReduceOp::Max && getAccumulate())
+    return emitOpError("cannot accumulate a max reduction");
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() { return success(); }
+
+LogicalResult BroadcastOp::verify() {
+  int64_t n = groupSize(*this, getGroup());
+  if (getRoot() < 0 || (n > 0 && getRoot() >= n))
+    return emitOpError("root ") << getRoot() << " is not a rank of the "
+                                << stringifyGroup(getGroup()) << " group";
+  return success();
+}
+
+LogicalResult CopyOp::verify() {
+  if (failed(verifySameElementType(*this, getSrc(), getDst())))
+    return failure();
+  if (numel(getSrc()) != numel(getDst()))
+    return emitOpError("copies ") << numel(getSrc()) << " elements into "
+                                  << numel(getDst());
+  bool srcDevice = space(getSrc()) == MemorySpace::Device;
+  bool dstDevice = space(getDst()) == MemorySpace::Device;
+  if (srcDevice == dstDevice)
+    return emitOpError("copies between host and device; both buffers are ")
+           << (srcDevice ? "on the device" : "on the host");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Element-wise ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult CastOp::verify() {
+  if (numel(getSrc()) != numel(getDst()))
+    return emitOpError("casts ") << numel(getSrc()) << " elements into "
+                                 << numel(getDst());
+  if (space(getSrc()) != space(getDst()))
+    return emitOpError("casts within one memory space; sched.copy moves data");
+  if (elementType(getSrc()) == elementType(getDst()))
+    return emitOpError("casts to the same element type ")
+           << elementType(getSrc());
+  return success();
+}
+
+LogicalResult AccumulateOp::verify() {
+  if (numel(getSrc()) != numel(getDst()))
+    return emitOpError("adds ") << numel(getSrc()) << " elements into "
+                                << numel(getDst());
+  if (space(getSrc()) != space(getDst()))
+    return emitOpError("adds within one memory space; sched.copy moves data");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Compute
+//===----------------------------------------------------------------------===//
+
+static plan::UnitOp lookupUnit(Operation *op, SymbolRefAttr unit) {
+  ProgramOp program = programOf(op);
+  if (!program)
+    return {};
+  return dyn_cast_or_null<plan::UnitOp>(
+      mlir::SymbolTable::lookupNearestSymbolFrom(program->getParentOp(),
+                                                 unit));
+}
+
+/// The stored elements of the unit holding the parameter `unit` ties to, or
+/// 0 when it ties nothing.
+static int64_t tiedNumel(plan::UnitOp unit) {
+  auto plan = unit->getParentOfType<plan::PlanOp>();
+  for (auto param : unit.getBody().getOps<plan::ParamOp>()) {
+    std::optional<StringRef> tied = param.getTiedTo();
+    if (!tied)
+      continue;
+    for (auto other : plan.getBody().getOps<plan::UnitOp>())
+      for (auto p : other.getBody().getOps<plan::ParamOp>())
+        if (p.getParamName() == *tied)
+          return other.getStoredNumel();
+  }
+  return 0;
+}
+
+/// Checks a compute op's unit, micro-batch and parameter operands.
+static LogicalResult verifyCompute(Operation *op, SymbolRefAttr unitRef,
+                                   int64_t microBatch, Value params,
+                                   Value tied, plan::UnitOp &unit) {
+  unit = lookupUnit(op, unitRef);
+  if (!unit)
+    return op->emitOpError("'") << unitRef << "' does not name a plan.unit";
+  ProgramOp program = programOf(op);
+  if (microBatch < 0 || microBatch >= program.getMicroBatches())
+    return op->emitOpError("micro-batch ")
+           << microBatch << " is not in [0, " << program.getMicroBatches()
+           << ")";
+  if (numel(params) != unit.getStoredNumel())
+    return op->emitOpError("unit '")
+           << unit.getSymName() << "' stores " << unit.getStoredNumel()
+           << " elements, its params buffer has " << numel(params);
+  int64_t tiedElements = tiedNumel(unit);
+  if (tiedElements && !tied)
+    return op->emitOpError("unit '")
+           << unit.getSymName()
+           << "' ties a parameter stored in another unit: it needs `tied`";
+  if (!tiedElements && tied)
+    return op->emitOpError("unit '")
+           << unit.getSymName() << "' ties no parameter, but `tied` is given";
+  if (tied && numel(tied) != tiedElements)
+    return op->emitOpError("the unit holding the tied parameter stores ")
+           << tiedElements << " elements, `tied` has " << numel(tied);
+  if (tied && elementType(tied) != elementType(params))
+    return op->emitOpError("`tied` and `params` must share an element type");
+  return success();
+}
+
+plan::UnitOp ForwardOp::getUnitOp() { return lookupUnit(*this, getUnit()); }
+plan::UnitOp RecomputeOp::getUnitOp() { return lookupUnit(*this, getUnit()); }
+plan::UnitOp BackwardOp::getUnitOp() { return lookupUnit(*this, getUnit()); }
+
+LogicalResult ForwardOp::verify() {
+  plan::UnitOp unit;
+  return verifyCompute(*this, getUnit(), getMicroBatch(), getParams(),
+                       getTied(), unit);
+}
+
+LogicalResult RecomputeOp::verify() {
+  plan::UnitOp unit;
+  return verifyCompute(*this, getUnit(), getMicroBatch(), getParams(),
+                       getTied(), unit);
+}
+
+LogicalResult BackwardOp::verify() {
+  plan::UnitOp unit;
+  if (failed(verifyCompute(*this, getUnit(), getMicroBatch(), getParams(),
+                           getTied(), unit)))
+    return failure();
+  if (numel(getGrads()) != numel(getParams()))
+    return emitOpError("grads must have the layout of params: ")
+           << numel(getGrads()) << " elements, not " << numel(getParams());
+  if (bool(getTied()) != bool(getTiedGrads()))
+    return emitOpError("`tied_grads` goes with `tied`");
+  if (getTiedGrads() && numel(getTiedGrads()) != numel(getTied()))
+    return emitOpError("`tied_grads` must have the layout of `tied`");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+LogicalResult OptimizerStepOp::verify() {
+  ProgramOp program = programOf(*this);
+  if (!program)
+    return emitOpError("must be inside a sched.program");
+  auto group = dyn_cast_or_null<plan::GroupOp>(
+      mlir::SymbolTable::lookupNearestSymbolFrom(program->getParentOp(),
+                                                 getGroup()));
+  if (!group)
+    return emitOpError("'") << getGroup() << "' does not name a plan.group";
+  if (!elementType(getParams()).isF32())
+    return emitOpError("steps fp32 parameters (the master copy), got ")
+           << elementType(getParams());
+  SmallVector<Value> all = {getParams(), getGrads()};
+  llvm::append_range(all, getState());
+  for (Value v : all) {
+    if (numel(v) != numel(getParams()))
+      return emitOpError("params, grads and state must have the same size");
+    if (space(v) != space(getParams()))
+      return emitOpError("params, grads and state must be in one memory "
+                         "space: the step runs where they live");
+  }
+  for (Value v : getState())
+    if (!elementType(v).isF32())
+      return emitOpError("optimizer state must be fp32");
+  if (!elementType(getGrads()).isF32())
+    return emitOpError("steps with fp32 gradients, got ")
+           << elementType(getGrads());
+  plan::PlanOp plan = program.getPlanOp();
+  plan::OptimizerKind kind = plan.getTrain().getOptimizer().getKind();
+  size_t expected = kind == plan::OptimizerKind::AdamW ? 2
+                    : plan.getTrain().getOptimizer().getMomentum() != 0.0
+                        ? 1
+                        : 0;
+  if (getState().size() != expected)
+    return emitOpError(plan::stringifyOptimizerKind(kind))
+           << " keeps " << expected << " state buffers, got "
+           << getState().size();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/sched/SchedOps.cpp.inc"

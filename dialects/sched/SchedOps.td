@@ -1,0 +1,394 @@
+//===- SchedOps.td - Operations of the sched dialect -------*- tablegen -*-===//
+
+#ifndef SCHED_OPS_TD
+#define SCHED_OPS_TD
+
+include "dialects/sched/SchedDialect.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+// A flat buffer: a static 1-D memref of floats in a #sched.space.
+def Sched_Buffer : Type<
+    And<[MemRefRankOf<[AnyFloat], [1]>.predicate,
+         CPred<"::llvm::cast<::mlir::MemRefType>($_self).hasStaticShape()">,
+         CPred<"::llvm::isa_and_nonnull<::sched::MemorySpaceAttr>("
+               "::llvm::cast<::mlir::MemRefType>($_self).getMemorySpace())">]>,
+    "flat buffer (static 1-D float memref in a #sched.space)",
+    "::mlir::MemRefType">;
+
+// A one-element fp32 buffer: a norm, a found-inf flag, the loss scale.
+def Sched_Scalar : Type<
+    And<[Sched_Buffer.predicate,
+         CPred<"::llvm::cast<::mlir::MemRefType>($_self).getNumElements() == 1">,
+         CPred<"::llvm::cast<::mlir::MemRefType>($_self).getElementType().isF32()">]>,
+    "one-element f32 buffer", "::mlir::MemRefType">;
+
+class Sched_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Sched_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Program
+//===----------------------------------------------------------------------===//
+
+def Sched_ProgramOp : Sched_Op<"program", [
+    Symbol, NoTerminator, SingleBlock, IsolatedFromAbove,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "The per-rank program of one training step of a plan";
+  let description = [{
+    Ops run in order on the compute stream; asynchronous ops (collectives on
+    the communication stream, copies on the host-to-device and device-to-host
+    streams) start when the compute stream reaches them and finish at an
+    event. Buffers marked `persistent` live across steps (parameters,
+    gradients, optimizer state); all others are allocated and freed within
+    the step. `micro_batches` is the plan's grad_accum.
+
+    ```mlir
+    sched.program @tiny.step for @tiny micro_batches 2 {
+      ...
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$plan,
+                       I64Attr:$micro_batches);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $sym_name `for` $plan `micro_batches` $micro_batches attr-dict-with-keyword
+    $body
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The plan this program runs (null if the symbol does not resolve).
+    ::plan::PlanOp getPlanOp();
+    /// Ranks in `group` according to the plan's mesh; 0 if unknown.
+    int64_t getGroupSize(::sched::Group group);
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+def Sched_AllocOp : Sched_Op<"alloc", [
+    MemoryEffects<[MemAlloc<DefaultResource>]>]> {
+  let summary = "A flat buffer";
+  let description = [{
+    `name` says what it holds for people and for the memory plan; `role`
+    classifies it. A `persistent` buffer lives across steps and is never
+    freed; any other is freed by `sched.free` in the same step. `offset`,
+    set by the memory planner, places it in its memory space's arena.
+
+    ```mlir
+    %w = sched.alloc "layers.0.param" role param persistent : memref<4096xbf16, #sched.space<device>>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Sched_BufferRoleAttr:$role,
+                       UnitAttr:$persistent, OptionalAttr<I64Attr>:$offset);
+  let results = (outs Sched_Buffer:$buffer);
+  let assemblyFormat = [{
+    $name `role` $role (`persistent` $persistent^)? (`offset` $offset^)?
+    attr-dict `:` type($buffer)
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_FreeOp : Sched_Op<"free", [MemoryEffects<[MemFree]>]> {
+  let summary = "End of a transient buffer's life";
+  let arguments = (ins Arg<Sched_Buffer, "", [MemFree]>:$buffer);
+  let assemblyFormat = "$buffer attr-dict `:` type($buffer)";
+  let hasVerifier = 1;
+}
+
+def Sched_ViewOp : Sched_Op<"view", [Pure]> {
+  let summary = "A contiguous part of a buffer";
+  let description = [{
+    Elements `[offset, offset + size)` of `source`, where size is the
+    result's. Used for each unit's parameters inside its group's flat buffer
+    and for gradients inside a reduction bucket.
+
+    ```mlir
+    %u = sched.view %w[1024] : memref<4096xf32, #sched.space<device>> to memref<2048xf32, #sched.space<device>>
+    ```
+  }];
+  let arguments = (ins Sched_Buffer:$source, I64Attr:$offset);
+  let results = (outs Sched_Buffer:$result);
+  let assemblyFormat = [{
+    $source `[` $offset `]` attr-dict `:` type($source) `to` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_ShardViewOp : Sched_Op<"shard_view", [Pure]> {
+  let summary = "This rank's shard of a buffer";
+  let description = [{
+    The `i`-th of `n` equal slices of `source`, where `n` is the size of
+    `group` and `i` this rank's index in it (zero1's parameter shard inside
+    the full parameters).
+  }];
+  let arguments = (ins Sched_Buffer:$source, Sched_GroupAttr:$group);
+  let results = (outs Sched_Buffer:$result);
+  let assemblyFormat = [{
+    $source `group` $group attr-dict `:` type($source) `to` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Asynchronous ops: collectives and copies
+//===----------------------------------------------------------------------===//
+
+def Sched_WaitOp : Sched_Op<"wait"> {
+  let summary = "The compute stream waits for an asynchronous op";
+  let arguments = (ins Sched_EventType:$event);
+  let assemblyFormat = "$event attr-dict";
+}
+
+class Sched_AsyncOp<string mnemonic, list<Trait> traits = []>
+    : Sched_Op<mnemonic, traits> {
+  // `after`: events of other asynchronous ops this one must follow (for
+  // example the host-to-device copy that fills an all-gather's input).
+  let results = (outs Sched_EventType:$done);
+}
+
+def Sched_AllGatherOp : Sched_AsyncOp<"all_gather"> {
+  let summary = "Gather every rank's shard of a group into a full buffer";
+  let description = [{
+    `dst` (n times the size of `src`, n = group size) receives the `src` of
+    every rank of `group`, in rank order.
+
+    ```mlir
+    %e = sched.all_gather %shard into %full group shard : memref<2048xbf16, #sched.space<device>>, memref<4096xbf16, #sched.space<device>>
+    ```
+  }];
+  let arguments = (ins Sched_Buffer:$src, Sched_Buffer:$dst,
+                       Sched_GroupAttr:$group, Variadic<Sched_EventType>:$after);
+  let assemblyFormat = [{
+    $src `into` $dst `group` $group (`after` $after^)? attr-dict `:`
+    type($src) `,` type($dst)
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_ReduceScatterOp : Sched_AsyncOp<"reduce_scatter"> {
+  let summary = "Reduce full buffers over a group, each rank keeping its shard";
+  let description = [{
+    `dst` (1/n of `src`) receives this rank's slice of the reduction of every
+    rank's `src`; with `accumulate` it is added to what `dst` holds.
+  }];
+  let arguments = (ins Sched_Buffer:$src, Sched_Buffer:$dst,
+                       Sched_GroupAttr:$group, Sched_ReduceOpAttr:$reduce,
+                       UnitAttr:$accumulate, Variadic<Sched_EventType>:$after);
+  let assemblyFormat = [{
+    $src `into` $dst `group` $group `reduce` $reduce
+    (`accumulate` $accumulate^)? (`after` $after^)? attr-dict `:`
+    type($src) `,` type($dst)
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_AllReduceOp : Sched_AsyncOp<"all_reduce"> {
+  let summary = "Reduce a buffer over a group, in place";
+  let arguments = (ins Sched_Buffer:$buffer, Sched_GroupAttr:$group,
+                       Sched_ReduceOpAttr:$reduce,
+                       Variadic<Sched_EventType>:$after);
+  let assemblyFormat = [{
+    $buffer `group` $group `reduce` $reduce (`after` $after^)? attr-dict `:`
+    type($buffer)
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_BroadcastOp : Sched_AsyncOp<"broadcast"> {
+  let summary = "Copy the root rank's buffer to every rank of a group";
+  let arguments = (ins Sched_Buffer:$buffer, Sched_GroupAttr:$group,
+                       I64Attr:$root, Variadic<Sched_EventType>:$after);
+  let assemblyFormat = [{
+    $buffer `group` $group `root` $root (`after` $after^)? attr-dict `:`
+    type($buffer)
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_CopyOp : Sched_AsyncOp<"copy"> {
+  let summary = "Copy between memory spaces (host<->device)";
+  let description = [{
+    On the host-to-device stream when `dst` is on the device, on the
+    device-to-host stream otherwise. Same element type and size.
+  }];
+  let arguments = (ins Sched_Buffer:$src, Sched_Buffer:$dst,
+                       Variadic<Sched_EventType>:$after);
+  let assemblyFormat = [{
+    $src `into` $dst (`after` $after^)? attr-dict `:` type($src) `,` type($dst)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Element-wise ops on the compute stream
+//===----------------------------------------------------------------------===//
+
+def Sched_CastOp : Sched_Op<"cast"> {
+  let summary = "Convert a buffer to another float type";
+  let arguments = (ins Sched_Buffer:$src, Sched_Buffer:$dst);
+  let assemblyFormat = "$src `into` $dst attr-dict `:` type($src) `,` type($dst)";
+  let hasVerifier = 1;
+}
+
+def Sched_ZeroOp : Sched_Op<"zero"> {
+  let summary = "Fill a buffer with zeros";
+  let arguments = (ins Sched_Buffer:$buffer);
+  let assemblyFormat = "$buffer attr-dict `:` type($buffer)";
+}
+
+def Sched_AccumulateOp : Sched_Op<"accumulate"> {
+  let summary = "dst += src (converting src's float type if it differs)";
+  let arguments = (ins Sched_Buffer:$src, Sched_Buffer:$dst);
+  let assemblyFormat = "$src `into` $dst attr-dict `:` type($src) `,` type($dst)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Compute of one unit for one micro-batch
+//===----------------------------------------------------------------------===//
+
+class Sched_ComputeOp<string mnemonic, list<Trait> traits = []>
+    : Sched_Op<mnemonic, traits> {
+  code computeExtraDeclaration = [{
+    /// The plan.unit this op computes (null if the symbol does not resolve).
+    ::plan::UnitOp getUnitOp();
+  }];
+}
+
+def Sched_ForwardOp : Sched_ComputeOp<"forward"> {
+  let summary = "Forward of one unit for one micro-batch";
+  let description = [{
+    Reads the unit's parameters (`params`: exactly its stored elements, in
+    its parameters' order; `tied`: the unit that stores a parameter this one
+    ties to) and writes what backward needs into `saves`. The embedding's
+    input is the micro-batch's tokens; every other unit's input is the
+    previous unit's output, which its `saves` holds.
+  }];
+  let arguments = (ins SymbolRefAttr:$unit, I64Attr:$micro_batch,
+                       Sched_Buffer:$params, Optional<Sched_Buffer>:$tied,
+                       Sched_Buffer:$saves);
+  let assemblyFormat = [{
+    $unit `mb` $micro_batch `params` `(` $params `:` type($params) `)`
+    (`tied` `(` $tied^ `:` type($tied) `)`)?
+    `saves` `(` $saves `:` type($saves) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = computeExtraDeclaration;
+}
+
+def Sched_RecomputeOp : Sched_ComputeOp<"recompute"> {
+  let summary = "Forward again in backward (activation checkpointing)";
+  let description = [{
+    With activation checkpointing the forward of a block saves only its
+    input; recompute runs the forward again from it and saves everything its
+    backward needs into `saves`.
+  }];
+  let arguments = (ins SymbolRefAttr:$unit, I64Attr:$micro_batch,
+                       Sched_Buffer:$params, Optional<Sched_Buffer>:$tied,
+                       Sched_Buffer:$input, Sched_Buffer:$saves);
+  let assemblyFormat = [{
+    $unit `mb` $micro_batch `params` `(` $params `:` type($params) `)`
+    (`tied` `(` $tied^ `:` type($tied) `)`)?
+    `from` `(` $input `:` type($input) `)`
+    `saves` `(` $saves `:` type($saves) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = computeExtraDeclaration;
+}
+
+def Sched_LossOp : Sched_Op<"loss"> {
+  let summary = "Cross-entropy of the head's logits; seeds backward";
+  let description = [{
+    Records the micro-batch's loss and seeds backward with `scale` (1 /
+    micro_batches, so accumulated gradients average) times the loss scale
+    when `loss_scale` is given (fp16).
+  }];
+  let arguments = (ins SymbolRefAttr:$unit, I64Attr:$micro_batch,
+                       F64Attr:$scale, Optional<Sched_Scalar>:$loss_scale);
+  let assemblyFormat = [{
+    $unit `mb` $micro_batch `scale` $scale
+    (`loss_scale` `(` $loss_scale^ `:` type($loss_scale) `)`)? attr-dict
+  }];
+}
+
+def Sched_BackwardOp : Sched_ComputeOp<"backward", [AttrSizedOperandSegments]> {
+  let summary = "Backward of one unit for one micro-batch";
+  let description = [{
+    Adds the gradients of the unit's stored parameters into `grads` (same
+    layout as `params`) and, when it ties a parameter stored elsewhere, that
+    parameter's gradient into `tied_grads`. Reads and then no longer needs
+    `activations`.
+  }];
+  let arguments = (ins SymbolRefAttr:$unit, I64Attr:$micro_batch,
+                       Sched_Buffer:$params, Optional<Sched_Buffer>:$tied,
+                       Sched_Buffer:$activations, Sched_Buffer:$grads,
+                       Optional<Sched_Buffer>:$tied_grads);
+  let assemblyFormat = [{
+    $unit `mb` $micro_batch `params` `(` $params `:` type($params) `)`
+    (`tied` `(` $tied^ `:` type($tied) `)`)?
+    `activations` `(` $activations `:` type($activations) `)`
+    `grads` `(` $grads `:` type($grads) `)`
+    (`tied_grads` `(` $tied_grads^ `:` type($tied_grads) `)`)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = computeExtraDeclaration;
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+def Sched_GradNormOp : Sched_Op<"grad_norm"> {
+  let summary = "Add the sum of squares of a gradient buffer to a scalar";
+  let arguments = (ins Sched_Buffer:$grads, Sched_Scalar:$norm);
+  let assemblyFormat = "$grads `into` $norm attr-dict `:` type($grads) `,` type($norm)";
+}
+
+def Sched_CheckFiniteOp : Sched_Op<"check_finite"> {
+  let summary = "Set a flag to 1 if a buffer holds an inf or a NaN";
+  let arguments = (ins Sched_Buffer:$buffer, Sched_Scalar:$found_inf);
+  let assemblyFormat = "$buffer `into` $found_inf attr-dict `:` type($buffer) `,` type($found_inf)";
+}
+
+def Sched_OptimizerStepOp : Sched_Op<"optimizer_step", [AttrSizedOperandSegments]> {
+  let summary = "One optimizer step on a group's shard";
+  let description = [{
+    Updates `params` (the fp32 master, or the parameters themselves in fp32)
+    from `grads` with the plan's optimizer (AdamW: `state` = exp_avg,
+    exp_avg_sq; SGD: momentum, or nothing), at the learning rate of the
+    plan's schedule for this step. Gradients are first divided by
+    `loss_scale` when given and multiplied by min(1, grad_clip / sqrt(norm))
+    when `norm` (a global sum of squares) is given. The step is skipped when
+    `found_inf` is non-zero. All buffers are one memory space: the step runs
+    where they live (device, or host when the optimizer is offloaded).
+  }];
+  let arguments = (ins SymbolRefAttr:$group, Sched_Buffer:$params,
+                       Sched_Buffer:$grads, Variadic<Sched_Buffer>:$state,
+                       Optional<Sched_Scalar>:$norm,
+                       Optional<Sched_Scalar>:$found_inf,
+                       Optional<Sched_Scalar>:$loss_scale);
+  let assemblyFormat = [{
+    $group `params` `(` $params `:` type($params) `)`
+    `grads` `(` $grads `:` type($grads) `)`
+    `state` `(` ($state^ `:` type($state))? `)`
+    (`norm` `(` $norm^ `:` type($norm) `)`)?
+    (`found_inf` `(` $found_inf^ `:` type($found_inf) `)`)?
+    (`loss_scale` `(` $loss_scale^ `:` type($loss_scale) `)`)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Sched_UpdateLossScaleOp : Sched_Op<"update_loss_scale"> {
+  let summary = "Dynamic loss scaling: back off on overflow, grow when stable";
+  let arguments = (ins Sched_Scalar:$loss_scale, Sched_Scalar:$found_inf);
+  let assemblyFormat = [{
+    $loss_scale `found_inf` $found_inf attr-dict `:` type($loss_scale) `,`
+    type($found_inf)
+  }];
+}
+
+#endif // SCHED_OPS_TD
