@@ -3,6 +3,7 @@
 #include "frontend/Frontend.h"
 
 #include "dialects/plan/PlanDialect.h"
+#include "dialects/sched/SchedDialect.h"
 #include "frontend/Analyze.h"
 #include "frontend/Parser.h"
 
@@ -36,7 +37,8 @@ std::string defaultPlanName(llvm::StringRef path) {
 }
 
 void registerPlanDialects(DialectRegistry &registry) {
-  registry.insert<PlanDialect, shard::ShardDialect>();
+  registry.insert<PlanDialect, shard::ShardDialect, sched::SchedDialect,
+                  memref::MemRefDialect>();
 }
 
 namespace {

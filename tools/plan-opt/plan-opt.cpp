@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/Frontend.h"
+#include "passes/Passes.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -93,6 +94,7 @@ int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   DialectRegistry registry;
   plan::registerPlanDialects(registry);
+  plan::registerPlanCompilerPasses();
 
   auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
       argc, argv, "plan-opt: the plan compiler's optimizer driver\n", registry);

@@ -2,6 +2,7 @@
 //
 //   planc model.plan                 check the plan, print a one-line summary
 //   planc model.plan --emit=plan     print the plan dialect IR
+//   planc model.plan --emit=sched    print the lowered per-rank schedule
 //   planc model.plan --set train.micro_batch=2 ...
 //
 // Exit codes: 0 success, 1 the plan (or a flag or file) has errors.
@@ -10,6 +11,9 @@
 
 #include "frontend/Frontend.h"
 #include "frontend/Models.h"
+#include "passes/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
@@ -38,12 +42,14 @@ static cl::list<std::string>
                        "(repeatable; same checks as the file)"),
               cl::value_desc("path=value"), cl::cat(plancCategory));
 
-enum class Emit { Summary, Plan };
+enum class Emit { Summary, Plan, Sched };
 static cl::opt<Emit> emit(
     "emit", cl::desc("What to print"), cl::init(Emit::Summary),
     cl::values(clEnumValN(Emit::Summary, "summary",
                           "a one-line summary of the checked plan (default)"),
-               clEnumValN(Emit::Plan, "plan", "the plan dialect IR")),
+               clEnumValN(Emit::Plan, "plan", "the plan dialect IR"),
+               clEnumValN(Emit::Sched, "sched",
+                          "the lowered per-rank schedule (sched dialect)")),
     cl::cat(plancCategory));
 
 static std::string withThousands(int64_t n) {
@@ -103,6 +109,12 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = plan::importPlan(*spec, diag);
   if (!module)
     return 1;
+  if (emit == Emit::Sched) {
+    PassManager pm(&context);
+    plan::buildPlanLowerPipeline(pm);
+    if (failed(pm.run(*module)))
+      return 1;
+  }
 
   std::unique_ptr<llvm::ToolOutputFile> output =
       openOutputFile(outputFilename, &error);
@@ -115,6 +127,7 @@ int main(int argc, char **argv) {
     printSummary(*spec, output->os());
     break;
   case Emit::Plan:
+  case Emit::Sched:
     module->print(output->os());
     output->os() << "\n";
     break;

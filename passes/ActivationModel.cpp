@@ -1,0 +1,1 @@
+// ActivationModel.cpp: being written.

@@ -1,0 +1,18 @@
+//===- LowerToSched.cpp - UNDER CONSTRUCTION ----------------------------------------===//
+// Scaffolding so the tree builds while this pass is written; it fails loudly.
+
+#include "passes/Passes.h"
+
+namespace plan {
+#define GEN_PASS_DEF_SCHEDLOWER
+#include "passes/Passes.h.inc"
+} // namespace plan
+
+namespace {
+struct SchedLowerPass : plan::impl::SchedLowerBase<SchedLowerPass> {
+  void runOnOperation() override {
+    getOperation().emitError("pass '") << getArgument() << "' is not written yet";
+    signalPassFailure();
+  }
+};
+} // namespace

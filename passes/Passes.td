@@ -1,0 +1,68 @@
+//===- Passes.td - The plan compiler's passes --------------*- tablegen -*-===//
+//
+// One pass per file in this directory, named for what it does. docs/sched.md
+// says what each produces; `--plan-lower` runs them all in this order.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLAN_PASSES_TD
+#define PLAN_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def PlanExpandPresets : Pass<"plan-expand-presets", "::mlir::ModuleOp"> {
+  let summary = "One plan.unit per model block, with its HF-named parameters";
+  let description = [{
+    Fills each empty plan.plan body with the model's units in execution
+    order (embedding, blocks, head) and their parameters (HuggingFace names
+    and shapes, fp32), from the model attribute.
+  }];
+  let dependentDialects = ["::plan::PlanDialect"];
+}
+
+def PlanWrapUnits : Pass<"plan-wrap-units", "::mlir::ModuleOp"> {
+  let summary = "Group units into plan.groups (FSDP units) by the wrap policy";
+  let dependentDialects = ["::plan::PlanDialect"];
+}
+
+def PlanAssignSharding : Pass<"plan-assign-sharding", "::mlir::ModuleOp"> {
+  let summary = "Size each group's flat buffer and its shard";
+  let dependentDialects = ["::plan::PlanDialect"];
+}
+
+def SchedLower : Pass<"sched-lower", "::mlir::ModuleOp"> {
+  let summary = "The single-rank program of one step: state, compute, optimizer";
+  let dependentDialects = ["::sched::SchedDialect", "::mlir::memref::MemRefDialect"];
+}
+
+def SchedInsertCollectives : Pass<"sched-insert-collectives", "::mlir::ModuleOp"> {
+  let summary = "Shard state and insert gathers and reductions per strategy";
+  let dependentDialects = ["::sched::SchedDialect"];
+}
+
+def SchedInsertCasts : Pass<"sched-insert-casts", "::mlir::ModuleOp"> {
+  let summary = "Mixed precision: working copies, master weights, loss scaling";
+  let dependentDialects = ["::sched::SchedDialect"];
+}
+
+def SchedInsertOffloadCopies : Pass<"sched-insert-offload-copies", "::mlir::ModuleOp"> {
+  let summary = "Move offloaded state to the host and copy it where it is used";
+  let dependentDialects = ["::sched::SchedDialect"];
+}
+
+def SchedPrefetch : Pass<"sched-prefetch", "::mlir::ModuleOp"> {
+  let summary = "Issue all-gathers early, within the in-flight limit";
+  let dependentDialects = ["::sched::SchedDialect"];
+}
+
+def SchedBucketGradients : Pass<"sched-bucket-gradients", "::mlir::ModuleOp"> {
+  let summary = "Reduce DDP / zero1 gradients in buckets";
+  let dependentDialects = ["::sched::SchedDialect"];
+}
+
+def SchedVerifySchedule : Pass<"sched-verify-schedule", "::mlir::ModuleOp"> {
+  let summary = "Reject schedules that deadlock, race or touch dead memory";
+  let dependentDialects = ["::sched::SchedDialect"];
+}
+
+#endif // PLAN_PASSES_TD
