@@ -1,18 +1,73 @@
-//===- AssignSharding.cpp - UNDER CONSTRUCTION ----------------------------------------===//
-// Scaffolding so the tree builds while this pass is written; it fails loudly.
+//===- AssignSharding.cpp - Size each group's flat buffer and shard -------===//
+//
+// Sets numel, padded_numel and shard_numel on every plan.group, as
+// docs/sched.md ("plan-assign-sharding") says: the flat buffer is padded to a
+// multiple of the mesh's shard axis so that every rank of the shard group
+// holds an equal slice, as FSDP pads its FlatParameter. The values depend
+// only on the units and the mesh, so running the pass again rewrites the
+// same numbers.
+//
+//===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 
 namespace plan {
 #define GEN_PASS_DEF_PLANASSIGNSHARDING
 #include "passes/Passes.h.inc"
 } // namespace plan
 
+using namespace mlir;
+using namespace plan;
+
 namespace {
-struct PlanAssignShardingPass : plan::impl::PlanAssignShardingBase<PlanAssignShardingPass> {
+
+LogicalResult assignSharding(PlanOp plan) {
+  shard::GridOp grid = plan.getGridOp();
+  if (!grid || grid.getShape().size() != 2 ||
+      ShapedType::isDynamic(grid.getShape()[1]) || grid.getShape()[1] < 1)
+    return plan.emitError("plan '")
+           << plan.getSymName() << "' needs a static 2-axis mesh '"
+           << plan.getMesh() << "' (replicate, shard) to size its shards";
+  int64_t shardRanks = grid.getShape()[1];
+
+  auto groups = plan.getBody().getOps<GroupOp>();
+  if (groups.empty())
+    return plan.emitError("plan '")
+           << plan.getSymName()
+           << "' has no groups to shard; run plan-wrap-units first";
+
+  Builder builder(plan.getContext());
+  for (GroupOp group : groups) {
+    int64_t numel = 0;
+    for (auto ref : group.getUnits().getAsRange<FlatSymbolRefAttr>()) {
+      UnitOp unit = plan.lookupUnit(ref.getValue());
+      if (!unit)
+        return group.emitError("'") << ref.getValue() << "' is not a plan.unit";
+      numel += unit.getStoredNumel();
+    }
+    if (numel == 0)
+      return group.emitError("group '")
+             << group.getSymName()
+             << "' stores no elements (all its parameters are tied to other "
+                "groups): it has nothing to shard";
+    int64_t padded = llvm::divideCeil(numel, shardRanks) * shardRanks;
+    group.setNumelAttr(builder.getI64IntegerAttr(numel));
+    group.setPaddedNumelAttr(builder.getI64IntegerAttr(padded));
+    group.setShardNumelAttr(builder.getI64IntegerAttr(padded / shardRanks));
+  }
+  return success();
+}
+
+struct PlanAssignShardingPass
+    : plan::impl::PlanAssignShardingBase<PlanAssignShardingPass> {
   void runOnOperation() override {
-    getOperation().emitError("pass '") << getArgument() << "' is not written yet";
-    signalPassFailure();
+    for (PlanOp plan : getOperation().getOps<PlanOp>())
+      if (failed(assignSharding(plan)))
+        return signalPassFailure();
   }
 };
+
 } // namespace

@@ -1,18 +1,98 @@
-//===- ExpandPresets.cpp - UNDER CONSTRUCTION ----------------------------------------===//
-// Scaffolding so the tree builds while this pass is written; it fails loudly.
+//===- ExpandPresets.cpp - One plan.unit per model block ------------------===//
+//
+// Fills an empty plan.plan body with the model's units and their HuggingFace
+// parameters, from `enumerateUnits` (frontend/Models.h), so that every later
+// pass sees the real parameter list. A plan that already has units (written
+// by hand, or expanded before) is left as it is, which makes the pass
+// idempotent.
+//
+//===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+
+#include "frontend/Models.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 
 namespace plan {
 #define GEN_PASS_DEF_PLANEXPANDPRESETS
 #include "passes/Passes.h.inc"
 } // namespace plan
 
+using namespace mlir;
+using namespace plan;
+
 namespace {
-struct PlanExpandPresetsPass : plan::impl::PlanExpandPresetsBase<PlanExpandPresetsPass> {
+
+/// The model attribute as the ModelSpec that `enumerateUnits` reads.
+ModelSpec toModelSpec(ModelAttr model) {
+  ModelSpec spec;
+  spec.family = model.getFamily();
+  spec.preset = model.getPreset().str();
+  spec.vocab = model.getVocab();
+  spec.hidden = model.getHidden();
+  spec.intermediate = model.getIntermediate();
+  spec.layers = model.getLayers();
+  spec.heads = model.getHeads();
+  spec.kvHeads = model.getKvHeads();
+  spec.maxSeqLen = model.getMaxSeqLen();
+  spec.ropeTheta = model.getRopeTheta();
+  if (RopeScalingAttr scaling = model.getRopeScaling()) {
+    RopeScaling rope;
+    rope.factor = scaling.getFactor();
+    rope.lowFreqFactor = scaling.getLowFreqFactor();
+    rope.highFreqFactor = scaling.getHighFreqFactor();
+    rope.originalMaxSeqLen = scaling.getOriginalMaxSeqLen();
+    spec.ropeScaling = rope;
+  }
+  spec.normEps = model.getNormEps();
+  spec.tieEmbeddings = model.getTieEmbeddings();
+  spec.typeVocab = model.getTypeVocab();
+  spec.bertHead = model.getBertHead();
+  spec.numLabels = model.getNumLabels();
+  return spec;
+}
+
+LogicalResult expandPlan(PlanOp plan) {
+  Block &body = plan.getBody().front();
+  if (!body.empty())
+    return success();
+
+  std::vector<ModelUnit> units = enumerateUnits(toModelSpec(plan.getModel()));
+  // Check every shape before building anything, so a model the verifier let
+  // through with a degenerate size fails with a message, not invalid IR.
+  for (const ModelUnit &unit : units)
+    for (const ParamInfo &param : unit.params)
+      if (llvm::any_of(param.shape, [](int64_t dim) { return dim < 1; }))
+        return plan.emitError("model gives parameter '")
+               << param.name << "' an empty dimension; check its sizes";
+
+  OpBuilder builder = OpBuilder::atBlockEnd(&body);
+  Location loc = plan.getLoc();
+  Type f32 = builder.getF32Type();
+  for (const ModelUnit &unit : units) {
+    auto unitOp = UnitOp::create(builder, loc, unit.name, unit.kind);
+    OpBuilder paramBuilder =
+        OpBuilder::atBlockEnd(&unitOp.getBody().emplaceBlock());
+    for (const ParamInfo &param : unit.params) {
+      StringAttr tiedTo = param.tiedTo.empty()
+                              ? StringAttr()
+                              : builder.getStringAttr(param.tiedTo);
+      ParamOp::create(paramBuilder, loc, param.name,
+                      RankedTensorType::get(param.shape, f32), tiedTo);
+    }
+  }
+  return success();
+}
+
+struct PlanExpandPresetsPass
+    : plan::impl::PlanExpandPresetsBase<PlanExpandPresetsPass> {
   void runOnOperation() override {
-    getOperation().emitError("pass '") << getArgument() << "' is not written yet";
-    signalPassFailure();
+    for (PlanOp plan : getOperation().getOps<PlanOp>())
+      if (failed(expandPlan(plan)))
+        return signalPassFailure();
   }
 };
+
 } // namespace
