@@ -1,0 +1,92 @@
+// The optimizer state each group keeps, by optimizer: plain SGD none, SGD
+// with momentum one buffer; AdamW's two are in llama.mlir. The whole model is
+// one group here, its units' views at 0, 32768 (after the embedding) and 36928
+// (after the block's 4096 + 64 elements).
+// Both plans share one module: each gets its own program, right after it.
+// RUN: plan-opt %s -sched-lower | FileCheck %s
+
+shard.grid @mesh(shape = 1x2)
+plan.plan @sgd on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
+                      intermediate = 176, layers = 1, heads = 4, kv_heads = 2, max_seq_len = 256>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2,
+        device = #plan.device<name = "cpu", memory = 17179869184, bf16_tflops = 1.0,
+                              fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10,
+                              nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>,
+        host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>,
+                      micro_batch = 1, seq_len = 16,
+                      loss_scale = #plan.loss_scale<kind = none>,
+                      lr_schedule = #plan.lr_schedule<kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = whole_model>,
+                            offload = #plan.offload<>> {
+  plan.unit @embed kind embedding {
+    plan.param "model.embed_tokens.weight" : tensor<512x64xf32>
+  }
+  plan.unit @layers.0 kind llama_block {
+    plan.param "model.layers.0.self_attn.q_proj.weight" : tensor<64x64xf32>
+    plan.param "model.layers.0.input_layernorm.weight" : tensor<64xf32>
+  }
+  plan.unit @head kind llama_head {
+    plan.param "model.norm.weight" : tensor<64xf32>
+    plan.param "lm_head.weight" : tensor<512x64xf32>
+  }
+  plan.group @fsdp.root units [@embed, @layers.0, @head] {numel = 69760 : i64, padded_numel = 69760 : i64, shard_numel = 34880 : i64}
+}
+
+// CHECK:       plan.plan @sgd
+// CHECK:       plan.group @fsdp.root {{.*}}}
+// CHECK-NEXT:  }
+// CHECK-NEXT:  sched.program @sgd.step for @sgd micro_batches 1 {
+// CHECK-NEXT:  [[P:%.*]] = sched.alloc "fsdp.root.param" role param persistent : memref<69760xf32
+// CHECK-NEXT:  [[G:%.*]] = sched.alloc "fsdp.root.grad" role grad persistent : memref<69760xf32
+// CHECK-NEXT:  sched.view [[P]][0] : {{.*}} to memref<32768xf32
+// CHECK-NEXT:  sched.view [[G]][0] : {{.*}} to memref<32768xf32
+// CHECK-NEXT:  sched.view [[P]][32768] : {{.*}} to memref<4160xf32
+// CHECK-NEXT:  sched.view [[G]][32768] : {{.*}} to memref<4160xf32
+// CHECK-NEXT:  sched.view [[P]][36928] : {{.*}} to memref<32832xf32
+// CHECK-NEXT:  sched.view [[G]][36928] : {{.*}} to memref<32832xf32
+// CHECK-NEXT:  sched.zero [[G]]
+// CHECK-NOT:   sched.alloc {{.*}} persistent
+// CHECK:       sched.optimizer_step @sgd::@fsdp.root params([[P]] : {{.*}}) grads([[G]] : {{.*}}) state(){{$}}
+// CHECK-NEXT:  }
+
+plan.plan @momentum on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
+                      intermediate = 176, layers = 1, heads = 4, kv_heads = 2, max_seq_len = 256>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2,
+        device = #plan.device<name = "cpu", memory = 17179869184, bf16_tflops = 1.0,
+                              fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10,
+                              nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>,
+        host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1, momentum = 0.9>,
+                      micro_batch = 1, seq_len = 16,
+                      loss_scale = #plan.loss_scale<kind = none>,
+                      lr_schedule = #plan.lr_schedule<kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = whole_model>,
+                            offload = #plan.offload<>> {
+  plan.unit @embed kind embedding {
+    plan.param "model.embed_tokens.weight" : tensor<512x64xf32>
+  }
+  plan.unit @layers.0 kind llama_block {
+    plan.param "model.layers.0.self_attn.q_proj.weight" : tensor<64x64xf32>
+    plan.param "model.layers.0.input_layernorm.weight" : tensor<64xf32>
+  }
+  plan.unit @head kind llama_head {
+    plan.param "model.norm.weight" : tensor<64xf32>
+    plan.param "lm_head.weight" : tensor<512x64xf32>
+  }
+  plan.group @fsdp.root units [@embed, @layers.0, @head] {numel = 69760 : i64, padded_numel = 69760 : i64, shard_numel = 34880 : i64}
+}
+
+// CHECK:       plan.plan @momentum
+// CHECK:       plan.group @fsdp.root {{.*}}}
+// CHECK-NEXT:  }
+// CHECK-NEXT:  sched.program @momentum.step for @momentum micro_batches 1 {
+// CHECK-NEXT:  [[P:%.*]] = sched.alloc "fsdp.root.param" role param persistent : memref<69760xf32
+// CHECK-NEXT:  [[G:%.*]] = sched.alloc "fsdp.root.grad" role grad persistent : memref<69760xf32
+// CHECK-NEXT:  [[M:%.*]] = sched.alloc "fsdp.root.momentum" role momentum persistent : memref<69760xf32
+// CHECK-NEXT:  sched.view [[P]][0]
+// CHECK-NOT:   sched.alloc {{.*}} persistent
+// CHECK:       sched.optimizer_step @momentum::@fsdp.root params([[P]] : {{.*}}) grads([[G]] : {{.*}}) state([[M]] : memref<69760xf32, {{[^)]*}}){{$}}
+// CHECK-NEXT:  }
