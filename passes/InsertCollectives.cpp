@@ -1,18 +1,715 @@
-//===- InsertCollectives.cpp - UNDER CONSTRUCTION ----------------------------------------===//
-// Scaffolding so the tree builds while this pass is written; it fails loudly.
+//===- InsertCollectives.cpp - Distribute the program per strategy --------===//
+//
+// Turns sched-lower's single-rank program into the SPMD program of the plan's
+// data-parallel strategy (docs/sched.md, "sched-insert-collectives"): shards
+// the persistent state, gathers parameters around the spans of compute that
+// read them, reduces gradients after the spans that write them, and makes the
+// gradient norm global when gradients are sharded.
+//
+//===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <optional>
+#include <string>
+#include <tuple>
 
 namespace plan {
 #define GEN_PASS_DEF_SCHEDINSERTCOLLECTIVES
 #include "passes/Passes.h.inc"
 } // namespace plan
 
+using namespace mlir;
+
 namespace {
-struct SchedInsertCollectivesPass : plan::impl::SchedInsertCollectivesBase<SchedInsertCollectivesPass> {
+
+/// A group's persistent state as sched-lower allocates it.
+struct GroupState {
+  plan::GroupOp group;
+  std::string name;
+  int64_t paddedNumel = 0;
+  int64_t shardNumel = 0;
+  sched::AllocOp param;
+  sched::AllocOp grad;
+  sched::OptimizerStepOp step;
+};
+
+enum class BufferKind { Param, Grad };
+
+/// What a compute operand reads or writes: elements [offset, offset + numel)
+/// of a group's parameter or gradient buffer.
+struct BufferRef {
+  unsigned group;
+  BufferKind kind;
+  int64_t offset;
+  int64_t numel;
+};
+
+/// The compute ops of one group in one micro-batch and phase, first to last
+/// in program order.
+struct Span {
+  Operation *first = nullptr;
+  Operation *last = nullptr;
+};
+
+/// The end of an asynchronous op, placed right before `anchor` (the end of
+/// the program when null): wait for `event`, then optionally add `accumulate`
+/// into `accumulateInto`, then free `frees`.
+struct Completion {
+  Operation *anchor;
+  Value event;
+  Value accumulate;
+  Value accumulateInto;
+  SmallVector<Value> frees;
+};
+
+bool isCompute(Operation *op) {
+  return isa<sched::ForwardOp, sched::RecomputeOp, sched::BackwardOp>(op);
+}
+
+int64_t numelOf(Value buffer) {
+  return cast<MemRefType>(buffer.getType()).getNumElements();
+}
+
+MemRefType withNumel(Value buffer, int64_t numel) {
+  auto type = cast<MemRefType>(buffer.getType());
+  return sched::getBufferType(type.getContext(), numel, type.getElementType(),
+                              sched::getMemorySpace(type));
+}
+
+int64_t microBatchOf(Operation *op) {
+  if (auto forward = dyn_cast<sched::ForwardOp>(op))
+    return forward.getMicroBatch();
+  if (auto recompute = dyn_cast<sched::RecomputeOp>(op))
+    return recompute.getMicroBatch();
+  return cast<sched::BackwardOp>(op).getMicroBatch();
+}
+
+/// An operand of a compute op: the unit's parameters or gradients (a view of
+/// a group's state of that kind) or activations (`state` empty).
+struct ComputeOperand {
+  Value value;
+  StringRef name;
+  std::optional<BufferKind> state;
+};
+
+SmallVector<ComputeOperand> computeOperands(Operation *op) {
+  using Operands = SmallVector<ComputeOperand>;
+  return TypeSwitch<Operation *, Operands>(op)
+      .Case([](sched::ForwardOp forward) {
+        return Operands{{forward.getParams(), "params", BufferKind::Param},
+                        {forward.getTied(), "tied", BufferKind::Param},
+                        {forward.getSaves(), "saves", std::nullopt}};
+      })
+      .Case([](sched::RecomputeOp recompute) {
+        return Operands{{recompute.getParams(), "params", BufferKind::Param},
+                        {recompute.getTied(), "tied", BufferKind::Param},
+                        {recompute.getInput(), "from", std::nullopt},
+                        {recompute.getSaves(), "saves", std::nullopt}};
+      })
+      .Case([](sched::BackwardOp backward) {
+        return Operands{
+            {backward.getParams(), "params", BufferKind::Param},
+            {backward.getTied(), "tied", BufferKind::Param},
+            {backward.getActivations(), "activations", std::nullopt},
+            {backward.getGrads(), "grads", BufferKind::Grad},
+            {backward.getTiedGrads(), "tied_grads", BufferKind::Grad}};
+      })
+      .Default([](Operation *) { return Operands{}; });
+}
+
+bool isOptimizerStateRole(sched::BufferRole role) {
+  return role == sched::BufferRole::ExpAvg ||
+         role == sched::BufferRole::ExpAvgSq ||
+         role == sched::BufferRole::Momentum;
+}
+
+/// Distributes one sched.program. `analyze` checks that the program is in
+/// sched-lower form and finds the state, the spans and the anchors; one
+/// `distribute*` function per strategy then rewrites it.
+class ProgramDistribution {
+public:
+  explicit ProgramDistribution(sched::ProgramOp program)
+      : program(program), builder(program.getContext()),
+        eventType(sched::EventType::get(program.getContext())) {}
+
+  LogicalResult analyze();
+  LogicalResult run();
+
+private:
+  // Strategies.
+  void distributeNoShard();
+  void distributeZero1();
+  void distributeSharded(bool gatherPerSpan, bool reduceOverReplicas);
+  void reduceGradNormOverShards();
+
+  // Building blocks.
+  Value viewOf(Value base, int64_t offset, int64_t numel, Operation *before);
+  void redirect(unsigned group, BufferKind kind, Operation *first,
+                Operation *last, Value base, Operation *viewsBefore);
+  void resizeStateToShards(GroupState &state, bool paramsAndGrads);
+  Operation *nextUse(Value buffer, Operation *after);
+  void emitCompletions();
+  LogicalResult eraseLoweredViews(bool mustBeUnused);
+
+  bool syncsEveryMicroBatch() const {
+    return microBatches == 1 ||
+           parallel.getGradSync() == plan::GradSync::EveryMicroBatch;
+  }
+
+  sched::ProgramOp program;
+  OpBuilder builder;
+  Type eventType;
+  plan::PlanOp plan;
+  plan::ParallelAttr parallel;
+  int64_t microBatches = 1;
+  SmallVector<GroupState> groups;
+  DenseMap<Value, BufferRef> refs;
+  SmallVector<sched::ViewOp> loweredViews;
+  // [group][micro-batch]
+  SmallVector<SmallVector<Span>> forwardSpans, backwardSpans;
+  // Per micro-batch: where work that must finish before the next micro-batch
+  // (or, for the last one, before the optimizer section) is placed.
+  SmallVector<Operation *> afterBackward;
+  DenseMap<std::tuple<Value, int64_t, int64_t>, Value> views;
+  SmallVector<Completion> completions;
+};
+
+LogicalResult ProgramDistribution::analyze() {
+  plan = program.getPlanOp();
+  if (!plan)
+    return program.emitOpError("'")
+           << program.getPlan() << "' does not name a plan.plan";
+  parallel = plan.getParallel();
+  microBatches = program.getMicroBatches();
+  Block &body = program.getBody().front();
+
+  for (Operation &op : body)
+    if (isa<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp,
+            sched::BroadcastOp>(op))
+      return op.emitOpError("program already has collectives: "
+                            "sched-insert-collectives expects the "
+                            "single-rank program of sched-lower");
+
+  // The group's state, found by name and role.
+  for (plan::GroupOp group : plan.getBody().getOps<plan::GroupOp>()) {
+    GroupState state;
+    state.group = group;
+    state.name = group.getSymName().str();
+    if (!group.getPaddedNumel() || !group.getShardNumel())
+      return group.emitOpError("has no padded_numel / shard_numel: run "
+                               "plan-assign-sharding first");
+    state.paddedNumel = *group.getPaddedNumel();
+    state.shardNumel = *group.getShardNumel();
+    groups.push_back(state);
+  }
+  if (groups.empty())
+    return program.emitOpError("plan '")
+           << plan.getSymName() << "' has no plan.group: run plan-wrap-units";
+
+  bool sharded = parallel.getSharding() != plan::Sharding::NoShard;
+  int64_t shards = program.getGroupSize(sched::Group::Shard);
+  for (GroupState &state : groups)
+    if (sharded && state.shardNumel * shards != state.paddedNumel)
+      return state.group.emitOpError("shard_numel ")
+             << state.shardNumel << " times the " << shards
+             << " ranks of the shard group is not padded_numel "
+             << state.paddedNumel;
+
+  llvm::StringMap<sched::AllocOp> allocsByName;
+  for (auto alloc : body.getOps<sched::AllocOp>())
+    allocsByName.try_emplace(alloc.getName(), alloc);
+  auto findState = [&](GroupState &state, StringRef suffix,
+                       sched::BufferRole role) -> sched::AllocOp {
+    std::string name = state.name + suffix.str();
+    sched::AllocOp alloc = allocsByName.lookup(name);
+    if (alloc && (alloc.getRole() != role || !alloc.getPersistent())) {
+      alloc.emitOpError("'") << name << "' must be a persistent buffer of role "
+                             << sched::stringifyBufferRole(role);
+      return {};
+    }
+    if (alloc && numelOf(alloc) != state.paddedNumel) {
+      alloc.emitOpError("'")
+          << name << "' has " << numelOf(alloc)
+          << " elements, the group's padded_numel is " << state.paddedNumel;
+      return {};
+    }
+    if (alloc)
+      return alloc;
+    program.emitOpError("has no persistent '")
+        << name << "' buffer (role " << sched::stringifyBufferRole(role)
+        << "): not the single-rank program of sched-lower";
+    return {};
+  };
+  for (GroupState &state : groups) {
+    state.param = findState(state, ".param", sched::BufferRole::Param);
+    if (!state.param)
+      return failure();
+    state.grad = findState(state, ".grad", sched::BufferRole::Grad);
+    if (!state.grad)
+      return failure();
+  }
+
+  // One optimizer step per group, on the group's own state.
+  for (auto step : body.getOps<sched::OptimizerStepOp>()) {
+    StringRef groupName = step.getGroup().getLeafReference().getValue();
+    auto *state = llvm::find_if(
+        groups, [&](GroupState &s) { return s.name == groupName; });
+    if (state == groups.end())
+      return step.emitOpError("steps '")
+             << groupName << "', which is not a group of the plan";
+    if (state->step)
+      return step.emitOpError("is the second step of group '")
+             << groupName << "'";
+    if (step.getParams() != state->param.getResult() ||
+        step.getGrads() != state->grad.getResult())
+      return step.emitOpError("must step '")
+             << groupName << ".param' with '" << groupName << ".grad'";
+    for (Value s : step.getState()) {
+      auto alloc = s.getDefiningOp<sched::AllocOp>();
+      if (!alloc || !alloc.getPersistent() ||
+          !isOptimizerStateRole(alloc.getRole()))
+        return step.emitOpError("optimizer state must be persistent buffers "
+                                "of role exp_avg, exp_avg_sq or momentum");
+      for (Operation *user : s.getUsers())
+        if (user != step)
+          return user->emitOpError("uses optimizer state of group '")
+                 << groupName << "' outside its optimizer_step";
+    }
+    state->step = step;
+  }
+  for (GroupState &state : groups)
+    if (!state.step)
+      return program.emitOpError("has no sched.optimizer_step for group '")
+             << state.name << "'";
+
+  // The per-unit views of the state, and what else may touch the state.
+  for (auto [index, state] : llvm::enumerate(groups)) {
+    for (auto [alloc, kind] : {std::pair(state.param, BufferKind::Param),
+                               std::pair(state.grad, BufferKind::Grad)}) {
+      refs[alloc] = {unsigned(index), kind, 0, state.paddedNumel};
+      for (Operation *user : alloc->getUsers()) {
+        if (auto view = dyn_cast<sched::ViewOp>(user)) {
+          refs[view] = {unsigned(index), kind, int64_t(view.getOffset()),
+                        numelOf(view)};
+          loweredViews.push_back(view);
+          for (Operation *viewUser : view->getUsers())
+            if (!isCompute(viewUser))
+              return viewUser->emitOpError("uses a unit view of '")
+                     << alloc.getName()
+                     << "'; only forward, recompute and backward may";
+          continue;
+        }
+        if (isCompute(user) || isa<sched::ZeroOp, sched::OptimizerStepOp>(user))
+          continue;
+        if (kind == BufferKind::Grad && isa<sched::GradNormOp>(user))
+          continue;
+        return user->emitOpError("uses '")
+               << alloc.getName()
+               << "' in a way sched-insert-collectives cannot distribute";
+      }
+    }
+  }
+
+  // Compute reads parameters only through the groups' parameter buffers and
+  // writes gradients only into their gradient buffers, so redirecting those
+  // operands moves every access.
+  for (Operation &op : body) {
+    if (!isCompute(&op))
+      continue;
+    for (const ComputeOperand &operand : computeOperands(&op)) {
+      if (!operand.value)
+        continue;
+      auto it = refs.find(operand.value);
+      if (!operand.state && it != refs.end())
+        return op.emitOpError("'")
+               << operand.name
+               << "' must be an activation buffer, not a group's state";
+      if (operand.state &&
+          (it == refs.end() || it->second.kind != *operand.state))
+        return op.emitOpError("'")
+               << operand.name << "' must be a unit view of a group's '"
+               << (*operand.state == BufferKind::Param ? ".param" : ".grad")
+               << "' buffer, as sched-lower makes it";
+    }
+  }
+
+  // Spans: the compute ops of each group per micro-batch and phase.
+  forwardSpans.assign(groups.size(), SmallVector<Span>(microBatches));
+  backwardSpans.assign(groups.size(), SmallVector<Span>(microBatches));
+  SmallVector<Operation *> lastBackward(microBatches, nullptr);
+  for (Operation &op : body) {
+    if (!isCompute(&op))
+      continue;
+    int64_t mb = microBatchOf(&op);
+    if (mb < 0 || mb >= microBatches)
+      return op.emitOpError("micro-batch ") << mb << " is out of range";
+    bool forward = isa<sched::ForwardOp>(op);
+    if (isa<sched::BackwardOp>(op))
+      lastBackward[mb] = &op;
+    for (Value operand : op.getOperands()) {
+      auto it = refs.find(operand);
+      if (it == refs.end())
+        continue;
+      Span &span =
+          (forward ? forwardSpans : backwardSpans)[it->second.group][mb];
+      if (!span.first)
+        span.first = &op;
+      span.last = &op;
+    }
+  }
+  for (int64_t mb = 0; mb < microBatches; ++mb) {
+    if (!lastBackward[mb])
+      return program.emitOpError("has no backward for micro-batch ") << mb;
+    for (GroupState &state : groups) {
+      unsigned index = &state - groups.begin();
+      if (!forwardSpans[index][mb].first || !backwardSpans[index][mb].first)
+        return program.emitOpError("group '")
+               << state.name
+               << "' has no forward or no backward in micro-batch " << mb;
+    }
+  }
+  // The reduced gradients are made after the last backward; what reads them
+  // must come later.
+  Operation *finalBackward = lastBackward[microBatches - 1];
+  for (Operation &op : body)
+    if (isa<sched::GradNormOp, sched::OptimizerStepOp>(op) &&
+        op.isBeforeInBlock(finalBackward))
+      return op.emitOpError("must follow the last backward of the step");
+  for (int64_t mb = 0; mb < microBatches; ++mb) {
+    Operation *anchor = lastBackward[mb]->getNextNode();
+    while (anchor && isa<sched::FreeOp>(anchor))
+      anchor = anchor->getNextNode();
+    afterBackward.push_back(anchor);
+  }
+  return success();
+}
+
+LogicalResult ProgramDistribution::run() {
+  switch (parallel.getSharding()) {
+  case plan::Sharding::NoShard:
+    distributeNoShard();
+    break;
+  case plan::Sharding::Zero1:
+    distributeZero1();
+    reduceGradNormOverShards();
+    break;
+  case plan::Sharding::ShardGradOp:
+    distributeSharded(/*gatherPerSpan=*/false, /*reduceOverReplicas=*/false);
+    reduceGradNormOverShards();
+    break;
+  case plan::Sharding::FullShard:
+    distributeSharded(/*gatherPerSpan=*/true, /*reduceOverReplicas=*/false);
+    reduceGradNormOverShards();
+    break;
+  case plan::Sharding::HybridShard:
+    distributeSharded(/*gatherPerSpan=*/true, /*reduceOverReplicas=*/true);
+    reduceGradNormOverShards();
+    break;
+  }
+  emitCompletions();
+  bool viewsReplaced = parallel.getSharding() != plan::Sharding::NoShard &&
+                       parallel.getSharding() != plan::Sharding::Zero1;
+  return eraseLoweredViews(viewsReplaced);
+}
+
+//===----------------------------------------------------------------------===//
+// Strategies
+//===----------------------------------------------------------------------===//
+
+// DDP: full state everywhere; gradients all-reduced over every rank, once
+// after the last micro-batch (no_sync) or once per micro-batch through a
+// transient buffer accumulated into the persistent gradient.
+void ProgramDistribution::distributeNoShard() {
+  Location loc = program.getLoc();
+  for (auto [index, state] : llvm::enumerate(groups)) {
+    if (syncsEveryMicroBatch() && microBatches > 1) {
+      for (int64_t mb = 0; mb < microBatches; ++mb) {
+        Span span = backwardSpans[index][mb];
+        builder.setInsertionPoint(span.first);
+        Value microBatchGrad = sched::AllocOp::create(
+            builder, loc, state.grad.getType(),
+            (state.name + ".grad.mb" + Twine(mb)).str(),
+            sched::BufferRole::UnshardedGrad, /*persistent=*/false,
+            /*offset=*/IntegerAttr());
+        sched::ZeroOp::create(builder, loc, microBatchGrad);
+        redirect(index, BufferKind::Grad, span.first, span.last, microBatchGrad,
+                 span.first);
+        builder.setInsertionPointAfter(span.last);
+        Value done = sched::AllReduceOp::create(
+            builder, loc, eventType, microBatchGrad, sched::Group::World,
+            sched::ReduceOp::Avg, ValueRange());
+        completions.push_back({afterBackward[mb],
+                               done,
+                               microBatchGrad,
+                               state.grad,
+                               {microBatchGrad}});
+      }
+      continue;
+    }
+    Span span = backwardSpans[index][microBatches - 1];
+    builder.setInsertionPointAfter(span.last);
+    Value done = sched::AllReduceOp::create(builder, loc, eventType, state.grad,
+                                            sched::Group::World,
+                                            sched::ReduceOp::Avg, ValueRange());
+    completions.push_back(
+        {afterBackward[microBatches - 1], done, Value(), Value(), {}});
+  }
+}
+
+// ZeRO-1: full parameters and gradients; after the last micro-batch the
+// gradient is reduce-scattered, each rank steps its shard of the parameters
+// with sharded optimizer state, and the updated shards are all-gathered back
+// into the full parameters.
+void ProgramDistribution::distributeZero1() {
+  Location loc = program.getLoc();
+  for (auto [index, state] : llvm::enumerate(groups)) {
+    resizeStateToShards(state, /*paramsAndGrads=*/false);
+    Span span = backwardSpans[index][microBatches - 1];
+    builder.setInsertionPointAfter(span.last);
+    Value gradShard = sched::AllocOp::create(
+        builder, loc, withNumel(state.grad, state.shardNumel),
+        state.name + ".grad.shard", sched::BufferRole::Grad,
+        /*persistent=*/false, /*offset=*/IntegerAttr());
+    Value reduced = sched::ReduceScatterOp::create(
+        builder, loc, eventType, state.grad, gradShard, sched::Group::Shard,
+        sched::ReduceOp::Avg, /*accumulate=*/false, ValueRange());
+    completions.push_back(
+        {afterBackward[microBatches - 1], reduced, Value(), Value(), {}});
+
+    for (Operation *user : llvm::make_early_inc_range(state.grad->getUsers()))
+      if (auto norm = dyn_cast<sched::GradNormOp>(user))
+        norm.getGradsMutable().assign(gradShard);
+    builder.setInsertionPoint(state.step);
+    Value paramShard = sched::ShardViewOp::create(
+        builder, loc, withNumel(state.param, state.shardNumel), state.param,
+        sched::Group::Shard);
+    state.step.getParamsMutable().assign(paramShard);
+    state.step.getGradsMutable().assign(gradShard);
+
+    builder.setInsertionPointAfter(state.step);
+    sched::FreeOp::create(builder, loc, gradShard);
+    Value gathered = sched::AllGatherOp::create(
+        builder, loc, eventType, paramShard, state.param, sched::Group::Shard,
+        ValueRange());
+    completions.push_back({nullptr, gathered, Value(), Value(), {}});
+  }
+}
+
+// ZeRO-2 / ZeRO-3 / HSDP: parameters, gradients and optimizer state are
+// shards. Parameters are all-gathered into a transient buffer for the whole
+// step (shard_grad_op) or for each forward and backward span (full_shard,
+// hybrid_shard); each gradient span adds into a transient full gradient that
+// is reduce-scattered into the persistent shard.
+void ProgramDistribution::distributeSharded(bool gatherPerSpan,
+                                            bool reduceOverReplicas) {
+  Location loc = program.getLoc();
+  for (auto [index, state] : llvm::enumerate(groups)) {
+    resizeStateToShards(state, /*paramsAndGrads=*/true);
+
+    // Gradients first, so that a span's gathered parameters are freed before
+    // its gradients are reduced (FSDP reshards, then reduce-scatters).
+    SmallVector<std::tuple<Operation *, Operation *, int64_t>> gradSpans;
+    if (syncsEveryMicroBatch()) {
+      for (int64_t mb = 0; mb < microBatches; ++mb)
+        gradSpans.push_back({backwardSpans[index][mb].first,
+                             backwardSpans[index][mb].last, mb});
+    } else {
+      gradSpans.push_back({backwardSpans[index][0].first,
+                           backwardSpans[index][microBatches - 1].last,
+                           microBatches - 1});
+    }
+    for (auto [first, last, mb] : gradSpans) {
+      builder.setInsertionPoint(first);
+      Value fullGrad = sched::AllocOp::create(
+          builder, loc, withNumel(state.grad, state.paddedNumel),
+          state.name + ".grad.full", sched::BufferRole::UnshardedGrad,
+          /*persistent=*/false,
+          /*offset=*/IntegerAttr());
+      sched::ZeroOp::create(builder, loc, fullGrad);
+      redirect(index, BufferKind::Grad, first, last, fullGrad, first);
+      builder.setInsertionPointAfter(last);
+      Value scattered = sched::ReduceScatterOp::create(
+          builder, loc, eventType, fullGrad, state.grad, sched::Group::Shard,
+          sched::ReduceOp::Avg, /*accumulate=*/true, ValueRange());
+      completions.push_back(
+          {afterBackward[mb], scattered, Value(), Value(), {fullGrad}});
+      if (reduceOverReplicas && mb == microBatches - 1) {
+        Value replicated = sched::AllReduceOp::create(
+            builder, loc, eventType, state.grad, sched::Group::Replicate,
+            sched::ReduceOp::Avg, ValueRange{scattered});
+        completions.push_back(
+            {afterBackward[mb], replicated, Value(), Value(), {}});
+      }
+    }
+
+    SmallVector<std::pair<Operation *, Operation *>> paramSpans;
+    if (gatherPerSpan) {
+      for (int64_t mb = 0; mb < microBatches; ++mb) {
+        paramSpans.push_back(
+            {forwardSpans[index][mb].first, forwardSpans[index][mb].last});
+        paramSpans.push_back(
+            {backwardSpans[index][mb].first, backwardSpans[index][mb].last});
+      }
+    } else {
+      paramSpans.push_back({forwardSpans[index][0].first,
+                            backwardSpans[index][microBatches - 1].last});
+    }
+    for (auto [first, last] : paramSpans) {
+      builder.setInsertionPoint(first);
+      Value gathered = sched::AllocOp::create(
+          builder, loc, withNumel(state.param, state.paddedNumel),
+          state.name + ".gathered", sched::BufferRole::Gathered,
+          /*persistent=*/false, /*offset=*/IntegerAttr());
+      Value done = sched::AllGatherOp::create(
+          builder, loc, eventType, state.param, gathered, sched::Group::Shard,
+          ValueRange());
+      auto wait = sched::WaitOp::create(builder, loc, done);
+      redirect(index, BufferKind::Param, first, last, gathered, wait);
+      builder.setInsertionPointAfter(last);
+      sched::FreeOp::create(builder, loc, gathered);
+    }
+  }
+}
+
+// With sharded gradients each rank's grad_norm covers its shard; the global
+// sum of squares is the sum over the shard group.
+void ProgramDistribution::reduceGradNormOverShards() {
+  Location loc = program.getLoc();
+  Block &body = program.getBody().front();
+  SmallVector<Value> norms;
+  DenseMap<Value, sched::GradNormOp> lastNorm;
+  for (auto gradNorm : body.getOps<sched::GradNormOp>()) {
+    Value norm = gradNorm.getNorm();
+    if (!lastNorm.count(norm))
+      norms.push_back(norm);
+    lastNorm[norm] = gradNorm;
+  }
+  for (Value norm : norms) {
+    builder.setInsertionPointAfter(lastNorm[norm]);
+    Value reduced = sched::AllReduceOp::create(
+        builder, loc, eventType, norm, sched::Group::Shard,
+        sched::ReduceOp::Sum, ValueRange());
+    completions.push_back({nextUse(norm, reduced.getDefiningOp()),
+                           reduced,
+                           Value(),
+                           Value(),
+                           {}});
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Building blocks
+//===----------------------------------------------------------------------===//
+
+Value ProgramDistribution::viewOf(Value base, int64_t offset, int64_t numel,
+                                  Operation *before) {
+  auto key = std::make_tuple(base, offset, numel);
+  if (Value existing = views.lookup(key))
+    return existing;
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPoint(before);
+  Value view =
+      sched::ViewOp::create(builder, base.getLoc(), withNumel(base, numel),
+                            base, builder.getI64IntegerAttr(offset));
+  views[key] = view;
+  return view;
+}
+
+/// Makes the compute ops from `first` to `last` read (or write) `base`
+/// instead of the group's persistent buffer of `kind`, through views of the
+/// same offsets created right before `viewsBefore`.
+void ProgramDistribution::redirect(unsigned group, BufferKind kind,
+                                   Operation *first, Operation *last,
+                                   Value base, Operation *viewsBefore) {
+  for (Operation *op = first;; op = op->getNextNode()) {
+    if (isCompute(op)) {
+      for (OpOperand &operand : op->getOpOperands()) {
+        auto it = refs.find(operand.get());
+        if (it == refs.end() || it->second.group != group ||
+            it->second.kind != kind)
+          continue;
+        operand.set(
+            viewOf(base, it->second.offset, it->second.numel, viewsBefore));
+      }
+    }
+    if (op == last)
+      break;
+  }
+}
+
+void ProgramDistribution::resizeStateToShards(GroupState &state,
+                                              bool paramsAndGrads) {
+  SmallVector<Value> buffers(state.step.getState());
+  if (paramsAndGrads) {
+    buffers.push_back(state.param);
+    buffers.push_back(state.grad);
+  }
+  for (Value buffer : buffers)
+    buffer.setType(withNumel(buffer, state.shardNumel));
+}
+
+/// The first op after `after` that uses `buffer`; null if none does.
+Operation *ProgramDistribution::nextUse(Value buffer, Operation *after) {
+  for (Operation *op = after->getNextNode(); op; op = op->getNextNode())
+    if (llvm::is_contained(op->getOperands(), buffer))
+      return op;
+  return nullptr;
+}
+
+/// Places the waits (and what follows them) in the order their async ops
+/// were issued, so the compute stream waits for the oldest first.
+void ProgramDistribution::emitCompletions() {
+  llvm::stable_sort(completions, [](const Completion &a, const Completion &b) {
+    return a.event.getDefiningOp()->isBeforeInBlock(b.event.getDefiningOp());
+  });
+  Block &body = program.getBody().front();
+  Location loc = program.getLoc();
+  for (Completion &completion : completions) {
+    if (completion.anchor)
+      builder.setInsertionPoint(completion.anchor);
+    else
+      builder.setInsertionPointToEnd(&body);
+    sched::WaitOp::create(builder, loc, completion.event);
+    if (completion.accumulate)
+      sched::AccumulateOp::create(builder, loc, completion.accumulate,
+                                  completion.accumulateInto);
+    for (Value buffer : completion.frees)
+      sched::FreeOp::create(builder, loc, buffer);
+  }
+}
+
+LogicalResult ProgramDistribution::eraseLoweredViews(bool mustBeUnused) {
+  for (sched::ViewOp view : loweredViews) {
+    if (view->use_empty()) {
+      view->erase();
+      continue;
+    }
+    if (mustBeUnused)
+      return view.emitOpError("is still used after its group was sharded");
+  }
+  return success();
+}
+
+struct SchedInsertCollectivesPass
+    : plan::impl::SchedInsertCollectivesBase<SchedInsertCollectivesPass> {
   void runOnOperation() override {
-    getOperation().emitError("pass '") << getArgument() << "' is not written yet";
-    signalPassFailure();
+    SmallVector<sched::ProgramOp> programs(
+        getOperation().getOps<sched::ProgramOp>());
+    for (sched::ProgramOp program : programs) {
+      ProgramDistribution distribution(program);
+      if (failed(distribution.analyze()) || failed(distribution.run()))
+        return signalPassFailure();
+    }
   }
 };
+
 } // namespace
