@@ -1,18 +1,414 @@
-//===- InsertCasts.cpp - UNDER CONSTRUCTION ----------------------------------------===//
-// Scaffolding so the tree builds while this pass is written; it fails loudly.
+//===- InsertCasts.cpp - Mixed precision: working copies and master weights
+//===//
+//
+// `sched-insert-casts` (docs/sched.md): with bf16_mixed / fp16_mixed the
+// optimizer keeps stepping fp32 master weights while everything else (the
+// parameters the model reads, gathered parameters, activations, gradients)
+// moves to the working type; reductions run in the plan's reduce_dtype and
+// fp16 adds dynamic or static loss scaling.
+//
+//===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 
 namespace plan {
 #define GEN_PASS_DEF_SCHEDINSERTCASTS
 #include "passes/Passes.h.inc"
 } // namespace plan
 
+using namespace mlir;
+
 namespace {
-struct SchedInsertCastsPass : plan::impl::SchedInsertCastsBase<SchedInsertCastsPass> {
+
+MemRefType bufferType(Value buffer) {
+  return cast<MemRefType>(buffer.getType());
+}
+
+Type elementTypeOf(Value buffer) { return bufferType(buffer).getElementType(); }
+
+/// The sched.alloc a buffer comes from, looking through views; null when
+/// the buffer is not rooted in an alloc.
+sched::AllocOp rootAlloc(Value buffer) {
+  while (Operation *def = buffer.getDefiningOp()) {
+    if (auto alloc = dyn_cast<sched::AllocOp>(def))
+      return alloc;
+    if (auto view = dyn_cast<sched::ViewOp>(def))
+      buffer = view.getSource();
+    else if (auto shard = dyn_cast<sched::ShardViewOp>(def))
+      buffer = shard.getSource();
+    else
+      return {};
+  }
+  return {};
+}
+
+/// Gives `buffer` and every view of it (transitively) the element type
+/// `elementType`. Only views derive their result type from a buffer; every
+/// other sched op takes its buffer operands as they are, so updating the
+/// values in place keeps all users consistent.
+void retypeBuffer(Value buffer, Type elementType) {
+  buffer.setType(
+      MemRefType::Builder(bufferType(buffer)).setElementType(elementType));
+  for (Operation *user : buffer.getUsers())
+    if (isa<sched::ViewOp, sched::ShardViewOp>(user))
+      retypeBuffer(user->getResult(0), elementType);
+}
+
+/// A buffer shaped and placed like `like`, with another element type.
+MemRefType withElementType(Value like, Type elementType) {
+  return MemRefType::Builder(bufferType(like)).setElementType(elementType);
+}
+
+/// The one sched.wait of an async op's event.
+FailureOr<sched::WaitOp> waitOf(Operation *asyncOp) {
+  sched::WaitOp found;
+  for (Operation *user : asyncOp->getResult(0).getUsers()) {
+    auto wait = dyn_cast<sched::WaitOp>(user);
+    if (!wait)
+      continue;
+    if (found)
+      return asyncOp->emitOpError("event is waited more than once");
+    found = wait;
+  }
+  if (!found)
+    return asyncOp->emitOpError("event is never waited");
+  return found;
+}
+
+/// "layers.0.param" -> "layers.0.master"; any other name gets ".master".
+std::string masterName(StringRef paramName) {
+  if (paramName.consume_back(".param"))
+    return (paramName + ".master").str();
+  return (paramName + ".master").str();
+}
+
+Type floatType(MLIRContext *context, plan::DType dtype) {
+  switch (dtype) {
+  case plan::DType::F32:
+    return Float32Type::get(context);
+  case plan::DType::BF16:
+    return BFloat16Type::get(context);
+  case plan::DType::F16:
+    return Float16Type::get(context);
+  }
+  llvm_unreachable("unknown dtype");
+}
+
+/// Rewrites one program for the plan's mixed precision.
+class MixedPrecisionRewrite {
+public:
+  MixedPrecisionRewrite(sched::ProgramOp program, plan::PlanOp plan)
+      : program(program), plan(plan), builder(program.getContext()) {
+    MLIRContext *context = program.getContext();
+    plan::TrainAttr train = plan.getTrain();
+    working = train.getPrecision() == plan::Precision::FP16Mixed
+                  ? Type(Float16Type::get(context))
+                  : Type(BFloat16Type::get(context));
+    reduce = floatType(context, train.getReduceDtype());
+    f32 = Float32Type::get(context);
+  }
+
+  LogicalResult run() {
+    for (Operation &op : program.getBody().front())
+      if (auto step = dyn_cast<sched::OptimizerStepOp>(op))
+        steps.push_back(step);
+    if (failed(checkInputIsFp32()) || failed(addMasters()))
+      return failure();
+    retypeWorkingBuffers();
+    if (failed(reduceInReduceType()))
+      return failure();
+    castStepGradients();
+    if (train().getPrecision() == plan::Precision::FP16Mixed &&
+        train().getLossScale().getKind() != plan::LossScaleKind::None)
+      return scaleLoss();
+    return success();
+  }
+
+private:
+  plan::TrainAttr train() { return plan.getTrain(); }
+  Block &body() { return program.getBody().front(); }
+
+  /// The pass runs once, on sched-insert-collectives' fp32 program.
+  LogicalResult checkInputIsFp32() {
+    for (auto alloc : body().getOps<sched::AllocOp>())
+      if (!alloc.getType().getElementType().isF32())
+        return alloc.emitOpError("expected an fp32 buffer before "
+                                 "sched-insert-casts, got ")
+               << alloc.getType().getElementType();
+    return success();
+  }
+
+  /// The fp32 buffer each step updates becomes a master copy of its own;
+  /// the parameters keep their place for everything else and, once in the
+  /// working type, are refreshed from the master after the step.
+  LogicalResult addMasters() {
+    for (sched::OptimizerStepOp step : steps) {
+      Value updated = step.getParams();
+      sched::AllocOp root = rootAlloc(updated);
+      if (!root || root.getRole() != sched::BufferRole::Param)
+        return step.emitOpError("expected to step the group's parameters "
+                                "(a buffer of role param)");
+      builder.setInsertionPointAfter(root);
+      auto master = sched::AllocOp::create(
+          builder, root.getLoc(), bufferType(updated),
+          masterName(root.getName()), sched::BufferRole::Master,
+          /*persistent=*/true, /*offset=*/nullptr);
+      step.getParamsMutable().assign(master);
+      builder.setInsertionPointAfter(step);
+      sched::CastOp::create(builder, step.getLoc(), master, updated);
+    }
+    return success();
+  }
+
+  /// A transient buffer that a reduce-scatter overwrites (zero1's gradient
+  /// shard) holds a reduction's result, so it takes the reduce type and
+  /// feeds the step without a round trip through the working type.
+  static bool isReductionResult(sched::AllocOp alloc) {
+    if (alloc.getPersistent())
+      return false;
+    for (Operation *user : alloc.getResult().getUsers())
+      if (auto scatter = dyn_cast<sched::ReduceScatterOp>(user))
+        if (scatter.getDst() == alloc.getResult() && !scatter.getAccumulate())
+          return true;
+    return false;
+  }
+
+  void retypeWorkingBuffers() {
+    for (auto alloc : llvm::to_vector(body().getOps<sched::AllocOp>())) {
+      switch (alloc.getRole()) {
+      case sched::BufferRole::Param:
+      case sched::BufferRole::Gathered:
+      case sched::BufferRole::Activations:
+      case sched::BufferRole::UnshardedGrad:
+      case sched::BufferRole::Grad:
+      case sched::BufferRole::Bucket:
+        retypeBuffer(alloc.getResult(),
+                     isReductionResult(alloc) ? reduce : working);
+        break;
+      default:
+        break;
+      }
+    }
+  }
+
+  sched::AllocOp allocLike(Value like, Type elementType, StringRef name) {
+    return sched::AllocOp::create(builder, like.getLoc(),
+                                  withElementType(like, elementType), name,
+                                  sched::BufferRole::Staging,
+                                  /*persistent=*/false, /*offset=*/nullptr);
+  }
+
+  std::string nameOf(Value buffer, StringRef suffix) {
+    sched::AllocOp root = rootAlloc(buffer);
+    return ((root ? root.getName() : StringRef("buffer")) + suffix).str();
+  }
+
+  /// Gradient reductions in the working type instead run on a copy in the
+  /// reduce type, converted back once the reduction is waited for.
+  LogicalResult reduceInReduceType() {
+    if (reduce == working)
+      return success();
+    SmallVector<Operation *> reductions;
+    for (Operation &op : body())
+      if (isa<sched::AllReduceOp, sched::ReduceScatterOp>(op))
+        reductions.push_back(&op);
+    for (Operation *op : reductions) {
+      Value input = isa<sched::AllReduceOp>(op)
+                        ? cast<sched::AllReduceOp>(op).getBuffer()
+                        : cast<sched::ReduceScatterOp>(op).getSrc();
+      if (elementTypeOf(input) != working)
+        continue;
+      if (failed(settleAfterEvents(op)))
+        return failure();
+      FailureOr<sched::WaitOp> wait;
+      if (auto allReduce = dyn_cast<sched::AllReduceOp>(op)) {
+        Value buffer = allReduce.getBuffer();
+        if (failed(wait = waitOf(op)))
+          return failure();
+        builder.setInsertionPoint(op);
+        auto copy = allocLike(buffer, reduce, nameOf(buffer, ".reduce"));
+        sched::CastOp::create(builder, op->getLoc(), buffer, copy);
+        allReduce.getBufferMutable().assign(copy);
+        builder.setInsertionPointAfter(*wait);
+        sched::CastOp::create(builder, op->getLoc(), copy, buffer);
+        settled[op] = sched::FreeOp::create(builder, op->getLoc(), copy);
+        continue;
+      }
+      auto scatter = cast<sched::ReduceScatterOp>(op);
+      Value src = scatter.getSrc(), dst = scatter.getDst();
+      if (failed(wait = waitOf(op)))
+        return failure();
+      builder.setInsertionPoint(op);
+      auto srcCopy = allocLike(src, reduce, nameOf(src, ".reduce"));
+      sched::CastOp::create(builder, op->getLoc(), src, srcCopy);
+      scatter.getSrcMutable().assign(srcCopy);
+      sched::AllocOp dstCopy;
+      if (elementTypeOf(dst) != reduce) {
+        builder.setInsertionPoint(op);
+        dstCopy = allocLike(dst, reduce, nameOf(dst, ".reduce"));
+        scatter.getDstMutable().assign(dstCopy);
+      }
+      builder.setInsertionPointAfter(*wait);
+      if (dstCopy) {
+        if (scatter.getAccumulate())
+          sched::AccumulateOp::create(builder, op->getLoc(), dstCopy, dst);
+        else
+          sched::CastOp::create(builder, op->getLoc(), dstCopy, dst);
+        scatter.setAccumulate(false);
+        sched::FreeOp::create(builder, op->getLoc(), dstCopy);
+      }
+      settled[op] = sched::FreeOp::create(builder, op->getLoc(), srcCopy);
+    }
+    return success();
+  }
+
+  /// A reduction that follows other async ops (`after`) reads what they
+  /// write; its cast into the reduce type runs on the compute stream, so the
+  /// reduction moves to where those ops are waited for (and their results
+  /// converted back), which makes the `after` edges redundant.
+  LogicalResult settleAfterEvents(Operation *op) {
+    OperandRange after = isa<sched::AllReduceOp>(op)
+                             ? cast<sched::AllReduceOp>(op).getAfter()
+                             : cast<sched::ReduceScatterOp>(op).getAfter();
+    if (after.empty())
+      return success();
+    Operation *point = nullptr;
+    for (Value event : after) {
+      Operation *producer = event.getDefiningOp();
+      if (!producer)
+        return op->emitOpError("waits for an event no op produces");
+      Operation *end = settled.lookup(producer);
+      if (!end) {
+        FailureOr<sched::WaitOp> wait = waitOf(producer);
+        if (failed(wait))
+          return failure();
+        end = *wait;
+      }
+      if (!point || point->isBeforeInBlock(end))
+        point = end;
+    }
+    FailureOr<sched::WaitOp> ownWait = waitOf(op);
+    if (failed(ownWait))
+      return failure();
+    if ((*ownWait)->isBeforeInBlock(point))
+      return op->emitOpError("is waited for before the events it follows");
+    op->moveAfter(point);
+    if (auto allReduce = dyn_cast<sched::AllReduceOp>(op))
+      allReduce.getAfterMutable().clear();
+    else
+      cast<sched::ReduceScatterOp>(op).getAfterMutable().clear();
+    return success();
+  }
+
+  /// The steps read fp32 gradients: each gradient not already fp32 is cast
+  /// into a transient fp32 buffer before the first op of the step section
+  /// that reads it (its grad_norm, or else the first step) and freed after
+  /// its step.
+  void castStepGradients() {
+    if (steps.empty())
+      return;
+    for (sched::OptimizerStepOp step : steps) {
+      Value grads = step.getGrads();
+      if (elementTypeOf(grads) == f32)
+        continue;
+      Operation *firstReader = steps.front();
+      for (Operation &op : body()) {
+        if (&op == steps.front().getOperation())
+          break;
+        if (auto norm = dyn_cast<sched::GradNormOp>(op);
+            norm && norm.getGrads() == grads) {
+          firstReader = norm;
+          break;
+        }
+      }
+      builder.setInsertionPoint(firstReader);
+      auto fp32 = allocLike(grads, f32, nameOf(grads, ".fp32"));
+      sched::CastOp::create(builder, step.getLoc(), grads, fp32);
+      for (OpOperand &use : llvm::make_early_inc_range(grads.getUses()))
+        if (isa<sched::GradNormOp>(use.getOwner()) ||
+            use.getOwner() == step.getOperation())
+          use.set(fp32);
+      // After the master -> parameter cast that follows the step.
+      builder.setInsertionPointAfter(step->getNextNode());
+      sched::FreeOp::create(builder, step.getLoc(), fp32);
+    }
+  }
+
+  /// fp16: the loss is scaled up before backward and every step unscales,
+  /// skipping the update (on every rank alike) when any rank's gradients
+  /// overflowed; dynamic scaling then adapts the scale.
+  LogicalResult scaleLoss() {
+    if (steps.empty())
+      return program.emitOpError("fp16 loss scaling needs an optimizer step");
+    Location loc = program.getLoc();
+    auto scalarType = sched::getBufferType(program.getContext(), 1, f32,
+                                           sched::MemorySpace::Device);
+    builder.setInsertionPointToStart(&body());
+    auto lossScale = sched::AllocOp::create(
+        builder, loc, scalarType, "loss_scale", sched::BufferRole::Scalar,
+        /*persistent=*/true, /*offset=*/nullptr);
+    for (auto loss : body().getOps<sched::LossOp>())
+      loss.getLossScaleMutable().assign(lossScale);
+
+    builder.setInsertionPoint(steps.front());
+    auto foundInf = sched::AllocOp::create(
+        builder, loc, scalarType, "found_inf", sched::BufferRole::Scalar,
+        /*persistent=*/false, /*offset=*/nullptr);
+    sched::ZeroOp::create(builder, loc, foundInf);
+    for (sched::OptimizerStepOp step : steps)
+      sched::CheckFiniteOp::create(builder, step.getLoc(), step.getGrads(),
+                                   foundInf);
+    auto anyInf = sched::AllReduceOp::create(
+        builder, loc, sched::EventType::get(program.getContext()), foundInf,
+        sched::Group::World, sched::ReduceOp::Max, ValueRange());
+    sched::WaitOp::create(builder, loc, anyInf);
+
+    Operation *afterSteps = nullptr;
+    for (sched::OptimizerStepOp step : steps) {
+      step.getFoundInfMutable().assign(foundInf);
+      step.getLossScaleMutable().assign(lossScale);
+      afterSteps = step;
+      // The master -> parameter cast and the fp32 gradient's free.
+      while (afterSteps->getNextNode() &&
+             isa<sched::CastOp, sched::FreeOp>(afterSteps->getNextNode()) &&
+             (afterSteps->getNextNode()->getOperand(0) == step.getParams() ||
+              afterSteps->getNextNode()->getOperand(0) == step.getGrads()))
+        afterSteps = afterSteps->getNextNode();
+    }
+    builder.setInsertionPointAfter(afterSteps);
+    if (train().getLossScale().getKind() == plan::LossScaleKind::Dynamic)
+      sched::UpdateLossScaleOp::create(builder, loc, lossScale, foundInf);
+    sched::FreeOp::create(builder, loc, foundInf);
+    return success();
+  }
+
+  sched::ProgramOp program;
+  plan::PlanOp plan;
+  OpBuilder builder;
+  Type working, reduce, f32;
+  SmallVector<sched::OptimizerStepOp> steps;
+  /// For each rewritten reduction, the last op of its conversion back.
+  llvm::DenseMap<Operation *, Operation *> settled;
+};
+
+struct SchedInsertCastsPass
+    : plan::impl::SchedInsertCastsBase<SchedInsertCastsPass> {
   void runOnOperation() override {
-    getOperation().emitError("pass '") << getArgument() << "' is not written yet";
-    signalPassFailure();
+    for (auto program : getOperation().getOps<sched::ProgramOp>()) {
+      plan::PlanOp plan = program.getPlanOp();
+      if (!plan) {
+        program.emitOpError("'") << program.getPlan() << "' names no plan";
+        return signalPassFailure();
+      }
+      if (plan.getTrain().getPrecision() == plan::Precision::FP32)
+        continue;
+      if (failed(MixedPrecisionRewrite(program, plan).run()))
+        return signalPassFailure();
+    }
   }
 };
+
 } // namespace

@@ -1,18 +1,522 @@
-//===- InsertOffloadCopies.cpp - UNDER CONSTRUCTION ----------------------------------------===//
-// Scaffolding so the tree builds while this pass is written; it fails loudly.
+//===- InsertOffloadCopies.cpp - Offloaded state and its staging copies ---===//
+//
+// `sched-insert-offload-copies` (docs/sched.md): the plan's offloaded state
+// moves to pinned host memory, the optimizer step runs where the plan says,
+// and every op that touches a buffer in the other memory space gets a
+// transient staging buffer on its own side with the sched.copy that fills it
+// (host-to-device, right before the use) or drains it (device-to-host, right
+// after the write).
+//
+//===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace plan {
 #define GEN_PASS_DEF_SCHEDINSERTOFFLOADCOPIES
 #include "passes/Passes.h.inc"
 } // namespace plan
 
+using namespace mlir;
+
 namespace {
-struct SchedInsertOffloadCopiesPass : plan::impl::SchedInsertOffloadCopiesBase<SchedInsertOffloadCopiesPass> {
+
+MemRefType bufferType(Value buffer) {
+  return cast<MemRefType>(buffer.getType());
+}
+
+sched::MemorySpace spaceOf(Value buffer) {
+  return sched::getMemorySpace(bufferType(buffer));
+}
+
+bool onDevice(sched::MemorySpace space) {
+  return space == sched::MemorySpace::Device;
+}
+
+/// The sched.alloc a buffer comes from, looking through views; null when
+/// the buffer is not rooted in an alloc.
+sched::AllocOp rootAlloc(Value buffer) {
+  while (Operation *def = buffer.getDefiningOp()) {
+    if (auto alloc = dyn_cast<sched::AllocOp>(def))
+      return alloc;
+    if (auto view = dyn_cast<sched::ViewOp>(def))
+      buffer = view.getSource();
+    else if (auto shard = dyn_cast<sched::ShardViewOp>(def))
+      buffer = shard.getSource();
+    else
+      return {};
+  }
+  return {};
+}
+
+/// Moves `buffer` and every view of it (transitively) to `space`. Only views
+/// derive their result type from a buffer; every other sched op takes its
+/// buffer operands as they are.
+void moveBuffer(Value buffer, sched::MemorySpace space) {
+  MemRefType type = bufferType(buffer);
+  buffer.setType(MemRefType::Builder(type).setMemorySpace(
+      sched::MemorySpaceAttr::get(buffer.getContext(), space)));
+  for (Operation *user : buffer.getUsers())
+    if (isa<sched::ViewOp, sched::ShardViewOp>(user))
+      moveBuffer(user->getResult(0), space);
+}
+
+enum class Access { Read, Write, ReadWrite };
+
+bool reads(Access access) { return access != Access::Write; }
+bool writes(Access access) { return access != Access::Read; }
+
+struct BufferUse {
+  unsigned operandIndex;
+  Access access;
+};
+
+/// Appends the operands of ODS operand group `odsIndex` of `op`.
+template <typename OpTy>
+void addUses(SmallVectorImpl<BufferUse> &uses, OpTy op, unsigned odsIndex,
+             Access access) {
+  auto [start, length] = op.getODSOperandIndexAndLength(odsIndex);
+  for (unsigned i = start; i < start + length; ++i)
+    uses.push_back({i, access});
+}
+
+/// How `op` accesses each of its buffer operands; failure for an op whose
+/// accesses this pass does not know.
+FailureOr<SmallVector<BufferUse>> bufferUses(Operation *op) {
+  SmallVector<BufferUse> uses;
+  constexpr Access R = Access::Read, W = Access::Write, RW = Access::ReadWrite;
+  bool known = llvm::TypeSwitch<Operation *, bool>(op)
+                   .Case([&](sched::ForwardOp o) {
+                     addUses(uses, o, 0, R); // params
+                     addUses(uses, o, 1, R); // tied
+                     addUses(uses, o, 2, W); // saves
+                     return true;
+                   })
+                   .Case([&](sched::RecomputeOp o) {
+                     addUses(uses, o, 0, R);
+                     addUses(uses, o, 1, R);
+                     addUses(uses, o, 2, R); // input
+                     addUses(uses, o, 3, W); // saves
+                     return true;
+                   })
+                   .Case([&](sched::BackwardOp o) {
+                     addUses(uses, o, 0, R);
+                     addUses(uses, o, 1, R);
+                     addUses(uses, o, 2, R);  // activations
+                     addUses(uses, o, 3, RW); // grads: backward adds into them
+                     addUses(uses, o, 4, RW); // tied_grads
+                     return true;
+                   })
+                   .Case([&](sched::LossOp o) {
+                     addUses(uses, o, 0, R);
+                     return true;
+                   })
+                   .Case([&](sched::GradNormOp o) {
+                     addUses(uses, o, 0, R);
+                     addUses(uses, o, 1, RW);
+                     return true;
+                   })
+                   .Case([&](sched::CheckFiniteOp o) {
+                     addUses(uses, o, 0, R);
+                     addUses(uses, o, 1, RW);
+                     return true;
+                   })
+                   .Case([&](sched::OptimizerStepOp o) {
+                     addUses(uses, o, 0, RW); // params
+                     addUses(uses, o, 1, R);  // grads
+                     addUses(uses, o, 2, RW); // state
+                     addUses(uses, o, 3, R);  // norm
+                     addUses(uses, o, 4, R);  // found_inf
+                     addUses(uses, o, 5, R);  // loss_scale
+                     return true;
+                   })
+                   .Case([&](sched::UpdateLossScaleOp o) {
+                     addUses(uses, o, 0, RW);
+                     addUses(uses, o, 1, R);
+                     return true;
+                   })
+                   .Case([&](sched::CastOp o) {
+                     addUses(uses, o, 0, R);
+                     addUses(uses, o, 1, W);
+                     return true;
+                   })
+                   .Case([&](sched::ZeroOp o) {
+                     addUses(uses, o, 0, W);
+                     return true;
+                   })
+                   .Case([&](sched::AccumulateOp o) {
+                     addUses(uses, o, 0, R);
+                     addUses(uses, o, 1, RW);
+                     return true;
+                   })
+                   .Case([&](sched::AllGatherOp o) {
+                     addUses(uses, o, 0, R);
+                     addUses(uses, o, 1, W);
+                     return true;
+                   })
+                   .Case([&](sched::ReduceScatterOp o) {
+                     addUses(uses, o, 0, R);
+                     addUses(uses, o, 1, o.getAccumulate() ? RW : W);
+                     return true;
+                   })
+                   .Case([&](sched::AllReduceOp o) {
+                     addUses(uses, o, 0, RW);
+                     return true;
+                   })
+                   .Case([&](sched::BroadcastOp o) {
+                     addUses(uses, o, 0, RW);
+                     return true;
+                   })
+                   // Ops that move or name memory rather than compute on it.
+                   .Case<sched::AllocOp, sched::FreeOp, sched::ViewOp,
+                         sched::ShardViewOp, sched::CopyOp, sched::WaitOp>(
+                       [](Operation *) { return true; })
+                   .Default([](Operation *) { return false; });
+  if (!known)
+    return op->emitOpError("sched-insert-offload-copies does not know how "
+                           "this op accesses its buffers");
+  return uses;
+}
+
+/// Where an op runs. Compute and collectives run on the device; the step
+/// where the plan puts it; element-wise ops next to their data: a cast where
+/// its wider side lives (so the narrower type crosses the bus), an
+/// accumulation where its destination lives, a norm or finiteness check
+/// where the gradient lives.
+sched::MemorySpace placeOf(Operation *op, sched::MemorySpace stepSpace) {
+  return llvm::TypeSwitch<Operation *, sched::MemorySpace>(op)
+      .Case([&](sched::OptimizerStepOp) { return stepSpace; })
+      .Case([](sched::CastOp o) {
+        unsigned srcWidth = bufferType(o.getSrc()).getElementTypeBitWidth();
+        unsigned dstWidth = bufferType(o.getDst()).getElementTypeBitWidth();
+        return spaceOf(dstWidth > srcWidth ? o.getDst() : o.getSrc());
+      })
+      .Case([](sched::AccumulateOp o) { return spaceOf(o.getDst()); })
+      .Case([](sched::ZeroOp o) { return spaceOf(o.getBuffer()); })
+      .Case([](sched::GradNormOp o) { return spaceOf(o.getGrads()); })
+      .Case([](sched::CheckFiniteOp o) { return spaceOf(o.getBuffer()); })
+      .Case(
+          [](sched::UpdateLossScaleOp o) { return spaceOf(o.getLossScale()); })
+      .Default([](Operation *) { return sched::MemorySpace::Device; });
+}
+
+bool isCollective(Operation *op) {
+  return isa<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp,
+             sched::BroadcastOp>(op);
+}
+
+/// The one sched.wait of an async op's event.
+FailureOr<sched::WaitOp> waitOf(Operation *asyncOp) {
+  sched::WaitOp found;
+  for (Operation *user : asyncOp->getResult(0).getUsers()) {
+    auto wait = dyn_cast<sched::WaitOp>(user);
+    if (!wait)
+      continue;
+    if (found)
+      return asyncOp->emitOpError("event is waited more than once");
+    found = wait;
+  }
+  if (!found)
+    return asyncOp->emitOpError("event is never waited");
+  return found;
+}
+
+void appendAfter(Operation *collective, Value event) {
+  llvm::TypeSwitch<Operation *>(collective)
+      .Case<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp,
+            sched::BroadcastOp>(
+          [&](auto op) { op.getAfterMutable().append(event); });
+}
+
+/// Places one program's buffers per the plan's offload and stages every
+/// use across the host/device boundary.
+class OffloadRewrite {
+public:
+  OffloadRewrite(sched::ProgramOp program, plan::PlanOp plan)
+      : program(program), builder(program.getContext()) {
+    builder.setListener(&created);
+    plan::ParallelAttr parallel = plan.getParallel();
+    plan::OffloadAttr offload = parallel.getOffload();
+    paramsOnHost = offload.getParams() == plan::MemorySpace::Host;
+    gradsOnHost = offload.getGrads() == plan::MemorySpace::Host;
+    optimizerOnHost = offload.getOptimizer() == plan::MemorySpace::Host;
+    stepSpace = parallel.getOptimizerStep() == plan::MemorySpace::Host
+                    ? hostSpace
+                    : sched::MemorySpace::Device;
+    sharded = parallel.getSharding() != plan::Sharding::NoShard &&
+              parallel.getSharding() != plan::Sharding::Zero1;
+  }
+
+  LogicalResult run() {
+    placeBuffers();
+    for (Operation *op :
+         llvm::to_vector(llvm::make_pointer_range(program.getBody().front())))
+      if (failed(stage(op)))
+        return failure();
+    return success();
+  }
+
+private:
+  static constexpr sched::MemorySpace hostSpace =
+      sched::MemorySpace::PinnedHost;
+
+  Block &body() { return program.getBody().front(); }
+
+  void placeBuffers() {
+    for (auto alloc : body().getOps<sched::AllocOp>()) {
+      bool toHost = false;
+      switch (alloc.getRole()) {
+      case sched::BufferRole::Param:
+        toHost = alloc.getPersistent() && paramsOnHost;
+        break;
+      // no_shard and zero1 accumulate full gradients that backward adds
+      // into; only their reduced form, which the step reads, leaves the
+      // device (and the step then runs on the host).
+      case sched::BufferRole::Grad:
+        toHost = alloc.getPersistent() && gradsOnHost && sharded;
+        break;
+      case sched::BufferRole::Master:
+      case sched::BufferRole::ExpAvg:
+      case sched::BufferRole::ExpAvgSq:
+      case sched::BufferRole::Momentum:
+        toHost = alloc.getPersistent() && optimizerOnHost;
+        break;
+      default:
+        break;
+      }
+      if (toHost)
+        moveBuffer(alloc.getResult(), hostSpace);
+    }
+    // The fp32 gradient sched-insert-casts makes for a step lives with the
+    // step, so the cast that fills it runs there too.
+    if (onDevice(stepSpace))
+      return;
+    for (auto step : body().getOps<sched::OptimizerStepOp>()) {
+      sched::AllocOp grads = rootAlloc(step.getGrads());
+      if (grads && !grads.getPersistent() &&
+          grads.getRole() == sched::BufferRole::Staging &&
+          onDevice(spaceOf(grads.getResult())))
+        moveBuffer(grads.getResult(), hostSpace);
+    }
+  }
+
+  /// "<buffer>.staging"; a staging buffer's own staging keeps its name.
+  std::string stagingName(Value buffer) {
+    sched::AllocOp root = rootAlloc(buffer);
+    if (!root)
+      return "staging";
+    if (root.getRole() == sched::BufferRole::Staging)
+      return root.getName().str();
+    return (root.getName() + ".staging").str();
+  }
+
+  sched::AllocOp allocStaging(Value like, sched::MemorySpace space) {
+    MemRefType type = MemRefType::Builder(bufferType(like))
+                          .setMemorySpace(sched::MemorySpaceAttr::get(
+                              like.getContext(), space));
+    return sched::AllocOp::create(builder, like.getLoc(), type,
+                                  stagingName(like), sched::BufferRole::Staging,
+                                  /*persistent=*/false, /*offset=*/nullptr);
+  }
+
+  Value copy(Location loc, Value src, Value dst) {
+    return sched::CopyOp::create(builder, loc,
+                                 sched::EventType::get(src.getContext()), src,
+                                 dst, ValueRange())
+        .getDone();
+  }
+
+  /// A device-to-host (or host-to-device) copy into `dst` is waited for,
+  /// and its staging source freed, only before the next op that touches
+  /// `dst`'s buffer, or at the end of the program.
+  void waitBeforeNextUse(Operation *copyOp, Value dst, Value staging) {
+    sched::AllocOp root = rootAlloc(dst);
+    Operation *next = copyOp->getNextNode();
+    for (; next; next = next->getNextNode())
+      if (llvm::any_of(next->getOperands(),
+                       [&](Value v) { return rootAlloc(v) == root; }))
+        break;
+    if (next)
+      builder.setInsertionPoint(next);
+    else
+      builder.setInsertionPointToEnd(&body());
+    sched::WaitOp::create(builder, copyOp->getLoc(), copyOp->getResult(0));
+    sched::FreeOp::create(builder, copyOp->getLoc(), staging);
+  }
+
+  LogicalResult stage(Operation *op) {
+    FailureOr<SmallVector<BufferUse>> uses = bufferUses(op);
+    if (failed(uses))
+      return failure();
+    sched::MemorySpace place = placeOf(op, stepSpace);
+    if (auto scatter = dyn_cast<sched::ReduceScatterOp>(op);
+        scatter && scatter.getAccumulate() &&
+        spaceOf(scatter.getDst()) != place)
+      return stageAccumulatingScatter(scatter);
+    bool staged = false;
+    for (BufferUse use : *uses) {
+      Value buffer = op->getOperand(use.operandIndex);
+      if (spaceOf(buffer) == place)
+        continue;
+      // Copies are ordered against later uses of the buffer they fill.
+      if (!rootAlloc(buffer))
+        return op->emitOpError("uses a buffer that no sched.alloc creates");
+      staged = true;
+    }
+    if (staged && isCollective(op) && failed(settleAfterEvents(op)))
+      return failure();
+    for (BufferUse use : *uses) {
+      Value buffer = op->getOperand(use.operandIndex);
+      if (spaceOf(buffer) == place)
+        continue;
+      if (isCollective(op)) {
+        if (failed(stageCollectiveOperand(op, use)))
+          return failure();
+        continue;
+      }
+      Location loc = op->getLoc();
+      builder.setInsertionPoint(op);
+      auto staging = allocStaging(buffer, place);
+      if (reads(use.access)) {
+        Value filled = copy(loc, buffer, staging);
+        sched::WaitOp::create(builder, loc, filled);
+      }
+      op->setOperand(use.operandIndex, staging);
+      builder.setInsertionPointAfter(op);
+      if (!writes(use.access)) {
+        sched::FreeOp::create(builder, loc, staging);
+        continue;
+      }
+      Value drained = copy(loc, staging, buffer);
+      waitBeforeNextUse(drained.getDefiningOp(), buffer, staging);
+    }
+    return success();
+  }
+
+  /// A collective that follows other async ops (`after`) reads what they
+  /// write, and this pass may have moved those writes to the compute stream
+  /// after their waits (a host gradient shard is accumulated there). Its
+  /// staging copy runs on the compute stream's order too, so the collective
+  /// moves to right after those waits and what this pass put after them,
+  /// which makes its `after` edges redundant.
+  LogicalResult settleAfterEvents(Operation *op) {
+    auto after =
+        llvm::to_vector(llvm::make_filter_range(op->getOperands(), [](Value v) {
+          return isa<sched::EventType>(v.getType());
+        }));
+    if (after.empty())
+      return success();
+    Operation *point = nullptr;
+    for (Value event : after) {
+      Operation *producer = event.getDefiningOp();
+      if (!producer)
+        return op->emitOpError("follows an event no op produces");
+      FailureOr<sched::WaitOp> wait = waitOf(producer);
+      if (failed(wait))
+        return failure();
+      Operation *end = *wait;
+      while (end->getNextNode() && created.ops.contains(end->getNextNode()))
+        end = end->getNextNode();
+      if (!point || point->isBeforeInBlock(end))
+        point = end;
+    }
+    FailureOr<sched::WaitOp> ownWait = waitOf(op);
+    if (failed(ownWait))
+      return failure();
+    if ((*ownWait)->isBeforeInBlock(point))
+      return op->emitOpError("is waited for before the events it follows");
+    op->moveAfter(point);
+    llvm::TypeSwitch<Operation *>(op)
+        .Case<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp,
+              sched::BroadcastOp>(
+            [&](auto collective) { collective.getAfterMutable().clear(); });
+    return success();
+  }
+
+  /// A collective runs on the device: a host input is copied in on the
+  /// host-to-device stream and the collective follows that copy (`after`);
+  /// a host output is filled from the staging buffer once the collective is
+  /// waited for.
+  LogicalResult stageCollectiveOperand(Operation *op, BufferUse use) {
+    FailureOr<sched::WaitOp> wait = waitOf(op);
+    if (failed(wait))
+      return failure();
+    Location loc = op->getLoc();
+    Value buffer = op->getOperand(use.operandIndex);
+    builder.setInsertionPoint(op);
+    auto staging = allocStaging(buffer, sched::MemorySpace::Device);
+    if (reads(use.access)) {
+      Value filled = copy(loc, buffer, staging);
+      appendAfter(op, filled);
+      // Its one wait; the collective's own wait implies it already.
+      builder.setInsertionPoint(*wait);
+      sched::WaitOp::create(builder, loc, filled);
+    }
+    op->setOperand(use.operandIndex, staging);
+    builder.setInsertionPointAfter(*wait);
+    if (!writes(use.access)) {
+      sched::FreeOp::create(builder, loc, staging);
+      return success();
+    }
+    Value drained = copy(loc, staging, buffer);
+    waitBeforeNextUse(drained.getDefiningOp(), buffer, staging);
+    return success();
+  }
+
+  /// Reduce-scattering onto a gradient shard that lives on the host: the
+  /// shard is reduced into a device buffer and, once that completes, added
+  /// into the host shard (which stages the device result to the host).
+  LogicalResult stageAccumulatingScatter(sched::ReduceScatterOp scatter) {
+    FailureOr<sched::WaitOp> wait = waitOf(scatter);
+    if (failed(wait))
+      return failure();
+    Location loc = scatter.getLoc();
+    Value dst = scatter.getDst();
+    if (!onDevice(spaceOf(scatter.getSrc())))
+      return scatter.emitOpError("reduces a buffer that is not on the device");
+    builder.setInsertionPoint(scatter);
+    auto reduced = allocStaging(dst, sched::MemorySpace::Device);
+    scatter.getDstMutable().assign(reduced);
+    scatter.setAccumulate(false);
+    builder.setInsertionPointAfter(*wait);
+    auto add = sched::AccumulateOp::create(builder, loc, reduced, dst);
+    sched::FreeOp::create(builder, loc, reduced);
+    return stage(add);
+  }
+
+  /// Ops this pass inserted, to tell them from the input's.
+  struct CreatedOps : OpBuilder::Listener {
+    void notifyOperationInserted(Operation *op,
+                                 OpBuilder::InsertPoint) override {
+      ops.insert(op);
+    }
+    llvm::DenseSet<Operation *> ops;
+  };
+
+  sched::ProgramOp program;
+  CreatedOps created;
+  OpBuilder builder;
+  bool paramsOnHost = false, gradsOnHost = false, optimizerOnHost = false;
+  bool sharded = false;
+  sched::MemorySpace stepSpace = sched::MemorySpace::Device;
+};
+
+struct SchedInsertOffloadCopiesPass
+    : plan::impl::SchedInsertOffloadCopiesBase<SchedInsertOffloadCopiesPass> {
   void runOnOperation() override {
-    getOperation().emitError("pass '") << getArgument() << "' is not written yet";
-    signalPassFailure();
+    for (auto program : getOperation().getOps<sched::ProgramOp>()) {
+      plan::PlanOp plan = program.getPlanOp();
+      if (!plan) {
+        program.emitOpError("'") << program.getPlan() << "' names no plan";
+        return signalPassFailure();
+      }
+      if (failed(OffloadRewrite(program, plan).run()))
+        return signalPassFailure();
+    }
   }
 };
+
 } // namespace

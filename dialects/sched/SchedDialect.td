@@ -43,8 +43,12 @@ def Sched_MemorySpace : Sched_Enum<"MemorySpace", "where a buffer lives", [
   I32EnumAttrCase<"Host", 1, "host">,
   I32EnumAttrCase<"PinnedHost", 2, "pinned_host">]>;
 
+// `#sched.space<device>`: the angle brackets make it parseable where it
+// stands alone, as a memref's memory space.
 def Sched_MemorySpaceAttr
-    : EnumAttr<Sched_Dialect, Sched_MemorySpace, "space">;
+    : EnumAttr<Sched_Dialect, Sched_MemorySpace, "space"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 def Sched_Group : Sched_Enum<"Group", "process group of the mesh", [
   // Axis 1 of the mesh: the ranks that share one copy of the sharded state.
