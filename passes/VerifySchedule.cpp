@@ -1,18 +1,546 @@
-//===- VerifySchedule.cpp - UNDER CONSTRUCTION ----------------------------------------===//
-// Scaffolding so the tree builds while this pass is written; it fails loudly.
+//===- VerifySchedule.cpp - Reject racy or unsafe schedules ---------------===//
+//
+// Walks each sched.program once, in program order, as the compute stream
+// would, and rejects what docs/sched.md ("sched-verify-schedule") lists:
+// reads of unwritten elements, uses and frees of dead buffers, transient
+// buffers never freed, events not waited exactly once, races with
+// asynchronous ops still in flight, and collectives on groups the mesh does
+// not have.
+//
+// Buffers are tracked per root sched.alloc: a sched.view is the element range
+// [offset, offset + size) of its root, so a write through a view counts for
+// that range only. A sched.shard_view's position depends on the rank: for
+// races it stands for its whole source (some rank's slice overlaps), and a
+// write through it fills only what a read through the same shard view reads.
+// An asynchronous op is in flight from where it is issued until a sched.wait
+// on its event, or on the event of an op that lists it (directly or through
+// others) in `after`, since that op started only once it had finished.
+//
+// The walk is linear in the program: each op's operands are resolved through
+// a map from buffer values to root ranges, written ranges are a sorted
+// interval map per root, and completed asynchronous ops leave the in-flight
+// lists as they are next scanned.
+//
+//===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <map>
+#include <optional>
 
 namespace plan {
 #define GEN_PASS_DEF_SCHEDVERIFYSCHEDULE
 #include "passes/Passes.h.inc"
 } // namespace plan
 
+using namespace mlir;
+using namespace sched;
+
 namespace {
-struct SchedVerifySchedulePass : plan::impl::SchedVerifyScheduleBase<SchedVerifySchedulePass> {
-  void runOnOperation() override {
-    getOperation().emitError("pass '") << getArgument() << "' is not written yet";
-    signalPassFailure();
+
+/// Elements [begin, end) of a root buffer.
+struct ElementRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  bool overlaps(const ElementRange &other) const {
+    return begin < other.end && other.begin < end;
   }
 };
+
+/// The element ranges of a root buffer that hold data, disjoint and merged.
+class WrittenRanges {
+public:
+  void add(ElementRange range) {
+    int64_t begin = range.begin, end = range.end;
+    auto it = ranges.upper_bound(begin);
+    if (it != ranges.begin() && std::prev(it)->second >= begin)
+      --it;
+    while (it != ranges.end() && it->first <= end) {
+      begin = std::min(begin, it->first);
+      end = std::max(end, it->second);
+      it = ranges.erase(it);
+    }
+    ranges.emplace(begin, end);
+  }
+
+  /// The first element of `range` nothing wrote, if any.
+  std::optional<int64_t> firstUnwritten(ElementRange range) const {
+    int64_t pos = range.begin;
+    auto it = ranges.upper_bound(pos);
+    if (it != ranges.begin() && std::prev(it)->second > pos)
+      pos = std::prev(it)->second;
+    if (pos >= range.end)
+      return std::nullopt;
+    return pos;
+  }
+
+private:
+  std::map<int64_t, int64_t> ranges; // begin -> end
+};
+
+/// What an asynchronous op, not yet known to be complete, does to a root.
+struct InFlightAccess {
+  unsigned async;
+  ElementRange range;
+  bool writes;
+};
+
+/// A buffer created by sched.alloc, with everything that aliases it.
+/// This rank's slice of a range, written through a sched.shard_view.
+struct ShardWrite {
+  ElementRange source;
+  Group group;
+};
+
+struct Root {
+  AllocOp alloc;
+  Operation *freedBy = nullptr;
+  WrittenRanges written;
+  SmallVector<ShardWrite, 1> shardWrites;
+  SmallVector<InFlightAccess, 2> inFlight;
+};
+
+/// A buffer operand resolved to its root.
+struct BufferRef {
+  unsigned root;
+  ElementRange range;
+  /// Set for a sched.shard_view: `range` is then its source's range.
+  std::optional<Group> shard;
+};
+
+struct AsyncState {
+  Operation *op;
+  SmallVector<unsigned, 2> after; // indices of the ops it starts after
+  Operation *waitedBy = nullptr;
+  bool done = false;
+};
+
+/// One buffer operand of an op and what the op does with it.
+struct Access {
+  Value buffer;
+  bool reads;
+  bool writes;
+};
+
+Access reads(Value buffer) { return {buffer, true, false}; }
+Access writes(Value buffer) { return {buffer, false, true}; }
+Access updates(Value buffer) { return {buffer, true, true}; }
+
+/// The buffer operands of a non-view, non-free op of a program, or nullopt
+/// for an op this pass does not know.
+std::optional<SmallVector<Access, 4>> accessesOf(Operation *op) {
+  SmallVector<Access, 4> accesses;
+  auto addIf = [&](Value buffer, Access (*kind)(Value)) {
+    if (buffer)
+      accesses.push_back(kind(buffer));
+  };
+  bool known =
+      llvm::TypeSwitch<Operation *, bool>(op)
+          .Case([&](AllGatherOp op) {
+            accesses = {reads(op.getSrc()), writes(op.getDst())};
+            return true;
+          })
+          .Case([&](ReduceScatterOp op) {
+            accesses = {reads(op.getSrc()), op.getAccumulate()
+                                                ? updates(op.getDst())
+                                                : writes(op.getDst())};
+            return true;
+          })
+          .Case([&](AllReduceOp op) {
+            accesses = {updates(op.getBuffer())};
+            return true;
+          })
+          .Case([&](BroadcastOp op) {
+            // The root rank reads the buffer, every other rank overwrites it.
+            accesses = {updates(op.getBuffer())};
+            return true;
+          })
+          .Case([&](CopyOp op) {
+            accesses = {reads(op.getSrc()), writes(op.getDst())};
+            return true;
+          })
+          .Case([&](CastOp op) {
+            accesses = {reads(op.getSrc()), writes(op.getDst())};
+            return true;
+          })
+          .Case([&](ZeroOp op) {
+            accesses = {writes(op.getBuffer())};
+            return true;
+          })
+          .Case([&](AccumulateOp op) {
+            accesses = {reads(op.getSrc()), updates(op.getDst())};
+            return true;
+          })
+          .Case([&](ForwardOp op) {
+            accesses = {reads(op.getParams())};
+            addIf(op.getTied(), reads);
+            accesses.push_back(writes(op.getSaves()));
+            return true;
+          })
+          .Case([&](RecomputeOp op) {
+            accesses = {reads(op.getParams())};
+            addIf(op.getTied(), reads);
+            accesses.push_back(reads(op.getInput()));
+            accesses.push_back(writes(op.getSaves()));
+            return true;
+          })
+          .Case([&](LossOp op) {
+            addIf(op.getLossScale(), reads);
+            return true;
+          })
+          .Case([&](BackwardOp op) {
+            accesses = {reads(op.getParams())};
+            addIf(op.getTied(), reads);
+            accesses.push_back(reads(op.getActivations()));
+            accesses.push_back(updates(op.getGrads()));
+            addIf(op.getTiedGrads(), updates);
+            return true;
+          })
+          .Case([&](GradNormOp op) {
+            accesses = {reads(op.getGrads()), updates(op.getNorm())};
+            return true;
+          })
+          .Case([&](CheckFiniteOp op) {
+            // Sets the flag only on overflow: it must hold a value already.
+            accesses = {reads(op.getBuffer()), updates(op.getFoundInf())};
+            return true;
+          })
+          .Case([&](OptimizerStepOp op) {
+            accesses = {updates(op.getParams()), reads(op.getGrads())};
+            for (Value state : op.getState())
+              accesses.push_back(updates(state));
+            addIf(op.getNorm(), reads);
+            addIf(op.getFoundInf(), reads);
+            addIf(op.getLossScale(), reads);
+            return true;
+          })
+          .Case([&](UpdateLossScaleOp op) {
+            accesses = {updates(op.getLossScale()), reads(op.getFoundInf())};
+            return true;
+          })
+          .Default([](Operation *) { return false; });
+  if (!known)
+    return std::nullopt;
+  return accesses;
+}
+
+/// The `after` events and process group of an asynchronous op.
+std::optional<std::pair<OperandRange, std::optional<Group>>>
+asyncInfo(Operation *op) {
+  using Info = std::optional<std::pair<OperandRange, std::optional<Group>>>;
+  return llvm::TypeSwitch<Operation *, Info>(op)
+      .Case<AllGatherOp, ReduceScatterOp, AllReduceOp, BroadcastOp>(
+          [](auto op) -> Info {
+            return std::make_pair(OperandRange(op.getAfter()),
+                                  std::optional<Group>(op.getGroup()));
+          })
+      .Case([](CopyOp op) -> Info {
+        return std::make_pair(OperandRange(op.getAfter()),
+                              std::optional<Group>());
+      })
+      .Default([](Operation *) -> Info { return std::nullopt; });
+}
+
+/// One walk over one program.
+class ScheduleChecker {
+public:
+  explicit ScheduleChecker(ProgramOp program) : program(program) {}
+
+  LogicalResult check() {
+    for (Operation &op : program.getBody().front())
+      if (failed(visit(&op)))
+        return failure();
+    return checkEnd();
+  }
+
+private:
+  LogicalResult visit(Operation *op) {
+    if (auto alloc = dyn_cast<AllocOp>(op))
+      return visitAlloc(alloc);
+    if (auto view = dyn_cast<ViewOp>(op))
+      return visitView(view.getResult(), view.getSource(), view.getOffset(),
+                       std::nullopt);
+    if (auto view = dyn_cast<ShardViewOp>(op))
+      return visitView(view.getResult(), view.getSource(), 0, view.getGroup());
+    if (auto free = dyn_cast<FreeOp>(op))
+      return visitFree(free);
+    if (auto wait = dyn_cast<WaitOp>(op))
+      return visitWait(wait);
+
+    std::optional<SmallVector<Access, 4>> accesses = accessesOf(op);
+    if (!accesses)
+      return op->emitOpError("is not a sched op the schedule verifier knows: "
+                             "it cannot tell what it reads and writes");
+    std::optional<unsigned> async;
+    if (auto info = asyncInfo(op)) {
+      if (info->second && program.getGroupSize(*info->second) < 1)
+        return op->emitOpError("runs on group '")
+               << stringifyGroup(*info->second)
+               << "', which the plan's mesh does not define";
+      async = asyncStates.size();
+      AsyncState state{op, {}, nullptr, false};
+      for (Value event : info->first) {
+        auto it = asyncIndex.find(event.getDefiningOp());
+        if (it == asyncIndex.end())
+          return op->emitOpError("starts after an event no asynchronous op "
+                                 "of this program returns");
+        state.after.push_back(it->second);
+      }
+      asyncIndex[op] = *async;
+      asyncStates.push_back(std::move(state));
+    }
+    return visitAccesses(op, *accesses, async);
+  }
+
+  LogicalResult visitAlloc(AllocOp alloc) {
+    refs[alloc.getResult()] = {static_cast<unsigned>(roots.size()),
+                               {0, alloc.getType().getNumElements()},
+                               std::nullopt};
+    roots.push_back(Root{alloc, nullptr, {}, {}, {}});
+    // Persistent buffers hold last step's state.
+    if (alloc.getPersistent())
+      roots.back().written.add({0, alloc.getType().getNumElements()});
+    return success();
+  }
+
+  /// A view at `offset`, or, with `shard`, this rank's shard of the source.
+  LogicalResult visitView(Value result, Value source, int64_t offset,
+                          std::optional<Group> shard) {
+    FailureOr<BufferRef> ref = resolveLive(result.getDefiningOp(), source);
+    if (failed(ref))
+      return failure();
+    BufferRef view = *ref;
+    if (shard) {
+      view.shard = shard;
+    } else {
+      view.range.begin += offset;
+      view.range.end = view.range.begin +
+                       cast<MemRefType>(result.getType()).getNumElements();
+    }
+    refs[result] = view;
+    return success();
+  }
+
+  LogicalResult visitFree(FreeOp free) {
+    FailureOr<BufferRef> ref = resolve(free, free.getBuffer());
+    if (failed(ref))
+      return failure();
+    Root &root = roots[ref->root];
+    if (root.freedBy) {
+      InFlightDiagnostic diag = free.emitOpError("frees buffer '")
+                                << root.alloc.getName() << "' twice";
+      diag.attachNote(root.freedBy->getLoc()) << "first freed here";
+      return diag;
+    }
+    if (root.alloc.getPersistent())
+      return free.emitOpError("frees persistent buffer '")
+             << root.alloc.getName() << "', which lives across steps";
+    for (const InFlightAccess &access : liveInFlight(root)) {
+      Operation *async = asyncStates[access.async].op;
+      InFlightDiagnostic diag =
+          free.emitOpError("frees buffer '")
+          << root.alloc.getName() << "' while " << async->getName()
+          << (access.writes ? " still writes it" : " still reads it");
+      diag.attachNote(async->getLoc()) << "issued here; not waited yet";
+      return diag;
+    }
+    root.freedBy = free;
+    return success();
+  }
+
+  LogicalResult visitWait(WaitOp wait) {
+    Operation *producer = wait.getEvent().getDefiningOp();
+    auto it = producer ? asyncIndex.find(producer) : asyncIndex.end();
+    if (it == asyncIndex.end())
+      return wait.emitOpError(
+          "waits for an event no asynchronous op of this program returns");
+    AsyncState &state = asyncStates[it->second];
+    if (state.waitedBy) {
+      InFlightDiagnostic diag = wait.emitOpError("waits twice for ")
+                                << describe(state.op);
+      diag.attachNote(state.waitedBy->getLoc()) << "first waited here";
+      return diag;
+    }
+    state.waitedBy = wait;
+    complete(it->second);
+    return success();
+  }
+
+  /// Marks an async op complete, and every op it started after.
+  void complete(unsigned index) {
+    SmallVector<unsigned, 4> worklist = {index};
+    while (!worklist.empty()) {
+      AsyncState &state = asyncStates[worklist.pop_back_val()];
+      if (state.done)
+        continue;
+      state.done = true;
+      llvm::append_range(worklist, state.after);
+    }
+  }
+
+  /// Whether async op `later` starts only after `earlier` finished, through
+  /// its `after` events.
+  bool startsAfter(unsigned later, unsigned earlier) {
+    SmallVector<unsigned, 4> worklist(asyncStates[later].after.begin(),
+                                      asyncStates[later].after.end());
+    llvm::SmallDenseSet<unsigned, 8> seen;
+    while (!worklist.empty()) {
+      unsigned index = worklist.pop_back_val();
+      if (index == earlier)
+        return true;
+      if (seen.insert(index).second)
+        llvm::append_range(worklist, asyncStates[index].after);
+    }
+    return false;
+  }
+
+  /// The in-flight accesses of `root` whose op is not complete; drops the
+  /// others.
+  ArrayRef<InFlightAccess> liveInFlight(Root &root) {
+    llvm::erase_if(root.inFlight, [&](const InFlightAccess &access) {
+      return asyncStates[access.async].done;
+    });
+    return root.inFlight;
+  }
+
+  LogicalResult visitAccesses(Operation *op, ArrayRef<Access> accesses,
+                              std::optional<unsigned> async) {
+    SmallVector<BufferRef, 4> refsOfOp;
+    for (const Access &access : accesses) {
+      FailureOr<BufferRef> ref = resolveLive(op, access.buffer);
+      if (failed(ref))
+        return failure();
+      refsOfOp.push_back(*ref);
+      Root &root = roots[ref->root];
+      if (access.reads && !isShardWritten(root, *ref))
+        if (std::optional<int64_t> element =
+                root.written.firstUnwritten(ref->range)) {
+          InFlightDiagnostic diag = op->emitOpError("reads buffer '")
+                                    << root.alloc.getName() << "'";
+          if (ref->range.begin != 0 ||
+              ref->range.end != root.alloc.getType().getNumElements())
+            diag << " (element " << *element << ")";
+          diag << " before anything wrote it";
+          diag.attachNote(root.alloc.getLoc()) << "allocated here";
+          return diag;
+        }
+      for (const InFlightAccess &other : liveInFlight(root)) {
+        if (!other.range.overlaps(ref->range) ||
+            !(other.writes || access.writes))
+          continue;
+        if (async && startsAfter(*async, other.async))
+          continue;
+        Operation *otherOp = asyncStates[other.async].op;
+        InFlightDiagnostic diag =
+            op->emitOpError(access.writes ? "writes" : "reads")
+            << " buffer '" << root.alloc.getName() << "' while "
+            << otherOp->getName()
+            << (other.writes ? " still writes it" : " still reads it");
+        diag.attachNote(otherOp->getLoc()) << "issued here; not waited yet";
+        return diag;
+      }
+    }
+    for (auto [access, ref] : llvm::zip_equal(accesses, refsOfOp)) {
+      Root &root = roots[ref.root];
+      if (access.writes && ref.shard)
+        root.shardWrites.push_back({ref.range, *ref.shard});
+      else if (access.writes)
+        root.written.add(ref.range);
+      if (async)
+        root.inFlight.push_back({*async, ref.range, access.writes});
+    }
+    return success();
+  }
+
+  /// Whether `ref` is a shard view whose slice a write through the same
+  /// shard view of the same range filled. Which slice a rank holds is not
+  /// known here, so that write counts for nothing else.
+  static bool isShardWritten(const Root &root, const BufferRef &ref) {
+    return ref.shard &&
+           llvm::any_of(root.shardWrites, [&](const ShardWrite &write) {
+             return write.group == *ref.shard &&
+                    write.source.begin == ref.range.begin &&
+                    write.source.end == ref.range.end;
+           });
+  }
+
+  /// The root range of a buffer operand.
+  FailureOr<BufferRef> resolve(Operation *user, Value buffer) {
+    auto it = refs.find(buffer);
+    if (it == refs.end())
+      return user->emitOpError(
+          "uses a buffer that is not a sched.alloc of this program, nor a "
+          "view of one");
+    return it->second;
+  }
+
+  /// As resolve, and the root must not be freed.
+  FailureOr<BufferRef> resolveLive(Operation *user, Value buffer) {
+    FailureOr<BufferRef> ref = resolve(user, buffer);
+    if (failed(ref))
+      return failure();
+    Root &root = roots[ref->root];
+    if (root.freedBy) {
+      InFlightDiagnostic diag = user->emitOpError("uses buffer '")
+                                << root.alloc.getName()
+                                << "' after it was freed";
+      diag.attachNote(root.freedBy->getLoc()) << "freed here";
+      return diag;
+    }
+    return ref;
+  }
+
+  /// An async op by its buffers: "sched.all_gather of 'g.param' into
+  /// 'g.gathered'", "sched.all_reduce of 'g.grad'".
+  std::string describe(Operation *async) {
+    std::string text = async->getName().getStringRef().str();
+    bool first = true;
+    for (Value operand : async->getOperands()) {
+      auto it = refs.find(operand);
+      if (it == refs.end())
+        continue;
+      text += first ? " of '" : " into '";
+      text += roots[it->second.root].alloc.getName().str() + "'";
+      first = false;
+    }
+    return text;
+  }
+
+  LogicalResult checkEnd() {
+    for (AsyncState &state : asyncStates)
+      if (!state.waitedBy)
+        return state.op->emitOpError("returns an event that is never waited: ")
+               << describe(state.op) << " may still run when the step ends";
+    for (Root &root : roots)
+      if (!root.alloc.getPersistent() && !root.freedBy)
+        return root.alloc.emitOpError("transient buffer '")
+               << root.alloc.getName() << "' is never freed";
+    return success();
+  }
+
+  ProgramOp program;
+  llvm::DenseMap<Value, BufferRef> refs;
+  SmallVector<Root> roots;
+  llvm::DenseMap<Operation *, unsigned> asyncIndex;
+  SmallVector<AsyncState> asyncStates;
+};
+
+struct SchedVerifySchedulePass
+    : plan::impl::SchedVerifyScheduleBase<SchedVerifySchedulePass> {
+  void runOnOperation() override {
+    bool failed = false;
+    getOperation().walk([&](ProgramOp program) {
+      if (mlir::failed(ScheduleChecker(program).check()))
+        failed = true;
+    });
+    if (failed)
+      signalPassFailure();
+  }
+};
+
 } // namespace
