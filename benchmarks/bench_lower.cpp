@@ -1,0 +1,219 @@
+//===- bench_lower.cpp - Cost of --plan-lower as the cluster grows --------===//
+//
+// Lowers the plan of Llama-3.1-405B (126 layers) trained with full_shard in
+// bf16_mixed on 1, 64, 1024 and 16,384 ranks and prints, per rank count, the
+// wall time of the whole lowering pipeline (median of several runs), the heap
+// it allocates and the peak RSS it adds, the ops in the lowered module and
+// the size of its printed IR. The program is SPMD, so everything but the
+// mesh shape must stay flat as ranks grow; the target at 16,384 ranks is
+// under 0.2 s and 200 MB. docs/sched.md ("Performance") says how to run it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/Frontend.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <malloc.h>
+#include <sys/resource.h>
+
+namespace cl = llvm::cl;
+
+static cl::list<int64_t> rankCounts("ranks", cl::desc("Rank counts to lower"),
+                                    cl::CommaSeparated);
+static cl::opt<unsigned>
+    runs("runs", cl::desc("Timed lowerings per rank count"), cl::init(5));
+
+namespace {
+
+/// The .plan text of the benchmark plan on `ranks` ranks: whole nodes of 8
+/// GPUs, or one node with fewer. full_shard shards over all of them (mesh
+/// (1, ranks)).
+std::string planText(int64_t ranks) {
+  int64_t gpusPerNode = std::min<int64_t>(ranks, 8);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "model = llama3_405b\n"
+     << "cluster {\n"
+     << "  nodes = " << ranks / gpusPerNode << "\n"
+     << "  gpus_per_node = " << gpusPerNode << "\n"
+     << "  gpu = h100_sxm\n"
+     << "  host_memory = 2TiB\n"
+     << "}\n"
+     << "train {\n"
+     << "  optimizer = adamw(lr = 8e-5, betas = (0.9, 0.95), "
+        "weight_decay = 0.1)\n"
+     << "  micro_batch = 1\n"
+     << "  seq_len = 8192\n"
+     << "  precision = bf16_mixed\n"
+     << "  activation_checkpointing = full\n"
+     << "  grad_clip = 1.0\n"
+     << "}\n"
+     << "parallel {\n"
+     << "  sharding = full_shard\n"
+     << "}\n";
+  return text;
+}
+
+/// Bytes the heap holds now (small blocks and mmapped ones).
+int64_t heapBytes() {
+  struct mallinfo2 info = mallinfo2();
+  return static_cast<int64_t>(info.uordblks + info.hblkhd);
+}
+
+/// Peak resident set of the process so far, in bytes.
+int64_t peakRss() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+/// Counts what is printed to it, so the IR's size is known without
+/// holding it.
+class ByteCounter : public llvm::raw_ostream {
+public:
+  int64_t bytes = 0;
+
+private:
+  void write_impl(const char *, size_t size) override { bytes += size; }
+  uint64_t current_pos() const override { return bytes; }
+};
+
+struct Measurement {
+  double seconds = 0;
+  int64_t heap = 0; // allocated by the lowering and still held by the module
+  int64_t ops = 0;
+  int64_t printedBytes = 0;
+};
+
+/// Loads and imports the plan; null after printing the diagnostics.
+mlir::OwningOpRef<mlir::ModuleOp> importPlan(mlir::MLIRContext &context,
+                                             int64_t ranks) {
+  llvm::SourceMgr sourceMgr;
+  unsigned id = sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(planText(ranks), "bench.plan"),
+      llvm::SMLoc());
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  plan::DiagEmitter diag(
+      &context, &sourceMgr,
+      mlir::FileLineColLoc::get(&context, "bench.plan", 1, 1));
+  std::optional<plan::PlanSpec> spec =
+      plan::loadPlan(sourceMgr, id, /*overrides=*/{},
+                     ("llama3_405b_" + llvm::Twine(ranks)).str(), diag);
+  if (!spec)
+    return nullptr;
+  return plan::importPlan(*spec, diag);
+}
+
+/// Lowers a fresh import once; the first error of a failing pipeline is in
+/// `error`.
+std::optional<Measurement> lowerOnce(mlir::MLIRContext &context, int64_t ranks,
+                                     std::string &error) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = importPlan(context, ranks);
+  if (!module) {
+    error = "the benchmark plan does not load";
+    return std::nullopt;
+  }
+  mlir::PassManager pm(&context);
+  plan::buildPlanLowerPipeline(pm);
+
+  mlir::ScopedDiagnosticHandler capture(&context, [&](mlir::Diagnostic &d) {
+    if (d.getSeverity() == mlir::DiagnosticSeverity::Error && error.empty())
+      error = d.str();
+    return mlir::success();
+  });
+  Measurement m;
+  int64_t heapBefore = heapBytes();
+  auto start = std::chrono::steady_clock::now();
+  mlir::LogicalResult result = pm.run(*module);
+  auto stop = std::chrono::steady_clock::now();
+  if (mlir::failed(result)) {
+    if (error.empty())
+      error = "the pipeline failed without a diagnostic";
+    return std::nullopt;
+  }
+  m.seconds = std::chrono::duration<double>(stop - start).count();
+  m.heap = heapBytes() - heapBefore;
+  module->walk([&](mlir::Operation *) { ++m.ops; });
+  ByteCounter counter;
+  module->print(counter);
+  counter.flush();
+  m.printedBytes = counter.bytes;
+  return m;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "plan-bench-lower: cost of --plan-lower for Llama-3.1-405B full_shard "
+      "bf16_mixed as the number of ranks grows\n");
+  std::vector<int64_t> ranksList(rankCounts.begin(), rankCounts.end());
+  if (ranksList.empty())
+    ranksList = {1, 64, 1024, 16384};
+  for (int64_t ranks : ranksList)
+    if (ranks < 1 || (ranks > 8 && ranks % 8 != 0)) {
+      llvm::errs() << "plan-bench-lower: " << ranks
+                   << " ranks is not whole nodes of 8 GPUs (or at most 8)\n";
+      return 2;
+    }
+  unsigned timedRuns = std::max(1u, unsigned(runs));
+
+  mlir::DialectRegistry registry;
+  plan::registerPlanDialects(registry);
+  mlir::MLIRContext context(registry);
+  // One thread: the pipeline's passes are module passes, and a single
+  // thread makes the timings comparable between machines.
+  context.disableMultithreading();
+  context.loadAllAvailableDialects();
+
+  llvm::outs() << llvm::formatv("{0,8} {1,10} {2,12} {3,14} {4,8} {5,12}\n",
+                                "ranks", "median s", "heap MB", "peak RSS +MB",
+                                "ops", "IR bytes");
+  bool metTarget = true;
+  for (int64_t ranks : ranksList) {
+    int64_t rssBefore = peakRss();
+    std::vector<double> seconds;
+    Measurement last;
+    for (unsigned run = 0; run < timedRuns; ++run) {
+      std::string error;
+      std::optional<Measurement> m = lowerOnce(context, ranks, error);
+      if (!m) {
+        llvm::outs().flush();
+        llvm::errs() << "plan-bench-lower: lowering " << ranks
+                     << " ranks failed: " << error << "\n";
+        return 1;
+      }
+      seconds.push_back(m->seconds);
+      last = *m;
+    }
+    std::sort(seconds.begin(), seconds.end());
+    double median = seconds[seconds.size() / 2];
+    double heapMB = double(last.heap) / 1e6;
+    double rssMB = double(peakRss() - rssBefore) / 1e6;
+    llvm::outs() << llvm::formatv(
+        "{0,8} {1,10:F4} {2,12:F1} {3,14:F1} {4,8} {5,12}\n", ranks, median,
+        heapMB, rssMB, last.ops, last.printedBytes);
+    if (ranks == 16384 && (median >= 0.2 || heapMB >= 200 || rssMB >= 200))
+      metTarget = false;
+  }
+  if (llvm::is_contained(ranksList, 16384))
+    llvm::outs() << "target at 16384 ranks (< 0.2 s, < 200 MB): "
+                 << (metTarget ? "met" : "NOT met") << "\n";
+  return 0;
+}
