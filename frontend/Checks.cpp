@@ -717,8 +717,15 @@ void PlanChecker::checkNoEffect() {
                 formatv("'parallel.bucket' has no effect with {0}: sharded "
                         "strategies reduce-scatter each wrapped unit's "
                         "gradients in one collective, so there is nothing to "
-                        "bucket; bucket applies to no_shard and zero1",
+                        "bucket; bucket applies to no_shard",
                         sharding));
+  else if (shardingKnown && p.sharding == Sharding::Zero1)
+    warnIfGiven("parallel.bucket",
+                "'parallel.bucket' has no effect with zero1: each wrapped "
+                "unit's gradient is reduce-scattered on its own, because a "
+                "reduce-scatter over a bucket of several units would hand "
+                "each rank a slice that crosses unit boundaries; bucket "
+                "applies to no_shard");
 
   if (shardingKnown && !sharded) {
     for (StringRef key :

@@ -465,29 +465,58 @@ void ProgramDistribution::distributeNoShard() {
   }
 }
 
-// ZeRO-1: full parameters and gradients; after the last micro-batch the
-// gradient is reduce-scattered, each rank steps its shard of the parameters
-// with sharded optimizer state, and the updated shards are all-gathered back
-// into the full parameters.
+// ZeRO-1: full parameters, sharded optimizer state. Each rank steps its shard
+// of the parameters and the updated shards are all-gathered back into the
+// full parameters. Gradients follow grad_sync: with last_micro_batch (or one
+// micro-batch) the full gradient accumulates locally and is reduce-scattered
+// once; with every_micro_batch each micro-batch's gradient goes through a
+// transient full buffer that is reduce-scattered into the persistent
+// gradient, which is then a shard (sharded accumulation: less memory, more
+// traffic).
 void ProgramDistribution::distributeZero1() {
   Location loc = program.getLoc();
+  bool shardedAccumulation = syncsEveryMicroBatch() && microBatches > 1;
   for (auto [index, state] : llvm::enumerate(groups)) {
     resizeStateToShards(state, /*paramsAndGrads=*/false);
-    Span span = backwardSpans[index][microBatches - 1];
-    builder.setInsertionPointAfter(span.last);
-    Value gradShard = sched::AllocOp::create(
-        builder, loc, withNumel(state.grad, state.shardNumel),
-        state.name + ".grad.shard", sched::BufferRole::Grad,
-        /*persistent=*/false, /*offset=*/IntegerAttr());
-    Value reduced = sched::ReduceScatterOp::create(
-        builder, loc, eventType, state.grad, gradShard, sched::Group::Shard,
-        sched::ReduceOp::Avg, /*accumulate=*/false, ValueRange());
-    completions.push_back(
-        {afterBackward[microBatches - 1], reduced, Value(), Value(), {}});
+    Value gradShard;
+    if (shardedAccumulation) {
+      state.grad.getResult().setType(withNumel(state.grad, state.shardNumel));
+      gradShard = state.grad;
+      for (int64_t mb = 0; mb < microBatches; ++mb) {
+        Span span = backwardSpans[index][mb];
+        builder.setInsertionPoint(span.first);
+        Value fullGrad = sched::AllocOp::create(
+            builder, loc, withNumel(state.grad, state.paddedNumel),
+            (state.name + ".grad.mb" + Twine(mb)).str(),
+            sched::BufferRole::UnshardedGrad, /*persistent=*/false,
+            /*offset=*/IntegerAttr());
+        sched::ZeroOp::create(builder, loc, fullGrad);
+        redirect(index, BufferKind::Grad, span.first, span.last, fullGrad,
+                 span.first);
+        builder.setInsertionPointAfter(span.last);
+        Value scattered = sched::ReduceScatterOp::create(
+            builder, loc, eventType, fullGrad, state.grad, sched::Group::Shard,
+            sched::ReduceOp::Avg, /*accumulate=*/true, ValueRange());
+        completions.push_back(
+            {afterBackward[mb], scattered, Value(), Value(), {fullGrad}});
+      }
+    } else {
+      Span span = backwardSpans[index][microBatches - 1];
+      builder.setInsertionPointAfter(span.last);
+      gradShard = sched::AllocOp::create(
+          builder, loc, withNumel(state.grad, state.shardNumel),
+          state.name + ".grad.shard", sched::BufferRole::Grad,
+          /*persistent=*/false, /*offset=*/IntegerAttr());
+      Value reduced = sched::ReduceScatterOp::create(
+          builder, loc, eventType, state.grad, gradShard, sched::Group::Shard,
+          sched::ReduceOp::Avg, /*accumulate=*/false, ValueRange());
+      completions.push_back(
+          {afterBackward[microBatches - 1], reduced, Value(), Value(), {}});
+      for (Operation *user : llvm::make_early_inc_range(state.grad->getUsers()))
+        if (auto norm = dyn_cast<sched::GradNormOp>(user))
+          norm.getGradsMutable().assign(gradShard);
+    }
 
-    for (Operation *user : llvm::make_early_inc_range(state.grad->getUsers()))
-      if (auto norm = dyn_cast<sched::GradNormOp>(user))
-        norm.getGradsMutable().assign(gradShard);
     builder.setInsertionPoint(state.step);
     Value paramShard = sched::ShardViewOp::create(
         builder, loc, withNumel(state.param, state.shardNumel), state.param,
@@ -496,7 +525,8 @@ void ProgramDistribution::distributeZero1() {
     state.step.getGradsMutable().assign(gradShard);
 
     builder.setInsertionPointAfter(state.step);
-    sched::FreeOp::create(builder, loc, gradShard);
+    if (!shardedAccumulation)
+      sched::FreeOp::create(builder, loc, gradShard);
     Value gathered = sched::AllGatherOp::create(
         builder, loc, eventType, paramShard, state.param, sched::Group::Shard,
         ValueRange());

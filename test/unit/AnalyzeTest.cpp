@@ -1287,7 +1287,14 @@ TEST(AnalyzeNoEffect, Warnings) {
             Diags{"4:44: warning: 'parallel.bucket' has no effect with "
                   "full_shard: sharded strategies reduce-scatter each wrapped "
                   "unit's gradients in one collective, so there is nothing "
-                  "to bucket; bucket applies to no_shard and zero1"});
+                  "to bucket; bucket applies to no_shard"});
+  EXPECT_EQ(warningsOf(withMinimal("parallel { sharding = zero1  bucket "
+                                   "= 50MiB }")),
+            Diags{"4:39: warning: 'parallel.bucket' has no effect with "
+                  "zero1: each wrapped unit's gradient is reduce-scattered "
+                  "on its own, because a reduce-scatter over a bucket of "
+                  "several units would hand each rank a slice that crosses "
+                  "unit boundaries; bucket applies to no_shard"});
   EXPECT_EQ(
       warningsOf(withMinimal("parallel { sharding = zero1\n"
                              "  forward_prefetch = true  backward_prefetch = "

@@ -1,8 +1,11 @@
-// sched-insert-collectives, zero1: parameters and gradients stay full; after
-// the last micro-batch each group's gradient is reduce-scattered into a
-// transient shard, each rank steps its shard of the parameters with sharded
-// optimizer state (SGD momentum here), and the updated shards are gathered
-// back into the full parameters in place, waited at the end of the program.
+// sched-insert-collectives, zero1: parameters stay full; each rank steps its
+// shard of the parameters with sharded optimizer state (SGD momentum here),
+// and the updated shards are gathered back into the full parameters in
+// place, waited at the end of the program. Gradients follow grad_sync: with
+// every_micro_batch (this first case) each micro-batch's gradient goes
+// through a transient full buffer reduce-scattered into the persistent
+// gradient, which becomes a shard (sharded accumulation); with
+// last_micro_batch the full gradient accumulates and is reduced once.
 // Inputs: sched-lower's single-rank program for a 3-unit model in two groups
 // (root = embed + head, and layers.0) on a 1x2 mesh.
 //
@@ -12,51 +15,60 @@
 
 // CHECK-LABEL: sched.program @tiny.step for @tiny micro_batches 2
 // CHECK-NEXT:  [[RP:%.*]] = sched.alloc "fsdp.root.param" role param persistent : memref<132xf32
-// CHECK-NEXT:  [[RG:%.*]] = sched.alloc "fsdp.root.grad" role grad persistent : memref<132xf32
+// The persistent gradients are shards: accumulation happens after reduction.
+// CHECK-NEXT:  [[RG:%.*]] = sched.alloc "fsdp.root.grad" role grad persistent : memref<66xf32
 // CHECK-NEXT:  [[RM:%.*]] = sched.alloc "fsdp.root.momentum" role momentum persistent : memref<66xf32
 // CHECK-NEXT:  [[LP:%.*]] = sched.alloc "fsdp.layers.0.param" role param persistent : memref<32xf32
-// CHECK-NEXT:  [[LG:%.*]] = sched.alloc "fsdp.layers.0.grad" role grad persistent : memref<32xf32
+// CHECK-NEXT:  [[LG:%.*]] = sched.alloc "fsdp.layers.0.grad" role grad persistent : memref<16xf32
 // CHECK-NEXT:  [[LM:%.*]] = sched.alloc "fsdp.layers.0.momentum" role momentum persistent : memref<16xf32
-// Compute reads and writes the full buffers through the unit views.
+// Compute reads the full parameters through the unit views; no gathers.
 // CHECK-NEXT:  [[EP:%.*]] = sched.view [[RP]][0]
 // CHECK-NOT:   sched.all_gather
-// CHECK-NOT:   sched.reduce_scatter
+// CHECK:       sched.zero [[RG]]
+// CHECK-NEXT:  sched.zero [[LG]]
 // CHECK:       sched.forward @tiny::@embed mb 0 params([[EP]] :
-// Reduced once, even with grad_sync = every_micro_batch.
-// CHECK-NOT:   sched.reduce_scatter
-// CHECK:       sched.loss @tiny::@head mb 1
-// CHECK-NOT:   sched.reduce_scatter
+// Micro-batch 0: each group's gradient is reduce-scattered as soon as its
+// backward is done, accumulating into the persistent shard.
+// CHECK:       [[RF0:%.*]] = sched.alloc "fsdp.root.grad.mb0" role unsharded_grad : memref<132xf32
+// CHECK-NEXT:  sched.zero [[RF0]]
+// CHECK:       sched.backward @tiny::@head mb 0
+// CHECK:       [[LF0:%.*]] = sched.alloc "fsdp.layers.0.grad.mb0" role unsharded_grad : memref<32xf32
+// CHECK:       sched.backward @tiny::@layers.0 mb 0
+// CHECK-NEXT:  [[EL0:%.*]] = sched.reduce_scatter [[LF0]] into [[LG]] group shard reduce avg accumulate
+// CHECK:       sched.backward @tiny::@embed mb 0
+// CHECK-NEXT:  [[ER0:%.*]] = sched.reduce_scatter [[RF0]] into [[RG]] group shard reduce avg accumulate
+// CHECK:       sched.wait [[EL0]]
+// CHECK-NEXT:  sched.free [[LF0]]
+// CHECK-NEXT:  sched.wait [[ER0]]
+// CHECK-NEXT:  sched.free [[RF0]]
+// CHECK:       sched.forward @tiny::@embed mb 1
+// CHECK:       [[RF1:%.*]] = sched.alloc "fsdp.root.grad.mb1" role unsharded_grad : memref<132xf32
 // CHECK:       sched.backward @tiny::@layers.0 mb 1
-// CHECK-NEXT:  [[LS:%.*]] = sched.alloc "fsdp.layers.0.grad.shard" role grad : memref<16xf32
-// CHECK-NEXT:  [[EL:%.*]] = sched.reduce_scatter [[LG]] into [[LS]] group shard reduce avg : memref<32xf32, {{.*}}>, memref<16xf32
-// CHECK-NEXT:  sched.free
-// CHECK-NEXT:  sched.backward @tiny::@embed mb 1
-// CHECK-NEXT:  [[RS:%.*]] = sched.alloc "fsdp.root.grad.shard" role grad : memref<66xf32
-// CHECK-NEXT:  [[ER:%.*]] = sched.reduce_scatter [[RG]] into [[RS]] group shard reduce avg : memref<132xf32, {{.*}}>, memref<66xf32
-// CHECK-NEXT:  sched.free
-// CHECK-NEXT:  sched.wait [[EL]]
-// CHECK-NEXT:  sched.wait [[ER]]
+// CHECK-NEXT:  [[EL1:%.*]] = sched.reduce_scatter {{%.*}} into [[LG]] group shard reduce avg accumulate
+// CHECK:       sched.backward @tiny::@embed mb 1
+// CHECK-NEXT:  [[ER1:%.*]] = sched.reduce_scatter [[RF1]] into [[RG]] group shard reduce avg accumulate
+// CHECK:       sched.wait [[EL1]]
+// CHECK:       sched.wait [[ER1]]
+// CHECK-NEXT:  sched.free [[RF1]]
 // The norm covers this rank's gradient shards and is summed over the shards.
 // CHECK-NEXT:  [[N:%.*]] = sched.alloc "grad_norm"
 // CHECK-NEXT:  sched.zero [[N]]
-// CHECK-NEXT:  sched.grad_norm [[RS]] into [[N]] : memref<66xf32
-// CHECK-NEXT:  sched.grad_norm [[LS]] into [[N]] : memref<16xf32
+// CHECK-NEXT:  sched.grad_norm [[RG]] into [[N]] : memref<66xf32
+// CHECK-NEXT:  sched.grad_norm [[LG]] into [[N]] : memref<16xf32
 // CHECK-NEXT:  [[EN:%.*]] = sched.all_reduce [[N]] group shard reduce sum
 // CHECK-NEXT:  [[RPS:%.*]] = sched.shard_view [[RP]] group shard : memref<132xf32, {{.*}}> to memref<66xf32
 // CHECK-NEXT:  sched.wait [[EN]]
-// CHECK-NEXT:  sched.optimizer_step @tiny::@fsdp.root params([[RPS]] : {{.*}}) grads([[RS]] : {{.*}}) state([[RM]] : {{.*}}) norm([[N]]
-// CHECK-NEXT:  sched.free [[RS]]
+// CHECK-NEXT:  sched.optimizer_step @tiny::@fsdp.root params([[RPS]] : {{.*}}) grads([[RG]] : {{.*}}) state([[RM]] : {{.*}}) norm([[N]]
 // CHECK-NEXT:  [[GR:%.*]] = sched.all_gather [[RPS]] into [[RP]] group shard : memref<66xf32, {{.*}}>, memref<132xf32
 // CHECK-NEXT:  [[LPS:%.*]] = sched.shard_view [[LP]] group shard : memref<32xf32, {{.*}}> to memref<16xf32
-// CHECK-NEXT:  sched.optimizer_step @tiny::@fsdp.layers.0 params([[LPS]] : {{.*}}) grads([[LS]] : {{.*}}) state([[LM]] : {{.*}}) norm([[N]]
-// CHECK-NEXT:  sched.free [[LS]]
+// CHECK-NEXT:  sched.optimizer_step @tiny::@fsdp.layers.0 params([[LPS]] : {{.*}}) grads([[LG]] : {{.*}}) state([[LM]] : {{.*}}) norm([[N]]
 // CHECK-NEXT:  [[GL:%.*]] = sched.all_gather [[LPS]] into [[LP]] group shard
 // CHECK-NEXT:  sched.free [[N]]
 // CHECK-NEXT:  sched.wait [[GR]]
 // CHECK-NEXT:  sched.wait [[GL]]
 // CHECK-NEXT:  }
 
-// last_micro_batch gives the same single reduction; the tied head's
+// last_micro_batch: one reduction after the last micro-batch; the tied head's
 // gradient accumulates in the full root gradient that is reduce-scattered.
 // TIED-LABEL: sched.program @tiny.step for @tiny micro_batches 2
 // TIED:       [[RG:%.*]] = sched.alloc "fsdp.root.grad" role grad persistent : memref<68xf32
