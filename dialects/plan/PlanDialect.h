@@ -3,6 +3,7 @@
 #ifndef PLAN_DIALECTS_PLAN_PLANDIALECT_H
 #define PLAN_DIALECTS_PLAN_PLANDIALECT_H
 
+#include "dialects/plan/EnumKeyword.h"
 #include "dialects/plan/PlanEnums.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"

@@ -9,9 +9,7 @@ include "mlir/IR/RegionKindInterface.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/EnumAttr.td"
 
-def Plan_UnitKindAttr : EnumAttr<Plan_Dialect, Plan_UnitKind, "unit_kind"> {
-  let assemblyFormat = "$value";
-}
+def Plan_UnitKindAttr : EnumAttr<Plan_Dialect, Plan_UnitKind, "unit_kind">;
 
 class Plan_Op<string mnemonic, list<Trait> traits = []>
     : Op<Plan_Dialect, mnemonic, traits>;
@@ -80,7 +78,9 @@ def Plan_UnitOp : Plan_Op<"unit", [
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, Plan_UnitKindAttr:$kind);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$sym_name `kind` $kind attr-dict-with-keyword $body";
+  let assemblyFormat = [{
+    $sym_name `kind` custom<EnumKeyword>($kind) attr-dict-with-keyword $body
+  }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// Elements this unit stores: its parameters except those tied to a

@@ -14,6 +14,11 @@
 
 #include "dialects/sched/SchedEnums.h.inc"
 
+namespace sched {
+using plan::parseEnumKeyword;
+using plan::printEnumKeyword;
+} // namespace sched
+
 #include "dialects/sched/SchedDialect.h.inc"
 
 #define GET_ATTRDEF_CLASSES

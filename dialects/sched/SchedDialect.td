@@ -59,7 +59,6 @@ def Sched_Group : Sched_Enum<"Group", "process group of the mesh", [
   I32EnumAttrCase<"World", 2, "world">]>;
 
 def Sched_GroupAttr : EnumAttr<Sched_Dialect, Sched_Group, "group"> {
-  let assemblyFormat = "$value";
 }
 
 def Sched_ReduceOp : Sched_Enum<"ReduceOp", "reduction", [
@@ -68,7 +67,6 @@ def Sched_ReduceOp : Sched_Enum<"ReduceOp", "reduction", [
   I32EnumAttrCase<"Max", 2, "max">]>;
 
 def Sched_ReduceOpAttr : EnumAttr<Sched_Dialect, Sched_ReduceOp, "reduce"> {
-  let assemblyFormat = "$value";
 }
 
 def Sched_BufferRole : Sched_Enum<"BufferRole", "what a buffer holds", [
@@ -86,7 +84,6 @@ def Sched_BufferRole : Sched_Enum<"BufferRole", "what a buffer holds", [
   I32EnumAttrCase<"Scalar", 11, "scalar">]>;         // norms, flags, the loss scale
 
 def Sched_BufferRoleAttr : EnumAttr<Sched_Dialect, Sched_BufferRole, "role"> {
-  let assemblyFormat = "$value";
 }
 
 def Sched_OptimizerPlace : Sched_Enum<"StepPlace", "where the optimizer runs", [

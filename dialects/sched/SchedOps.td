@@ -86,7 +86,7 @@ def Sched_AllocOp : Sched_Op<"alloc", [
                        UnitAttr:$persistent, OptionalAttr<I64Attr>:$offset);
   let results = (outs Sched_Buffer:$buffer);
   let assemblyFormat = [{
-    $name `role` $role (`persistent` $persistent^)? (`offset` $offset^)?
+    $name `role` custom<EnumKeyword>($role) (`persistent` $persistent^)? (`offset` $offset^)?
     attr-dict `:` type($buffer)
   }];
   let hasVerifier = 1;
@@ -128,7 +128,7 @@ def Sched_ShardViewOp : Sched_Op<"shard_view", [Pure]> {
   let arguments = (ins Sched_Buffer:$source, Sched_GroupAttr:$group);
   let results = (outs Sched_Buffer:$result);
   let assemblyFormat = [{
-    $source `group` $group attr-dict `:` type($source) `to` type($result)
+    $source `group` custom<EnumKeyword>($group) attr-dict `:` type($source) `to` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -163,7 +163,7 @@ def Sched_AllGatherOp : Sched_AsyncOp<"all_gather"> {
   let arguments = (ins Sched_Buffer:$src, Sched_Buffer:$dst,
                        Sched_GroupAttr:$group, Variadic<Sched_EventType>:$after);
   let assemblyFormat = [{
-    $src `into` $dst `group` $group (`after` $after^)? attr-dict `:`
+    $src `into` $dst `group` custom<EnumKeyword>($group) (`after` $after^)? attr-dict `:`
     type($src) `,` type($dst)
   }];
   let hasVerifier = 1;
@@ -179,7 +179,7 @@ def Sched_ReduceScatterOp : Sched_AsyncOp<"reduce_scatter"> {
                        Sched_GroupAttr:$group, Sched_ReduceOpAttr:$reduce,
                        UnitAttr:$accumulate, Variadic<Sched_EventType>:$after);
   let assemblyFormat = [{
-    $src `into` $dst `group` $group `reduce` $reduce
+    $src `into` $dst `group` custom<EnumKeyword>($group) `reduce` custom<EnumKeyword>($reduce)
     (`accumulate` $accumulate^)? (`after` $after^)? attr-dict `:`
     type($src) `,` type($dst)
   }];
@@ -192,7 +192,7 @@ def Sched_AllReduceOp : Sched_AsyncOp<"all_reduce"> {
                        Sched_ReduceOpAttr:$reduce,
                        Variadic<Sched_EventType>:$after);
   let assemblyFormat = [{
-    $buffer `group` $group `reduce` $reduce (`after` $after^)? attr-dict `:`
+    $buffer `group` custom<EnumKeyword>($group) `reduce` custom<EnumKeyword>($reduce) (`after` $after^)? attr-dict `:`
     type($buffer)
   }];
   let hasVerifier = 1;
@@ -203,7 +203,7 @@ def Sched_BroadcastOp : Sched_AsyncOp<"broadcast"> {
   let arguments = (ins Sched_Buffer:$buffer, Sched_GroupAttr:$group,
                        I64Attr:$root, Variadic<Sched_EventType>:$after);
   let assemblyFormat = [{
-    $buffer `group` $group `root` $root (`after` $after^)? attr-dict `:`
+    $buffer `group` custom<EnumKeyword>($group) `root` $root (`after` $after^)? attr-dict `:`
     type($buffer)
   }];
   let hasVerifier = 1;

@@ -266,7 +266,6 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 
 // -----
 
-// expected-error @below {{expected ::plan::UnitKind to be one of: embedding, llama_block, gpt2_block, bert_block, llama_head, gpt2_head, bert_head}}
-// expected-error @below {{failed to parse Plan_UnitKindAttr parameter 'value'}}
+// expected-error @below {{expected one of [embedding, llama_block, gpt2_block, bert_block, llama_head, gpt2_head, bert_head] for kind of model unit, got: transformer}}
 plan.unit @a kind transformer {
 }
