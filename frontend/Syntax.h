@@ -27,7 +27,8 @@ struct Block;
 enum class ValueKind {
   Number,     // 2e-5, 8_192, 24GiB, 900GB/s
   String,     // "path/to/file"
-  Identifier, // llama3_8b, full_shard, true, cpu; may carry a block: llama { ... }
+  Identifier, // llama3_8b, full_shard, true, cpu; may carry a block: llama {
+              // ... }
   Tuple,      // (0.9, 0.95)
   Call,       // adamw(lr = 2e-5, betas = (0.9, 0.95)), min_params(1e8)
   Block,      // { key = value ... }

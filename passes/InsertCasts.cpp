@@ -62,26 +62,9 @@ MemRefType withElementType(Value like, Type elementType) {
   return MemRefType::Builder(bufferType(like)).setElementType(elementType);
 }
 
-/// The one sched.wait of an async op's event.
-FailureOr<sched::WaitOp> waitOf(Operation *asyncOp) {
-  sched::WaitOp found;
-  for (Operation *user : asyncOp->getResult(0).getUsers()) {
-    auto wait = dyn_cast<sched::WaitOp>(user);
-    if (!wait)
-      continue;
-    if (found)
-      return asyncOp->emitOpError("event is waited more than once");
-    found = wait;
-  }
-  if (!found)
-    return asyncOp->emitOpError("event is never waited");
-  return found;
-}
-
 /// "layers.0.param" -> "layers.0.master"; any other name gets ".master".
 std::string masterName(StringRef paramName) {
-  if (paramName.consume_back(".param"))
-    return (paramName + ".master").str();
+  paramName.consume_back(".param");
   return (paramName + ".master").str();
 }
 
@@ -226,7 +209,7 @@ private:
       FailureOr<sched::WaitOp> wait;
       if (auto allReduce = dyn_cast<sched::AllReduceOp>(op)) {
         Value buffer = allReduce.getBuffer();
-        if (failed(wait = waitOf(op)))
+        if (failed(wait = sched::findWait(op)))
           return failure();
         builder.setInsertionPoint(op);
         auto copy = allocLike(buffer, reduce, nameOf(buffer, ".reduce"));
@@ -239,7 +222,7 @@ private:
       }
       auto scatter = cast<sched::ReduceScatterOp>(op);
       Value src = scatter.getSrc(), dst = scatter.getDst();
-      if (failed(wait = waitOf(op)))
+      if (failed(wait = sched::findWait(op)))
         return failure();
       builder.setInsertionPoint(op);
       auto srcCopy = allocLike(src, reduce, nameOf(src, ".reduce"));
@@ -282,7 +265,7 @@ private:
         return op->emitOpError("waits for an event no op produces");
       Operation *end = settled.lookup(producer);
       if (!end) {
-        FailureOr<sched::WaitOp> wait = waitOf(producer);
+        FailureOr<sched::WaitOp> wait = sched::findWait(producer);
         if (failed(wait))
           return failure();
         end = *wait;
@@ -290,7 +273,7 @@ private:
       if (!point || point->isBeforeInBlock(end))
         point = end;
     }
-    FailureOr<sched::WaitOp> ownWait = waitOf(op);
+    FailureOr<sched::WaitOp> ownWait = sched::findWait(op);
     if (failed(ownWait))
       return failure();
     if ((*ownWait)->isBeforeInBlock(point))

@@ -208,22 +208,6 @@ bool isCollective(Operation *op) {
              sched::BroadcastOp>(op);
 }
 
-/// The one sched.wait of an async op's event.
-FailureOr<sched::WaitOp> waitOf(Operation *asyncOp) {
-  sched::WaitOp found;
-  for (Operation *user : asyncOp->getResult(0).getUsers()) {
-    auto wait = dyn_cast<sched::WaitOp>(user);
-    if (!wait)
-      continue;
-    if (found)
-      return asyncOp->emitOpError("event is waited more than once");
-    found = wait;
-  }
-  if (!found)
-    return asyncOp->emitOpError("event is never waited");
-  return found;
-}
-
 void appendAfter(Operation *collective, Value event) {
   llvm::TypeSwitch<Operation *>(collective)
       .Case<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp,
@@ -414,7 +398,7 @@ private:
       Operation *producer = event.getDefiningOp();
       if (!producer)
         return op->emitOpError("follows an event no op produces");
-      FailureOr<sched::WaitOp> wait = waitOf(producer);
+      FailureOr<sched::WaitOp> wait = sched::findWait(producer);
       if (failed(wait))
         return failure();
       Operation *end = *wait;
@@ -423,7 +407,7 @@ private:
       if (!point || point->isBeforeInBlock(end))
         point = end;
     }
-    FailureOr<sched::WaitOp> ownWait = waitOf(op);
+    FailureOr<sched::WaitOp> ownWait = sched::findWait(op);
     if (failed(ownWait))
       return failure();
     if ((*ownWait)->isBeforeInBlock(point))
@@ -441,7 +425,7 @@ private:
   /// a host output is filled from the staging buffer once the collective is
   /// waited for.
   LogicalResult stageCollectiveOperand(Operation *op, BufferUse use) {
-    FailureOr<sched::WaitOp> wait = waitOf(op);
+    FailureOr<sched::WaitOp> wait = sched::findWait(op);
     if (failed(wait))
       return failure();
     Location loc = op->getLoc();
@@ -470,7 +454,7 @@ private:
   /// shard is reduced into a device buffer and, once that completes, added
   /// into the host shard (which stages the device result to the host).
   LogicalResult stageAccumulatingScatter(sched::ReduceScatterOp scatter) {
-    FailureOr<sched::WaitOp> wait = waitOf(scatter);
+    FailureOr<sched::WaitOp> wait = sched::findWait(scatter);
     if (failed(wait))
       return failure();
     Location loc = scatter.getLoc();

@@ -197,8 +197,7 @@ LogicalResult GroupOp::verify() {
                          shard = getShardNumel();
   if (numel && *numel != stored)
     return emitOpError("numel ")
-           << *numel << " is not the " << stored
-           << " elements its units store";
+           << *numel << " is not the " << stored << " elements its units store";
   if (padded && (!numel || *padded < *numel))
     return emitOpError("padded_numel must be at least numel");
   if (shard) {
@@ -209,8 +208,8 @@ LogicalResult GroupOp::verify() {
         plan.getGridOp() ? plan.getGridOp().getShape().back() : shards;
     if (shards != groupSize)
       return emitOpError("padded_numel / shard_numel = ")
-             << shards << " shards, but the mesh's shard axis has "
-             << groupSize << " ranks";
+             << shards << " shards, but the mesh's shard axis has " << groupSize
+             << " ranks";
   }
   return success();
 }

@@ -40,3 +40,18 @@ MemRefType sched::getBufferType(MLIRContext *context, int64_t numel,
 MemorySpace sched::getMemorySpace(MemRefType type) {
   return cast<MemorySpaceAttr>(type.getMemorySpace()).getValue();
 }
+
+FailureOr<WaitOp> sched::findWait(Operation *asyncOp) {
+  WaitOp found;
+  for (Operation *user : asyncOp->getResult(0).getUsers()) {
+    auto wait = dyn_cast<WaitOp>(user);
+    if (!wait)
+      continue;
+    if (found)
+      return asyncOp->emitOpError("event is waited more than once");
+    found = wait;
+  }
+  if (!found)
+    return asyncOp->emitOpError("event is never waited");
+  return found;
+}

@@ -39,6 +39,10 @@ mlir::MemRefType getBufferType(mlir::MLIRContext *context, int64_t numel,
 /// The memory space of a buffer type.
 MemorySpace getMemorySpace(mlir::MemRefType type);
 
+/// The one sched.wait of an asynchronous op's event; an error at the op when
+/// the event is never waited or waited more than once.
+mlir::FailureOr<WaitOp> findWait(mlir::Operation *asyncOp);
+
 } // namespace sched
 
 #endif // PLAN_DIALECTS_SCHED_SCHEDDIALECT_H

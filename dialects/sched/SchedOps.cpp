@@ -53,8 +53,7 @@ int64_t ProgramOp::getGroupSize(Group group) {
   return 0;
 }
 
-LogicalResult
-ProgramOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+LogicalResult ProgramOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (!symbolTable.lookupNearestSymbolFrom<plan::PlanOp>((*this)->getParentOp(),
                                                          getPlanAttr()))
     return emitOpError("'") << getPlan() << "' does not name a plan.plan";
@@ -63,8 +62,7 @@ ProgramOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 
 LogicalResult ProgramOp::verify() {
   if (getMicroBatches() < 1)
-    return emitOpError("micro_batches must be >= 1, got ")
-           << getMicroBatches();
+    return emitOpError("micro_batches must be >= 1, got ") << getMicroBatches();
   return success();
 }
 
@@ -122,9 +120,8 @@ LogicalResult ShardViewOp::verify() {
   int64_t n = groupSize(*this, getGroup());
   if (n > 0 && numel(getResult()) * n != numel(getSource()))
     return emitOpError("a shard of ")
-           << numel(getSource()) << " elements over " << n
-           << " ranks has " << numel(getSource()) / n << " elements, not "
-           << numel(getResult());
+           << numel(getSource()) << " elements over " << n << " ranks has "
+           << numel(getSource()) / n << " elements, not " << numel(getResult());
   return success();
 }
 
@@ -169,8 +166,10 @@ LogicalResult AllReduceOp::verify() { return success(); }
 
 LogicalResult BroadcastOp::verify() {
   int64_t n = groupSize(*this, getGroup());
-  if (getRoot() < 0 || (n > 0 && getRoot() >= n))
-    return emitOpError("root ") << getRoot() << " is not a rank of the "
+  // I64Attr getters are unsigned; a negative root reads back as a huge one.
+  auto root = static_cast<int64_t>(getRoot());
+  if (root < 0 || (n > 0 && root >= n))
+    return emitOpError("root ") << root << " is not a rank of the "
                                 << stringifyGroup(getGroup()) << " group";
   return success();
 }
@@ -179,8 +178,8 @@ LogicalResult CopyOp::verify() {
   if (failed(verifySameElementType(*this, getSrc(), getDst())))
     return failure();
   if (numel(getSrc()) != numel(getDst()))
-    return emitOpError("copies ") << numel(getSrc()) << " elements into "
-                                  << numel(getDst());
+    return emitOpError("copies ")
+           << numel(getSrc()) << " elements into " << numel(getDst());
   bool srcDevice = space(getSrc()) == MemorySpace::Device;
   bool dstDevice = space(getDst()) == MemorySpace::Device;
   if (srcDevice == dstDevice)
@@ -195,8 +194,8 @@ LogicalResult CopyOp::verify() {
 
 LogicalResult CastOp::verify() {
   if (numel(getSrc()) != numel(getDst()))
-    return emitOpError("casts ") << numel(getSrc()) << " elements into "
-                                 << numel(getDst());
+    return emitOpError("casts ")
+           << numel(getSrc()) << " elements into " << numel(getDst());
   if (space(getSrc()) != space(getDst()))
     return emitOpError("casts within one memory space; sched.copy moves data");
   if (elementType(getSrc()) == elementType(getDst()))
@@ -207,8 +206,8 @@ LogicalResult CastOp::verify() {
 
 LogicalResult AccumulateOp::verify() {
   if (numel(getSrc()) != numel(getDst()))
-    return emitOpError("adds ") << numel(getSrc()) << " elements into "
-                                << numel(getDst());
+    return emitOpError("adds ")
+           << numel(getSrc()) << " elements into " << numel(getDst());
   if (space(getSrc()) != space(getDst()))
     return emitOpError("adds within one memory space; sched.copy moves data");
   return success();
@@ -223,8 +222,7 @@ static plan::UnitOp lookupUnit(Operation *op, SymbolRefAttr unit) {
   if (!program)
     return {};
   return dyn_cast_or_null<plan::UnitOp>(
-      mlir::SymbolTable::lookupNearestSymbolFrom(program->getParentOp(),
-                                                 unit));
+      mlir::SymbolTable::lookupNearestSymbolFrom(program->getParentOp(), unit));
 }
 
 /// The stored elements of the unit holding the parameter `unit` ties to, or
@@ -245,16 +243,16 @@ static int64_t tiedNumel(plan::UnitOp unit) {
 
 /// Checks a compute op's unit, micro-batch and parameter operands.
 static LogicalResult verifyCompute(Operation *op, SymbolRefAttr unitRef,
-                                   int64_t microBatch, Value params,
-                                   Value tied, plan::UnitOp &unit) {
+                                   int64_t microBatch, Value params, Value tied,
+                                   plan::UnitOp &unit) {
   unit = lookupUnit(op, unitRef);
   if (!unit)
     return op->emitOpError("'") << unitRef << "' does not name a plan.unit";
   ProgramOp program = programOf(op);
-  if (microBatch < 0 || microBatch >= program.getMicroBatches())
-    return op->emitOpError("micro-batch ")
-           << microBatch << " is not in [0, " << program.getMicroBatches()
-           << ")";
+  auto microBatches = static_cast<int64_t>(program.getMicroBatches());
+  if (microBatch < 0 || microBatch >= microBatches)
+    return op->emitOpError("micro-batch ") << microBatch << " is not in [0, "
+                                           << program.getMicroBatches() << ")";
   if (numel(params) != unit.getStoredNumel())
     return op->emitOpError("unit '")
            << unit.getSymName() << "' stores " << unit.getStoredNumel()
@@ -339,10 +337,9 @@ LogicalResult OptimizerStepOp::verify() {
            << elementType(getGrads());
   plan::PlanOp plan = program.getPlanOp();
   plan::OptimizerKind kind = plan.getTrain().getOptimizer().getKind();
-  size_t expected = kind == plan::OptimizerKind::AdamW ? 2
-                    : plan.getTrain().getOptimizer().getMomentum() != 0.0
-                        ? 1
-                        : 0;
+  size_t expected = kind == plan::OptimizerKind::AdamW                    ? 2
+                    : plan.getTrain().getOptimizer().getMomentum() != 0.0 ? 1
+                                                                          : 0;
   if (getState().size() != expected)
     return emitOpError(plan::stringifyOptimizerKind(kind))
            << " keeps " << expected << " state buffers, got "
