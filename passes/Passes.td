@@ -65,4 +65,16 @@ def SchedVerifySchedule : Pass<"sched-verify-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::sched::SchedDialect"];
 }
 
+def SchedPlanMemory : Pass<"sched-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "Place every buffer at an offset in one arena per memory space";
+  let description = [{
+    Sets each sched.alloc's `offset` (bytes, a multiple of 256) so that
+    buffers live at the same time never share memory, and records on each
+    sched.program `arena_bytes` and `persistent_bytes`: dictionaries from
+    memory space name to the arena's size and to the bytes of its
+    persistent buffers.
+  }];
+  let dependentDialects = ["::sched::SchedDialect"];
+}
+
 #endif // PLAN_PASSES_TD

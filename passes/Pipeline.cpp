@@ -15,6 +15,7 @@ void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createSchedPrefetch());
   pm.addPass(createSchedBucketGradients());
   pm.addPass(createSchedVerifySchedule());
+  pm.addPass(createSchedPlanMemory());
 }
 
 void plan::registerPlanCompilerPasses() {
