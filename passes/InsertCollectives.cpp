@@ -703,8 +703,26 @@ void ProgramDistribution::emitCompletions() {
   });
   Block &body = program.getBody().front();
   Location loc = program.getLoc();
-  for (Completion &completion : completions) {
-    if (completion.anchor)
+  for (auto [index, completion] : llvm::enumerate(completions)) {
+    // A sharded reduction issued during backward is waited (and its
+    // transient full gradient freed) right before the next reduction of the
+    // same micro-batch is issued: it overlaps the next group's backward
+    // compute, and one group's unsharded gradient is in flight instead of
+    // every group's until the end of the micro-batch. DDP's gradients are
+    // persistent anyway, and its buckets need reductions in flight together.
+    // The next reduction that frees a gradient of its own: another group's
+    // (hybrid_shard's replica all-reduce only follows this one's).
+    Operation *next = nullptr;
+    for (size_t later = index + 1;
+         later < completions.size() &&
+         completions[later].anchor == completion.anchor && !next;
+         ++later)
+      if (!completions[later].frees.empty())
+        next = completions[later].event.getDefiningOp();
+    if (completion.anchor && next && !completion.frees.empty() &&
+        parallel.getSharding() != plan::Sharding::NoShard)
+      builder.setInsertionPoint(next);
+    else if (completion.anchor)
       builder.setInsertionPoint(completion.anchor);
     else
       builder.setInsertionPointToEnd(&body);

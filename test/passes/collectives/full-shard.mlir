@@ -73,12 +73,12 @@
 // ONE-NEXT:  sched.free [[LA]]
 // ONE-NEXT:  sched.backward @tiny::@embed mb 0 params([[BE]] : {{.*}}) activations([[EA]] : {{.*}}) grads([[GE]] :
 // ONE-NEXT:  sched.free [[RB]]
-// ONE-NEXT:  [[E6:%.*]] = sched.reduce_scatter [[RGF]] into [[RG]] group shard reduce avg accumulate : memref<68xf32, {{.*}}>, memref<34xf32
-// ONE-NEXT:  sched.free [[EA]]
-// Before the optimizer section, the reductions complete in issue order and
-// the full gradients are freed.
+// A reduction completes, and its full gradient is freed, before the next one
+// is issued: one unsharded gradient in flight at a time.
 // ONE-NEXT:  sched.wait [[E5]]
 // ONE-NEXT:  sched.free [[LGF]]
+// ONE-NEXT:  [[E6:%.*]] = sched.reduce_scatter [[RGF]] into [[RG]] group shard reduce avg accumulate : memref<68xf32, {{.*}}>, memref<34xf32
+// ONE-NEXT:  sched.free [[EA]]
 // ONE-NEXT:  sched.wait [[E6]]
 // ONE-NEXT:  sched.free [[RGF]]
 // Each rank's norm covers its shards; the sum over the shard group is global.
@@ -113,9 +113,9 @@
 // EVERY:       [[L0:%.*]] = sched.reduce_scatter {{%.*}} into [[LG]] group shard reduce avg accumulate
 // EVERY:       sched.backward @tiny::@embed mb 0
 // EVERY-NEXT:  sched.free
-// EVERY-NEXT:  [[R0:%.*]] = sched.reduce_scatter [[RGF0]] into [[RG]] group shard reduce avg accumulate
-// EVERY-NEXT:  sched.free
 // EVERY-NEXT:  sched.wait [[L0]]
+// EVERY-NEXT:  sched.free
+// EVERY-NEXT:  [[R0:%.*]] = sched.reduce_scatter [[RGF0]] into [[RG]] group shard reduce avg accumulate
 // EVERY-NEXT:  sched.free
 // EVERY-NEXT:  sched.wait [[R0]]
 // EVERY-NEXT:  sched.free [[RGF0]]
@@ -128,8 +128,8 @@
 // EVERY:       [[RGF1:%.*]] = sched.alloc "fsdp.root.grad.full"
 // EVERY:       [[L1:%.*]] = sched.reduce_scatter {{%.*}} into [[LG]] group shard reduce avg accumulate
 // EVERY:       sched.backward @tiny::@embed mb 1
-// EVERY:       [[R1:%.*]] = sched.reduce_scatter [[RGF1]] into [[RG]] group shard reduce avg accumulate
 // EVERY:       sched.wait [[L1]]
+// EVERY:       [[R1:%.*]] = sched.reduce_scatter [[RGF1]] into [[RG]] group shard reduce avg accumulate
 // EVERY:       sched.wait [[R1]]
 // EVERY-NEXT:  sched.free [[RGF1]]
 // EVERY-NEXT:  sched.optimizer_step @tiny::@fsdp.root params([[RP]] : {{.*}}) grads([[RG]] :
@@ -162,10 +162,10 @@
 // LAST-NEXT:  [[L:%.*]] = sched.reduce_scatter [[LGF]] into [[LG]] group shard reduce avg accumulate
 // LAST:       sched.backward @tiny::@embed mb 1 {{.*}} grads([[GE]]
 // LAST-NEXT:  sched.free
-// LAST-NEXT:  [[R:%.*]] = sched.reduce_scatter [[RGF]] into [[RG]] group shard reduce avg accumulate
-// LAST-NEXT:  sched.free
 // LAST-NEXT:  sched.wait [[L]]
 // LAST-NEXT:  sched.free [[LGF]]
+// LAST-NEXT:  [[R:%.*]] = sched.reduce_scatter [[RGF]] into [[RG]] group shard reduce avg accumulate
+// LAST-NEXT:  sched.free
 // LAST-NEXT:  sched.wait [[R]]
 // LAST-NEXT:  sched.free [[RGF]]
 // LAST-NEXT:  sched.optimizer_step @tiny::@fsdp.root

@@ -22,9 +22,10 @@
 // CHECK-NOT:   sched.all_reduce
 // CHECK:       [[SL0:%.*]] = sched.reduce_scatter {{%.*}} into [[LG]] group shard reduce avg accumulate
 // CHECK-NOT:   sched.all_reduce
+// CHECK:       sched.wait [[SL0]]
+// CHECK-NOT:   sched.all_reduce
 // CHECK:       [[SR0:%.*]] = sched.reduce_scatter {{%.*}} into [[RG]] group shard reduce avg accumulate
 // CHECK-NOT:   sched.all_reduce
-// CHECK:       sched.wait [[SL0]]
 // CHECK:       sched.wait [[SR0]]
 // CHECK-NOT:   sched.all_reduce
 // CHECK:       sched.backward @tiny::@layers.0 mb 1
@@ -32,13 +33,15 @@
 // CHECK-NEXT:  [[SL1:%.*]] = sched.reduce_scatter [[LGF:%.*]] into [[LG]] group shard reduce avg accumulate
 // CHECK-NEXT:  [[AL:%.*]] = sched.all_reduce [[LG]] group replicate reduce avg after [[SL1]] : memref<16xf32
 // CHECK-NEXT:  sched.free
+// The layer's reduce-scatter completes before the root's is issued; the
+// replica all-reduces stay in flight until the end of the backward.
 // CHECK-NEXT:  sched.backward @tiny::@embed mb 1
-// CHECK-NEXT:  sched.free
-// CHECK-NEXT:  [[SR1:%.*]] = sched.reduce_scatter [[RGF:%.*]] into [[RG]] group shard reduce avg accumulate
-// CHECK-NEXT:  [[AR:%.*]] = sched.all_reduce [[RG]] group replicate reduce avg after [[SR1]] : memref<66xf32
 // CHECK-NEXT:  sched.free
 // CHECK-NEXT:  sched.wait [[SL1]]
 // CHECK-NEXT:  sched.free [[LGF]]
+// CHECK-NEXT:  [[SR1:%.*]] = sched.reduce_scatter [[RGF:%.*]] into [[RG]] group shard reduce avg accumulate
+// CHECK-NEXT:  [[AR:%.*]] = sched.all_reduce [[RG]] group replicate reduce avg after [[SR1]] : memref<66xf32
+// CHECK-NEXT:  sched.free
 // CHECK-NEXT:  sched.wait [[AL]]
 // CHECK-NEXT:  sched.wait [[SR1]]
 // CHECK-NEXT:  sched.free [[RGF]]

@@ -50,11 +50,13 @@
 // EVERY-NEXT:  sched.backward @tiny::@layers.0 mb 0 params([[FL]] :
 // EVERY-NEXT:  [[SL0:%.*]] = sched.reduce_scatter [[LGF0]] into [[LG]] group shard reduce avg accumulate
 // EVERY-NEXT:  sched.free
+// The layer's reduction is waited and its full gradient freed before the
+// root's is issued: one unsharded gradient in flight at a time.
 // EVERY-NEXT:  sched.backward @tiny::@embed mb 0 params([[FE]] :
-// EVERY-NEXT:  [[SR0:%.*]] = sched.reduce_scatter [[RGF0]] into [[RG]] group shard reduce avg accumulate
-// EVERY-NEXT:  sched.free
 // EVERY-NEXT:  sched.wait [[SL0]]
 // EVERY-NEXT:  sched.free [[LGF0]]
+// EVERY-NEXT:  [[SR0:%.*]] = sched.reduce_scatter [[RGF0]] into [[RG]] group shard reduce avg accumulate
+// EVERY-NEXT:  sched.free
 // EVERY-NEXT:  sched.wait [[SR0]]
 // EVERY-NEXT:  sched.free [[RGF0]]
 // The second micro-batch reads the same gathered buffers.
@@ -69,10 +71,10 @@
 // EVERY-NEXT:  sched.free
 // EVERY-NEXT:  sched.backward @tiny::@embed mb 1 params([[FE]] :
 // EVERY-NEXT:  sched.free [[RF]]
-// EVERY-NEXT:  [[SR1:%.*]] = sched.reduce_scatter [[RGF1]] into [[RG]] group shard reduce avg accumulate
-// EVERY-NEXT:  sched.free
 // EVERY-NEXT:  sched.wait [[SL1]]
 // EVERY-NEXT:  sched.free [[LGF1]]
+// EVERY-NEXT:  [[SR1:%.*]] = sched.reduce_scatter [[RGF1]] into [[RG]] group shard reduce avg accumulate
+// EVERY-NEXT:  sched.free
 // EVERY-NEXT:  sched.wait [[SR1]]
 // EVERY-NEXT:  sched.free [[RGF1]]
 // EVERY-NEXT:  sched.optimizer_step @tiny::@fsdp.root params([[RP]] : {{.*}}) grads([[RG]] :
@@ -99,10 +101,10 @@
 // LAST-NEXT:  sched.free
 // LAST-NEXT:  sched.backward @tiny::@embed mb 1
 // LAST-NEXT:  sched.free [[RF]]
-// LAST-NEXT:  [[SR:%.*]] = sched.reduce_scatter [[RGF]] into [[RG]] group shard reduce avg accumulate
-// LAST-NEXT:  sched.free
 // LAST-NEXT:  sched.wait [[SL]]
 // LAST-NEXT:  sched.free [[LGF]]
+// LAST-NEXT:  [[SR:%.*]] = sched.reduce_scatter [[RGF]] into [[RG]] group shard reduce avg accumulate
+// LAST-NEXT:  sched.free
 // LAST-NEXT:  sched.wait [[SR]]
 // LAST-NEXT:  sched.free [[RGF]]
 // LAST-NEXT:  [[N:%.*]] = sched.alloc "grad_norm"

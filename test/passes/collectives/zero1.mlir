@@ -35,19 +35,22 @@
 // CHECK:       [[LF0:%.*]] = sched.alloc "fsdp.layers.0.grad.mb0" role unsharded_grad : memref<32xf32
 // CHECK:       sched.backward @tiny::@layers.0 mb 0
 // CHECK-NEXT:  [[EL0:%.*]] = sched.reduce_scatter [[LF0]] into [[LG]] group shard reduce avg accumulate
+// The previous reduction is waited, and its full gradient freed, right before
+// the next one is issued: one unsharded gradient in flight at a time.
 // CHECK:       sched.backward @tiny::@embed mb 0
-// CHECK-NEXT:  [[ER0:%.*]] = sched.reduce_scatter [[RF0]] into [[RG]] group shard reduce avg accumulate
-// CHECK:       sched.wait [[EL0]]
+// CHECK-NEXT:  sched.wait [[EL0]]
 // CHECK-NEXT:  sched.free [[LF0]]
-// CHECK-NEXT:  sched.wait [[ER0]]
+// CHECK-NEXT:  [[ER0:%.*]] = sched.reduce_scatter [[RF0]] into [[RG]] group shard reduce avg accumulate
+// CHECK:       sched.wait [[ER0]]
 // CHECK-NEXT:  sched.free [[RF0]]
 // CHECK:       sched.forward @tiny::@embed mb 1
 // CHECK:       [[RF1:%.*]] = sched.alloc "fsdp.root.grad.mb1" role unsharded_grad : memref<132xf32
 // CHECK:       sched.backward @tiny::@layers.0 mb 1
 // CHECK-NEXT:  [[EL1:%.*]] = sched.reduce_scatter {{%.*}} into [[LG]] group shard reduce avg accumulate
 // CHECK:       sched.backward @tiny::@embed mb 1
+// CHECK-NEXT:  sched.wait [[EL1]]
+// CHECK-NEXT:  sched.free
 // CHECK-NEXT:  [[ER1:%.*]] = sched.reduce_scatter [[RF1]] into [[RG]] group shard reduce avg accumulate
-// CHECK:       sched.wait [[EL1]]
 // CHECK:       sched.wait [[ER1]]
 // CHECK-NEXT:  sched.free [[RF1]]
 // The norm covers this rank's gradient shards and is summed over the shards.
