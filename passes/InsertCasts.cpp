@@ -29,22 +29,6 @@ MemRefType bufferType(Value buffer) {
 
 Type elementTypeOf(Value buffer) { return bufferType(buffer).getElementType(); }
 
-/// The sched.alloc a buffer comes from, looking through views; null when
-/// the buffer is not rooted in an alloc.
-sched::AllocOp rootAlloc(Value buffer) {
-  while (Operation *def = buffer.getDefiningOp()) {
-    if (auto alloc = dyn_cast<sched::AllocOp>(def))
-      return alloc;
-    if (auto view = dyn_cast<sched::ViewOp>(def))
-      buffer = view.getSource();
-    else if (auto shard = dyn_cast<sched::ShardViewOp>(def))
-      buffer = shard.getSource();
-    else
-      return {};
-  }
-  return {};
-}
-
 /// Gives `buffer` and every view of it (transitively) the element type
 /// `elementType`. Only views derive their result type from a buffer; every
 /// other sched op takes its buffer operands as they are, so updating the
@@ -130,7 +114,7 @@ private:
   LogicalResult addMasters() {
     for (sched::OptimizerStepOp step : steps) {
       Value updated = step.getParams();
-      sched::AllocOp root = rootAlloc(updated);
+      sched::AllocOp root = sched::getRootAlloc(updated);
       if (!root || root.getRole() != sched::BufferRole::Param)
         return step.emitOpError("expected to step the group's parameters "
                                 "(a buffer of role param)");
@@ -185,7 +169,7 @@ private:
   }
 
   std::string nameOf(Value buffer, StringRef suffix) {
-    sched::AllocOp root = rootAlloc(buffer);
+    sched::AllocOp root = sched::getRootAlloc(buffer);
     return ((root ? root.getName() : StringRef("buffer")) + suffix).str();
   }
 

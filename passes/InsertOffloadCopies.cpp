@@ -36,22 +36,6 @@ bool onDevice(sched::MemorySpace space) {
   return space == sched::MemorySpace::Device;
 }
 
-/// The sched.alloc a buffer comes from, looking through views; null when
-/// the buffer is not rooted in an alloc.
-sched::AllocOp rootAlloc(Value buffer) {
-  while (Operation *def = buffer.getDefiningOp()) {
-    if (auto alloc = dyn_cast<sched::AllocOp>(def))
-      return alloc;
-    if (auto view = dyn_cast<sched::ViewOp>(def))
-      buffer = view.getSource();
-    else if (auto shard = dyn_cast<sched::ShardViewOp>(def))
-      buffer = shard.getSource();
-    else
-      return {};
-  }
-  return {};
-}
-
 /// Moves `buffer` and every view of it (transitively) to `space`. Only views
 /// derive their result type from a buffer; every other sched op takes its
 /// buffer operands as they are.
@@ -279,7 +263,7 @@ private:
     if (onDevice(stepSpace))
       return;
     for (auto step : body().getOps<sched::OptimizerStepOp>()) {
-      sched::AllocOp grads = rootAlloc(step.getGrads());
+      sched::AllocOp grads = sched::getRootAlloc(step.getGrads());
       if (grads && !grads.getPersistent() &&
           grads.getRole() == sched::BufferRole::Staging &&
           onDevice(spaceOf(grads.getResult())))
@@ -289,7 +273,7 @@ private:
 
   /// "<buffer>.staging"; a staging buffer's own staging keeps its name.
   std::string stagingName(Value buffer) {
-    sched::AllocOp root = rootAlloc(buffer);
+    sched::AllocOp root = sched::getRootAlloc(buffer);
     if (!root)
       return "staging";
     if (root.getRole() == sched::BufferRole::Staging)
@@ -317,11 +301,11 @@ private:
   /// and its staging source freed, only before the next op that touches
   /// `dst`'s buffer, or at the end of the program.
   void waitBeforeNextUse(Operation *copyOp, Value dst, Value staging) {
-    sched::AllocOp root = rootAlloc(dst);
+    sched::AllocOp root = sched::getRootAlloc(dst);
     Operation *next = copyOp->getNextNode();
     for (; next; next = next->getNextNode())
       if (llvm::any_of(next->getOperands(),
-                       [&](Value v) { return rootAlloc(v) == root; }))
+                       [&](Value v) { return sched::getRootAlloc(v) == root; }))
         break;
     if (next)
       builder.setInsertionPoint(next);
@@ -346,7 +330,7 @@ private:
       if (spaceOf(buffer) == place)
         continue;
       // Copies are ordered against later uses of the buffer they fill.
-      if (!rootAlloc(buffer))
+      if (!sched::getRootAlloc(buffer))
         return op->emitOpError("uses a buffer that no sched.alloc creates");
       staged = true;
     }

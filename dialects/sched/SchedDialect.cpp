@@ -55,3 +55,17 @@ FailureOr<WaitOp> sched::findWait(Operation *asyncOp) {
     return asyncOp->emitOpError("event is never waited");
   return found;
 }
+
+AllocOp sched::getRootAlloc(Value buffer) {
+  while (Operation *def = buffer.getDefiningOp()) {
+    if (auto alloc = dyn_cast<AllocOp>(def))
+      return alloc;
+    if (auto view = dyn_cast<ViewOp>(def))
+      buffer = view.getSource();
+    else if (auto shard = dyn_cast<ShardViewOp>(def))
+      buffer = shard.getSource();
+    else
+      return {};
+  }
+  return {};
+}

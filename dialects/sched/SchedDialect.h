@@ -39,6 +39,10 @@ mlir::MemRefType getBufferType(mlir::MLIRContext *context, int64_t numel,
 /// The memory space of a buffer type.
 MemorySpace getMemorySpace(mlir::MemRefType type);
 
+/// The sched.alloc a buffer comes from, looking through views and shard
+/// views; null when the buffer is not rooted in an alloc.
+AllocOp getRootAlloc(mlir::Value buffer);
+
 /// The one sched.wait of an asynchronous op's event; an error at the op when
 /// the event is never waited or waited more than once.
 mlir::FailureOr<WaitOp> findWait(mlir::Operation *asyncOp);
