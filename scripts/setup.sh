@@ -13,6 +13,10 @@ APT_PACKAGES=(
   "llvm-${LLVM_VERSION}-dev" "llvm-${LLVM_VERSION}-tools"
   cmake ninja-build g++ python3 python3-pip
   libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
+  zlib1g-dev
+  # Gloo headers: the torch wheel ships ProcessGroupGloo.hpp but not the gloo
+  # headers it includes (the code itself is inside libtorch_cpu.so).
+  libgloo-dev
 )
 
 missing=()

@@ -1,0 +1,98 @@
+//===- Model.h - Units of a model, run one at a time -------------*- C++ -*-===//
+//
+// The executor runs a schedule's compute ops (forward / recompute / loss /
+// backward of one unit for one micro-batch) through this interface. A Model
+// implements every unit kind of one family (Llama: embedding, llama_block,
+// llama_head; GPT-2: embedding, gpt2_block, gpt2_head) with LibTorch ops and
+// autograd, one unit at a time, over parameters that are views into the
+// schedule's flat buffers (see docs/runtime.md, "Units and autograd").
+//
+// Contract (the executor relies on each point):
+// - `params` is a 1-D tensor with exactly the unit's stored elements, in the
+//   schedule's parameter order and offsets (Unit::params[i].offset), in the
+//   dtype the schedule computes in (f32, bf16 or f16). `tied` is the tying
+//   unit's stored elements (GPT-2 head: the embedding's), or undefined.
+// - The buffer behind `params` at backward may differ from the one at
+//   forward (FSDP gathers again into another arena slot): backward must read
+//   the parameters from the tensors it is given, never from ones kept since
+//   forward. Gradients are ADDED into `grads` / `tiedGrads` (same layout and
+//   dtype as params / tied).
+// - Hidden states between units are handed over inside the Model, keyed by
+//   micro-batch: forward of unit u reads the output of the unit before it;
+//   backward of unit u leaves the gradient of its input for the unit before.
+// - `saves` is the unit's planned activation buffer. A forward that will be
+//   recomputed (activation checkpointing) keeps no autograd graph and stores
+//   its input in `saves` (which then has micro_batch*seq_len*hidden
+//   elements); recompute reads it back from `input` and rebuilds the graph.
+// - Errors are exceptions derived from std::runtime_error with a one-line
+//   message.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLAN_RUNTIME_MODELS_MODEL_H
+#define PLAN_RUNTIME_MODELS_MODEL_H
+
+#include "Schedule.h"
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace plan::rt {
+
+/// One micro-batch of this rank: `tokens` and `targets` are [b, s] int64 on
+/// the compute device (targets[i][j] = the token after tokens[i][j]).
+struct MicroBatch {
+  at::Tensor tokens, targets;
+};
+
+class Model {
+public:
+  virtual ~Model() = default;
+
+  /// The model for `schedule` (family from schedule.model.family); throws for
+  /// families or unit kinds this runtime does not implement (bert, for now).
+  static std::unique_ptr<Model> create(const Schedule &schedule,
+                                       at::Device device);
+
+  /// Writes the deterministic initial value of unit `unit`'s stored elements
+  /// into `out` (1-D fp32, Unit::numel elements): each parameter is drawn
+  /// from a generator seeded by (seed, parameter name) alone, so every
+  /// strategy, world size and rank gets the same full weights.
+  virtual void initUnit(int64_t unit, uint64_t seed, at::Tensor out) = 0;
+
+  /// Loads unit `unit`'s stored elements from HF-named tensors (see
+  /// SafeTensors.h) into `out` (1-D fp32); throws naming a missing or
+  /// mis-shaped tensor.
+  virtual void loadUnit(int64_t unit, const class TensorSource &source,
+                        at::Tensor out) = 0;
+
+  /// Sets the data of micro-batch `mb` for the coming step.
+  virtual void setMicroBatch(int64_t mb, MicroBatch batch) = 0;
+
+  /// `keepGraph` is false when a later recompute op rebuilds this unit's
+  /// graph for this micro-batch (activation checkpointing).
+  virtual void forward(int64_t unit, int64_t mb, const at::Tensor &params,
+                       const at::Tensor &tied, const at::Tensor &saves,
+                       bool keepGraph) = 0;
+  virtual void recompute(int64_t unit, int64_t mb, const at::Tensor &params,
+                         const at::Tensor &tied, const at::Tensor &input,
+                         const at::Tensor &saves) = 0;
+  /// After the head's forward: returns the micro-batch's mean cross-entropy
+  /// (fp32, unscaled) and seeds its backward with `scale * lossScale`.
+  virtual double loss(int64_t unit, int64_t mb, double scale,
+                      double lossScale) = 0;
+  virtual void backward(int64_t unit, int64_t mb, const at::Tensor &params,
+                        const at::Tensor &tied, const at::Tensor &activations,
+                        const at::Tensor &grads,
+                        const at::Tensor &tiedGrads) = 0;
+
+  /// Drops everything kept for micro-batches (end of a step or an error).
+  virtual void reset() = 0;
+};
+
+} // namespace plan::rt
+
+#endif // PLAN_RUNTIME_MODELS_MODEL_H
