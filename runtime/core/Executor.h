@@ -17,29 +17,46 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 namespace plan::rt {
 
 class TensorSource;
 
+/// A schedule the executor cannot run, or an op that failed (a collective
+/// that timed out, a model error): one line naming the op and its plan line.
+class ExecutionError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
 struct StepResult {
-  int64_t step = 0;     // 1-based optimizer step
-  double loss = 0;      // mean cross-entropy over the global batch
-  double lr = 0;        // learning rate this step used
-  double gradNorm = 0;  // global L2 norm of the gradients (before clipping), 0 if the
-                        // schedule computes none
-  bool skipped = false; // fp16 step skipped for non-finite gradients
-  double lossScale = 1;
-  int64_t tokens = 0;   // tokens in the global batch
+  int64_t step = 0;      // 1-based optimizer step
+  double loss = 0;       // mean cross-entropy over the global batch
+  double lr = 0;         // learning rate this step used
+  double gradNorm = 0;   // global L2 norm of the gradients (before clipping), 0
+                         // if the schedule computes none
+  bool skipped = false;  // fp16 step skipped for non-finite gradients
+  double lossScale = 1;  // the loss scale this step's backward used (1 if none)
+  int64_t tokens = 0;    // tokens in the global batch
   int64_t peakBytes = 0; // arena bytes (all spaces) + allocator peak, this rank
+                         // (the cpu backend reports the arenas only)
 };
 
 class Executor {
 public:
+  /// Allocates the arenas and checks that every buffer fits in its arena.
+  /// Keeps a copy of `schedule`; `model` and `comm` must outlive it.
   Executor(const Schedule &schedule, Model &model, Comm &comm,
            at::Device device);
   ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  /// The run's number of optimizer steps, which the learning-rate schedule
+  /// decays over when the schedule's train.steps is 0 (ignored otherwise).
+  void setTotalSteps(int64_t steps);
 
   /// Fills every persistent state buffer (params, master weights) from the
   /// model's deterministic initialisation, or from `source` (--init), each

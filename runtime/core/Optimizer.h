@@ -1,0 +1,63 @@
+//===- Optimizer.h - AdamW / SGD on flat fp32 shards ------------*- C++ -*-===//
+//
+// The update of one `sched.optimizer_step`, written to give the numbers of
+// torch.optim.AdamW / torch.optim.SGD (single-tensor implementation, one
+// param group) on the same fp32 tensors, plus torch.nn.utils.clip_grad_norm_
+// and torch.amp.GradScaler's unscale and scale update (docs/runtime.md,
+// "Optimizer").
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLAN_RUNTIME_CORE_OPTIMIZER_H
+#define PLAN_RUNTIME_CORE_OPTIMIZER_H
+
+#include "Schedule.h"
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace plan::rt {
+
+/// clip_grad_norm_'s multiplier: maxNorm / (totalNorm + 1e-6), at most 1.
+/// 1 when maxNorm <= 0 (clipping off).
+double clipCoefficient(double totalNorm, double maxNorm);
+
+/// The fp32 gradient the update reads: `grads` (any float dtype) times
+/// `invLossScale` (GradScaler.unscale_), then times `clipCoef`, each product
+/// rounded to fp32 as torch does in place. Never writes `grads`.
+at::Tensor stepGradient(const at::Tensor &grads, double invLossScale,
+                        double clipCoef);
+
+/// torch.optim.AdamW, non-amsgrad: `t` is the 1-based step count.
+void adamwStep(at::Tensor &params, const at::Tensor &grad, at::Tensor &expAvg,
+               at::Tensor &expAvgSq, const OptimizerConfig &config, double lr,
+               int64_t t);
+
+/// torch.optim.SGD without dampening or nesterov; `momentumBuf` is undefined
+/// when momentum is 0. On step 1 the buffer takes the gradient (torch's
+/// clone of the first d_p).
+void sgdStep(at::Tensor &params, const at::Tensor &grad,
+             at::Tensor &momentumBuf, const OptimizerConfig &config, double lr,
+             int64_t t);
+
+/// Dispatches on config.kind; `state` is (exp_avg, exp_avg_sq) for adamw,
+/// (momentum) or () for sgd. Throws std::runtime_error for a state list that
+/// does not fit the optimizer.
+void optimizerUpdate(const OptimizerConfig &config, at::Tensor &params,
+                     const at::Tensor &grad, std::vector<at::Tensor> &state,
+                     double lr, int64_t t);
+
+/// GradScaler.update's rule for one step: on overflow the scale halves and
+/// the growth tracker restarts; otherwise after `growthInterval` clean steps
+/// in a row it doubles (if the doubled value is finite).
+struct DynamicLossScale {
+  int64_t growthInterval = 2000;
+  int64_t growthTracker = 0;
+  double update(double scale, bool foundInf);
+};
+
+} // namespace plan::rt
+
+#endif // PLAN_RUNTIME_CORE_OPTIMIZER_H

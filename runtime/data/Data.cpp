@@ -1,0 +1,232 @@
+//===- Data.cpp - Token batches for each rank and step --------------------===//
+//
+// Global sequence j of a run is a pure function of j (and the seed, or the
+// file), so which rank reads it and with which strategy never changes the
+// tokens: step k (1-based) uses global sequences [(k-1)G, kG) with
+// G = microBatches * dpSize * microBatch, and each rank takes its rows by the
+// formula in Data.h. docs/models.md, "Data", has both generators.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Data.h"
+#include "Seeds.h"
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace plan::rt {
+namespace {
+
+class DataError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Fills `out` (seqLen + 1 tokens) with global sequence `index`.
+class SequenceSource {
+public:
+  virtual ~SequenceSource() = default;
+  virtual void sequence(int64_t index, int64_t seqLen, int64_t *out) const = 0;
+};
+
+// Affine recurrences t[n+1] = (a t[n] + c) mod m over m = min(vocab, 64)
+// tokens, with (a, c) one of four pairs: after two tokens the next one is
+// determined, so a small model's loss falls from ln(vocab) towards 0 within
+// tens of steps.
+constexpr int64_t kSyntheticAlphabet = 64;
+constexpr std::array<std::pair<int64_t, int64_t>, 4> kSyntheticRules = {
+    {{1, 1}, {3, 7}, {5, 13}, {7, 31}}};
+
+class SyntheticSource final : public SequenceSource {
+public:
+  SyntheticSource(int64_t vocab, uint64_t seed)
+      : m_(std::min(vocab, kSyntheticAlphabet)), key_(splitmix64(seed)) {}
+  void sequence(int64_t index, int64_t seqLen, int64_t *out) const override {
+    uint64_t h = splitmix64(key_ + static_cast<uint64_t>(index));
+    auto [a, c] = kSyntheticRules[h & 3];
+    int64_t t = static_cast<int64_t>((h >> 8) % static_cast<uint64_t>(m_));
+    for (int64_t n = 0; n <= seqLen; ++n) {
+      out[n] = t;
+      t = (a * t + c) % m_;
+    }
+  }
+
+private:
+  int64_t m_;
+  uint64_t key_;
+};
+
+// llm.c's dev/data/data_common.py: 256 int32 header words (magic, version,
+// token count), then the tokens.
+constexpr int32_t kLlmcGpt2Magic = 20240520, kLlmcGpt2Version = 1;     // uint16
+constexpr int32_t kLlmcLlama3Magic = 20240801, kLlmcLlama3Version = 7; // uint32
+constexpr size_t kLlmcHeaderBytes = 256 * sizeof(int32_t);
+
+class TokenFile final : public SequenceSource {
+public:
+  TokenFile(const std::string &path, int64_t vocab)
+      : path_(path), vocab_(vocab) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      throw DataError("cannot open token file '" + path +
+                      "': " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw DataError("token file '" + path + "' is not a regular file");
+    }
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ == 0) {
+      ::close(fd);
+      throw DataError("token file '" + path + "' is empty");
+    }
+    void *base = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (base == MAP_FAILED)
+      throw DataError("cannot map token file '" + path +
+                      "': " + std::strerror(errno));
+    base_ = static_cast<const uint8_t *>(base);
+    try {
+      parseHeader();
+    } catch (...) {
+      ::munmap(const_cast<uint8_t *>(base_), size_);
+      throw;
+    }
+  }
+  TokenFile(const TokenFile &) = delete;
+  TokenFile &operator=(const TokenFile &) = delete;
+  ~TokenFile() override { ::munmap(const_cast<uint8_t *>(base_), size_); }
+
+  void sequence(int64_t index, int64_t seqLen, int64_t *out) const override {
+    if (count_ < seqLen + 2)
+      throw DataError("token file '" + path_ + "' has " +
+                      std::to_string(count_) + " tokens; seq_len " +
+                      std::to_string(seqLen) + " needs at least " +
+                      std::to_string(seqLen + 2));
+    int64_t start = (index * seqLen) % (count_ - seqLen - 1);
+    for (int64_t n = 0; n <= seqLen; ++n) {
+      int64_t pos = start + n;
+      int64_t t = wide_ ? static_cast<int64_t>(load<uint32_t>(pos))
+                        : static_cast<int64_t>(load<uint16_t>(pos));
+      if (t >= vocab_)
+        throw DataError("token file '" + path_ + "': token " +
+                        std::to_string(t) + " at position " +
+                        std::to_string(pos) + " is not below the vocab size " +
+                        std::to_string(vocab_));
+      out[n] = t;
+    }
+  }
+
+private:
+  void parseHeader() {
+    int32_t word[3] = {0, 0, 0};
+    if (size_ >= kLlmcHeaderBytes)
+      std::memcpy(word, base_, sizeof(word));
+    bool gpt2 = word[0] == kLlmcGpt2Magic, llama3 = word[0] == kLlmcLlama3Magic;
+    if (!gpt2 && !llama3) {
+      // nanoGPT: raw uint16 tokens, no header.
+      if (size_ % 2 != 0)
+        throw DataError("token file '" + path_ +
+                        "' has no llm.c header and an odd size, so it is not "
+                        "raw uint16 tokens either");
+      data_ = base_;
+      count_ = static_cast<int64_t>(size_ / 2);
+      return;
+    }
+    int32_t expected = gpt2 ? kLlmcGpt2Version : kLlmcLlama3Version;
+    if (word[1] != expected)
+      throw DataError("token file '" + path_ + "': llm.c header with magic " +
+                      std::to_string(word[0]) + " has version " +
+                      std::to_string(word[1]) + ", expected " +
+                      std::to_string(expected));
+    wide_ = llama3;
+    size_t width = wide_ ? 4 : 2;
+    if (word[2] < 0 ||
+        kLlmcHeaderBytes + static_cast<size_t>(word[2]) * width != size_)
+      throw DataError("token file '" + path_ + "': the header counts " +
+                      std::to_string(word[2]) + " tokens but the file holds " +
+                      std::to_string((size_ - kLlmcHeaderBytes) / width));
+    data_ = base_ + kLlmcHeaderBytes;
+    count_ = word[2];
+    if (count_ == 0)
+      throw DataError("token file '" + path_ + "' holds no tokens");
+  }
+
+  template <typename T> T load(int64_t pos) const {
+    T v; // little-endian on every platform we build for
+    std::memcpy(&v, data_ + pos * sizeof(T), sizeof(T));
+    return v;
+  }
+
+  std::string path_;
+  int64_t vocab_;
+  const uint8_t *base_ = nullptr;
+  size_t size_ = 0;
+  const uint8_t *data_ = nullptr;
+  int64_t count_ = 0;
+  bool wide_ = false;
+};
+
+class SequenceDataSource final : public DataSource {
+public:
+  explicit SequenceDataSource(std::unique_ptr<SequenceSource> source)
+      : source_(std::move(source)) {}
+
+  std::vector<MicroBatch> batches(int64_t step, int64_t microBatches,
+                                  int64_t dpRank, int64_t dpSize,
+                                  int64_t microBatch, int64_t seqLen,
+                                  at::Device device) override {
+    if (step < 1 || microBatches < 1 || dpSize < 1 || dpRank < 0 ||
+        dpRank >= dpSize || microBatch < 1 || seqLen < 1)
+      throw DataError("bad batch request: step " + std::to_string(step) +
+                      ", micro-batches " + std::to_string(microBatches) +
+                      ", rank " + std::to_string(dpRank) + " of " +
+                      std::to_string(dpSize) + ", micro_batch " +
+                      std::to_string(microBatch) + ", seq_len " +
+                      std::to_string(seqLen));
+    const int64_t global = microBatches * dpSize * microBatch;
+    std::vector<MicroBatch> out;
+    std::vector<int64_t> window(seqLen + 1);
+    for (int64_t i = 0; i < microBatches; ++i) {
+      at::Tensor tokens = at::empty({microBatch, seqLen}, at::kLong);
+      at::Tensor targets = at::empty({microBatch, seqLen}, at::kLong);
+      int64_t *tp = tokens.data_ptr<int64_t>(),
+              *gp = targets.data_ptr<int64_t>();
+      for (int64_t r = 0; r < microBatch; ++r) {
+        int64_t j =
+            (step - 1) * global + ((i * dpSize) + dpRank) * microBatch + r;
+        source_->sequence(j, seqLen, window.data());
+        std::memcpy(tp + r * seqLen, window.data(), seqLen * sizeof(int64_t));
+        std::memcpy(gp + r * seqLen, window.data() + 1,
+                    seqLen * sizeof(int64_t));
+      }
+      out.push_back(MicroBatch{tokens.to(device), targets.to(device)});
+    }
+    return out;
+  }
+
+private:
+  std::unique_ptr<SequenceSource> source_;
+};
+
+} // namespace
+
+std::unique_ptr<DataSource> DataSource::open(const std::string &spec,
+                                             int64_t vocab, uint64_t seed) {
+  if (vocab < 1)
+    throw DataError("vocab size " + std::to_string(vocab) + " is not positive");
+  if (spec == "synthetic")
+    return std::make_unique<SequenceDataSource>(
+        std::make_unique<SyntheticSource>(vocab, seed));
+  return std::make_unique<SequenceDataSource>(
+      std::make_unique<TokenFile>(spec, vocab));
+}
+
+} // namespace plan::rt

@@ -1,0 +1,727 @@
+//===- Model.cpp - Llama and GPT-2 units over flat parameter buffers ------===//
+//
+// Each unit runs as LibTorch ops with its own autograd graph: its input is a
+// fresh leaf (the previous unit's output, detached), so backward of one unit
+// ends at that leaf and hands its gradient to the unit before.
+//
+// Parameters are views into the executor's flat buffers, and FSDP gathers
+// them again into another buffer for backward. Every (unit, parameter) owns
+// one persistent leaf tensor over a non-owning storage; before each forward,
+// recompute and backward the storage is re-pointed at the buffer of that
+// call. The graphs saved by autograd hold that leaf, or views of it (W.t()
+// inside linear), all sharing its StorageImpl, so backward reads the buffer
+// passed to backward. docs/models.md has the details.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Model.h"
+#include "SafeTensors.h"
+#include "Seeds.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <cmath>
+#include <map>
+#include <numbers>
+#include <sstream>
+
+namespace plan::rt {
+namespace {
+
+class ModelError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class UnitKind {
+  LlamaEmbedding,
+  LlamaBlock,
+  LlamaHead,
+  Gpt2Embedding,
+  Gpt2Block,
+  Gpt2Head
+};
+
+// Each kind's parameters, found by name suffix (HF names); the role index is
+// the position in the list.
+namespace llama_embedding {
+enum { Tokens };
+} // namespace llama_embedding
+namespace llama_block {
+enum { Q, K, V, O, Gate, Up, Down, InputNorm, PostNorm };
+} // namespace llama_block
+namespace llama_head {
+enum { Norm, LmHead };
+} // namespace llama_head
+namespace gpt2_embedding {
+enum { Wte, Wpe };
+} // namespace gpt2_embedding
+namespace gpt2_block {
+enum {
+  Ln1W,
+  Ln1B,
+  AttnW,
+  AttnB,
+  AttnProjW,
+  AttnProjB,
+  Ln2W,
+  Ln2B,
+  FcW,
+  FcB,
+  MlpProjW,
+  MlpProjB
+};
+} // namespace gpt2_block
+namespace gpt2_head {
+enum { LnW, LnB, LmHead };
+} // namespace gpt2_head
+
+struct RoleSpec {
+  const char *suffix;
+  // Expected shape in units of the config; -1 = any extent.
+  std::vector<int64_t> shape;
+};
+
+std::vector<RoleSpec> roleSpecs(UnitKind kind, const ModelConfig &m) {
+  const int64_t h = m.hidden, v = m.vocab, i = m.intermediate;
+  const int64_t kv = m.heads > 0 ? m.kvHeads * (m.hidden / m.heads) : 0;
+  switch (kind) {
+  case UnitKind::LlamaEmbedding:
+    return {{"embed_tokens.weight", {v, h}}};
+  case UnitKind::LlamaBlock:
+    return {{".self_attn.q_proj.weight", {h, h}},
+            {".self_attn.k_proj.weight", {kv, h}},
+            {".self_attn.v_proj.weight", {kv, h}},
+            {".self_attn.o_proj.weight", {h, h}},
+            {".mlp.gate_proj.weight", {i, h}},
+            {".mlp.up_proj.weight", {i, h}},
+            {".mlp.down_proj.weight", {h, i}},
+            {".input_layernorm.weight", {h}},
+            {".post_attention_layernorm.weight", {h}}};
+  case UnitKind::LlamaHead:
+    return {{"model.norm.weight", {h}}, {"lm_head.weight", {v, h}}};
+  case UnitKind::Gpt2Embedding:
+    return {{"wte.weight", {v, h}}, {"wpe.weight", {-1, h}}};
+  case UnitKind::Gpt2Block:
+    return {{".ln_1.weight", {h}},
+            {".ln_1.bias", {h}},
+            {".attn.c_attn.weight", {h, 3 * h}},
+            {".attn.c_attn.bias", {3 * h}},
+            {".attn.c_proj.weight", {h, h}},
+            {".attn.c_proj.bias", {h}},
+            {".ln_2.weight", {h}},
+            {".ln_2.bias", {h}},
+            {".mlp.c_fc.weight", {h, i}},
+            {".mlp.c_fc.bias", {i}},
+            {".mlp.c_proj.weight", {i, h}},
+            {".mlp.c_proj.bias", {h}}};
+  case UnitKind::Gpt2Head:
+    return {
+        {"ln_f.weight", {h}}, {"ln_f.bias", {h}}, {"lm_head.weight", {v, h}}};
+  }
+  return {};
+}
+
+std::string shapeString(at::IntArrayRef shape) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < shape.size(); ++i)
+    os << (i ? ", " : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+bool endsWith(const std::string &s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// One parameter of a unit and its persistent autograd leaf.
+struct Slot {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  int64_t offset = 0;    // elements into `params`, or into `tied`
+  bool fromTied = false; // stored in another unit, passed as `tied`
+  at::Tensor leaf;       // storage re-pointed at every call; requires grad
+};
+
+struct UnitModel {
+  std::string name;
+  UnitKind kind;
+  int64_t numel = 0;
+  std::vector<Slot> slots;
+  std::vector<size_t> roles; // role index -> slot index
+  const at::Tensor &param(int role) const { return slots[roles[role]].leaf; }
+};
+
+/// What one unit's forward (or recompute) of one micro-batch keeps until its
+/// backward.
+struct Run {
+  at::Tensor input;  // leaf requiring grad; undefined for the embedding
+  at::Tensor output; // hidden state, or the head's loss
+};
+
+/// A tensor handed from one unit to the next, tagged with its producer so a
+/// schedule that skips a unit is caught instead of computing garbage.
+struct Handover {
+  int64_t unit = -1;
+  at::Tensor value;
+};
+
+at::Tensor rmsNorm(const at::Tensor &x, const at::Tensor &weight, double eps) {
+  // LlamaRMSNorm: statistics in fp32, the scale in the model's dtype.
+  at::Tensor h = x.to(at::kFloat);
+  h = h * at::rsqrt(h.pow(2).mean({-1}, /*keepdim=*/true) + eps);
+  return weight * h.to(x.scalar_type());
+}
+
+at::Tensor rotateHalf(const at::Tensor &x) {
+  int64_t half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+at::Tensor repeatKv(const at::Tensor &x, int64_t times) {
+  if (times == 1)
+    return x;
+  int64_t b = x.size(0), k = x.size(1), s = x.size(2), d = x.size(3);
+  return x.unsqueeze(2)
+      .expand({b, k, times, s, d})
+      .reshape({b, k * times, s, d});
+}
+
+/// GPT-2's Conv1D: x @ W + b with W stored [in, out].
+at::Tensor conv1d(const at::Tensor &x, const at::Tensor &w,
+                  const at::Tensor &b) {
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = w.size(1);
+  return at::addmm(b, x.reshape({-1, x.size(-1)}), w).view(shape);
+}
+
+at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k,
+                           const at::Tensor &v) {
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{},
+                                          /*dropout_p=*/0.0,
+                                          /*is_causal=*/true);
+}
+
+at::Tensor crossEntropy(const at::Tensor &logits, const at::Tensor &targets) {
+  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
+                                targets.reshape({-1}));
+}
+
+class TransformerModel final : public Model {
+public:
+  TransformerModel(const Schedule &schedule, at::Device device)
+      : config_(schedule.model), device_(device) {
+    const ModelConfig &m = config_;
+    if (m.family != "llama" && m.family != "gpt2")
+      throw ModelError(
+          "model family '" + m.family +
+          "' is not implemented by the runtime (llama and gpt2 are)");
+    if (m.hidden <= 0 || m.heads <= 0 || m.hidden % m.heads != 0)
+      throw ModelError("hidden " + std::to_string(m.hidden) +
+                       " is not a positive multiple of heads " +
+                       std::to_string(m.heads));
+    if (m.family == "llama" && (m.kvHeads <= 0 || m.heads % m.kvHeads != 0 ||
+                                (m.hidden / m.heads) % 2 != 0))
+      throw ModelError("heads " + std::to_string(m.heads) +
+                       " is not a multiple of kv_heads " +
+                       std::to_string(m.kvHeads) +
+                       ", or the head dimension is odd");
+    // Where each defining parameter is stored, for the units that tie to it.
+    std::map<std::string, std::pair<const Param *, const Unit *>> defined;
+    for (const Unit &unit : schedule.units)
+      for (const Param &p : unit.params)
+        if (p.tiedTo.empty())
+          defined[p.name] = {&p, &unit};
+    for (const Unit &unit : schedule.units)
+      units_.push_back(makeUnit(unit, defined));
+  }
+
+  void initUnit(int64_t unit, uint64_t seed, at::Tensor out) override {
+    const UnitModel &u = unitAt(unit);
+    checkFlat(u, out, "initUnit");
+    for (const Slot &s : u.slots) {
+      if (s.fromTied)
+        continue;
+      at::Tensor value = at::empty(s.shape, at::kFloat);
+      // A 1-D weight is a norm's scale in both families.
+      if (endsWith(s.name, ".bias"))
+        value.zero_();
+      else if (s.shape.size() == 1)
+        value.fill_(1.0);
+      else
+        value.normal_(0.0, 0.02,
+                      at::make_generator<at::CPUGeneratorImpl>(
+                          parameterSeed(seed, s.name)));
+      out.narrow(0, s.offset, s.numel).copy_(value.reshape({-1}));
+    }
+  }
+
+  void loadUnit(int64_t unit, const TensorSource &source,
+                at::Tensor out) override {
+    const UnitModel &u = unitAt(unit);
+    checkFlat(u, out, "loadUnit");
+    for (const Slot &s : u.slots) {
+      if (s.fromTied)
+        continue;
+      at::Tensor value = source.get(s.name, s.shape);
+      out.narrow(0, s.offset, s.numel).copy_(value.reshape({-1}));
+    }
+  }
+
+  void setMicroBatch(int64_t mb, MicroBatch batch) override {
+    if (!batch.tokens.defined() || batch.tokens.dim() != 2 ||
+        !batch.targets.defined() ||
+        batch.targets.sizes() != batch.tokens.sizes())
+      throw ModelError("micro-batch " + std::to_string(mb) +
+                       ": tokens and targets must both be [batch, seq_len]");
+    batch.tokens = batch.tokens.to(device_, at::kLong);
+    batch.targets = batch.targets.to(device_, at::kLong);
+    batches_[mb] = std::move(batch);
+  }
+
+  void forward(int64_t unit, int64_t mb, const at::Tensor &params,
+               const at::Tensor &tied, const at::Tensor &saves,
+               bool keepGraph) override {
+    UnitModel &u = unitAt(unit);
+    const MicroBatch &batch = batchAt(mb);
+    bind(u, params, tied);
+    at::Tensor x;
+    if (!isEmbedding(u)) {
+      auto it = hidden_.find(mb);
+      if (it == hidden_.end() || it->second.unit != unit - 1)
+        throw ModelError("forward of unit '" + u.name + "' micro-batch " +
+                         std::to_string(mb) + " comes before the forward of '" +
+                         units_[unit - 1].name + "'");
+      x = it->second.value;
+    }
+    if (keepGraph) {
+      at::Tensor input;
+      if (x.defined())
+        input = x.detach().requires_grad_(true);
+      at::Tensor out = compute(u, input, batch);
+      finish(unit, mb, out);
+      runs_[{unit, mb}] = Run{input, out};
+      return;
+    }
+    // Checkpointed: keep only the input (in the planned buffer) and no graph.
+    if (x.defined()) {
+      if (!saves.defined() || saves.numel() < x.numel())
+        throw ModelError("forward of unit '" + u.name +
+                         "' without a graph needs a saves buffer of at least " +
+                         std::to_string(x.numel()) + " elements");
+      saves.narrow(0, 0, x.numel()).view(x.sizes()).copy_(x);
+    }
+    at::NoGradGuard noGrad;
+    finish(unit, mb, compute(u, x, batch));
+  }
+
+  void recompute(int64_t unit, int64_t mb, const at::Tensor &params,
+                 const at::Tensor &tied, const at::Tensor &input,
+                 const at::Tensor & /*saves*/) override {
+    UnitModel &u = unitAt(unit);
+    const MicroBatch &batch = batchAt(mb);
+    bind(u, params, tied);
+    at::Tensor x;
+    if (!isEmbedding(u)) {
+      int64_t b = batch.tokens.size(0), s = batch.tokens.size(1);
+      int64_t n = b * s * config_.hidden;
+      if (!input.defined() || input.numel() < n)
+        throw ModelError("recompute of unit '" + u.name +
+                         "' needs an input of at least " + std::to_string(n) +
+                         " elements");
+      // Aliases the planned input buffer, which the schedule keeps until
+      // after this unit's backward.
+      x = input.narrow(0, 0, n)
+              .view({b, s, config_.hidden})
+              .to(params.scalar_type())
+              .detach()
+              .requires_grad_(true);
+    }
+    at::Tensor out = compute(u, x, batch);
+    if (u.kind == UnitKind::LlamaHead || u.kind == UnitKind::Gpt2Head)
+      losses_[mb] = out.detach();
+    runs_[{unit, mb}] = Run{x, out};
+  }
+
+  double loss(int64_t unit, int64_t mb, double scale,
+              double lossScale) override {
+    UnitModel &u = unitAt(unit);
+    if (!isHead(u))
+      throw ModelError("loss of unit '" + u.name + "', which is not a head");
+    auto it = losses_.find(mb);
+    if (it == losses_.end())
+      throw ModelError("loss of micro-batch " + std::to_string(mb) +
+                       " before the forward of '" + u.name + "'");
+    seeds_[mb] = scale * lossScale;
+    return it->second.item<double>();
+  }
+
+  void backward(int64_t unit, int64_t mb, const at::Tensor &params,
+                const at::Tensor &tied, const at::Tensor & /*activations*/,
+                const at::Tensor &grads, const at::Tensor &tiedGrads) override {
+    UnitModel &u = unitAt(unit);
+    auto run = runs_.find({unit, mb});
+    if (run == runs_.end())
+      throw ModelError("backward of unit '" + u.name + "' micro-batch " +
+                       std::to_string(mb) +
+                       " has no graph (no forward with a graph or recompute)");
+    checkFlat(u, grads, "backward's grads");
+    at::Tensor seed;
+    if (isHead(u)) {
+      auto it = seeds_.find(mb);
+      if (it == seeds_.end())
+        throw ModelError("backward of '" + u.name + "' micro-batch " +
+                         std::to_string(mb) + " before its loss");
+      seed = at::full({}, it->second, run->second.output.options());
+    } else {
+      auto it = gradIn_.find(mb);
+      if (it == gradIn_.end() || it->second.unit != unit + 1)
+        throw ModelError("backward of unit '" + u.name + "' micro-batch " +
+                         std::to_string(mb) +
+                         " comes before the backward of '" +
+                         units_[unit + 1].name + "'");
+      seed = it->second.value;
+    }
+    bind(u, params, tied);
+    std::vector<at::Tensor> inputs;
+    for (const Slot &s : u.slots)
+      inputs.push_back(s.leaf);
+    if (run->second.input.defined())
+      inputs.push_back(run->second.input);
+    std::vector<at::Tensor> g = torch::autograd::grad(
+        {run->second.output}, inputs, {seed}, /*retain_graph=*/false,
+        /*create_graph=*/false, /*allow_unused=*/true);
+    for (size_t i = 0; i < u.slots.size(); ++i) {
+      const Slot &s = u.slots[i];
+      if (!g[i].defined())
+        continue;
+      const at::Tensor &dst = s.fromTied ? tiedGrads : grads;
+      if (s.fromTied && (!dst.defined() || dst.numel() < s.offset + s.numel))
+        throw ModelError("backward of unit '" + u.name +
+                         "' needs tied_grads "
+                         "holding '" +
+                         s.name + "'");
+      dst.narrow(0, s.offset, s.numel).view(s.shape).add_(g[i]);
+    }
+    runs_.erase(run);
+    if (isHead(u))
+      seeds_.erase(mb);
+    if (isEmbedding(u))
+      gradIn_.erase(mb);
+    else
+      gradIn_[mb] = Handover{unit, g.back()};
+  }
+
+  void reset() override {
+    runs_.clear();
+    hidden_.clear();
+    gradIn_.clear();
+    losses_.clear();
+    seeds_.clear();
+    batches_.clear();
+  }
+
+private:
+  UnitModel
+  makeUnit(const Unit &unit,
+           const std::map<std::string, std::pair<const Param *, const Unit *>>
+               &defined) {
+    UnitModel u;
+    u.name = unit.name;
+    u.numel = unit.numel;
+    bool llama = config_.family == "llama";
+    if (unit.kind == "embedding")
+      u.kind = llama ? UnitKind::LlamaEmbedding : UnitKind::Gpt2Embedding;
+    else if (llama && unit.kind == "llama_block")
+      u.kind = UnitKind::LlamaBlock;
+    else if (llama && unit.kind == "llama_head")
+      u.kind = UnitKind::LlamaHead;
+    else if (!llama && unit.kind == "gpt2_block")
+      u.kind = UnitKind::Gpt2Block;
+    else if (!llama && unit.kind == "gpt2_head")
+      u.kind = UnitKind::Gpt2Head;
+    else
+      throw ModelError("unit '" + unit.name + "' has kind '" + unit.kind +
+                       "', which the " + config_.family +
+                       " model does not implement");
+    for (const Param &p : unit.params) {
+      Slot s;
+      s.name = p.name;
+      s.shape = p.shape;
+      s.numel = 1;
+      for (int64_t d : p.shape)
+        s.numel *= d;
+      s.offset = p.offset;
+      if (!p.tiedTo.empty()) {
+        auto it = defined.find(p.tiedTo);
+        if (it == defined.end())
+          throw ModelError("parameter '" + p.name + "' is tied to '" +
+                           p.tiedTo + "', which no unit stores");
+        if (it->second.first->shape != p.shape)
+          throw ModelError("parameter '" + p.name + "' " +
+                           shapeString(p.shape) + " is tied to '" + p.tiedTo +
+                           "' " + shapeString(it->second.first->shape));
+        s.fromTied = true;
+        s.offset = it->second.first->offset;
+      } else if (p.offset < 0 || p.offset + s.numel > unit.numel) {
+        throw ModelError("parameter '" + p.name + "' lies outside unit '" +
+                         unit.name + "'s " + std::to_string(unit.numel) +
+                         " elements");
+      }
+      u.slots.push_back(std::move(s));
+    }
+    for (const RoleSpec &spec : roleSpecs(u.kind, config_)) {
+      size_t found = u.slots.size();
+      for (size_t i = 0; i < u.slots.size(); ++i)
+        if (endsWith(u.slots[i].name, spec.suffix))
+          found = i;
+      if (found == u.slots.size())
+        throw ModelError("unit '" + unit.name + "' (" + unit.kind +
+                         ") has no parameter named '*" + spec.suffix + "'");
+      const std::vector<int64_t> &shape = u.slots[found].shape;
+      bool ok = shape.size() == spec.shape.size();
+      for (size_t d = 0; ok && d < shape.size(); ++d)
+        ok = spec.shape[d] < 0 || spec.shape[d] == shape[d];
+      if (!ok)
+        throw ModelError("parameter '" + u.slots[found].name + "' has shape " +
+                         shapeString(shape) + ", the " + config_.family +
+                         " model needs " + shapeString(spec.shape));
+      u.roles.push_back(found);
+    }
+    return u;
+  }
+
+  UnitModel &unitAt(int64_t unit) {
+    if (unit < 0 || unit >= static_cast<int64_t>(units_.size()))
+      throw ModelError("unit index " + std::to_string(unit) +
+                       " is out of range (the model has " +
+                       std::to_string(units_.size()) + " units)");
+    return units_[unit];
+  }
+
+  const MicroBatch &batchAt(int64_t mb) const {
+    auto it = batches_.find(mb);
+    if (it == batches_.end())
+      throw ModelError("micro-batch " + std::to_string(mb) + " has no data");
+    return it->second;
+  }
+
+  static bool isEmbedding(const UnitModel &u) {
+    return u.kind == UnitKind::LlamaEmbedding ||
+           u.kind == UnitKind::Gpt2Embedding;
+  }
+  static bool isHead(const UnitModel &u) {
+    return u.kind == UnitKind::LlamaHead || u.kind == UnitKind::Gpt2Head;
+  }
+
+  static void checkFlat(const UnitModel &u, const at::Tensor &t,
+                        const char *what) {
+    if (!t.defined() || t.dim() != 1 || t.numel() != u.numel ||
+        !t.is_contiguous())
+      throw ModelError(std::string(what) + " of unit '" + u.name +
+                       "' must be a contiguous 1-D tensor of " +
+                       std::to_string(u.numel) + " elements");
+  }
+
+  bool inFlight(int64_t unit) const {
+    for (const auto &[key, run] : runs_)
+      if (key.first == unit)
+        return true;
+    return false;
+  }
+
+  /// Points every parameter leaf of `u` at this call's buffers.
+  void bind(UnitModel &u, const at::Tensor &params, const at::Tensor &tied) {
+    checkFlat(u, params, "params");
+    int64_t index = &u - units_.data();
+    for (Slot &s : u.slots) {
+      const at::Tensor &src = s.fromTied ? tied : params;
+      if (s.fromTied && (!src.defined() || !src.is_contiguous() ||
+                         src.numel() < s.offset + s.numel))
+        throw ModelError("unit '" + u.name +
+                         "' needs tied parameters holding '" + s.name + "'");
+      void *ptr = static_cast<char *>(src.data_ptr()) +
+                  s.offset * static_cast<int64_t>(src.element_size());
+      if (s.leaf.defined() && s.leaf.scalar_type() == src.scalar_type() &&
+          s.leaf.device() == src.device()) {
+        s.leaf.storage().unsafeGetStorageImpl()->set_data_ptr_noswap(
+            at::DataPtr(ptr, src.device()));
+        continue;
+      }
+      // A graph in flight holds the old leaf; a new one would leave it
+      // reading a buffer the executor no longer passes.
+      if (inFlight(index))
+        throw ModelError("unit '" + u.name +
+                         "': parameters changed dtype or device while a "
+                         "micro-batch's graph is alive");
+      s.leaf = at::from_blob(
+          ptr, s.shape,
+          at::TensorOptions().dtype(src.scalar_type()).device(src.device()));
+      s.leaf.set_requires_grad(true);
+    }
+  }
+
+  /// Records a forward's output: the next unit's input, or the loss.
+  void finish(int64_t unit, int64_t mb, const at::Tensor &out) {
+    if (isHead(units_[unit])) {
+      losses_[mb] = out.detach();
+      hidden_.erase(mb);
+    } else {
+      hidden_[mb] = Handover{unit, out.detach()};
+    }
+  }
+
+  at::Tensor compute(const UnitModel &u, const at::Tensor &x,
+                     const MicroBatch &batch) {
+    switch (u.kind) {
+    case UnitKind::LlamaEmbedding:
+      return at::embedding(u.param(llama_embedding::Tokens), batch.tokens);
+    case UnitKind::Gpt2Embedding: {
+      int64_t s = batch.tokens.size(1);
+      const at::Tensor &wpe = u.param(gpt2_embedding::Wpe);
+      if (s > wpe.size(0))
+        throw ModelError("seq_len " + std::to_string(s) + " exceeds the " +
+                         std::to_string(wpe.size(0)) + " learned positions");
+      at::Tensor positions = at::arange(s, batch.tokens.options());
+      return at::embedding(u.param(gpt2_embedding::Wte), batch.tokens) +
+             at::embedding(wpe, positions).unsqueeze(0);
+    }
+    case UnitKind::LlamaBlock:
+      return llamaBlock(u, x);
+    case UnitKind::LlamaHead: {
+      at::Tensor h = rmsNorm(x, u.param(llama_head::Norm), config_.normEps);
+      at::Tensor logits =
+          at::linear(h, u.param(llama_head::LmHead)).to(at::kFloat);
+      return crossEntropy(logits, batch.targets);
+    }
+    case UnitKind::Gpt2Block:
+      return gpt2Block(u, x);
+    case UnitKind::Gpt2Head: {
+      at::Tensor h =
+          at::layer_norm(x, {config_.hidden}, u.param(gpt2_head::LnW),
+                         u.param(gpt2_head::LnB), config_.normEps);
+      at::Tensor logits =
+          at::linear(h, u.param(gpt2_head::LmHead)).to(at::kFloat);
+      return crossEntropy(logits, batch.targets);
+    }
+    }
+    throw ModelError("unit '" + u.name + "' has no implementation");
+  }
+
+  at::Tensor llamaBlock(const UnitModel &u, const at::Tensor &x) {
+    using namespace llama_block;
+    const int64_t b = x.size(0), s = x.size(1), h = config_.hidden;
+    const int64_t heads = config_.heads, kvHeads = config_.kvHeads;
+    const int64_t d = h / heads;
+    at::Tensor n = rmsNorm(x, u.param(InputNorm), config_.normEps);
+    at::Tensor q =
+        at::linear(n, u.param(Q)).view({b, s, heads, d}).transpose(1, 2);
+    at::Tensor k =
+        at::linear(n, u.param(K)).view({b, s, kvHeads, d}).transpose(1, 2);
+    at::Tensor v =
+        at::linear(n, u.param(V)).view({b, s, kvHeads, d}).transpose(1, 2);
+    auto [cos, sin] = ropeTables(s, x.scalar_type(), x.device());
+    q = q * cos + rotateHalf(q) * sin;
+    k = k * cos + rotateHalf(k) * sin;
+    k = repeatKv(k, heads / kvHeads);
+    v = repeatKv(v, heads / kvHeads);
+    at::Tensor a =
+        causalAttention(q, k, v).transpose(1, 2).contiguous().reshape(
+            {b, s, h});
+    at::Tensor h1 = x + at::linear(a, u.param(O));
+    n = rmsNorm(h1, u.param(PostNorm), config_.normEps);
+    at::Tensor mlp = at::linear(at::silu(at::linear(n, u.param(Gate))) *
+                                    at::linear(n, u.param(Up)),
+                                u.param(Down));
+    return h1 + mlp;
+  }
+
+  at::Tensor gpt2Block(const UnitModel &u, const at::Tensor &x) {
+    using namespace gpt2_block;
+    const int64_t b = x.size(0), s = x.size(1), h = config_.hidden;
+    const int64_t heads = config_.heads, d = h / heads;
+    const double eps = config_.normEps;
+    at::Tensor n = at::layer_norm(x, {h}, u.param(Ln1W), u.param(Ln1B), eps);
+    at::Tensor qkv = conv1d(n, u.param(AttnW), u.param(AttnB));
+    auto split = qkv.split(h, 2);
+    auto heads4 = [&](const at::Tensor &t) {
+      return t.view({b, s, heads, d}).transpose(1, 2);
+    };
+    at::Tensor a =
+        causalAttention(heads4(split[0]), heads4(split[1]), heads4(split[2]))
+            .transpose(1, 2)
+            .contiguous()
+            .reshape({b, s, h});
+    at::Tensor h1 = x + conv1d(a, u.param(AttnProjW), u.param(AttnProjB));
+    n = at::layer_norm(h1, {h}, u.param(Ln2W), u.param(Ln2B), eps);
+    at::Tensor mlp =
+        conv1d(at::gelu(conv1d(n, u.param(FcW), u.param(FcB)), "tanh"),
+               u.param(MlpProjW), u.param(MlpProjB));
+    return h1 + mlp;
+  }
+
+  /// cos and sin of HF's LlamaRotaryEmbedding ([s, head_dim], computed in
+  /// fp32, then cast to the compute dtype), cached per length and dtype.
+  std::pair<at::Tensor, at::Tensor> ropeTables(int64_t s, at::ScalarType dtype,
+                                               at::Device device) {
+    auto key = std::make_tuple(s, static_cast<int>(dtype), device.str());
+    auto it = rope_.find(key);
+    if (it != rope_.end())
+      return it->second;
+    const int64_t d = config_.hidden / config_.heads;
+    at::Tensor exponents = at::arange(0, d, 2, at::kLong).to(at::kFloat) / d;
+    at::Tensor invFreq = at::reciprocal(at::pow(config_.ropeTheta, exponents));
+    if (config_.ropeScaling) {
+      // transformers' _compute_llama3_parameters.
+      const RopeScaling &r = *config_.ropeScaling;
+      double oldLen = static_cast<double>(r.originalMaxSeqLen);
+      double lowWavelen = oldLen / r.lowFreqFactor;
+      double highWavelen = oldLen / r.highFreqFactor;
+      at::Tensor wavelen = invFreq.reciprocal() * (2 * std::numbers::pi);
+      at::Tensor scaled =
+          at::where(wavelen > lowWavelen, invFreq / r.factor, invFreq);
+      at::Tensor smooth = (wavelen.reciprocal() * oldLen - r.lowFreqFactor) /
+                          (r.highFreqFactor - r.lowFreqFactor);
+      at::Tensor smoothed =
+          (1.0 - smooth) * scaled / r.factor + smooth * scaled;
+      at::Tensor medium =
+          at::logical_and(at::logical_not(wavelen < highWavelen),
+                          at::logical_not(wavelen > lowWavelen));
+      invFreq = at::where(medium, smoothed, scaled);
+    }
+    at::Tensor positions = at::arange(s, at::kFloat);
+    at::Tensor freqs = at::outer(positions, invFreq);
+    at::Tensor emb = at::cat({freqs, freqs}, -1);
+    auto tables = std::make_pair(emb.cos().to(device, dtype),
+                                 emb.sin().to(device, dtype));
+    rope_[key] = tables;
+    return tables;
+  }
+
+  ModelConfig config_;
+  at::Device device_;
+  std::vector<UnitModel> units_;
+  std::map<int64_t, MicroBatch> batches_;
+  std::map<std::pair<int64_t, int64_t>, Run> runs_; // (unit, micro-batch)
+  std::map<int64_t, Handover> hidden_;              // forward, by micro-batch
+  std::map<int64_t, Handover> gradIn_;              // backward, by micro-batch
+  std::map<int64_t, at::Tensor> losses_;
+  std::map<int64_t, double> seeds_;
+  std::map<std::tuple<int64_t, int, std::string>,
+           std::pair<at::Tensor, at::Tensor>>
+      rope_;
+};
+
+} // namespace
+
+std::unique_ptr<Model> Model::create(const Schedule &schedule,
+                                     at::Device device) {
+  return std::make_unique<TransformerModel>(schedule, device);
+}
+
+} // namespace plan::rt

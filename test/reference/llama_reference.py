@@ -1,0 +1,487 @@
+#!/usr/bin/env python3
+"""Reference training loop in plain PyTorch for plan-run's end-to-end tests.
+
+The same tiny Llama / GPT-2 as the runtime's units (runtime/models/Model.cpp),
+written with HuggingFace's math and HuggingFace's parameter names
+(LlamaForCausalLM, GPT2LMHeadModel), trained with torch.optim.AdamW on the
+same global batches as plan-run (runtime/data/Data.cpp). Prints one JSON
+object per step: {"step": k, "loss": ..., "lr": ..., "grad_norm": ...}.
+
+Only torch and the standard library are needed (no numpy, transformers or
+safetensors): the safetensors reader/writer and the data generators are
+here, following docs/models.md.
+
+  llama_reference.py --model llama_tiny --init-seed 0 --data synthetic \
+      --seed 0 --steps 20 --micro-batch 4 --seq-len 128 --lr 1e-3
+
+  llama_reference.py --model gpt2_tiny --weights init.safetensors ...
+"""
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import struct
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+M64 = (1 << 64) - 1
+
+PRESETS = {
+    # frontend/Models.cpp
+    "llama_tiny": dict(family="llama", vocab=512, hidden=64, intermediate=176,
+                       layers=2, heads=4, kv_heads=2, max_seq_len=256,
+                       rope_theta=10000.0, norm_eps=1e-5, tie=False),
+    "gpt2_tiny": dict(family="gpt2", vocab=512, hidden=64, intermediate=256,
+                      layers=2, heads=4, kv_heads=4, max_seq_len=256,
+                      rope_theta=10000.0, norm_eps=1e-5, tie=True),
+}
+
+# --------------------------------------------------------------------------
+# safetensors
+# --------------------------------------------------------------------------
+
+_ST_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+_ST_NAMES = {v: k for k, v in _ST_DTYPES.items()}
+
+
+def read_safetensors(path):
+    """{name: fp32 tensor} of a .safetensors file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    out = {}
+    base = 8 + n
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _ST_DTYPES.get(info["dtype"])
+        if dtype is None:
+            continue  # integer buffers of HF checkpoints are not weights
+        b, e = info["data_offsets"]
+        raw = bytearray(data[base + b:base + e])
+        t = torch.frombuffer(raw, dtype=dtype) if raw else torch.empty(0, dtype=dtype)
+        out[name] = t.reshape(info["shape"]).float()
+    return out
+
+
+def write_safetensors(path, tensors):
+    header = {"__metadata__": {"format": "pt"}}
+    blobs, offset = [], 0
+    for name, t in tensors.items():
+        t = t.detach().contiguous().cpu()
+        raw = ctypes.string_at(t.data_ptr(), t.numel() * t.element_size())
+        header[name] = {"dtype": _ST_NAMES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+        blobs.append(raw)
+    text = json.dumps(header, separators=(",", ":"))
+    text += " " * ((8 - (8 + len(text)) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text.encode())
+        for raw in blobs:
+            f.write(raw)
+
+# --------------------------------------------------------------------------
+# Initialisation (runtime/models/Seeds.h, Model::initUnit)
+# --------------------------------------------------------------------------
+
+
+def splitmix64(x):
+    z = (x + 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def fnv1a64(s):
+    h = 0xCBF29CE484222325
+    for c in s.encode():
+        h = ((h ^ c) * 0x100000001B3) & M64
+    return h
+
+
+def init_parameter(seed, name, shape):
+    if name.endswith(".bias"):
+        return torch.zeros(shape)
+    if len(shape) == 1:
+        return torch.ones(shape)
+    g = torch.Generator().manual_seed(splitmix64((seed & M64) ^ fnv1a64(name)))
+    return torch.empty(shape).normal_(0.0, 0.02, generator=g)
+
+# --------------------------------------------------------------------------
+# Models, HF names and math
+# --------------------------------------------------------------------------
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, n, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+        self.eps = eps
+
+    def forward(self, x):
+        dtype = x.dtype
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(dtype)
+
+
+def rope_inv_freq(cfg):
+    d = cfg["hidden"] // cfg["heads"]
+    inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    r = cfg.get("rope_scaling")
+    if r:
+        factor, low, high, old = r["factor"], r["low_freq_factor"], r["high_freq_factor"], \
+            r["original_max_position_embeddings"]
+        low_wavelen, high_wavelen = old / low, old / high
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > low_wavelen, inv / factor, inv)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+        inv = torch.where(medium, smoothed, scaled)
+    return inv
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h, self.heads, self.kv = cfg["hidden"], cfg["heads"], cfg["kv_heads"]
+        self.d = h // self.heads
+        self.q_proj = nn.Linear(h, self.heads * self.d, bias=False)
+        self.k_proj = nn.Linear(h, self.kv * self.d, bias=False)
+        self.v_proj = nn.Linear(h, self.kv * self.d, bias=False)
+        self.o_proj = nn.Linear(h, h, bias=False)
+
+    def forward(self, x, cos, sin):
+        b, s, h = x.shape
+        q = self.q_proj(x).view(b, s, self.heads, self.d).transpose(1, 2)
+        k = self.k_proj(x).view(b, s, self.kv, self.d).transpose(1, 2)
+        v = self.v_proj(x).view(b, s, self.kv, self.d).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        rep = self.heads // self.kv
+        k = k[:, :, None].expand(b, self.kv, rep, s, self.d).reshape(b, self.heads, s, self.d)
+        v = v[:, :, None].expand(b, self.kv, rep, s, self.d).reshape(b, self.heads, s, self.d)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o_proj(a.transpose(1, 2).contiguous().reshape(b, s, h))
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h, i = cfg["hidden"], cfg["intermediate"]
+        self.gate_proj = nn.Linear(h, i, bias=False)
+        self.up_proj = nn.Linear(h, i, bias=False)
+        self.down_proj = nn.Linear(i, h, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.self_attn = LlamaAttention(cfg)
+        self.mlp = LlamaMLP(cfg)
+        self.input_layernorm = RMSNorm(cfg["hidden"], cfg["norm_eps"])
+        self.post_attention_layernorm = RMSNorm(cfg["hidden"], cfg["norm_eps"])
+
+    def forward(self, x, cos, sin):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg["vocab"], cfg["hidden"])
+        self.layers = nn.ModuleList(LlamaDecoderLayer(cfg) for _ in range(cfg["layers"]))
+        self.norm = RMSNorm(cfg["hidden"], cfg["norm_eps"])
+        self.register_buffer("inv_freq", rope_inv_freq(cfg), persistent=False)
+
+    def forward(self, tokens):
+        x = self.embed_tokens(tokens)
+        s = tokens.shape[1]
+        freqs = torch.outer(torch.arange(s, dtype=torch.float32), self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        for layer in self.layers:
+            x = layer(x, cos, sin)
+        return self.norm(x)
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.model = LlamaModel(cfg)
+        self.lm_head = nn.Linear(cfg["hidden"], cfg["vocab"], bias=False)
+        if cfg["tie"]:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(self, tokens):
+        return self.lm_head(self.model(tokens)).float()
+
+
+class Conv1D(nn.Module):
+    """GPT-2's linear layer: weight stored [in, out]."""
+
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n_in, n_out))
+        self.bias = nn.Parameter(torch.zeros(n_out))
+
+    def forward(self, x):
+        out = torch.addmm(self.bias, x.reshape(-1, x.shape[-1]), self.weight)
+        return out.view(*x.shape[:-1], self.weight.shape[1])
+
+
+class GPT2Attention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden"]
+        self.heads = cfg["heads"]
+        self.c_attn = Conv1D(h, 3 * h)
+        self.c_proj = Conv1D(h, h)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        q, k, v = self.c_attn(x).split(h, dim=2)
+        shape = (b, s, self.heads, h // self.heads)
+        q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(a.transpose(1, 2).contiguous().reshape(b, s, h))
+
+
+class GPT2MLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.c_fc = Conv1D(cfg["hidden"], cfg["intermediate"])
+        self.c_proj = Conv1D(cfg["intermediate"], cfg["hidden"])
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h, eps = cfg["hidden"], cfg["norm_eps"]
+        self.ln_1 = nn.LayerNorm(h, eps=eps)
+        self.attn = GPT2Attention(cfg)
+        self.ln_2 = nn.LayerNorm(h, eps=eps)
+        self.mlp = GPT2MLP(cfg)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT2Model(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.wte = nn.Embedding(cfg["vocab"], cfg["hidden"])
+        self.wpe = nn.Embedding(cfg["max_seq_len"], cfg["hidden"])
+        self.h = nn.ModuleList(GPT2Block(cfg) for _ in range(cfg["layers"]))
+        self.ln_f = nn.LayerNorm(cfg["hidden"], eps=cfg["norm_eps"])
+
+    def forward(self, tokens):
+        s = tokens.shape[1]
+        x = self.wte(tokens) + self.wpe(torch.arange(s))[None]
+        for block in self.h:
+            x = block(x)
+        return self.ln_f(x)
+
+
+class GPT2LMHeadModel(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.transformer = GPT2Model(cfg)
+        self.lm_head = nn.Linear(cfg["hidden"], cfg["vocab"], bias=False)
+        self.lm_head.weight = self.transformer.wte.weight
+
+    def forward(self, tokens):
+        return self.lm_head(self.transformer(tokens)).float()
+
+
+def build_model(cfg):
+    return LlamaForCausalLM(cfg) if cfg["family"] == "llama" else GPT2LMHeadModel(cfg)
+
+
+def stored_parameters(model):
+    """(name, parameter) of every stored parameter; a tied one once, under
+    the name of the unit that defines it (the embedding)."""
+    return list(model.named_parameters())  # named_parameters() drops duplicates
+
+# --------------------------------------------------------------------------
+# Data (runtime/data/Data.cpp)
+# --------------------------------------------------------------------------
+
+SYNTHETIC_ALPHABET = 64
+SYNTHETIC_RULES = [(1, 1), (3, 7), (5, 13), (7, 31)]
+
+
+def synthetic_sequence(seed, j, vocab, seq_len):
+    m = min(vocab, SYNTHETIC_ALPHABET)
+    h = splitmix64((splitmix64(seed & M64) + j) & M64)
+    a, c = SYNTHETIC_RULES[h & 3]
+    t = (h >> 8) % m
+    out = []
+    for _ in range(seq_len + 1):
+        out.append(t)
+        t = (a * t + c) % m
+    return out
+
+
+class TokenFile:
+    def __init__(self, path, vocab):
+        with open(path, "rb") as f:
+            data = f.read()
+        self.vocab = vocab
+        magic, version, count = struct.unpack("<iii", data[:12]) if len(data) >= 1024 else (0, 0, 0)
+        if magic == 20240520 and version == 1:
+            self.tokens = torch.frombuffer(bytearray(data[1024:1024 + 2 * count]), dtype=torch.uint16)
+        elif magic == 20240801 and version == 7:
+            self.tokens = torch.frombuffer(bytearray(data[1024:1024 + 4 * count]), dtype=torch.uint32)
+        elif magic in (20240520, 20240801):
+            sys.exit(f"{path}: llm.c header with an unknown version {version}")
+        else:
+            self.tokens = torch.frombuffer(bytearray(data), dtype=torch.uint16)
+        self.tokens = self.tokens.to(torch.int64)
+
+    def sequence(self, j, seq_len):
+        n = self.tokens.numel()
+        if n < seq_len + 2:
+            sys.exit(f"token file has {n} tokens; seq_len {seq_len} needs at least {seq_len + 2}")
+        start = (j * seq_len) % (n - seq_len - 1)
+        w = self.tokens[start:start + seq_len + 1]
+        if int(w.max()) >= self.vocab:
+            sys.exit(f"token id {int(w.max())} >= vocab {self.vocab}")
+        return w.tolist()
+
+
+def global_batch(source, step, global_size, seq_len):
+    """Rows of step `step` (1-based): global sequences [(k-1)G, kG)."""
+    rows = [source(j, seq_len) for j in range((step - 1) * global_size, step * global_size)]
+    t = torch.tensor(rows, dtype=torch.int64)
+    return t[:, :-1].contiguous(), t[:, 1:].contiguous()
+
+# --------------------------------------------------------------------------
+# Learning-rate schedules: HF's get_{constant,linear,cosine}_schedule_with_warmup
+# (cosine_with_min_lr for a non-zero ratio), as runtime/core/LRSchedule.cpp
+# computes them; optimizer step k (1-based) uses HF's current_step = k - 1.
+# --------------------------------------------------------------------------
+
+
+def lr_multiplier(kind, current, warmup, total, min_ratio):
+    if current < warmup:
+        return current / max(1, warmup)
+    if kind == "constant":
+        return 1.0
+    decay = max(1, total - warmup)
+    if kind == "linear":
+        remaining = (total - current) / decay
+        return max(min_ratio, min_ratio + (1.0 - min_ratio) * remaining)
+    progress = (current - warmup) / decay
+    cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
+    return max(0.0, cosine * (1.0 - min_ratio) + min_ratio)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", default="llama_tiny", choices=sorted(PRESETS))
+    p.add_argument("--config", help="JSON object overriding preset keys (vocab, hidden, ...)")
+    p.add_argument("--weights", help="initial weights (.safetensors, HF names)")
+    p.add_argument("--init-seed", type=int, default=0,
+                   help="without --weights: the runtime's initialisation with this seed")
+    p.add_argument("--dump-init", help="write the initial weights to this .safetensors file")
+    p.add_argument("--data", default="synthetic", help="'synthetic' or a token file")
+    p.add_argument("--seed", type=int, default=0, help="synthetic data seed")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--micro-batch", type=int, default=4)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--grad-accum", type=int, default=1)
+    p.add_argument("--dp", type=int, default=1, help="data-parallel ranks (global batch size only)")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--betas", type=float, nargs=2, default=(0.9, 0.999))
+    p.add_argument("--eps", type=float, default=1e-8)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--lr-schedule", default="constant", choices=["constant", "linear", "cosine"])
+    p.add_argument("--warmup", type=int, default=0)
+    p.add_argument("--min-lr-ratio", type=float, default=0.0)
+    p.add_argument("--grad-clip", type=float, default=0.0)
+    args = p.parse_args()
+
+    torch.manual_seed(0)
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    cfg = dict(PRESETS[args.model])
+    if args.config:
+        cfg.update(json.loads(open(args.config).read()))
+    model = build_model(cfg)
+
+    named = stored_parameters(model)
+    if args.weights:
+        stored = read_safetensors(args.weights)
+        for name, param in named:
+            key = name if name in stored else name.removeprefix("transformer.")
+            if key not in stored:
+                sys.exit(f"{args.weights}: no tensor '{name}'")
+            if tuple(stored[key].shape) != tuple(param.shape):
+                sys.exit(f"{args.weights}: '{name}' has shape {list(stored[key].shape)}, "
+                         f"expected {list(param.shape)}")
+            with torch.no_grad():
+                param.copy_(stored[key])
+    else:
+        with torch.no_grad():
+            for name, param in named:
+                param.copy_(init_parameter(args.init_seed, name, tuple(param.shape)))
+    if args.dump_init:
+        write_safetensors(args.dump_init, {n: t for n, t in named})
+
+    if args.data == "synthetic":
+        def source(j, s):
+            return synthetic_sequence(args.seed, j, cfg["vocab"], s)
+    else:
+        source = TokenFile(args.data, cfg["vocab"]).sequence
+
+    params = [t for _, t in named]
+    opt = torch.optim.AdamW(params, lr=args.lr, betas=tuple(args.betas), eps=args.eps,
+                            weight_decay=args.weight_decay)
+    per_step = args.grad_accum * args.dp * args.micro_batch
+    for step in range(1, args.steps + 1):
+        lr = args.lr * lr_multiplier(args.lr_schedule, step - 1, args.warmup, args.steps,
+                                     args.min_lr_ratio)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        tokens, targets = global_batch(source, step, per_step, args.seq_len)
+        opt.zero_grad(set_to_none=True)
+        # The mean of the micro-batches' mean losses, as the runtime's
+        # 1/micro_batches loss scale and its average over ranks give.
+        total = 0.0
+        for i in range(0, per_step, args.micro_batch):
+            logits = model(tokens[i:i + args.micro_batch])
+            loss = F.cross_entropy(logits.reshape(-1, cfg["vocab"]),
+                                   targets[i:i + args.micro_batch].reshape(-1))
+            (loss * (args.micro_batch / per_step)).backward()
+            total += loss.item() * args.micro_batch / per_step
+        norm = torch.sqrt(sum((q.grad.double() ** 2).sum() for q in params)).item()
+        if args.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
+        opt.step()
+        print(json.dumps({"step": step, "loss": total, "lr": lr, "grad_norm": norm}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

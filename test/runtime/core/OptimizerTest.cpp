@@ -1,0 +1,188 @@
+//===- OptimizerTest.cpp - AdamW, SGD, clipping, loss scale, LR -----------===//
+
+#include "Optimizer.h"
+#include "LRSchedule.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+using namespace plan::rt;
+
+namespace {
+
+at::Tensor floats(const std::vector<float> &v) {
+  return at::tensor(v, at::kFloat);
+}
+
+void expectClose(const at::Tensor &actual,
+                 const std::vector<long double> &expected, double relTol) {
+  ASSERT_EQ(actual.numel(), static_cast<int64_t>(expected.size()));
+  for (size_t i = 0; i < expected.size(); ++i) {
+    double a = actual[static_cast<int64_t>(i)].item<double>();
+    double e = static_cast<double>(expected[i]);
+    EXPECT_NEAR(a, e, relTol * std::max(1.0, std::fabs(e))) << "element " << i;
+  }
+}
+
+TEST(Optimizer, AdamWMatchesTheFormulaOverTwoSteps) {
+  OptimizerConfig config;
+  config.kind = "adamw";
+  config.lr = 1e-2;
+  config.beta1 = 0.9;
+  config.beta2 = 0.95;
+  config.eps = 1e-8;
+  config.weightDecay = 0.1;
+  at::Tensor p = floats({0.5f, -1.25f, 2.0f});
+  at::Tensor m = at::zeros({3}), v = at::zeros({3});
+  std::vector<std::vector<float>> grads = {{0.1f, -0.2f, 0.3f},
+                                           {-0.05f, 0.4f, 0.0f}};
+  std::vector<long double> P = {0.5L, -1.25L, 2.0L}, M(3, 0), V(3, 0);
+  const long double lr = 1e-2L, b1 = 0.9L, b2 = 0.95L, eps = 1e-8L, wd = 0.1L;
+  for (int t = 1; t <= 2; ++t) {
+    at::Tensor g = floats(grads[t - 1]);
+    std::vector<at::Tensor> state{m, v};
+    optimizerUpdate(config, p, g, state, 1e-2, t);
+    for (int i = 0; i < 3; ++i) {
+      long double gi = grads[t - 1][i];
+      P[i] *= 1 - lr * wd;
+      M[i] = b1 * M[i] + (1 - b1) * gi;
+      V[i] = b2 * V[i] + (1 - b2) * gi * gi;
+      long double bias1 = 1 - std::pow(b1, (long double)t);
+      long double bias2 = 1 - std::pow(b2, (long double)t);
+      P[i] -= lr / bias1 * M[i] / (std::sqrt(V[i]) / std::sqrt(bias2) + eps);
+    }
+    expectClose(p, P, 1e-6);
+    expectClose(m, M, 1e-6);
+    expectClose(v, V, 1e-6);
+    // By hand: 0.5 * (1 - 1e-3) - (1e-2 / 0.1) * 0.01 / (0.1 + 1e-8).
+    if (t == 1) {
+      EXPECT_NEAR(p[0].item<double>(), 0.4895, 1e-6);
+    }
+  }
+}
+
+TEST(Optimizer, SgdMomentumStartsFromTheFirstGradient) {
+  OptimizerConfig config;
+  config.kind = "sgd";
+  config.momentum = 0.9;
+  config.weightDecay = 0.01;
+  at::Tensor p = floats({1.0f, -2.0f, 0.5f});
+  at::Tensor buf = at::full({3}, 123.0f); // must be ignored on step 1
+  std::vector<long double> P = {1.0L, -2.0L, 0.5L}, B(3, 0);
+  std::vector<std::vector<float>> grads = {
+      {0.5f, 0.25f, -1.0f}, {0.1f, 0.2f, 0.3f}, {-0.4f, 0.0f, 0.2f}};
+  for (int t = 1; t <= 3; ++t) {
+    std::vector<at::Tensor> state{buf};
+    optimizerUpdate(config, p, floats(grads[t - 1]), state, 0.1, t);
+    for (int i = 0; i < 3; ++i) {
+      long double d = grads[t - 1][i] + 0.01L * P[i];
+      B[i] = t == 1 ? d : 0.9L * B[i] + d;
+      P[i] -= 0.1L * B[i];
+    }
+    expectClose(p, P, 1e-6);
+    expectClose(buf, B, 1e-6);
+  }
+}
+
+TEST(Optimizer, PlainSgdHasNoState) {
+  OptimizerConfig config;
+  config.kind = "sgd";
+  at::Tensor p = floats({1.0f, 2.0f});
+  std::vector<at::Tensor> none;
+  optimizerUpdate(config, p, floats({0.5f, -0.5f}), none, 0.2, 1);
+  expectClose(p, {0.9L, 2.1L}, 1e-7);
+  std::vector<at::Tensor> one{at::zeros({2})};
+  EXPECT_THROW(optimizerUpdate(config, p, floats({0, 0}), one, 0.2, 2),
+               std::runtime_error);
+  config.kind = "lion";
+  EXPECT_THROW(optimizerUpdate(config, p, floats({0, 0}), none, 0.2, 2),
+               std::runtime_error);
+}
+
+TEST(Optimizer, ClipCoefficientFollowsClipGradNorm) {
+  EXPECT_NEAR(clipCoefficient(10.0, 1.0), 1.0 / (10.0 + 1e-6), 1e-7);
+  EXPECT_EQ(clipCoefficient(0.5, 1.0), 1.0);
+  EXPECT_EQ(clipCoefficient(1e9, 0.0), 1.0); // clipping off
+}
+
+TEST(Optimizer, StepGradientUnscalesAndClipsWithoutTouchingTheBuffer) {
+  at::Tensor g = at::tensor({1024.0f, -2048.0f}).to(at::kHalf);
+  at::Tensor out = stepGradient(g, 1.0 / 1024, 0.5);
+  EXPECT_EQ(out.scalar_type(), at::kFloat);
+  expectClose(out, {0.5L, -1.0L}, 0);
+  EXPECT_EQ(g[0].item<float>(), 1024.0f);
+  at::Tensor f = floats({3.0f});
+  EXPECT_EQ(stepGradient(f, 0.5, 1.0)[0].item<float>(), 1.5f);
+  EXPECT_EQ(f[0].item<float>(), 3.0f);
+}
+
+TEST(Optimizer, DynamicLossScaleBacksOffAndGrows) {
+  DynamicLossScale scaler{/*growthInterval=*/3, 0};
+  double s = 1024;
+  s = scaler.update(s, /*foundInf=*/true);
+  EXPECT_EQ(s, 512);
+  s = scaler.update(s, false);
+  s = scaler.update(s, false);
+  EXPECT_EQ(s, 512);
+  EXPECT_EQ(scaler.growthTracker, 2);
+  s = scaler.update(s, true); // an overflow restarts the count
+  EXPECT_EQ(s, 256);
+  EXPECT_EQ(scaler.growthTracker, 0);
+  for (int i = 0; i < 3; ++i)
+    s = scaler.update(s, false);
+  EXPECT_EQ(s, 512);
+  EXPECT_EQ(scaler.growthTracker, 0);
+}
+
+LRScheduleConfig lrConfig(const char *kind, int64_t warmup, double minRatio) {
+  LRScheduleConfig c;
+  c.kind = kind;
+  c.warmup = warmup;
+  c.minLrRatio = minRatio;
+  return c;
+}
+
+TEST(LRSchedule, ConstantWithWarmup) {
+  auto c = lrConfig("constant", 4, 0);
+  EXPECT_EQ(lrFactor(c, 0, 10), 0.0);
+  EXPECT_EQ(lrFactor(c, 1, 10), 0.25);
+  EXPECT_EQ(lrFactor(c, 3, 10), 0.75);
+  EXPECT_EQ(lrFactor(c, 4, 10), 1.0);
+  EXPECT_EQ(lrFactor(c, 9, 10), 1.0);
+  EXPECT_EQ(lrFactor(lrConfig("constant", 0, 0), 0, 10), 1.0);
+}
+
+TEST(LRSchedule, LinearMatchesHuggingFace) {
+  auto c = lrConfig("linear", 2, 0);
+  EXPECT_EQ(lrFactor(c, 1, 10), 0.5); // warmup: 1/2
+  EXPECT_EQ(lrFactor(c, 2, 10), 1.0); // (10-2)/8
+  EXPECT_EQ(lrFactor(c, 6, 10), 0.5); // (10-6)/8
+  EXPECT_EQ(lrFactor(c, 9, 10), 0.125);
+  EXPECT_EQ(lrFactor(c, 12, 10), 0.0); // clamped
+  auto floor = lrConfig("linear", 2, 0.2);
+  EXPECT_DOUBLE_EQ(lrFactor(floor, 6, 10), 0.6); // 0.2 + 0.8 * 0.5
+  EXPECT_DOUBLE_EQ(lrFactor(floor, 9, 10), 0.3); // 0.2 + 0.8 * 0.125
+  EXPECT_DOUBLE_EQ(lrFactor(floor, 12, 10), 0.2);
+}
+
+TEST(LRSchedule, CosineMatchesHuggingFace) {
+  auto c = lrConfig("cosine", 2, 0);
+  EXPECT_EQ(lrFactor(c, 0, 10), 0.0);
+  EXPECT_EQ(lrFactor(c, 2, 10), 1.0);
+  EXPECT_DOUBLE_EQ(lrFactor(c, 4, 10), 0.8535533905932737); // 0.5(1+cos(pi/4))
+  EXPECT_NEAR(lrFactor(c, 6, 10), 0.5, 1e-15);
+  EXPECT_DOUBLE_EQ(lrFactor(c, 9, 10),
+                   0.038060233744356631); // 0.5(1+cos(7pi/8))
+  auto min = lrConfig("cosine", 2, 0.1);  // cosine_with_min_lr
+  EXPECT_NEAR(lrFactor(min, 6, 10), 0.55, 1e-15);
+  EXPECT_DOUBLE_EQ(lrFactor(min, 4, 10), 0.1 + 0.9 * 0.8535533905932737);
+  EXPECT_DOUBLE_EQ(lrFactor(min, 0, 10), 0.0); // warmup starts at 0 still
+}
+
+TEST(LRSchedule, UnknownKindIsAnError) {
+  EXPECT_THROW(lrFactor(lrConfig("step", 0, 0), 0, 10), std::invalid_argument);
+}
+
+} // namespace

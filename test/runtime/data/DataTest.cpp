@@ -1,0 +1,222 @@
+//===- DataTest.cpp - Token files, synthetic data, per-rank slices --------===//
+
+#include "Data.h"
+#include "../models/TempDir.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <functional>
+
+#include <unistd.h>
+
+using namespace plan::rt;
+using plan::rt::test::TempDir;
+
+namespace {
+
+class DataTest : public ::testing::Test {
+protected:
+  std::string path(const std::string &name) const { return dir_.file(name); }
+
+  template <typename T>
+  std::string writeTokens(const std::string &name, const std::vector<T> &tokens,
+                          const std::vector<int32_t> &header = {}) {
+    std::ofstream out(path(name), std::ios::binary | std::ios::trunc);
+    if (!header.empty()) {
+      std::vector<int32_t> h(256, 0);
+      std::copy(header.begin(), header.end(), h.begin());
+      out.write(reinterpret_cast<const char *>(h.data()), 1024);
+    }
+    out.write(reinterpret_cast<const char *>(tokens.data()),
+              static_cast<std::streamsize>(tokens.size() * sizeof(T)));
+    return path(name);
+  }
+  static std::string message(const std::function<void()> &f) {
+    try {
+      f();
+    } catch (const std::runtime_error &e) {
+      return e.what();
+    }
+    return "(no error)";
+  }
+
+  TempDir dir_;
+};
+
+/// All rows of all micro-batches, in the global-batch order of Data.h.
+std::vector<at::Tensor> globalRows(DataSource &d, int64_t step, int64_t mbs,
+                                   int64_t dp, int64_t b, int64_t s,
+                                   bool targets = false) {
+  std::vector<at::Tensor> rows(mbs * dp * b);
+  for (int64_t rank = 0; rank < dp; ++rank) {
+    auto batches = d.batches(step, mbs, rank, dp, b, s, at::kCPU);
+    EXPECT_EQ(static_cast<int64_t>(batches.size()), mbs);
+    for (int64_t i = 0; i < mbs; ++i)
+      for (int64_t r = 0; r < b; ++r)
+        rows[((i * dp) + rank) * b + r] =
+            (targets ? batches[i].targets : batches[i].tokens)[r];
+  }
+  return rows;
+}
+
+TEST_F(DataTest, SyntheticIsDeterministicAndFollowsItsRecurrence) {
+  auto a = DataSource::open("synthetic", 512, 1);
+  auto b = DataSource::open("synthetic", 512, 1);
+  auto c = DataSource::open("synthetic", 512, 2);
+  auto x = a->batches(3, 2, 0, 1, 4, 16, at::kCPU);
+  auto y = b->batches(3, 2, 0, 1, 4, 16, at::kCPU);
+  auto z = c->batches(3, 2, 0, 1, 4, 16, at::kCPU);
+  ASSERT_EQ(x.size(), 2u);
+  EXPECT_EQ(x[0].tokens.sizes(), (std::vector<int64_t>{4, 16}));
+  EXPECT_EQ(x[0].tokens.scalar_type(), at::kLong);
+  EXPECT_TRUE(at::equal(x[1].tokens, y[1].tokens));
+  EXPECT_FALSE(at::equal(x[1].tokens, z[1].tokens));
+  EXPECT_TRUE(
+      at::equal(x[0].tokens.narrow(1, 1, 15), x[0].targets.narrow(1, 0, 15)));
+  EXPECT_LT(x[0].tokens.max().item<int64_t>(), 64);
+  // Each row is t[n+1] = (a t[n] + c) mod 64 for one of the four rules.
+  for (int64_t r = 0; r < 4; ++r) {
+    auto t = x[0].tokens[r];
+    auto g = x[0].targets[r];
+    bool some = false;
+    for (auto [mul, add] : {std::pair{1, 1}, {3, 7}, {5, 13}, {7, 31}})
+      some |= at::equal((t * mul + add) % 64, g);
+    EXPECT_TRUE(some) << "row " << r;
+  }
+  // Different steps read different sequences.
+  auto w = a->batches(4, 2, 0, 1, 4, 16, at::kCPU);
+  EXPECT_FALSE(at::equal(x[0].tokens, w[0].tokens));
+}
+
+TEST_F(DataTest, SyntheticMatchesThePublishedRecipe) {
+  // docs/models.md: h = splitmix64(splitmix64(seed) + j), rule h & 3,
+  // t0 = (h >> 8) % min(vocab, 64). Pinned values guard the Python copy.
+  // Values computed by test/reference/llama_reference.py.
+  auto first = DataSource::open("synthetic", 1000, 0)
+                   ->batches(1, 1, 0, 1, 2, 4, at::kCPU)[0];
+  auto row = [](const at::Tensor &t) {
+    return std::vector<int64_t>(t.data_ptr<int64_t>(),
+                                t.data_ptr<int64_t>() + t.numel());
+  };
+  EXPECT_EQ(row(first.tokens[0].contiguous()),
+            (std::vector<int64_t>{62, 17, 22, 57}));
+  EXPECT_EQ(row(first.targets[0].contiguous()),
+            (std::vector<int64_t>{17, 22, 57, 46}));
+  EXPECT_EQ(row(first.tokens[1].contiguous()),
+            (std::vector<int64_t>{41, 62, 17, 22}));
+  auto other = DataSource::open("synthetic", 1000, 12345)
+                   ->batches(1, 1, 0, 1, 8, 4, at::kCPU)[0];
+  EXPECT_EQ(row(other.tokens[7].contiguous()),
+            (std::vector<int64_t>{61, 62, 63, 0}));
+  // With vocab 5 the alphabet shrinks to 5 tokens.
+  auto small = DataSource::open("synthetic", 5, 0)
+                   ->batches(1, 1, 0, 1, 8, 32, at::kCPU)[0];
+  EXPECT_LT(small.tokens.max().item<int64_t>(), 5);
+  EXPECT_LT(small.targets.max().item<int64_t>(), 5);
+}
+
+TEST_F(DataTest, RankSlicesFormTheSingleRankBatch) {
+  for (const std::string &spec :
+       {std::string("synthetic"), std::string("file")}) {
+    std::string source = spec;
+    if (spec == "file") {
+      std::vector<uint16_t> tokens(5000);
+      for (size_t i = 0; i < tokens.size(); ++i)
+        tokens[i] = static_cast<uint16_t>((i * 7919) % 300);
+      source = writeTokens("slices.bin", tokens);
+    }
+    auto d = DataSource::open(source, 300, 5);
+    for (int64_t step : {1, 2, 7}) {
+      // 1 rank, 4 micro-batches of 2 == 2 ranks, 2 micro-batches of 2 ==
+      // 4 ranks, 1 micro-batch of 2: the same global batch of 8 sequences.
+      auto one = globalRows(*d, step, 4, 1, 2, 16);
+      auto two = globalRows(*d, step, 2, 2, 2, 16);
+      auto four = globalRows(*d, step, 1, 4, 2, 16);
+      auto twoTargets = globalRows(*d, step, 2, 2, 2, 16, true);
+      auto oneTargets = globalRows(*d, step, 4, 1, 2, 16, true);
+      ASSERT_EQ(one.size(), 8u);
+      for (size_t j = 0; j < one.size(); ++j) {
+        EXPECT_TRUE(at::equal(one[j], two[j]))
+            << spec << " step " << step << " row " << j;
+        EXPECT_TRUE(at::equal(one[j], four[j]))
+            << spec << " step " << step << " row " << j;
+        EXPECT_TRUE(at::equal(oneTargets[j], twoTargets[j]));
+      }
+    }
+  }
+}
+
+TEST_F(DataTest, RawUint16WindowsWrapAround) {
+  std::vector<uint16_t> tokens(100);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<uint16_t>(i);
+  auto d = DataSource::open(writeTokens("raw.bin", tokens), 100, 0);
+  // Sequence j starts at (j * 10) mod (100 - 10 - 1) = (j * 10) mod 89.
+  auto b = d->batches(2, 1, 0, 1, 3, 10, at::kCPU)[0]; // sequences 3, 4, 5
+  for (int64_t r = 0; r < 3; ++r) {
+    int64_t start = ((3 + r) * 10) % 89;
+    EXPECT_EQ(b.tokens[r][0].item<int64_t>(), start);
+    EXPECT_EQ(b.targets[r][9].item<int64_t>(), start + 10);
+  }
+  auto wrapped = d->batches(4, 1, 0, 1, 3, 10, at::kCPU)[0]; // sequences 9..11
+  EXPECT_EQ(wrapped.tokens[0][0].item<int64_t>(), 90 % 89);
+}
+
+TEST_F(DataTest, LlmcHeaders) {
+  std::vector<uint16_t> t16(300);
+  std::vector<uint32_t> t32(300);
+  for (size_t i = 0; i < 300; ++i) {
+    t16[i] = static_cast<uint16_t>(i % 250);
+    t32[i] = static_cast<uint32_t>(70000 + i);
+  }
+  auto gpt2 = DataSource::open(writeTokens("gpt2.bin", t16, {20240520, 1, 300}),
+                               250, 0);
+  auto b = gpt2->batches(1, 1, 0, 1, 2, 8, at::kCPU)[0];
+  EXPECT_EQ(b.tokens[0][0].item<int64_t>(), 0);
+  EXPECT_EQ(b.tokens[1][0].item<int64_t>(), 8);
+  auto llama = DataSource::open(
+      writeTokens("llama.bin", t32, {20240801, 7, 300}), 128256, 0);
+  auto c = llama->batches(1, 1, 0, 1, 2, 8, at::kCPU)[0];
+  EXPECT_EQ(c.tokens[1][3].item<int64_t>(), 70000 + 11);
+
+  std::string e = message([&] {
+    DataSource::open(writeTokens("v.bin", t16, {20240520, 3, 300}), 250, 0);
+  });
+  EXPECT_NE(e.find("version 3"), std::string::npos) << e;
+  e = message([&] {
+    DataSource::open(writeTokens("n.bin", t16, {20240520, 1, 301}), 250, 0);
+  });
+  EXPECT_NE(e.find("counts 301"), std::string::npos) << e;
+}
+
+TEST_F(DataTest, Errors) {
+  std::string e =
+      message([&] { DataSource::open(path("missing.bin"), 10, 0); });
+  EXPECT_NE(e.find("cannot open"), std::string::npos) << e;
+  e = message(
+      [&] { DataSource::open(writeTokens<uint16_t>("empty.bin", {}), 10, 0); });
+  EXPECT_NE(e.find("empty"), std::string::npos) << e;
+  e = message([&] {
+    std::ofstream(path("odd.bin"), std::ios::binary) << "abc";
+    DataSource::open(path("odd.bin"), 10, 0);
+  });
+  EXPECT_NE(e.find("odd size"), std::string::npos) << e;
+  auto shortFile =
+      DataSource::open(writeTokens<uint16_t>("short.bin", {1, 2, 3}), 10, 0);
+  e = message([&] { shortFile->batches(1, 1, 0, 1, 1, 4, at::kCPU); });
+  EXPECT_NE(e.find("needs at least 6"), std::string::npos) << e;
+  // Token ids are checked per window, when read.
+  std::vector<uint16_t> tokens(64, 1);
+  tokens[40] = 99;
+  auto bad = DataSource::open(writeTokens("bad.bin", tokens), 10, 0);
+  EXPECT_NO_THROW(bad->batches(1, 1, 0, 1, 2, 8, at::kCPU));
+  e = message([&] { bad->batches(3, 1, 0, 1, 2, 8, at::kCPU); });
+  EXPECT_NE(e.find("token 99 at position 40"), std::string::npos) << e;
+  e = message([&] { bad->batches(1, 1, 2, 2, 2, 8, at::kCPU); });
+  EXPECT_NE(e.find("rank 2 of 2"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+}
+
+} // namespace

@@ -1,0 +1,141 @@
+//===- ModelTestSupport.h - Tiny schedules for the model tests ----*- C++
+//-*-===//
+//
+// Builds the model part of a Schedule (units, HF-named parameters, offsets)
+// as the compiler emits it, without the compiler.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLAN_TEST_RUNTIME_MODELS_MODELTESTSUPPORT_H
+#define PLAN_TEST_RUNTIME_MODELS_MODELTESTSUPPORT_H
+
+#include "Schedule.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace plan::rt::test {
+
+using ParamList = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
+inline Unit
+makeUnit(std::string name, std::string kind, const ParamList &params,
+         const std::vector<std::pair<std::string, std::string>> &tied = {}) {
+  Unit u;
+  u.name = std::move(name);
+  u.kind = std::move(kind);
+  for (const auto &[pname, shape] : params) {
+    Param p;
+    p.name = pname;
+    p.shape = shape;
+    for (const auto &[from, to] : tied)
+      if (from == pname)
+        p.tiedTo = to;
+    if (p.tiedTo.empty()) {
+      p.offset = u.numel;
+      int64_t n = 1;
+      for (int64_t d : shape)
+        n *= d;
+      u.numel += n;
+    }
+    u.params.push_back(std::move(p));
+  }
+  return u;
+}
+
+inline ModelConfig tinyLlamaConfig() {
+  ModelConfig m;
+  m.family = "llama";
+  m.vocab = 64;
+  m.hidden = 32;
+  m.intermediate = 48;
+  m.layers = 2;
+  m.heads = 4;
+  m.kvHeads = 2;
+  m.maxSeqLen = 32;
+  m.ropeTheta = 10000.0;
+  m.normEps = 1e-5;
+  return m;
+}
+
+inline ModelConfig tinyGpt2Config() {
+  ModelConfig m;
+  m.family = "gpt2";
+  m.vocab = 64;
+  m.hidden = 32;
+  m.intermediate = 128;
+  m.layers = 2;
+  m.heads = 4;
+  m.kvHeads = 4;
+  m.maxSeqLen = 16;
+  m.normEps = 1e-5;
+  m.tieEmbeddings = true;
+  return m;
+}
+
+inline Schedule llamaSchedule(const ModelConfig &m) {
+  Schedule s;
+  s.model = m;
+  const int64_t h = m.hidden, kv = m.kvHeads * (m.hidden / m.heads);
+  s.units.push_back(makeUnit("embed", "embedding",
+                             {{"model.embed_tokens.weight", {m.vocab, h}}}));
+  for (int64_t l = 0; l < m.layers; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    s.units.push_back(
+        makeUnit("layers." + std::to_string(l), "llama_block",
+                 {{p + "self_attn.q_proj.weight", {h, h}},
+                  {p + "self_attn.k_proj.weight", {kv, h}},
+                  {p + "self_attn.v_proj.weight", {kv, h}},
+                  {p + "self_attn.o_proj.weight", {h, h}},
+                  {p + "mlp.gate_proj.weight", {m.intermediate, h}},
+                  {p + "mlp.up_proj.weight", {m.intermediate, h}},
+                  {p + "mlp.down_proj.weight", {h, m.intermediate}},
+                  {p + "input_layernorm.weight", {h}},
+                  {p + "post_attention_layernorm.weight", {h}}}));
+  }
+  s.units.push_back(makeUnit(
+      "head", "llama_head",
+      {{"model.norm.weight", {h}}, {"lm_head.weight", {m.vocab, h}}},
+      m.tieEmbeddings
+          ? std::vector<std::pair<std::string,
+                                  std::string>>{{"lm_head.weight",
+                                                 "model.embed_tokens.weight"}}
+          : std::vector<std::pair<std::string, std::string>>{}));
+  return s;
+}
+
+inline Schedule gpt2Schedule(const ModelConfig &m) {
+  Schedule s;
+  s.model = m;
+  const int64_t h = m.hidden, i = m.intermediate;
+  s.units.push_back(makeUnit("embed", "embedding",
+                             {{"transformer.wte.weight", {m.vocab, h}},
+                              {"transformer.wpe.weight", {m.maxSeqLen, h}}}));
+  for (int64_t l = 0; l < m.layers; ++l) {
+    std::string p = "transformer.h." + std::to_string(l) + ".";
+    s.units.push_back(makeUnit("layers." + std::to_string(l), "gpt2_block",
+                               {{p + "ln_1.weight", {h}},
+                                {p + "ln_1.bias", {h}},
+                                {p + "attn.c_attn.weight", {h, 3 * h}},
+                                {p + "attn.c_attn.bias", {3 * h}},
+                                {p + "attn.c_proj.weight", {h, h}},
+                                {p + "attn.c_proj.bias", {h}},
+                                {p + "ln_2.weight", {h}},
+                                {p + "ln_2.bias", {h}},
+                                {p + "mlp.c_fc.weight", {h, i}},
+                                {p + "mlp.c_fc.bias", {i}},
+                                {p + "mlp.c_proj.weight", {i, h}},
+                                {p + "mlp.c_proj.bias", {h}}}));
+  }
+  s.units.push_back(makeUnit("head", "gpt2_head",
+                             {{"transformer.ln_f.weight", {h}},
+                              {"transformer.ln_f.bias", {h}},
+                              {"lm_head.weight", {m.vocab, h}}},
+                             {{"lm_head.weight", "transformer.wte.weight"}}));
+  return s;
+}
+
+} // namespace plan::rt::test
+
+#endif // PLAN_TEST_RUNTIME_MODELS_MODELTESTSUPPORT_H
