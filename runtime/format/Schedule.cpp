@@ -2,6 +2,8 @@
 
 #include "Schedule.h"
 
+#include <type_traits>
+
 namespace plan::rt {
 
 const char *toString(Space s) {
@@ -126,6 +128,53 @@ const char *toString(OpKind k) {
   return "?";
 }
 
+const char *toString(Buffer::Kind k) {
+  switch (k) {
+  case Buffer::Kind::Alloc:
+    return "alloc";
+  case Buffer::Kind::View:
+    return "view";
+  case Buffer::Kind::ShardView:
+    return "shard_view";
+  }
+  return "?";
+}
+
 size_t elementBytes(ElementType t) { return t == ElementType::F32 ? 4 : 2; }
+
+// Enumerators are dense from 0 to `last`, so the inverse is a scan over
+// toString: one spelling per keyword, defined in one place.
+template <typename Enum>
+static std::optional<Enum> parseKeyword(std::string_view keyword, Enum last) {
+  using Underlying = std::underlying_type_t<Enum>;
+  for (unsigned i = 0; i <= static_cast<unsigned>(last); ++i) {
+    Enum value = static_cast<Enum>(static_cast<Underlying>(i));
+    if (keyword == toString(value))
+      return value;
+  }
+  return std::nullopt;
+}
+
+std::optional<Space> parseSpace(std::string_view keyword) {
+  return parseKeyword(keyword, Space::PinnedHost);
+}
+std::optional<ElementType> parseElementType(std::string_view keyword) {
+  return parseKeyword(keyword, ElementType::F16);
+}
+std::optional<GroupAxis> parseGroupAxis(std::string_view keyword) {
+  return parseKeyword(keyword, GroupAxis::World);
+}
+std::optional<ReduceKind> parseReduceKind(std::string_view keyword) {
+  return parseKeyword(keyword, ReduceKind::Max);
+}
+std::optional<BufferRole> parseBufferRole(std::string_view keyword) {
+  return parseKeyword(keyword, BufferRole::Scalar);
+}
+std::optional<OpKind> parseOpKind(std::string_view keyword) {
+  return parseKeyword(keyword, OpKind::UpdateLossScale);
+}
+std::optional<Buffer::Kind> parseBufferKind(std::string_view keyword) {
+  return parseKeyword(keyword, Buffer::Kind::ShardView);
+}
 
 } // namespace plan::rt

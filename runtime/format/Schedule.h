@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace plan::rt {
@@ -246,7 +247,17 @@ const char *toString(GroupAxis);
 const char *toString(ReduceKind);
 const char *toString(BufferRole);
 const char *toString(OpKind);
+const char *toString(Buffer::Kind);
 size_t elementBytes(ElementType);
+
+// The inverses of toString: the enumerator spelled `keyword`, or nullopt.
+std::optional<Space> parseSpace(std::string_view keyword);
+std::optional<ElementType> parseElementType(std::string_view keyword);
+std::optional<GroupAxis> parseGroupAxis(std::string_view keyword);
+std::optional<ReduceKind> parseReduceKind(std::string_view keyword);
+std::optional<BufferRole> parseBufferRole(std::string_view keyword);
+std::optional<OpKind> parseOpKind(std::string_view keyword);
+std::optional<Buffer::Kind> parseBufferKind(std::string_view keyword);
 
 } // namespace plan::rt
 

@@ -3,15 +3,26 @@
 //   planc model.plan                 check the plan, print a one-line summary
 //   planc model.plan --emit=plan     print the plan dialect IR
 //   planc model.plan --emit=sched    print the lowered per-rank schedule
+//   planc model.plan -o model.sched  write the schedule file plan-run reads
+//                                    (docs/schedule-format.md)
+//   planc model.plan --emit=schedule-json   print that file's JSON body
 //   planc model.plan --set train.micro_batch=2 ...
+//   planc model.plan --report[=json] [--trace=t.json]
+//                                    memory, communication and time per rank
+//                                    (docs/report.md)
 //
-// Exit codes: 0 success, 1 the plan (or a flag or file) has errors.
+// Exit codes: 0 success, 1 the plan (or a flag or file) has errors, 2 the
+// plan does not fit the cluster's memory (any mode that lowers it).
 //
 //===----------------------------------------------------------------------===//
 
 #include "frontend/Frontend.h"
 #include "frontend/Models.h"
+#include "passes/ExportSchedule.h"
 #include "passes/Passes.h"
+#include "passes/Report.h"
+
+#include "ScheduleFile.h"
 
 #include "mlir/Pass/PassManager.h"
 
@@ -42,15 +53,37 @@ static cl::list<std::string>
                        "(repeatable; same checks as the file)"),
               cl::value_desc("path=value"), cl::cat(plancCategory));
 
-enum class Emit { Summary, Plan, Sched };
+enum class Emit { Summary, Plan, Sched, Schedule, ScheduleJson };
 static cl::opt<Emit> emit(
     "emit", cl::desc("What to print"), cl::init(Emit::Summary),
     cl::values(clEnumValN(Emit::Summary, "summary",
                           "a one-line summary of the checked plan (default)"),
                clEnumValN(Emit::Plan, "plan", "the plan dialect IR"),
                clEnumValN(Emit::Sched, "sched",
-                          "the lowered per-rank schedule (sched dialect)")),
+                          "the lowered per-rank schedule (sched dialect)"),
+               clEnumValN(Emit::Schedule, "schedule",
+                          "the schedule file (binary; the default for "
+                          "-o FILE.sched)"),
+               clEnumValN(Emit::ScheduleJson, "schedule-json",
+                          "the schedule file's JSON body, indented")),
     cl::cat(plancCategory));
+
+enum class ReportFormat { None, Table, Json };
+static cl::opt<ReportFormat> reportFormat(
+    "report",
+    cl::desc("Print per-rank memory, communication and predicted step time "
+             "(docs/report.md); exits 2 when the plan does not fit"),
+    cl::ValueOptional, cl::init(ReportFormat::None),
+    cl::values(clEnumValN(ReportFormat::Table, "", "a readable table"),
+               clEnumValN(ReportFormat::Table, "table", "a readable table"),
+               clEnumValN(ReportFormat::Json, "json", "one JSON object")),
+    cl::cat(plancCategory));
+
+static cl::opt<std::string>
+    traceFilename("trace",
+                  cl::desc("Write rank 0's predicted timeline as a Chrome "
+                           "trace (Perfetto)"),
+                  cl::value_desc("file.json"), cl::cat(plancCategory));
 
 static std::string withThousands(int64_t n) {
   std::string digits = std::to_string(n), out;
@@ -77,6 +110,121 @@ static void printSummary(const plan::PlanSpec &p, llvm::raw_ostream &os) {
       plan::stringify(t.precision), globalBatch, t.seqLen);
 }
 
+/// --emit=schedule (the file, written atomically) or --emit=schedule-json.
+/// Either is validated as plan-run will validate it, so planc never hands
+/// out a schedule the runtime rejects.
+static int emitSchedule(ModuleOp module) {
+  FailureOr<plan::rt::Schedule> schedule = plan::exportSchedule(module);
+  if (failed(schedule))
+    return 1;
+  try {
+    if (emit == Emit::Schedule) {
+      if (outputFilename == "-") {
+        llvm::errs() << "planc: the schedule file is binary: name it with "
+                        "-o FILE.sched (or use --emit=schedule-json)\n";
+        return 1;
+      }
+      plan::rt::writeScheduleFile(*schedule, outputFilename);
+      return 0;
+    }
+    plan::rt::validateSchedule(*schedule, inputFilename);
+  } catch (const plan::rt::ScheduleFileError &e) {
+    llvm::errs() << "planc: " << e.what() << "\n";
+    return 1;
+  }
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFilename, &error);
+  if (!output) {
+    llvm::errs() << "planc: " << error << "\n";
+    return 1;
+  }
+  plan::printScheduleJson(*schedule, output->os());
+  output->keep();
+  return 0;
+}
+
+/// The report of the plan with `extra` overrides after the command line's,
+/// lowered in a context of its own whose diagnostics are dropped: the fit
+/// check's alternatives. Nothing when the plan rejects the overrides.
+static std::optional<plan::ScheduleReport>
+reportWithOverrides(llvm::SourceMgr &sourceMgr, unsigned bufferId,
+                    llvm::ArrayRef<std::string> extra) {
+  MLIRContext context;
+  ScopedDiagnosticHandler quiet(&context,
+                                [](Diagnostic &) { return success(); });
+  plan::DiagEmitter diag(
+      &context, &sourceMgr,
+      FileLineColLoc::get(&context, inputFilename, /*line=*/1, /*col=*/1));
+  std::vector<std::string> sets(overrides.begin(), overrides.end());
+  sets.insert(sets.end(), extra.begin(), extra.end());
+  std::optional<plan::PlanSpec> spec = plan::loadPlan(
+      sourceMgr, bufferId, sets, plan::defaultPlanName(inputFilename), diag);
+  if (!spec)
+    return std::nullopt;
+  OwningOpRef<ModuleOp> module = plan::importPlan(*spec, diag);
+  if (!module)
+    return std::nullopt;
+  PassManager pm(&context);
+  plan::buildPlanLowerPipeline(pm);
+  if (failed(pm.run(*module)))
+    return std::nullopt;
+  FailureOr<plan::ScheduleReport> report = plan::analyzeSchedule(*module);
+  if (failed(report))
+    return std::nullopt;
+  return std::move(*report);
+}
+
+/// --report, --trace and the fit check of every mode that lowers. Returns
+/// the exit code when planc is done, nothing when the emit mode goes on.
+static std::optional<int> reportAndCheckFit(ModuleOp module,
+                                            llvm::SourceMgr &sourceMgr,
+                                            unsigned bufferId) {
+  FailureOr<plan::ScheduleReport> report = plan::analyzeSchedule(module);
+  if (failed(report))
+    return 1;
+  std::string error;
+  if (!traceFilename.empty()) {
+    std::unique_ptr<llvm::ToolOutputFile> trace =
+        openOutputFile(traceFilename, &error);
+    if (!trace) {
+      llvm::errs() << "planc: " << error << "\n";
+      return 1;
+    }
+    plan::writeChromeTrace(*report, trace->os());
+    trace->keep();
+  }
+  // With `-o FILE.sched` the file gets the schedule and stdout the report;
+  // otherwise the report is what planc emits.
+  bool alongsideSchedule = emit == Emit::Schedule;
+  if (reportFormat != ReportFormat::None) {
+    std::unique_ptr<llvm::ToolOutputFile> output = openOutputFile(
+        alongsideSchedule ? std::string("-") : outputFilename.getValue(),
+        &error);
+    if (!output) {
+      llvm::errs() << "planc: " << error << "\n";
+      return 1;
+    }
+    if (reportFormat == ReportFormat::Json)
+      output->os() << llvm::formatv("{0:2}\n", plan::reportToJson(*report));
+    else
+      plan::printReportTable(*report, output->os());
+    output->keep();
+  }
+  if (!report->memory.fits()) {
+    std::vector<plan::FitOutcome> outcomes;
+    for (plan::FitAlternative &alternative : plan::fitAlternatives(*report))
+      outcomes.push_back(
+          {alternative,
+           reportWithOverrides(sourceMgr, bufferId, alternative.overrides)});
+    plan::printFitFailure(*report, outcomes, llvm::errs());
+    return 2;
+  }
+  if (reportFormat != ReportFormat::None && !alongsideSchedule)
+    return 0;
+  return std::nullopt;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   cl::HideUnrelatedOptions(plancCategory);
@@ -84,6 +232,10 @@ int main(int argc, char **argv) {
       argc, argv,
       "planc: the plan compiler\n\n"
       "Checks a .plan file and prints what it was asked to emit.\n");
+  // `planc model.plan -o model.sched` is how a schedule is compiled.
+  if (!emit.getNumOccurrences() &&
+      llvm::StringRef(outputFilename).ends_with(".sched"))
+    emit.setValue(Emit::Schedule);
 
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =
@@ -109,12 +261,19 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = plan::importPlan(*spec, diag);
   if (!module)
     return 1;
-  if (emit == Emit::Sched) {
+  if (emit == Emit::Sched || emit == Emit::Schedule ||
+      emit == Emit::ScheduleJson || reportFormat != ReportFormat::None ||
+      !traceFilename.empty()) {
     PassManager pm(&context);
     plan::buildPlanLowerPipeline(pm);
     if (failed(pm.run(*module)))
       return 1;
+    if (std::optional<int> exitCode =
+            reportAndCheckFit(*module, sourceMgr, bufferId))
+      return *exitCode;
   }
+  if (emit == Emit::Schedule || emit == Emit::ScheduleJson)
+    return emitSchedule(*module);
 
   std::unique_ptr<llvm::ToolOutputFile> output =
       openOutputFile(outputFilename, &error);
@@ -131,6 +290,9 @@ int main(int argc, char **argv) {
     module->print(output->os());
     output->os() << "\n";
     break;
+  case Emit::Schedule:
+  case Emit::ScheduleJson:
+    break; // emitSchedule wrote it
   }
   output->keep();
   return 0;

@@ -1,0 +1,70 @@
+//===- CommModel.h - Bytes and seconds of a collective ----------*- C++ -*-===//
+//
+// The communication half of `planc --report` (docs/report.md): the bytes a
+// rank sends for one collective under the ring algorithm, where each of the
+// mesh's process groups lies (inside one node or across nodes, as ranks are
+// laid out), and the time a collective takes on that link.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLAN_PASSES_COMMMODEL_H
+#define PLAN_PASSES_COMMMODEL_H
+
+#include "dialects/plan/PlanDialect.h"
+#include "dialects/sched/SchedDialect.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+
+namespace plan {
+
+enum class CollectiveKind { AllGather, ReduceScatter, AllReduce, Broadcast };
+constexpr int kNumCollectiveKinds = 4;
+constexpr int kNumGroups = 3; // sched::Group: shard, replicate, world
+
+/// "all_gather", "reduce_scatter", "all_reduce", "broadcast".
+llvm::StringRef collectiveKindName(CollectiveKind kind);
+
+/// Bytes one rank sends for a collective on `n` ranks whose full buffer is
+/// `fullBytes` (the gathered output, the scattered input, the reduced or
+/// broadcast buffer), under the ring algorithm: all_gather and
+/// reduce_scatter (n-1)/n of it, all_reduce 2(n-1)/n, broadcast the whole
+/// buffer (every rank of the chain but the last forwards it). 0 for n <= 1.
+uint64_t ringSendBytes(CollectiveKind kind, uint64_t fullBytes, int64_t n);
+
+/// Sequential steps of the ring (each pays one link latency): n-1 for
+/// all_gather, reduce_scatter and broadcast, 2(n-1) for all_reduce.
+int64_t ringSteps(CollectiveKind kind, int64_t n);
+
+/// Where rank 0's group of one mesh axis lies. Ranks are laid out
+/// `rank = replicate_index * S + shard_index` and fill nodes in order, so a
+/// group is inside one node when all its members share rank 0's node.
+struct GroupPlacement {
+  int64_t size = 1;
+  bool intraNode = true;
+  /// Bytes/s per rank per direction on the slowest link the ring crosses:
+  /// NVLink (or PCIe without it) inside a node, the NIC share across nodes.
+  double bandwidth = 0;
+  /// Seconds per ring step.
+  double stepLatency = 0;
+};
+
+GroupPlacement placeGroup(ClusterAttr cluster, int64_t meshReplicate,
+                          int64_t meshShard, sched::Group group);
+
+/// The fraction of a link's (or memory's) peak bandwidth a well-tuned
+/// transfer reaches (docs/report.md, "Constants").
+constexpr double kBandwidthEfficiency = 0.8;
+/// Per ring step, inside a node and across nodes (seconds).
+constexpr double kIntraNodeStepLatency = 5e-6;
+constexpr double kInterNodeStepLatency = 10e-6;
+
+/// Seconds one collective takes on `placement`: its ring steps' latency plus
+/// what this rank sends at the achievable bandwidth; 0 on one rank.
+double collectiveSeconds(CollectiveKind kind, uint64_t fullBytes,
+                         const GroupPlacement &placement);
+
+} // namespace plan
+
+#endif // PLAN_PASSES_COMMMODEL_H

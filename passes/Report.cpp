@@ -1,0 +1,745 @@
+//===- Report.cpp - Memory, communication and time of a schedule ----------===//
+//
+// docs/report.md. Memory comes from the planned allocations of the lowered
+// program (the arena sizes sched-plan-memory set, and a walk of the program
+// for what is live where the most is); communication from its collectives
+// under the ring convention (CommModel.h); time from playing rank 0's
+// streams (TimeModel.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Report.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace plan;
+
+llvm::StringRef plan::memoryCategoryName(MemoryCategory category) {
+  switch (category) {
+  case MemoryCategory::Params:
+    return "params";
+  case MemoryCategory::Grads:
+    return "grads";
+  case MemoryCategory::Optimizer:
+    return "optimizer";
+  case MemoryCategory::Activations:
+    return "activations";
+  case MemoryCategory::CommBuffers:
+    return "comm_buffers";
+  case MemoryCategory::Other:
+    return "other";
+  }
+  return "";
+}
+
+MemoryCategory plan::memoryCategoryOf(sched::BufferRole role) {
+  switch (role) {
+  case sched::BufferRole::Param:
+  case sched::BufferRole::Gathered:
+    return MemoryCategory::Params;
+  case sched::BufferRole::Grad:
+  case sched::BufferRole::UnshardedGrad:
+  case sched::BufferRole::Bucket:
+    return MemoryCategory::Grads;
+  case sched::BufferRole::Master:
+  case sched::BufferRole::ExpAvg:
+  case sched::BufferRole::ExpAvgSq:
+  case sched::BufferRole::Momentum:
+    return MemoryCategory::Optimizer;
+  case sched::BufferRole::Activations:
+    return MemoryCategory::Activations;
+  case sched::BufferRole::Staging:
+    return MemoryCategory::CommBuffers;
+  case sched::BufferRole::Scalar:
+    return MemoryCategory::Other;
+  }
+  return MemoryCategory::Other;
+}
+
+std::string plan::formatBytes(uint64_t bytes) {
+  constexpr double KiB = 1024.0, MiB = KiB * 1024, GiB = MiB * 1024,
+                   TiB = GiB * 1024;
+  double b = static_cast<double>(bytes);
+  if (b >= TiB)
+    return llvm::formatv("{0:F2} TiB", b / TiB).str();
+  if (b >= GiB)
+    return llvm::formatv("{0:F2} GiB", b / GiB).str();
+  if (b >= MiB)
+    return llvm::formatv("{0:F1} MiB", b / MiB).str();
+  if (b >= KiB)
+    return llvm::formatv("{0:F1} KiB", b / KiB).str();
+  return llvm::formatv("{0} B", bytes).str();
+}
+
+namespace {
+
+uint64_t allocBytes(sched::AllocOp alloc) {
+  MemRefType type = alloc.getType();
+  return static_cast<uint64_t>(type.getNumElements()) *
+         ((type.getElementTypeBitWidth() + 7) / 8);
+}
+
+int spaceIndex(sched::AllocOp alloc) {
+  return static_cast<int>(sched::getMemorySpace(alloc.getType()));
+}
+
+/// How the op reads in the schedule, short: "backward @layers.3 mb 0",
+/// "all_gather fsdp.layers.3.gathered", "alloc layers.3.saves.mb0".
+std::string describeOp(Operation *op) {
+  std::string name = op->getName().stripDialect().str();
+  if (auto alloc = dyn_cast<sched::AllocOp>(op))
+    return name + " " + alloc.getName().str();
+  auto withUnit = [&](SymbolRefAttr unit, int64_t mb) {
+    return llvm::formatv("{0} @{1} mb {2}", name,
+                         unit.getLeafReference().getValue(), mb)
+        .str();
+  };
+  if (auto forward = dyn_cast<sched::ForwardOp>(op))
+    return withUnit(forward.getUnit(), forward.getMicroBatch());
+  if (auto backward = dyn_cast<sched::BackwardOp>(op))
+    return withUnit(backward.getUnit(), backward.getMicroBatch());
+  if (auto recompute = dyn_cast<sched::RecomputeOp>(op))
+    return withUnit(recompute.getUnit(), recompute.getMicroBatch());
+  if (auto loss = dyn_cast<sched::LossOp>(op))
+    return withUnit(loss.getUnit(), loss.getMicroBatch());
+  if (auto step = dyn_cast<sched::OptimizerStepOp>(op))
+    return name + " @" + step.getGroup().getLeafReference().str();
+  for (Value operand : op->getOperands())
+    if (sched::AllocOp alloc = sched::getRootAlloc(operand))
+      return name + " " + alloc.getName().str();
+  return name;
+}
+
+LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
+                            MemoryReport &memory) {
+  auto arenas = program->getAttrOfType<DictionaryAttr>("arena_bytes");
+  auto persistents = program->getAttrOfType<DictionaryAttr>("persistent_bytes");
+  if (!arenas || !persistents)
+    return program.emitError("has no memory plan: the report reads the "
+                             "arena_bytes that sched-plan-memory sets");
+  for (int space = 0; space < kNumMemorySpaces; ++space) {
+    StringRef name =
+        sched::stringifyMemorySpace(static_cast<sched::MemorySpace>(space));
+    SpaceMemory &usage = memory.spaces[space];
+    if (auto bytes = arenas.getAs<IntegerAttr>(name)) {
+      usage.used = true;
+      usage.arenaBytes = bytes.getValue().getZExtValue();
+    }
+    if (auto bytes = persistents.getAs<IntegerAttr>(name))
+      usage.persistentBytes = bytes.getValue().getZExtValue();
+  }
+
+  // Persistent buffers are live at every point; transient ones from their
+  // alloc to their free, both included (as the planner counts them).
+  Block &body = program.getBody().front();
+  std::array<std::array<uint64_t, kNumBufferRoles>, kNumMemorySpaces> live{};
+  std::array<uint64_t, kNumMemorySpaces> liveTotal{};
+  for (auto alloc : body.getOps<sched::AllocOp>()) {
+    if (!alloc.getPersistent())
+      continue;
+    int space = spaceIndex(alloc);
+    uint64_t bytes = allocBytes(alloc);
+    live[space][static_cast<int>(alloc.getRole())] += bytes;
+    liveTotal[space] += bytes;
+    memory.spaces[space]
+        .persistent[static_cast<int>(memoryCategoryOf(alloc.getRole()))] +=
+        bytes;
+  }
+  auto record = [&](int space, Operation &op) {
+    SpaceMemory &usage = memory.spaces[space];
+    if (liveTotal[space] <= usage.livePeakBytes && !usage.peakAt.empty())
+      return;
+    usage.livePeakBytes = liveTotal[space];
+    usage.peakAt = describeOp(&op);
+    usage.atPeakByRole = live[space];
+  };
+  for (Operation &op : body) {
+    std::optional<int> freed;
+    if (auto alloc = dyn_cast<sched::AllocOp>(op);
+        alloc && !alloc.getPersistent()) {
+      int space = spaceIndex(alloc);
+      live[space][static_cast<int>(alloc.getRole())] += allocBytes(alloc);
+      liveTotal[space] += allocBytes(alloc);
+    }
+    for (int space = 0; space < kNumMemorySpaces; ++space)
+      if (memory.spaces[space].used)
+        record(space, op);
+    if (auto free = dyn_cast<sched::FreeOp>(op)) {
+      sched::AllocOp alloc = free.getBuffer().getDefiningOp<sched::AllocOp>();
+      if (!alloc)
+        return free.emitError("frees a buffer that is not a sched.alloc");
+      int space = spaceIndex(alloc);
+      live[space][static_cast<int>(alloc.getRole())] -= allocBytes(alloc);
+      liveTotal[space] -= allocBytes(alloc);
+    }
+  }
+  for (SpaceMemory &usage : memory.spaces) {
+    for (int role = 0; role < kNumBufferRoles; ++role)
+      usage.atPeak[static_cast<int>(memoryCategoryOf(
+          static_cast<sched::BufferRole>(role)))] += usage.atPeakByRole[role];
+    // The arena is what the runtime allocates: what packing and alignment
+    // add on top of the live bytes is counted as "other".
+    if (usage.arenaBytes > usage.livePeakBytes)
+      usage.atPeak[static_cast<int>(MemoryCategory::Other)] +=
+          usage.arenaBytes - usage.livePeakBytes;
+  }
+
+  const SpaceMemory &device = memory.device();
+  memory.modelStatesBytes =
+      device.persistent[static_cast<int>(MemoryCategory::Params)] +
+      device.persistent[static_cast<int>(MemoryCategory::Grads)] +
+      device.persistent[static_cast<int>(MemoryCategory::Optimizer)];
+
+  ClusterAttr cluster = plan.getCluster();
+  bool cpuDevice = cluster.getDevice().getName() == "cpu";
+  memory.deviceCapacityBytes =
+      static_cast<uint64_t>(cluster.getDevice().getMemory());
+  memory.deviceReserveBytes = cpuDevice ? 0 : kGpuRuntimeReserveBytes;
+  memory.deviceFits = device.arenaBytes + memory.deviceReserveBytes <=
+                      memory.deviceCapacityBytes;
+  auto perNode = static_cast<uint64_t>(cluster.getGpusPerNode());
+  memory.hostBytesPerRank =
+      memory.spaces[static_cast<int>(sched::MemorySpace::Host)].arenaBytes +
+      memory.spaces[static_cast<int>(sched::MemorySpace::PinnedHost)]
+          .arenaBytes;
+  memory.hostBytesPerNode =
+      (memory.hostBytesPerRank + (cpuDevice ? device.arenaBytes : 0)) * perNode;
+  memory.hostCapacityBytes = static_cast<uint64_t>(cluster.getHostMemory());
+  memory.hostFits = memory.hostBytesPerNode <= memory.hostCapacityBytes;
+  return success();
+}
+
+void analyzeComm(sched::ProgramOp program, PlanOp plan, int64_t replicate,
+                 int64_t shard, CommReport &comm) {
+  for (sched::Group group :
+       {sched::Group::Shard, sched::Group::Replicate, sched::Group::World})
+    comm.groups[static_cast<int>(group)] =
+        placeGroup(plan.getCluster(), replicate, shard, group);
+  auto add = [&](CollectiveKind kind, Value full, sched::Group group) {
+    auto type = cast<MemRefType>(full.getType());
+    uint64_t fullBytes = static_cast<uint64_t>(type.getNumElements()) *
+                         ((type.getElementTypeBitWidth() + 7) / 8);
+    const GroupPlacement &placement = comm.groups[static_cast<int>(group)];
+    uint64_t sent = ringSendBytes(kind, fullBytes, placement.size);
+    for (CommTotals *totals : {&comm.perKind[static_cast<int>(kind)],
+                               &comm.perKindAndGroup[static_cast<int>(
+                                   kind)][static_cast<int>(group)]}) {
+      ++totals->count;
+      totals->bytes += sent;
+    }
+    (placement.intraNode ? comm.intraNodeBytes : comm.interNodeBytes) += sent;
+    comm.totalBytes += sent;
+  };
+  for (Operation &op : program.getBody().front()) {
+    if (auto gather = dyn_cast<sched::AllGatherOp>(op))
+      add(CollectiveKind::AllGather, gather.getDst(), gather.getGroup());
+    else if (auto scatter = dyn_cast<sched::ReduceScatterOp>(op))
+      add(CollectiveKind::ReduceScatter, scatter.getSrc(), scatter.getGroup());
+    else if (auto reduce = dyn_cast<sched::AllReduceOp>(op))
+      add(CollectiveKind::AllReduce, reduce.getBuffer(), reduce.getGroup());
+    else if (auto broadcast = dyn_cast<sched::BroadcastOp>(op))
+      add(CollectiveKind::Broadcast, broadcast.getBuffer(),
+          broadcast.getGroup());
+  }
+}
+
+} // namespace
+
+FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module) {
+  SmallVector<sched::ProgramOp> programs(module.getOps<sched::ProgramOp>());
+  if (programs.size() != 1)
+    return module.emitError("the report needs exactly one sched.program "
+                            "(run the plan-lower pipeline first), found ")
+           << programs.size();
+  sched::ProgramOp program = programs.front();
+  PlanOp plan = program.getPlanOp();
+  if (!plan)
+    return program.emitError("the report needs the program's plan.plan");
+
+  ScheduleReport report;
+  ModelAttr model = plan.getModel();
+  ClusterAttr cluster = plan.getCluster();
+  TrainAttr train = plan.getTrain();
+  ParallelAttr parallel = plan.getParallel();
+  report.planName = plan.getSymName().str();
+  report.modelName = model.getPreset().empty()
+                         ? stringifyModelFamily(model.getFamily()).str()
+                         : model.getPreset().str();
+  report.deviceName = cluster.getDevice().getName().str();
+  report.nodes = cluster.getNodes();
+  report.gpusPerNode = cluster.getGpusPerNode();
+  report.worldSize = cluster.getWorldSize();
+  report.meshReplicate = program.getGroupSize(sched::Group::Replicate);
+  report.meshShard = program.getGroupSize(sched::Group::Shard);
+  for (UnitOp unit : plan.getBody().front().getOps<UnitOp>())
+    report.params += unit.getStoredNumel();
+  report.sharding = parallel.getSharding();
+  report.precision = train.getPrecision();
+  report.offloadParams = parallel.getOffload().getParams();
+  report.offloadGrads = parallel.getOffload().getGrads();
+  report.offloadOptimizer = parallel.getOffload().getOptimizer();
+  report.checkpointing = train.getActivationCheckpointing();
+  report.microBatch = train.getMicroBatch();
+  report.seqLen = train.getSeqLen();
+  report.gradAccum = train.getGradAccum();
+
+  if (failed(analyzeMemory(program, plan, report.memory)))
+    return failure();
+  analyzeComm(program, plan, report.meshReplicate, report.meshShard,
+              report.comm);
+  FailureOr<StepTime> time = simulateStep(program);
+  if (failed(time))
+    return failure();
+  report.time = std::move(*time);
+  return report;
+}
+
+//===----------------------------------------------------------------------===//
+// The table
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::string withThousands(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0 && digits[i - 1] != '-')
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string formatSeconds(double seconds) {
+  if (seconds >= 1)
+    return llvm::formatv("{0:F3} s", seconds).str();
+  if (seconds >= 1e-3)
+    return llvm::formatv("{0:F2} ms", seconds * 1e3).str();
+  return llvm::formatv("{0:F1} us", seconds * 1e6).str();
+}
+
+std::string offloadSummary(const ScheduleReport &r) {
+  SmallVector<StringRef> offloaded;
+  if (r.offloadParams == MemorySpace::Host)
+    offloaded.push_back("params");
+  if (r.offloadGrads == MemorySpace::Host)
+    offloaded.push_back("grads");
+  if (r.offloadOptimizer == MemorySpace::Host)
+    offloaded.push_back("optimizer");
+  if (offloaded.empty())
+    return "";
+  return ", offload " + llvm::join(offloaded, "+") + " to cpu";
+}
+
+} // namespace
+
+void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
+  const MemoryReport &memory = r.memory;
+  const SpaceMemory &device = memory.device();
+  os << llvm::formatv("{0}: {1}, {2} rank(s) = {3} node(s) x {4} {5}, mesh "
+                      "({6} replicate x {7} shard), {8}, {9}{10}\n",
+                      r.planName, r.modelName, r.worldSize, r.nodes,
+                      r.gpusPerNode, r.deviceName, r.meshReplicate, r.meshShard,
+                      stringifySharding(r.sharding),
+                      stringifyPrecision(r.precision), offloadSummary(r));
+  os << llvm::formatv("  parameters      {0} trainable\n",
+                      withThousands(r.params));
+  os << llvm::formatv("  tokens/step     {0} = micro_batch {1} x seq_len {2} "
+                      "x grad_accum {3} x {4} rank(s); checkpointing {5}\n",
+                      withThousands(r.time.tokensPerStep), r.microBatch,
+                      r.seqLen, r.gradAccum, r.worldSize,
+                      stringifyCheckpointing(r.checkpointing));
+
+  os << "\nMemory per rank (device)      at peak   steady state\n";
+  for (int c = 0; c < kNumMemoryCategories; ++c)
+    os << llvm::formatv("  {0,-22} {1,12} {2,14}\n",
+                        memoryCategoryName(static_cast<MemoryCategory>(c)),
+                        formatBytes(device.atPeak[c]),
+                        formatBytes(device.persistent[c]));
+  os << llvm::formatv("  {0,-22} {1,12} {2,14}\n", "total (planned arena)",
+                      formatBytes(device.arenaBytes),
+                      formatBytes(device.persistentBytes));
+  os << llvm::formatv("  live peak {0} at `{1}`; model states {2}\n",
+                      formatBytes(device.livePeakBytes), device.peakAt,
+                      formatBytes(memory.modelStatesBytes));
+  uint64_t need = device.arenaBytes + memory.deviceReserveBytes;
+  os << llvm::formatv("  device: {0} + {1} runtime reserve = {2} of {3}: "
+                      "{4}\n",
+                      formatBytes(device.arenaBytes),
+                      formatBytes(memory.deviceReserveBytes), formatBytes(need),
+                      formatBytes(memory.deviceCapacityBytes),
+                      memory.deviceFits ? "fits" : "DOES NOT FIT");
+  const SpaceMemory &host =
+      memory.spaces[static_cast<int>(sched::MemorySpace::Host)];
+  const SpaceMemory &pinned =
+      memory.spaces[static_cast<int>(sched::MemorySpace::PinnedHost)];
+  os << llvm::formatv(
+      "  host: {0} per rank (pinned {1}, pageable {2}); {3} "
+      "per node of {4}: {5}\n",
+      formatBytes(memory.hostBytesPerRank), formatBytes(pinned.arenaBytes),
+      formatBytes(host.arenaBytes), formatBytes(memory.hostBytesPerNode),
+      formatBytes(memory.hostCapacityBytes),
+      memory.hostFits ? "fits" : "DOES NOT FIT");
+  if (pinned.used || host.used) {
+    std::array<uint64_t, kNumMemoryCategories> hostPersistent{};
+    for (const SpaceMemory *space : {&host, &pinned})
+      for (int c = 0; c < kNumMemoryCategories; ++c)
+        hostPersistent[c] += space->persistent[c];
+    os << "  host steady state:";
+    for (int c = 0; c < kNumMemoryCategories; ++c)
+      if (hostPersistent[c])
+        os << " " << memoryCategoryName(static_cast<MemoryCategory>(c)) << " "
+           << formatBytes(hostPersistent[c]);
+    os << "\n";
+  }
+
+  const CommReport &comm = r.comm;
+  os << "\nCommunication per step, rank 0 (bytes sent, ring)\n";
+  os << llvm::formatv("  {0,-15} {1,-10} {2,6} {3,-11} {4,7} {5,12}\n",
+                      "collective", "group", "ranks", "link", "count", "bytes");
+  bool any = false;
+  for (int k = 0; k < kNumCollectiveKinds; ++k)
+    for (int g = 0; g < kNumGroups; ++g) {
+      const CommTotals &totals = comm.perKindAndGroup[k][g];
+      if (!totals.count)
+        continue;
+      any = true;
+      const GroupPlacement &placement = comm.groups[g];
+      os << llvm::formatv("  {0,-15} {1,-10} {2,6} {3,-11} {4,7} {5,12}\n",
+                          collectiveKindName(static_cast<CollectiveKind>(k)),
+                          sched::stringifyGroup(static_cast<sched::Group>(g)),
+                          placement.size,
+                          placement.intraNode ? "intra-node" : "inter-node",
+                          totals.count, formatBytes(totals.bytes));
+    }
+  if (!any)
+    os << "  (none)\n";
+  os << llvm::formatv("  total {0} (intra-node {1}, inter-node {2})\n",
+                      formatBytes(comm.totalBytes),
+                      formatBytes(comm.intraNodeBytes),
+                      formatBytes(comm.interNodeBytes));
+
+  const StepTime &time = r.time;
+  auto busy = [&](Stream stream) {
+    return time.busySeconds[static_cast<int>(stream)];
+  };
+  os << "\nTime per step, predicted (rank 0)\n";
+  os << llvm::formatv("  step            {0}\n",
+                      formatSeconds(time.stepSeconds));
+  os << llvm::formatv("  compute         {0} forward/backward/recompute at "
+                      "{1:P0} of {2:F1} TFLOP/s, {3} element-wise/optimizer\n",
+                      formatSeconds(time.computeSeconds), kComputeEfficiency,
+                      time.peakFlops / 1e12,
+                      formatSeconds(time.memoryBoundSeconds));
+  os << llvm::formatv("  communication   {0} busy, {1} exposed\n",
+                      formatSeconds(busy(Stream::Comm)),
+                      formatSeconds(time.exposedCommSeconds));
+  os << llvm::formatv("  host copies     {0} h2d, {1} d2h busy, {2} exposed\n",
+                      formatSeconds(busy(Stream::HostToDevice)),
+                      formatSeconds(busy(Stream::DeviceToHost)),
+                      formatSeconds(time.exposedCopySeconds));
+  os << llvm::formatv("  throughput      {0:F0} tokens/s, MFU {1:P1}\n",
+                      time.tokensPerSecond, time.mfu);
+  os << "\nFits: " << (memory.fits() ? "yes" : "NO") << "\n";
+}
+
+//===----------------------------------------------------------------------===//
+// JSON and trace
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+llvm::json::Value bytesValue(uint64_t bytes) {
+  return static_cast<int64_t>(bytes);
+}
+
+llvm::json::Object
+categories(const std::array<uint64_t, kNumMemoryCategories> &bytes) {
+  llvm::json::Object object;
+  for (int c = 0; c < kNumMemoryCategories; ++c)
+    object[memoryCategoryName(static_cast<MemoryCategory>(c))] =
+        bytesValue(bytes[c]);
+  return object;
+}
+
+llvm::json::Object spaceJson(const SpaceMemory &space) {
+  llvm::json::Object roles;
+  for (int role = 0; role < kNumBufferRoles; ++role)
+    if (space.atPeakByRole[role])
+      roles[sched::stringifyBufferRole(static_cast<sched::BufferRole>(role))] =
+          bytesValue(space.atPeakByRole[role]);
+  return llvm::json::Object{
+      {"arena_bytes", bytesValue(space.arenaBytes)},
+      {"persistent_bytes", bytesValue(space.persistentBytes)},
+      {"live_peak_bytes", bytesValue(space.livePeakBytes)},
+      {"peak_at", space.peakAt},
+      {"at_peak", categories(space.atPeak)},
+      {"at_peak_by_role", std::move(roles)},
+      {"steady_state", categories(space.persistent)},
+  };
+}
+
+} // namespace
+
+llvm::json::Value plan::reportToJson(const ScheduleReport &r) {
+  const MemoryReport &memory = r.memory;
+  const SpaceMemory &device = memory.device();
+  llvm::json::Object deviceJson = spaceJson(device);
+  deviceJson["peak_bytes"] = bytesValue(device.arenaBytes);
+  deviceJson["model_states_bytes"] = bytesValue(memory.modelStatesBytes);
+  deviceJson["capacity_bytes"] = bytesValue(memory.deviceCapacityBytes);
+  deviceJson["reserve_bytes"] = bytesValue(memory.deviceReserveBytes);
+  deviceJson["fits"] = memory.deviceFits;
+
+  llvm::json::Object hostJson{
+      {"peak_bytes", bytesValue(memory.hostBytesPerRank)},
+      {"node_bytes", bytesValue(memory.hostBytesPerNode)},
+      {"capacity_bytes", bytesValue(memory.hostCapacityBytes)},
+      {"fits", memory.hostFits},
+      {"pinned",
+       spaceJson(
+           memory.spaces[static_cast<int>(sched::MemorySpace::PinnedHost)])},
+      {"pageable",
+       spaceJson(memory.spaces[static_cast<int>(sched::MemorySpace::Host)])},
+  };
+
+  const CommReport &comm = r.comm;
+  llvm::json::Object perStep;
+  for (int k = 0; k < kNumCollectiveKinds; ++k) {
+    llvm::json::Object byGroup;
+    for (int g = 0; g < kNumGroups; ++g) {
+      const CommTotals &totals = comm.perKindAndGroup[k][g];
+      if (totals.count)
+        byGroup[sched::stringifyGroup(static_cast<sched::Group>(g))] =
+            llvm::json::Object{{"count", totals.count},
+                               {"bytes", bytesValue(totals.bytes)}};
+    }
+    perStep[collectiveKindName(static_cast<CollectiveKind>(k))] =
+        llvm::json::Object{{"count", comm.perKind[k].count},
+                           {"bytes", bytesValue(comm.perKind[k].bytes)},
+                           {"by_group", std::move(byGroup)}};
+  }
+  llvm::json::Object groups;
+  for (int g = 0; g < kNumGroups; ++g) {
+    const GroupPlacement &placement = comm.groups[g];
+    groups[sched::stringifyGroup(static_cast<sched::Group>(g))] =
+        llvm::json::Object{{"size", placement.size},
+                           {"intra_node", placement.intraNode},
+                           {"bandwidth_bytes_per_s", placement.bandwidth}};
+  }
+
+  const StepTime &time = r.time;
+  auto busy = [&](Stream stream) {
+    return time.busySeconds[static_cast<int>(stream)];
+  };
+  return llvm::json::Object{
+      {"plan", r.planName},
+      {"model", r.modelName},
+      {"device", r.deviceName},
+      {"world_size", r.worldSize},
+      {"nodes", r.nodes},
+      {"gpus_per_node", r.gpusPerNode},
+      {"mesh", llvm::json::Object{{"replicate", r.meshReplicate},
+                                  {"shard", r.meshShard}}},
+      {"sharding", stringifySharding(r.sharding)},
+      {"precision", stringifyPrecision(r.precision)},
+      {"params", r.params},
+      {"memory", llvm::json::Object{{"device", std::move(deviceJson)},
+                                    {"host", std::move(hostJson)},
+                                    {"fits", memory.fits()}}},
+      {"comm",
+       llvm::json::Object{{"per_step", std::move(perStep)},
+                          {"groups", std::move(groups)},
+                          {"intra_node_bytes", bytesValue(comm.intraNodeBytes)},
+                          {"inter_node_bytes", bytesValue(comm.interNodeBytes)},
+                          {"total_bytes", bytesValue(comm.totalBytes)}}},
+      {"time",
+       llvm::json::Object{{"step_s", time.stepSeconds},
+                          {"compute_s", time.computeSeconds},
+                          {"memory_bound_s", time.memoryBoundSeconds},
+                          {"comm_busy_s", busy(Stream::Comm)},
+                          {"exposed_comm_s", time.exposedCommSeconds},
+                          {"h2d_busy_s", busy(Stream::HostToDevice)},
+                          {"d2h_busy_s", busy(Stream::DeviceToHost)},
+                          {"exposed_copy_s", time.exposedCopySeconds},
+                          {"tokens_per_step", time.tokensPerStep},
+                          {"tokens_per_s", time.tokensPerSecond},
+                          {"model_flops_per_rank", time.modelFlops},
+                          {"executed_flops_per_rank", time.executedFlops},
+                          {"peak_flops", time.peakFlops},
+                          {"mfu", time.mfu}}},
+  };
+}
+
+void plan::writeChromeTrace(const ScheduleReport &r, llvm::raw_ostream &os) {
+  llvm::json::Array events;
+  events.push_back(llvm::json::Object{
+      {"name", "process_name"},
+      {"ph", "M"},
+      {"pid", 0},
+      {"args", llvm::json::Object{{"name", r.planName + " rank 0"}}}});
+  for (int s = 0; s < kNumStreams; ++s)
+    events.push_back(llvm::json::Object{
+        {"name", "thread_name"},
+        {"ph", "M"},
+        {"pid", 0},
+        {"tid", s},
+        {"args",
+         llvm::json::Object{{"name", streamName(static_cast<Stream>(s))}}}});
+  for (const TimelineSlice &slice : r.time.slices)
+    events.push_back(llvm::json::Object{{"name", slice.name},
+                                        {"ph", "X"},
+                                        {"pid", 0},
+                                        {"tid", static_cast<int>(slice.stream)},
+                                        {"ts", slice.start * 1e6},
+                                        {"dur", slice.duration * 1e6}});
+  os << llvm::formatv("{0:2}\n", llvm::json::Value(llvm::json::Object{
+                                     {"traceEvents", std::move(events)},
+                                     {"displayTimeUnit", "ms"}}));
+}
+
+//===----------------------------------------------------------------------===//
+// The fit check
+//===----------------------------------------------------------------------===//
+
+std::vector<FitAlternative> plan::fitAlternatives(const ScheduleReport &r) {
+  std::vector<FitAlternative> alternatives;
+  bool sharded = r.sharding == Sharding::ShardGradOp ||
+                 r.sharding == Sharding::FullShard ||
+                 r.sharding == Sharding::HybridShard;
+  if (r.sharding != Sharding::FullShard)
+    alternatives.push_back({"shard parameters, gradients and optimizer state "
+                            "over all ranks (full_shard, ZeRO-3)",
+                            {"parallel.sharding=full_shard"}});
+  if (r.offloadOptimizer == MemorySpace::Device)
+    alternatives.push_back(
+        {"keep the optimizer state and fp32 master weights on the CPU and "
+         "step there",
+         {"parallel.offload.optimizer=cpu"}});
+  if (r.offloadGrads == MemorySpace::Device && sharded)
+    alternatives.push_back({"move reduced gradient shards to the CPU",
+                            {"parallel.offload.grads=cpu"}});
+  if (r.offloadParams == MemorySpace::Device && sharded)
+    alternatives.push_back(
+        {"keep parameter shards on the CPU, copied in before each gather",
+         {"parallel.offload.params=cpu"}});
+  if (r.checkpointing == Checkpointing::None)
+    alternatives.push_back({"checkpoint every block (recompute in backward)",
+                            {"train.activation_checkpointing=full"}});
+  if (r.microBatch > 1) {
+    if (r.microBatch % 2 == 0)
+      alternatives.push_back(
+          {"halve the micro-batch, accumulate twice as many (same global "
+           "batch)",
+           {"train.micro_batch=" + std::to_string(r.microBatch / 2),
+            "train.grad_accum=" + std::to_string(r.gradAccum * 2)}});
+    else
+      alternatives.push_back(
+          {"halve the micro-batch (smaller global batch)",
+           {"train.micro_batch=" + std::to_string(r.microBatch / 2)}});
+  }
+
+  // Everything at once: offloading parameters and gradients needs a
+  // sharded strategy, which the first alternative provides.
+  FitAlternative all{"all of the above", {}};
+  if (r.sharding != Sharding::FullShard)
+    all.overrides.push_back("parallel.sharding=full_shard");
+  if (r.offloadOptimizer == MemorySpace::Device)
+    all.overrides.push_back("parallel.offload.optimizer=cpu");
+  if (r.offloadGrads == MemorySpace::Device)
+    all.overrides.push_back("parallel.offload.grads=cpu");
+  if (r.offloadParams == MemorySpace::Device)
+    all.overrides.push_back("parallel.offload.params=cpu");
+  if (r.checkpointing == Checkpointing::None)
+    all.overrides.push_back("train.activation_checkpointing=full");
+  if (r.microBatch > 1) {
+    all.overrides.push_back("train.micro_batch=" +
+                            std::to_string(r.microBatch / 2));
+    if (r.microBatch % 2 == 0)
+      all.overrides.push_back("train.grad_accum=" +
+                              std::to_string(r.gradAccum * 2));
+  }
+  if (alternatives.size() > 1)
+    alternatives.push_back(std::move(all));
+  return alternatives;
+}
+
+void plan::printFitFailure(const ScheduleReport &r,
+                           llvm::ArrayRef<FitOutcome> outcomes,
+                           llvm::raw_ostream &os) {
+  const MemoryReport &memory = r.memory;
+  const SpaceMemory &device = memory.device();
+  if (!memory.deviceFits)
+    os << llvm::formatv(
+        "planc: error: {0} does not fit: the device arena of {1} + {2} "
+        "runtime reserve exceeds the {3} of one {4}\n",
+        r.planName, formatBytes(device.arenaBytes),
+        formatBytes(memory.deviceReserveBytes),
+        formatBytes(memory.deviceCapacityBytes), r.deviceName);
+  if (!memory.hostFits)
+    os << llvm::formatv(
+        "planc: error: {0} does not fit: the node's {1} ranks need {2} of "
+        "host memory ({3} each), more than its host_memory of {4}\n",
+        r.planName, r.gpusPerNode, formatBytes(memory.hostBytesPerNode),
+        formatBytes(memory.hostBytesPerNode /
+                    static_cast<uint64_t>(std::max<int64_t>(r.gpusPerNode, 1))),
+        formatBytes(memory.hostCapacityBytes));
+
+  // Largest contributors at the device peak, by category, with the roles
+  // that make them up.
+  SmallVector<int> order(kNumMemoryCategories);
+  for (int c = 0; c < kNumMemoryCategories; ++c)
+    order[c] = c;
+  llvm::stable_sort(
+      order, [&](int a, int b) { return device.atPeak[a] > device.atPeak[b]; });
+  os << llvm::formatv("planc: note: largest at the device peak (at `{0}`):",
+                      device.peakAt);
+  int listed = 0;
+  for (int c : order) {
+    if (!device.atPeak[c] || listed == 3)
+      break;
+    os << (listed++ ? ", " : " ")
+       << memoryCategoryName(static_cast<MemoryCategory>(c)) << " "
+       << formatBytes(device.atPeak[c]);
+    SmallVector<std::string> roles;
+    for (int role = 0; role < kNumBufferRoles; ++role)
+      if (device.atPeakByRole[role] &&
+          static_cast<int>(
+              memoryCategoryOf(static_cast<sched::BufferRole>(role))) == c)
+        roles.push_back(
+            sched::stringifyBufferRole(static_cast<sched::BufferRole>(role))
+                .str());
+    if (!roles.empty())
+      os << " (" << llvm::join(roles, ", ") << ")";
+  }
+  os << "\n";
+
+  if (outcomes.empty()) {
+    os << "planc: note: no alternative applies to this plan\n";
+    return;
+  }
+  os << "planc: note: alternatives (device arena per rank after the change):\n";
+  for (const FitOutcome &outcome : outcomes) {
+    std::string sets;
+    for (const std::string &set : outcome.alternative.overrides)
+      sets += (sets.empty() ? "--set " : " --set ") + set;
+    os << "  " << sets << "\n      " << outcome.alternative.what << ": ";
+    if (!outcome.report) {
+      os << "not accepted for this plan\n";
+      continue;
+    }
+    const MemoryReport &after = outcome.report->memory;
+    os << formatBytes(after.device().arenaBytes);
+    if (after.fits())
+      os << ", fits\n";
+    else if (!after.deviceFits)
+      os << ", still does not fit\n";
+    else
+      os << ", but the host memory does not fit\n";
+  }
+}

@@ -1,0 +1,172 @@
+//===- Report.h - Memory, communication and time of a schedule --*- C++ -*-===//
+//
+// `planc --report` (docs/report.md): an analysis of the lowered module (after
+// the whole plan-lower pipeline, sched-plan-memory included) that says, per
+// rank, what the schedule keeps in memory at its peak and in steady state,
+// whether that fits the cluster, what it sends over which links, and how
+// long a step should take. It reads the IR only; it changes nothing.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLAN_PASSES_REPORT_H
+#define PLAN_PASSES_REPORT_H
+
+#include "passes/CommModel.h"
+#include "passes/TimeModel.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace plan {
+
+/// The memory report's categories; each sched.BufferRole belongs to one
+/// (docs/report.md, "Memory").
+enum class MemoryCategory {
+  Params,      // param, gathered
+  Grads,       // grad, unsharded_grad, bucket
+  Optimizer,   // master, exp_avg, exp_avg_sq, momentum
+  Activations, // activations
+  CommBuffers, // staging
+  Other,       // scalar (and, at the peak, the arena's slack)
+};
+constexpr int kNumMemoryCategories = 6;
+constexpr int kNumBufferRoles = 12;
+constexpr int kNumMemorySpaces = 3; // sched::MemorySpace
+
+/// "params", "grads", "optimizer", "activations", "comm_buffers", "other".
+llvm::StringRef memoryCategoryName(MemoryCategory category);
+MemoryCategory memoryCategoryOf(sched::BufferRole role);
+
+/// CUDA context, cuBLAS / NCCL workspaces and the caching allocator's
+/// temporaries outside the planned arena, per GPU (none on a CPU device).
+constexpr uint64_t kGpuRuntimeReserveBytes = 1ull << 30;
+
+/// One memory space of one rank.
+struct SpaceMemory {
+  bool used = false;
+  /// From sched-plan-memory: the arena the runtime allocates, and the end of
+  /// its persistent block.
+  uint64_t arenaBytes = 0;
+  uint64_t persistentBytes = 0;
+  /// The most bytes live at one program point, and the first op where it is
+  /// reached. arenaBytes - livePeakBytes is what alignment and packing add.
+  uint64_t livePeakBytes = 0;
+  std::string peakAt;
+  /// Bytes live at that point, by category and by role (index: the enum).
+  std::array<uint64_t, kNumMemoryCategories> atPeak{};
+  std::array<uint64_t, kNumBufferRoles> atPeakByRole{};
+  /// Persistent bytes by category: the steady state between steps.
+  std::array<uint64_t, kNumMemoryCategories> persistent{};
+};
+
+struct MemoryReport {
+  /// Index: sched::MemorySpace (device, host, pinned_host).
+  std::array<SpaceMemory, kNumMemorySpaces> spaces;
+  const SpaceMemory &device() const { return spaces[0]; }
+  /// Persistent params + grads + optimizer state in the device arena.
+  uint64_t modelStatesBytes = 0;
+  uint64_t deviceCapacityBytes = 0;
+  uint64_t deviceReserveBytes = 0;
+  bool deviceFits = true;
+  /// One rank's host arenas (pageable + pinned), and all ranks of a node
+  /// (with their device arenas too when the "device" is the CPU).
+  uint64_t hostBytesPerRank = 0;
+  uint64_t hostBytesPerNode = 0;
+  uint64_t hostCapacityBytes = 0;
+  bool hostFits = true;
+  bool fits() const { return deviceFits && hostFits; }
+};
+
+struct CommTotals {
+  int64_t count = 0;
+  uint64_t bytes = 0; // sent by this rank (ring convention)
+};
+
+struct CommReport {
+  /// Index: CollectiveKind.
+  std::array<CommTotals, kNumCollectiveKinds> perKind{};
+  /// Index: CollectiveKind, then sched::Group.
+  std::array<std::array<CommTotals, kNumGroups>, kNumCollectiveKinds>
+      perKindAndGroup{};
+  /// Index: sched::Group.
+  std::array<GroupPlacement, kNumGroups> groups{};
+  uint64_t intraNodeBytes = 0;
+  uint64_t interNodeBytes = 0;
+  uint64_t totalBytes = 0;
+};
+
+struct ScheduleReport {
+  std::string planName;
+  std::string modelName;
+  std::string deviceName;
+  int64_t nodes = 1;
+  int64_t gpusPerNode = 1;
+  int64_t worldSize = 1;
+  int64_t meshReplicate = 1;
+  int64_t meshShard = 1;
+  /// Trainable parameters (tied ones once).
+  int64_t params = 0;
+  /// The settings the fit check's alternatives change.
+  Sharding sharding = Sharding::NoShard;
+  Precision precision = Precision::FP32;
+  MemorySpace offloadParams = MemorySpace::Device;
+  MemorySpace offloadGrads = MemorySpace::Device;
+  MemorySpace offloadOptimizer = MemorySpace::Device;
+  Checkpointing checkpointing = Checkpointing::None;
+  int64_t microBatch = 1;
+  int64_t seqLen = 0;
+  int64_t gradAccum = 1;
+
+  MemoryReport memory;
+  CommReport comm;
+  StepTime time;
+};
+
+/// Analyzes the module's one sched.program. Fails, with an error at the
+/// module or the op, when there is no planned program (run the plan-lower
+/// pipeline first) or an op has no cost in the time model.
+mlir::FailureOr<ScheduleReport> analyzeSchedule(mlir::ModuleOp module);
+
+/// The readable table (`planc --report`).
+void printReportTable(const ScheduleReport &report, llvm::raw_ostream &os);
+/// The JSON object (`planc --report=json`); keys in docs/report.md.
+llvm::json::Value reportToJson(const ScheduleReport &report);
+/// Rank 0's predicted timeline as a Chrome trace (`planc --trace`).
+void writeChromeTrace(const ScheduleReport &report, llvm::raw_ostream &os);
+
+/// A change to the plan that lowers its memory, as `--set` overrides.
+struct FitAlternative {
+  std::string what;
+  std::vector<std::string> overrides;
+};
+/// The alternatives that apply to the report's plan: full sharding,
+/// offloading each state still on the device, full activation
+/// checkpointing, half the micro-batch (twice the accumulation, so the
+/// global batch stays), and all of them together.
+std::vector<FitAlternative> fitAlternatives(const ScheduleReport &report);
+
+/// An alternative after re-lowering the plan with it; no report when the
+/// plan with the overrides was rejected.
+struct FitOutcome {
+  FitAlternative alternative;
+  std::optional<ScheduleReport> report;
+};
+
+/// The does-not-fit message: what exceeds which capacity, the largest
+/// contributors at the device peak, and each alternative's peak.
+void printFitFailure(const ScheduleReport &report,
+                     llvm::ArrayRef<FitOutcome> outcomes,
+                     llvm::raw_ostream &os);
+
+/// "1.50 GiB", "512.0 MiB", "100 B".
+std::string formatBytes(uint64_t bytes);
+
+} // namespace plan
+
+#endif // PLAN_PASSES_REPORT_H

@@ -1,0 +1,394 @@
+//===- TimeModel.cpp - Predicted step time of a schedule ------------------===//
+//
+// docs/report.md ("Time"). Rank 0's program is played once, in program
+// order: a synchronous op starts when the compute stream is free; an
+// asynchronous op is issued when the compute stream reaches it and starts
+// once its stream is free and every event in its `after` list has fired;
+// `sched.wait` holds the compute stream until its event fires. The time the
+// compute stream spends held is the exposed communication (or copy) time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/TimeModel.h"
+#include "passes/CommModel.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace plan;
+
+llvm::StringRef plan::streamName(Stream stream) {
+  switch (stream) {
+  case Stream::Compute:
+    return "compute";
+  case Stream::Comm:
+    return "comm";
+  case Stream::HostToDevice:
+    return "h2d";
+  case Stream::DeviceToHost:
+    return "d2h";
+  }
+  return "";
+}
+
+UnitFlops plan::unitForwardFlops(UnitOp unit, ModelAttr model,
+                                 int64_t microBatch, int64_t seqLen) {
+  UnitFlops flops;
+  UnitKind kind = unit.getKind();
+  if (kind == UnitKind::Embedding)
+    return flops;
+  double params = 0;
+  for (ParamOp param : unit.getBody().getOps<ParamOp>())
+    params += static_cast<double>(param.getTensorType().getNumElements());
+  double b = static_cast<double>(microBatch), s = static_cast<double>(seqLen);
+  double rows = b * s;
+  if (kind == UnitKind::BertHead &&
+      model.getBertHead() == BertHead::SequenceClassification)
+    rows = b; // the pooler and classifier read the first token only
+  flops.model = flops.executed = 2 * params * rows;
+  if (kind == UnitKind::LlamaBlock || kind == UnitKind::GPT2Block ||
+      kind == UnitKind::BertBlock) {
+    // QK^T and AV: 2 FLOPs per multiply-add, s x s per head dimension.
+    double width = static_cast<double>(model.getHeads() *
+                                       (model.getHidden() / model.getHeads()));
+    double attention = 4 * b * s * s * width;
+    flops.model += attention;
+    flops.executed += kind == UnitKind::BertBlock ? attention : attention / 2;
+  }
+  return flops;
+}
+
+namespace {
+
+uint64_t bufferBytes(Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  return static_cast<uint64_t>(type.getNumElements()) *
+         ((type.getElementTypeBitWidth() + 7) / 8);
+}
+
+bool onDevice(Value buffer) {
+  return sched::getMemorySpace(cast<MemRefType>(buffer.getType())) ==
+         sched::MemorySpace::Device;
+}
+
+std::string bufferName(Value buffer) {
+  sched::AllocOp alloc = sched::getRootAlloc(buffer);
+  return alloc ? alloc.getName().str() : std::string("?");
+}
+
+/// One element-wise op's traffic: bytes it streams where it runs (`local`)
+/// and bytes of operands in the other memory space, which cross the bus.
+struct Traffic {
+  bool onHost = false;
+  double local = 0;
+  double crossing = 0;
+};
+
+/// `written` decides where the op runs (docs/sched.md: next to the data it
+/// writes); each operand's bytes count `passes` times (read, or read and
+/// written).
+Traffic elementwiseTraffic(Value written,
+                           ArrayRef<std::pair<Value, int>> operands) {
+  Traffic traffic;
+  traffic.onHost = !onDevice(written);
+  for (auto [buffer, passes] : operands) {
+    double bytes = static_cast<double>(bufferBytes(buffer)) * passes;
+    traffic.local += bytes;
+    if (onDevice(buffer) == traffic.onHost)
+      traffic.crossing += static_cast<double>(bufferBytes(buffer));
+  }
+  return traffic;
+}
+
+class StepSimulation {
+public:
+  explicit StepSimulation(sched::ProgramOp program) : program(program) {}
+
+  FailureOr<StepTime> run();
+
+private:
+  double secondsOfTraffic(const Traffic &traffic) const {
+    double bandwidth =
+        traffic.onHost ? hostBandwidth
+                       : device.getHbmBandwidth().value * kBandwidthEfficiency;
+    double seconds = bandwidth > 0 ? traffic.local / bandwidth : 0;
+    double pcie = device.getPcieBandwidth().value * kBandwidthEfficiency;
+    if (pcie > 0)
+      seconds += traffic.crossing / pcie;
+    return seconds;
+  }
+  double secondsOfFlops(double flops) const {
+    double rate = time.peakFlops * kComputeEfficiency;
+    return rate > 0 ? flops / rate : 0;
+  }
+  void compute(std::string name, double seconds, bool isMath) {
+    if (seconds <= 0)
+      return;
+    time.slices.push_back({std::move(name), Stream::Compute, now, seconds});
+    now += seconds;
+    time.busySeconds[static_cast<int>(Stream::Compute)] += seconds;
+    (isMath ? time.computeSeconds : time.memoryBoundSeconds) += seconds;
+  }
+  LogicalResult issue(Operation *op, Stream stream, std::string name,
+                      double seconds, ValueRange after);
+  LogicalResult wait(sched::WaitOp wait);
+  /// Runs one forward (`passes` 1, also recompute) or backward (2) of a
+  /// unit on the compute stream; the forward counts its model FLOPs.
+  LogicalResult runUnit(Operation *op, StringRef what, SymbolRefAttr unit,
+                        int64_t microBatch, int passes, bool countModel);
+
+  sched::ProgramOp program;
+  PlanOp plan;
+  DeviceAttr device;
+  double hostBandwidth = 0;
+  std::array<GroupPlacement, kNumGroups> groups;
+  StepTime time;
+  double now = 0;
+  std::array<double, kNumStreams> streamFree{};
+  /// When each event fires, what fired it, and its stream.
+  struct Event {
+    double end;
+    Stream stream;
+    std::string name;
+  };
+  llvm::DenseMap<Value, Event> events;
+};
+
+LogicalResult StepSimulation::runUnit(Operation *op, StringRef what,
+                                      SymbolRefAttr ref, int64_t microBatch,
+                                      int passes, bool countModel) {
+  UnitOp unit = plan.lookupUnit(ref.getLeafReference());
+  if (!unit)
+    return op->emitError("the time model found no plan.unit ") << ref;
+  TrainAttr train = plan.getTrain();
+  UnitFlops flops = unitForwardFlops(unit, plan.getModel(),
+                                     train.getMicroBatch(), train.getSeqLen());
+  if (countModel)
+    time.modelFlops += 3 * flops.model;
+  time.executedFlops += passes * flops.executed;
+  double seconds = secondsOfFlops(passes * flops.executed);
+  if (unit.getKind() == UnitKind::Embedding) {
+    // No matmul: a gather of one row per token (forward) or a scatter-add
+    // into the gradient (backward), each reading and writing T x hidden
+    // elements of the working type.
+    double elementBytes = train.getPrecision() == Precision::FP32 ? 4 : 2;
+    double bytes = 2.0 * static_cast<double>(train.getMicroBatch()) *
+                   static_cast<double>(train.getSeqLen()) *
+                   static_cast<double>(plan.getModel().getHidden()) *
+                   elementBytes * passes;
+    double hbm = device.getHbmBandwidth().value * kBandwidthEfficiency;
+    if (hbm > 0)
+      seconds += bytes / hbm;
+  }
+  compute(llvm::formatv("{0} @{1} mb {2}", what,
+                        ref.getLeafReference().getValue(), microBatch),
+          seconds, true);
+  return success();
+}
+
+LogicalResult StepSimulation::issue(Operation *op, Stream stream,
+                                    std::string name, double seconds,
+                                    ValueRange after) {
+  double start = std::max(now, streamFree[static_cast<int>(stream)]);
+  for (Value event : after) {
+    auto it = events.find(event);
+    if (it == events.end())
+      return op->emitError("the time model found no op before it that "
+                           "fires an event it follows");
+    start = std::max(start, it->second.end);
+  }
+  double end = start + seconds;
+  streamFree[static_cast<int>(stream)] = end;
+  time.busySeconds[static_cast<int>(stream)] += seconds;
+  if (seconds > 0)
+    time.slices.push_back({name, stream, start, seconds});
+  events[op->getResult(0)] = {end, stream, std::move(name)};
+  return success();
+}
+
+LogicalResult StepSimulation::wait(sched::WaitOp wait) {
+  auto it = events.find(wait.getEvent());
+  if (it == events.end())
+    return wait.emitError("the time model found no op before it that fires "
+                          "the event it waits for");
+  const Event &event = it->second;
+  if (event.end <= now)
+    return success();
+  double stall = event.end - now;
+  time.slices.push_back({"wait " + event.name, Stream::Compute, now, stall});
+  (event.stream == Stream::Comm ? time.exposedCommSeconds
+                                : time.exposedCopySeconds) += stall;
+  now = event.end;
+  return success();
+}
+
+FailureOr<StepTime> StepSimulation::run() {
+  plan = program.getPlanOp();
+  if (!plan)
+    return program.emitError("the time model needs the program's plan.plan");
+  ClusterAttr cluster = plan.getCluster();
+  device = cluster.getDevice();
+  // A CPU "device" is host memory; a GPU's host side is one optimizer
+  // thread's share of the node's memory bandwidth.
+  hostBandwidth = device.getName() == "cpu"
+                      ? device.getHbmBandwidth().value * kBandwidthEfficiency
+                      : kHostBandwidthPerRank;
+  int64_t replicate = program.getGroupSize(sched::Group::Replicate);
+  int64_t shard = program.getGroupSize(sched::Group::Shard);
+  for (sched::Group group :
+       {sched::Group::Shard, sched::Group::Replicate, sched::Group::World})
+    groups[static_cast<int>(group)] =
+        placeGroup(cluster, replicate, shard, group);
+
+  TrainAttr train = plan.getTrain();
+  switch (train.getPrecision()) {
+  case Precision::FP32:
+    time.peakFlops = device.getFp32Tflops().value * 1e12;
+    break;
+  case Precision::BF16Mixed:
+    time.peakFlops = device.getBf16Tflops().value * 1e12;
+    break;
+  case Precision::FP16Mixed:
+    time.peakFlops = device.getFp16Tflops().value * 1e12;
+    break;
+  }
+  time.tokensPerStep = train.getMicroBatch() * train.getSeqLen() *
+                       program.getMicroBatches() * cluster.getWorldSize();
+
+  auto collective = [&](Operation *op, CollectiveKind kind, Value full,
+                        sched::Group group, ValueRange after) {
+    const GroupPlacement &placement = groups[static_cast<int>(group)];
+    std::string name =
+        llvm::formatv("{0} {1} ({2})", collectiveKindName(kind),
+                      bufferName(full), sched::stringifyGroup(group))
+            .str();
+    return issue(op, Stream::Comm, std::move(name),
+                 collectiveSeconds(kind, bufferBytes(full), placement), after);
+  };
+
+  for (Operation &op : program.getBody().front()) {
+    LogicalResult result =
+        llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+            .Case<sched::AllocOp, sched::FreeOp, sched::ViewOp,
+                  sched::ShardViewOp, sched::LossOp, sched::UpdateLossScaleOp>(
+                [](Operation *) { return success(); })
+            .Case([&](sched::WaitOp op) { return wait(op); })
+            .Case([&](sched::AllGatherOp op) {
+              return collective(op, CollectiveKind::AllGather, op.getDst(),
+                                op.getGroup(), op.getAfter());
+            })
+            .Case([&](sched::ReduceScatterOp op) {
+              return collective(op, CollectiveKind::ReduceScatter, op.getSrc(),
+                                op.getGroup(), op.getAfter());
+            })
+            .Case([&](sched::AllReduceOp op) {
+              return collective(op, CollectiveKind::AllReduce, op.getBuffer(),
+                                op.getGroup(), op.getAfter());
+            })
+            .Case([&](sched::BroadcastOp op) {
+              return collective(op, CollectiveKind::Broadcast, op.getBuffer(),
+                                op.getGroup(), op.getAfter());
+            })
+            .Case([&](sched::CopyOp op) {
+              bool toDevice = onDevice(op.getDst());
+              double pcie =
+                  device.getPcieBandwidth().value * kBandwidthEfficiency;
+              double seconds =
+                  pcie > 0
+                      ? static_cast<double>(bufferBytes(op.getSrc())) / pcie
+                      : 0;
+              std::string name = "copy " + bufferName(op.getSrc()) + " into " +
+                                 bufferName(op.getDst());
+              return issue(
+                  op, toDevice ? Stream::HostToDevice : Stream::DeviceToHost,
+                  std::move(name), seconds, op.getAfter());
+            })
+            .Case([&](sched::ForwardOp op) {
+              return runUnit(op, "forward", op.getUnit(), op.getMicroBatch(), 1,
+                             true);
+            })
+            .Case([&](sched::RecomputeOp op) {
+              return runUnit(op, "recompute", op.getUnit(), op.getMicroBatch(),
+                             1, false);
+            })
+            .Case([&](sched::BackwardOp op) {
+              return runUnit(op, "backward", op.getUnit(), op.getMicroBatch(),
+                             2, false);
+            })
+            .Case([&](sched::OptimizerStepOp op) {
+              // Parameters and state are read and written, gradients read.
+              SmallVector<std::pair<Value, int>> operands = {
+                  {op.getParams(), 2}, {op.getGrads(), 1}};
+              for (Value state : op.getState())
+                operands.push_back({state, 2});
+              compute("optimizer_step @" +
+                          op.getGroup().getLeafReference().str(),
+                      secondsOfTraffic(
+                          elementwiseTraffic(op.getParams(), operands)),
+                      false);
+              return success();
+            })
+            .Case([&](sched::CastOp op) {
+              compute("cast " + bufferName(op.getSrc()) + " into " +
+                          bufferName(op.getDst()),
+                      secondsOfTraffic(elementwiseTraffic(
+                          op.getDst(), {{op.getSrc(), 1}, {op.getDst(), 1}})),
+                      false);
+              return success();
+            })
+            .Case([&](sched::ZeroOp op) {
+              compute("zero " + bufferName(op.getBuffer()),
+                      secondsOfTraffic(elementwiseTraffic(
+                          op.getBuffer(), {{op.getBuffer(), 1}})),
+                      false);
+              return success();
+            })
+            .Case([&](sched::AccumulateOp op) {
+              compute("accumulate " + bufferName(op.getSrc()) + " into " +
+                          bufferName(op.getDst()),
+                      secondsOfTraffic(elementwiseTraffic(
+                          op.getDst(), {{op.getSrc(), 1}, {op.getDst(), 2}})),
+                      false);
+              return success();
+            })
+            .Case([&](sched::GradNormOp op) {
+              compute("grad_norm " + bufferName(op.getGrads()),
+                      secondsOfTraffic(elementwiseTraffic(
+                          op.getGrads(), {{op.getGrads(), 1}})),
+                      false);
+              return success();
+            })
+            .Case([&](sched::CheckFiniteOp op) {
+              compute("check_finite " + bufferName(op.getBuffer()),
+                      secondsOfTraffic(elementwiseTraffic(
+                          op.getBuffer(), {{op.getBuffer(), 1}})),
+                      false);
+              return success();
+            })
+            .Default([](Operation *op) {
+              return op->emitError("the time model has no cost for this op");
+            });
+    if (failed(result))
+      return failure();
+  }
+  time.stepSeconds = now;
+  for (double free : streamFree)
+    time.stepSeconds = std::max(time.stepSeconds, free);
+  if (time.stepSeconds > 0) {
+    time.tokensPerSecond =
+        static_cast<double>(time.tokensPerStep) / time.stepSeconds;
+    if (time.peakFlops > 0)
+      time.mfu = time.modelFlops / (time.stepSeconds * time.peakFlops);
+  }
+  return std::move(time);
+}
+
+} // namespace
+
+FailureOr<StepTime> plan::simulateStep(sched::ProgramOp program) {
+  return StepSimulation(program).run();
+}

@@ -1,0 +1,97 @@
+//===- TimeModel.h - Predicted step time of a schedule ----------*- C++ -*-===//
+//
+// The time half of `planc --report` (docs/report.md, "Time"): rank 0's
+// schedule played on four streams (compute, communication, host-to-device,
+// device-to-host) with a cost per op from the cluster's peak compute and
+// bandwidths, ordered as the schedule orders it (issue order, `after`
+// events, `sched.wait`). The result is the predicted step time, how much of
+// the communication the compute stream waits for, and the timeline itself
+// (`planc --trace`).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLAN_PASSES_TIMEMODEL_H
+#define PLAN_PASSES_TIMEMODEL_H
+
+#include "dialects/plan/PlanDialect.h"
+#include "dialects/sched/SchedDialect.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace plan {
+
+enum class Stream { Compute, Comm, HostToDevice, DeviceToHost };
+constexpr int kNumStreams = 4;
+
+/// "compute", "comm", "h2d", "d2h".
+llvm::StringRef streamName(Stream stream);
+
+/// Fraction of the device's dense peak that forward, backward and recompute
+/// reach (docs/report.md, "Constants").
+constexpr double kComputeEfficiency = 0.5;
+/// Bytes/s one rank's optimizer thread streams through host memory, for
+/// element-wise ops and optimizer steps that run on the host of a GPU.
+constexpr double kHostBandwidthPerRank = 25e9;
+
+/// FLOPs of one unit's forward for one micro-batch.
+struct UnitFlops {
+  /// What the kernels execute: causal attention (Llama, GPT-2) computes half
+  /// of the s x s scores.
+  double executed = 0;
+  /// The MFU convention (PaLM, Megatron, nanoGPT): 2 x matmul parameters per
+  /// token plus the full s x s attention, 4 b s^2 h per block.
+  double model = 0;
+};
+
+/// Forward FLOPs of `unit` for `microBatch` sequences of `seqLen` tokens:
+/// 2 per matmul parameter per token (the embedding's lookups are free; a
+/// sequence-classification head's matmuls run once per sequence), plus the
+/// attention scores and their weighted sum in a block. Backward is twice
+/// the forward, recompute once more.
+UnitFlops unitForwardFlops(UnitOp unit, ModelAttr model, int64_t microBatch,
+                           int64_t seqLen);
+
+/// One op on one stream of the predicted timeline (seconds from the step's
+/// start), named as in the schedule.
+struct TimelineSlice {
+  std::string name;
+  Stream stream = Stream::Compute;
+  double start = 0;
+  double duration = 0;
+};
+
+struct StepTime {
+  double stepSeconds = 0;
+  /// Seconds each stream is busy (index: Stream).
+  std::array<double, kNumStreams> busySeconds{};
+  /// Compute-stream time of forward, backward and recompute.
+  double computeSeconds = 0;
+  /// Compute-stream time of optimizer steps and element-wise ops.
+  double memoryBoundSeconds = 0;
+  /// Compute-stream time spent waiting for collectives / for copies.
+  double exposedCommSeconds = 0;
+  double exposedCopySeconds = 0;
+  /// Per rank per step: model FLOPs (MFU convention, no recompute) and
+  /// executed FLOPs (recompute and causal attention as run).
+  double modelFlops = 0;
+  double executedFlops = 0;
+  /// The device's dense peak for the plan's precision (FLOP/s).
+  double peakFlops = 0;
+  /// Tokens all ranks train on in one step.
+  int64_t tokensPerStep = 0;
+  double tokensPerSecond = 0;
+  double mfu = 0;
+  std::vector<TimelineSlice> slices;
+};
+
+/// Plays rank 0's step. Fails (with an error at the op) on an op it has no
+/// cost for, or an event that no earlier op defines.
+mlir::FailureOr<StepTime> simulateStep(sched::ProgramOp program);
+
+} // namespace plan
+
+#endif // PLAN_PASSES_TIMEMODEL_H

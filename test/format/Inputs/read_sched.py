@@ -1,0 +1,78 @@
+"""A second reader of schedule files, written from docs/schedule-format.md
+alone (struct + zlib + json), so the lit tests check the documented format
+rather than the C++ reader against its own writer.
+
+Prints one summary line, or `error: ...` and exits 1."""
+import json
+import struct
+import sys
+import zlib
+
+HEADER = struct.Struct("<8sIIQII")  # magic, version, flags, body size, crc, reserved
+
+
+def fail(message):
+    print(f"error: {message}")
+    sys.exit(1)
+
+
+def main(path):
+    data = open(path, "rb").read()
+    if len(data) < HEADER.size:
+        fail("truncated header")
+    magic, version, flags, size, crc, reserved = HEADER.unpack_from(data)
+    if magic != b"PLANSCHD":
+        fail(f"bad magic {magic!r}")
+    if version != 1 or flags != 0 or reserved != 0:
+        fail(f"version {version} flags {flags} reserved {reserved}")
+    body = data[HEADER.size:]
+    if len(body) != size:
+        fail(f"body is {len(body)} bytes, header says {size}")
+    if zlib.crc32(body) != crc:
+        fail("checksum mismatch")
+    s = json.loads(body.decode("utf-8"))
+
+    buffers, ops = s["buffers"], s["ops"]
+    groups = {g["name"]: g for g in s["groups"]}
+    units = {u["name"] for u in s["units"]}
+    shard = s["mesh"]["shard"]
+    for g in s["groups"]:
+        if not set(g["units"]) <= units:
+            fail(f"group {g['name']} names unknown units")
+        if g["padded_numel"] % shard or g["shard_numel"] * shard != g["padded_numel"]:
+            fail(f"group {g['name']} is not evenly sharded")
+    for i, b in enumerate(buffers):
+        if b["kind"] != "alloc":
+            if not 0 <= b["source"] < i:
+                fail(f"buffer {i} has a bad source")
+            continue
+        if b["group"]:
+            g = groups[b["group"]]
+            want = g["shard_numel"] if b["sharded"] else g["padded_numel"]
+            if b["numel"] != want:
+                fail(f"buffer {i} ({b['name']}) is not its group's size")
+        end = b["offset"] + b["numel"] * (4 if b["type"] == "f32" else 2)
+        if end > s["arena_bytes"][b["space"]]:
+            fail(f"buffer {i} ({b['name']}) is outside its arena")
+    id_fields = ("buffer", "src", "dst", "params", "tied", "saves", "input",
+                 "activations", "grads", "tied_grads", "scalar", "norm",
+                 "found_inf", "loss_scale")
+    for i, op in enumerate(ops):
+        for field in id_fields:
+            if field in op and not -1 <= op[field] < len(buffers):
+                fail(f"op {i} ({op['op']}): {field} out of range")
+        for e in op.get("after", []):
+            if not 0 <= e < s["num_events"]:
+                fail(f"op {i}: after event out of range")
+
+    kinds = sorted({op["op"] for op in ops})
+    sharded = sum(1 for b in buffers if b["kind"] == "alloc" and b["sharded"])
+    print(f"ok {s['plan']} mesh {s['mesh']['replicate']}x{shard} "
+          f"{s['sharding']} {s['train']['precision']} units {len(units)} "
+          f"groups {len(groups)} buffers {len(buffers)} "
+          f"sharded_state {sharded} ops {len(ops)} events {s['num_events']}")
+    print("kinds " + " ".join(kinds))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,222 @@
+//===- ReportTest.cpp - The report's communication and time models --------===//
+//
+// The ring convention and group placement of CommModel.h, and the stream
+// semantics of the time model (issue order, `after`, `sched.wait`, one op at
+// a time per stream) on a hand-written schedule whose timeline is derived
+// in the comments. The lit tests in test/report/ check whole plans.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Report.h"
+#include "frontend/Frontend.h"
+
+#include "mlir/Parser/Parser.h"
+
+#include "gtest/gtest.h"
+
+using namespace plan;
+
+namespace {
+
+TEST(RingConvention, BytesSentPerRank) {
+  // tiny_llama_cpu: a block's gathered buffer, 46208 f32 on 2 ranks.
+  EXPECT_EQ(ringSendBytes(CollectiveKind::AllGather, 184832, 2), 92416u);
+  EXPECT_EQ(ringSendBytes(CollectiveKind::ReduceScatter, 184832, 2), 92416u);
+  // all_reduce = reduce-scatter + all-gather: 2 (n-1)/n.
+  EXPECT_EQ(ringSendBytes(CollectiveKind::AllReduce, 800, 8), 1400u);
+  EXPECT_EQ(ringSendBytes(CollectiveKind::AllGather, 800, 8), 700u);
+  // A pipelined broadcast forwards the whole buffer.
+  EXPECT_EQ(ringSendBytes(CollectiveKind::Broadcast, 800, 8), 800u);
+  // One rank sends nothing.
+  for (CollectiveKind kind :
+       {CollectiveKind::AllGather, CollectiveKind::ReduceScatter,
+        CollectiveKind::AllReduce, CollectiveKind::Broadcast})
+    EXPECT_EQ(ringSendBytes(kind, 800, 1), 0u);
+  EXPECT_EQ(ringSteps(CollectiveKind::AllGather, 8), 7);
+  EXPECT_EQ(ringSteps(CollectiveKind::AllReduce, 8), 14);
+  EXPECT_EQ(ringSteps(CollectiveKind::Broadcast, 1), 0);
+}
+
+class PlacementTest : public ::testing::Test {
+protected:
+  PlacementTest() { context.loadDialect<PlanDialect>(); }
+  ClusterAttr cluster(int64_t nodes, int64_t perNode, double nvlink) {
+    DeviceAttr device = DeviceAttr::get(&context, "test", 80ll << 30, 1000.0,
+                                        1000.0, 60.0, 3e12, nvlink, 50e9);
+    return ClusterAttr::get(&context, nodes, perNode, device, 1ll << 40, 25e9);
+  }
+  mlir::MLIRContext context;
+};
+
+TEST_F(PlacementTest, GroupsFollowTheRankLayout) {
+  // 2 nodes x 8, mesh (2, 8): shard = ranks 0-7 (node 0), replicate {0, 8}.
+  ClusterAttr twoNodes = cluster(2, 8, 450e9);
+  GroupPlacement shard = placeGroup(twoNodes, 2, 8, sched::Group::Shard);
+  EXPECT_EQ(shard.size, 8);
+  EXPECT_TRUE(shard.intraNode);
+  EXPECT_EQ(shard.bandwidth, 450e9);
+  EXPECT_EQ(shard.stepLatency, kIntraNodeStepLatency);
+  GroupPlacement replicate =
+      placeGroup(twoNodes, 2, 8, sched::Group::Replicate);
+  EXPECT_EQ(replicate.size, 2);
+  EXPECT_FALSE(replicate.intraNode);
+  EXPECT_EQ(replicate.bandwidth, 25e9);
+  EXPECT_EQ(replicate.stepLatency, kInterNodeStepLatency);
+  EXPECT_FALSE(placeGroup(twoNodes, 2, 8, sched::Group::World).intraNode);
+  // mesh (1, 16): the shard group spans both nodes.
+  EXPECT_FALSE(placeGroup(twoNodes, 1, 16, sched::Group::Shard).intraNode);
+  // mesh (4, 4) on nodes of 8: replicate {0, 4, 8, 12} leaves node 0,
+  // mesh (2, 4) on one node of 8 does not.
+  EXPECT_FALSE(placeGroup(twoNodes, 4, 4, sched::Group::Replicate).intraNode);
+  ClusterAttr oneNode = cluster(1, 8, 0);
+  GroupPlacement pcie = placeGroup(oneNode, 2, 4, sched::Group::Replicate);
+  EXPECT_TRUE(pcie.intraNode);
+  // No NVLink: peers talk over PCIe.
+  EXPECT_EQ(pcie.bandwidth, 50e9);
+}
+
+TEST_F(PlacementTest, CollectiveSeconds) {
+  GroupPlacement shard =
+      placeGroup(cluster(1, 8, 400e9), 1, 8, sched::Group::Shard);
+  // 7 steps of 5 us + 7/8 of 8e9 B at 0.8 * 400e9 B/s.
+  EXPECT_DOUBLE_EQ(
+      collectiveSeconds(CollectiveKind::AllGather, 8000000000ull, shard),
+      7 * 5e-6 + 7e9 / 320e9);
+  GroupPlacement alone =
+      placeGroup(cluster(1, 8, 400e9), 8, 1, sched::Group::Shard);
+  EXPECT_EQ(collectiveSeconds(CollectiveKind::AllReduce, 1000, alone), 0);
+}
+
+// One node of 4 ranks, mesh (1, 4); NVLink 100 GB/s, PCIe 10 GB/s.
+constexpr const char *kSchedule = R"mlir(
+shard.grid @mesh(shape = 1x4)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 4, device = <name = "test", memory = 1000000000, bf16_tflops = 100.0, fp16_tflops = 100.0, fp32_tflops = 10.0, hbm_bandwidth = 1.0e12, nvlink_bandwidth = 1.0e11, pcie_bandwidth = 1.0e10>, host_memory = 100000000000, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = adamw, lr = 0.001>, micro_batch = 1, seq_len = 128, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
+}
+sched.program @p.step for @p micro_batches 1 attributes {arena_bytes = {device = 20000000 : i64, pinned_host = 2000000 : i64}, persistent_bytes = {device = 0 : i64, pinned_host = 2000000 : i64}} {
+  %h = sched.alloc "w.param" role param persistent : memref<1000000xbf16, #sched.space<pinned_host>>
+  %s = sched.alloc "w.param.staging" role staging : memref<1000000xbf16, #sched.space<device>>
+  %c = sched.copy %h into %s : memref<1000000xbf16, #sched.space<pinned_host>>, memref<1000000xbf16, #sched.space<device>>
+  %g = sched.alloc "w.gathered" role gathered : memref<4000000xbf16, #sched.space<device>>
+  %e = sched.all_gather %s into %g group shard after %c : memref<1000000xbf16, #sched.space<device>>, memref<4000000xbf16, #sched.space<device>>
+  %g2 = sched.alloc "v.gathered" role gathered : memref<4000000xbf16, #sched.space<device>>
+  %e2 = sched.all_gather %s into %g2 group shard : memref<1000000xbf16, #sched.space<device>>, memref<4000000xbf16, #sched.space<device>>
+  sched.wait %c
+  sched.wait %e
+  sched.wait %e2
+  sched.zero %g : memref<4000000xbf16, #sched.space<device>>
+  sched.free %g2 : memref<4000000xbf16, #sched.space<device>>
+  sched.free %g : memref<4000000xbf16, #sched.space<device>>
+  sched.free %s : memref<1000000xbf16, #sched.space<device>>
+}
+)mlir";
+
+TEST(TimeModel, StreamsFollowIssueOrderAfterAndWaits) {
+  mlir::DialectRegistry registry;
+  registerPlanDialects(registry);
+  mlir::MLIRContext context(registry);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(kSchedule, &context);
+  ASSERT_TRUE(module);
+  mlir::FailureOr<ScheduleReport> report = analyzeSchedule(*module);
+  ASSERT_TRUE(mlir::succeeded(report));
+  const StepTime &time = report->time;
+
+  // The copy: 2e6 B at 0.8 * 10 GB/s = 250 us on h2d, from 0.
+  // The first gather follows it (`after`): 3 ring steps of 5 us + 6e6 B sent
+  // at 0.8 * 100 GB/s = 90 us, from 250 to 340 us.
+  // The second gather was issued at 0 but the comm stream is busy until 340:
+  // 340 to 430 us.
+  // Compute waits for the copy (250 us exposed copy), then for each gather
+  // (90 + 90 us exposed communication), then zeroes 8e6 B at 0.8 TB/s (10 us).
+  EXPECT_NEAR(time.busySeconds[static_cast<int>(Stream::HostToDevice)], 250e-6,
+              1e-12);
+  EXPECT_NEAR(time.busySeconds[static_cast<int>(Stream::Comm)], 180e-6, 1e-12);
+  EXPECT_NEAR(time.exposedCopySeconds, 250e-6, 1e-12);
+  EXPECT_NEAR(time.exposedCommSeconds, 180e-6, 1e-12);
+  EXPECT_NEAR(time.memoryBoundSeconds, 10e-6, 1e-12);
+  EXPECT_NEAR(time.stepSeconds, 440e-6, 1e-12);
+
+  ASSERT_EQ(time.slices.size(), 7u);
+  EXPECT_EQ(time.slices[0].name, "copy w.param into w.param.staging");
+  EXPECT_EQ(time.slices[0].stream, Stream::HostToDevice);
+  EXPECT_EQ(time.slices[1].name, "all_gather w.gathered (shard)");
+  EXPECT_NEAR(time.slices[1].start, 250e-6, 1e-12);
+  EXPECT_EQ(time.slices[2].name, "all_gather v.gathered (shard)");
+  EXPECT_NEAR(time.slices[2].start, 340e-6, 1e-12);
+  EXPECT_EQ(time.slices[3].name, "wait copy w.param into w.param.staging");
+  EXPECT_EQ(time.slices[6].name, "zero w.gathered");
+  EXPECT_NEAR(time.slices[6].start, 430e-6, 1e-12);
+
+  // Memory: the most is live from the second alloc of a gathered buffer to
+  // the first free: 2e6 + 8e6 + 8e6 device bytes; the arena attribute says
+  // 2e7, so 2e6 of slack count as `other`.
+  const SpaceMemory &device = report->memory.device();
+  EXPECT_EQ(device.livePeakBytes, 18000000u);
+  EXPECT_EQ(device.peakAt, "alloc v.gathered");
+  EXPECT_EQ(device.atPeak[static_cast<int>(MemoryCategory::Params)], 16000000u);
+  EXPECT_EQ(device.atPeak[static_cast<int>(MemoryCategory::CommBuffers)],
+            2000000u);
+  EXPECT_EQ(device.atPeak[static_cast<int>(MemoryCategory::Other)], 2000000u);
+  EXPECT_EQ(report->memory.modelStatesBytes, 0u);
+  // 1e9 B of device memory, 20 MB arena + 1 GiB reserve: does not fit.
+  EXPECT_FALSE(report->memory.deviceFits);
+  EXPECT_TRUE(report->memory.hostFits);
+  EXPECT_EQ(report->memory.hostBytesPerNode, 4u * 2000000u);
+
+  // Communication: 2 gathers of 8e6 B on 4 ranks, 6e6 B sent each.
+  const CommTotals &gathers =
+      report->comm.perKind[static_cast<int>(CollectiveKind::AllGather)];
+  EXPECT_EQ(gathers.count, 2);
+  EXPECT_EQ(gathers.bytes, 12000000u);
+  EXPECT_EQ(report->comm.intraNodeBytes, 12000000u);
+}
+
+TEST(TimeModel, FlopsOfAUnit) {
+  mlir::DialectRegistry registry;
+  registerPlanDialects(registry);
+  mlir::MLIRContext context(registry);
+  // A llama block of llama_tiny: 46208 parameters; b = 2, s = 8, h = 64.
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+shard.grid @mesh(shape = 1x1)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 1000000000, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 1000000000, inter_node_bandwidth = 1.0e10>
+    train #plan.train<optimizer = <kind = adamw, lr = 0.001>, micro_batch = 2, seq_len = 8, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>> {
+  plan.unit @embed kind embedding {
+    plan.param "model.embed_tokens.weight" : tensor<512x64xf32>
+  }
+  plan.unit @layers.0 kind llama_block {
+    plan.param "model.layers.0.self_attn.q_proj.weight" : tensor<64x64xf32>
+    plan.param "model.layers.0.self_attn.k_proj.weight" : tensor<32x64xf32>
+    plan.param "model.layers.0.self_attn.v_proj.weight" : tensor<32x64xf32>
+    plan.param "model.layers.0.self_attn.o_proj.weight" : tensor<64x64xf32>
+    plan.param "model.layers.0.mlp.gate_proj.weight" : tensor<176x64xf32>
+    plan.param "model.layers.0.mlp.up_proj.weight" : tensor<176x64xf32>
+    plan.param "model.layers.0.mlp.down_proj.weight" : tensor<64x176xf32>
+    plan.param "model.layers.0.input_layernorm.weight" : tensor<64xf32>
+    plan.param "model.layers.0.post_attention_layernorm.weight" : tensor<64xf32>
+  }
+}
+)mlir",
+                                              &context);
+  ASSERT_TRUE(module);
+  PlanOp plan = *module->getOps<PlanOp>().begin();
+  UnitFlops block =
+      unitForwardFlops(plan.lookupUnit("layers.0"), plan.getModel(), 2, 8);
+  // 2 * 46208 * 16 tokens; attention 4 b s^2 h = 4 * 2 * 64 * 64 = 32768,
+  // causal: half of it executed.
+  EXPECT_EQ(block.model, 2.0 * 46208 * 16 + 32768);
+  EXPECT_EQ(block.executed, 2.0 * 46208 * 16 + 16384);
+  UnitFlops embed =
+      unitForwardFlops(plan.lookupUnit("embed"), plan.getModel(), 2, 8);
+  EXPECT_EQ(embed.model, 0);
+  EXPECT_EQ(embed.executed, 0);
+}
+
+} // namespace

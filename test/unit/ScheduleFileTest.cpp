@@ -1,0 +1,771 @@
+//===- ScheduleFileTest.cpp - The schedule file: writer, reader, checks ---===//
+//
+// Real schedules come from the compiler (tiny_llama_cpu.plan through the
+// lowering pipeline and the exporter), so the reader is tested on what planc
+// writes. Damaged files are made from those bytes; inconsistent but
+// well-formed ones by editing the JSON body or the Schedule and wrapping the
+// result in a header whose CRC this test computes itself (bitwise, not with
+// zlib), which also checks that the file's checksum is the documented one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ScheduleFile.h"
+#include "dialects/sched/SchedDialect.h"
+#include "frontend/Frontend.h"
+#include "passes/ExportSchedule.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <random>
+
+using namespace plan::rt;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr size_t kHeader = 32;
+
+uint32_t referenceCrc32(std::string_view data) {
+  uint32_t crc = 0xffffffffu;
+  for (unsigned char c : data) {
+    crc ^= c;
+    for (int k = 0; k < 8; ++k)
+      crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+uint64_t readLE(std::string_view bytes, size_t at, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i)
+    v |= uint64_t(static_cast<unsigned char>(bytes[at + i])) << (8 * i);
+  return v;
+}
+
+void writeLE(std::string &bytes, size_t at, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i)
+    bytes[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+/// A file around `body`, built from the specification, not the writer.
+std::string wrap(std::string_view body, uint32_t version = 1) {
+  std::string out(kHeader, '\0');
+  std::memcpy(out.data(), "PLANSCHD", 8);
+  writeLE(out, 8, version, 4);
+  writeLE(out, 16, body.size(), 8);
+  writeLE(out, 24, referenceCrc32(body), 4);
+  out += body;
+  return out;
+}
+
+Json bodyOf(const std::string &file) {
+  return Json::parse(file.begin() + kHeader, file.end());
+}
+
+/// The tiny plan with `overrides` (--set), through the lowering pipeline.
+mlir::OwningOpRef<mlir::ModuleOp>
+lower(mlir::MLIRContext &context, const std::vector<std::string> &overrides) {
+  llvm::SourceMgr sourceMgr;
+  std::string path = std::string(PLAN_EXAMPLES_DIR) + "/tiny_llama_cpu.plan";
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    throw std::runtime_error("cannot read " + path);
+  unsigned id = sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  plan::DiagEmitter diag(&context, &sourceMgr,
+                         mlir::FileLineColLoc::get(&context, path, 1, 1));
+  std::optional<plan::PlanSpec> spec =
+      plan::loadPlan(sourceMgr, id, overrides, "tiny_llama_cpu", diag);
+  if (!spec)
+    throw std::runtime_error("the plan has errors");
+  mlir::OwningOpRef<mlir::ModuleOp> module = plan::importPlan(*spec, diag);
+  mlir::PassManager pm(&context);
+  plan::buildPlanLowerPipeline(pm);
+  if (!module || mlir::failed(pm.run(*module)))
+    throw std::runtime_error("lowering failed");
+  return module;
+}
+
+std::unique_ptr<mlir::MLIRContext> newContext() {
+  mlir::DialectRegistry registry;
+  plan::registerPlanDialects(registry);
+  return std::make_unique<mlir::MLIRContext>(registry);
+}
+
+/// The tiny plan lowered and exported, with `overrides` (--set).
+Schedule compile(std::vector<std::string> overrides = {}) {
+  std::unique_ptr<mlir::MLIRContext> context = newContext();
+  mlir::OwningOpRef<mlir::ModuleOp> module = lower(*context, overrides);
+  mlir::FailureOr<Schedule> schedule = plan::exportSchedule(*module);
+  if (mlir::failed(schedule))
+    throw std::runtime_error("export failed");
+  return std::move(*schedule);
+}
+
+const Schedule &tiny() {
+  static const Schedule schedule = compile();
+  return schedule;
+}
+
+/// The message parseSchedule gives for `bytes`, "" if it accepts them.
+std::string parseError(std::string_view bytes) {
+  try {
+    parseSchedule(bytes, "t.sched");
+  } catch (const ScheduleFileError &e) {
+    std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    EXPECT_EQ(what.rfind("t.sched: ", 0), 0u) << what;
+    return what;
+  }
+  return "";
+}
+
+std::string validateError(const Schedule &s) {
+  try {
+    validateSchedule(s, "t.sched");
+  } catch (const ScheduleFileError &e) {
+    std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    return what;
+  }
+  return "";
+}
+
+#define EXPECT_HAS(text, part)                                                 \
+  EXPECT_NE(std::string(text).find(part), std::string::npos)                   \
+      << "'" << (text) << "' lacks '" << (part) << "'"
+
+//===----------------------------------------------------------------------===//
+// Layout and round trip
+//===----------------------------------------------------------------------===//
+
+TEST(ScheduleFile, Crc32IsZlibs) {
+  EXPECT_EQ(referenceCrc32("123456789"), 0xcbf43926u);
+}
+
+TEST(ScheduleFile, HeaderIsTheDocumentedLayout) {
+  std::string file = serializeSchedule(tiny());
+  ASSERT_GT(file.size(), kHeader);
+  EXPECT_EQ(file.substr(0, 8), "PLANSCHD");
+  EXPECT_EQ(readLE(file, 8, 4), kScheduleFormatVersion);
+  EXPECT_EQ(readLE(file, 12, 4), 0u);
+  EXPECT_EQ(readLE(file, 16, 8), file.size() - kHeader);
+  EXPECT_EQ(readLE(file, 24, 4),
+            referenceCrc32(std::string_view(file).substr(kHeader)));
+  EXPECT_EQ(readLE(file, 28, 4), 0u);
+  EXPECT_EQ(file, wrap(std::string_view(file).substr(kHeader)));
+}
+
+TEST(ScheduleFile, RoundTripsEveryStrategy) {
+  std::vector<std::vector<std::string>> variants = {
+      {},
+      {"parallel.sharding=no_shard", "train.grad_accum=2"},
+      {"parallel.sharding=zero1", "train.grad_clip=1.0"},
+      {"parallel.sharding=shard_grad_op", "train.precision=bf16_mixed"},
+      {"parallel.sharding=hybrid_shard", "cluster.nodes=2"},
+      {"train.precision=fp16_mixed", "parallel.offload.optimizer=cpu",
+       "parallel.offload.params=cpu", "train.grad_accum=2",
+       "train.grad_clip=1.0"},
+      {"train.activation_checkpointing=full"},
+      {"model=gpt2_tiny"},
+      {"train.optimizer=sgd(lr=0.1,momentum=0.9)"},
+  };
+  for (const auto &variant : variants) {
+    SCOPED_TRACE(variant.empty() ? "default" : variant.front());
+    Schedule original = compile(variant);
+    std::string file = serializeSchedule(original);
+    Schedule parsed = parseSchedule(file, "t.sched");
+    EXPECT_EQ(serializeSchedule(parsed), file);
+
+    // Field by field where a lossy writer would most likely go wrong.
+    EXPECT_EQ(parsed.version, kScheduleFormatVersion);
+    EXPECT_EQ(parsed.producer, original.producer);
+    EXPECT_EQ(parsed.replicate, original.replicate);
+    EXPECT_EQ(parsed.shard, original.shard);
+    EXPECT_EQ(parsed.train.optimizer.lr, original.train.optimizer.lr);
+    EXPECT_EQ(parsed.train.optimizer.momentum,
+              original.train.optimizer.momentum);
+    EXPECT_EQ(parsed.model.normEps, original.model.normEps);
+    EXPECT_EQ(parsed.cluster.device.hbmBandwidth,
+              original.cluster.device.hbmBandwidth);
+    EXPECT_EQ(parsed.arenaBytes, original.arenaBytes);
+    EXPECT_EQ(parsed.persistentBytes, original.persistentBytes);
+    ASSERT_EQ(parsed.units.size(), original.units.size());
+    for (size_t u = 0; u < parsed.units.size(); ++u) {
+      ASSERT_EQ(parsed.units[u].params.size(), original.units[u].params.size());
+      for (size_t p = 0; p < parsed.units[u].params.size(); ++p) {
+        EXPECT_EQ(parsed.units[u].params[p].shape,
+                  original.units[u].params[p].shape);
+        EXPECT_EQ(parsed.units[u].params[p].tiedTo,
+                  original.units[u].params[p].tiedTo);
+      }
+    }
+    ASSERT_EQ(parsed.buffers.size(), original.buffers.size());
+    for (size_t b = 0; b < parsed.buffers.size(); ++b) {
+      const Buffer &x = parsed.buffers[b], &y = original.buffers[b];
+      EXPECT_TRUE(x.kind == y.kind && x.type == y.type && x.space == y.space &&
+                  x.numel == y.numel && x.name == y.name && x.role == y.role &&
+                  x.persistent == y.persistent && x.offset == y.offset &&
+                  x.group == y.group && x.sharded == y.sharded &&
+                  x.source == y.source && x.viewOffset == y.viewOffset &&
+                  x.axis == y.axis)
+          << "buffer " << b;
+    }
+    ASSERT_EQ(parsed.ops.size(), original.ops.size());
+    for (size_t i = 0; i < parsed.ops.size(); ++i) {
+      const Op &x = parsed.ops[i], &y = original.ops[i];
+      EXPECT_TRUE(x.kind == y.kind && x.buffer == y.buffer && x.src == y.src &&
+                  x.dst == y.dst && x.axis == y.axis && x.reduce == y.reduce &&
+                  x.accumulate == y.accumulate && x.root == y.root &&
+                  x.event == y.event && x.after == y.after &&
+                  x.waitEvent == y.waitEvent && x.unit == y.unit &&
+                  x.group == y.group && x.microBatch == y.microBatch &&
+                  x.params == y.params && x.tied == y.tied &&
+                  x.saves == y.saves && x.input == y.input &&
+                  x.activations == y.activations && x.grads == y.grads &&
+                  x.tiedGrads == y.tiedGrads && x.state == y.state &&
+                  x.scalar == y.scalar && x.norm == y.norm &&
+                  x.foundInf == y.foundInf && x.lossScale == y.lossScale &&
+                  x.scale == y.scale && x.line == y.line)
+          << "op " << i << " (" << toString(x.kind) << ")";
+    }
+  }
+}
+
+TEST(ScheduleFile, ExportsGroupsShardsAndTiedParameters) {
+  const Schedule &s = tiny();
+  EXPECT_EQ(s.replicate * s.shard, 2);
+  ASSERT_EQ(s.groups.size(), 3u);
+  EXPECT_EQ(s.groups[0].name, "fsdp.root");
+  EXPECT_EQ(s.groups[0].shardNumel * s.shard, s.groups[0].paddedNumel);
+  const Buffer &param = s.buffers[s.ops[0].buffer];
+  EXPECT_EQ(param.name, "fsdp.root.param");
+  EXPECT_EQ(param.group, "fsdp.root");
+  EXPECT_TRUE(param.sharded);
+
+  // no_shard keeps full state: sharded is false.
+  Schedule ddp = compile({"parallel.sharding=no_shard"});
+  int64_t groupState = 0;
+  for (const Buffer &b : ddp.buffers) {
+    if (b.group.empty())
+      continue;
+    ++groupState;
+    EXPECT_FALSE(b.sharded) << b.name;
+  }
+  EXPECT_GT(groupState, 0);
+
+  // GPT-2 ties lm_head to wte: no storage in the head, the embedding's offset.
+  Schedule gpt2 = compile({"model=gpt2_tiny"});
+  const Unit &head = gpt2.units.back();
+  const Param &tied = head.params.back();
+  EXPECT_EQ(tied.name, "lm_head.weight");
+  EXPECT_EQ(tied.tiedTo, "transformer.wte.weight");
+  EXPECT_EQ(tied.offset, gpt2.units.front().params.front().offset);
+  int64_t stored = 0;
+  for (const Param &p : head.params)
+    if (p.tiedTo.empty())
+      stored += p.shape.size() == 1 ? p.shape[0] : p.shape[0] * p.shape[1];
+  EXPECT_EQ(head.numel, stored);
+}
+
+TEST(ScheduleFile, EnumKeywordsRoundTrip) {
+  for (int i = 0; i <= int(OpKind::UpdateLossScale); ++i)
+    EXPECT_EQ(parseOpKind(toString(OpKind(i))), OpKind(i));
+  for (int i = 0; i <= int(BufferRole::Scalar); ++i)
+    EXPECT_EQ(parseBufferRole(toString(BufferRole(i))), BufferRole(i));
+  for (int i = 0; i <= int(Space::PinnedHost); ++i)
+    EXPECT_EQ(parseSpace(toString(Space(i))), Space(i));
+  for (int i = 0; i <= int(ElementType::F16); ++i)
+    EXPECT_EQ(parseElementType(toString(ElementType(i))), ElementType(i));
+  for (int i = 0; i <= int(GroupAxis::World); ++i)
+    EXPECT_EQ(parseGroupAxis(toString(GroupAxis(i))), GroupAxis(i));
+  for (int i = 0; i <= int(ReduceKind::Max); ++i)
+    EXPECT_EQ(parseReduceKind(toString(ReduceKind(i))), ReduceKind(i));
+  for (int i = 0; i <= int(Buffer::Kind::ShardView); ++i)
+    EXPECT_EQ(parseBufferKind(toString(Buffer::Kind(i))), Buffer::Kind(i));
+  EXPECT_FALSE(parseSpace("gpu"));
+  EXPECT_FALSE(parseOpKind(""));
+}
+
+/// The exporter's error for the tiny module after `edit`, "" if it exports.
+std::string exportError(const std::function<void(mlir::ModuleOp)> &edit) {
+  std::unique_ptr<mlir::MLIRContext> context = newContext();
+  mlir::OwningOpRef<mlir::ModuleOp> module = lower(*context, {});
+  edit(*module);
+  std::string messages;
+  mlir::ScopedDiagnosticHandler handler(context.get(),
+                                        [&](mlir::Diagnostic &d) {
+                                          messages += d.str();
+                                          return mlir::success();
+                                        });
+  if (mlir::succeeded(plan::exportSchedule(*module)))
+    return "";
+  return messages.empty() ? "(failed without a message)" : messages;
+}
+
+sched::ProgramOp programOf(mlir::ModuleOp module) {
+  return *module.getOps<sched::ProgramOp>().begin();
+}
+
+sched::AllocOp allocNamed(mlir::ModuleOp module, llvm::StringRef name) {
+  for (auto alloc : programOf(module).getBody().getOps<sched::AllocOp>())
+    if (alloc.getName() == name)
+      return alloc;
+  throw std::runtime_error("no alloc " + name.str());
+}
+
+TEST(ExportSchedule, RefusesWhatTheFormatCannotSay) {
+  EXPECT_EQ(exportError([](mlir::ModuleOp) {}), "");
+  EXPECT_HAS(exportError([](mlir::ModuleOp m) { programOf(m).erase(); }),
+             "no sched.program to export");
+  EXPECT_HAS(exportError([](mlir::ModuleOp m) {
+               allocNamed(m, "fsdp.root.grad").removeOffsetAttr();
+             }),
+             "'fsdp.root.grad' has no arena offset: run sched-plan-memory");
+  EXPECT_HAS(exportError([](mlir::ModuleOp m) {
+               allocNamed(m, "fsdp.root.param").setName("root.param");
+             }),
+             "persistent param buffer 'root.param' is not named "
+             "'<group>.param' after a group of the plan");
+  EXPECT_HAS(exportError([](mlir::ModuleOp m) {
+               programOf(m)->removeAttr("arena_bytes");
+             }),
+             "has no arena_bytes: run sched-plan-memory");
+  // An op the format has no kind for is an error, never dropped.
+  EXPECT_HAS(
+      exportError([](mlir::ModuleOp m) {
+        mlir::MLIRContext *context = m.getContext();
+        context->allowUnregisteredDialects();
+        mlir::OpBuilder builder(context);
+        builder.setInsertionPointToStart(&programOf(m).getBody().front());
+        mlir::OperationState state(builder.getUnknownLoc(), "mystery.op");
+        builder.create(state);
+      }),
+      "the schedule file has no op 'mystery.op'");
+}
+
+//===----------------------------------------------------------------------===//
+// Damaged files
+//===----------------------------------------------------------------------===//
+
+TEST(ScheduleFile, EveryProperPrefixIsTruncated) {
+  std::string file = serializeSchedule(tiny());
+  for (size_t n = 0; n < file.size(); ++n) {
+    std::string error = parseError(std::string_view(file).substr(0, n));
+    ASSERT_NE(error.find("truncated"), std::string::npos)
+        << n << " bytes: " << error;
+  }
+  EXPECT_EQ(parseError(file), "");
+}
+
+TEST(ScheduleFile, TrailingBytesAreASizeMismatch) {
+  std::string file = serializeSchedule(tiny()) + "x";
+  EXPECT_HAS(parseError(file), "size mismatch");
+}
+
+TEST(ScheduleFile, EveryBodyByteFlipIsACorruption) {
+  std::string file = serializeSchedule(tiny());
+  for (size_t at = kHeader; at < file.size(); ++at)
+    for (unsigned char mask : {0x01, 0x80, 0xff}) {
+      std::string bad = file;
+      bad[at] = static_cast<char>(bad[at] ^ mask);
+      std::string error = parseError(bad);
+      ASSERT_NE(error.find("checksum mismatch"), std::string::npos)
+          << "byte " << at << ": " << error;
+    }
+}
+
+TEST(ScheduleFile, EveryHeaderByteFlipIsRejected) {
+  std::string file = serializeSchedule(tiny());
+  const char *expected[] = {"magic",     "version",  "flags",
+                            "truncated", "checksum", "reserved"};
+  for (size_t at = 0; at < kHeader; ++at) {
+    std::string bad = file;
+    bad[at] = static_cast<char>(bad[at] ^ 0x01);
+    std::string error = parseError(bad);
+    ASSERT_NE(error, "") << "byte " << at;
+    // Low bit of the body size: one byte more is "truncated", one less a
+    // size mismatch; higher bytes make it far larger than the file.
+    const char *field = at < 8    ? expected[0]
+                        : at < 12 ? expected[1]
+                        : at < 16 ? expected[2]
+                        : at < 24 ? (readLE(bad, 16, 8) > file.size() - kHeader
+                                         ? expected[3]
+                                         : "size mismatch")
+                        : at < 28 ? expected[4]
+                                  : expected[5];
+    EXPECT_HAS(error, field);
+  }
+}
+
+TEST(ScheduleFile, NewerVersionAsksForANewerReader) {
+  std::string file = serializeSchedule(tiny());
+  writeLE(file, 8, 2, 4);
+  std::string error = parseError(file);
+  EXPECT_HAS(error, "t.sched: schedule format version 2 is newer");
+  EXPECT_HAS(error, "rebuild plan-run");
+  writeLE(file, 8, 0, 4);
+  EXPECT_HAS(parseError(file), "version 0 is not supported");
+}
+
+TEST(ScheduleFile, NotAScheduleFile) {
+  EXPECT_HAS(parseError(std::string(64, 'x')), "not a schedule file");
+  EXPECT_HAS(parseError(""), "truncated");
+}
+
+//===----------------------------------------------------------------------===//
+// Well-formed files with bad contents (valid CRC)
+//===----------------------------------------------------------------------===//
+
+TEST(ScheduleFile, BadJson) {
+  EXPECT_HAS(parseError(wrap("{\"producer\": ")), "not valid JSON");
+  EXPECT_HAS(parseError(wrap("")), "not valid JSON");
+  EXPECT_HAS(parseError(wrap("[1, 2]")), "not a JSON object");
+  EXPECT_HAS(parseError(wrap(std::string(1000, '[') + std::string(1000, ']'))),
+             "nests deeper");
+  std::string body = bodyOf(serializeSchedule(tiny())).dump();
+  EXPECT_HAS(parseError(wrap(body + " {}")), "not valid JSON");
+}
+
+/// Edits the tiny schedule's JSON body and returns the reader's error.
+std::string errorAfterEdit(const std::function<void(Json &)> &edit) {
+  Json body = bodyOf(serializeSchedule(tiny()));
+  edit(body);
+  return parseError(wrap(body.dump()));
+}
+
+TEST(ScheduleFile, MissingFieldsAndWrongTypes) {
+  EXPECT_HAS(errorAfterEdit([](Json &j) { j.erase("ops"); }),
+             "t.sched: missing field 'ops'");
+  EXPECT_HAS(errorAfterEdit([](Json &j) { j["buffers"][3].erase("numel"); }),
+             "t.sched: buffers[3]: missing field 'numel'");
+  EXPECT_HAS(errorAfterEdit([](Json &j) { j["buffers"][3]["numel"] = "12"; }),
+             "buffers[3].numel: expected an integer");
+  EXPECT_HAS(errorAfterEdit([](Json &j) { j["buffers"][0]["space"] = "gpu"; }),
+             "buffers[0].space: unknown memory space 'gpu'");
+  EXPECT_HAS(errorAfterEdit([](Json &j) { j["ops"][5]["op"] = "send"; }),
+             "ops[5].op: unknown op 'send'");
+  EXPECT_HAS(errorAfterEdit([](Json &j) { j["model"].erase("rope_theta"); }),
+             "model: missing field 'rope_theta'");
+  EXPECT_HAS(errorAfterEdit([](Json &j) { j["train"]["lr_schedule"] = 3; }),
+             "train.lr_schedule: expected an object");
+  EXPECT_HAS(errorAfterEdit(
+                 [](Json &j) { j["units"][1]["params"][2]["shape"][0] = 1.5; }),
+             "units[1].params[2].shape[0]: expected an integer");
+  EXPECT_HAS(errorAfterEdit([](Json &j) {
+               j["ops"][0]["buffer"] = 18446744073709551615ull;
+             }),
+             "ops[0].buffer: integer out of range");
+  EXPECT_HAS(errorAfterEdit([](Json &j) { j["arena_bytes"]["gpu"] = 1; }),
+             "arena_bytes: unknown memory space 'gpu'");
+  EXPECT_HAS(errorAfterEdit([](Json &j) { j["train"]["precision"] = "fp8"; }),
+             "train.precision: unknown value 'fp8'");
+}
+
+/// The index of the first op of `kind` in the tiny schedule.
+size_t firstOp(const Schedule &s, OpKind kind) {
+  for (size_t i = 0; i < s.ops.size(); ++i)
+    if (s.ops[i].kind == kind)
+      return i;
+  throw std::runtime_error(std::string("no ") + toString(kind));
+}
+
+/// Edits a copy of the tiny schedule; returns the error of the file
+/// serialized from it (the writer does not validate; the reader does).
+std::string errorAfter(const std::function<void(Schedule &)> &edit) {
+  Schedule s = tiny();
+  edit(s);
+  std::string viaFile = parseError(serializeSchedule(s));
+  EXPECT_EQ(viaFile, validateError(s));
+  return viaFile;
+}
+
+TEST(ScheduleFile, ValidationCatchesInconsistentPrograms) {
+  EXPECT_EQ(validateError(tiny()), "");
+  size_t gather = firstOp(tiny(), OpKind::AllGather);
+  size_t forward = firstOp(tiny(), OpKind::Forward);
+  size_t wait = firstOp(tiny(), OpKind::Wait);
+  size_t free = firstOp(tiny(), OpKind::Free);
+  int64_t nBuffers = int64_t(tiny().buffers.size());
+
+  EXPECT_HAS(errorAfter([&](Schedule &s) { s.ops[gather].src = nBuffers; }),
+             "is no buffer");
+  EXPECT_HAS(errorAfter([&](Schedule &s) { s.ops[gather].src = -1; }),
+             "is no buffer");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               size_t lastAlloc = 0;
+               for (size_t i = 0; i < s.ops.size(); ++i)
+                 if (s.ops[i].kind == OpKind::Alloc)
+                   lastAlloc = i;
+               ASSERT_GT(lastAlloc, forward);
+               s.ops[forward].saves = s.ops[lastAlloc].buffer;
+             }),
+             "is used before its allocation");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               Op zero;
+               zero.kind = OpKind::Zero;
+               zero.buffer = s.ops[free].buffer;
+               s.ops.push_back(zero);
+             }),
+             "is used after its free");
+  EXPECT_HAS(errorAfter([&](Schedule &s) { s.ops[wait].waitEvent = 99; }),
+             "waited before any op signals it");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               s.ops.insert(s.ops.begin() + wait + 1, s.ops[wait]);
+             }),
+             "waited twice");
+  EXPECT_HAS(
+      errorAfter([&](Schedule &s) { s.ops.erase(s.ops.begin() + wait); }),
+      "is never waited");
+  EXPECT_HAS(errorAfter([&](Schedule &s) { s.ops[gather].after = {5}; }),
+             "after event 5 that no earlier op signals");
+  EXPECT_HAS(errorAfter([&](Schedule &s) { s.numEvents = 1000000000; }),
+             "num_events 1000000000 exceeds");
+  EXPECT_HAS(errorAfter([&](Schedule &s) { s.ops[forward].unit = 7; }),
+             "unit 7 is no unit");
+  EXPECT_HAS(errorAfter([&](Schedule &s) { s.ops[forward].microBatch = 1; }),
+             "micro-batch 1 out of range");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               s.ops[forward].params = s.ops[gather].dst; // the whole group
+               s.ops[forward].unit = 1;
+             }),
+             "elements, unit 'layers.0' stores");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               s.ops[firstOp(s, OpKind::OptimizerStep)].group = 3;
+             }),
+             "group 3 is no group");
+  EXPECT_HAS(
+      errorAfter([&](Schedule &s) { s.ops.erase(s.ops.begin() + free); }),
+      "transient but never freed");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               Op f;
+               f.kind = OpKind::Free;
+               f.buffer = 0; // fsdp.root.param
+               s.ops.push_back(f);
+             }),
+             "is persistent and is never freed");
+}
+
+TEST(ScheduleFile, ValidationCatchesBadBuffers) {
+  auto viewIndex = [](const Schedule &s) {
+    for (size_t i = 0; i < s.buffers.size(); ++i)
+      if (s.buffers[i].kind == Buffer::Kind::View)
+        return i;
+    throw std::runtime_error("no view");
+  };
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               Buffer &v = s.buffers[viewIndex(s)];
+               v.viewOffset = s.buffers[v.source].numel;
+             }),
+             "lie outside its source");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               Buffer &v = s.buffers[viewIndex(s)];
+               v.source = int64_t(viewIndex(s));
+             }),
+             "is not an earlier buffer");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               s.buffers[0].offset = s.arenaBytes["device"];
+             }),
+             "lie outside the device arena");
+  EXPECT_HAS(errorAfter([&](Schedule &s) { s.buffers[0].offset = -256; }),
+             "lie outside the device arena");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               s.arenaBytes.clear();
+               s.persistentBytes.clear();
+             }),
+             "no arena for memory space device");
+  EXPECT_HAS(
+      errorAfter([&](Schedule &s) { s.persistentBytes["device"] = 256; }),
+      "outside the persistent block");
+  EXPECT_HAS(errorAfter([&](Schedule &s) { s.buffers[0].sharded = false; }),
+             "all of group 'fsdp.root' must have 65600 elements, not 32800");
+  EXPECT_HAS(errorAfter([&](Schedule &s) { s.buffers[0].group = "fsdp.x"; }),
+             "unknown group 'fsdp.x'");
+  EXPECT_HAS(errorAfter([&](Schedule &s) { s.buffers[0].numel = 0; }),
+             "numel 0 out of range");
+}
+
+TEST(ScheduleFile, ValidationCatchesBadUnitsAndGroups) {
+  EXPECT_HAS(errorAfter([](Schedule &s) { s.units[1].numel += 1; }),
+             "unit 'layers.0': numel 46209 is not the 46208 elements");
+  EXPECT_HAS(errorAfter([](Schedule &s) { s.units[1].params[1].offset += 8; }),
+             "is at offset 4104, expected 4096");
+  EXPECT_HAS(
+      errorAfter([](Schedule &s) { s.units[1].params.back().shape = {65}; }),
+      "ends past the unit's numel");
+  EXPECT_HAS(errorAfter([](Schedule &s) {
+               s.units[3].params[1].tiedTo = "nowhere"; // lm_head
+               s.units[3].numel -= 512 * 64;
+             }),
+             "tied to 'nowhere', which is no stored parameter");
+  EXPECT_HAS(errorAfter([](Schedule &s) { s.groups[1].units = {"nope"}; }),
+             "group 'fsdp.layers.0': unknown unit 'nope'");
+  EXPECT_HAS(
+      errorAfter([](Schedule &s) { s.groups[2].units.push_back("layers.0"); }),
+      "numel");
+  EXPECT_HAS(errorAfter([](Schedule &s) {
+               s.groups[1].paddedNumel += 1;
+               s.groups[1].shardNumel = s.groups[1].paddedNumel / 2;
+             }),
+             "is not numel rounded up to a multiple of the shard axis 2");
+  EXPECT_HAS(errorAfter([](Schedule &s) { s.groups[1].shardNumel -= 1; }),
+             "shard_numel 23103 x shard 2 is not padded_numel 46208");
+  EXPECT_HAS(errorAfter([](Schedule &s) { s.shard = 4; }),
+             "is not the cluster's 1 x 2 ranks");
+  EXPECT_HAS(errorAfter([](Schedule &s) { s.microBatches = 2; }),
+             "micro_batches 2 is not train.grad_accum 1");
+  EXPECT_HAS(errorAfter([](Schedule &s) { s.model.family = "mamba"; }),
+             "model.family: unknown value 'mamba'");
+}
+
+/// Every value's JSON pointer in `j`, containers included.
+void collectPointers(const Json &j, const Json::json_pointer &at,
+                     std::vector<Json::json_pointer> &out) {
+  out.push_back(at);
+  if (j.is_object())
+    for (auto it = j.begin(); it != j.end(); ++it)
+      collectPointers(it.value(), at / it.key(), out);
+  else if (j.is_array())
+    for (size_t i = 0; i < j.size(); ++i)
+      collectPointers(j[i], at / i, out);
+}
+
+// Random edits of well-formed files (valid CRC): ids out of range, huge and
+// negative sizes, wrong types, missing members. The reader either accepts
+// the file or throws ScheduleFileError; anything else (another exception, a
+// crash, a hang) fails the test.
+TEST(ScheduleFile, RandomEditsAreRejectedOrAcceptedNeverACrash) {
+  std::vector<Schedule> schedules = {
+      tiny(), compile({"train.precision=fp16_mixed",
+                       "parallel.offload.optimizer=cpu", "train.grad_accum=2",
+                       "train.grad_clip=1.0", "model=gpt2_tiny"})};
+  const std::vector<Json> replacements = {-1,
+                                          0,
+                                          1,
+                                          2,
+                                          3,
+                                          255,
+                                          int64_t(1) << 40,
+                                          int64_t(1) << 62,
+                                          std::numeric_limits<int64_t>::min(),
+                                          std::numeric_limits<int64_t>::max(),
+                                          1e300,
+                                          -0.5,
+                                          "",
+                                          "device",
+                                          "all_gather",
+                                          true,
+                                          nullptr,
+                                          Json::array(),
+                                          Json::object()};
+  std::mt19937 random(1234);
+  size_t rejected = 0, trials = 0;
+  for (const Schedule &schedule : schedules) {
+    Json body = bodyOf(serializeSchedule(schedule));
+    std::vector<Json::json_pointer> pointers;
+    collectPointers(body, Json::json_pointer(), pointers);
+    for (int i = 0; i < 1000; ++i, ++trials) {
+      Json edited = body;
+      const Json::json_pointer &at =
+          pointers[1 + random() % (pointers.size() - 1)];
+      if (random() % 5 == 0) {
+        Json &parent = edited[at.parent_pointer()];
+        if (parent.is_object())
+          parent.erase(at.back());
+        else
+          parent.erase(std::stoul(at.back()));
+      } else {
+        edited[at] = replacements[random() % replacements.size()];
+      }
+      try {
+        parseSchedule(wrap(edited.dump()), "t.sched");
+      } catch (const ScheduleFileError &e) {
+        ++rejected;
+        ASSERT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+      } catch (const std::exception &e) {
+        FAIL() << at.to_string() << ": " << e.what();
+      }
+    }
+  }
+  // Most edits break something; a few (a line number, a name) do not.
+  EXPECT_GT(rejected, trials / 2);
+}
+
+//===----------------------------------------------------------------------===//
+// Files
+//===----------------------------------------------------------------------===//
+
+class ScheduleFileOnDisk : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir = std::filesystem::temp_directory_path() /
+          ("schedule-file-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+  std::filesystem::path dir;
+};
+
+TEST_F(ScheduleFileOnDisk, WritesAtomicallyAndReadsBack) {
+  std::string path = (dir / "tiny.sched").string();
+  writeScheduleFile(tiny(), path);
+  writeScheduleFile(tiny(), path); // replaces
+  Schedule read = readScheduleFile(path);
+  EXPECT_EQ(serializeSchedule(read), serializeSchedule(tiny()));
+  // Only the file itself: no temporary left behind.
+  size_t entries = 0;
+  for (const auto &entry : std::filesystem::directory_iterator(dir)) {
+    ++entries;
+    EXPECT_EQ(entry.path().filename(), "tiny.sched");
+  }
+  EXPECT_EQ(entries, 1u);
+}
+
+TEST_F(ScheduleFileOnDisk, WriterRefusesAnInvalidSchedule) {
+  Schedule s = tiny();
+  s.ops[0].buffer = -1;
+  std::string path = (dir / "bad.sched").string();
+  EXPECT_THROW(writeScheduleFile(s, path), ScheduleFileError);
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST_F(ScheduleFileOnDisk, OneLineErrorsForFileProblems) {
+  auto readError = [](const std::string &path) -> std::string {
+    try {
+      readScheduleFile(path);
+    } catch (const ScheduleFileError &e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::string missing = (dir / "missing.sched").string();
+  EXPECT_EQ(readError(missing),
+            missing + ": cannot open: No such file or directory");
+  EXPECT_EQ(readError(dir.string()), dir.string() + ": not a regular file");
+  std::string cut = (dir / "cut.sched").string();
+  std::string file = serializeSchedule(tiny());
+  std::ofstream(cut, std::ios::binary) << file.substr(0, file.size() / 2);
+  EXPECT_HAS(readError(cut), cut + ": truncated");
+  try {
+    writeScheduleFile(tiny(), (dir / "no" / "such" / "x.sched").string());
+    ADD_FAILURE() << "wrote into a missing directory";
+  } catch (const ScheduleFileError &e) {
+    EXPECT_HAS(e.what(), "cannot create a temporary file");
+  }
+}
+
+} // namespace
