@@ -335,11 +335,14 @@ public:
                          "' needs an input of at least " + std::to_string(n) +
                          " elements");
       // Aliases the planned input buffer, which the schedule keeps until
-      // after this unit's backward.
-      x = input.narrow(0, 0, n)
-              .view({b, s, config_.hidden})
+      // after this unit's backward. A fresh TensorImpl (from_blob), not a
+      // view: views of the arena share its version counter, which every
+      // in-place op on any other buffer bumps, and autograd would then
+      // reject the saved input at backward.
+      at::Tensor planned = input.narrow(0, 0, n);
+      x = at::from_blob(planned.data_ptr(), {b, s, config_.hidden},
+                        planned.options())
               .to(params.scalar_type())
-              .detach()
               .requires_grad_(true);
     }
     at::Tensor out = compute(u, x, batch);
