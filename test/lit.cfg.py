@@ -21,5 +21,18 @@ llvm_config.use_default_substitutions()
 tool_dirs = [config.plan_tools_dir, config.llvm_tools_dir]
 tools = ["planc", "plan-opt", "FileCheck", "not", "count", "split-file"]
 tools += [t for t in config.plan_example_programs.split(";") if t]
+# plan-run is built only with the runtime: test/e2e/ REQUIRES plan-run.
+if os.path.exists(os.path.join(config.plan_tools_dir, "plan-run")):
+    tools.append("plan-run")
+    config.available_features.add("plan-run")
+    # The real torchrun, from the python3 on PATH that has torch (lit's own
+    # interpreter may not).
+    import shutil, subprocess
+    torch_python = shutil.which("python3")
+    if torch_python and subprocess.run(
+            [torch_python, "-c", "import torch.distributed.run"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+        config.available_features.add("torchrun")
+        config.substitutions.append(("%torchrun", torch_python + " -m torch.distributed.run"))
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.plan_tools_dir, append_path=True)

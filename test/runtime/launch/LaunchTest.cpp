@@ -1,0 +1,400 @@
+//===- LaunchTest.cpp - Launcher variables and local rank spawning --------===//
+
+#include "Launch.h"
+#include "ScheduleInput.h"
+
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+using namespace plan::run;
+namespace fs = std::filesystem;
+
+namespace {
+
+EnvLookup envOf(std::map<std::string, std::string> vars) {
+  return
+      [vars = std::move(vars)](const char *name) -> std::optional<std::string> {
+        auto it = vars.find(name);
+        if (it == vars.end())
+          return std::nullopt;
+        return it->second;
+      };
+}
+
+std::string launchError(std::map<std::string, std::string> vars) {
+  try {
+    rankFromEnvironment(envOf(std::move(vars)));
+  } catch (const LaunchError &e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+const std::map<std::string, std::string> kMaster = {{"MASTER_ADDR", "node0"},
+                                                    {"MASTER_PORT", "29500"}};
+
+std::map<std::string, std::string>
+with(std::map<std::string, std::string> a,
+     const std::map<std::string, std::string> &b) {
+  a.insert(b.begin(), b.end());
+  return a;
+}
+
+TEST(RankFromEnvironment, NoLauncherIsOneRank) {
+  RankInfo info = rankFromEnvironment(envOf({}));
+  EXPECT_EQ(info.launcher, Launcher::Single);
+  EXPECT_EQ(info.rank, 0);
+  EXPECT_EQ(info.world, 1);
+  EXPECT_TRUE(info.masterAddr.empty());
+}
+
+TEST(RankFromEnvironment, Torchrun) {
+  RankInfo info = rankFromEnvironment(envOf(with(
+      {{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}}, kMaster)));
+  EXPECT_EQ(info.launcher, Launcher::Torchrun);
+  EXPECT_EQ(info.rank, 5);
+  EXPECT_EQ(info.world, 8);
+  EXPECT_EQ(info.localRank, 1);
+  EXPECT_EQ(info.masterAddr, "node0");
+  EXPECT_EQ(info.masterPort, 29500);
+}
+
+TEST(RankFromEnvironment, TorchrunAgentStore) {
+  // torchrun's agent already serves the store at MASTER_PORT.
+  auto vars = with({{"RANK", "0"}, {"WORLD_SIZE", "2"}}, kMaster);
+  EXPECT_FALSE(rankFromEnvironment(envOf(vars)).launcherServesStore);
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  EXPECT_TRUE(rankFromEnvironment(envOf(vars)).launcherServesStore);
+  vars["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  EXPECT_FALSE(rankFromEnvironment(envOf(vars)).launcherServesStore);
+}
+
+TEST(RankFromEnvironment, TorchrunWinsOverMpiAndSlurm) {
+  // torchrun started by srun or mpirun: torchrun's own numbering counts.
+  RankInfo info = rankFromEnvironment(envOf(with({{"RANK", "3"},
+                                                  {"WORLD_SIZE", "4"},
+                                                  {"OMPI_COMM_WORLD_RANK", "0"},
+                                                  {"OMPI_COMM_WORLD_SIZE", "2"},
+                                                  {"SLURM_PROCID", "1"},
+                                                  {"SLURM_NTASKS", "2"}},
+                                                 kMaster)));
+  EXPECT_EQ(info.launcher, Launcher::Torchrun);
+  EXPECT_EQ(info.rank, 3);
+  EXPECT_EQ(info.world, 4);
+}
+
+TEST(RankFromEnvironment, OpenMpiWinsOverInheritedSlurm) {
+  // mpirun inside an sbatch script: every rank inherits the batch step's
+  // SLURM_PROCID=0.
+  RankInfo info =
+      rankFromEnvironment(envOf(with({{"OMPI_COMM_WORLD_RANK", "6"},
+                                      {"OMPI_COMM_WORLD_SIZE", "16"},
+                                      {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+                                      {"SLURM_PROCID", "0"},
+                                      {"SLURM_NTASKS", "1"},
+                                      {"SLURM_LOCALID", "0"}},
+                                     kMaster)));
+  EXPECT_EQ(info.launcher, Launcher::OpenMpi);
+  EXPECT_EQ(info.rank, 6);
+  EXPECT_EQ(info.world, 16);
+  EXPECT_EQ(info.localRank, 2);
+}
+
+TEST(RankFromEnvironment, Slurm) {
+  RankInfo info = rankFromEnvironment(envOf(with(
+      {{"SLURM_PROCID", "9"}, {"SLURM_NTASKS", "12"}, {"SLURM_LOCALID", "1"}},
+      kMaster)));
+  EXPECT_EQ(info.launcher, Launcher::Slurm);
+  EXPECT_EQ(info.rank, 9);
+  EXPECT_EQ(info.world, 12);
+  EXPECT_EQ(info.localRank, 1);
+  EXPECT_EQ(info.masterAddr, "node0");
+}
+
+TEST(RankFromEnvironment, MissingMasterIsAnErrorNamingIt) {
+  std::string slurm = launchError(
+      {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"MASTER_PORT", "29500"}});
+  EXPECT_NE(slurm.find("SLURM"), std::string::npos) << slurm;
+  EXPECT_NE(slurm.find("MASTER_ADDR is not set"), std::string::npos) << slurm;
+
+  std::string mpi = launchError({{"OMPI_COMM_WORLD_RANK", "0"},
+                                 {"OMPI_COMM_WORLD_SIZE", "2"},
+                                 {"MASTER_ADDR", "node0"}});
+  EXPECT_NE(mpi.find("Open MPI"), std::string::npos) << mpi;
+  EXPECT_NE(mpi.find("MASTER_PORT is not set"), std::string::npos) << mpi;
+
+  std::string torchrun = launchError({{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  EXPECT_NE(torchrun.find("MASTER_ADDR is not set"), std::string::npos)
+      << torchrun;
+  EXPECT_EQ(torchrun.find('\n'), std::string::npos);
+}
+
+TEST(RankFromEnvironment, WorldOfOneNeedsNoMaster) {
+  RankInfo info = rankFromEnvironment(
+      envOf({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}));
+  EXPECT_EQ(info.launcher, Launcher::Slurm);
+  EXPECT_EQ(info.world, 1);
+  EXPECT_TRUE(info.masterAddr.empty());
+}
+
+TEST(RankFromEnvironment, BadValues) {
+  EXPECT_NE(launchError(with({{"RANK", "one"}, {"WORLD_SIZE", "2"}}, kMaster))
+                .find("RANK='one'"),
+            std::string::npos);
+  EXPECT_NE(launchError(with({{"RANK", "-1"}, {"WORLD_SIZE", "2"}}, kMaster))
+                .find("RANK='-1'"),
+            std::string::npos);
+  EXPECT_NE(launchError(with({{"RANK", "2"}, {"WORLD_SIZE", "2"}}, kMaster))
+                .find("RANK=2 is not below WORLD_SIZE=2"),
+            std::string::npos);
+  EXPECT_NE(launchError(with({{"RANK", "0"}, {"WORLD_SIZE", "0"}}, kMaster))
+                .find("WORLD_SIZE='0'"),
+            std::string::npos);
+  EXPECT_NE(launchError(with({{"RANK", "0"}, {"WORLD_SIZE", "2x"}}, kMaster))
+                .find("WORLD_SIZE='2x'"),
+            std::string::npos);
+  EXPECT_NE(launchError({{"RANK", "0"},
+                         {"WORLD_SIZE", "2"},
+                         {"MASTER_ADDR", "a"},
+                         {"MASTER_PORT", "70000"}})
+                .find("MASTER_PORT='70000'"),
+            std::string::npos);
+  EXPECT_NE(
+      launchError(with({{"RANK", "0"}}, kMaster)).find("WORLD_SIZE is not set"),
+      std::string::npos);
+  EXPECT_NE(launchError(with({{"SLURM_PROCID", "0"}}, kMaster))
+                .find("SLURM_NTASKS is not set"),
+            std::string::npos);
+}
+
+TEST(PickFreePort, GivesAPortThatCanBeBound) {
+  uint16_t port = pickFreePort();
+  ASSERT_GT(port, 0);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)), 0);
+  ::close(fd);
+}
+
+//===----------------------------------------------------------------------===//
+// runLocalRanks, with /bin/sh scripts as ranks
+//===----------------------------------------------------------------------===//
+
+class LocalRanksTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("plan-run-launch-test-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  LocalRanks shell(const std::string &script, int nproc) {
+    LocalRanks ranks;
+    ranks.executable = "/bin/sh";
+    ranks.arguments = {"-c", script};
+    ranks.nproc = nproc;
+    ranks.masterPort = 12345;
+    ranks.grace = std::chrono::milliseconds(300);
+    return ranks;
+  }
+
+  std::string read(const std::string &name) {
+    std::ifstream in(dir_ / name);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(LocalRanksTest, EachRankGetsItsVariables) {
+  ::setenv("RANK", "99", 1); // the launcher's own value must not leak through
+  int code = runLocalRanks(shell(
+      "echo \"$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR "
+      "$MASTER_PORT\" > " +
+          dir_.string() + "/$RANK",
+      3));
+  ::unsetenv("RANK");
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(read("0"), "0 3 0 3 127.0.0.1 12345");
+  EXPECT_EQ(read("1"), "1 3 1 3 127.0.0.1 12345");
+  EXPECT_EQ(read("2"), "2 3 2 3 127.0.0.1 12345");
+}
+
+TEST_F(LocalRanksTest, ThreadsPerRankSetsOmpNumThreads) {
+  LocalRanks ranks = shell(
+      "echo \"${OMP_NUM_THREADS:-unset}\" > " + dir_.string() + "/$RANK", 2);
+  ::setenv("OMP_NUM_THREADS", "64", 1);
+  EXPECT_EQ(runLocalRanks(ranks), 0);
+  EXPECT_EQ(read("0"), "64");
+  ranks.threadsPerRank = 3;
+  EXPECT_EQ(runLocalRanks(ranks), 0);
+  ::unsetenv("OMP_NUM_THREADS");
+  EXPECT_EQ(read("0"), "3");
+  EXPECT_EQ(read("1"), "3");
+}
+
+TEST_F(LocalRanksTest, FailingRankStopsTheOthers) {
+  // Rank 1 fails; the others would sleep for a minute unless terminated.
+  testing::internal::CaptureStderr();
+  auto start = std::chrono::steady_clock::now();
+  int code = runLocalRanks(
+      shell("if [ \"$RANK\" = 1 ]; then exit 7; fi; sleep 60", 3));
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 7);
+  EXPECT_EQ(err, "plan-run: rank 1 exited with code 7\n");
+  EXPECT_LT(elapsed, std::chrono::seconds(50));
+}
+
+TEST_F(LocalRanksTest, RankThatFailedFirstIsReportedNotItsEcho) {
+  // Rank 1 stops at once because of rank 0, which fails a moment later.
+  testing::internal::CaptureStderr();
+  int code = runLocalRanks(
+      shell("if [ \"$RANK\" = 1 ]; then exit 2; fi; sleep 0.1; exit 5", 2));
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 5);
+  EXPECT_EQ(err, "plan-run: rank 0 exited with code 5\n");
+}
+
+TEST_F(LocalRanksTest, EchoIsReportedWhenNothingElseFails) {
+  testing::internal::CaptureStderr();
+  auto start = std::chrono::steady_clock::now();
+  int code = runLocalRanks(
+      shell("if [ \"$RANK\" = 2 ]; then exit 2; fi; sleep 60", 3));
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, kStoppedForPeerExitCode);
+  EXPECT_EQ(err, "plan-run: rank 2 exited with code 2\n");
+  EXPECT_LT(elapsed, std::chrono::seconds(50));
+}
+
+TEST_F(LocalRanksTest, KilledRankIsReportedWithItsSignal) {
+  testing::internal::CaptureStderr();
+  int code = runLocalRanks(
+      shell("if [ \"$RANK\" = 0 ]; then kill -9 $$; fi; sleep 60", 2));
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 128 + 9);
+  EXPECT_NE(err.find("plan-run: rank 0 killed by signal 9"), std::string::npos)
+      << err;
+}
+
+TEST_F(LocalRanksTest, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
+  testing::internal::CaptureStderr();
+  auto start = std::chrono::steady_clock::now();
+  int code = runLocalRanks(
+      shell("if [ \"$RANK\" = 1 ]; then sleep 0.2; exit 2; fi; trap '' TERM; "
+            "while :; do sleep 0.1; done",
+            2));
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 2);
+  EXPECT_LT(elapsed, std::chrono::seconds(50));
+}
+
+TEST_F(LocalRanksTest, MissingExecutableFailsEveryRank) {
+  LocalRanks ranks = shell("", 2);
+  ranks.executable = (dir_ / "no-such-program").string();
+  testing::internal::CaptureStderr();
+  int code = runLocalRanks(ranks);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 127);
+  EXPECT_NE(err.find("cannot execute"), std::string::npos) << err;
+}
+
+//===----------------------------------------------------------------------===//
+// ScheduleInput: planc is found next to plan-run, else on PATH
+//===----------------------------------------------------------------------===//
+
+TEST_F(LocalRanksTest, ScheduleFilesAreUsedAsTheyAre) {
+  ScheduleInput input("model.sched", "/nonexistent/plan-run");
+  EXPECT_EQ(input.path(), "model.sched");
+}
+
+TEST_F(LocalRanksTest, PlancNextToTheExecutableComesFirst) {
+  fs::path planc = dir_ / "planc";
+  std::ofstream(planc) << "#!/bin/sh\n";
+  fs::permissions(planc, fs::perms::owner_all);
+  EXPECT_EQ(findPlanc((dir_ / "plan-run").string()), planc.string());
+}
+
+TEST_F(LocalRanksTest, PlanWithoutPlancIsOneLineError) {
+  std::string oldPath = std::getenv("PATH") ? std::getenv("PATH") : "";
+  ::setenv("PATH", dir_.c_str(), 1);
+  std::string message;
+  try {
+    ScheduleInput input("tiny.plan", (dir_ / "plan-run").string());
+  } catch (const PlanCompileError &e) {
+    message = e.what();
+  }
+  ::setenv("PATH", oldPath.c_str(), 1);
+  EXPECT_NE(message.find("tiny.plan: a .plan needs planc"), std::string::npos)
+      << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos);
+}
+
+TEST_F(LocalRanksTest, PlancFailureIsOneLineErrorAndLeavesNoTemporaryFiles) {
+  fs::path planc = dir_ / "planc";
+  std::ofstream(planc)
+      << "#!/bin/sh\necho 'x.plan:1:1: error: bad' >&2\nexit 1\n";
+  fs::permissions(planc, fs::perms::owner_all);
+  fs::path tmp = dir_ / "tmp";
+  fs::create_directories(tmp);
+  std::string oldTmp = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "";
+  ::setenv("TMPDIR", tmp.c_str(), 1);
+  std::string message;
+  testing::internal::CaptureStderr();
+  try {
+    ScheduleInput input("x.plan", (dir_ / "plan-run").string());
+  } catch (const PlanCompileError &e) {
+    message = e.what();
+  }
+  testing::internal::GetCapturedStderr();
+  if (oldTmp.empty())
+    ::unsetenv("TMPDIR");
+  else
+    ::setenv("TMPDIR", oldTmp.c_str(), 1);
+  EXPECT_NE(message.find("x.plan: planc could not compile it"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("exited with code 1"), std::string::npos) << message;
+  EXPECT_TRUE(fs::is_empty(tmp));
+}
+
+TEST_F(LocalRanksTest, PlanIsCompiledIntoATemporaryScheduleThatIsRemoved) {
+  // A stand-in planc that writes its arguments into the output file.
+  fs::path planc = dir_ / "planc";
+  std::ofstream(planc) << "#!/bin/sh\necho \"$@\" > \"$3\"\n";
+  fs::permissions(planc, fs::perms::owner_all);
+  std::string path;
+  {
+    ScheduleInput input("dir/model.plan", (dir_ / "plan-run").string());
+    path = input.path();
+    EXPECT_EQ(fs::path(path).filename(), "model.sched");
+    std::ifstream in(path);
+    std::string args;
+    std::getline(in, args);
+    EXPECT_EQ(args, "dir/model.plan -o " + path);
+  }
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(fs::path(path).parent_path()));
+}
+
+} // namespace

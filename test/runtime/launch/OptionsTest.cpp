@@ -1,0 +1,160 @@
+//===- OptionsTest.cpp - plan-run's command line and PLAN_RUN_FAULT -------===//
+
+#include "Options.h"
+#include "FaultInjection.h"
+
+#include <gtest/gtest.h>
+
+using namespace plan::run;
+
+namespace {
+
+std::variant<RunOptions, ExitRequest> parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "plan-run");
+  std::vector<const char *> argv;
+  for (const std::string &arg : args)
+    argv.push_back(arg.c_str());
+  return parseOptions(static_cast<int>(argv.size()), argv.data());
+}
+
+RunOptions parseOk(std::vector<std::string> args) {
+  auto parsed = parse(std::move(args));
+  if (auto *exit = std::get_if<ExitRequest>(&parsed))
+    ADD_FAILURE() << exit->output;
+  return std::get<RunOptions>(parsed);
+}
+
+ExitRequest parseExit(std::vector<std::string> args) {
+  auto parsed = parse(std::move(args));
+  if (auto *exit = std::get_if<ExitRequest>(&parsed))
+    return *exit;
+  ADD_FAILURE() << "parsed without error";
+  return {};
+}
+
+TEST(Options, Defaults) {
+  RunOptions options = parseOk({"model.sched"});
+  EXPECT_EQ(options.file, "model.sched");
+  EXPECT_FALSE(options.nproc);
+  EXPECT_EQ(options.backend, "cpu");
+  EXPECT_EQ(options.steps, 0);
+  EXPECT_EQ(options.data, "synthetic");
+  EXPECT_EQ(options.init, "");
+  EXPECT_FALSE(options.seed);
+  EXPECT_EQ(options.metrics, "");
+  EXPECT_EQ(options.timeoutSeconds, 300);
+  EXPECT_FALSE(options.quiet);
+}
+
+TEST(Options, EveryFlag) {
+  RunOptions options =
+      parseOk({"--nproc", "4", "--backend", "cpu", "m.plan", "--steps", "7",
+               "--data", "tokens.bin", "--init", "hf/", "--seed", "42",
+               "--metrics", "m.jsonl", "--timeout", "10.5", "--quiet"});
+  EXPECT_EQ(options.file, "m.plan");
+  EXPECT_EQ(options.nproc, 4);
+  EXPECT_EQ(options.steps, 7);
+  EXPECT_EQ(options.data, "tokens.bin");
+  EXPECT_EQ(options.init, "hf/");
+  EXPECT_EQ(options.seed, 42u);
+  EXPECT_EQ(options.metrics, "m.jsonl");
+  EXPECT_EQ(options.timeoutSeconds, 10.5);
+  EXPECT_TRUE(options.quiet);
+}
+
+TEST(Options, HelpListsEveryFlag) {
+  ExitRequest exit = parseExit({"--help"});
+  EXPECT_EQ(exit.code, 0);
+  for (const char *flag :
+       {"--nproc", "--backend", "--steps", "--data", "--init", "--seed",
+        "--metrics", "--timeout", "--quiet", "FILE"})
+    EXPECT_NE(exit.output.find(flag), std::string::npos) << flag;
+}
+
+TEST(Options, UsageErrorsAreOneLine) {
+  for (std::vector<std::string> args : {std::vector<std::string>{},
+                                        {"a.sched", "--bogus"},
+                                        {"a.sched", "--nproc", "0"},
+                                        {"a.sched", "--nproc", "two"},
+                                        {"a.sched", "--backend", "tpu"},
+                                        {"a.sched", "--steps", "0"},
+                                        {"a.sched", "--timeout", "-1"},
+                                        {"a.sched", "b.sched"}}) {
+    ExitRequest exit = parseExit(args);
+    EXPECT_EQ(exit.code, 1);
+    EXPECT_EQ(exit.output.rfind("plan-run: ", 0), 0u) << exit.output;
+    EXPECT_EQ(exit.output.find('\n'), std::string::npos) << exit.output;
+  }
+}
+
+TEST(Options, RankArgumentsRepeatTheRunWithoutNproc) {
+  RunOptions options =
+      parseOk({"--nproc", "2", "x.plan", "--steps", "3", "--seed", "9",
+               "--metrics", "out.jsonl", "--timeout", "10", "--quiet", "--init",
+               "w.safetensors", "--data", "t.bin"});
+  std::vector<std::string> args = rankArguments(options, "/tmp/x.sched");
+  std::vector<std::string> withProgram = args;
+  RunOptions rank = parseOk(withProgram);
+  EXPECT_FALSE(rank.nproc);
+  EXPECT_EQ(rank.file, "/tmp/x.sched");
+  EXPECT_EQ(rank.steps, 3);
+  EXPECT_EQ(rank.seed, 9u);
+  EXPECT_EQ(rank.metrics, "out.jsonl");
+  EXPECT_EQ(rank.timeoutSeconds, 10);
+  EXPECT_TRUE(rank.quiet);
+  EXPECT_EQ(rank.init, "w.safetensors");
+  EXPECT_EQ(rank.data, "t.bin");
+
+  RunOptions plain = parseOk({"--nproc", "2", "x.sched"});
+  RunOptions plainRank = parseOk(rankArguments(plain, "x.sched"));
+  EXPECT_EQ(plainRank.steps, 0);
+  EXPECT_FALSE(plainRank.seed);
+  EXPECT_FALSE(plainRank.quiet);
+  EXPECT_EQ(plainRank.metrics, "");
+}
+
+TEST(FaultInjection, Parses) {
+  FaultInjection fault = parseFaultInjection("rank=1,step=3,kind=hang");
+  EXPECT_EQ(fault.rank, 1);
+  EXPECT_EQ(fault.step, 3);
+  EXPECT_EQ(fault.kind, FaultInjection::Kind::Hang);
+  EXPECT_EQ(parseFaultInjection("kind=abort,step=1,rank=0").kind,
+            FaultInjection::Kind::Abort);
+  EXPECT_EQ(parseFaultInjection("rank=0,step=2,kind=exit").kind,
+            FaultInjection::Kind::Exit);
+  EXPECT_EQ(parseFaultInjection("rank=0,step=2,kind=error").kind,
+            FaultInjection::Kind::Error);
+}
+
+TEST(FaultInjection, RejectsBadSpecs) {
+  for (const char *spec :
+       {"", "rank=1", "rank=1,step=3,kind=crash", "rank=x,step=3,kind=exit",
+        "rank=1,step=0,kind=exit", "rank=1,step=3,kind=exit,when=now",
+        "rank1,step=3"}) {
+    try {
+      parseFaultInjection(spec);
+      ADD_FAILURE() << "accepted '" << spec << "'";
+    } catch (const std::invalid_argument &e) {
+      EXPECT_EQ(std::string(e.what()).rfind("PLAN_RUN_FAULT: ", 0), 0u)
+          << e.what();
+    }
+  }
+}
+
+TEST(FaultInjection, OtherRanksAndStepsAreUntouched) {
+  FaultInjection fault = parseFaultInjection("rank=1,step=3,kind=exit");
+  injectFault(fault, 0, 3);
+  injectFault(fault, 1, 2);
+  injectFault(std::nullopt, 1, 3);
+  EXPECT_EXIT(injectFault(fault, 1, 3), testing::ExitedWithCode(3),
+              "rank 1: PLAN_RUN_FAULT at step 3");
+  FaultInjection error = parseFaultInjection("rank=0,step=1,kind=error");
+  try {
+    injectFault(error, 0, 1);
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error &e) {
+    EXPECT_STREQ(e.what(), "PLAN_RUN_FAULT: injected error at step 1");
+  }
+}
+
+} // namespace

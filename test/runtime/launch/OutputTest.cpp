@@ -1,0 +1,99 @@
+//===- OutputTest.cpp - Metrics JSONL and progress lines ------------------===//
+
+#include "Metrics.h"
+#include "Progress.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+using namespace plan::run;
+
+namespace {
+
+StepMetrics sample() {
+  StepMetrics m;
+  m.step = 3;
+  m.loss = 5.25;
+  m.lr = 1e-3;
+  m.gradNorm = 0.5;
+  m.tokens = 1024;
+  m.stepTimeS = 0.5;
+  m.peakBytes = 3 * 1024 * 1024;
+  return m;
+}
+
+TEST(Metrics, FieldsInDocumentedOrder) {
+  EXPECT_EQ(metricsJson(sample()),
+            "{\"step\":3,\"loss\":5.25,\"lr\":0.001,\"grad_norm\":0.5,"
+            "\"tokens\":1024,\"step_time_s\":0.5,\"tokens_per_s\":2048.0,"
+            "\"peak_bytes\":3145728}");
+}
+
+TEST(Metrics, Fp16AddsLossScaleAndSkipped) {
+  StepMetrics m = sample();
+  m.lossScale = 32768;
+  m.skipped = true;
+  nlohmann::json json = nlohmann::json::parse(metricsJson(m));
+  EXPECT_EQ(json["loss_scale"], 32768.0);
+  EXPECT_EQ(json["skipped"], true);
+  EXPECT_FALSE(
+      nlohmann::json::parse(metricsJson(sample())).contains("loss_scale"));
+}
+
+TEST(Metrics, NonFiniteLossIsNull) {
+  StepMetrics m = sample();
+  m.loss = NAN;
+  nlohmann::json json = nlohmann::json::parse(metricsJson(m));
+  EXPECT_TRUE(json["loss"].is_null());
+}
+
+TEST(Metrics, FileHoldsThisRunsStepsAsSoonAsTheyAreWritten) {
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() /
+      ("plan-run-metrics-" + std::to_string(::getpid()) + ".jsonl");
+  std::ofstream(path) << "{\"step\":99}\n"; // an earlier run's
+  {
+    MetricsFile file(path.string());
+    StepMetrics m = sample();
+    for (int64_t step = 1; step <= 2; ++step) {
+      m.step = step;
+      file.append(m);
+      // Flushed: readable while the run goes on.
+      std::ifstream in(path);
+      int lines = 0;
+      for (std::string line; std::getline(in, line); ++lines)
+        EXPECT_EQ(nlohmann::json::parse(line)["step"], lines + 1);
+      EXPECT_EQ(lines, step);
+    }
+  }
+  std::filesystem::remove(path);
+  EXPECT_THROW(MetricsFile("/nonexistent-dir/m.jsonl"), std::runtime_error);
+}
+
+TEST(Progress, StepLine) {
+  EXPECT_EQ(formatStepLine(sample(), 10),
+            "step 3/10 loss 5.2500 lr 1.0e-03 tok/s 2048");
+  StepMetrics m = sample();
+  m.lossScale = 1024;
+  m.skipped = true;
+  EXPECT_EQ(
+      formatStepLine(m, 10),
+      "step 3/10 loss 5.2500 lr 1.0e-03 tok/s 2048 loss_scale 1024 skipped");
+}
+
+TEST(Progress, BarAndEta) {
+  // 3 of 10 steps in 6 s: 2 s a step, 7 to go.
+  EXPECT_EQ(formatProgressBar(sample(), 10, 6.0, 10),
+            "[###.......] 3/10 loss 5.2500 tok/s 2048 ETA 0:14");
+  EXPECT_EQ(formatDuration(3725), "1:02:05");
+  EXPECT_EQ(formatDuration(59.6), "1:00");
+  EXPECT_EQ(formatDuration(NAN), "?");
+}
+
+} // namespace

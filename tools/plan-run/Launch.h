@@ -1,0 +1,102 @@
+//===- Launch.h - Where a rank comes from, and local rank spawning -*- C++
+//-*-===//
+//
+// plan-run runs one rank per process. The rank, the world size and the
+// rendezvous address come from whichever launcher started the process:
+// torchrun (or `plan-run --nproc N`, which sets the same variables), Open MPI's
+// mpirun, or SLURM's srun; with none of them the process is a world of one.
+// Nothing here needs LibTorch, so the launch logic is tested on its own.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLAN_RUN_LAUNCH_H
+#define PLAN_RUN_LAUNCH_H
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace plan::run {
+
+/// A launch environment that cannot be used (missing MASTER_ADDR, a rank
+/// outside the world, a value that is not a number); one line.
+class LaunchError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Launcher { Single, Torchrun, OpenMpi, Slurm };
+const char *toString(Launcher launcher);
+
+struct RankInfo {
+  Launcher launcher = Launcher::Single;
+  int rank = 0, world = 1;
+  int localRank = 0; // the rank among those on this host
+  /// The TCPStore server (rank 0's host); empty when world == 1, which
+  /// rendezvouses in-process.
+  std::string masterAddr;
+  uint16_t masterPort = 0;
+  /// The store at MASTER_ADDR:MASTER_PORT is served by the launcher (torchrun
+  /// sets TORCHELASTIC_USE_AGENT_STORE=True), so rank 0 connects to it as a
+  /// client instead of serving it.
+  bool launcherServesStore = false;
+};
+
+/// Reads an environment variable; nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(const char *)>;
+
+/// Precedence: torchrun's RANK/WORLD_SIZE, then Open MPI's
+/// OMPI_COMM_WORLD_RANK/SIZE, then SLURM's SLURM_PROCID/SLURM_NTASKS, else a
+/// single rank. Open MPI comes before SLURM because an sbatch script's own
+/// environment already has SLURM_PROCID=0, which every rank of an `mpirun`
+/// inside it inherits. Throws LaunchError.
+RankInfo rankFromEnvironment(const EnvLookup &env);
+RankInfo rankFromEnvironment();
+
+/// A TCP port that was free on 127.0.0.1 a moment ago (the kernel's choice
+/// when binding port 0). Throws LaunchError when no socket can be bound.
+uint16_t pickFreePort();
+
+/// What `--nproc N` starts: N copies of `executable` with `arguments`, rank i
+/// with RANK=i, WORLD_SIZE=N, LOCAL_RANK=i, LOCAL_WORLD_SIZE=N,
+/// MASTER_ADDR=127.0.0.1 and MASTER_PORT=`masterPort` added to this
+/// process's environment.
+struct LocalRanks {
+  std::string executable;
+  std::vector<std::string> arguments; // argv[1..]
+  int nproc = 1;
+  uint16_t masterPort = 0;
+  /// OMP_NUM_THREADS for each rank, so that N ranks do not each start a
+  /// thread per core (torchrun does the same); 0 leaves it as it is.
+  int threadsPerRank = 0;
+  /// Between SIGTERM and SIGKILL for the ranks still running after one failed.
+  std::chrono::milliseconds grace{5000};
+};
+
+/// The exit code of a rank that stopped because another rank failed (it saw
+/// the failure recorded in the rendezvous store, or the store vanish).
+inline constexpr int kStoppedForPeerExitCode = 2;
+
+/// Starts the ranks and waits for all of them. When one exits non-zero or is
+/// killed, prints "plan-run: rank R exited with code C" (or "killed by signal
+/// S") on stderr, terminates the others (SIGTERM, then SIGKILL after the
+/// grace period) and returns that rank's code (128 + S for a signal). A rank
+/// that exits with kStoppedForPeerExitCode is only an echo of another's
+/// failure: the others get the grace period to exit on their own, so that the
+/// rank reported is the one that failed first. SIGINT or SIGTERM to this
+/// process is forwarded to the ranks, and the result is 128 + that signal.
+/// Returns 0 when every rank exited 0. Throws LaunchError when a process
+/// cannot be started.
+int runLocalRanks(const LocalRanks &ranks);
+
+/// This executable's path (/proc/self/exe), for re-executing it as ranks and
+/// finding planc next to it.
+std::string currentExecutable();
+
+} // namespace plan::run
+
+#endif // PLAN_RUN_LAUNCH_H

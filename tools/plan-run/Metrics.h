@@ -1,0 +1,59 @@
+//===- Metrics.h - One JSON object per step (--metrics FILE.jsonl) -*- C++
+//-*-===//
+//
+// The record of a run that plotting scripts and regression checks read: rank
+// 0 appends one line per optimizer step and flushes it, so a run that dies
+// leaves every completed step on disk. Field names are documented in
+// docs/launching.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLAN_RUN_METRICS_H
+#define PLAN_RUN_METRICS_H
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+namespace plan::run {
+
+/// One step as reported: the executor's result plus what the loop measured.
+struct StepMetrics {
+  int64_t step = 0;
+  double loss = 0, lr = 0, gradNorm = 0;
+  int64_t tokens = 0;              // global batch
+  double stepTimeS = 0;            // wall time of the step on rank 0
+  int64_t peakBytes = 0;           // rank 0
+  std::optional<double> lossScale; // fp16 only, with `skipped`
+  bool skipped = false;
+
+  double tokensPerSecond() const {
+    return stepTimeS > 0 ? static_cast<double>(tokens) / stepTimeS : 0;
+  }
+};
+
+/// The JSON object of one step, without a newline. Non-finite numbers (a
+/// diverged loss) are written as null, which JSON readers accept.
+std::string metricsJson(const StepMetrics &metrics);
+
+/// A JSONL file, emptied when opened, then written one flushed line per
+/// step. Throws std::runtime_error (one line) when it cannot be opened or
+/// written.
+class MetricsFile {
+public:
+  explicit MetricsFile(const std::string &path);
+  ~MetricsFile();
+  MetricsFile(const MetricsFile &) = delete;
+  MetricsFile &operator=(const MetricsFile &) = delete;
+
+  void append(const StepMetrics &metrics);
+
+private:
+  std::string path_;
+  std::FILE *file_ = nullptr;
+};
+
+} // namespace plan::run
+
+#endif // PLAN_RUN_METRICS_H

@@ -1,0 +1,134 @@
+//===- Options.cpp - plan-run's command line ------------------------------===//
+
+#include "Options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <sstream>
+
+namespace plan::run {
+
+namespace {
+
+constexpr const char *kDescription =
+    "plan-run: runs a training schedule on one or more ranks.\n"
+    "FILE is a schedule (.sched, from `planc X.plan -o X.sched`) or a .plan,\n"
+    "which is compiled with planc first. Ranks come from --nproc N, torchrun,\n"
+    "Open MPI's mpirun or SLURM's srun (docs/launching.md).";
+
+std::string oneLine(std::string text) {
+  for (char &c : text)
+    if (c == '\n')
+      c = ' ';
+  while (!text.empty() && text.back() == ' ')
+    text.pop_back();
+  return text;
+}
+
+} // namespace
+
+std::variant<RunOptions, ExitRequest> parseOptions(int argc,
+                                                   const char *const *argv) {
+  RunOptions options;
+  CLI::App app(kDescription, "plan-run");
+  app.get_formatter()->column_width(30);
+  app.add_option("FILE", options.file,
+                 "Schedule (.sched) or plan (.plan) to run")
+      ->type_name("")
+      ->required();
+  int nproc = 0;
+  CLI::Option *nprocOption =
+      app.add_option("--nproc", nproc,
+                     "Start N local ranks on this machine (rendezvous on "
+                     "127.0.0.1, a free port)")
+          ->type_name("N")
+          ->check(CLI::Range(1, 1024).description(""));
+  app.add_option("--backend", options.backend, "Compute backend")
+      ->type_name("cpu|cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}).description(""))
+      ->default_str("cpu");
+  app.add_option("--steps", options.steps,
+                 "Optimizer steps to run (default: the schedule's train.steps)")
+      ->type_name("K")
+      ->check(CLI::Range(int64_t(1), std::numeric_limits<int64_t>::max())
+                  .description(""));
+  app.add_option("--data", options.data,
+                 "Token file (nanoGPT/llm.c .bin) or 'synthetic'")
+      ->type_name("PATH|synthetic");
+  app.add_option("--init", options.init,
+                 "Initial weights: a HuggingFace model directory or a "
+                 ".safetensors file (default: initialise from the seed)")
+      ->type_name("PATH");
+  uint64_t seed = 0;
+  CLI::Option *seedOption =
+      app.add_option("--seed", seed,
+                     "Seed of initialisation and synthetic data (default: the "
+                     "schedule's train.seed)")
+          ->type_name("S");
+  app.add_option("--metrics", options.metrics,
+                 "Write one JSON object per step to this file (rank 0)")
+      ->type_name("FILE.jsonl");
+  app.add_option("--timeout", options.timeoutSeconds,
+                 "Seconds the rendezvous and each collective may take before "
+                 "the run fails")
+      ->type_name("SECONDS")
+      ->check(CLI::Validator(
+          [](std::string &text) -> std::string {
+            double value = 0;
+            try {
+              size_t used = 0;
+              value = std::stod(text, &used);
+              if (used != text.size())
+                value = NAN;
+            } catch (const std::exception &) {
+              value = NAN;
+            }
+            if (!(value > 0 && value <= 1e7))
+              return "'" + text +
+                     "' is not a number of seconds in (0, 10000000]";
+            return "";
+          },
+          ""))
+      ->default_str("300");
+  app.add_flag("--quiet,-q", options.quiet, "No progress output (errors only)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &) {
+    std::string help = app.help();
+    while (!help.empty() && help.back() == '\n')
+      help.pop_back();
+    return ExitRequest{0, help};
+  } catch (const CLI::ParseError &e) {
+    return ExitRequest{1, "plan-run: " + oneLine(e.what()) + " (see --help)"};
+  }
+  if (nprocOption->count())
+    options.nproc = nproc;
+  if (seedOption->count())
+    options.seed = seed;
+  return options;
+}
+
+std::vector<std::string> rankArguments(const RunOptions &options,
+                                       const std::string &file) {
+  std::vector<std::string> args{file, "--backend", options.backend, "--data",
+                                options.data};
+  if (options.steps > 0)
+    args.insert(args.end(), {"--steps", std::to_string(options.steps)});
+  if (!options.init.empty())
+    args.insert(args.end(), {"--init", options.init});
+  if (options.seed)
+    args.insert(args.end(), {"--seed", std::to_string(*options.seed)});
+  if (!options.metrics.empty())
+    args.insert(args.end(), {"--metrics", options.metrics});
+  std::ostringstream timeout;
+  timeout.precision(17);
+  timeout << options.timeoutSeconds;
+  args.insert(args.end(), {"--timeout", timeout.str()});
+  if (options.quiet)
+    args.push_back("--quiet");
+  return args;
+}
+
+} // namespace plan::run

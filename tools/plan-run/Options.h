@@ -1,0 +1,45 @@
+//===- Options.h - plan-run's command line -----------------------*- C++
+//-*-===//
+
+#ifndef PLAN_RUN_OPTIONS_H
+#define PLAN_RUN_OPTIONS_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace plan::run {
+
+struct RunOptions {
+  std::string file;               // .sched, or .plan compiled with planc
+  std::optional<int> nproc;       // spawn this many local ranks
+  std::string backend = "cpu";    // cpu | cuda
+  int64_t steps = 0;              // 0: the schedule's train.steps
+  std::string data = "synthetic"; // token file or "synthetic"
+  std::string init; // HF directory or .safetensors; "": init from seed
+  std::optional<uint64_t> seed; // overrides train.seed
+  std::string metrics;          // JSONL path; "": none
+  double timeoutSeconds = 300;  // rendezvous and every collective
+  bool quiet = false;
+};
+
+/// What parsing the command line asks for: run with these options, or exit
+/// with this code after printing (help: 0, a usage error: 1).
+struct ExitRequest {
+  int code = 0;
+  std::string output; // help text (stdout) or a one-line error (stderr)
+};
+
+std::variant<RunOptions, ExitRequest> parseOptions(int argc,
+                                                   const char *const *argv);
+
+/// The command line a rank spawned by --nproc gets: the same run, reading
+/// `file` (the schedule the launcher compiled or checked), without --nproc.
+std::vector<std::string> rankArguments(const RunOptions &options,
+                                       const std::string &file);
+
+} // namespace plan::run
+
+#endif // PLAN_RUN_OPTIONS_H

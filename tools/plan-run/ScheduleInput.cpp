@@ -1,0 +1,141 @@
+//===- ScheduleInput.cpp - FILE as a schedule file on disk ----------------===//
+
+#include "ScheduleInput.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <vector>
+
+namespace plan::run {
+
+// No std::filesystem here: the LibTorch wheel exports its own build of some
+// std::filesystem functions, and calls that bind to them crash.
+namespace {
+
+std::string directoryOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+/// "dir/model.plan" -> "model"
+std::string stemOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  size_t dot = name.rfind('.');
+  return dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
+}
+
+bool isExecutableFile(const std::string &path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+         ::access(path.c_str(), X_OK) == 0;
+}
+
+/// Removes `dir` and the files in it (planc writes only files there).
+void removeDirectory(const std::string &dir) {
+  if (DIR *handle = ::opendir(dir.c_str())) {
+    while (const dirent *entry = ::readdir(handle)) {
+      std::string name = entry->d_name;
+      if (name != "." && name != "..")
+        ::unlink((dir + "/" + name).c_str());
+    }
+    ::closedir(handle);
+  }
+  ::rmdir(dir.c_str());
+}
+
+} // namespace
+
+std::string findPlanc(const std::string &executable) {
+  if (!executable.empty()) {
+    std::string sibling = directoryOf(executable) + "/planc";
+    if (isExecutableFile(sibling))
+      return sibling;
+  }
+  const char *pathVar = std::getenv("PATH");
+  std::stringstream dirs(pathVar ? pathVar : "");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/planc";
+    if (isExecutableFile(candidate))
+      return candidate;
+  }
+  return "";
+}
+
+ScheduleInput::ScheduleInput(const std::string &file,
+                             const std::string &executable) {
+  const std::string extension = ".plan";
+  if (file.size() <= extension.size() ||
+      file.compare(file.size() - extension.size(), extension.size(),
+                   extension) != 0) {
+    path_ = file;
+    return;
+  }
+  std::string planc = findPlanc(executable);
+  if (planc.empty())
+    throw PlanCompileError(file +
+                           ": a .plan needs planc, which is neither next "
+                           "to plan-run nor on PATH; compile it elsewhere "
+                           "with `planc " +
+                           file + " -o FILE.sched`");
+
+  const char *tmpdir = std::getenv("TMPDIR");
+  std::string base = tmpdir && *tmpdir ? tmpdir : "/tmp";
+  std::string pattern = base + "/plan-run-XXXXXX";
+  if (!::mkdtemp(pattern.data()))
+    throw PlanCompileError("cannot create a temporary directory in " + base +
+                           ": " + std::strerror(errno));
+  tempDir_ = pattern;
+  path_ = tempDir_ + "/" + stemOf(file) + ".sched";
+  try {
+    compile(planc, file);
+  } catch (...) {
+    removeDirectory(tempDir_);
+    throw;
+  }
+}
+
+void ScheduleInput::compile(const std::string &planc, const std::string &file) {
+
+  std::vector<std::string> args{planc, file, "-o", path_};
+  std::vector<char *> argv;
+  for (std::string &arg : args)
+    argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0)
+    throw PlanCompileError(std::string("cannot run planc: ") +
+                           std::strerror(errno));
+  if (pid == 0) {
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw PlanCompileError(
+        file + ": planc could not compile it (" + planc +
+        (WIFEXITED(status)
+             ? " exited with code " + std::to_string(WEXITSTATUS(status))
+             : std::string(" was killed")) +
+        ")");
+}
+
+ScheduleInput::~ScheduleInput() {
+  if (tempDir_.empty())
+    return;
+  removeDirectory(tempDir_);
+}
+
+} // namespace plan::run

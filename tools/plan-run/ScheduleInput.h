@@ -1,0 +1,47 @@
+//===- ScheduleInput.h - FILE as a schedule file on disk --------*- C++ -*-===//
+//
+// plan-run takes a schedule (.sched) or a plan (.plan). A plan is compiled by
+// running planc in a child process, never by linking it: the runtime must
+// build and run on machines without MLIR/LLVM (docs/launching.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLAN_RUN_SCHEDULEINPUT_H
+#define PLAN_RUN_SCHEDULEINPUT_H
+
+#include <stdexcept>
+#include <string>
+
+namespace plan::run {
+
+/// A plan that cannot be compiled (no planc, or planc rejected it; planc has
+/// then printed its diagnostics); one line.
+class PlanCompileError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// planc next to `executable`, else on PATH; "" when there is none.
+std::string findPlanc(const std::string &executable);
+
+class ScheduleInput {
+public:
+  /// `file` as is when it is not a .plan; otherwise compiled with planc into
+  /// a temporary directory that lives as long as this object. Throws
+  /// PlanCompileError.
+  ScheduleInput(const std::string &file, const std::string &executable);
+  ~ScheduleInput();
+  ScheduleInput(const ScheduleInput &) = delete;
+  ScheduleInput &operator=(const ScheduleInput &) = delete;
+
+  const std::string &path() const { return path_; }
+
+private:
+  void compile(const std::string &planc, const std::string &file);
+
+  std::string path_, tempDir_;
+};
+
+} // namespace plan::run
+
+#endif // PLAN_RUN_SCHEDULEINPUT_H

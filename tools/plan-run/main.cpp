@@ -1,0 +1,90 @@
+//===- main.cpp - plan-run: launches ranks and runs a schedule ------------===//
+//
+// `plan-run [--nproc N] FILE ...`: with --nproc this process is a launcher
+// that re-executes itself as N ranks and watches them; otherwise it is one
+// rank, placed by torchrun / Open MPI / SLURM variables or alone.
+// docs/launching.md describes every flag, variable and exit code.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Launch.h"
+#include "Options.h"
+#include "Rank.h"
+#include "ScheduleFile.h"
+#include "ScheduleInput.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <thread>
+
+using namespace plan::run;
+
+namespace {
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "plan-run: %s\n", message.c_str());
+  return 1;
+}
+
+/// --nproc N: checks what every rank would check first, so that a bad file
+/// or a world-size mismatch is one message rather than N.
+int launchLocalRanks(const RunOptions &options, const std::string &executable) {
+  ScheduleInput input(options.file, executable);
+  plan::rt::Schedule schedule = plan::rt::readScheduleFile(input.path());
+  if (schedule.worldSize() != *options.nproc)
+    return fail(options.file + ": schedule is for " +
+                std::to_string(schedule.worldSize()) + " ranks (" +
+                std::to_string(schedule.replicate) + "x" +
+                std::to_string(schedule.shard) + "); " +
+                std::to_string(*options.nproc) + " were launched");
+  if (options.steps == 0 && schedule.train.steps <= 0)
+    return fail(options.file +
+                ": the schedule sets no train.steps; pass --steps K");
+
+  LocalRanks ranks;
+  ranks.executable = executable;
+  ranks.arguments = rankArguments(options, input.path());
+  ranks.nproc = *options.nproc;
+  ranks.masterPort = pickFreePort();
+  if (!std::getenv("OMP_NUM_THREADS"))
+    ranks.threadsPerRank = std::max(
+        1, static_cast<int>(std::thread::hardware_concurrency()) / ranks.nproc);
+  return runLocalRanks(ranks);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::variant<RunOptions, ExitRequest> parsed = parseOptions(argc, argv);
+  if (auto *exit = std::get_if<ExitRequest>(&parsed)) {
+    std::fputs((exit->output + "\n").c_str(), exit->code ? stderr : stdout);
+    return exit->code;
+  }
+  const RunOptions &options = std::get<RunOptions>(parsed);
+  if (options.backend == "cuda")
+    return fail("--backend cuda: the CUDA backend is not built yet (issue 7); "
+                "use --backend cpu");
+
+  try {
+    std::string executable = currentExecutable();
+    if (options.nproc)
+      return launchLocalRanks(options, executable);
+    RankInfo rank = rankFromEnvironment();
+    try {
+      // Read at once, so that a compiled plan's temporary file is gone
+      // before the run starts.
+      plan::rt::Schedule schedule = [&] {
+        ScheduleInput input(options.file, executable);
+        return plan::rt::readScheduleFile(input.path());
+      }();
+      return runRank(options, rank, schedule);
+    } catch (const std::exception &e) {
+      std::fprintf(stderr, "%s%s\n", messagePrefix(rank).c_str(), e.what());
+      return 1;
+    }
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+}
