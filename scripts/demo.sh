@@ -2,7 +2,7 @@
 # The demo: builds everything, checks and lowers every example plan, shows
 # what the compiler makes of the tiny CPU Llama (its schedule and its memory /
 # communication / time report), writes its schedule file, and trains it for
-# 20 steps on the CPU with 2 local ranks (plan-run --nproc 2, Gloo).
+# the plan's 10 steps on the CPU with 2 local ranks (plan-run --nproc 2, Gloo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
@@ -23,9 +23,9 @@ echo
 echo "== its report: memory per rank, communication, predicted time"
 "$BIN/planc" examples/tiny_llama_cpu.plan --report
 echo
-echo "== compiled to a schedule file, then trained for 20 steps by 2 local CPU ranks"
+echo "== compiled to a schedule file, then trained for its 10 steps by 2 local CPU ranks"
 "$BIN/planc" examples/tiny_llama_cpu.plan -o "$WORK/tiny.sched"
-"$BIN/plan-run" --nproc 2 "$WORK/tiny.sched" --steps 20 --data synthetic \
+"$BIN/plan-run" --nproc 2 "$WORK/tiny.sched" --data synthetic \
   --metrics "$WORK/metrics.jsonl"
 echo
 echo "(per-step metrics were written as JSON lines: $(head -c 200 "$WORK/metrics.jsonl")...)"

@@ -394,7 +394,7 @@ def lr_multiplier(kind, current, warmup, total, min_ratio):
     if kind == "linear":
         remaining = (total - current) / decay
         return max(min_ratio, min_ratio + (1.0 - min_ratio) * remaining)
-    progress = (current - warmup) / decay
+    progress = min(1.0, (current - warmup) / decay)  # holds its final rate past the end
     cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
     return max(0.0, cosine * (1.0 - min_ratio) + min_ratio)
 

@@ -206,6 +206,16 @@ int runRank(const RunOptions &options, const RankInfo &rank,
     if (steps <= 0)
       throw std::runtime_error(
           options.file + ": the schedule sets no train.steps; pass --steps K");
+    if (rank.rank == 0 && schedule.train.steps > 0 &&
+        steps > schedule.train.steps &&
+        schedule.train.lrSchedule.kind != "constant")
+      std::fprintf(stderr,
+                   "plan-run: warning: running %lld steps, but the %s "
+                   "learning-rate schedule ends at train.steps = %lld; later "
+                   "steps keep its final rate\n",
+                   static_cast<long long>(steps),
+                   schedule.train.lrSchedule.kind.c_str(),
+                   static_cast<long long>(schedule.train.steps));
     uint64_t seed = options.seed ? *options.seed
                                  : static_cast<uint64_t>(schedule.train.seed);
     std::optional<FaultInjection> fault = faultFromEnvironment();

@@ -181,6 +181,17 @@ TEST(LRSchedule, CosineMatchesHuggingFace) {
   EXPECT_DOUBLE_EQ(lrFactor(min, 0, 10), 0.0); // warmup starts at 0 still
 }
 
+TEST(LRSchedule, HoldsTheFinalRatePastTheLastStep) {
+  // HF's cosine would climb back (0.5(1+cos(pi*12/8)) = 0.5 at k = 14);
+  // a run longer than train.steps keeps the end of the schedule instead.
+  auto c = lrConfig("cosine", 2, 0);
+  EXPECT_NEAR(lrFactor(c, 10, 10), 0.0, 1e-15);
+  EXPECT_NEAR(lrFactor(c, 14, 10), 0.0, 1e-15);
+  auto min = lrConfig("cosine", 2, 0.1);
+  EXPECT_NEAR(lrFactor(min, 14, 10), 0.1, 1e-15);
+  EXPECT_NEAR(lrFactor(min, 100, 10), 0.1, 1e-15);
+}
+
 TEST(LRSchedule, UnknownKindIsAnError) {
   EXPECT_THROW(lrFactor(lrConfig("step", 0, 0), 0, 10), std::invalid_argument);
 }
