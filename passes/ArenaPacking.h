@@ -38,10 +38,10 @@ struct ArenaLayout {
 /// from offset 0, so they form one block at the bottom of the arena; then
 /// the others, above that block, by decreasing size (ties: earlier `first`,
 /// then input order), each at the lowest aligned offset where it fits
-/// between the buffers already placed that are live at the same time. Deterministic, and
-/// O(n log n + sum over buffers of k log k) where k is the number of placed
-/// buffers live with it. Intervals with `first > last` are treated as live
-/// at `first` only.
+/// between the buffers already placed that are live at the same time.
+/// Deterministic, and O(n log n + sum over buffers of k log k) where k is the
+/// number of placed buffers live with it. Intervals with `first > last` are
+/// treated as live at `first` only.
 ArenaLayout packArena(const std::vector<ArenaInterval> &intervals);
 
 } // namespace plan

@@ -1,4 +1,5 @@
-//===- Executor.h - Runs a schedule, one training step at a time -*- C++ -*-===//
+//===- Executor.h - Runs a schedule, one training step at a time -*- C++
+//-*-===//
 //
 // Executes the schedule's ops in order on one rank: buffers are views into
 // one arena per memory space (sized by the memory plan), collectives go to

@@ -33,8 +33,7 @@ double lrFactor(const LRScheduleConfig &config, int64_t k, int64_t totalSteps) {
   }
   // Past the last step (plan-run --steps beyond train.steps) the schedule
   // holds its final rate; HF's cosine would climb back up.
-  double progress =
-      std::min(1.0, static_cast<double>(k - warmup) / decaySteps);
+  double progress = std::min(1.0, static_cast<double>(k - warmup) / decaySteps);
   // HF cosine with num_cycles = 0.5 (cos(pi * 2 * 0.5 * progress)), and
   // cosine_with_min_lr's affine map onto [min_lr_rate, 1].
   double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * progress));

@@ -1,4 +1,5 @@
-//===- Data.h - Token batches for each rank and step -------------*- C++ -*-===//
+//===- Data.h - Token batches for each rank and step -------------*- C++
+//-*-===//
 //
 // Training data as token ids: nanoGPT / llm.c `.bin` token files (uint16 or
 // uint32), or synthetic tokens from the seed. Every data-parallel rank takes

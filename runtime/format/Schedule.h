@@ -65,9 +65,10 @@ struct ModelConfig {
   std::optional<RopeScaling> ropeScaling;
   double normEps = 1e-5;
   bool tieEmbeddings = false;
-  int64_t typeVocab = 2;               // bert
-  std::string bertHead = "masked_lm";  // bert: "masked_lm" | "sequence_classification"
-  int64_t numLabels = 2;               // bert sequence classification
+  int64_t typeVocab = 2; // bert
+  std::string bertHead =
+      "masked_lm";       // bert: "masked_lm" | "sequence_classification"
+  int64_t numLabels = 2; // bert sequence classification
 };
 
 struct OptimizerConfig {
@@ -123,12 +124,13 @@ struct Param {
   std::string name;           // "model.layers.0.self_attn.q_proj.weight"
   std::vector<int64_t> shape; // row-major
   int64_t offset = 0;
-  std::string tiedTo;         // "" or the defining parameter's name (stored there)
+  std::string tiedTo; // "" or the defining parameter's name (stored there)
 };
 
 struct Unit {
   std::string name; // "layers.0"
-  std::string kind; // "embedding" | "llama_block" | "llama_head" | "gpt2_block" | ...
+  std::string
+      kind; // "embedding" | "llama_block" | "llama_head" | "gpt2_block" | ...
   std::vector<Param> params;
   int64_t numel = 0; // stored elements (tied parameters excluded)
 };
@@ -156,7 +158,7 @@ struct Buffer {
   std::string name; // "fsdp.layers.0.param", "layers.0.saves.mb0"
   BufferRole role = BufferRole::Staging;
   bool persistent = false; // lives across steps (state), allocated once
-  int64_t offset = 0;      // bytes into its space's arena (from sched-plan-memory)
+  int64_t offset = 0; // bytes into its space's arena (from sched-plan-memory)
   // Persistent param/master/grad/optimizer-state allocs: which group's flat
   // vector they hold, and whether all of it (`sharded` false) or this rank's
   // shard along the shard axis (elements [i*shardNumel, (i+1)*shardNumel) for
@@ -171,22 +173,22 @@ struct Buffer {
 };
 
 enum class OpKind : uint8_t {
-  Alloc,          // buffer
-  Free,           // buffer
-  Wait,           // event
-  AllGather,      // src, dst, axis, event, after
-  ReduceScatter,  // src, dst, axis, reduce, accumulate, event, after
-  AllReduce,      // buffer, axis, reduce, event, after
-  Broadcast,      // buffer, axis, root, event, after
-  Copy,           // src, dst, event, after
-  Cast,           // src, dst
-  Zero,           // buffer
-  Accumulate,     // src, dst (dst += src, converting)
-  Forward,        // unit, microBatch, params, tied?, saves
-  Recompute,      // unit, microBatch, params, tied?, input, saves
-  Loss,           // unit, microBatch, scale, lossScale?
-  Backward,       // unit, microBatch, params, tied?, activations, grads, tiedGrads?
-  GradNorm,       // src (grads), scalar (norm, sum of squares added)
+  Alloc,         // buffer
+  Free,          // buffer
+  Wait,          // event
+  AllGather,     // src, dst, axis, event, after
+  ReduceScatter, // src, dst, axis, reduce, accumulate, event, after
+  AllReduce,     // buffer, axis, reduce, event, after
+  Broadcast,     // buffer, axis, root, event, after
+  Copy,          // src, dst, event, after
+  Cast,          // src, dst
+  Zero,          // buffer
+  Accumulate,    // src, dst (dst += src, converting)
+  Forward,       // unit, microBatch, params, tied?, saves
+  Recompute,     // unit, microBatch, params, tied?, input, saves
+  Loss,          // unit, microBatch, scale, lossScale?
+  Backward, // unit, microBatch, params, tied?, activations, grads, tiedGrads?
+  GradNorm, // src (grads), scalar (norm, sum of squares added)
   CheckFinite,    // buffer, scalar (found_inf set to 1 if any non-finite)
   OptimizerStep,  // group, params, grads, state, norm?, foundInf?, lossScale?
   UpdateLossScale // scalar (loss scale), foundInf
@@ -196,26 +198,28 @@ enum class OpKind : uint8_t {
 /// buffer/event ids); the comment on each OpKind lists the ones it uses.
 struct Op {
   OpKind kind = OpKind::Alloc;
-  int64_t buffer = -1;         // Alloc, Free, AllReduce, Broadcast, Zero, CheckFinite
-  int64_t src = -1, dst = -1;  // AllGather, ReduceScatter, Copy, Cast, Accumulate, GradNorm(src)
+  int64_t buffer = -1; // Alloc, Free, AllReduce, Broadcast, Zero, CheckFinite
+  int64_t src = -1, dst = -1; // AllGather, ReduceScatter, Copy, Cast,
+                              // Accumulate, GradNorm(src)
   GroupAxis axis = GroupAxis::Shard;
   ReduceKind reduce = ReduceKind::Sum;
-  bool accumulate = false;     // ReduceScatter: dst += result
-  int64_t root = 0;            // Broadcast: rank within the group
-  int64_t event = -1;          // async ops: the event they signal (dense ids)
-  std::vector<int64_t> after;  // async ops: events to wait for before starting
-  int64_t waitEvent = -1;      // Wait
-  int64_t unit = -1;           // index into Schedule::units (compute ops, Loss)
-  int64_t group = -1;          // index into Schedule::groups (OptimizerStep)
+  bool accumulate = false;    // ReduceScatter: dst += result
+  int64_t root = 0;           // Broadcast: rank within the group
+  int64_t event = -1;         // async ops: the event they signal (dense ids)
+  std::vector<int64_t> after; // async ops: events to wait for before starting
+  int64_t waitEvent = -1;     // Wait
+  int64_t unit = -1;          // index into Schedule::units (compute ops, Loss)
+  int64_t group = -1;         // index into Schedule::groups (OptimizerStep)
   int64_t microBatch = 0;
   int64_t params = -1, tied = -1, saves = -1, input = -1, activations = -1,
           grads = -1, tiedGrads = -1;
-  std::vector<int64_t> state;  // OptimizerStep: exp_avg, exp_avg_sq | momentum
-  int64_t scalar = -1;         // GradNorm: norm; CheckFinite: found_inf;
-                               // UpdateLossScale: loss scale
-  int64_t norm = -1, foundInf = -1, lossScale = -1; // OptimizerStep / Loss / UpdateLossScale
-  double scale = 1.0;          // Loss
-  uint32_t line = 0;           // the plan file's line of the op's location, 0 = none
+  std::vector<int64_t> state; // OptimizerStep: exp_avg, exp_avg_sq | momentum
+  int64_t scalar = -1;        // GradNorm: norm; CheckFinite: found_inf;
+                              // UpdateLossScale: loss scale
+  int64_t norm = -1, foundInf = -1,
+          lossScale = -1; // OptimizerStep / Loss / UpdateLossScale
+  double scale = 1.0;     // Loss
+  uint32_t line = 0;      // the plan file's line of the op's location, 0 = none
 };
 
 struct Schedule {
@@ -229,10 +233,12 @@ struct Schedule {
   ClusterConfig cluster;
   ModelConfig model;
   TrainConfig train;
-  std::string sharding; // informative only: the runtime makes no strategy decisions
+  std::string
+      sharding; // informative only: the runtime makes no strategy decisions
   std::vector<Unit> units;
   std::vector<Group> groups;
-  // Planned arena sizes in bytes per memory space ("device", "pinned_host", "host").
+  // Planned arena sizes in bytes per memory space ("device", "pinned_host",
+  // "host").
   std::map<std::string, int64_t> arenaBytes, persistentBytes;
   int64_t microBatches = 1;
   int64_t numEvents = 0;

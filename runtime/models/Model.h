@@ -1,4 +1,5 @@
-//===- Model.h - Units of a model, run one at a time -------------*- C++ -*-===//
+//===- Model.h - Units of a model, run one at a time -------------*- C++
+//-*-===//
 //
 // The executor runs a schedule's compute ops (forward / recompute / loss /
 // backward of one unit for one micro-batch) through this interface. A Model
