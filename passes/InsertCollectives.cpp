@@ -705,21 +705,25 @@ void ProgramDistribution::emitCompletions() {
   Location loc = program.getLoc();
   for (auto [index, completion] : llvm::enumerate(completions)) {
     // A sharded reduction issued during backward is waited (and its
-    // transient full gradient freed) right before the next reduction of the
-    // same micro-batch is issued: it overlaps the next group's backward
-    // compute, and one group's unsharded gradient is in flight instead of
-    // every group's until the end of the micro-batch. DDP's gradients are
-    // persistent anyway, and its buckets need reductions in flight together.
-    // The next reduction that frees a gradient of its own: another group's
-    // (hybrid_shard's replica all-reduce only follows this one's).
+    // transient buffers freed: the full gradient, and the fp32 staging copy
+    // sched-insert-casts adds around it) right before the next reduction of
+    // the same stretch is issued: it overlaps the next group's backward
+    // compute, and one group's reduction is in flight instead of every
+    // group's until the end of the micro-batch. The next reduction is the
+    // next one that does not wait for this one (hybrid_shard's replica
+    // all-reduce follows its reduce-scatter). DDP keeps its all-reduces in
+    // flight together: its gradients are persistent, and its buckets are
+    // sized to be reduced concurrently.
     Operation *next = nullptr;
     for (size_t later = index + 1;
          later < completions.size() &&
          completions[later].anchor == completion.anchor && !next;
-         ++later)
-      if (!completions[later].frees.empty())
-        next = completions[later].event.getDefiningOp();
-    if (completion.anchor && next && !completion.frees.empty() &&
+         ++later) {
+      Operation *op = completions[later].event.getDefiningOp();
+      if (!llvm::is_contained(op->getOperands(), completion.event))
+        next = op;
+    }
+    if (completion.anchor && next &&
         parallel.getSharding() != plan::Sharding::NoShard)
       builder.setInsertionPoint(next);
     else if (completion.anchor)

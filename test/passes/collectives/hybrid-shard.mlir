@@ -33,16 +33,17 @@
 // CHECK-NEXT:  [[SL1:%.*]] = sched.reduce_scatter [[LGF:%.*]] into [[LG]] group shard reduce avg accumulate
 // CHECK-NEXT:  [[AL:%.*]] = sched.all_reduce [[LG]] group replicate reduce avg after [[SL1]] : memref<16xf32
 // CHECK-NEXT:  sched.free
-// The layer's reduce-scatter completes before the root's is issued; the
-// replica all-reduces stay in flight until the end of the backward.
+// The layer's reduce-scatter and the replica all-reduce that follows it
+// complete before the root's reduce-scatter is issued: one group's
+// reduction in flight at a time.
 // CHECK-NEXT:  sched.backward @tiny::@embed mb 1
 // CHECK-NEXT:  sched.free
 // CHECK-NEXT:  sched.wait [[SL1]]
 // CHECK-NEXT:  sched.free [[LGF]]
+// CHECK-NEXT:  sched.wait [[AL]]
 // CHECK-NEXT:  [[SR1:%.*]] = sched.reduce_scatter [[RGF:%.*]] into [[RG]] group shard reduce avg accumulate
 // CHECK-NEXT:  [[AR:%.*]] = sched.all_reduce [[RG]] group replicate reduce avg after [[SR1]] : memref<66xf32
 // CHECK-NEXT:  sched.free
-// CHECK-NEXT:  sched.wait [[AL]]
 // CHECK-NEXT:  sched.wait [[SR1]]
 // CHECK-NEXT:  sched.free [[RGF]]
 // CHECK-NEXT:  sched.wait [[AR]]

@@ -78,6 +78,8 @@
 // TIED:       [[EG:%.*]] = sched.view [[RG]][0]
 // TIED:       sched.backward @tiny::@head mb 1 {{.*}} tied_grads([[EG]] :
 // TIED:       [[RS:%.*]] = sched.alloc "fsdp.root.grad.shard" role grad : memref<34xf32
+// The layer's reduction completes before the root's is issued.
+// TIED-NEXT:  sched.wait
 // TIED-NEXT:  sched.reduce_scatter [[RG]] into [[RS]] group shard reduce avg
 // TIED:       sched.optimizer_step @tiny::@fsdp.root params({{.*}} : memref<34xf32{{.*}}) grads([[RS]] :
 // TIED-COUNT-1: sched.optimizer_step
