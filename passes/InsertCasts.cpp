@@ -237,37 +237,12 @@ private:
   /// reduction moves to where those ops are waited for (and their results
   /// converted back), which makes the `after` edges redundant.
   LogicalResult settleAfterEvents(Operation *op) {
-    OperandRange after = isa<sched::AllReduceOp>(op)
-                             ? cast<sched::AllReduceOp>(op).getAfter()
-                             : cast<sched::ReduceScatterOp>(op).getAfter();
-    if (after.empty())
-      return success();
-    Operation *point = nullptr;
-    for (Value event : after) {
-      Operation *producer = event.getDefiningOp();
-      if (!producer)
-        return op->emitOpError("waits for an event no op produces");
-      Operation *end = settled.lookup(producer);
-      if (!end) {
-        FailureOr<sched::WaitOp> wait = sched::findWait(producer);
-        if (failed(wait))
-          return failure();
-        end = *wait;
-      }
-      if (!point || point->isBeforeInBlock(end))
-        point = end;
-    }
-    FailureOr<sched::WaitOp> ownWait = sched::findWait(op);
-    if (failed(ownWait))
-      return failure();
-    if ((*ownWait)->isBeforeInBlock(point))
-      return op->emitOpError("is waited for before the events it follows");
-    op->moveAfter(point);
-    if (auto allReduce = dyn_cast<sched::AllReduceOp>(op))
-      allReduce.getAfterMutable().clear();
-    else
-      cast<sched::ReduceScatterOp>(op).getAfterMutable().clear();
-    return success();
+    // A producer this pass already converted ends where its conversion does.
+    return sched::moveBelowAfterEvents(
+        op, [&](Operation *producer, sched::WaitOp wait) -> Operation * {
+          Operation *end = settled.lookup(producer);
+          return end ? end : wait.getOperation();
+        });
   }
 
   /// The steps read fp32 gradients: each gradient not already fp32 is cast

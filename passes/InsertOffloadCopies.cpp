@@ -371,37 +371,14 @@ private:
   /// moves to right after those waits and what this pass put after them,
   /// which makes its `after` edges redundant.
   LogicalResult settleAfterEvents(Operation *op) {
-    auto after =
-        llvm::to_vector(llvm::make_filter_range(op->getOperands(), [](Value v) {
-          return isa<sched::EventType>(v.getType());
-        }));
-    if (after.empty())
-      return success();
-    Operation *point = nullptr;
-    for (Value event : after) {
-      Operation *producer = event.getDefiningOp();
-      if (!producer)
-        return op->emitOpError("follows an event no op produces");
-      FailureOr<sched::WaitOp> wait = sched::findWait(producer);
-      if (failed(wait))
-        return failure();
-      Operation *end = *wait;
-      while (end->getNextNode() && created.ops.contains(end->getNextNode()))
-        end = end->getNextNode();
-      if (!point || point->isBeforeInBlock(end))
-        point = end;
-    }
-    FailureOr<sched::WaitOp> ownWait = sched::findWait(op);
-    if (failed(ownWait))
-      return failure();
-    if ((*ownWait)->isBeforeInBlock(point))
-      return op->emitOpError("is waited for before the events it follows");
-    op->moveAfter(point);
-    llvm::TypeSwitch<Operation *>(op)
-        .Case<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp,
-              sched::BroadcastOp>(
-            [&](auto collective) { collective.getAfterMutable().clear(); });
-    return success();
+    // A producer's wait ends with what this pass put right after it.
+    return sched::moveBelowAfterEvents(
+        op, [&](Operation *, sched::WaitOp wait) -> Operation * {
+          Operation *end = wait;
+          while (end->getNextNode() && created.ops.contains(end->getNextNode()))
+            end = end->getNextNode();
+          return end;
+        });
   }
 
   /// A collective runs on the device: a host input is copied in on the

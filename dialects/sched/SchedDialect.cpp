@@ -56,6 +56,37 @@ FailureOr<WaitOp> sched::findWait(Operation *asyncOp) {
   return found;
 }
 
+LogicalResult sched::moveBelowAfterEvents(
+    Operation *op,
+    function_ref<Operation *(Operation *producer, WaitOp wait)> endOf) {
+  SmallVector<Value> after = llvm::to_vector(llvm::make_filter_range(
+      op->getOperands(), [](Value v) { return isa<EventType>(v.getType()); }));
+  if (after.empty())
+    return success();
+  Operation *point = nullptr;
+  for (Value event : after) {
+    Operation *producer = event.getDefiningOp();
+    if (!producer)
+      return op->emitOpError("follows an event no op produces");
+    FailureOr<WaitOp> wait = findWait(producer);
+    if (failed(wait))
+      return failure();
+    Operation *end = endOf(producer, *wait);
+    if (!point || point->isBeforeInBlock(end))
+      point = end;
+  }
+  FailureOr<WaitOp> ownWait = findWait(op);
+  if (failed(ownWait))
+    return failure();
+  if ((*ownWait)->isBeforeInBlock(point))
+    return op->emitOpError("is waited for before the events it follows");
+  op->moveAfter(point);
+  llvm::TypeSwitch<Operation *>(op)
+      .Case<AllGatherOp, ReduceScatterOp, AllReduceOp, BroadcastOp, CopyOp>(
+          [&](auto async) { async.getAfterMutable().clear(); });
+  return success();
+}
+
 AllocOp sched::getRootAlloc(Value buffer) {
   while (Operation *def = buffer.getDefiningOp()) {
     if (auto alloc = dyn_cast<AllocOp>(def))

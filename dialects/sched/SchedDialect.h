@@ -47,6 +47,19 @@ AllocOp getRootAlloc(mlir::Value buffer);
 /// the event is never waited or waited more than once.
 mlir::FailureOr<WaitOp> findWait(mlir::Operation *asyncOp);
 
+/// Moves the asynchronous op `op` to right after the latest of
+/// `endOf(producer, wait)` over the async ops its `after` events come from
+/// (`wait` is the producer's one sched.wait; `endOf` returns it or an op
+/// after it that belongs with it), then clears `after`: program order now
+/// implies it. A pass uses this when it moves what a producer's readers
+/// depend on onto the compute stream after the producer's wait. Errors at
+/// `op` when an event has no producer or `op`'s own wait would come first.
+mlir::LogicalResult moveBelowAfterEvents(
+    mlir::Operation *op,
+    llvm::function_ref<mlir::Operation *(mlir::Operation *producer,
+                                         WaitOp wait)>
+        endOf);
+
 } // namespace sched
 
 #endif // PLAN_DIALECTS_SCHED_SCHEDDIALECT_H
