@@ -651,6 +651,53 @@ void Executor::loadState(const TensorSource &source) {
   });
 }
 
+void Executor::clearState() {
+  Impl &s = *impl_;
+  for (size_t id = 0; id < s.schedule.buffers.size(); ++id) {
+    const Buffer &b = s.schedule.buffers[id];
+    if (b.kind != Buffer::Kind::Alloc || !b.persistent)
+      continue;
+    if (b.role == BufferRole::Scalar && b.name == "loss_scale")
+      s.buffers[id].fill_(s.schedule.train.lossScale.initial);
+    else
+      s.buffers[id].zero_();
+  }
+  s.stepsTaken.assign(s.schedule.groups.size(), 0);
+  s.dynamicLossScale =
+      DynamicLossScale{s.schedule.train.lossScale.growthInterval, 0};
+}
+
+ExecutorCounters Executor::counters() const {
+  const Impl &s = *impl_;
+  ExecutorCounters c;
+  for (size_t g = 0; g < s.stepsTaken.size(); ++g) {
+    if (g > 0 && s.stepsTaken[g] != c.optimizerSteps)
+      throw ExecutionError("group '" + s.schedule.groups[g].name + "' took " +
+                           std::to_string(s.stepsTaken[g]) +
+                           " optimizer steps, but group '" +
+                           s.schedule.groups[0].name + "' took " +
+                           std::to_string(c.optimizerSteps));
+    c.optimizerSteps = s.stepsTaken[g];
+  }
+  if (s.lossScaleBuffer >= 0)
+    c.lossScale = s.scalarValue(s.lossScaleBuffer);
+  c.growthTracker = s.dynamicLossScale.growthTracker;
+  return c;
+}
+
+void Executor::setCounters(const ExecutorCounters &counters) {
+  Impl &s = *impl_;
+  if (counters.optimizerSteps < 0 || counters.growthTracker < 0)
+    throw ExecutionError("negative optimizer step or growth counter");
+  s.stepsTaken.assign(s.schedule.groups.size(), counters.optimizerSteps);
+  s.dynamicLossScale.growthTracker = counters.growthTracker;
+  if (counters.lossScale) {
+    if (s.lossScaleBuffer < 0)
+      throw ExecutionError("a loss scale was given, but the schedule has none");
+    s.buffers[s.lossScaleBuffer].fill_(*counters.lossScale);
+  }
+}
+
 StepResult Executor::runStep(int64_t step,
                              const std::vector<MicroBatch> &batches) {
   Impl &s = *impl_;

@@ -18,6 +18,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -45,6 +46,16 @@ struct StepResult {
                          // (the cpu backend reports the arenas only)
 };
 
+/// The training state that lives outside the buffers: what a checkpoint
+/// saves besides the persistent buffers (runtime/checkpoint).
+struct ExecutorCounters {
+  int64_t optimizerSteps = 0; // non-skipped steps taken: AdamW's t
+  /// The persistent loss-scale buffer's value; nullopt when the schedule has
+  /// no loss scale.
+  std::optional<double> lossScale;
+  int64_t growthTracker = 0; // dynamic loss scale: clean steps in a row
+};
+
 class Executor {
 public:
   /// Allocates the arenas and checks that every buffer fits in its arena.
@@ -64,6 +75,17 @@ public:
   /// rank keeping only its slice; zeroes gradients and optimizer state.
   void initState(uint64_t seed);
   void loadState(const TensorSource &source);
+  /// Zeroes every persistent buffer, sets the loss scale to its initial
+  /// value and the counters to a fresh run's: the state a checkpoint restore
+  /// then fills.
+  void clearState();
+
+  /// The counters after the last step; setCounters restores them (and writes
+  /// the loss-scale buffer). Throws ExecutionError when the groups' step
+  /// counts differ (they never do: every group steps, or none) or a loss
+  /// scale is given to a schedule without one.
+  ExecutorCounters counters() const;
+  void setCounters(const ExecutorCounters &counters);
 
   /// Runs the program once with this rank's micro-batches (size =
   /// schedule.microBatches); `step` is 1-based.
