@@ -116,74 +116,91 @@ size_t dtypeBytes(const std::string &dtype) {
   return it == bytes.end() ? 0 : it->second;
 }
 
+/// Maps `path` and reads its header: every tensor into `tensors` (replacing
+/// an entry of the same name) and, when `metadata` is given, the string
+/// entries of "__metadata__" into it.
+void readFile(const std::string &path,
+              std::map<std::string, StoredTensor> &tensors,
+              std::map<std::string, std::string> *metadata) {
+  auto file = std::make_shared<MappedFile>(path);
+  auto fail = [&](const std::string &why) -> WeightsError {
+    return WeightsError("weights file '" + path + "': " + why);
+  };
+  if (file->size() < 8)
+    throw fail("too short for a safetensors header");
+  uint64_t headerBytes = 0;
+  for (int i = 7; i >= 0; --i)
+    headerBytes = (headerBytes << 8) | file->data()[i];
+  if (headerBytes > kMaxHeaderBytes || headerBytes > file->size() - 8)
+    throw fail("header length " + std::to_string(headerBytes) +
+               " exceeds the file size " + std::to_string(file->size()));
+  json header;
+  try {
+    header = json::parse(file->data() + 8, file->data() + 8 + headerBytes);
+  } catch (const json::exception &) {
+    throw fail("the header is not valid JSON");
+  }
+  if (!header.is_object())
+    throw fail("the header is not a JSON object");
+  const size_t dataStart = 8 + headerBytes;
+  const size_t dataBytes = file->size() - dataStart;
+  for (auto &[name, info] : header.items()) {
+    if (name == "__metadata__") {
+      if (!metadata)
+        continue;
+      if (!info.is_object())
+        throw fail("__metadata__ is not a JSON object");
+      for (auto &[key, value] : info.items()) {
+        if (!value.is_string())
+          throw fail("__metadata__ entry '" + key + "' is not a string");
+        (*metadata)[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    auto bad = [&](const std::string &why) {
+      return fail("tensor '" + name + "': " + why);
+    };
+    if (!info.is_object() || !info.contains("dtype") ||
+        !info["dtype"].is_string() || !info.contains("shape") ||
+        !info["shape"].is_array() || !info.contains("data_offsets") ||
+        !info["data_offsets"].is_array() || info["data_offsets"].size() != 2)
+      throw bad("needs dtype, shape and data_offsets [begin, end]");
+    StoredTensor t;
+    t.file = file;
+    t.dtype = info["dtype"].get<std::string>();
+    uint64_t numel = 1;
+    for (const auto &d : info["shape"]) {
+      if (!d.is_number_unsigned())
+        throw bad("shape entries must be non-negative integers");
+      t.shape.push_back(d.get<int64_t>());
+      numel *= d.get<uint64_t>();
+    }
+    const auto &off = info["data_offsets"];
+    if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      throw bad("data_offsets must be non-negative integers");
+    uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
+    if (begin > end || end > dataBytes)
+      throw bad("data_offsets [" + std::to_string(begin) + ", " +
+                std::to_string(end) + "] lie outside the " +
+                std::to_string(dataBytes) + " data bytes");
+    size_t elem = dtypeBytes(t.dtype);
+    if (elem == 0)
+      throw bad("unknown dtype '" + t.dtype + "'");
+    if (end - begin != numel * elem)
+      throw bad("data_offsets span " + std::to_string(end - begin) +
+                " bytes but shape " + shapeString(t.shape) + " of " + t.dtype +
+                " needs " + std::to_string(numel * elem));
+    t.begin = dataStart + begin;
+    t.end = dataStart + end;
+    tensors[name] = std::move(t);
+  }
+}
+
 class SafeTensorsSource final : public TensorSource {
 public:
   /// Adds every tensor of one file (a later file's tensor of the same name
   /// replaces an earlier one's).
-  void addFile(const std::string &path) {
-    auto file = std::make_shared<MappedFile>(path);
-    auto fail = [&](const std::string &why) -> WeightsError {
-      return WeightsError("weights file '" + path + "': " + why);
-    };
-    if (file->size() < 8)
-      throw fail("too short for a safetensors header");
-    uint64_t headerBytes = 0;
-    for (int i = 7; i >= 0; --i)
-      headerBytes = (headerBytes << 8) | file->data()[i];
-    if (headerBytes > kMaxHeaderBytes || headerBytes > file->size() - 8)
-      throw fail("header length " + std::to_string(headerBytes) +
-                 " exceeds the file size " + std::to_string(file->size()));
-    json header;
-    try {
-      header = json::parse(file->data() + 8, file->data() + 8 + headerBytes);
-    } catch (const json::exception &) {
-      throw fail("the header is not valid JSON");
-    }
-    if (!header.is_object())
-      throw fail("the header is not a JSON object");
-    const size_t dataStart = 8 + headerBytes;
-    const size_t dataBytes = file->size() - dataStart;
-    for (auto &[name, info] : header.items()) {
-      if (name == "__metadata__")
-        continue;
-      auto bad = [&](const std::string &why) {
-        return fail("tensor '" + name + "': " + why);
-      };
-      if (!info.is_object() || !info.contains("dtype") ||
-          !info["dtype"].is_string() || !info.contains("shape") ||
-          !info["shape"].is_array() || !info.contains("data_offsets") ||
-          !info["data_offsets"].is_array() || info["data_offsets"].size() != 2)
-        throw bad("needs dtype, shape and data_offsets [begin, end]");
-      StoredTensor t;
-      t.file = file;
-      t.dtype = info["dtype"].get<std::string>();
-      uint64_t numel = 1;
-      for (const auto &d : info["shape"]) {
-        if (!d.is_number_unsigned())
-          throw bad("shape entries must be non-negative integers");
-        t.shape.push_back(d.get<int64_t>());
-        numel *= d.get<uint64_t>();
-      }
-      const auto &off = info["data_offsets"];
-      if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-        throw bad("data_offsets must be non-negative integers");
-      uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
-      if (begin > end || end > dataBytes)
-        throw bad("data_offsets [" + std::to_string(begin) + ", " +
-                  std::to_string(end) + "] lie outside the " +
-                  std::to_string(dataBytes) + " data bytes");
-      size_t elem = dtypeBytes(t.dtype);
-      if (elem == 0)
-        throw bad("unknown dtype '" + t.dtype + "'");
-      if (end - begin != numel * elem)
-        throw bad("data_offsets span " + std::to_string(end - begin) +
-                  " bytes but shape " + shapeString(t.shape) + " of " +
-                  t.dtype + " needs " + std::to_string(numel * elem));
-      t.begin = dataStart + begin;
-      t.end = dataStart + end;
-      tensors_[name] = std::move(t);
-    }
-  }
+  void addFile(const std::string &path) { readFile(path, tensors_, nullptr); }
 
   bool contains(const std::string &name) const override {
     return find(name) != nullptr;
@@ -331,8 +348,17 @@ std::unique_ptr<TensorSource> openTensorSource(const std::string &path,
 void writeSafeTensors(
     const std::string &path,
     const std::vector<std::pair<std::string, at::Tensor>> &tensors) {
+  writeSafeTensors(path, tensors, {});
+}
+
+void writeSafeTensors(
+    const std::string &path,
+    const std::vector<std::pair<std::string, at::Tensor>> &tensors,
+    const std::map<std::string, std::string> &metadata) {
   json header = json::object();
   header["__metadata__"] = {{"format", "pt"}};
+  for (const auto &[key, value] : metadata)
+    header["__metadata__"][key] = value;
   std::vector<at::Tensor> data;
   uint64_t offset = 0;
   for (const auto &[name, tensor] : tensors) {
@@ -381,6 +407,80 @@ void writeSafeTensors(
   out.close();
   if (!out)
     throw WeightsError("writing weights file '" + path + "' failed");
+}
+
+struct SafeTensorsFile::Impl {
+  std::string path;
+  std::map<std::string, StoredTensor> tensors;
+  std::map<std::string, std::string> metadata;
+
+  const StoredTensor &find(const std::string &name) const {
+    auto it = tensors.find(name);
+    if (it == tensors.end())
+      throw WeightsError("tensor '" + name + "' is not in '" + path + "'");
+    return it->second;
+  }
+};
+
+SafeTensorsFile::SafeTensorsFile(const std::string &path)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->path = path;
+  readFile(path, impl_->tensors, &impl_->metadata);
+}
+
+SafeTensorsFile::~SafeTensorsFile() = default;
+
+const std::string &SafeTensorsFile::path() const { return impl_->path; }
+
+const std::map<std::string, std::string> &SafeTensorsFile::metadata() const {
+  return impl_->metadata;
+}
+
+std::vector<std::string> SafeTensorsFile::names() const {
+  std::vector<std::string> names;
+  for (const auto &entry : impl_->tensors)
+    names.push_back(entry.first);
+  return names;
+}
+
+bool SafeTensorsFile::contains(const std::string &name) const {
+  return impl_->tensors.count(name) != 0;
+}
+
+std::vector<int64_t> SafeTensorsFile::shape(const std::string &name) const {
+  return impl_->find(name).shape;
+}
+
+std::string SafeTensorsFile::dtype(const std::string &name) const {
+  return impl_->find(name).dtype;
+}
+
+at::Tensor SafeTensorsFile::read(const std::string &name, int64_t offset,
+                                 int64_t numel) const {
+  const StoredTensor &t = impl_->find(name);
+  auto type = scalarTypeOf(t.dtype);
+  if (!type)
+    throw WeightsError("tensor '" + name + "' in '" + impl_->path +
+                       "' has dtype " + t.dtype +
+                       " (F32, BF16 and F16 are supported)");
+  const int64_t elem = static_cast<int64_t>(dtypeBytes(t.dtype));
+  const int64_t total = static_cast<int64_t>(t.end - t.begin) / elem;
+  if (numel < 0)
+    numel = total - offset;
+  if (offset < 0 || numel < 0 || offset + numel > total)
+    throw WeightsError("tensor '" + name + "' in '" + impl_->path + "' has " +
+                       std::to_string(total) + " elements; elements [" +
+                       std::to_string(offset) + ", " +
+                       std::to_string(offset + numel) + ") were asked for");
+  at::Tensor out = at::empty({numel}, at::TensorOptions().dtype(*type));
+  if (numel > 0)
+    std::memcpy(out.data_ptr(), t.file->data() + t.begin + offset * elem,
+                static_cast<size_t>(numel * elem));
+  return out;
+}
+
+at::Tensor SafeTensorsFile::readFloat(const std::string &name) const {
+  return read(name).to(at::kFloat).reshape(impl_->find(name).shape);
 }
 
 } // namespace plan::rt

@@ -16,6 +16,7 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -55,6 +56,44 @@ std::unique_ptr<TensorSource> openTensorSource(const std::string &path,
 void writeSafeTensors(
     const std::string &path,
     const std::vector<std::pair<std::string, at::Tensor>> &tensors);
+/// The same, with `metadata` added to the header's "__metadata__" map (next
+/// to "format": "pt", which a "format" entry of `metadata` replaces).
+void writeSafeTensors(
+    const std::string &path,
+    const std::vector<std::pair<std::string, at::Tensor>> &tensors,
+    const std::map<std::string, std::string> &metadata);
+
+/// One safetensors file, mapped read-only: its "__metadata__" and its
+/// tensors in their stored dtype. Throws WeightsError (one line, naming the
+/// file) for a file that cannot be read or has a malformed header.
+class SafeTensorsFile {
+public:
+  explicit SafeTensorsFile(const std::string &path);
+  ~SafeTensorsFile();
+  SafeTensorsFile(const SafeTensorsFile &) = delete;
+  SafeTensorsFile &operator=(const SafeTensorsFile &) = delete;
+
+  const std::string &path() const;
+  /// The header's "__metadata__" (string values only), empty when absent.
+  const std::map<std::string, std::string> &metadata() const;
+  /// Tensor names in sorted order.
+  std::vector<std::string> names() const;
+  bool contains(const std::string &name) const;
+  std::vector<int64_t> shape(const std::string &name) const;
+  /// "F32", "BF16", ... as stored.
+  std::string dtype(const std::string &name) const;
+  /// Elements [offset, offset + numel) of the flattened tensor `name` (all of
+  /// it when numel < 0) as a 1-D CPU tensor in its stored dtype (F32, BF16 or
+  /// F16; others throw).
+  at::Tensor read(const std::string &name, int64_t offset = 0,
+                  int64_t numel = -1) const;
+  /// The whole tensor, shaped, as fp32.
+  at::Tensor readFloat(const std::string &name) const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 } // namespace plan::rt
 
