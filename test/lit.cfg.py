@@ -34,5 +34,10 @@ if os.path.exists(os.path.join(config.plan_tools_dir, "plan-run")):
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
         config.available_features.add("torchrun")
         config.substitutions.append(("%torchrun", torch_python + " -m torch.distributed.run"))
+# plan-checkpoint (inspect, verify, export checkpoints) is built with the
+# runtime too: test/checkpoint/ REQUIRES plan-checkpoint.
+if os.path.exists(os.path.join(config.plan_tools_dir, "plan-checkpoint")):
+    tools.append("plan-checkpoint")
+    config.available_features.add("plan-checkpoint")
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.plan_tools_dir, append_path=True)
