@@ -4,7 +4,9 @@
 // file), so which rank reads it and with which strategy never changes the
 // tokens: step k (1-based) uses global sequences [(k-1)G, kG) with
 // G = microBatches * dpSize * microBatch, and each rank takes its rows by the
-// formula in Data.h. docs/models.md, "Data", has both generators.
+// formula in Data.h. A resumed run shifts that origin (setPosition): step
+// s + 1 starts at the sequences the checkpoint's steps 1..s consumed.
+// docs/models.md, "Data", has both generators.
 //
 //===----------------------------------------------------------------------===//
 
@@ -183,6 +185,10 @@ public:
                                   int64_t dpRank, int64_t dpSize,
                                   int64_t microBatch, int64_t seqLen,
                                   at::Device device) override {
+    if (step <= afterStep_)
+      throw DataError("bad batch request: step " + std::to_string(step) +
+                      " is not after the data position's step " +
+                      std::to_string(afterStep_));
     if (step < 1 || microBatches < 1 || dpSize < 1 || dpRank < 0 ||
         dpRank >= dpSize || microBatch < 1 || seqLen < 1)
       throw DataError("bad batch request: step " + std::to_string(step) +
@@ -200,8 +206,8 @@ public:
       int64_t *tp = tokens.data_ptr<int64_t>(),
               *gp = targets.data_ptr<int64_t>();
       for (int64_t r = 0; r < microBatch; ++r) {
-        int64_t j =
-            (step - 1) * global + ((i * dpSize) + dpRank) * microBatch + r;
+        int64_t j = firstSequence(step, global) +
+                    ((i * dpSize) + dpRank) * microBatch + r;
         source_->sequence(j, seqLen, window.data());
         std::memcpy(tp + r * seqLen, window.data(), seqLen * sizeof(int64_t));
         std::memcpy(gp + r * seqLen, window.data() + 1,
@@ -217,6 +223,24 @@ private:
 };
 
 } // namespace
+
+void DataSource::setPosition(int64_t afterStep, int64_t sequencesConsumed) {
+  if (afterStep < 0 || sequencesConsumed < 0)
+    throw std::invalid_argument("data position: step " +
+                                std::to_string(afterStep) + ", " +
+                                std::to_string(sequencesConsumed) +
+                                " sequences consumed: neither may be negative");
+  afterStep_ = afterStep;
+  consumed_ = sequencesConsumed;
+}
+
+int64_t DataSource::firstSequence(int64_t step, int64_t globalBatch) const {
+  return consumed_ + (step - afterStep_ - 1) * globalBatch;
+}
+
+int64_t DataSource::sequencesConsumed(int64_t step, int64_t globalBatch) const {
+  return consumed_ + (step - afterStep_) * globalBatch;
+}
 
 std::unique_ptr<DataSource> DataSource::open(const std::string &spec,
                                              int64_t vocab, uint64_t seed) {

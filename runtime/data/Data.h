@@ -5,7 +5,9 @@
 // uint32), or synthetic tokens from the seed. Every data-parallel rank takes
 // its own slice of the global batch, deterministically, so a run's global
 // batch at step k does not depend on the world size or strategy
-// (docs/runtime.md, "Data").
+// (docs/runtime.md, "Data"). A resumed run sets the position where its first
+// step starts (setPosition), so the stream goes on where the checkpoint left
+// it, even under another global batch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,11 +34,32 @@ public:
 
   /// This rank's micro-batches of step `step` (1-based): micro-batch i, row r
   /// is sequence ((i * dpSize) + dpRank) * microBatch + r of the step's global
-  /// batch of microBatches * dpSize * microBatch sequences of seqLen tokens.
+  /// batch of G = microBatches * dpSize * microBatch sequences of seqLen
+  /// tokens, which is global sequences [firstSequence(step, G),
+  /// firstSequence(step, G) + G). Throws std::runtime_error for a step before
+  /// the position's (setPosition).
   virtual std::vector<MicroBatch> batches(int64_t step, int64_t microBatches,
                                           int64_t dpRank, int64_t dpSize,
                                           int64_t microBatch, int64_t seqLen,
                                           at::Device device) = 0;
+
+  /// Resuming after step `afterStep`, whose steps read `sequencesConsumed`
+  /// global sequences in all: step afterStep + 1 starts at global sequence
+  /// `sequencesConsumed`, each later step right after the one before. The
+  /// default, (0, 0), is a fresh run: step k reads [(k-1)G, kG). Throws
+  /// std::invalid_argument for a negative value.
+  void setPosition(int64_t afterStep, int64_t sequencesConsumed);
+
+  /// The first global sequence of step `step` (> the position's afterStep)
+  /// with `globalBatch` sequences per step.
+  int64_t firstSequence(int64_t step, int64_t globalBatch) const;
+
+  /// The global sequences read by the run up to and including step `step`
+  /// (>= the position's afterStep): what a checkpoint after `step` records.
+  int64_t sequencesConsumed(int64_t step, int64_t globalBatch) const;
+
+protected:
+  int64_t afterStep_ = 0, consumed_ = 0; // the position (setPosition)
 };
 
 } // namespace plan::rt

@@ -2,6 +2,7 @@
 
 #include "FaultInjection.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -38,7 +39,7 @@ FaultInjection parseFaultInjection(const std::string &spec) {
     if (eq == std::string::npos)
       throw std::invalid_argument(
           "PLAN_RUN_FAULT: expected key=value, got '" + item +
-          "' (rank=R,step=K,kind=exit|abort|hang|error)");
+          "' (rank=R,step=K,kind=exit|abort|hang|error|save)");
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     if (key == "rank") {
       fault.rank = parseNumber<int>(key, value, 0);
@@ -55,25 +56,30 @@ FaultInjection parseFaultInjection(const std::string &spec) {
         fault.kind = FaultInjection::Kind::Hang;
       else if (value == "error")
         fault.kind = FaultInjection::Kind::Error;
+      else if (value == "save")
+        fault.kind = FaultInjection::Kind::Save;
       else
-        throw std::invalid_argument("PLAN_RUN_FAULT: kind='" + value +
-                                    "' is not exit, abort, hang or error");
+        throw std::invalid_argument(
+            "PLAN_RUN_FAULT: kind='" + value +
+            "' is not exit, abort, hang, error or save");
       hasKind = true;
     } else {
       throw std::invalid_argument(
           "PLAN_RUN_FAULT: unknown key '" + key +
-          "' (rank=R,step=K,kind=exit|abort|hang|error)");
+          "' (rank=R,step=K,kind=exit|abort|hang|error|save)");
     }
   }
   if (!hasRank || !hasStep || !hasKind)
-    throw std::invalid_argument("PLAN_RUN_FAULT: needs rank, step and kind "
-                                "(rank=R,step=K,kind=exit|abort|hang|error)");
+    throw std::invalid_argument(
+        "PLAN_RUN_FAULT: needs rank, step and kind "
+        "(rank=R,step=K,kind=exit|abort|hang|error|save)");
   return fault;
 }
 
 void injectFault(const std::optional<FaultInjection> &fault, int rank,
                  int64_t step) {
-  if (!fault || fault->rank != rank || fault->step != step)
+  if (!fault || fault->rank != rank || fault->step != step ||
+      fault->kind == FaultInjection::Kind::Save)
     return;
   if (fault->kind == FaultInjection::Kind::Error)
     throw std::runtime_error("PLAN_RUN_FAULT: injected error at step " +
@@ -91,8 +97,26 @@ void injectFault(const std::optional<FaultInjection> &fault, int rank,
     for (;;)
       ::pause();
   case FaultInjection::Kind::Error:
-    return; // thrown above
+  case FaultInjection::Kind::Save:
+    return; // thrown above; injectSaveFault
   }
+}
+
+void injectSaveFault(const std::optional<FaultInjection> &fault, int rank,
+                     int64_t step, const std::string &tmpPath) {
+  if (!fault || fault->kind != FaultInjection::Kind::Save ||
+      fault->rank != rank || fault->step != step)
+    return;
+  struct stat st {};
+  off_t half = ::stat(tmpPath.c_str(), &st) == 0 ? st.st_size / 2 : 0;
+  bool truncated = ::truncate(tmpPath.c_str(), half) == 0;
+  std::fprintf(stderr,
+               "plan-run: rank %d: PLAN_RUN_FAULT in the checkpoint save after "
+               "step %lld (%s %s)\n",
+               rank, static_cast<long long>(step),
+               truncated ? "truncated" : "could not truncate", tmpPath.c_str());
+  std::fflush(stderr);
+  ::_exit(FaultInjection::kExitCode);
 }
 
 } // namespace plan::run

@@ -5,7 +5,10 @@
 // within a bounded time. PLAN_RUN_FAULT="rank=R,step=K,kind=KIND" makes rank
 // R, at the start of step K: `exit` with code 3, `abort()`, `hang` (sleep
 // forever: a stand-in for a deadlocked or stalled rank), or fail with an
-// `error` (an exception, like any run-time error). Unset: no fault.
+// `error` (an exception, like any run-time error). `save` strikes during the
+// checkpoint save after step K instead: rank R truncates its freshly written
+// temporary shard file to half its size and exits with code 3, a crash in
+// the middle of a save. Unset: no fault.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,7 +22,7 @@
 namespace plan::run {
 
 struct FaultInjection {
-  enum class Kind { Exit, Abort, Hang, Error };
+  enum class Kind { Exit, Abort, Hang, Error, Save };
   int rank = 0;
   int64_t step = 1;
   Kind kind = Kind::Exit;
@@ -36,6 +39,13 @@ FaultInjection parseFaultInjection(const std::string &spec);
 /// std::runtime_error); returns otherwise.
 void injectFault(const std::optional<FaultInjection> &fault, int rank,
                  int64_t step);
+
+/// Kind::Save for `rank` and `step`: truncates `tmpPath` (the shard file the
+/// save has just written, not yet renamed) to half its size and exits with
+/// kExitCode. Returns otherwise. Called from the checkpoint save's
+/// afterShardWritten hook.
+void injectSaveFault(const std::optional<FaultInjection> &fault, int rank,
+                     int64_t step, const std::string &tmpPath);
 
 } // namespace plan::run
 

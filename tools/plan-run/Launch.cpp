@@ -351,13 +351,21 @@ int runLocalRanks(const LocalRanks &ranks) {
     }
   };
 
+  bool interrupted = false;
   while (running > 0) {
-    if (gForwardedSignal && !terminating) {
+    if (gForwardedSignal && !interrupted && !terminating) {
       // Interrupted: the handler already forwarded the signal.
-      terminating = true;
-      result = 128 + gForwardedSignal;
-      echoDeadline = never;
-      killAt = Clock::now() + ranks.grace;
+      interrupted = true;
+      if (ranks.checkpointOnSignal) {
+        // The ranks save a checkpoint and exit 0; a rank that exits
+        // otherwise is a failure like any other.
+        killAt = Clock::now() + ranks.signalGrace;
+      } else {
+        terminating = true;
+        result = 128 + gForwardedSignal;
+        echoDeadline = never;
+        killAt = Clock::now() + ranks.grace;
+      }
     }
     if (Clock::now() >= echoDeadline)
       reportFailure(echo->first, echo->second);

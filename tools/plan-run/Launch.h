@@ -75,6 +75,11 @@ struct LocalRanks {
   int threadsPerRank = 0;
   /// Between SIGTERM and SIGKILL for the ranks still running after one failed.
   std::chrono::milliseconds grace{5000};
+  /// The ranks save a checkpoint and exit 0 on SIGTERM/SIGINT
+  /// (--checkpoint-dir): after a forwarded signal they get `signalGrace`
+  /// before SIGKILL, and a rank's exit is judged as at any other time.
+  bool checkpointOnSignal = false;
+  std::chrono::milliseconds signalGrace{5000};
 };
 
 /// The exit code of a rank that stopped because another rank failed (it saw
@@ -88,9 +93,11 @@ inline constexpr int kStoppedForPeerExitCode = 2;
 /// that exits with kStoppedForPeerExitCode is only an echo of another's
 /// failure: the others get the grace period to exit on their own, so that the
 /// rank reported is the one that failed first. SIGINT or SIGTERM to this
-/// process is forwarded to the ranks, and the result is 128 + that signal.
-/// Returns 0 when every rank exited 0. Throws LaunchError when a process
-/// cannot be started.
+/// process is forwarded to the ranks (each time), and the result is 128 +
+/// that signal; with `checkpointOnSignal` the ranks get `signalGrace` to
+/// checkpoint and exit, and the result is 0 when all of them exit 0, else the
+/// code of the first that did not (reported as above). Returns 0 when every
+/// rank exited 0. Throws LaunchError when a process cannot be started.
 int runLocalRanks(const LocalRanks &ranks);
 
 /// This executable's path (/proc/self/exe), for re-executing it as ranks and

@@ -38,11 +38,15 @@ struct StepMetrics {
 std::string metricsJson(const StepMetrics &metrics);
 
 /// A JSONL file, emptied when opened, then written one flushed line per
-/// step. Throws std::runtime_error (one line) when it cannot be opened or
-/// written.
+/// step. A resumed run (`resumedAfter` = the checkpoint's step s) keeps the
+/// lines of steps <= s of an existing file, drops the later ones (the steps
+/// the resumed run repeats) and appends after them; a missing file is
+/// created. Throws std::runtime_error (one line) when it cannot be opened,
+/// read or written.
 class MetricsFile {
 public:
-  explicit MetricsFile(const std::string &path);
+  explicit MetricsFile(const std::string &path,
+                       std::optional<int64_t> resumedAfter = std::nullopt);
   ~MetricsFile();
   MetricsFile(const MetricsFile &) = delete;
   MetricsFile &operator=(const MetricsFile &) = delete;

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 namespace plan::run {
@@ -16,6 +17,33 @@ constexpr const char *kDescription =
     "FILE is a schedule (.sched, from `planc X.plan -o X.sched`) or a .plan,\n"
     "which is compiled with planc first. Ranks come from --nproc N, torchrun,\n"
     "Open MPI's mpirun or SLURM's srun (docs/launching.md).";
+
+/// A number of seconds in (0, 1e7]: --timeout, --stop-timeout.
+CLI::Validator secondsValidator() {
+  return CLI::Validator(
+      [](std::string &text) -> std::string {
+        double value = 0;
+        try {
+          size_t used = 0;
+          value = std::stod(text, &used);
+          if (used != text.size())
+            value = NAN;
+        } catch (const std::exception &) {
+          value = NAN;
+        }
+        if (!(value > 0 && value <= 1e7))
+          return "'" + text + "' is not a number of seconds in (0, 10000000]";
+        return "";
+      },
+      "");
+}
+
+std::string formatSeconds(double seconds) {
+  std::ostringstream out;
+  out.precision(17);
+  out << seconds;
+  return out.str();
+}
 
 std::string oneLine(std::string text) {
   for (char &c : text)
@@ -53,13 +81,15 @@ std::variant<RunOptions, ExitRequest> parseOptions(int argc,
       ->type_name("K")
       ->check(CLI::Range(int64_t(1), std::numeric_limits<int64_t>::max())
                   .description(""));
-  app.add_option("--data", options.data,
-                 "Token file (nanoGPT/llm.c .bin) or 'synthetic'")
-      ->type_name("PATH|synthetic");
-  app.add_option("--init", options.init,
-                 "Initial weights: a HuggingFace model directory or a "
-                 ".safetensors file (default: initialise from the seed)")
-      ->type_name("PATH");
+  CLI::Option *dataOption =
+      app.add_option("--data", options.data,
+                     "Token file (nanoGPT/llm.c .bin) or 'synthetic'")
+          ->type_name("PATH|synthetic");
+  CLI::Option *initOption =
+      app.add_option("--init", options.init,
+                     "Initial weights: a HuggingFace model directory or a "
+                     ".safetensors file (default: initialise from the seed)")
+          ->type_name("PATH");
   uint64_t seed = 0;
   CLI::Option *seedOption =
       app.add_option("--seed", seed,
@@ -73,25 +103,41 @@ std::variant<RunOptions, ExitRequest> parseOptions(int argc,
                  "Seconds the rendezvous and each collective may take before "
                  "the run fails")
       ->type_name("SECONDS")
-      ->check(CLI::Validator(
-          [](std::string &text) -> std::string {
-            double value = 0;
-            try {
-              size_t used = 0;
-              value = std::stod(text, &used);
-              if (used != text.size())
-                value = NAN;
-            } catch (const std::exception &) {
-              value = NAN;
-            }
-            if (!(value > 0 && value <= 1e7))
-              return "'" + text +
-                     "' is not a number of seconds in (0, 10000000]";
-            return "";
-          },
-          ""))
+      ->check(secondsValidator())
       ->default_str("300");
   app.add_flag("--quiet,-q", options.quiet, "No progress output (errors only)");
+  CLI::Option *dirOption =
+      app.add_option("--checkpoint-dir", options.checkpointDir,
+                     "Save checkpoints under this directory (created if "
+                     "missing): after the last step, on SIGTERM/SIGINT, and "
+                     "every --checkpoint-every steps")
+          ->type_name("DIR");
+  app.add_option("--checkpoint-every", options.checkpointEvery,
+                 "Also save after every step that is a multiple of N")
+      ->type_name("N")
+      ->check(CLI::Range(int64_t(1), std::numeric_limits<int64_t>::max())
+                  .description(""))
+      ->needs(dirOption);
+  app.add_option("--keep", options.keep,
+                 "Keep the newest K checkpoints, delete older ones (default "
+                 "0: keep all)")
+      ->type_name("K")
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()).description(""))
+      ->needs(dirOption);
+  CLI::Option *resumeOption =
+      app.add_option("--resume", options.resume,
+                     "Continue from a checkpoint: a step directory, a "
+                     "checkpoint root (its newest), or 'auto' (the newest "
+                     "under --checkpoint-dir, else a fresh start)")
+          ->type_name("PATH|auto")
+          ->excludes(initOption);
+  app.add_option("--stop-timeout", options.stopTimeoutSeconds,
+                 "With --checkpoint-dir: seconds a rank may take after "
+                 "SIGTERM/SIGINT to checkpoint and exit before it exits "
+                 "without a checkpoint")
+      ->type_name("SECONDS")
+      ->check(secondsValidator())
+      ->default_str("120");
 
   try {
     app.parse(argc, argv);
@@ -107,13 +153,20 @@ std::variant<RunOptions, ExitRequest> parseOptions(int argc,
     options.nproc = nproc;
   if (seedOption->count())
     options.seed = seed;
+  options.dataGiven = dataOption->count() > 0;
+  if (resumeOption->count() && options.resume.empty())
+    return ExitRequest{1, "plan-run: --resume: the path is empty (see --help)"};
+  if (options.resume == "auto" && options.checkpointDir.empty())
+    return ExitRequest{
+        1, "plan-run: --resume auto needs --checkpoint-dir (see --help)"};
   return options;
 }
 
 std::vector<std::string> rankArguments(const RunOptions &options,
                                        const std::string &file) {
-  std::vector<std::string> args{file, "--backend", options.backend, "--data",
-                                options.data};
+  std::vector<std::string> args{file, "--backend", options.backend};
+  if (options.dataGiven)
+    args.insert(args.end(), {"--data", options.data});
   if (options.steps > 0)
     args.insert(args.end(), {"--steps", std::to_string(options.steps)});
   if (!options.init.empty())
@@ -122,12 +175,21 @@ std::vector<std::string> rankArguments(const RunOptions &options,
     args.insert(args.end(), {"--seed", std::to_string(*options.seed)});
   if (!options.metrics.empty())
     args.insert(args.end(), {"--metrics", options.metrics});
-  std::ostringstream timeout;
-  timeout.precision(17);
-  timeout << options.timeoutSeconds;
-  args.insert(args.end(), {"--timeout", timeout.str()});
+  args.insert(args.end(), {"--timeout", formatSeconds(options.timeoutSeconds)});
   if (options.quiet)
     args.push_back("--quiet");
+  if (!options.checkpointDir.empty()) {
+    args.insert(args.end(), {"--checkpoint-dir", options.checkpointDir});
+    if (options.checkpointEvery > 0)
+      args.insert(args.end(), {"--checkpoint-every",
+                               std::to_string(options.checkpointEvery)});
+    if (options.keep > 0)
+      args.insert(args.end(), {"--keep", std::to_string(options.keep)});
+  }
+  if (!options.resume.empty())
+    args.insert(args.end(), {"--resume", options.resume});
+  args.insert(args.end(),
+              {"--stop-timeout", formatSeconds(options.stopTimeoutSeconds)});
   return args;
 }
 

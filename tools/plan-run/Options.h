@@ -18,11 +18,18 @@ struct RunOptions {
   std::string backend = "cpu";    // cpu | cuda
   int64_t steps = 0;              // 0: the schedule's train.steps
   std::string data = "synthetic"; // token file or "synthetic"
+  bool dataGiven = false;         // --data was on the command line
   std::string init; // HF directory or .safetensors; "": init from seed
   std::optional<uint64_t> seed; // overrides train.seed
   std::string metrics;          // JSONL path; "": none
   double timeoutSeconds = 300;  // rendezvous and every collective
   bool quiet = false;
+  // Checkpoints (docs/launching.md, "Checkpoints").
+  std::string checkpointDir;   // "": no checkpoints
+  int64_t checkpointEvery = 0; // 0: only after the last step and on a signal
+  int keep = 0;                // newest checkpoints kept; 0: all
+  std::string resume;          // checkpoint dir, root, or "auto"; "": none
+  double stopTimeoutSeconds = 120; // after SIGTERM/SIGINT, to checkpoint
 };
 
 /// What parsing the command line asks for: run with these options, or exit

@@ -18,6 +18,8 @@ std::string format(const char *fmt, auto... args) {
   return out;
 }
 
+} // namespace
+
 std::string formatBytes(int64_t bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);
@@ -29,8 +31,6 @@ std::string formatBytes(int64_t bytes) {
   return unit == 0 ? format("%lld B", static_cast<long long>(bytes))
                    : format("%.1f %s", value, units[unit]);
 }
-
-} // namespace
 
 std::string formatDuration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0)
@@ -53,7 +53,7 @@ std::string formatStepLine(const StepMetrics &m, int64_t totalSteps) {
 }
 
 std::string formatProgressBar(const StepMetrics &m, int64_t totalSteps,
-                              double elapsedS, int width) {
+                              double elapsedS, int width, int64_t firstStep) {
   int64_t total = std::max<int64_t>(totalSteps, 1);
   int filled =
       static_cast<int>(std::clamp<int64_t>(m.step * width / total, 0, width));
@@ -61,9 +61,10 @@ std::string formatProgressBar(const StepMetrics &m, int64_t totalSteps,
   bar.front() = '[';
   bar.back() = ']';
   std::fill_n(bar.begin() + 1, filled, '#');
-  double eta = m.step > 0 ? elapsedS / static_cast<double>(m.step) *
-                                static_cast<double>(total - m.step)
-                          : NAN;
+  int64_t done = m.step - firstStep + 1; // the steps elapsedS covers
+  double eta = done > 0 ? elapsedS / static_cast<double>(done) *
+                              static_cast<double>(total - m.step)
+                        : NAN;
   return bar + format(" %lld/%lld loss %.4f tok/s %.0f ETA %s",
                       static_cast<long long>(m.step),
                       static_cast<long long>(totalSteps), m.loss,
@@ -76,8 +77,21 @@ Progress::Style Progress::styleFor(bool quiet) {
   return ::isatty(STDERR_FILENO) ? Style::Bar : Style::Lines;
 }
 
-Progress::Progress(Style style, int64_t totalSteps)
-    : style_(style), totalSteps_(totalSteps) {}
+Progress::Progress(Style style, int64_t totalSteps, int64_t firstStep)
+    : style_(style), totalSteps_(totalSteps), firstStep_(firstStep) {}
+
+void Progress::message(const std::string &line) {
+  if (style_ == Style::Quiet)
+    return;
+  if (barDrawn_) {
+    // Clears the bar; the next step draws it again below the message.
+    std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+    barDrawn_ = false;
+  }
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
 
 void Progress::step(const StepMetrics &metrics, double elapsedS) {
   switch (style_) {
@@ -89,8 +103,10 @@ void Progress::step(const StepMetrics &metrics, double elapsedS) {
     return;
   case Style::Bar:
     // \r and clear-to-end-of-line redraw the bar in place.
-    std::fprintf(stderr, "\r%s\033[K",
-                 formatProgressBar(metrics, totalSteps_, elapsedS, 30).c_str());
+    std::fprintf(
+        stderr, "\r%s\033[K",
+        formatProgressBar(metrics, totalSteps_, elapsedS, 30, firstStep_)
+            .c_str());
     std::fflush(stderr);
     barDrawn_ = true;
     return;

@@ -21,12 +21,17 @@ namespace plan::run {
 std::string formatStepLine(const StepMetrics &metrics, int64_t totalSteps);
 
 /// "[#######.............] 3/10 loss 5.1234 tok/s 12345 ETA 0:07", with a bar
-/// `width` characters wide; `elapsedS` is the time of the steps so far.
+/// `width` characters wide; `elapsedS` is the time of the steps so far, from
+/// `firstStep` (a resumed run's first) on.
 std::string formatProgressBar(const StepMetrics &metrics, int64_t totalSteps,
-                              double elapsedS, int width);
+                              double elapsedS, int width,
+                              int64_t firstStep = 1);
 
 /// "h:mm:ss" or "m:ss".
 std::string formatDuration(double seconds);
+
+/// "512 B", "1.2 MiB", "3.4 GiB".
+std::string formatBytes(int64_t bytes);
 
 class Progress {
 public:
@@ -34,9 +39,14 @@ public:
   /// Bar when stderr is a terminal, otherwise Lines; Quiet when asked.
   static Style styleFor(bool quiet);
 
-  Progress(Style style, int64_t totalSteps);
+  /// A resumed run starts at `firstStep` > 1: the ETA counts the steps this
+  /// process ran.
+  Progress(Style style, int64_t totalSteps, int64_t firstStep = 1);
 
   void step(const StepMetrics &metrics, double elapsedS);
+  /// One line of news between steps (a checkpoint was saved) on stdout,
+  /// below the bar if one is drawn; nothing when Quiet.
+  void message(const std::string &line);
   /// "plan-run: 10 steps in 1.2 s, final loss 5.1234, 12345 tok/s, peak 12.3
   /// MiB on rank 0"
   void finish(const StepMetrics &last, int64_t steps, double elapsedS,
@@ -44,7 +54,7 @@ public:
 
 private:
   Style style_;
-  int64_t totalSteps_;
+  int64_t totalSteps_, firstStep_;
   bool barDrawn_ = false;
 };
 

@@ -2,6 +2,7 @@
 
 #include "Rank.h"
 
+#include "Checkpoint.h"
 #include "Comm.h"
 #include "Data.h"
 #include "Executor.h"
@@ -16,13 +17,17 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -57,28 +62,122 @@ std::string reason(const std::exception &e) {
 
 // What a rank prints when SIGTERM or SIGINT arrives (preemption, Ctrl-C, the
 // launcher stopping the job), formatted before the handler can run.
-char gTermMessage[128];
-char gIntMessage[128];
+char gTermMessage[160];
+char gIntMessage[160];
 
-void exitOnSignal(int sig) {
+// With --checkpoint-dir the first SIGTERM/SIGINT only sets gStopSignal: the
+// training loop sees it after the step, every rank agrees on it, saves a
+// checkpoint and exits 0 (StopWatch bounds how long that may take). A
+// repeat a second or more later exits at once; one within a second is the
+// same event delivered twice (Ctrl-C reaches plan-run --nproc and its ranks,
+// and the launcher forwards it too).
+std::atomic<int> gStopSignal{0};
+std::atomic<int64_t> gStopSignalNs{0}; // CLOCK_MONOTONIC of the first
+bool gCheckpointOnSignal = false;
+static_assert(std::atomic<int>::is_always_lock_free &&
+                  std::atomic<int64_t>::is_always_lock_free,
+              "the signal handler needs lock-free atomics");
+
+int64_t monotonicNs() {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now); // async-signal-safe
+  return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+}
+
+void onSignal(int sig) {
+  if (gCheckpointOnSignal) {
+    int64_t now = monotonicNs();
+    int none = 0;
+    if (gStopSignal.compare_exchange_strong(none, sig)) {
+      gStopSignalNs.store(now);
+      return;
+    }
+    int64_t first = gStopSignalNs.load();
+    if (first == 0 || now - first < 1000000000)
+      return;
+  }
   const char *msg = sig == SIGINT ? gIntMessage : gTermMessage;
   (void)!::write(STDERR_FILENO, msg, std::strlen(msg));
   ::_exit(128 + sig);
 }
 
-void installSignalHandlers(const std::string &prefix) {
+const char *signalName(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
+const char *signalVerb(int sig) {
+  return sig == SIGINT ? "interrupted" : "terminated";
+}
+
+void installSignalHandlers(const std::string &prefix, bool checkpointing) {
+  const char *how = checkpointing ? " again" : "";
   std::snprintf(gTermMessage, sizeof(gTermMessage),
-                "%sterminated (SIGTERM); exiting without a checkpoint\n",
-                prefix.c_str());
+                "%sterminated (SIGTERM)%s; exiting without a checkpoint\n",
+                prefix.c_str(), how);
   std::snprintf(gIntMessage, sizeof(gIntMessage),
-                "%sinterrupted (SIGINT); exiting without a checkpoint\n",
-                prefix.c_str());
+                "%sinterrupted (SIGINT)%s; exiting without a checkpoint\n",
+                prefix.c_str(), how);
+  gCheckpointOnSignal = checkpointing;
   struct sigaction action {};
-  action.sa_handler = exitOnSignal;
+  action.sa_handler = onSignal;
   sigemptyset(&action.sa_mask);
+  sigaddset(&action.sa_mask, SIGINT);
+  sigaddset(&action.sa_mask, SIGTERM);
+  // Interrupted system calls (a collective's socket reads) go on: the loop
+  // looks at gStopSignal after the step.
+  action.sa_flags = SA_RESTART;
   ::sigaction(SIGTERM, &action, nullptr);
   ::sigaction(SIGINT, &action, nullptr);
 }
+
+/// With --checkpoint-dir: once a stop signal has arrived, ends the process
+/// (128 + signal) when it has not checkpointed and exited within
+/// --stop-timeout, whatever the training thread is stuck in.
+class StopWatch {
+public:
+  StopWatch(std::string prefix, double timeoutSeconds)
+      : prefix_(std::move(prefix)), timeoutSeconds_(timeoutSeconds),
+        thread_([this] { watch(); }) {}
+  ~StopWatch() { stop(); }
+  StopWatch(const StopWatch &) = delete;
+  StopWatch &operator=(const StopWatch &) = delete;
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+private:
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!wake_.wait_for(lock, std::chrono::milliseconds(50),
+                           [this] { return stopping_; })) {
+      int sig = gStopSignal.load();
+      if (sig == 0)
+        continue;
+      double waited =
+          static_cast<double>(monotonicNs() - gStopSignalNs.load()) / 1e9;
+      if (gStopSignalNs.load() == 0 || waited < timeoutSeconds_)
+        continue;
+      std::fprintf(stderr,
+                   "%s%s (%s) and did not checkpoint within %g s; exiting "
+                   "without a checkpoint\n",
+                   prefix_.c_str(), signalVerb(sig), signalName(sig),
+                   timeoutSeconds_);
+      std::fflush(stderr);
+      ::_exit(128 + sig);
+    }
+  }
+
+  std::string prefix_;
+  double timeoutSeconds_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
 
 /// Ends this rank when another rank has failed or the store (on rank 0) is
 /// gone, even while the training thread is stuck outside any collective that
@@ -173,6 +272,97 @@ std::optional<FaultInjection> faultFromEnvironment() {
   }
 }
 
+/// The stop signal every rank agrees on after a step: the largest any rank
+/// has received (0: none). Collective over the world when it is above 1.
+int agreeOnStop(rt::Comm &comm) {
+  int local = gStopSignal.load();
+  if (comm.world() == 1)
+    return local;
+  std::vector<at::Tensor> value{
+      at::full({1}, static_cast<int64_t>(local), at::kLong)};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  try {
+    comm.group(rt::GroupAxis::World).allreduce(value, options)->wait();
+  } catch (const std::exception &e) {
+    throw std::runtime_error("the stop-signal all_reduce failed: " + reason(e));
+  }
+  return static_cast<int>(value[0].item<int64_t>());
+}
+
+std::string meshText(int64_t replicate, int64_t shard,
+                     const std::string &sharding) {
+  return std::to_string(replicate) + "x" + std::to_string(shard) + " " +
+         sharding;
+}
+
+/// The run's last step: --steps, else the schedule's train.steps.
+int64_t lastStep(const RunOptions &options, const Schedule &schedule) {
+  int64_t steps = options.steps > 0 ? options.steps : schedule.train.steps;
+  if (steps <= 0)
+    throw std::runtime_error(
+        options.file + ": the schedule sets no train.steps; pass --steps K");
+  return steps;
+}
+
+/// The checkpoint --resume names, opened and checked against `schedule`;
+/// nullopt without --resume, or with `auto` when there is none yet. Throws
+/// (one line) when there is no checkpoint where --resume PATH points, or it
+/// cannot be used.
+std::optional<rt::Checkpoint> openResume(const RunOptions &options,
+                                         const Schedule &schedule) {
+  if (options.resume.empty())
+    return std::nullopt;
+  bool automatic = options.resume == "auto";
+  const std::string &where = automatic ? options.checkpointDir : options.resume;
+  std::optional<std::string> directory = rt::findCheckpoint(where);
+  if (!directory) {
+    if (automatic)
+      return std::nullopt;
+    throw rt::CheckpointError(
+        "--resume " + where +
+        ": no checkpoint there (neither a checkpoint.json nor a complete "
+        "step-NNNNNNNN directory)");
+  }
+  std::optional<rt::Checkpoint> checkpoint;
+  checkpoint.emplace(rt::Checkpoint::open(*directory));
+  checkpoint->checkCompatible(schedule);
+  return checkpoint;
+}
+
+/// mkdir -p `path`: the checkpoint root, made before the run so that one
+/// that cannot be made fails at once, not at the first save. Throws
+/// std::runtime_error (one line).
+void makeCheckpointRoot(const std::string &path) {
+  for (size_t end = 0; end != std::string::npos;) {
+    end = path.find('/', end + 1);
+    std::string prefix = path.substr(0, end);
+    if (prefix.empty() || ::mkdir(prefix.c_str(), 0777) == 0 || errno == EEXIST)
+      continue;
+    throw std::runtime_error("--checkpoint-dir " + path + ": cannot create '" +
+                             prefix + "': " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw std::runtime_error("--checkpoint-dir " + path + ": not a directory");
+}
+
+/// Says so (unless quiet) when `checkpoint` is at or past the run's last
+/// step, which leaves nothing to run.
+bool alreadyDone(const rt::Checkpoint &checkpoint, int64_t steps, bool quiet) {
+  int64_t step = checkpoint.info().step;
+  if (step < steps)
+    return false;
+  if (!quiet) {
+    std::printf("plan-run: %s is at step %lld; the run's %lld steps are done "
+                "already\n",
+                checkpoint.directory().c_str(), static_cast<long long>(step),
+                static_cast<long long>(steps));
+    std::fflush(stdout);
+  }
+  return true;
+}
+
 } // namespace
 
 std::string messagePrefix(const RankInfo &rank) {
@@ -181,10 +371,22 @@ std::string messagePrefix(const RankInfo &rank) {
   return "plan-run: rank " + std::to_string(rank.rank) + ": ";
 }
 
+bool checkResume(const RunOptions &options, const Schedule &schedule) {
+  if (!options.checkpointDir.empty())
+    makeCheckpointRoot(options.checkpointDir);
+  std::optional<rt::Checkpoint> checkpoint = openResume(options, schedule);
+  return checkpoint &&
+         alreadyDone(*checkpoint, lastStep(options, schedule), options.quiet);
+}
+
 int runRank(const RunOptions &options, const RankInfo &rank,
             const Schedule &schedule) {
   std::string prefix = messagePrefix(rank);
-  installSignalHandlers(prefix);
+  const bool checkpointing = !options.checkpointDir.empty();
+  installSignalHandlers(prefix, checkpointing);
+  std::unique_ptr<StopWatch> stopWatch;
+  if (checkpointing)
+    stopWatch = std::make_unique<StopWatch>(prefix, options.stopTimeoutSeconds);
 
   auto timeout =
       std::chrono::milliseconds(std::llround(options.timeoutSeconds * 1000.0));
@@ -202,12 +404,9 @@ int runRank(const RunOptions &options, const RankInfo &rank,
                                " ranks (" + std::to_string(schedule.replicate) +
                                "x" + std::to_string(schedule.shard) + "); " +
                                std::to_string(rank.world) + " were launched");
-    int64_t steps = options.steps > 0 ? options.steps : schedule.train.steps;
-    if (steps <= 0)
-      throw std::runtime_error(
-          options.file + ": the schedule sets no train.steps; pass --steps K");
-    if (rank.rank == 0 && schedule.train.steps > 0 &&
-        steps > schedule.train.steps &&
+    int64_t steps = lastStep(options, schedule);
+    const bool reports = rank.rank == 0;
+    if (reports && schedule.train.steps > 0 && steps > schedule.train.steps &&
         schedule.train.lrSchedule.kind != "constant")
       std::fprintf(stderr,
                    "plan-run: warning: running %lld steps, but the %s "
@@ -216,14 +415,50 @@ int runRank(const RunOptions &options, const RankInfo &rank,
                    static_cast<long long>(steps),
                    schedule.train.lrSchedule.kind.c_str(),
                    static_cast<long long>(schedule.train.steps));
+    // Before the rendezvous: every rank reads the same checkpoint.json, so a
+    // checkpoint that cannot be used fails every rank at once.
+    std::optional<rt::Checkpoint> checkpoint = openResume(options, schedule);
+    if (checkpoint &&
+        alreadyDone(*checkpoint, steps, options.quiet || !reports))
+      return 0;
+    if (reports && !options.quiet && !checkpoint && !options.resume.empty()) {
+      std::printf("plan-run: no checkpoint under %s yet; starting at step 1\n",
+                  options.checkpointDir.c_str());
+      std::fflush(stdout);
+    }
+    // A resumed run continues the checkpoint's seed and data stream.
     uint64_t seed = options.seed ? *options.seed
                                  : static_cast<uint64_t>(schedule.train.seed);
+    std::string dataSpec = options.data;
+    const int64_t resumedAfter = checkpoint ? checkpoint->info().step : 0;
+    if (checkpoint) {
+      const rt::CheckpointInfo &info = checkpoint->info();
+      if (reports && options.seed && *options.seed != info.seed)
+        std::fprintf(stderr,
+                     "plan-run: warning: --seed %llu differs from the "
+                     "checkpoint's seed %llu, which the resumed run keeps\n",
+                     static_cast<unsigned long long>(*options.seed),
+                     static_cast<unsigned long long>(info.seed));
+      seed = info.seed;
+      if (!options.dataGiven)
+        dataSpec = info.data;
+      else if (reports && options.data != info.data)
+        std::fprintf(stderr,
+                     "plan-run: warning: --data %s differs from the "
+                     "checkpoint's %s; reading it from the checkpoint's "
+                     "position (sequence %lld)\n",
+                     options.data.c_str(), info.data.c_str(),
+                     static_cast<long long>(info.sequencesConsumed));
+    }
     std::optional<FaultInjection> fault = faultFromEnvironment();
     // Before the rendezvous: a path that cannot be written fails at once.
-    const bool reports = rank.rank == 0;
+    if (reports && checkpointing)
+      makeCheckpointRoot(options.checkpointDir);
     std::unique_ptr<MetricsFile> metrics;
     if (reports && !options.metrics.empty())
-      metrics = std::make_unique<MetricsFile>(options.metrics);
+      metrics = std::make_unique<MetricsFile>(
+          options.metrics,
+          checkpoint ? std::optional<int64_t>(resumedAfter) : std::nullopt);
 
     store = rendezvous(rank, timeout);
     comm =
@@ -235,26 +470,50 @@ int runRank(const RunOptions &options, const RankInfo &rank,
     model = rt::Model::create(schedule, device);
     executor = std::make_unique<rt::Executor>(schedule, *model, *comm, device);
     executor->setTotalSteps(steps);
-    if (options.init.empty())
+    if (checkpoint)
+      checkpoint->restore(schedule, *executor, *comm);
+    else if (options.init.empty())
       executor->initState(seed);
     else
       executor->loadState(*rt::openTensorSource(options.init, schedule.model));
     std::unique_ptr<rt::DataSource> data =
-        rt::DataSource::open(options.data, schedule.model.vocab, seed);
+        rt::DataSource::open(dataSpec, schedule.model.vocab, seed);
+    if (checkpoint) {
+      data->setPosition(resumedAfter, checkpoint->info().sequencesConsumed);
+      if (reports && !options.quiet) {
+        std::string note;
+        if (checkpoint->replicate() != schedule.replicate ||
+            checkpoint->shard() != schedule.shard ||
+            checkpoint->sharding() != schedule.sharding)
+          note = " (resharded from " +
+                 meshText(checkpoint->replicate(), checkpoint->shard(),
+                          checkpoint->sharding()) +
+                 ")";
+        std::printf("plan-run: resuming from %s at step %lld of %lld%s\n",
+                    checkpoint->directory().c_str(),
+                    static_cast<long long>(resumedAfter + 1),
+                    static_cast<long long>(steps), note.c_str());
+        std::fflush(stdout);
+      }
+      checkpoint.reset(); // its file cache
+    }
 
     // Every rank is a data-parallel rank under every sharding strategy (the
     // mesh is replicate x shard, all of it data-parallel): each reads its own
     // slice of the global batch.
     const int64_t dpRank = rank.rank, dpSize = rank.world;
+    const int64_t globalBatch =
+        schedule.microBatches * dpSize * schedule.train.microBatch;
     const bool fp16 = schedule.train.precision.rfind("fp16", 0) == 0;
     Progress progress(reports ? Progress::styleFor(options.quiet)
                               : Progress::Style::Quiet,
-                      steps);
+                      steps, resumedAfter + 1);
 
     Clock::time_point start = Clock::now();
     StepMetrics last;
-    int64_t tokens = 0;
-    for (int64_t step = 1; step <= steps; ++step) {
+    int64_t tokens = 0, ran = 0;
+    int stopSignal = 0;
+    for (int64_t step = resumedAfter + 1; step <= steps; ++step) {
       injectFault(fault, rank.rank, step);
       Clock::time_point stepStart = Clock::now();
       std::vector<rt::MicroBatch> batches = data->batches(
@@ -277,17 +536,62 @@ int runRank(const RunOptions &options, const RankInfo &rank,
         last.skipped = result.skipped;
       }
       tokens += result.tokens;
+      ++ran;
       if (metrics)
         metrics->append(last);
       progress.step(
           last, std::chrono::duration<double>(Clock::now() - start).count());
+
+      if (!checkpointing)
+        continue;
+      stopSignal = agreeOnStop(*comm);
+      bool due = (options.checkpointEvery > 0 &&
+                  step % options.checkpointEvery == 0) ||
+                 step == steps || stopSignal != 0;
+      if (due) {
+        rt::CheckpointInfo info;
+        info.step = step;
+        info.seed = seed;
+        info.data = dataSpec;
+        info.sequencesConsumed = data->sequencesConsumed(step, globalBatch);
+        info.globalBatch = globalBatch;
+        rt::SaveOptions saveOptions;
+        saveOptions.keep = options.keep;
+        if (fault && fault->kind == FaultInjection::Kind::Save)
+          saveOptions.afterShardWritten = [&fault, &rank,
+                                           step](const std::string &tmpPath) {
+            injectSaveFault(fault, rank.rank, step, tmpPath);
+          };
+        rt::SaveResult saved =
+            rt::saveCheckpoint(options.checkpointDir, info, schedule, *executor,
+                               *comm, saveOptions);
+        char line[64];
+        std::snprintf(line, sizeof(line), "%.2f", saved.seconds);
+        progress.message("plan-run: checkpoint step " + std::to_string(step) +
+                         ": " + formatBytes(saved.bytes) + " in " + line +
+                         " s -> " + saved.directory);
+        if (stopSignal != 0) {
+          if (reports) {
+            std::fprintf(stderr,
+                         "plan-run: stopped after step %lld (%s); checkpoint "
+                         "%s; resume with --resume %s\n",
+                         static_cast<long long>(step), signalName(stopSignal),
+                         saved.directory.c_str(),
+                         options.checkpointDir.c_str());
+            std::fflush(stderr);
+          }
+          break;
+        }
+      }
     }
     if (watch)
       watch->stop();
     finish(*store, rank, timeout);
-    progress.finish(last, steps,
+    progress.finish(last, ran,
                     std::chrono::duration<double>(Clock::now() - start).count(),
                     tokens);
+    if (stopWatch)
+      stopWatch->stop();
     return 0;
   } catch (const std::exception &e) {
     std::string why = reason(e);

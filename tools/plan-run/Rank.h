@@ -18,9 +18,19 @@ std::string messagePrefix(const RankInfo &rank);
 
 /// Runs this process's rank of `schedule` (`options.file` names it in
 /// messages) and returns the process exit code: 0, or 1 after printing
-/// messagePrefix() + a one-line reason on stderr.
+/// messagePrefix() + a one-line reason on stderr. With --checkpoint-dir,
+/// SIGTERM/SIGINT make every rank save a checkpoint after the step and
+/// return 0; without, the rank exits at once with 128 + the signal.
 int runRank(const RunOptions &options, const RankInfo &rank,
             const rt::Schedule &schedule);
+
+/// The checkpoint checks the ranks make before their rendezvous, for --nproc
+/// to make once: creates --checkpoint-dir; throws std::runtime_error (one
+/// line) when it cannot, when --resume names no checkpoint, or one that
+/// `schedule` cannot resume (malformed, a missing shard file, another
+/// model). Returns true, after saying so unless quiet,
+/// when the checkpoint is at or past the run's last step: nothing to run.
+bool checkResume(const RunOptions &options, const rt::Schedule &schedule);
 
 } // namespace plan::run
 

@@ -14,6 +14,8 @@
 #include "ScheduleInput.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -42,12 +44,21 @@ int launchLocalRanks(const RunOptions &options, const std::string &executable) {
   if (options.steps == 0 && schedule.train.steps <= 0)
     return fail(options.file +
                 ": the schedule sets no train.steps; pass --steps K");
+  if (checkResume(options, schedule))
+    return 0;
 
   LocalRanks ranks;
   ranks.executable = executable;
   ranks.arguments = rankArguments(options, input.path());
   ranks.nproc = *options.nproc;
   ranks.masterPort = pickFreePort();
+  if (!options.checkpointDir.empty()) {
+    // The ranks save a checkpoint on SIGTERM/SIGINT: they get their
+    // --stop-timeout, plus time to exit, before SIGKILL.
+    ranks.checkpointOnSignal = true;
+    ranks.signalGrace = std::chrono::milliseconds(
+        std::llround((options.stopTimeoutSeconds + 30) * 1000.0));
+  }
   if (!std::getenv("OMP_NUM_THREADS"))
     ranks.threadsPerRank = std::max(
         1, static_cast<int>(std::thread::hardware_concurrency()) / ranks.nproc);

@@ -148,6 +148,71 @@ TEST_F(DataTest, RankSlicesFormTheSingleRankBatch) {
   }
 }
 
+TEST_F(DataTest, PositionResumesTheStreamUnderAnyGlobalBatch) {
+  for (const std::string &spec :
+       {std::string("synthetic"), std::string("file")}) {
+    std::string source = spec;
+    if (spec == "file") {
+      std::vector<uint16_t> tokens(5000);
+      for (size_t i = 0; i < tokens.size(); ++i)
+        tokens[i] = static_cast<uint16_t>((i * 7919) % 300);
+      source = writeTokens("position.bin", tokens);
+    }
+    // An uninterrupted run with a global batch of 4 (2 ranks x 2 rows).
+    auto fresh = DataSource::open(source, 300, 5);
+    EXPECT_EQ(fresh->firstSequence(1, 4), 0);
+    EXPECT_EQ(fresh->firstSequence(4, 4), 12);
+    EXPECT_EQ(fresh->sequencesConsumed(3, 4), 12);
+    // Resumed after step 3 with the same batch: steps 4 and 5 are the same.
+    auto same = DataSource::open(source, 300, 5);
+    same->setPosition(3, fresh->sequencesConsumed(3, 4));
+    for (int64_t step : {4, 5}) {
+      auto a = globalRows(*fresh, step, 1, 2, 2, 16);
+      auto b = globalRows(*same, step, 1, 2, 2, 16);
+      for (size_t j = 0; j < a.size(); ++j)
+        EXPECT_TRUE(at::equal(a[j], b[j])) << spec << " step " << step;
+    }
+    EXPECT_EQ(same->sequencesConsumed(5, 4), 20);
+    // Resumed with a global batch of 6 (3 ranks x 2 rows): step 4 reads
+    // sequences 12..17, which the fresh run reads at steps 4 (12..15) and 5
+    // (16, 17); step 5 goes on at 18.
+    auto wider = DataSource::open(source, 300, 5);
+    wider->setPosition(3, 12);
+    auto w4 = globalRows(*wider, 4, 1, 3, 2, 16);
+    auto f4 = globalRows(*fresh, 4, 1, 2, 2, 16);
+    auto f5 = globalRows(*fresh, 5, 1, 2, 2, 16);
+    ASSERT_EQ(w4.size(), 6u);
+    for (size_t j = 0; j < 4; ++j)
+      EXPECT_TRUE(at::equal(w4[j], f4[j])) << spec << " row " << j;
+    for (size_t j = 0; j < 2; ++j)
+      EXPECT_TRUE(at::equal(w4[4 + j], f5[j])) << spec << " row " << 4 + j;
+    EXPECT_EQ(wider->firstSequence(5, 6), 18);
+    EXPECT_EQ(wider->sequencesConsumed(5, 6), 24);
+    auto w5 = globalRows(*wider, 5, 1, 3, 2, 16);
+    auto f5b = globalRows(*fresh, 5, 1, 2, 2, 16);
+    EXPECT_TRUE(at::equal(w5[0], f5b[2])) << spec; // sequence 18
+    EXPECT_FALSE(at::equal(w5[0], f5b[0])) << spec;
+  }
+}
+
+TEST_F(DataTest, PositionErrors) {
+  auto d = DataSource::open("synthetic", 100, 0);
+  EXPECT_THROW(d->setPosition(-1, 0), std::invalid_argument);
+  EXPECT_THROW(d->setPosition(2, -8), std::invalid_argument);
+  d->setPosition(2, 8);
+  // Steps up to the position's are behind it.
+  std::string e = message([&] { d->batches(2, 1, 0, 1, 4, 8, at::kCPU); });
+  EXPECT_NE(e.find("step 2 is not after the data position's step 2"),
+            std::string::npos)
+      << e;
+  EXPECT_NO_THROW(d->batches(3, 1, 0, 1, 4, 8, at::kCPU));
+  // Back to a fresh run's position.
+  d->setPosition(0, 0);
+  auto fresh = DataSource::open("synthetic", 100, 0);
+  EXPECT_TRUE(at::equal(d->batches(1, 1, 0, 1, 4, 8, at::kCPU)[0].tokens,
+                        fresh->batches(1, 1, 0, 1, 4, 8, at::kCPU)[0].tokens));
+}
+
 TEST_F(DataTest, RawUint16WindowsWrapAround) {
   std::vector<uint16_t> tokens(100);
   for (size_t i = 0; i < tokens.size(); ++i)

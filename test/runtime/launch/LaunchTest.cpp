@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 using namespace plan::run;
 namespace fs = std::filesystem;
@@ -307,6 +310,85 @@ TEST_F(LocalRanksTest, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
   testing::internal::GetCapturedStderr();
   EXPECT_EQ(code, 2);
   EXPECT_LT(elapsed, std::chrono::seconds(50));
+}
+
+/// Runs `ranks`, each of which touches DIR/ready.$RANK once it is set up, and
+/// sends `sig` to this process (as a user or a scheduler would) once all of
+/// them are ready.
+int runAndSignal(LocalRanks ranks, const fs::path &dir, int sig) {
+  pthread_t launcher = ::pthread_self();
+  std::thread signaller([&] {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (bool ready = false; !ready;) {
+      ready = true;
+      for (int rank = 0; rank < ranks.nproc; ++rank)
+        ready &= fs::exists(dir / ("ready." + std::to_string(rank)));
+      if (std::chrono::steady_clock::now() > deadline)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ::pthread_kill(launcher, sig);
+  });
+  int code = runLocalRanks(ranks);
+  signaller.join();
+  return code;
+}
+
+std::string readyThen(const fs::path &dir, const std::string &onTerm) {
+  return "trap '" + onTerm + "' TERM INT; touch " + dir.string() +
+         "/ready.$RANK; while :; do sleep 0.05; done";
+}
+
+TEST_F(LocalRanksTest, SignalIsForwardedAndWithoutCheckpointsIsTheResult) {
+  testing::internal::CaptureStderr();
+  int code = runAndSignal(shell(readyThen(dir_, "exit 0"), 2), dir_, SIGTERM);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 128 + SIGTERM);
+  EXPECT_EQ(err, "");
+}
+
+TEST_F(LocalRanksTest, CheckpointingRanksThatExitZeroAfterASignalMakeZero) {
+  LocalRanks ranks = shell(
+      readyThen(dir_, "echo $RANK > " + dir_.string() + "/saved.$RANK; exit 0"),
+      3);
+  ranks.checkpointOnSignal = true;
+  ranks.signalGrace = std::chrono::seconds(30);
+  testing::internal::CaptureStderr();
+  int code = runAndSignal(ranks, dir_, SIGINT);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(err, "");
+  EXPECT_EQ(read("saved.2"), "2");
+}
+
+TEST_F(LocalRanksTest, CheckpointingRankThatFailsAfterASignalIsReported) {
+  LocalRanks ranks = shell(
+      readyThen(dir_, "sleep 0.1; if [ $RANK = 1 ]; then exit 1; fi; exit 0"),
+      2);
+  ranks.checkpointOnSignal = true;
+  ranks.signalGrace = std::chrono::seconds(30);
+  testing::internal::CaptureStderr();
+  int code = runAndSignal(ranks, dir_, SIGTERM);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(err, "plan-run: rank 1 exited with code 1\n");
+}
+
+TEST_F(LocalRanksTest, CheckpointingRankThatDoesNotExitIsKilledAfterItsGrace) {
+  // The ranks ignore the signal (a save that never ends): SIGKILL after
+  // signalGrace, not after the usual grace.
+  LocalRanks ranks = shell(readyThen(dir_, ""), 2);
+  ranks.checkpointOnSignal = true;
+  ranks.grace = std::chrono::seconds(60);
+  ranks.signalGrace = std::chrono::milliseconds(500);
+  testing::internal::CaptureStderr();
+  auto start = std::chrono::steady_clock::now();
+  int code = runAndSignal(ranks, dir_, SIGTERM);
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 128 + SIGKILL);
+  EXPECT_NE(err.find("killed by signal 9"), std::string::npos) << err;
+  EXPECT_LT(elapsed, std::chrono::seconds(30));
 }
 
 TEST_F(LocalRanksTest, MissingExecutableFailsEveryRank) {

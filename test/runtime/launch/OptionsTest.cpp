@@ -5,6 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
 using namespace plan::run;
 
 namespace {
@@ -44,6 +49,12 @@ TEST(Options, Defaults) {
   EXPECT_EQ(options.metrics, "");
   EXPECT_EQ(options.timeoutSeconds, 300);
   EXPECT_FALSE(options.quiet);
+  EXPECT_FALSE(options.dataGiven);
+  EXPECT_EQ(options.checkpointDir, "");
+  EXPECT_EQ(options.checkpointEvery, 0);
+  EXPECT_EQ(options.keep, 0);
+  EXPECT_EQ(options.resume, "");
+  EXPECT_EQ(options.stopTimeoutSeconds, 120);
 }
 
 TEST(Options, EveryFlag) {
@@ -60,6 +71,51 @@ TEST(Options, EveryFlag) {
   EXPECT_EQ(options.metrics, "m.jsonl");
   EXPECT_EQ(options.timeoutSeconds, 10.5);
   EXPECT_TRUE(options.quiet);
+  EXPECT_TRUE(options.dataGiven);
+}
+
+TEST(Options, CheckpointFlags) {
+  RunOptions options = parseOk({"m.sched", "--checkpoint-dir", "ckpt",
+                                "--checkpoint-every", "50", "--keep", "3",
+                                "--resume", "auto", "--stop-timeout", "7.5"});
+  EXPECT_EQ(options.checkpointDir, "ckpt");
+  EXPECT_EQ(options.checkpointEvery, 50);
+  EXPECT_EQ(options.keep, 3);
+  EXPECT_EQ(options.resume, "auto");
+  EXPECT_EQ(options.stopTimeoutSeconds, 7.5);
+  // --resume PATH needs no --checkpoint-dir (the run then saves nothing).
+  EXPECT_EQ(parseOk({"m.sched", "--resume", "ckpt/step-00000010"}).resume,
+            "ckpt/step-00000010");
+}
+
+TEST(Options, CheckpointFlagErrorsNameTheFlags) {
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> words;
+  };
+  for (const Case &c : std::vector<Case>{
+           {{"m.sched", "--checkpoint-every", "5"},
+            {"--checkpoint-every", "--checkpoint-dir"}},
+           {{"m.sched", "--keep", "2"}, {"--keep", "--checkpoint-dir"}},
+           {{"m.sched", "--resume", "c", "--init", "hf/"},
+            {"--resume", "--init"}},
+           {{"m.sched", "--init", "hf/", "--resume", "c"},
+            {"--resume", "--init"}},
+           {{"m.sched", "--resume", "auto"},
+            {"--resume auto", "--checkpoint-dir"}},
+           {{"m.sched", "--resume", ""}, {"--resume"}},
+           {{"m.sched", "--checkpoint-dir", "c", "--checkpoint-every", "0"},
+            {"--checkpoint-every"}},
+           {{"m.sched", "--checkpoint-dir", "c", "--keep", "-1"}, {"--keep"}},
+           {{"m.sched", "--stop-timeout", "0"}, {"--stop-timeout"}}}) {
+    ExitRequest exit = parseExit(c.args);
+    EXPECT_EQ(exit.code, 1);
+    EXPECT_EQ(exit.output.rfind("plan-run: ", 0), 0u) << exit.output;
+    EXPECT_EQ(exit.output.find('\n'), std::string::npos) << exit.output;
+    for (const std::string &word : c.words)
+      EXPECT_NE(exit.output.find(word), std::string::npos)
+          << exit.output << " lacks " << word;
+  }
 }
 
 TEST(Options, HelpListsEveryFlag) {
@@ -67,7 +123,8 @@ TEST(Options, HelpListsEveryFlag) {
   EXPECT_EQ(exit.code, 0);
   for (const char *flag :
        {"--nproc", "--backend", "--steps", "--data", "--init", "--seed",
-        "--metrics", "--timeout", "--quiet", "FILE"})
+        "--metrics", "--timeout", "--quiet", "--checkpoint-dir",
+        "--checkpoint-every", "--keep", "--resume", "--stop-timeout", "FILE"})
     EXPECT_NE(exit.output.find(flag), std::string::npos) << flag;
 }
 
@@ -105,12 +162,40 @@ TEST(Options, RankArgumentsRepeatTheRunWithoutNproc) {
   EXPECT_EQ(rank.init, "w.safetensors");
   EXPECT_EQ(rank.data, "t.bin");
 
+  EXPECT_TRUE(rank.dataGiven);
+
   RunOptions plain = parseOk({"--nproc", "2", "x.sched"});
   RunOptions plainRank = parseOk(rankArguments(plain, "x.sched"));
   EXPECT_EQ(plainRank.steps, 0);
   EXPECT_FALSE(plainRank.seed);
   EXPECT_FALSE(plainRank.quiet);
   EXPECT_EQ(plainRank.metrics, "");
+  // A rank knows whether --data was given (a resumed run warns when it
+  // differs from the checkpoint's).
+  EXPECT_FALSE(plainRank.dataGiven);
+  EXPECT_EQ(plainRank.data, "synthetic");
+  EXPECT_EQ(plainRank.checkpointDir, "");
+  EXPECT_EQ(plainRank.resume, "");
+  EXPECT_EQ(plainRank.stopTimeoutSeconds, 120);
+}
+
+TEST(Options, RankArgumentsPassTheCheckpointFlags) {
+  RunOptions options = parseOk({"--nproc", "2", "x.plan", "--checkpoint-dir",
+                                "/ck", "--checkpoint-every", "4", "--keep", "2",
+                                "--resume", "auto", "--stop-timeout", "9.25"});
+  RunOptions rank = parseOk(rankArguments(options, "/tmp/x.sched"));
+  EXPECT_EQ(rank.checkpointDir, "/ck");
+  EXPECT_EQ(rank.checkpointEvery, 4);
+  EXPECT_EQ(rank.keep, 2);
+  EXPECT_EQ(rank.resume, "auto");
+  EXPECT_EQ(rank.stopTimeoutSeconds, 9.25);
+
+  RunOptions resumeOnly =
+      parseOk({"--nproc", "2", "x.sched", "--resume", "/ck/step-00000004"});
+  RunOptions resumeRank = parseOk(rankArguments(resumeOnly, "x.sched"));
+  EXPECT_EQ(resumeRank.resume, "/ck/step-00000004");
+  EXPECT_EQ(resumeRank.checkpointDir, "");
+  EXPECT_EQ(resumeRank.checkpointEvery, 0);
 }
 
 TEST(FaultInjection, Parses) {
@@ -124,6 +209,10 @@ TEST(FaultInjection, Parses) {
             FaultInjection::Kind::Exit);
   EXPECT_EQ(parseFaultInjection("rank=0,step=2,kind=error").kind,
             FaultInjection::Kind::Error);
+  FaultInjection save = parseFaultInjection("rank=1,step=4,kind=save");
+  EXPECT_EQ(save.kind, FaultInjection::Kind::Save);
+  EXPECT_EQ(save.rank, 1);
+  EXPECT_EQ(save.step, 4);
 }
 
 TEST(FaultInjection, RejectsBadSpecs) {
@@ -155,6 +244,30 @@ TEST(FaultInjection, OtherRanksAndStepsAreUntouched) {
   } catch (const std::runtime_error &e) {
     EXPECT_STREQ(e.what(), "PLAN_RUN_FAULT: injected error at step 1");
   }
+}
+
+TEST(FaultInjection, SaveTruncatesTheShardAndExits) {
+  std::string path = testing::TempDir() + "plan-run-save-fault-" +
+                     std::to_string(::getpid()) + ".safetensors.tmp";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << std::string(1000, 'x');
+  }
+  FaultInjection fault = parseFaultInjection("rank=1,step=3,kind=save");
+  // Not at the start of the step, not for other ranks or steps.
+  injectFault(fault, 1, 3);
+  injectSaveFault(fault, 0, 3, path);
+  injectSaveFault(fault, 1, 2, path);
+  injectSaveFault(std::nullopt, 1, 3, path);
+  injectSaveFault(parseFaultInjection("rank=1,step=3,kind=exit"), 1, 3, path);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 1000);
+  EXPECT_EXIT(injectSaveFault(fault, 1, 3, path), testing::ExitedWithCode(3),
+              "rank 1: PLAN_RUN_FAULT in the checkpoint save after step 3");
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 500);
+  ::unlink(path.c_str());
 }
 
 } // namespace

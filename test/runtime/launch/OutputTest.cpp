@@ -76,6 +76,60 @@ TEST(Metrics, FileHoldsThisRunsStepsAsSoonAsTheyAreWritten) {
   EXPECT_THROW(MetricsFile("/nonexistent-dir/m.jsonl"), std::runtime_error);
 }
 
+TEST(Metrics, ResumeKeepsTheCheckpointsStepsAndDropsLaterOnes) {
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() /
+      ("plan-run-metrics-resume-" + std::to_string(::getpid()) + ".jsonl");
+  auto read = [&] {
+    std::vector<int64_t> steps;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);)
+      steps.push_back(nlohmann::json::parse(line)["step"].get<int64_t>());
+    return steps;
+  };
+  // An interrupted run: steps 1..5 written, the last line cut short.
+  {
+    std::ofstream out(path);
+    StepMetrics m = sample();
+    for (int64_t step = 1; step <= 5; ++step) {
+      m.step = step;
+      out << metricsJson(m) << "\n";
+    }
+    out << "{\"step\":6,\"lo";
+  }
+  {
+    // Resumed from the checkpoint of step 3: steps 4.. are run again.
+    MetricsFile file(path.string(), 3);
+    EXPECT_EQ(read(), (std::vector<int64_t>{1, 2, 3}));
+    StepMetrics m = sample();
+    m.step = 4;
+    file.append(m);
+    EXPECT_EQ(read(), (std::vector<int64_t>{1, 2, 3, 4}));
+  }
+  EXPECT_FALSE(std::filesystem::exists(path.string() + ".tmp"));
+  {
+    // Resumed after the end of the file: nothing to drop.
+    MetricsFile file(path.string(), 10);
+    EXPECT_EQ(read(), (std::vector<int64_t>{1, 2, 3, 4}));
+  }
+  {
+    // A fresh run (no resume) empties it.
+    MetricsFile file(path.string());
+    EXPECT_EQ(read(), (std::vector<int64_t>{}));
+  }
+  std::filesystem::remove(path);
+  {
+    // A resumed run whose file is gone starts a new one.
+    MetricsFile file(path.string(), 3);
+    StepMetrics m = sample();
+    m.step = 4;
+    file.append(m);
+    EXPECT_EQ(read(), (std::vector<int64_t>{4}));
+  }
+  std::filesystem::remove(path);
+  EXPECT_THROW(MetricsFile("/nonexistent-dir/m.jsonl", 3), std::runtime_error);
+}
+
 TEST(Progress, StepLine) {
   EXPECT_EQ(formatStepLine(sample(), 10),
             "step 3/10 loss 5.2500 lr 1.0e-03 tok/s 2048");
@@ -91,9 +145,26 @@ TEST(Progress, BarAndEta) {
   // 3 of 10 steps in 6 s: 2 s a step, 7 to go.
   EXPECT_EQ(formatProgressBar(sample(), 10, 6.0, 10),
             "[###.......] 3/10 loss 5.2500 tok/s 2048 ETA 0:14");
+  // Resumed at step 3: the 6 s are one step's, 7 to go.
+  EXPECT_EQ(formatProgressBar(sample(), 10, 6.0, 10, 3),
+            "[###.......] 3/10 loss 5.2500 tok/s 2048 ETA 0:42");
   EXPECT_EQ(formatDuration(3725), "1:02:05");
   EXPECT_EQ(formatDuration(59.6), "1:00");
   EXPECT_EQ(formatDuration(NAN), "?");
+}
+
+TEST(Progress, BytesAndMessages) {
+  EXPECT_EQ(formatBytes(512), "512 B");
+  EXPECT_EQ(formatBytes(1258291), "1.2 MiB");
+  Progress quiet(Progress::Style::Quiet, 10);
+  testing::internal::CaptureStdout();
+  quiet.message("plan-run: checkpoint step 3");
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "");
+  Progress lines(Progress::Style::Lines, 10);
+  testing::internal::CaptureStdout();
+  lines.message("plan-run: checkpoint step 3");
+  EXPECT_EQ(testing::internal::GetCapturedStdout(),
+            "plan-run: checkpoint step 3\n");
 }
 
 } // namespace
