@@ -93,10 +93,7 @@ private:
 
 } // namespace
 
-std::unique_ptr<Comm> Comm::createGloo(c10::intrusive_ptr<c10d::Store> store,
-                                       int rank, int world,
-                                       const Schedule &schedule,
-                                       std::chrono::milliseconds timeout) {
+void Comm::checkMesh(int rank, int world, const Schedule &schedule) {
   if (schedule.replicate < 1 || schedule.shard < 1)
     throw std::runtime_error("schedule has an invalid mesh (" +
                              std::to_string(schedule.replicate) + "x" +
@@ -111,6 +108,13 @@ std::unique_ptr<Comm> Comm::createGloo(c10::intrusive_ptr<c10d::Store> store,
     throw std::runtime_error("rank " + std::to_string(rank) +
                              " is outside the world of " +
                              std::to_string(world) + " ranks");
+}
+
+std::unique_ptr<Comm> Comm::createGloo(c10::intrusive_ptr<c10d::Store> store,
+                                       int rank, int world,
+                                       const Schedule &schedule,
+                                       std::chrono::milliseconds timeout) {
+  checkMesh(rank, world, schedule);
   try {
     return std::make_unique<GlooComm>(store, rank, world, schedule, timeout);
   } catch (const std::exception &e) {
@@ -121,5 +125,15 @@ std::unique_ptr<Comm> Comm::createGloo(c10::intrusive_ptr<c10d::Store> store,
         ": could not connect the Gloo process groups: " + what);
   }
 }
+
+#ifndef PLAN_HAVE_CUDA
+// The CUDA build defines it in cuda/NcclComm.cpp.
+std::unique_ptr<Comm> Comm::createNccl(c10::intrusive_ptr<c10d::Store>, int,
+                                       int, const Schedule &,
+                                       std::chrono::milliseconds, at::Device) {
+  throw std::runtime_error("this build has no CUDA backend (configure with "
+                           "-DPLAN_ENABLE_CUDA=ON)");
+}
+#endif
 
 } // namespace plan::rt

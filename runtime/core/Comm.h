@@ -3,7 +3,7 @@
 // The schedule names collectives by mesh axis (shard, replicate, world). The
 // mesh is replicate x shard with rank = replicateIndex * shard + shardIndex
 // (docs/schedule-format.md). Comm builds one c10d backend per axis this rank
-// belongs to (Gloo for the cpu backend; NCCL with issue 7), each with the
+// belongs to (Gloo for the cpu backend, NCCL for the cuda one), each with the
 // collective timeout, over one rendezvous store.
 //
 //===----------------------------------------------------------------------===//
@@ -13,6 +13,7 @@
 
 #include "Schedule.h"
 
+#include <c10/core/Device.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -29,6 +30,22 @@ public:
                                           int rank, int world,
                                           const Schedule &schedule,
                                           std::chrono::milliseconds timeout);
+  /// NCCL communicators on CUDA `device` (the cuda backend): the world
+  /// communicator (its unique id goes through `store`) and the shard and
+  /// replicate groups split from it. Each group is a c10d::Backend with its
+  /// own communication stream that first waits for the current stream; its
+  /// ops return a Work whose wait() orders the current stream after them.
+  /// CPU tensors (small control all-reduces) are staged through the device
+  /// and complete synchronously. A collective that has not finished within
+  /// `timeout` of being queued makes a watchdog abort the rank's
+  /// communicators; the next op throws (one line). Throws std::runtime_error
+  /// (one line) for a bad mesh or rank, when there is no CUDA device, and in
+  /// builds without the CUDA backend (PLAN_HAVE_CUDA undefined).
+  static std::unique_ptr<Comm> createNccl(c10::intrusive_ptr<c10d::Store> store,
+                                          int rank, int world,
+                                          const Schedule &schedule,
+                                          std::chrono::milliseconds timeout,
+                                          at::Device device);
   virtual ~Comm() = default;
 
   int rank() const { return rank_; }
@@ -39,6 +56,10 @@ public:
   virtual c10d::Backend &group(GroupAxis axis) = 0;
 
 protected:
+  /// Throws std::runtime_error (one line) unless the schedule's mesh is valid,
+  /// has `world` ranks, and 0 <= rank < world.
+  static void checkMesh(int rank, int world, const Schedule &schedule);
+
   int rank_ = 0, world_ = 1;
 };
 
