@@ -13,6 +13,15 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#ifdef PLAN_HAVE_CUDA
+#include "cuda/CudaWork.h"
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#endif
+
 #include <array>
 #include <cmath>
 #include <functional>
@@ -72,7 +81,19 @@ struct Event {
   c10::intrusive_ptr<c10d::Work> work;
   std::function<void()> finish;
   size_t op = 0;
+  // cuda backend: an async copy to or from host memory, which the host
+  // must also wait for before it next touches host memory.
+  bool hostCopy = false;
 };
+
+#ifdef PLAN_HAVE_CUDA
+// The cuda backend's streams (docs/runtime.md, "CUDA backend"): compute ops
+// run on `compute` (the current stream during a step), async copies on `h2d`
+// and `d2h`; collectives on the process groups' own streams.
+struct CudaStreams {
+  c10::cuda::CUDAStream compute, h2d, d2h;
+};
+#endif
 
 } // namespace
 
@@ -88,7 +109,10 @@ struct Executor::Impl {
   std::array<at::Tensor, 3> arenas; // by Space
   std::vector<at::Tensor> buffers;  // by buffer id, all views
   std::vector<bool> keepGraph;      // by op index (Forward only)
-  std::vector<int64_t> stepsTaken;  // non-skipped steps by group
+  // By op index: the op reads or writes host memory on the host (the cuda
+  // backend first waits for the async copies that touched host memory).
+  std::vector<bool> hostSide;
+  std::vector<int64_t> stepsTaken; // non-skipped steps by group
   std::vector<Event> events;
   int64_t totalSteps = 0;
   int64_t lossScaleBuffer = -1;
@@ -99,6 +123,30 @@ struct Executor::Impl {
   std::optional<double> gradNorm;
   bool skipped = false;
   double lr = 0;
+
+#ifdef PLAN_HAVE_CUDA
+  std::optional<CudaStreams> streams;
+  // Copies to or from host memory that the compute stream has waited for
+  // and the host has not yet.
+  std::vector<c10::intrusive_ptr<c10d::Work>> hostFences;
+#endif
+
+  void syncHostFences() {
+#ifdef PLAN_HAVE_CUDA
+    for (auto &work : hostFences)
+      static_cast<cuda::CudaEventWork &>(*work).event().synchronize();
+    hostFences.clear();
+#endif
+  }
+  // After the compute stream waited for `e`'s work.
+  void waited(Event &e) {
+#ifdef PLAN_HAVE_CUDA
+    if (e.hostCopy && e.work)
+      hostFences.push_back(e.work);
+#else
+    (void)e;
+#endif
+  }
 
   void allocate();
   void validateOps();
@@ -128,9 +176,23 @@ struct Executor::Impl {
   void allReduce(size_t index);
   void broadcast(size_t index);
   void optimizerStep(const Op &op);
+  void copy(size_t index);
+  bool hostCopy(size_t index) const {
+    const Op &op = schedule.ops[index];
+    if (!device.is_cuda() || op.kind != OpKind::Copy)
+      return false;
+    return (schedule.buffers[op.src].space == Space::Device) !=
+           (schedule.buffers[op.dst].space == Space::Device);
+  }
 };
 
 void Executor::Impl::allocate() {
+#ifdef PLAN_HAVE_CUDA
+  // The device arena belongs to the compute stream, on which it is freed.
+  std::optional<c10::cuda::CUDAStreamGuard> onCompute;
+  if (streams)
+    onCompute.emplace(streams->compute);
+#endif
   auto arenaBytes = [&](Space space) -> int64_t {
     auto it = schedule.arenaBytes.find(toString(space));
     return it == schedule.arenaBytes.end() ? 0 : it->second;
@@ -280,6 +342,30 @@ void Executor::Impl::validateOps() {
     if (op.kind == OpKind::Forward)
       keepGraph[i] = !recomputed.count({op.unit, op.microBatch});
   }
+  // Ops that touch host memory from the host: every op with an operand
+  // outside device memory, except an async copy between the two sides.
+  hostSide.assign(schedule.ops.size(), false);
+  for (size_t i = 0; i < schedule.ops.size(); ++i) {
+    const Op &op = schedule.ops[i];
+    if (op.kind == OpKind::Alloc || op.kind == OpKind::Free ||
+        op.kind == OpKind::Wait)
+      continue;
+    auto onHost = [&](int64_t id) {
+      return id >= 0 && schedule.buffers[id].space != Space::Device;
+    };
+    if (op.kind == OpKind::Copy) {
+      hostSide[i] = onHost(op.src) && onHost(op.dst);
+      continue;
+    }
+    bool host = false;
+    for (int64_t id : {op.buffer, op.src, op.dst, op.params, op.tied, op.saves,
+                       op.input, op.activations, op.grads, op.tiedGrads,
+                       op.scalar, op.norm, op.foundInf, op.lossScale})
+      host = host || onHost(id);
+    for (int64_t id : op.state)
+      host = host || onHost(id);
+    hostSide[i] = host;
+  }
   // The loss scale the first op reading it sees is the step's scale.
   for (const Op &op : schedule.ops)
     if (op.lossScale >= 0) {
@@ -364,8 +450,11 @@ void Executor::Impl::issue(size_t index, c10::intrusive_ptr<c10d::Work> work,
   const Op &op = schedule.ops[index];
   if (op.event < 0) {
     // Nobody waits for it: complete it in place, as if waited right away.
-    if (work)
+    if (work) {
       work->wait();
+      Event e{Event::State::Done, work, nullptr, index, hostCopy(index)};
+      waited(e);
+    }
     if (finish)
       finish();
     return;
@@ -375,7 +464,8 @@ void Executor::Impl::issue(size_t index, c10::intrusive_ptr<c10d::Work> work,
     throw ExecutionError(describe(index) + " signals event " +
                          std::to_string(op.event) +
                          ", which an earlier op of this step signalled");
-  e = Event{Event::State::InFlight, std::move(work), std::move(finish), index};
+  e = Event{Event::State::InFlight, std::move(work), std::move(finish), index,
+            hostCopy(index)};
 }
 
 void Executor::Impl::complete(int64_t event) {
@@ -387,8 +477,10 @@ void Executor::Impl::complete(int64_t event) {
                          " is waited for before any op signalled it");
   e.state = Event::State::Done;
   try {
-    if (e.work)
+    if (e.work) {
       e.work->wait();
+      waited(e);
+    }
     if (e.finish)
       e.finish();
   } catch (const ExecutionError &) {
@@ -531,10 +623,56 @@ void Executor::Impl::optimizerStep(const Op &op) {
   optimizerUpdate(train.optimizer, params, grad, state, lr, t);
 }
 
-void Executor::Impl::execute(size_t index) {
+void Executor::Impl::copy(size_t index) {
   const Op &op = schedule.ops[index];
+  at::Tensor src = buffers[op.src], dst = buffers[op.dst];
+  if (src.numel() != dst.numel())
+    throw ExecutionError("copy between buffers of different sizes");
+#ifdef PLAN_HAVE_CUDA
+  if (hostCopy(index)) {
+    // On the h2d or d2h stream, after everything queued so far on the
+    // compute stream and after the `after` events.
+    c10::cuda::CUDAStream stream = dst.is_cuda() ? streams->h2d : streams->d2h;
+    cuda::streamWaitStream(stream, streams->compute);
+    for (int64_t id : op.after) {
+      Event &e = events[id];
+      auto *work = dynamic_cast<cuda::CudaEventWork *>(e.work.get());
+      if (e.state == Event::State::InFlight && work && !e.finish)
+        // The event stays in flight for its own `wait`.
+        C10_CUDA_CHECK(
+            cudaStreamWaitEvent(stream.stream(), work->event().event(), 0));
+      else {
+        complete(id);
+        cuda::streamWaitStream(stream, streams->compute);
+      }
+    }
+    {
+      c10::cuda::CUDAStreamGuard onStream(stream);
+      dst.copy_(src, /*non_blocking=*/true);
+    }
+    issue(index,
+          c10::make_intrusive<cuda::CudaEventWork>(
+              stream, c10d::OpType::UNKNOWN, "plan:copy",
+              std::vector<at::Tensor>{src, dst}),
+          nullptr);
+    return;
+  }
+#endif
+  // Synchronous on the cpu backend (and between two host buffers or two
+  // device buffers on the cuda one): the event is complete when issued.
   for (int64_t e : op.after)
     complete(e);
+  dst.copy_(src);
+  issue(index, nullptr, nullptr);
+}
+
+void Executor::Impl::execute(size_t index) {
+  const Op &op = schedule.ops[index];
+  if (op.kind != OpKind::Copy)
+    for (int64_t e : op.after)
+      complete(e);
+  if (hostSide[index])
+    syncHostFences();
   switch (op.kind) {
   case OpKind::Alloc:
   case OpKind::Free:
@@ -553,15 +691,8 @@ void Executor::Impl::execute(size_t index) {
     return allReduce(index);
   case OpKind::Broadcast:
     return broadcast(index);
-  case OpKind::Copy: {
-    // Synchronous on the cpu backend: the event is complete when issued.
-    at::Tensor src = buffers[op.src], dst = buffers[op.dst];
-    if (src.numel() != dst.numel())
-      throw ExecutionError("copy between buffers of different sizes");
-    dst.copy_(src);
-    issue(index, nullptr, nullptr);
-    return;
-  }
+  case OpKind::Copy:
+    return copy(index);
   case OpKind::Cast:
   case OpKind::Accumulate: {
     at::Tensor src = buffers[op.src], dst = buffers[op.dst];
@@ -623,6 +754,20 @@ Executor::Executor(const Schedule &schedule, Model &model, Comm &comm,
                            std::to_string(schedule.worldSize()) +
                            " ranks, but the process groups have " +
                            std::to_string(comm.world()));
+    if (device.is_cuda()) {
+#ifdef PLAN_HAVE_CUDA
+      at::DeviceIndex index =
+          device.has_index() ? device.index() : c10::cuda::current_device();
+      impl_->device = at::Device(at::kCUDA, index);
+      c10::cuda::CUDAGuard onDevice(index);
+      impl_->streams = CudaStreams{c10::cuda::getStreamFromPool(false, index),
+                                   c10::cuda::getStreamFromPool(false, index),
+                                   c10::cuda::getStreamFromPool(false, index)};
+#else
+      throw ExecutionError("this build has no CUDA backend (configure with "
+                           "-DPLAN_ENABLE_CUDA=ON)");
+#endif
+    }
     impl_->allocate();
     impl_->validateOps();
     impl_->events.resize(std::max<int64_t>(0, schedule.numEvents));
@@ -635,7 +780,21 @@ Executor::Executor(const Schedule &schedule, Model &model, Comm &comm,
   }
 }
 
-Executor::~Executor() { delete impl_; }
+Executor::~Executor() {
+#ifdef PLAN_HAVE_CUDA
+  // Work still queued on the streams reads the arenas freed here.
+  if (impl_->streams) {
+    try {
+      impl_->streams->compute.synchronize();
+      impl_->streams->h2d.synchronize();
+      impl_->streams->d2h.synchronize();
+    } catch (...) {
+      // A destructor does not throw; a failed device reports elsewhere.
+    }
+  }
+#endif
+  delete impl_;
+}
 
 void Executor::setTotalSteps(int64_t steps) { impl_->totalSteps = steps; }
 
@@ -726,6 +885,26 @@ StepResult Executor::runStep(int64_t step,
   for (Event &e : s.events)
     e = Event{};
 
+#ifdef PLAN_HAVE_CUDA
+  // The step runs on the compute stream, after what the caller queued (the
+  // batches' copies); the caller's stream waits for the step at the end.
+  std::optional<c10::cuda::CUDAStreamGuard> onCompute;
+  std::optional<c10::cuda::CUDAStream> caller;
+  if (s.streams) {
+    caller = c10::cuda::getCurrentCUDAStream(s.device.index());
+    cuda::streamWaitStream(s.streams->compute, *caller);
+    onCompute.emplace(s.streams->compute);
+    c10::cuda::CUDACachingAllocator::resetPeakStats(s.device.index());
+  }
+  auto release = [&]() {
+    s.hostFences.clear();
+    if (caller)
+      cuda::streamWaitStream(*caller, s.streams->compute);
+  };
+#else
+  auto release = []() {};
+#endif
+
   int64_t tokens = 0;
   try {
     for (size_t mb = 0; mb < batches.size(); ++mb) {
@@ -748,8 +927,10 @@ StepResult Executor::runStep(int64_t step,
         throw ExecutionError("event " + std::to_string(e) + " of " +
                              s.describe(op) + " is never waited for");
       }
+    s.syncHostFences();
   } catch (...) {
     s.model.reset();
+    release();
     throw;
   }
   s.model.reset();
@@ -766,6 +947,7 @@ StepResult Executor::runStep(int64_t step,
     try {
       s.comm.group(GroupAxis::World).allreduce(value)->wait();
     } catch (const std::exception &e) {
+      release();
       throw ExecutionError("the loss all_reduce for metrics failed: " +
                            firstLine(e.what()));
     }
@@ -776,7 +958,24 @@ StepResult Executor::runStep(int64_t step,
   result.skipped = s.skipped;
   result.tokens = tokens * s.comm.world();
   for (const auto &[space, bytes] : schedule.arenaBytes)
-    result.peakBytes += bytes;
+    result.plannedBytes += bytes;
+  result.peakBytes = result.plannedBytes;
+  release();
+#ifdef PLAN_HAVE_CUDA
+  if (s.streams) {
+    // The caching allocator's peak since the step started (the device arena
+    // is one of its allocations) plus the host arenas.
+    auto stats =
+        c10::cuda::CUDACachingAllocator::getDeviceStats(s.device.index());
+    result.peakBytes =
+        stats
+            .allocated_bytes[static_cast<size_t>(
+                c10::CachingAllocator::StatType::AGGREGATE)]
+            .peak +
+        s.arenas[static_cast<size_t>(Space::Host)].nbytes() +
+        s.arenas[static_cast<size_t>(Space::PinnedHost)].nbytes();
+  }
+#endif
   return result;
 }
 

@@ -34,16 +34,20 @@ public:
 };
 
 struct StepResult {
-  int64_t step = 0;      // 1-based optimizer step
-  double loss = 0;       // mean cross-entropy over the global batch
-  double lr = 0;         // learning rate this step used
-  double gradNorm = 0;   // global L2 norm of the gradients (before clipping), 0
-                         // if the schedule computes none
-  bool skipped = false;  // fp16 step skipped for non-finite gradients
-  double lossScale = 1;  // the loss scale this step's backward used (1 if none)
-  int64_t tokens = 0;    // tokens in the global batch
-  int64_t peakBytes = 0; // arena bytes (all spaces) + allocator peak, this rank
-                         // (the cpu backend reports the arenas only)
+  int64_t step = 0;     // 1-based optimizer step
+  double loss = 0;      // mean cross-entropy over the global batch
+  double lr = 0;        // learning rate this step used
+  double gradNorm = 0;  // global L2 norm of the gradients (before clipping), 0
+                        // if the schedule computes none
+  bool skipped = false; // fp16 step skipped for non-finite gradients
+  double lossScale = 1; // the loss scale this step's backward used (1 if none)
+  int64_t tokens = 0;   // tokens in the global batch
+  // Measured peak memory of this rank, bytes: on the cuda backend the CUDA
+  // caching allocator's peak allocated bytes during the step (the device
+  // arena included) plus the host and pinned-host arenas; the cpu backend
+  // reports the arenas only (= plannedBytes).
+  int64_t peakBytes = 0;
+  int64_t plannedBytes = 0; // the schedule's arena bytes, all memory spaces
 };
 
 /// The training state that lives outside the buffers: what a checkpoint

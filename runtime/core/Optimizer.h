@@ -35,6 +35,26 @@ void adamwStep(at::Tensor &params, const at::Tensor &grad, at::Tensor &expAvg,
                at::Tensor &expAvgSq, const OptimizerConfig &config, double lr,
                int64_t t);
 
+/// adamwStep's update in one multithreaded pass over memory (at::parallel_for
+/// over cache-sized blocks, each updated completely while it is in cache),
+/// with bitwise the same fp32 results: each element goes through the same
+/// operations, rounded the same way, as in the ATen fp32 CPU kernels that
+/// adamwStep calls. Returns false (and changes nothing) where it cannot run:
+/// a tensor that is not a contiguous fp32 CPU tensor of the params' size, or
+/// an x86 CPU without AVX2/FMA.
+bool adamwStepParallel(at::Tensor &params, const at::Tensor &grad,
+                       at::Tensor &expAvg, at::Tensor &expAvgSq,
+                       const OptimizerConfig &config, double lr, int64_t t);
+
+/// torch.optim.AdamW(fused=True) on any device ATen has the fused kernel
+/// for (CUDA): at::_fused_adamw_ with an fp32 step-count tensor holding `t`.
+void fusedAdamWStep(at::Tensor &params, const at::Tensor &grad,
+                    at::Tensor &expAvg, at::Tensor &expAvgSq,
+                    const OptimizerConfig &config, double lr, int64_t t);
+
+/// CPU shards above this many elements take adamwStepParallel.
+constexpr int64_t kParallelAdamWMinNumel = int64_t{1} << 20;
+
 /// torch.optim.SGD without dampening or nesterov; `momentumBuf` is undefined
 /// when momentum is 0. On step 1 the buffer takes the gradient (torch's
 /// clone of the first d_p).
@@ -43,8 +63,10 @@ void sgdStep(at::Tensor &params, const at::Tensor &grad,
              int64_t t);
 
 /// Dispatches on config.kind; `state` is (exp_avg, exp_avg_sq) for adamw,
-/// (momentum) or () for sgd. Throws std::runtime_error for a state list that
-/// does not fit the optimizer.
+/// (momentum) or () for sgd. AdamW on CUDA params runs fusedAdamWStep, on
+/// CPU params of more than kParallelAdamWMinNumel elements
+/// adamwStepParallel, otherwise adamwStep; SGD runs sgdStep everywhere. Throws
+/// std::runtime_error for a state list that does not fit the optimizer.
 void optimizerUpdate(const OptimizerConfig &config, at::Tensor &params,
                      const at::Tensor &grad, std::vector<at::Tensor> &state,
                      double lr, int64_t t);

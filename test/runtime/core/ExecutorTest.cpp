@@ -9,6 +9,7 @@
 #include "TestSupport.h"
 #include "ToyModel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -88,6 +89,102 @@ struct ToyTrainSchedule {
   }
 };
 
+// ToyTrainSchedule with the step offloaded: the persistent parameters,
+// gradients and optimizer state live in pinned host memory; each step copies
+// the parameters to a device staging buffer (h2d), runs forward and backward
+// there, drains the gradient back (d2h) and steps on the host. A second d2h
+// copy `after` the h2d one echoes the staged parameters into a host buffer
+// before the h2d copy is waited for.
+struct OffloadTrainSchedule {
+  ScheduleBuilder b;
+  int64_t param = -1, grad = -1, state = -1, echo = -1;
+
+  OffloadTrainSchedule(int64_t microBatches, const std::string &optimizer) {
+    Schedule &s = b.s;
+    s.microBatches = microBatches;
+    s.train.optimizer.kind = optimizer;
+    for (const char *name : {"u0", "u1"}) {
+      Unit u;
+      u.name = name;
+      u.kind = "toy";
+      u.numel = kWidth;
+      s.units.push_back(u);
+    }
+    s.groups.push_back(
+        Group{"g", {"u0", "u1"}, 2 * kWidth, 2 * kWidth, 2 * kWidth});
+    auto host = [&](const char *name, BufferRole role, bool persistent) {
+      int64_t id = b.alloc(name, 2 * kWidth, ElementType::F32, persistent, role,
+                           Space::PinnedHost);
+      s.buffers[id].group = "g";
+      return id;
+    };
+    param = host("g.param", BufferRole::Param, true);
+    grad = host("g.grad", BufferRole::Grad, true);
+    if (optimizer == "adamw") {
+      state = host("g.exp_avg", BufferRole::ExpAvg, true);
+      host("g.exp_avg_sq", BufferRole::ExpAvgSq, true);
+    }
+    echo = host("g.param.echo", BufferRole::Staging, false);
+    int64_t devParam = b.alloc("g.param.staging", 2 * kWidth);
+    int64_t devGrad = b.alloc("g.grad.staging", 2 * kWidth, ElementType::F32,
+                              false, BufferRole::Staging);
+    b.op(OpKind::Alloc).buffer = devParam;
+    b.op(OpKind::Alloc).buffer = echo;
+    Op &up = b.op(OpKind::Copy);
+    up.src = param, up.dst = devParam, up.event = b.event();
+    int64_t upEvent = up.event;
+    Op &back = b.op(OpKind::Copy);
+    back.src = devParam, back.dst = echo, back.event = b.event(),
+    back.after = {upEvent};
+    int64_t echoEvent = back.event;
+    b.wait(upEvent);
+    b.op(OpKind::Alloc).buffer = devGrad;
+    b.op(OpKind::Zero).buffer = devGrad;
+    int64_t p[2] = {b.view(devParam, 0, kWidth),
+                    b.view(devParam, kWidth, kWidth)};
+    int64_t g[2] = {b.view(devGrad, 0, kWidth),
+                    b.view(devGrad, kWidth, kWidth)};
+    for (int64_t mb = 0; mb < microBatches; ++mb) {
+      int64_t saves[2];
+      for (int u = 0; u < 2; ++u) {
+        saves[u] = b.alloc("u.saves", kWidth, ElementType::F32, false,
+                           BufferRole::Activations);
+        b.op(OpKind::Alloc).buffer = saves[u];
+        Op &f = b.op(OpKind::Forward);
+        f.unit = u, f.microBatch = mb, f.params = p[u], f.saves = saves[u];
+      }
+      Op &l = b.op(OpKind::Loss);
+      l.unit = 1, l.microBatch = mb,
+      l.scale = 1.0 / static_cast<double>(microBatches);
+      for (int u = 1; u >= 0; --u) {
+        Op &bw = b.op(OpKind::Backward);
+        bw.unit = u, bw.microBatch = mb, bw.params = p[u],
+        bw.activations = saves[u], bw.grads = g[u];
+        b.op(OpKind::Free).buffer = saves[u];
+      }
+    }
+    Op &down = b.op(OpKind::Copy);
+    down.src = devGrad, down.dst = grad, down.event = b.event();
+    b.wait(down.event);
+    b.op(OpKind::Free).buffer = devGrad;
+    b.wait(echoEvent);
+    b.op(OpKind::Free).buffer = devParam;
+    int64_t norm = b.alloc("grad_norm", 1, ElementType::F32, false,
+                           BufferRole::Scalar, Space::PinnedHost);
+    b.op(OpKind::Alloc).buffer = norm;
+    b.op(OpKind::Zero).buffer = norm;
+    Op &gn = b.op(OpKind::GradNorm);
+    gn.src = grad, gn.scalar = norm;
+    Op &step = b.op(OpKind::OptimizerStep);
+    step.group = 0, step.params = param, step.grads = grad, step.norm = norm;
+    if (state >= 0)
+      step.state = {state, state + 1};
+    b.op(OpKind::Free).buffer = norm;
+  }
+};
+
+bool haveCuda() { return at::hasCUDA() && at::getNumGPUs() > 0; }
+
 // The toy model's loss and gradients in long double.
 struct Reference {
   std::vector<long double> w, grad;
@@ -129,10 +226,15 @@ std::vector<float> initialWeights(uint64_t seed) {
 const std::vector<std::vector<int64_t>> kInputs = {{1, 2, 3}, {-2, 0, 5}};
 const std::vector<std::vector<int64_t>> kTargets = {{2, -1, 4}, {0, 3, 1}};
 
-std::vector<MicroBatch> toyBatches(int64_t count) {
+std::vector<MicroBatch> toyBatches(int64_t count,
+                                   at::Device device = at::kCPU) {
   std::vector<MicroBatch> out;
-  for (int64_t mb = 0; mb < count; ++mb)
-    out.push_back(toyBatch(kInputs[mb], kTargets[mb]));
+  for (int64_t mb = 0; mb < count; ++mb) {
+    MicroBatch b = toyBatch(kInputs[mb], kTargets[mb]);
+    b.tokens = b.tokens.to(device);
+    b.targets = b.targets.to(device);
+    out.push_back(b);
+  }
   return out;
 }
 
@@ -160,12 +262,94 @@ TEST(Executor, TrainStepMatchesHandComputedGradients) {
   EXPECT_FALSE(r.skipped);
   EXPECT_EQ(r.tokens, 2 * kWidth);
   EXPECT_EQ(r.peakBytes, exec.arena(Space::Device).numel());
+  EXPECT_EQ(r.plannedBytes, exec.arena(Space::Device).numel());
   EXPECT_EQ(model.resets, 1);
   expectTensor(exec.buffer(toy.grad), ref.grad, 1e-6);
   std::vector<long double> updated;
   for (size_t i = 0; i < ref.w.size(); ++i)
     updated.push_back(ref.w[i] - 0.1L * ref.grad[i]);
   expectTensor(exec.buffer(toy.param), updated, 1e-6);
+}
+
+// The offloaded step gives the numbers of the step on the device, and the
+// echo copy (issued `after` the h2d copy, before its wait) sees the staged
+// parameters.
+TEST(Executor, OffloadedStepMatchesTheDeviceStep) {
+  for (const char *optimizer : {"sgd", "adamw"}) {
+    SCOPED_TRACE(optimizer);
+    ToyTrainSchedule onDevice(2, 0, optimizer);
+    OffloadTrainSchedule offload(2, optimizer);
+    ToyModel model(2), offloadModel(2);
+    MeshPositionComm comm(0, 1, 1);
+    Executor a(onDevice.b.s, model, comm, at::kCPU);
+    Executor b(offload.b.s, offloadModel, comm, at::kCPU);
+    a.initState(3);
+    b.initState(3);
+    for (int64_t step = 1; step <= 2; ++step) {
+      at::Tensor before = b.buffer(offload.param).clone();
+      StepResult ra = a.runStep(step, toyBatches(2));
+      StepResult rb = b.runStep(step, toyBatches(2));
+      EXPECT_EQ(ra.loss, rb.loss);
+      EXPECT_EQ(ra.gradNorm, rb.gradNorm);
+      EXPECT_TRUE(at::equal(a.buffer(onDevice.param), b.buffer(offload.param)));
+      EXPECT_TRUE(at::equal(b.buffer(offload.echo), before));
+      int64_t planned = 0;
+      for (Space space : {Space::Device, Space::Host, Space::PinnedHost})
+        planned += b.arena(space).numel();
+      EXPECT_EQ(rb.plannedBytes, planned);
+      EXPECT_EQ(rb.peakBytes, planned);
+    }
+  }
+}
+
+// The cuda backend runs the same schedules with the same numbers (up to
+// fp32 rounding: the fused AdamW kernel, the device's reductions), through
+// the async copy streams for the offloaded one; the measured peak covers
+// the planned arenas.
+TEST(Executor, CudaStepMatchesTheCpuStep) {
+  if (!haveCuda())
+    GTEST_SKIP() << "no CUDA device";
+  at::Device cuda(at::kCUDA, 0);
+  for (const char *optimizer : {"sgd", "adamw"}) {
+    for (bool offloaded : {false, true}) {
+      SCOPED_TRACE(std::string(optimizer) + (offloaded ? " offloaded" : ""));
+      ToyTrainSchedule plain(2, 0, optimizer);
+      OffloadTrainSchedule offload(2, optimizer);
+      const Schedule &s = offloaded ? offload.b.s : plain.b.s;
+      int64_t param = offloaded ? offload.param : plain.param;
+      ToyModel cpuModel(2), cudaModel(2);
+      MeshPositionComm comm(0, 1, 1);
+      Executor onCpu(s, cpuModel, comm, at::kCPU);
+      Executor onCuda(s, cudaModel, comm, cuda);
+      EXPECT_TRUE(onCuda.arena(Space::Device).is_cuda());
+      if (offloaded) {
+        EXPECT_TRUE(onCuda.arena(Space::PinnedHost).is_pinned());
+      }
+      onCpu.initState(5);
+      onCuda.initState(5);
+      for (int64_t step = 1; step <= 3; ++step) {
+        // A copy: the pinned parameters are updated in place.
+        at::Tensor before = onCuda.buffer(param).cpu().clone();
+        StepResult rc = onCpu.runStep(step, toyBatches(2));
+        StepResult rg = onCuda.runStep(step, toyBatches(2, cuda));
+        EXPECT_NEAR(rc.loss, rg.loss, 1e-5 * std::max(1.0, std::fabs(rc.loss)));
+        EXPECT_NEAR(rc.gradNorm, rg.gradNorm,
+                    1e-5 * std::max(1.0, rc.gradNorm));
+        EXPECT_TRUE(at::allclose(onCpu.buffer(param),
+                                 onCuda.buffer(param).cpu(), 1e-4, 1e-5));
+        if (offloaded) {
+          EXPECT_TRUE(at::equal(onCuda.buffer(offload.echo).cpu(), before));
+        }
+        int64_t planned = 0, host = 0;
+        for (Space space : {Space::Device, Space::Host, Space::PinnedHost})
+          planned += onCuda.arena(space).numel();
+        host = onCuda.arena(Space::Host).numel() +
+               onCuda.arena(Space::PinnedHost).numel();
+        EXPECT_EQ(rg.plannedBytes, planned);
+        EXPECT_GE(rg.peakBytes, onCuda.arena(Space::Device).numel() + host);
+      }
+    }
+  }
 }
 
 TEST(Executor, ClippingScalesTheStepToTheMaximumNorm) {

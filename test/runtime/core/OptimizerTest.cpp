@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 using namespace plan::rt;
@@ -116,6 +120,128 @@ TEST(Optimizer, StepGradientUnscalesAndClipsWithoutTouchingTheBuffer) {
   at::Tensor f = floats({3.0f});
   EXPECT_EQ(stepGradient(f, 0.5, 1.0)[0].item<float>(), 1.5f);
   EXPECT_EQ(f[0].item<float>(), 3.0f);
+}
+
+OptimizerConfig adamwConfig(double beta1, double weightDecay) {
+  OptimizerConfig config;
+  config.kind = "adamw";
+  config.lr = 3e-3;
+  config.beta1 = beta1;
+  config.beta2 = 0.95;
+  config.eps = 1e-8;
+  config.weightDecay = weightDecay;
+  return config;
+}
+
+// Random AdamW inputs over a few orders of magnitude, with exact zeros.
+struct AdamWInputs {
+  at::Tensor p, m, v;
+  std::vector<at::Tensor> grads;
+  AdamWInputs(int64_t n, int steps, uint64_t seed) {
+    at::Generator gen = at::detail::createCPUGenerator(seed);
+    auto spread = [&](at::Tensor t) {
+      return t * at::exp(at::randn({n}, gen) * 3);
+    };
+    p = spread(at::randn({n}, gen));
+    m = at::randn({n}, gen) * 1e-3;
+    v = at::rand({n}, gen) * 1e-6;
+    for (int i = 0; i < steps; ++i) {
+      at::Tensor g = spread(at::randn({n}, gen));
+      g.masked_fill_(at::rand({n}, gen) < 0.01, 0);
+      grads.push_back(g);
+    }
+  }
+};
+
+TEST(Optimizer, ParallelAdamWIsBitwiseAdamWStep) {
+  for (int64_t n : {int64_t{33}, int64_t{1000}, (int64_t{3} << 16) + 5,
+                    (int64_t{1} << 20) + 37}) {
+    for (double beta1 : {0.9, 0.3}) {
+      for (double wd : {0.0, 0.1}) {
+        SCOPED_TRACE("n " + std::to_string(n) + " beta1 " +
+                     std::to_string(beta1) + " wd " + std::to_string(wd));
+        OptimizerConfig config = adamwConfig(beta1, wd);
+        AdamWInputs in(n, 3, static_cast<uint64_t>(n) + (wd > 0));
+        at::Tensor p = in.p.clone(), m = in.m.clone(), v = in.v.clone();
+        at::Tensor rp = in.p.clone(), rm = in.m.clone(), rv = in.v.clone();
+        auto firstDiff = [](const at::Tensor &a, const at::Tensor &b) {
+          at::Tensor bad = (a != b).nonzero();
+          if (bad.numel() == 0)
+            return std::string("none");
+          int64_t i = bad[0][0].item<int64_t>();
+          char text[128];
+          std::snprintf(text, sizeof text, "element %lld: %a vs %a",
+                        static_cast<long long>(i), a[i].item<float>(),
+                        b[i].item<float>());
+          return std::string(text);
+        };
+        for (int t = 1; t <= 3; ++t) {
+          double lr = config.lr * t / 3;
+          ASSERT_TRUE(
+              adamwStepParallel(p, in.grads[t - 1], m, v, config, lr, t));
+          adamwStep(rp, in.grads[t - 1], rm, rv, config, lr, t);
+          ASSERT_TRUE(at::equal(m, rm))
+              << "exp_avg, step " << t << ", " << firstDiff(m, rm);
+          ASSERT_TRUE(at::equal(v, rv))
+              << "exp_avg_sq, step " << t << ", " << firstDiff(v, rv);
+          ASSERT_TRUE(at::equal(p, rp))
+              << "params, step " << t << ", " << firstDiff(p, rp);
+        }
+        EXPECT_FALSE(at::equal(p, in.p)); // it did update
+      }
+    }
+  }
+}
+
+TEST(Optimizer, LargeCpuShardsTakeTheParallelPathWithTheSameNumbers) {
+  int64_t n = kParallelAdamWMinNumel + 1001;
+  OptimizerConfig config = adamwConfig(0.9, 0.01);
+  AdamWInputs in(n, 1, 11);
+  at::Tensor p = in.p.clone(), rp = in.p.clone();
+  std::vector<at::Tensor> state{in.m.clone(), in.v.clone()};
+  at::Tensor rm = in.m.clone(), rv = in.v.clone();
+  optimizerUpdate(config, p, in.grads[0], state, 1e-3, 1);
+  adamwStep(rp, in.grads[0], rm, rv, config, 1e-3, 1);
+  EXPECT_TRUE(at::equal(p, rp));
+  EXPECT_TRUE(at::equal(state[0], rm));
+  EXPECT_TRUE(at::equal(state[1], rv));
+  // Not contiguous: the parallel loop declines, nothing changes.
+  at::Tensor strided = at::zeros({2 * n}).slice(0, 0, 2 * n, 2);
+  at::Tensor before = strided.clone();
+  EXPECT_FALSE(
+      adamwStepParallel(strided, in.grads[0], rm, rv, config, 1e-3, 2));
+  EXPECT_TRUE(at::equal(strided, before));
+}
+
+TEST(Optimizer, FusedAdamWOnCudaMatchesAdamWStep) {
+  if (!at::hasCUDA() || at::getNumGPUs() == 0)
+    GTEST_SKIP() << "no CUDA device";
+  OptimizerConfig config = adamwConfig(0.9, 0.1);
+  int64_t n = 100003;
+  AdamWInputs in(n, 3, 5);
+  at::Device cuda(at::kCUDA, 0);
+  at::Tensor p = in.p.to(cuda), m = in.m.to(cuda), v = in.v.to(cuda);
+  at::Tensor rp = in.p.clone(), rm = in.m.clone(), rv = in.v.clone();
+  for (int t = 1; t <= 3; ++t) {
+    std::vector<at::Tensor> state{m, v};
+    optimizerUpdate(config, p, in.grads[t - 1].to(cuda), state, 1e-3, t);
+    adamwStep(rp, in.grads[t - 1], rm, rv, config, 1e-3, t);
+  }
+  // The fused kernel computes the same formula in fp32 in another order.
+  EXPECT_TRUE(at::allclose(p.cpu(), rp, 1e-5, 1e-7));
+  EXPECT_TRUE(at::allclose(m.cpu(), rm, 1e-5, 1e-9));
+  EXPECT_TRUE(at::allclose(v.cpu(), rv, 1e-5, 1e-12));
+  EXPECT_FALSE(at::allclose(p.cpu(), in.p, 1e-7, 0));
+  // SGD runs the same ops on the device.
+  OptimizerConfig sgd;
+  sgd.kind = "sgd";
+  sgd.momentum = 0.9;
+  at::Tensor sp = in.p.to(cuda), rsp = in.p.clone();
+  std::vector<at::Tensor> buf{at::zeros({n}, sp.options())};
+  std::vector<at::Tensor> rbuf{at::zeros({n})};
+  optimizerUpdate(sgd, sp, in.grads[0].to(cuda), buf, 0.1, 1);
+  optimizerUpdate(sgd, rsp, in.grads[0], rbuf, 0.1, 1);
+  EXPECT_TRUE(at::allclose(sp.cpu(), rsp, 1e-6, 1e-9));
 }
 
 TEST(Optimizer, DynamicLossScaleBacksOffAndGrows) {
