@@ -34,6 +34,20 @@ if os.path.exists(os.path.join(config.plan_tools_dir, "plan-run")):
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
         config.available_features.add("torchrun")
         config.substitutions.append(("%torchrun", torch_python + " -m torch.distributed.run"))
+    # The CUDA backend: "plan-run-cuda" when this plan-run was built with it
+    # (`plan-run --version` lists its backends), and "cuda" when, besides, a
+    # CUDA device is usable here (torch sees one). Tests that need a GPU say
+    # REQUIRES: cuda, and show up as UNSUPPORTED on machines without one.
+    version = subprocess.run(
+        [os.path.join(config.plan_tools_dir, "plan-run"), "--version"],
+        capture_output=True, text=True)
+    backends = version.stdout.partition("(backends:")[2]
+    if version.returncode == 0 and "cuda" in backends:
+        config.available_features.add("plan-run-cuda")
+        if torch_python and subprocess.run(
+                [torch_python, "-c", "import torch; assert torch.cuda.is_available()"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+            config.available_features.add("cuda")
 # plan-checkpoint (inspect, verify, export checkpoints) is built with the
 # runtime too: test/checkpoint/ REQUIRES plan-checkpoint.
 if os.path.exists(os.path.join(config.plan_tools_dir, "plan-checkpoint")):

@@ -24,7 +24,17 @@ appears together in at least one case. hybrid_shard needs two "nodes" of at leas
 the pairs (hybrid_shard, world 1) and (hybrid_shard, world 2) are impossible, not missing.
 The script prints the cases, then one line per case, and ends with `N passed, N failed`.
 
-usage: equivalence.py --planc PLANC --plan-run PLAN_RUN --plan PLAN [--steps N] [--work DIR]
+On a GPU (--backend cuda) the same matrix runs on CUDA devices, one per rank; --world-max 1
+restricts it to the cases one GPU can run (every strategy at world size 1, where the
+collectives are NCCL's with one rank), and the references are the CUDA runs too. Without a
+usable CUDA device it prints "skipped: no CUDA device" and exits 77 (ctest's SKIP_RETURN_CODE).
+A GPU node without planc (the runtime-only build) runs schedules compiled elsewhere:
+`--compile-only --schedules DIR` (with --planc) writes every case's schedule to DIR, named
+after the case, and `--schedules DIR` without --planc reads them (scripts/make-gpu-scheds.sh,
+scripts/gpu.sh).
+
+usage: equivalence.py [--planc PLANC] --plan-run PLAN_RUN [--plan PLAN] [--steps N] [--work DIR]
+           [--backend cpu|cuda] [--world-max W] [--schedules DIR] [--compile-only]
 """
 import argparse
 import itertools
@@ -34,6 +44,10 @@ import subprocess
 import sys
 import tempfile
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_PLAN = os.path.join(ROOT, "examples", "tiny_llama_cpu.plan")
+SKIP_CODE = 77  # ctest's SKIP_RETURN_CODE for the GPU tests
 
 GLOBAL_BATCH = 8
 SEQ_LEN = 64
@@ -60,16 +74,16 @@ def valid(case):
     return True
 
 
-def pairwise_cases():
+def pairwise_cases(factors=FACTORS):
     """Greedy all-pairs: repeatedly pick the valid full case covering the most uncovered pairs."""
-    names = list(FACTORS)
+    names = list(factors)
     uncovered = set()
     for (a, b) in itertools.combinations(names, 2):
-        for va in FACTORS[a]:
-            for vb in FACTORS[b]:
+        for va in factors[a]:
+            for vb in factors[b]:
                 if valid({a: va, b: vb}):
                     uncovered.add(((a, va), (b, vb)))
-    all_cases = [dict(zip(names, vals)) for vals in itertools.product(*FACTORS.values())]
+    all_cases = [dict(zip(names, vals)) for vals in itertools.product(*factors.values())]
     all_cases = [c for c in all_cases if valid(c)]
     chosen = []
     while uncovered:
@@ -86,7 +100,7 @@ def pairwise_cases():
     return chosen, uncovered
 
 
-def overrides(case):
+def overrides(case, gpu=None):
     w = case["world"]
     accum = 1 if case["accum"] == "1" else 2
     mb = GLOBAL_BATCH // (w * accum)
@@ -97,6 +111,8 @@ def overrides(case):
         sets += ["cluster.nodes=2", "cluster.gpus_per_node=2"]
     else:
         sets += ["cluster.nodes=1", f"cluster.gpus_per_node={w}"]
+    if gpu:
+        sets.append(f"cluster.gpu={gpu}")
     if case["checkpointing"] == "full":
         sets.append("train.activation_checkpointing=full")
     if case["accum"] == "2_last":
@@ -110,19 +126,40 @@ def overrides(case):
     return sets
 
 
-def run(case, args, work, tag):
-    sched = os.path.join(work, tag + ".sched")
-    metrics = os.path.join(work, tag + ".jsonl")
-    if os.path.exists(metrics):
-        os.remove(metrics)
+def case_name(case):
+    """A schedule's file name: the case's option values, so that a schedule compiled
+    elsewhere (--compile-only) is found again whatever the case's index."""
+    return "-".join(f"{case[k]}" if k != "world" else f"w{case[k]}" for k in FACTORS) + ".sched"
+
+
+def schedule_for(case, args):
+    """The case's schedule: compiled with planc into --schedules (or the work dir), or,
+    without --planc, the one --compile-only wrote there before."""
+    sched = os.path.join(args.schedules, case_name(case))
+    if not args.planc:
+        if not os.path.exists(sched):
+            raise RuntimeError(f"{sched}: no such schedule; compile it with --compile-only "
+                               "--planc PLANC --schedules DIR (scripts/make-gpu-scheds.sh)")
+        return sched
     cmd = [args.planc, args.plan, "-o", sched]
-    for s in overrides(case):
+    for s in overrides(case, args.gpu):
         cmd += ["--set", s]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"planc failed: {' '.join(cmd)}\n{p.stdout}{p.stderr}")
+    return sched
+
+
+def run(case, args, work, tag):
+    sched = schedule_for(case, args)
+    if args.compile_only:
+        return None, 0.0
+    metrics = os.path.join(work, tag + ".jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
     cmd = [args.plan_run, "--nproc", str(case["world"]), sched, "--steps", str(args.steps),
-           "--data", "synthetic", "--metrics", metrics, "--quiet", "--timeout", "120"]
+           "--data", "synthetic", "--metrics", metrics, "--quiet", "--timeout", "120",
+           "--backend", args.backend]
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     if p.returncode != 0:
@@ -138,19 +175,60 @@ def describe(case):
     return " ".join(f"{k}={v}" for k, v in case.items())
 
 
+def cuda_usable():
+    import warnings
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch without numpy warns on import
+            import torch
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--planc", required=True)
-    ap.add_argument("--plan-run", required=True)
-    ap.add_argument("--plan", required=True)
+    ap.add_argument("--planc", help="compile the cases with this planc (default: read them "
+                    "from --schedules)")
+    ap.add_argument("--plan-run")
+    ap.add_argument("--plan", default=DEFAULT_PLAN)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--work", default=None)
     ap.add_argument("--only", default=None, help="run only cases whose description contains this")
+    ap.add_argument("--backend", choices=["cpu", "cuda"], default="cpu",
+                    help="plan-run's backend; cuda: one device per rank")
+    ap.add_argument("--world-max", type=int, default=None,
+                    help="only the world sizes up to this (1: what one GPU can run)")
+    ap.add_argument("--gpu", default=None,
+                    help="cluster.gpu of the compiled cases (default with --backend cuda: "
+                    "h100_sxm; with cpu: the plan's)")
+    ap.add_argument("--schedules", default=None,
+                    help="directory of the cases' schedules (default: the work directory)")
+    ap.add_argument("--compile-only", action="store_true",
+                    help="only compile every case into --schedules (needs --planc)")
     args = ap.parse_args()
+    if args.compile_only and not (args.planc and args.schedules):
+        ap.error("--compile-only needs --planc and --schedules")
+    if not args.compile_only and not args.plan_run:
+        ap.error("--plan-run is required")
+    if not args.planc and not args.schedules:
+        ap.error("without --planc, --schedules DIR must hold the compiled cases")
+    if args.gpu is None and args.backend == "cuda":
+        args.gpu = "h100_sxm"
+    if args.backend == "cuda" and not args.compile_only and not cuda_usable():
+        print("skipped: no CUDA device")
+        return SKIP_CODE
     work = args.work or tempfile.mkdtemp(prefix="plan-equivalence-")
     os.makedirs(work, exist_ok=True)
+    args.schedules = args.schedules or work
+    os.makedirs(args.schedules, exist_ok=True)
 
-    cases, impossible = pairwise_cases()
+    factors = dict(FACTORS)
+    if args.world_max is not None:
+        factors["world"] = [w for w in FACTORS["world"] if w <= args.world_max]
+        if not factors["world"]:
+            ap.error(f"--world-max {args.world_max} leaves no world size")
+    cases, impossible = pairwise_cases(factors)
     print(f"{len(cases)} cases cover every valid pair of option values"
           + (f" ({len(impossible)} pairs impossible)" if impossible else ""))
     refs = {}
@@ -167,9 +245,13 @@ def main():
                                 checkpointing="none")
                 refs[key], _ = run(ref_case, args, work, f"ref-{case['model']}-{case['precision']}")
                 ref = refs[key]
-                if not ref[-1] < ref[0]:
+                if not args.compile_only and not ref[-1] < ref[0]:
                     raise RuntimeError(f"reference loss does not fall: {ref}")
             losses, secs = run(case, args, work, f"case{i}")
+            if args.compile_only:
+                print(f"compiled case {i}: {describe(case)}", flush=True)
+                passed += 1
+                continue
             ref = refs[key]
             rel = max(abs(a - b) / abs(b) for a, b in zip(losses, ref))
             worst[case["precision"]] = max(worst[case["precision"]], rel)
@@ -184,6 +266,9 @@ def main():
         except Exception as e:  # one case's failure must not hide the others
             print(f"FAIL case {i}: {describe(case)}: {e}", flush=True)
             failed += 1
+    if args.compile_only:
+        print(f"{passed} cases compiled into {args.schedules}, {failed} failed")
+        return 1 if failed else 0
     print(f"max rel diff: fp32 {worst['fp32']:.2e}, bf16_mixed {worst['bf16_mixed']:.2e}")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0

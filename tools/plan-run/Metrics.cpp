@@ -22,6 +22,8 @@ std::string metricsJson(const StepMetrics &m) {
   json["step_time_s"] = m.stepTimeS;
   json["tokens_per_s"] = m.tokensPerSecond();
   json["peak_bytes"] = m.peakBytes;
+  if (m.plannedBytes > 0)
+    json["planned_bytes"] = m.plannedBytes;
   if (m.lossScale) {
     json["loss_scale"] = *m.lossScale;
     json["skipped"] = m.skipped;

@@ -56,11 +56,14 @@ std::string oneLine(std::string text) {
 
 } // namespace
 
-std::variant<RunOptions, ExitRequest> parseOptions(int argc,
-                                                   const char *const *argv) {
+std::variant<RunOptions, ExitRequest>
+parseOptions(int argc, const char *const *argv, const std::string &version) {
   RunOptions options;
   CLI::App app(kDescription, "plan-run");
   app.get_formatter()->column_width(30);
+  if (!version.empty())
+    app.set_version_flag("--version", version,
+                         "Print the version and the backends of this build");
   app.add_option("FILE", options.file,
                  "Schedule (.sched) or plan (.plan) to run")
       ->type_name("")
@@ -141,6 +144,8 @@ std::variant<RunOptions, ExitRequest> parseOptions(int argc,
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForVersion &) {
+    return ExitRequest{0, version};
   } catch (const CLI::CallForHelp &) {
     std::string help = app.help();
     while (!help.empty() && help.back() == '\n')

@@ -39,8 +39,11 @@ struct ExitRequest {
   std::string output; // help text (stdout) or a one-line error (stderr)
 };
 
-std::variant<RunOptions, ExitRequest> parseOptions(int argc,
-                                                   const char *const *argv);
+/// `version`, when not empty, is what --version prints (plan-run's version
+/// and the backends this build has; main.cpp knows them).
+std::variant<RunOptions, ExitRequest>
+parseOptions(int argc, const char *const *argv,
+             const std::string &version = "");
 
 /// The command line a rank spawned by --nproc gets: the same run, reading
 /// `file` (the schedule the launcher compiled or checked), without --nproc.

@@ -37,3 +37,7 @@ target_link_libraries(plan-run PRIVATE PlanRunLaunch ${_plan_run_libs}
 # the tools.
 set_target_properties(plan-run PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 install(TARGETS plan-run RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# `plan-run --version` names the version and the backends of this build (the
+# lit suite's "cuda" feature reads it).
+target_compile_definitions(plan-run PRIVATE
+  PLAN_RUN_VERSION="${PROJECT_VERSION}")

@@ -120,10 +120,15 @@ void Progress::finish(const StepMetrics &last, int64_t steps, double elapsedS,
   if (barDrawn_)
     std::fputc('\n', stderr);
   double tokensPerS = elapsedS > 0 ? static_cast<double>(tokens) / elapsedS : 0;
+  // The plan's prediction next to a measured peak (the cpu backend's peak is
+  // the planned arenas themselves).
+  std::string planned;
+  if (last.plannedBytes > 0 && last.plannedBytes != last.peakBytes)
+    planned = " (planned " + formatBytes(last.plannedBytes) + ")";
   std::printf("plan-run: %lld steps in %.1f s, final loss %.4f, %.0f tok/s, "
-              "peak %s on rank 0\n",
+              "peak %s on rank 0%s\n",
               static_cast<long long>(steps), elapsedS, last.loss, tokensPerS,
-              formatBytes(last.peakBytes).c_str());
+              formatBytes(last.peakBytes).c_str(), planned.c_str());
   std::fflush(stdout);
 }
 

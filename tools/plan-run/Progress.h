@@ -48,7 +48,8 @@ public:
   /// below the bar if one is drawn; nothing when Quiet.
   void message(const std::string &line);
   /// "plan-run: 10 steps in 1.2 s, final loss 5.1234, 12345 tok/s, peak 12.3
-  /// MiB on rank 0"
+  /// MiB on rank 0", then " (planned 12.0 MiB)" when the measured peak is
+  /// not the plan's prediction itself (cuda).
   void finish(const StepMetrics &last, int64_t steps, double elapsedS,
               int64_t tokens);
 

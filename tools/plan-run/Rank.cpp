@@ -13,6 +13,9 @@
 #include "SafeTensors.h"
 
 #include <c10/util/Exception.h>
+#ifdef PLAN_HAVE_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -363,7 +366,46 @@ bool alreadyDone(const rt::Checkpoint &checkpoint, int64_t steps, bool quiet) {
   return true;
 }
 
+/// The device this rank computes on: the CPU, or with --backend cuda the
+/// CUDA device of its local rank (torchrun's LOCAL_RANK, Open MPI's and
+/// SLURM's local ids, --nproc's LOCAL_RANK), made the current device of this
+/// process. Throws std::runtime_error (one line) when there is none.
+at::Device selectDevice(const RunOptions &options, const RankInfo &rank) {
+  if (options.backend != "cuda")
+    return at::Device(at::kCPU);
+#ifdef PLAN_HAVE_CUDA
+  int visible = c10::cuda::device_count();
+  if (rank.localRank >= visible)
+    throw std::runtime_error(
+        cudaDeviceMissing(rank.rank, rank.localRank, visible));
+  auto index = static_cast<c10::DeviceIndex>(rank.localRank);
+  c10::cuda::set_device(index);
+  return at::Device(at::kCUDA, index);
+#else
+  (void)rank;
+  throw std::runtime_error(kNoCudaBackend);
+#endif
+}
+
+std::unique_ptr<rt::Comm> createComm(c10::intrusive_ptr<c10d::Store> store,
+                                     const RankInfo &rank,
+                                     const Schedule &schedule,
+                                     std::chrono::milliseconds timeout,
+                                     at::Device device) {
+  if (device.is_cuda())
+    return rt::Comm::createNccl(std::move(store), rank.rank, rank.world,
+                                schedule, timeout, device);
+  return rt::Comm::createGloo(std::move(store), rank.rank, rank.world, schedule,
+                              timeout);
+}
+
 } // namespace
+
+std::string cudaDeviceMissing(int rank, int localRank, int visible) {
+  return "--backend cuda: rank " + std::to_string(rank) +
+         " needs CUDA device " + std::to_string(localRank) + ", but " +
+         std::to_string(visible) + " are visible";
+}
 
 std::string messagePrefix(const RankInfo &rank) {
   if (rank.world == 1)
@@ -450,6 +492,8 @@ int runRank(const RunOptions &options, const RankInfo &rank,
                      options.data.c_str(), info.data.c_str(),
                      static_cast<long long>(info.sequencesConsumed));
     }
+    // Before the rendezvous: a rank without its device fails at once.
+    const at::Device device = selectDevice(options, rank);
     std::optional<FaultInjection> fault = faultFromEnvironment();
     // Before the rendezvous: a path that cannot be written fails at once.
     if (reports && checkpointing)
@@ -461,12 +505,10 @@ int runRank(const RunOptions &options, const RankInfo &rank,
           checkpoint ? std::optional<int64_t>(resumedAfter) : std::nullopt);
 
     store = rendezvous(rank, timeout);
-    comm =
-        rt::Comm::createGloo(store, rank.rank, rank.world, schedule, timeout);
+    comm = createComm(store, rank, schedule, timeout, device);
     if (rank.world > 1)
       watch = std::make_unique<FailureWatch>(store->clone(), prefix);
 
-    at::Device device(at::kCPU);
     model = rt::Model::create(schedule, device);
     executor = std::make_unique<rt::Executor>(schedule, *model, *comm, device);
     executor->setTotalSteps(steps);
@@ -531,6 +573,7 @@ int runRank(const RunOptions &options, const RankInfo &rank,
       last.tokens = result.tokens;
       last.stepTimeS = stepTime;
       last.peakBytes = result.peakBytes;
+      last.plannedBytes = result.plannedBytes;
       if (fp16) {
         last.lossScale = result.lossScale;
         last.skipped = result.skipped;

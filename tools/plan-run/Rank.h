@@ -24,6 +24,18 @@ std::string messagePrefix(const RankInfo &rank);
 int runRank(const RunOptions &options, const RankInfo &rank,
             const rt::Schedule &schedule);
 
+/// The one-line error of --backend cuda in a build without the CUDA backend.
+inline constexpr const char *kNoCudaBackend =
+    "--backend cuda: plan-run was built without the CUDA backend "
+    "(PLAN_ENABLE_CUDA=OFF)";
+
+/// "--backend cuda: rank R needs CUDA device L, but N are visible": the
+/// one-line error of a rank whose local rank has no device.
+std::string cudaDeviceMissing(int rank, int localRank, int visible);
+inline std::string cudaDeviceMissing(int localRank, int visible) {
+  return cudaDeviceMissing(localRank, localRank, visible);
+}
+
 /// The checkpoint checks the ranks make before their rendezvous, for --nproc
 /// to make once: creates --checkpoint-dir; throws std::runtime_error (one
 /// line) when it cannot, when --resume names no checkpoint, or one that

@@ -21,6 +21,14 @@
 #include <exception>
 #include <thread>
 
+#ifdef PLAN_HAVE_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#ifndef PLAN_RUN_VERSION
+#define PLAN_RUN_VERSION "unknown"
+#endif
+
 using namespace plan::run;
 
 namespace {
@@ -59,6 +67,17 @@ int launchLocalRanks(const RunOptions &options, const std::string &executable) {
     ranks.signalGrace = std::chrono::milliseconds(
         std::llround((options.stopTimeoutSeconds + 30) * 1000.0));
   }
+#ifdef PLAN_HAVE_CUDA
+  // One device per rank: say so once here rather than N times from the ranks.
+  if (options.backend == "cuda") {
+    int visible = c10::cuda::device_count();
+    if (*options.nproc > visible)
+      return fail(cudaDeviceMissing(visible, visible));
+  }
+#endif
+  // Also with --backend cuda: a GPU rank's host threads run the offloaded
+  // optimizer step (at::parallel_for) and the data, and N ranks sharing the
+  // cores is as right for them as for CPU ranks (docs/launching.md).
   if (!std::getenv("OMP_NUM_THREADS"))
     ranks.threadsPerRank = std::max(
         1, static_cast<int>(std::thread::hardware_concurrency()) / ranks.nproc);
@@ -68,15 +87,24 @@ int launchLocalRanks(const RunOptions &options, const std::string &executable) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::variant<RunOptions, ExitRequest> parsed = parseOptions(argc, argv);
+#ifdef PLAN_HAVE_CUDA
+  const char *backends = "cpu, cuda";
+#else
+  const char *backends = "cpu";
+#endif
+  std::variant<RunOptions, ExitRequest> parsed =
+      parseOptions(argc, argv,
+                   std::string("plan-run ") + PLAN_RUN_VERSION +
+                       " (backends: " + backends + ")");
   if (auto *exit = std::get_if<ExitRequest>(&parsed)) {
     std::fputs((exit->output + "\n").c_str(), exit->code ? stderr : stdout);
     return exit->code;
   }
   const RunOptions &options = std::get<RunOptions>(parsed);
+#ifndef PLAN_HAVE_CUDA
   if (options.backend == "cuda")
-    return fail("--backend cuda: the CUDA backend is not built yet (issue 7); "
-                "use --backend cpu");
+    return fail(kNoCudaBackend);
+#endif
 
   try {
     std::string executable = currentExecutable();
