@@ -758,6 +758,8 @@ SaveResult saveCheckpoint(const std::string &root, const CheckpointInfo &info,
   return result;
 }
 
+void makeCheckpointRoot(const std::string &root) { makeDirectories(root); }
+
 std::optional<std::string> findCheckpoint(const std::string &path) {
   if (isRegularFile(join(path, kMetadataFile)))
     return path;

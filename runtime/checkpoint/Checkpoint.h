@@ -81,6 +81,11 @@ SaveResult saveCheckpoint(const std::string &root, const CheckpointInfo &info,
                           const Schedule &schedule, const Executor &executor,
                           Comm &comm, const SaveOptions &options);
 
+/// mkdir -p `root`: plan-run makes the checkpoint root before the run, so
+/// that one that cannot be made fails at once, not at the first save. Throws
+/// CheckpointError (one line) when it cannot be made or is not a directory.
+void makeCheckpointRoot(const std::string &root);
+
 /// The checkpoint directory `path` names: `path` itself when it holds
 /// checkpoint.json, else its complete step-NNNNNNNN child with the highest
 /// step. nullopt when there is none (or `path` does not exist).

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint.h"
+#include "Progress.h"
 
 #include <CLI/CLI.hpp>
 
@@ -18,24 +19,9 @@
 #include <string>
 
 using namespace plan::rt;
+using plan::run::formatBytes;
 
 namespace {
-
-std::string humanBytes(int64_t bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[64];
-  if (unit == 0)
-    std::snprintf(text, sizeof text, "%lld B", static_cast<long long>(bytes));
-  else
-    std::snprintf(text, sizeof text, "%.1f %s", value, units[unit]);
-  return text;
-}
 
 Checkpoint openPath(const std::string &path) {
   auto dir = findCheckpoint(path);
@@ -86,7 +72,7 @@ void printInfo(const Checkpoint &c) {
     std::printf("  rank %lld  %s  %lld bytes  crc32 %08x\n",
                 static_cast<long long>(f.rank), f.path.c_str(),
                 static_cast<long long>(f.bytes), f.crc32);
-  std::printf("total:      %s\n", humanBytes(c.bytes()).c_str());
+  std::printf("total:      %s\n", formatBytes(c.bytes()).c_str());
 }
 
 } // namespace
@@ -137,7 +123,7 @@ int main(int argc, char **argv) {
       std::printf("plan-checkpoint: %s: %zu files, %s, all sizes and CRC-32 "
                   "match\n",
                   c.directory().c_str(), c.files().size(),
-                  humanBytes(c.bytes()).c_str());
+                  formatBytes(c.bytes()).c_str());
     } else if (*exp) {
       Checkpoint c = openPath(exportPath);
       at::ScalarType type = dtype == "bf16"   ? at::kBFloat16

@@ -20,12 +20,10 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <signal.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
@@ -333,21 +331,13 @@ std::optional<rt::Checkpoint> openResume(const RunOptions &options,
   return checkpoint;
 }
 
-/// mkdir -p `path`: the checkpoint root, made before the run so that one
-/// that cannot be made fails at once, not at the first save. Throws
-/// std::runtime_error (one line).
+/// rt::makeCheckpointRoot, its message naming the flag.
 void makeCheckpointRoot(const std::string &path) {
-  for (size_t end = 0; end != std::string::npos;) {
-    end = path.find('/', end + 1);
-    std::string prefix = path.substr(0, end);
-    if (prefix.empty() || ::mkdir(prefix.c_str(), 0777) == 0 || errno == EEXIST)
-      continue;
-    throw std::runtime_error("--checkpoint-dir " + path + ": cannot create '" +
-                             prefix + "': " + std::strerror(errno));
+  try {
+    rt::makeCheckpointRoot(path);
+  } catch (const rt::CheckpointError &e) {
+    throw std::runtime_error("--checkpoint-dir " + path + ": " + e.what());
   }
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    throw std::runtime_error("--checkpoint-dir " + path + ": not a directory");
 }
 
 /// Says so (unless quiet) when `checkpoint` is at or past the run's last
