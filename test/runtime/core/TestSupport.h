@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 
+#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,7 +20,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <stdexcept>
@@ -186,7 +186,18 @@ inline void forEachRank(
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
         << "rank " << rank << " failed (status " << status << ")";
   }
-  std::filesystem::remove_all(dirTemplate);
+  // POSIX, not std::filesystem::remove_all: libtorch exports its own copies
+  // of some std::filesystem symbols, and the call crashed (intermittently,
+  // once the CUDA libraries were linked too).
+  if (DIR *dir = ::opendir(dirTemplate)) {
+    while (dirent *entry = ::readdir(dir)) {
+      std::string name = entry->d_name;
+      if (name != "." && name != "..")
+        ::unlink((std::string(dirTemplate) + "/" + name).c_str());
+    }
+    ::closedir(dir);
+  }
+  ::rmdir(dirTemplate);
 }
 
 /// A micro-batch of the toy model: `width` inputs and targets.
