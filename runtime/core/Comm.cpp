@@ -15,10 +15,7 @@ class GlooComm : public Comm {
 public:
   GlooComm(const c10::intrusive_ptr<c10d::Store> &store, int rank, int world,
            const Schedule &schedule, std::chrono::milliseconds timeout)
-      : shardSize_(static_cast<int>(schedule.shard)),
-        replicateSize_(static_cast<int>(schedule.replicate)) {
-    rank_ = rank;
-    world_ = world;
+      : Comm(rank, schedule.replicate, schedule.shard) {
     auto options = makeOptions(timeout);
     // Each axis gets its own store namespace so that the groups' rendezvous
     // keys never collide; the group name says which replica / shard it is.
@@ -36,28 +33,6 @@ public:
         replicaIndex, replicateSize_, options);
   }
 
-  int groupRank(GroupAxis axis) const override {
-    switch (axis) {
-    case GroupAxis::Shard:
-      return rank_ % shardSize_;
-    case GroupAxis::Replicate:
-      return rank_ / shardSize_;
-    case GroupAxis::World:
-      return rank_;
-    }
-    return rank_;
-  }
-  int groupSize(GroupAxis axis) const override {
-    switch (axis) {
-    case GroupAxis::Shard:
-      return shardSize_;
-    case GroupAxis::Replicate:
-      return replicateSize_;
-    case GroupAxis::World:
-      return world_;
-    }
-    return world_;
-  }
   c10d::Backend &group(GroupAxis axis) override {
     switch (axis) {
     case GroupAxis::Shard:
@@ -86,12 +61,35 @@ private:
     }
   }
 
-  int shardSize_, replicateSize_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> worldGroup_, shardGroup_,
       replicateGroup_;
 };
 
 } // namespace
+
+int Comm::groupRank(GroupAxis axis) const {
+  switch (axis) {
+  case GroupAxis::Shard:
+    return rank_ % shardSize_;
+  case GroupAxis::Replicate:
+    return rank_ / shardSize_;
+  case GroupAxis::World:
+    return rank_;
+  }
+  return rank_;
+}
+
+int Comm::groupSize(GroupAxis axis) const {
+  switch (axis) {
+  case GroupAxis::Shard:
+    return shardSize_;
+  case GroupAxis::Replicate:
+    return replicateSize_;
+  case GroupAxis::World:
+    return world_;
+  }
+  return world_;
+}
 
 void Comm::checkMesh(int rank, int world, const Schedule &schedule) {
   if (schedule.replicate < 1 || schedule.shard < 1)

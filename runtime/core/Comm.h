@@ -50,17 +50,25 @@ public:
 
   int rank() const { return rank_; }
   int world() const { return world_; }
-  /// This rank's index and the size of its group along `axis`.
-  virtual int groupRank(GroupAxis axis) const = 0;
-  virtual int groupSize(GroupAxis axis) const = 0;
+  /// This rank's index and the size of its group along `axis` (the mesh is
+  /// replicate x shard, rank = replicateIndex * shard + shardIndex).
+  int groupRank(GroupAxis axis) const;
+  int groupSize(GroupAxis axis) const;
   virtual c10d::Backend &group(GroupAxis axis) = 0;
 
 protected:
   /// Throws std::runtime_error (one line) unless the schedule's mesh is valid,
   /// has `world` ranks, and 0 <= rank < world.
   static void checkMesh(int rank, int world, const Schedule &schedule);
+  /// Records this rank's place in a replicate x shard mesh (checked first by
+  /// checkMesh).
+  Comm(int rank, int64_t replicate, int64_t shard)
+      : rank_(rank), world_(static_cast<int>(replicate * shard)),
+        shardSize_(static_cast<int>(shard)),
+        replicateSize_(static_cast<int>(replicate)) {}
 
   int rank_ = 0, world_ = 1;
+  int shardSize_ = 1, replicateSize_ = 1;
 };
 
 } // namespace plan::rt

@@ -418,10 +418,7 @@ public:
   NcclComm(const c10::intrusive_ptr<c10d::Store> &store, int rank, int world,
            const Schedule &schedule, std::chrono::milliseconds timeout,
            at::Device device)
-      : shardSize_(static_cast<int>(schedule.shard)),
-        replicateSize_(static_cast<int>(schedule.replicate)) {
-    rank_ = rank;
-    world_ = world;
+      : Comm(rank, schedule.replicate, schedule.shard) {
     c10::cuda::CUDAGuard guard(device);
 
     ncclUniqueId id;
@@ -481,28 +478,6 @@ public:
       handles_.pop_back();
   }
 
-  int groupRank(GroupAxis axis) const override {
-    switch (axis) {
-    case GroupAxis::Shard:
-      return rank_ % shardSize_;
-    case GroupAxis::Replicate:
-      return rank_ / shardSize_;
-    case GroupAxis::World:
-      return rank_;
-    }
-    return rank_;
-  }
-  int groupSize(GroupAxis axis) const override {
-    switch (axis) {
-    case GroupAxis::Shard:
-      return shardSize_;
-    case GroupAxis::Replicate:
-      return replicateSize_;
-    case GroupAxis::World:
-      return world_;
-    }
-    return world_;
-  }
   c10d::Backend &group(GroupAxis axis) override {
     switch (axis) {
     case GroupAxis::Shard:
@@ -540,7 +515,6 @@ private:
     }
   }
 
-  int shardSize_, replicateSize_;
   // World first: destroyed last (reverse order).
   std::vector<std::shared_ptr<NcclHandle>> handles_;
   c10::intrusive_ptr<NcclBackend> worldGroup_, shardGroup_, replicateGroup_;

@@ -93,26 +93,10 @@ public:
 class MeshPositionComm : public Comm {
 public:
   MeshPositionComm(int rank, int64_t replicate, int64_t shard)
-      : shard_(static_cast<int>(shard)) {
-    rank_ = rank;
-    world_ = static_cast<int>(replicate * shard);
-  }
-  int groupRank(GroupAxis axis) const override {
-    return axis == GroupAxis::Shard       ? rank_ % shard_
-           : axis == GroupAxis::Replicate ? rank_ / shard_
-                                          : rank_;
-  }
-  int groupSize(GroupAxis axis) const override {
-    return axis == GroupAxis::Shard       ? shard_
-           : axis == GroupAxis::Replicate ? world_ / shard_
-                                          : world_;
-  }
+      : Comm(rank, replicate, shard) {}
   c10d::Backend &group(GroupAxis) override {
     throw std::runtime_error("MeshPositionComm has no process groups");
   }
-
-private:
-  int shard_;
 };
 
 /// Floats that forked ranks write and the parent reads.
