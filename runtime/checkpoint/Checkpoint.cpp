@@ -9,6 +9,7 @@
 #include "Checkpoint.h"
 
 #include "SafeTensors.h"
+#include "ScheduleFile.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
@@ -371,35 +372,6 @@ at::ScalarType scalarTypeOf(ElementType type) {
 // checkpoint.json
 //===----------------------------------------------------------------------===//
 
-json modelToJson(const ModelConfig &m) {
-  // The schedule file's spelling (runtime/format/ScheduleFile.cpp).
-  json j;
-  j["family"] = m.family;
-  j["preset"] = m.preset;
-  j["vocab"] = m.vocab;
-  j["hidden"] = m.hidden;
-  j["intermediate"] = m.intermediate;
-  j["layers"] = m.layers;
-  j["heads"] = m.heads;
-  j["kv_heads"] = m.kvHeads;
-  j["max_seq_len"] = m.maxSeqLen;
-  j["rope_theta"] = m.ropeTheta;
-  if (m.ropeScaling)
-    j["rope_scaling"] = {
-        {"factor", m.ropeScaling->factor},
-        {"low_freq_factor", m.ropeScaling->lowFreqFactor},
-        {"high_freq_factor", m.ropeScaling->highFreqFactor},
-        {"original_max_seq_len", m.ropeScaling->originalMaxSeqLen}};
-  else
-    j["rope_scaling"] = nullptr;
-  j["norm_eps"] = m.normEps;
-  j["tie_embeddings"] = m.tieEmbeddings;
-  j["type_vocab"] = m.typeVocab;
-  j["bert_head"] = m.bertHead;
-  j["num_labels"] = m.numLabels;
-  return j;
-}
-
 /// Which rank's file holds a saved buffer, and which shard it is: a sharded
 /// buffer is saved by the ranks of replicate index 0 (rank = shard index), an
 /// unsharded one by rank 0.
@@ -463,7 +435,7 @@ json metadataJson(const CheckpointInfo &info, const Schedule &schedule,
       counters.lossScale ? json(*counters.lossScale) : json(nullptr);
   c["growth_tracker"] = counters.growthTracker;
   j["counters"] = std::move(c);
-  j["model"] = modelToJson(schedule.model);
+  j["model"] = json::parse(serializeModelConfig(schedule.model));
   json units = json::array();
   for (const Unit &u : schedule.units) {
     json params = json::array();
@@ -985,31 +957,12 @@ Checkpoint Checkpoint::open(const std::string &directory) {
   c.counters.growthTracker = r.integer(counters, "counters", "growth_tracker");
 
   const json &m = r.member(j, "", "model");
-  c.model.family = r.string(m, "model", "family");
-  c.model.preset = r.string(m, "model", "preset");
-  c.model.vocab = r.integer(m, "model", "vocab");
-  c.model.hidden = r.integer(m, "model", "hidden");
-  c.model.intermediate = r.integer(m, "model", "intermediate");
-  c.model.layers = r.integer(m, "model", "layers");
-  c.model.heads = r.integer(m, "model", "heads");
-  c.model.kvHeads = r.integer(m, "model", "kv_heads");
-  c.model.maxSeqLen = r.integer(m, "model", "max_seq_len");
-  c.model.ropeTheta = r.number(m, "model", "rope_theta");
-  const json &rope = r.member(m, "model", "rope_scaling");
-  if (!rope.is_null()) {
-    RopeScaling s;
-    s.factor = r.number(rope, "model.rope_scaling", "factor");
-    s.lowFreqFactor = r.number(rope, "model.rope_scaling", "low_freq_factor");
-    s.highFreqFactor = r.number(rope, "model.rope_scaling", "high_freq_factor");
-    s.originalMaxSeqLen =
-        r.integer(rope, "model.rope_scaling", "original_max_seq_len");
-    c.model.ropeScaling = s;
+  // The schedule file's spelling and checks (runtime/format).
+  try {
+    c.model = parseModelConfig(m.dump(), c.metadataPath);
+  } catch (const ScheduleFileError &e) {
+    throw CheckpointError(e.what());
   }
-  c.model.normEps = r.number(m, "model", "norm_eps");
-  c.model.tieEmbeddings = r.boolean(m, "model", "tie_embeddings");
-  c.model.typeVocab = r.integer(m, "model", "type_vocab");
-  c.model.bertHead = r.string(m, "model", "bert_head");
-  c.model.numLabels = r.integer(m, "model", "num_labels");
 
   const json &units = r.array(j, "", "units");
   for (size_t i = 0; i < units.size(); ++i) {

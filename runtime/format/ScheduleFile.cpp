@@ -552,9 +552,9 @@ public:
   }
 
   Schedule read(const Json &root) const;
+  ModelConfig readModel(const Json &j, const Path &at) const;
 
 private:
-  ModelConfig readModel(const Json &j, const Path &at) const;
   ClusterConfig readCluster(const Json &j, const Path &at) const;
   TrainConfig readTrain(const Json &j, const Path &at) const;
   Buffer readBuffer(const Json &j, const Path &at) const;
@@ -1470,6 +1470,21 @@ Schedule parseSchedule(std::string_view bytes, const std::string &name) {
   schedule.version = kScheduleFormatVersion;
   validateSchedule(schedule, name);
   return schedule;
+}
+
+std::string serializeModelConfig(const ModelConfig &model) {
+  return toJson(model).dump();
+}
+
+ModelConfig parseModelConfig(std::string_view json, const std::string &name) {
+  Json j;
+  try {
+    j = Json::parse(json.begin(), json.end());
+  } catch (const nlohmann::json::exception &) {
+    fail(name, "the model is not valid JSON");
+  }
+  Path root;
+  return BodyReader(name).readModel(j, root.member("model"));
 }
 
 void validateSchedule(const Schedule &schedule, const std::string &name) {

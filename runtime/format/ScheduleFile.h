@@ -34,6 +34,13 @@ Schedule parseSchedule(std::string_view bytes, const std::string &name);
 void writeScheduleFile(const Schedule &schedule, const std::string &path);
 Schedule readScheduleFile(const std::string &path);
 
+/// The schedule file's JSON object for a model (docs/schedule-format.md,
+/// "model"), for other files that record one (checkpoint.json); and its
+/// parser, which checks every field and prefixes errors with
+/// "`name`: model.KEY: " (ScheduleFileError).
+std::string serializeModelConfig(const ModelConfig &model);
+ModelConfig parseModelConfig(std::string_view json, const std::string &name);
+
 /// Structural checks (also run by parseSchedule): every id in range and
 /// defined before use, views inside their source, allocations inside the
 /// planned arena of their space, units/groups consistent. Throws
