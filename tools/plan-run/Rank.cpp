@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -68,7 +69,7 @@ char gIntMessage[160];
 
 // With --checkpoint-dir the first SIGTERM/SIGINT only sets gStopSignal: the
 // training loop sees it after the step, every rank agrees on it, saves a
-// checkpoint and exits 0 (StopWatch bounds how long that may take). A
+// checkpoint and exits 0 (a watchdog bounds how long that may take). A
 // repeat a second or more later exits at once; one within a second is the
 // same event delivered twice (Ctrl-C reaches plan-run --nproc and its ranks,
 // and the launcher forwards it too).
@@ -128,17 +129,16 @@ void installSignalHandlers(const std::string &prefix, bool checkpointing) {
   ::sigaction(SIGINT, &action, nullptr);
 }
 
-/// With --checkpoint-dir: once a stop signal has arrived, ends the process
-/// (128 + signal) when it has not checkpointed and exited within
-/// --stop-timeout, whatever the training thread is stuck in.
-class StopWatch {
+/// A thread that calls `check` every `interval` until stopped (or
+/// destroyed); `check` ends the process when it finds a reason to.
+class Watchdog {
 public:
-  StopWatch(std::string prefix, double timeoutSeconds)
-      : prefix_(std::move(prefix)), timeoutSeconds_(timeoutSeconds),
+  Watchdog(std::chrono::milliseconds interval, std::function<void()> check)
+      : interval_(interval), check_(std::move(check)),
         thread_([this] { watch(); }) {}
-  ~StopWatch() { stop(); }
-  StopWatch(const StopWatch &) = delete;
-  StopWatch &operator=(const StopWatch &) = delete;
+  ~Watchdog() { stop(); }
+  Watchdog(const Watchdog &) = delete;
+  Watchdog &operator=(const Watchdog &) = delete;
 
   void stop() {
     {
@@ -153,85 +153,63 @@ public:
 private:
   void watch() {
     std::unique_lock<std::mutex> lock(mutex_);
-    while (!wake_.wait_for(lock, std::chrono::milliseconds(50),
-                           [this] { return stopping_; })) {
-      int sig = gStopSignal.load();
-      if (sig == 0)
-        continue;
-      double waited =
-          static_cast<double>(monotonicNs() - gStopSignalNs.load()) / 1e9;
-      if (gStopSignalNs.load() == 0 || waited < timeoutSeconds_)
-        continue;
-      std::fprintf(stderr,
-                   "%s%s (%s) and did not checkpoint within %g s; exiting "
-                   "without a checkpoint\n",
-                   prefix_.c_str(), signalVerb(sig), signalName(sig),
-                   timeoutSeconds_);
-      std::fflush(stderr);
-      ::_exit(128 + sig);
-    }
+    while (!wake_.wait_for(lock, interval_, [this] { return stopping_; }))
+      check_();
   }
 
-  std::string prefix_;
-  double timeoutSeconds_;
+  std::chrono::milliseconds interval_;
+  std::function<void()> check_;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
   std::thread thread_;
 };
+
+/// With --checkpoint-dir: once a stop signal has arrived, ends the process
+/// (128 + signal) when it has not checkpointed and exited within
+/// --stop-timeout, whatever the training thread is stuck in.
+std::unique_ptr<Watchdog> stopWatch(std::string prefix, double timeoutSeconds) {
+  return std::make_unique<Watchdog>(
+      std::chrono::milliseconds(50), [prefix, timeoutSeconds] {
+        int sig = gStopSignal.load();
+        int64_t since = gStopSignalNs.load();
+        if (sig == 0 || since == 0 ||
+            static_cast<double>(monotonicNs() - since) / 1e9 < timeoutSeconds)
+          return;
+        std::fprintf(stderr,
+                     "%s%s (%s) and did not checkpoint within %g s; exiting "
+                     "without a checkpoint\n",
+                     prefix.c_str(), signalVerb(sig), signalName(sig),
+                     timeoutSeconds);
+        std::fflush(stderr);
+        ::_exit(128 + sig);
+      });
+}
 
 /// Ends this rank when another rank has failed or the store (on rank 0) is
 /// gone, even while the training thread is stuck outside any collective that
 /// would time out. Uses its own store connection. Exits with
 /// kStoppedForPeerExitCode, which tells a launcher this rank is not the cause.
-class FailureWatch {
-public:
-  FailureWatch(c10::intrusive_ptr<c10d::Store> store, std::string prefix)
-      : store_(std::move(store)), prefix_(std::move(prefix)),
-        thread_([this] { watch(); }) {}
-  ~FailureWatch() { stop(); }
-  FailureWatch(const FailureWatch &) = delete;
-  FailureWatch &operator=(const FailureWatch &) = delete;
-
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
+std::unique_ptr<Watchdog> failureWatch(c10::intrusive_ptr<c10d::Store> store,
+                                       std::string prefix) {
+  return std::make_unique<Watchdog>(std::chrono::milliseconds(500), [store,
+                                                                     prefix] {
+    std::string message;
+    try {
+      if (!store->check({kFailedKey}))
+        return;
+      std::vector<uint8_t> value = store->get(kFailedKey);
+      message = prefix + "stopping because " +
+                std::string(value.begin(), value.end()) + "\n";
+    } catch (const std::exception &e) {
+      message =
+          prefix + "lost the rendezvous store (" + reason(e) + "); stopping\n";
     }
-    wake_.notify_all();
-    if (thread_.joinable())
-      thread_.join();
-  }
-
-private:
-  void watch() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!wake_.wait_for(lock, std::chrono::milliseconds(500),
-                           [this] { return stopping_; })) {
-      std::string message;
-      try {
-        if (!store_->check({kFailedKey}))
-          continue;
-        std::vector<uint8_t> value = store_->get(kFailedKey);
-        message = prefix_ + "stopping because " +
-                  std::string(value.begin(), value.end()) + "\n";
-      } catch (const std::exception &e) {
-        message = prefix_ + "lost the rendezvous store (" + reason(e) +
-                  "); stopping\n";
-      }
-      std::fputs(message.c_str(), stderr);
-      std::fflush(stderr);
-      ::_exit(kStoppedForPeerExitCode);
-    }
-  }
-
-  c10::intrusive_ptr<c10d::Store> store_;
-  std::string prefix_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::thread thread_;
-};
+    std::fputs(message.c_str(), stderr);
+    std::fflush(stderr);
+    ::_exit(kStoppedForPeerExitCode);
+  });
+}
 
 c10::intrusive_ptr<c10d::Store> rendezvous(const RankInfo &rank,
                                            std::chrono::milliseconds timeout) {
@@ -416,16 +394,16 @@ int runRank(const RunOptions &options, const RankInfo &rank,
   std::string prefix = messagePrefix(rank);
   const bool checkpointing = !options.checkpointDir.empty();
   installSignalHandlers(prefix, checkpointing);
-  std::unique_ptr<StopWatch> stopWatch;
+  std::unique_ptr<Watchdog> stopTimer;
   if (checkpointing)
-    stopWatch = std::make_unique<StopWatch>(prefix, options.stopTimeoutSeconds);
+    stopTimer = stopWatch(prefix, options.stopTimeoutSeconds);
 
   auto timeout =
       std::chrono::milliseconds(std::llround(options.timeoutSeconds * 1000.0));
   // Declared outside the try: an error must not close this rank's Gloo
   // connections (by unwinding) before it has told the other ranks why.
   c10::intrusive_ptr<c10d::Store> store;
-  std::unique_ptr<FailureWatch> watch;
+  std::unique_ptr<Watchdog> watch;
   std::unique_ptr<rt::Comm> comm;
   std::unique_ptr<rt::Model> model;
   std::unique_ptr<rt::Executor> executor;
@@ -497,7 +475,7 @@ int runRank(const RunOptions &options, const RankInfo &rank,
     store = rendezvous(rank, timeout);
     comm = createComm(store, rank, schedule, timeout, device);
     if (rank.world > 1)
-      watch = std::make_unique<FailureWatch>(store->clone(), prefix);
+      watch = failureWatch(store->clone(), prefix);
 
     model = rt::Model::create(schedule, device);
     executor = std::make_unique<rt::Executor>(schedule, *model, *comm, device);
@@ -623,8 +601,8 @@ int runRank(const RunOptions &options, const RankInfo &rank,
     progress.finish(last, ran,
                     std::chrono::duration<double>(Clock::now() - start).count(),
                     tokens);
-    if (stopWatch)
-      stopWatch->stop();
+    if (stopTimer)
+      stopTimer->stop();
     return 0;
   } catch (const std::exception &e) {
     std::string why = reason(e);
