@@ -54,18 +54,6 @@ std::string ncclMessage(ncclResult_t result, ncclComm_t comm) {
   return oneLine(message);
 }
 
-const char *axisName(GroupAxis axis) {
-  switch (axis) {
-  case GroupAxis::Shard:
-    return "shard";
-  case GroupAxis::Replicate:
-    return "replicate";
-  case GroupAxis::World:
-    return "world";
-  }
-  return "world";
-}
-
 /// A communicator, the ops in flight on it (for the watchdog) and its state
 /// once aborted. Shared by the backend and the watchdog.
 class NcclHandle {
