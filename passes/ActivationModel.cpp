@@ -1,18 +1,17 @@
 //===- ActivationModel.cpp - Memory a unit saves for backward -------------===//
 //
-// Counts the tensors LibTorch autograd keeps alive between a unit's forward
-// and its backward when the runtime runs the unit as ordinary LibTorch ops
-// (fused RMSNorm / LayerNorm that save their input and per-row statistics,
-// scaled_dot_product_attention with the flash / memory-efficient kernel that
-// saves q, k, v, its output and a per-row logsumexp). docs/sched.md
-// ("Activation model") derives each formula term by term; keep the two in
-// step.
+// The bytes the runtime keeps between a unit's forward and its backward. The
+// runtime runs each unit as LibTorch ops under autograd and copies every
+// tensor autograd saves into the unit's saves buffer, storage by storage,
+// each 64-byte aligned (runtime/models/SavedActivations.h); the parameters,
+// the token ids and targets and the rope tables are kept by reference. The
+// formulas count those storages for the ops of runtime/models/Model.cpp.
+// docs/sched.md ("Activation model") lists them term by term; keep the
+// three in step.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/ActivationModel.h"
-
-#include <algorithm>
 
 using namespace plan;
 
@@ -26,7 +25,6 @@ struct ActivationShape {
   int64_t h;     // hidden
   int64_t inter; // intermediate
   int64_t heads; // attention heads
-  int64_t kvDim; // kv_heads * head_dim
   int64_t vocab;
 };
 
@@ -38,104 +36,135 @@ ActivationShape shapeOf(ModelAttr model, int64_t microBatch, int64_t seqLen) {
   shape.h = model.getHidden();
   shape.inter = model.getIntermediate();
   shape.heads = model.getHeads();
-  int64_t headDim = shape.heads > 0 ? shape.h / shape.heads : 0;
-  int64_t kvHeads = model.getKvHeads() > 0 ? model.getKvHeads() : shape.heads;
-  shape.kvDim = kvHeads * headDim;
   shape.vocab = model.getVocab();
   return shape;
 }
 
-// Per token: input x, rstd, norm output, q, k, v, SDPA output, logsumexp (one
-// per head), o_proj input, residual h1, rstd, norm output, gate, up,
-// silu(gate), silu(gate) * up.
-int64_t llamaBlock(const ActivationShape &a) {
-  return a.tokens * (6 * a.h + 2 * a.kvDim + 4 * a.inter + 2 + a.heads);
+// Each saved storage starts on a 64-byte boundary: one alignment's worth
+// per storage bounds the padding.
+constexpr int64_t kAlignment = 64;
+// fp32 statistics (rstd, mean, logsumexp) and log-probabilities; LayerNorm's
+// mean and rstd are fp32 on CUDA and the working type on the CPU: counted as
+// fp32.
+constexpr int64_t kF32 = 4;
+
+/// Bytes of `tokens` x `perToken` plus `fixed`, and the padding of `storages`
+/// saved storages.
+int64_t bytes(int64_t tokens, int64_t perToken, int64_t fixed,
+              int64_t storages) {
+  return tokens * perToken + fixed + storages * kAlignment;
 }
 
-// Per token: input x, LayerNorm mean and rstd, ln_1 output, qkv, SDPA output,
-// logsumexp, c_proj input, residual h1, mean and rstd, ln_2 output, c_fc
-// output (GELU input), GELU output.
-int64_t gpt2Block(const ActivationShape &a) {
-  return a.tokens * (9 * a.h + 2 * a.inter + 4 + a.heads);
+// RMSNorm, as LlamaRMSNorm (statistics in fp32): the fp32 input, rstd, the
+// normalised value in the working type and the scaled output (the next
+// linear's input). With fp32 compute the fp32 input is the input itself.
+int64_t rmsNormPerToken(const ActivationShape &a, int64_t w) {
+  return kF32 * a.h + kF32 + 2 * w * a.h;
 }
 
-// Post-LN. Per token: input x, q, k, v, SDPA output, logsumexp,
-// attention.output.dense input, first LayerNorm input, mean and rstd, its
-// output, intermediate output (GELU input), GELU output, second LayerNorm
-// input, mean and rstd.
-int64_t bertBlock(const ActivationShape &a) {
-  return a.tokens * (9 * a.h + 2 * a.inter + 4 + a.heads);
+// Two RMSNorms (8 storages); SDPA's q and k after RoPE and v, k and v
+// repeated to all heads (grouped-query attention repeats them before the
+// kernel), its output and fp32 logsumexp per head (5, plus 2 for the CUDA
+// kernels' RNG seed and offset); MLP gate and up outputs, silu(gate) and
+// silu(gate) * up (4). The o_proj input is a view of the SDPA output, the
+// residual sums save nothing.
+int64_t llamaBlock(const ActivationShape &a, int64_t w) {
+  int64_t perToken = 2 * rmsNormPerToken(a, w) + 4 * w * a.h + kF32 * a.heads +
+                     4 * w * a.inter;
+  return bytes(a.tokens, perToken, 0, 8 + 5 + 2 + 4);
 }
 
-// Token ids for the embedding gathers' backward; BERT also keeps the token
-// type ids and its embedding LayerNorm (input, mean, rstd). Position ids are
-// one row of s shared by the micro-batch.
-int64_t embedding(ModelFamily family, const ActivationShape &a) {
+// ln_1 input, mean, rstd and output; qkv (SDPA saves three views of it), the
+// SDPA output and logsumexp (+2 RNG tensors on CUDA); ln_2 input (the
+// residual h1), mean, rstd and output; c_fc output (the GELU input) and the
+// GELU output.
+int64_t gpt2Block(const ActivationShape &a, int64_t w) {
+  int64_t perToken = w * (8 * a.h + 2 * a.inter) + 4 * kF32 + kF32 * a.heads;
+  return bytes(a.tokens, perToken, 0, 4 + 3 + 2 + 4 + 2);
+}
+
+// BERT is not run by the runtime (docs/models.md): an estimate of what its
+// ops would save, in the working type. Post-LN. Per token: input x, q, k, v,
+// SDPA output, logsumexp, attention.output.dense input, first LayerNorm
+// input, mean and rstd, its output, intermediate output (GELU input), GELU
+// output, second LayerNorm input, mean and rstd.
+int64_t bertBlock(const ActivationShape &a, int64_t w) {
+  return w * a.tokens * (9 * a.h + 2 * a.inter + 4 + a.heads);
+}
+
+// Llama: the gather's backward needs the token ids, which the runtime keeps
+// by reference, so nothing. GPT-2: the position ids (int64, one row of s).
+// BERT (an estimate): token type ids, position ids, the embedding
+// LayerNorm's input, mean and rstd.
+int64_t embedding(ModelFamily family, const ActivationShape &a, int64_t w) {
   switch (family) {
   case ModelFamily::Llama:
-    return a.tokens;
+    return 0;
   case ModelFamily::GPT2:
-    return a.tokens + a.s;
+    return bytes(a.s, 8, 0, 1);
   case ModelFamily::Bert:
-    return a.tokens * (2 + a.h + 2) + a.s;
+    return w * (a.tokens * (2 + a.h + 2) + a.s);
   }
-  return a.tokens;
+  return 0;
 }
 
-// Per token: final norm input, its statistics, norm output (lm_head input),
-// fp32 logits, log-softmax output, label.
-int64_t llamaHead(const ActivationShape &a) {
-  return a.tokens * (2 * a.h + 1 + 2 * a.vocab + 1);
+// The final norm (RMSNorm: 4 storages; LayerNorm: input, mean, rstd,
+// output), the fp32 log-probabilities cross_entropy's log_softmax saves, and
+// its fp32 total-weight scalar. The targets are kept by reference.
+int64_t llamaHead(const ActivationShape &a, int64_t w) {
+  return bytes(a.tokens, rmsNormPerToken(a, w) + kF32 * a.vocab, kF32, 6);
 }
-int64_t gpt2Head(const ActivationShape &a) {
-  return a.tokens * (2 * a.h + 2 + 2 * a.vocab + 1);
+int64_t gpt2Head(const ActivationShape &a, int64_t w) {
+  return bytes(a.tokens, 2 * w * a.h + 2 * kF32 + kF32 * a.vocab, kF32, 6);
 }
 
-// MaskedLM per token: transform.dense input (the unit's input), GELU input,
-// GELU output (LayerNorm input), mean and rstd, decoder input, logits,
-// log-softmax output, label. SequenceClassification: the unit's input per
-// token, then per sequence the pooler input, tanh output, logits,
-// log-softmax output and label.
-int64_t bertHead(ModelAttr model, const ActivationShape &a) {
+// An estimate, in the working type. MaskedLM per token: transform.dense
+// input (the unit's input), GELU input, GELU output (LayerNorm input), mean
+// and rstd, decoder input, logits, log-softmax output, label.
+// SequenceClassification: the unit's input per token, then per sequence the
+// pooler input, tanh output, logits, log-softmax output and label.
+int64_t bertHead(ModelAttr model, const ActivationShape &a, int64_t w) {
   if (model.getBertHead() == BertHead::SequenceClassification)
-    return a.tokens * a.h + a.b * (2 * a.h + 2 * model.getNumLabels() + 1);
-  return a.tokens * (4 * a.h + 2 + 2 * a.vocab + 1);
+    return w *
+           (a.tokens * a.h + a.b * (2 * a.h + 2 * model.getNumLabels() + 1));
+  return w * a.tokens * (4 * a.h + 2 + 2 * a.vocab + 1);
 }
 
 } // namespace
 
-int64_t plan::activationElements(UnitKind kind, ModelAttr model,
-                                 int64_t microBatch, int64_t seqLen) {
+int64_t plan::activationBytes(UnitKind kind, ModelAttr model,
+                              int64_t microBatch, int64_t seqLen,
+                              int64_t workingBytes) {
   ActivationShape a = shapeOf(model, microBatch, seqLen);
-  int64_t elements = 0;
+  const int64_t w = workingBytes;
+  int64_t total = 0;
   switch (kind) {
   case UnitKind::Embedding:
-    elements = embedding(model.getFamily(), a);
+    total = embedding(model.getFamily(), a, w);
     break;
   case UnitKind::LlamaBlock:
-    elements = llamaBlock(a);
+    total = llamaBlock(a, w);
     break;
   case UnitKind::GPT2Block:
-    elements = gpt2Block(a);
+    total = gpt2Block(a, w);
     break;
   case UnitKind::BertBlock:
-    elements = bertBlock(a);
+    total = bertBlock(a, w);
     break;
   case UnitKind::LlamaHead:
-    elements = llamaHead(a);
+    total = llamaHead(a, w);
     break;
   case UnitKind::GPT2Head:
-    elements = gpt2Head(a);
+    total = gpt2Head(a, w);
     break;
   case UnitKind::BertHead:
-    elements = bertHead(model, a);
+    total = bertHead(model, a, w);
     break;
   }
-  // A buffer holds at least one element, even for a degenerate shape.
-  return std::max<int64_t>(elements, 1);
+  return total;
 }
 
-int64_t plan::checkpointElements(ModelAttr model, int64_t microBatch,
-                                 int64_t seqLen) {
-  return std::max<int64_t>(microBatch * seqLen * model.getHidden(), 1);
+int64_t plan::checkpointBytes(ModelAttr model, int64_t microBatch,
+                              int64_t seqLen, int64_t workingBytes) {
+  return microBatch * seqLen * model.getHidden() * workingBytes;
 }

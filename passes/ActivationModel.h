@@ -9,14 +9,17 @@
 
 namespace plan {
 
-/// Elements one unit of `kind` saves for its backward in one micro-batch of
-/// `microBatch` sequences of `seqLen` tokens (without checkpointing): what
-/// the runtime keeps, documented per kind in docs/sched.md.
-int64_t activationElements(UnitKind kind, ModelAttr model, int64_t microBatch,
-                           int64_t seqLen);
+/// Bytes one unit of `kind` saves for its backward in one micro-batch of
+/// `microBatch` sequences of `seqLen` tokens (without checkpointing), when it
+/// computes in a type of `workingBytes` bytes (4 for fp32, 2 for bf16 and
+/// fp16): what the runtime copies into the unit's saves buffer, alignment
+/// included, documented per kind in docs/sched.md.
+int64_t activationBytes(UnitKind kind, ModelAttr model, int64_t microBatch,
+                        int64_t seqLen, int64_t workingBytes);
 
-/// Elements a checkpointed block saves: its input hidden states.
-int64_t checkpointElements(ModelAttr model, int64_t microBatch, int64_t seqLen);
+/// Bytes a checkpointed block saves: its input hidden states.
+int64_t checkpointBytes(ModelAttr model, int64_t microBatch, int64_t seqLen,
+                        int64_t workingBytes);
 
 } // namespace plan
 

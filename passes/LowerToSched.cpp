@@ -18,6 +18,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/Twine.h"
 
+#include <algorithm>
+
 namespace plan {
 #define GEN_PASS_DEF_SCHEDLOWER
 #include "passes/Passes.h.inc"
@@ -248,6 +250,17 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
   bool checkpointing =
       train.getActivationCheckpointing() == plan::Checkpointing::Full;
   int64_t batch = train.getMicroBatch(), seqLen = train.getSeqLen();
+  // Activations are kept in the working type (sched-insert-casts retypes
+  // their buffers): the activation model's bytes in elements of it, at least
+  // one.
+  int64_t working = train.getPrecision() == plan::Precision::FP32 ? 4 : 2;
+  auto elements = [&](int64_t bytes) {
+    return std::max<int64_t>((bytes + working - 1) / working, 1);
+  };
+  auto savesElements = [&](const UnitSlot &unit) {
+    return elements(
+        plan::activationBytes(unit.kind, model, batch, seqLen, working));
+  };
   IntegerAttr mb = b.getI64IntegerAttr(microBatch);
   std::string suffix = (".mb" + Twine(microBatch)).str();
   auto tiedOf = [&](const UnitSlot &unit, Value UnitSlot::*view) {
@@ -265,13 +278,12 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
     if (isCheckpointed(unit))
       saved[index] =
           alloc(name + ".input" + suffix, sched::BufferRole::Activations,
-                plan::checkpointElements(model, batch, seqLen),
+                elements(plan::checkpointBytes(model, batch, seqLen, working)),
                 /*persistent=*/false);
     else
       saved[index] =
           alloc(name + ".saves" + suffix, sched::BufferRole::Activations,
-                plan::activationElements(unit.kind, model, batch, seqLen),
-                /*persistent=*/false);
+                savesElements(unit), /*persistent=*/false);
     sched::ForwardOp::create(b, loc, unit.ref, mb, unit.params,
                              tiedOf(unit, &UnitSlot::params), saved[index]);
   }
@@ -285,11 +297,9 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
     Value tied = tiedOf(unit, &UnitSlot::params);
     Value activations = saved[index];
     if (isCheckpointed(unit)) {
-      activations =
-          alloc(unit.op.getSymName() + ".saves" + suffix,
-                sched::BufferRole::Activations,
-                plan::activationElements(unit.kind, model, batch, seqLen),
-                /*persistent=*/false);
+      activations = alloc(unit.op.getSymName() + ".saves" + suffix,
+                          sched::BufferRole::Activations, savesElements(unit),
+                          /*persistent=*/false);
       sched::RecomputeOp::create(b, loc, unit.ref, mb, unit.params, tied,
                                  saved[index], activations);
     }

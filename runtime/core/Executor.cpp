@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Executor.h"
+#include "HostMemory.h"
 #include "LRSchedule.h"
 #include "Optimizer.h"
 
@@ -187,6 +188,8 @@ struct Executor::Impl {
 };
 
 void Executor::Impl::allocate() {
+  // Before the arenas, so that the host ones are counted too.
+  host_memory::install();
 #ifdef PLAN_HAVE_CUDA
   // The device arena belongs to the compute stream, on which it is freed.
   std::optional<c10::cuda::CUDAStreamGuard> onCompute;
@@ -884,6 +887,7 @@ StepResult Executor::runStep(int64_t step,
   s.skipped = false;
   for (Event &e : s.events)
     e = Event{};
+  host_memory::resetPeak();
 
 #ifdef PLAN_HAVE_CUDA
   // The step runs on the compute stream, after what the caller queued (the
@@ -929,11 +933,13 @@ StepResult Executor::runStep(int64_t step,
       }
     s.syncHostFences();
   } catch (...) {
+    s.model.takeUnplannedSaveBytes();
     s.model.reset();
     release();
     throw;
   }
   s.model.reset();
+  result.unplannedSaveBytes = s.model.takeUnplannedSaveBytes();
 
   double loss = 0;
   for (double l : s.losses)
@@ -959,7 +965,9 @@ StepResult Executor::runStep(int64_t step,
   result.tokens = tokens * s.comm.world();
   for (const auto &[space, bytes] : schedule.arenaBytes)
     result.plannedBytes += bytes;
-  result.peakBytes = result.plannedBytes;
+  // Every CPU tensor of the process, the arenas included (they come from the
+  // same allocator).
+  result.peakBytes = host_memory::peak();
   release();
 #ifdef PLAN_HAVE_CUDA
   if (s.streams) {

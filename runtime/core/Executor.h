@@ -42,12 +42,16 @@ struct StepResult {
   bool skipped = false; // fp16 step skipped for non-finite gradients
   double lossScale = 1; // the loss scale this step's backward used (1 if none)
   int64_t tokens = 0;   // tokens in the global batch
-  // Measured peak memory of this rank, bytes: on the cuda backend the CUDA
-  // caching allocator's peak allocated bytes during the step (the device
-  // arena included) plus the host and pinned-host arenas; the cpu backend
-  // reports the arenas only (= plannedBytes).
+  // Measured peak memory of this rank during the step, bytes: on the cuda
+  // backend the CUDA caching allocator's peak allocated bytes (the device
+  // arena included) plus the host and pinned-host arenas; on the cpu backend
+  // the peak bytes of all CPU tensors of the process (HostMemory.h), the
+  // arenas included.
   int64_t peakBytes = 0;
   int64_t plannedBytes = 0; // the schedule's arena bytes, all memory spaces
+  // Bytes autograd saved outside the planned saves buffers this step
+  // (Model::takeUnplannedSaveBytes); 0 when the activation model holds.
+  int64_t unplannedSaveBytes = 0;
 };
 
 /// The training state that lives outside the buffers: what a checkpoint

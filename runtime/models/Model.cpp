@@ -16,6 +16,7 @@
 
 #include "Model.h"
 #include "SafeTensors.h"
+#include "SavedActivations.h"
 #include "Seeds.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -26,6 +27,7 @@
 #include <map>
 #include <numbers>
 #include <sstream>
+#include <utility>
 
 namespace plan::rt {
 namespace {
@@ -303,7 +305,12 @@ public:
       at::Tensor input;
       if (x.defined())
         input = x.detach().requires_grad_(true);
-      at::Tensor out = compute(u, input, batch);
+      at::Tensor out;
+      {
+        SaveInto into(saves, persistentStorages(u, input, batch));
+        out = compute(u, input, batch);
+        unplannedSaveBytes_ += into.overflowBytes();
+      }
       finish(unit, mb, out);
       runs_[{unit, mb}] = Run{input, out};
       return;
@@ -322,7 +329,7 @@ public:
 
   void recompute(int64_t unit, int64_t mb, const at::Tensor &params,
                  const at::Tensor &tied, const at::Tensor &input,
-                 const at::Tensor & /*saves*/) override {
+                 const at::Tensor &saves) override {
     UnitModel &u = unitAt(unit);
     const MicroBatch &batch = batchAt(mb);
     bind(u, params, tied);
@@ -345,7 +352,17 @@ public:
               .to(params.scalar_type())
               .requires_grad_(true);
     }
-    at::Tensor out = compute(u, x, batch);
+    at::Tensor out;
+    {
+      // The input stays in its planned buffer until after the backward:
+      // kept by reference, not copied again.
+      std::set<const void *> persistent = persistentStorages(u, x, batch);
+      if (x.defined())
+        persistent.insert(x.storage().unsafeGetStorageImpl());
+      SaveInto into(saves, std::move(persistent));
+      out = compute(u, x, batch);
+      unplannedSaveBytes_ += into.overflowBytes();
+    }
     if (u.kind == UnitKind::LlamaHead || u.kind == UnitKind::Gpt2Head)
       losses_[mb] = out.detach();
     runs_[{unit, mb}] = Run{x, out};
@@ -418,6 +435,10 @@ public:
       gradIn_.erase(mb);
     else
       gradIn_[mb] = Handover{unit, g.back()};
+  }
+
+  int64_t takeUnplannedSaveBytes() override {
+    return std::exchange(unplannedSaveBytes_, 0);
   }
 
   void reset() override {
@@ -569,6 +590,26 @@ private:
     }
   }
 
+  /// The storages a unit's graph may keep by reference: its parameters (and
+  /// the tied ones), the micro-batch's tokens and targets and the rope
+  /// tables, which outlive the graph anyway. Creates the rope tables first,
+  /// so that they are not created (and saved) inside the scope.
+  std::set<const void *> persistentStorages(const UnitModel &u,
+                                            const at::Tensor &input,
+                                            const MicroBatch &batch) {
+    std::set<const void *> kept{batch.tokens.storage().unsafeGetStorageImpl(),
+                                batch.targets.storage().unsafeGetStorageImpl()};
+    for (const Slot &s : u.slots)
+      kept.insert(s.leaf.storage().unsafeGetStorageImpl());
+    if (u.kind == UnitKind::LlamaBlock && input.defined()) {
+      auto [cos, sin] =
+          ropeTables(input.size(1), input.scalar_type(), input.device());
+      kept.insert(cos.storage().unsafeGetStorageImpl());
+      kept.insert(sin.storage().unsafeGetStorageImpl());
+    }
+    return kept;
+  }
+
   /// Records a forward's output: the next unit's input, or the loss.
   void finish(int64_t unit, int64_t mb, const at::Tensor &out) {
     if (isHead(units_[unit])) {
@@ -708,6 +749,7 @@ private:
 
   ModelConfig config_;
   at::Device device_;
+  int64_t unplannedSaveBytes_ = 0;
   std::vector<UnitModel> units_;
   std::map<int64_t, MicroBatch> batches_;
   std::map<std::pair<int64_t, int64_t>, Run> runs_; // (unit, micro-batch)

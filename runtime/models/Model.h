@@ -21,10 +21,12 @@
 // - Hidden states between units are handed over inside the Model, keyed by
 //   micro-batch: forward of unit u reads the output of the unit before it;
 //   backward of unit u leaves the gradient of its input for the unit before.
-// - `saves` is the unit's planned activation buffer. A forward that will be
-//   recomputed (activation checkpointing) keeps no autograd graph and stores
-//   its input in `saves` (which then has micro_batch*seq_len*hidden
-//   elements); recompute reads it back from `input` and rebuilds the graph.
+// - `saves` is the unit's planned activation buffer. A forward with a graph,
+//   and a recompute, copy what autograd saves into it (SavedActivations.h).
+//   A forward that will be recomputed (activation checkpointing) keeps no
+//   autograd graph and stores its input in `saves` (which then has
+//   micro_batch*seq_len*hidden elements); recompute reads it back from
+//   `input` and rebuilds the graph.
 // - Errors are exceptions derived from std::runtime_error with a one-line
 //   message.
 //
@@ -92,6 +94,11 @@ public:
 
   /// Drops everything kept for micro-batches (end of a step or an error).
   virtual void reset() = 0;
+
+  /// Bytes of tensors autograd saved outside the planned saves buffers
+  /// since the last call (they did not fit: the schedule's activation model
+  /// and this model disagree), and starts counting again.
+  virtual int64_t takeUnplannedSaveBytes() { return 0; }
 };
 
 } // namespace plan::rt

@@ -520,6 +520,7 @@ int runRank(const RunOptions &options, const RankInfo &rank,
                       steps, resumedAfter + 1);
 
     Clock::time_point start = Clock::now();
+    bool warnedUnplanned = false;
     StepMetrics last;
     int64_t tokens = 0, ran = 0;
     int stopSignal = 0;
@@ -532,6 +533,17 @@ int runRank(const RunOptions &options, const RankInfo &rank,
       rt::StepResult result = executor->runStep(step, batches);
       double stepTime =
           std::chrono::duration<double>(Clock::now() - stepStart).count();
+      if (reports && result.unplannedSaveBytes > 0 && !warnedUnplanned) {
+        warnedUnplanned = true;
+        std::fprintf(stderr,
+                     "plan-run: warning: step %lld: the model saved %s for "
+                     "backward outside the planned saves buffers (the "
+                     "schedule's activation model does not match this "
+                     "runtime: recompile the plan with this version's planc); "
+                     "memory exceeds the plan by up to that much\n",
+                     static_cast<long long>(step),
+                     formatBytes(result.unplannedSaveBytes).c_str());
+      }
 
       last = StepMetrics{};
       last.step = result.step;

@@ -64,24 +64,24 @@ plan.plan @ckpt on @mesh
 // CHECK-NEXT:  [[L1G:%.*]] = sched.view
 // CHECK:       sched.zero
 
-// CHECK:       [[AE:%.*]] = sched.alloc "embed.saves.mb0" role activations : memref<16xf32
+// CHECK:       [[AE:%.*]] = sched.alloc "embed.saves.mb0" role activations : memref<1xf32
 // CHECK-NEXT:  sched.forward @ckpt::@embed mb 0 params([[EP]] : {{.*}}) saves([[AE]] :
 // CHECK-NEXT:  [[IN0:%.*]] = sched.alloc "layers.0.input.mb0" role activations : memref<1024xf32
 // CHECK-NEXT:  sched.forward @ckpt::@layers.0 mb 0 params([[L0P]] : {{.*}}) saves([[IN0]] :
 // CHECK-NEXT:  [[IN1:%.*]] = sched.alloc "layers.1.input.mb0" role activations : memref<1024xf32
 // CHECK-NEXT:  sched.forward @ckpt::@layers.1 mb 0 params([[L1P]] : {{.*}}) saves([[IN1]] :
-// CHECK-NEXT:  [[AH:%.*]] = sched.alloc "head.saves.mb0" role activations : memref<18464xf32
+// CHECK-NEXT:  [[AH:%.*]] = sched.alloc "head.saves.mb0" role activations : memref<11377xf32
 // CHECK-NEXT:  sched.forward @ckpt::@head mb 0 params([[HP]] : {{.*}}) saves([[AH]] :
 // CHECK-NEXT:  sched.loss @ckpt::@head mb 0
 
 // CHECK-NEXT:  sched.backward @ckpt::@head mb 0 params([[HP]] : {{.*}}) activations([[AH]] :
 // CHECK-NEXT:  sched.free [[AH]]
-// CHECK-NEXT:  [[A1:%.*]] = sched.alloc "layers.1.saves.mb0" role activations : memref<18528xf32
+// CHECK-NEXT:  [[A1:%.*]] = sched.alloc "layers.1.saves.mb0" role activations : memref<21904xf32
 // CHECK-NEXT:  sched.recompute @ckpt::@layers.1 mb 0 params([[L1P]] : {{.*}}) from([[IN1]] : {{.*}}) saves([[A1]] :
 // CHECK-NEXT:  sched.backward @ckpt::@layers.1 mb 0 params([[L1P]] : {{.*}}) activations([[A1]] : {{.*}}) grads([[L1G]] :
 // CHECK-NEXT:  sched.free [[A1]]
 // CHECK-NEXT:  sched.free [[IN1]]
-// CHECK-NEXT:  [[A0:%.*]] = sched.alloc "layers.0.saves.mb0" role activations : memref<18528xf32
+// CHECK-NEXT:  [[A0:%.*]] = sched.alloc "layers.0.saves.mb0" role activations : memref<21904xf32
 // CHECK-NEXT:  sched.recompute @ckpt::@layers.0 mb 0 params([[L0P]] : {{.*}}) from([[IN0]] : {{.*}}) saves([[A0]] :
 // CHECK-NEXT:  sched.backward @ckpt::@layers.0 mb 0 params([[L0P]] : {{.*}}) activations([[A0]] : {{.*}}) grads([[L0G]] :
 // CHECK-NEXT:  sched.free [[A0]]

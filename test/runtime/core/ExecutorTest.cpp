@@ -261,8 +261,10 @@ TEST(Executor, TrainStepMatchesHandComputedGradients) {
   EXPECT_EQ(r.step, 1);
   EXPECT_FALSE(r.skipped);
   EXPECT_EQ(r.tokens, 2 * kWidth);
-  EXPECT_EQ(r.peakBytes, exec.arena(Space::Device).numel());
   EXPECT_EQ(r.plannedBytes, exec.arena(Space::Device).numel());
+  // Measured: the arena plus what the toy keeps (a few KiB).
+  EXPECT_GE(r.peakBytes, r.plannedBytes);
+  EXPECT_LE(r.peakBytes, r.plannedBytes + 64 * 1024);
   EXPECT_EQ(model.resets, 1);
   expectTensor(exec.buffer(toy.grad), ref.grad, 1e-6);
   std::vector<long double> updated;
@@ -297,7 +299,8 @@ TEST(Executor, OffloadedStepMatchesTheDeviceStep) {
       for (Space space : {Space::Device, Space::Host, Space::PinnedHost})
         planned += b.arena(space).numel();
       EXPECT_EQ(rb.plannedBytes, planned);
-      EXPECT_EQ(rb.peakBytes, planned);
+      EXPECT_GE(rb.peakBytes, planned);
+      EXPECT_LE(rb.peakBytes, planned + 64 * 1024);
     }
   }
 }

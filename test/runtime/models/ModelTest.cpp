@@ -198,6 +198,10 @@ struct StepOptions {
   bool checkpoint = false;  // blocks: forward without graph, recompute
   bool swapBuffers = false; // backward gets other buffers; forward's trashed
   bool reverseMicroBatches = false;
+  // > 0: forwards with a graph and recomputes get a NaN-filled saves buffer
+  // of this many bytes (SavedActivations.h), kept in `savesBuffers`.
+  int64_t savesBytes = 0;
+  std::vector<at::Tensor> *savesBuffers = nullptr;
 };
 
 int64_t tiedUnit(const Schedule &s, int64_t u) {
@@ -233,6 +237,16 @@ double runUnits(Model &model, const Schedule &s,
     return t < 0 ? at::Tensor() : bufs[t];
   };
   std::map<std::pair<int64_t, int64_t>, at::Tensor> inputs;
+  auto savesBuffer = [&]() {
+    if (o.savesBytes <= 0)
+      return at::Tensor();
+    int64_t itemsize = c10::elementSize(o.dtype);
+    at::Tensor buffer =
+        at::full({o.savesBytes / itemsize}, std::nan(""), o.dtype);
+    if (o.savesBuffers)
+      o.savesBuffers->push_back(buffer);
+    return buffer;
+  };
   double loss = 0;
   for (int64_t mb = 0; mb < mbs; ++mb) {
     model.setMicroBatch(mb, batches[mb]);
@@ -243,6 +257,8 @@ double runUnits(Model &model, const Schedule &s,
         saves = at::full({batches[mb].tokens.numel() * s.model.hidden},
                          std::nan(""), o.dtype);
         inputs[{u, mb}] = saves;
+      } else {
+        saves = savesBuffer();
       }
       model.forward(u, mb, fwd[u], tiedOf(fwd, u), saves, !ckpt);
     }
@@ -260,7 +276,8 @@ double runUnits(Model &model, const Schedule &s,
     int64_t mb = o.reverseMicroBatches ? mbs - 1 - i : i;
     for (int64_t u = n - 1; u >= 0; --u) {
       if (o.checkpoint && isBlock(s.units[u]))
-        model.recompute(u, mb, bwd[u], tiedOf(bwd, u), inputs.at({u, mb}), {});
+        model.recompute(u, mb, bwd[u], tiedOf(bwd, u), inputs.at({u, mb}),
+                        savesBuffer());
       model.backward(u, mb, bwd[u], tiedOf(bwd, u), {}, grads[u],
                      tiedOf(grads, u));
     }
@@ -373,6 +390,44 @@ TEST_P(ModelFamilies, CheckpointingGivesTheSameGradients) {
   EXPECT_EQ(a, b);
   for (size_t u = 0; u < plain.size(); ++u)
     EXPECT_TRUE(at::allclose(plain[u], ckpt[u], 1e-6, 1e-9)) << s.units[u].name;
+}
+
+// What autograd saves is copied into the saves buffers (SavedActivations.h)
+// and read back from there at backward: bitwise the same gradients, in every
+// precision, whether all of it fits, some of it or none.
+TEST_P(ModelFamilies, SavedTensorsLiveInTheSavesBuffers) {
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    for (bool checkpoint : {false, true}) {
+      for (int64_t bytes : {int64_t(1) << 22, int64_t(4096)}) {
+        SCOPED_TRACE(std::string(c10::toString(dtype)) +
+                     (checkpoint ? " checkpointed " : " ") +
+                     std::to_string(bytes) + " bytes");
+        Schedule s = schedule();
+        auto model = Model::create(s, at::kCPU);
+        auto flat = initWeights(*model, s, 12);
+        auto batches = randomBatches(s.model, 2, 2, 8, 13);
+        StepOptions o;
+        o.dtype = dtype;
+        o.checkpoint = checkpoint;
+        o.swapBuffers = true;
+        std::vector<at::Tensor> plain, saved, buffers;
+        double a = runUnits(*model, s, flat, batches, plain, o);
+        o.savesBytes = bytes;
+        o.savesBuffers = &buffers;
+        double b = runUnits(*model, s, flat, batches, saved, o);
+        EXPECT_EQ(a, b);
+        for (size_t u = 0; u < plain.size(); ++u)
+          EXPECT_TRUE(at::equal(plain[u], saved[u])) << s.units[u].name;
+        // The big buffers received the copies.
+        int64_t written = 0;
+        for (const at::Tensor &buffer : buffers)
+          written += buffer.isnan().logical_not().sum().item<int64_t>();
+        if (bytes > 4096) {
+          EXPECT_GT(written, 0);
+        }
+      }
+    }
+  }
 }
 
 TEST_P(ModelFamilies, MicroBatchesInFlightTogether) {
