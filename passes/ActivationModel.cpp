@@ -13,6 +13,8 @@
 
 #include "passes/ActivationModel.h"
 
+#include "Schedule.h"
+
 using namespace plan;
 
 namespace {
@@ -108,14 +110,25 @@ int64_t embedding(ModelFamily family, const ActivationShape &a, int64_t w) {
   return 0;
 }
 
+// The loss runs in chunks of tokens (lossChunkTokens, Schedule.h); each
+// chunk's cross_entropy saves its fp32 log-probabilities (counted per token
+// below) and an fp32 total-weight scalar: two storages and 4 bytes a chunk.
+int64_t lossChunks(const ActivationShape &a) {
+  int64_t chunk = rt::lossChunkTokens(a.tokens, a.vocab);
+  return (a.tokens + chunk - 1) / chunk;
+}
+
 // The final norm (RMSNorm: 4 storages; LayerNorm: input, mean, rstd,
-// output), the fp32 log-probabilities cross_entropy's log_softmax saves, and
-// its fp32 total-weight scalar. The targets are kept by reference.
+// output), then the loss chunks. The targets are kept by reference.
 int64_t llamaHead(const ActivationShape &a, int64_t w) {
-  return bytes(a.tokens, rmsNormPerToken(a, w) + kF32 * a.vocab, kF32, 6);
+  int64_t chunks = lossChunks(a);
+  return bytes(a.tokens, rmsNormPerToken(a, w) + kF32 * a.vocab, kF32 * chunks,
+               4 + 2 * chunks);
 }
 int64_t gpt2Head(const ActivationShape &a, int64_t w) {
-  return bytes(a.tokens, 2 * w * a.h + 2 * kF32 + kF32 * a.vocab, kF32, 6);
+  int64_t chunks = lossChunks(a);
+  return bytes(a.tokens, 2 * w * a.h + 2 * kF32 + kF32 * a.vocab, kF32 * chunks,
+               4 + 2 * chunks);
 }
 
 // An estimate, in the working type. MaskedLM per token: transform.dense

@@ -71,6 +71,25 @@ struct ModelConfig {
   int64_t numLabels = 2; // bert sequence classification
 };
 
+/// The runtime computes a head's logits and cross-entropy in chunks of
+/// tokens, so that the fp32 logits of one chunk take at most
+/// `kLossChunkBytes` (the temporaries of a head stay bounded for any vocab
+/// and micro-batch; what backward needs is the same). planc's activation
+/// model counts the chunks' saved tensors with the same rule.
+constexpr int64_t kLossChunkBytes = int64_t(256) << 20;
+
+/// Tokens per loss chunk for `tokens` tokens over `vocab` classes: as many as
+/// keep tokens x vocab fp32 logits within `budgetBytes`, at least 1, at most
+/// `tokens`.
+inline int64_t lossChunkTokens(int64_t tokens, int64_t vocab,
+                               int64_t budgetBytes = kLossChunkBytes) {
+  int64_t perToken = 4 * (vocab > 0 ? vocab : 1);
+  int64_t chunk = budgetBytes / perToken;
+  if (chunk < 1)
+    chunk = 1;
+  return chunk < tokens ? chunk : (tokens > 0 ? tokens : 1);
+}
+
 struct OptimizerConfig {
   std::string kind; // "adamw" | "sgd"
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0,

@@ -23,6 +23,7 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <numbers>
@@ -216,8 +217,10 @@ at::Tensor crossEntropy(const at::Tensor &logits, const at::Tensor &targets) {
 
 class TransformerModel final : public Model {
 public:
-  TransformerModel(const Schedule &schedule, at::Device device)
-      : config_(schedule.model), device_(device) {
+  TransformerModel(const Schedule &schedule, at::Device device,
+                   int64_t lossChunkBytes)
+      : config_(schedule.model), device_(device),
+        lossChunkBytes_(lossChunkBytes) {
     const ModelConfig &m = config_;
     if (m.family != "llama" && m.family != "gpt2")
       throw ModelError(
@@ -639,9 +642,7 @@ private:
       return llamaBlock(u, x);
     case UnitKind::LlamaHead: {
       at::Tensor h = rmsNorm(x, u.param(llama_head::Norm), config_.normEps);
-      at::Tensor logits =
-          at::linear(h, u.param(llama_head::LmHead)).to(at::kFloat);
-      return crossEntropy(logits, batch.targets);
+      return headLoss(h, u.param(llama_head::LmHead), batch.targets);
     }
     case UnitKind::Gpt2Block:
       return gpt2Block(u, x);
@@ -649,12 +650,34 @@ private:
       at::Tensor h =
           at::layer_norm(x, {config_.hidden}, u.param(gpt2_head::LnW),
                          u.param(gpt2_head::LnB), config_.normEps);
-      at::Tensor logits =
-          at::linear(h, u.param(gpt2_head::LmHead)).to(at::kFloat);
-      return crossEntropy(logits, batch.targets);
+      return headLoss(h, u.param(gpt2_head::LmHead), batch.targets);
     }
     }
     throw ModelError("unit '" + u.name + "' has no implementation");
+  }
+
+  /// Mean cross-entropy of the logits h W^T (in fp32) against `targets`. In
+  /// one piece when the fp32 logits fit the loss chunk, else chunk by chunk
+  /// of tokens (sum of each chunk's, over the tokens), so that only one
+  /// chunk's logits and their temporaries live at a time, in forward and in
+  /// backward.
+  at::Tensor headLoss(const at::Tensor &h, const at::Tensor &w,
+                      const at::Tensor &targets) {
+    const int64_t tokens = targets.numel();
+    const int64_t chunk = lossChunkTokens(tokens, w.size(0), lossChunkBytes_);
+    if (chunk >= tokens)
+      return crossEntropy(at::linear(h, w).to(at::kFloat), targets);
+    at::Tensor flat = h.reshape({tokens, h.size(-1)});
+    at::Tensor labels = targets.reshape({tokens});
+    at::Tensor sum;
+    for (int64_t start = 0; start < tokens; start += chunk) {
+      int64_t n = std::min(chunk, tokens - start);
+      at::Tensor part = at::cross_entropy_loss(
+          at::linear(flat.narrow(0, start, n), w).to(at::kFloat),
+          labels.narrow(0, start, n), /*weight=*/{}, at::Reduction::Sum);
+      sum = sum.defined() ? sum + part : part;
+    }
+    return sum / static_cast<double>(tokens);
   }
 
   at::Tensor llamaBlock(const UnitModel &u, const at::Tensor &x) {
@@ -749,6 +772,7 @@ private:
 
   ModelConfig config_;
   at::Device device_;
+  int64_t lossChunkBytes_;
   int64_t unplannedSaveBytes_ = 0;
   std::vector<UnitModel> units_;
   std::map<int64_t, MicroBatch> batches_;
@@ -765,8 +789,9 @@ private:
 } // namespace
 
 std::unique_ptr<Model> Model::create(const Schedule &schedule,
-                                     at::Device device) {
-  return std::make_unique<TransformerModel>(schedule, device);
+                                     at::Device device,
+                                     int64_t lossChunkBytes) {
+  return std::make_unique<TransformerModel>(schedule, device, lossChunkBytes);
 }
 
 } // namespace plan::rt

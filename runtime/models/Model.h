@@ -57,8 +57,11 @@ public:
 
   /// The model for `schedule` (family from schedule.model.family); throws for
   /// families or unit kinds this runtime does not implement (bert, for now).
-  static std::unique_ptr<Model> create(const Schedule &schedule,
-                                       at::Device device);
+  /// `lossChunkBytes`: the heads' loss chunking (Schedule.h,
+  /// lossChunkTokens); other than the default only in tests.
+  static std::unique_ptr<Model>
+  create(const Schedule &schedule, at::Device device,
+         int64_t lossChunkBytes = kLossChunkBytes);
 
   /// Writes the deterministic initial value of unit `unit`'s stored elements
   /// into `out` (1-D fp32, Unit::numel elements): each parameter is drawn

@@ -430,6 +430,44 @@ TEST_P(ModelFamilies, SavedTensorsLiveInTheSavesBuffers) {
   }
 }
 
+// The heads' loss in chunks of tokens (lossChunkTokens): 16 tokens in
+// chunks of 5 (the last one of 1) give the one-piece loss and gradients, up
+// to the order of the sums.
+TEST_P(ModelFamilies, ChunkedLossMatchesTheLossInOnePiece) {
+  Schedule s = schedule();
+  const int64_t chunkBytes = 5 * 4 * s.model.vocab;
+  ASSERT_EQ(lossChunkTokens(16, s.model.vocab, chunkBytes), 5);
+  auto whole = Model::create(s, at::kCPU);
+  auto chunked = Model::create(s, at::kCPU, chunkBytes);
+  auto flat = initWeights(*whole, s, 21);
+  auto batches = randomBatches(s.model, 2, 2, 8, 22);
+  for (bool checkpoint : {false, true}) {
+    SCOPED_TRACE(checkpoint ? "checkpointed" : "plain");
+    StepOptions o;
+    o.checkpoint = checkpoint;
+    o.swapBuffers = true;
+    std::vector<at::Tensor> a, b;
+    double lossA = runUnits(*whole, s, flat, batches, a, o);
+    double lossB = runUnits(*chunked, s, flat, batches, b, o);
+    EXPECT_NEAR(lossA, lossB, 1e-6 * lossA);
+    EXPECT_NE(lossA, 0.0);
+    for (size_t u = 0; u < a.size(); ++u)
+      EXPECT_TRUE(at::allclose(a[u], b[u], 1e-5, 1e-7)) << s.units[u].name;
+    Reference ref = runReference(s, flat, batches);
+    expectGradsMatch(s, b, ref, 1e-5);
+  }
+}
+
+TEST(LossChunks, TokensPerChunk) {
+  // 256 MiB of fp32 logits: 512 tokens of a 131072 vocab, all of a small one.
+  EXPECT_EQ(lossChunkTokens(8192, 131072), 512);
+  EXPECT_EQ(lossChunkTokens(8192, 512), 8192);
+  EXPECT_EQ(lossChunkTokens(100, 512, 4 * 512 * 30), 30);
+  // At least one token, at most all of them.
+  EXPECT_EQ(lossChunkTokens(10, 1 << 30, 1), 1);
+  EXPECT_EQ(lossChunkTokens(0, 512), 1);
+}
+
 TEST_P(ModelFamilies, MicroBatchesInFlightTogether) {
   Schedule s = schedule();
   auto model = Model::create(s, at::kCPU);
