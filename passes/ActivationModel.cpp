@@ -50,6 +50,12 @@ constexpr int64_t kAlignment = 64;
 // fp32.
 constexpr int64_t kF32 = 4;
 
+/// SDPA's fp32 logsumexp, per head and query: CUDA's memory-efficient kernel
+/// (fp32 compute) pads each sequence's to a multiple of 32 queries.
+int64_t logsumexpBytes(const ActivationShape &a) {
+  return kF32 * a.heads * a.b * ((a.s + 31) / 32 * 32);
+}
+
 /// Bytes of `tokens` x `perToken` plus `fixed`, and the padding of `storages`
 /// saved storages.
 int64_t bytes(int64_t tokens, int64_t perToken, int64_t fixed,
@@ -71,9 +77,8 @@ int64_t rmsNormPerToken(const ActivationShape &a, int64_t w) {
 // silu(gate) * up (4). The o_proj input is a view of the SDPA output, the
 // residual sums save nothing.
 int64_t llamaBlock(const ActivationShape &a, int64_t w) {
-  int64_t perToken = 2 * rmsNormPerToken(a, w) + 4 * w * a.h + kF32 * a.heads +
-                     4 * w * a.inter;
-  return bytes(a.tokens, perToken, 0, 8 + 5 + 2 + 4);
+  int64_t perToken = 2 * rmsNormPerToken(a, w) + 4 * w * a.h + 4 * w * a.inter;
+  return bytes(a.tokens, perToken, logsumexpBytes(a), 8 + 5 + 2 + 4);
 }
 
 // ln_1 input, mean, rstd and output; qkv (SDPA saves three views of it), the
@@ -81,8 +86,8 @@ int64_t llamaBlock(const ActivationShape &a, int64_t w) {
 // residual h1), mean, rstd and output; c_fc output (the GELU input) and the
 // GELU output.
 int64_t gpt2Block(const ActivationShape &a, int64_t w) {
-  int64_t perToken = w * (8 * a.h + 2 * a.inter) + 4 * kF32 + kF32 * a.heads;
-  return bytes(a.tokens, perToken, 0, 4 + 3 + 2 + 4 + 2);
+  int64_t perToken = w * (8 * a.h + 2 * a.inter) + 4 * kF32;
+  return bytes(a.tokens, perToken, logsumexpBytes(a), 4 + 3 + 2 + 4 + 2);
 }
 
 // BERT is not run by the runtime (docs/models.md): an estimate of what its

@@ -111,7 +111,14 @@ int64_t SaveInto::place(const at::Tensor &tensor) {
   int64_t misalign = static_cast<int64_t>(
       reinterpret_cast<uintptr_t>(base_ + used_) % kAlignment);
   int64_t offset = used_ + (misalign ? kAlignment - misalign : 0);
-  if (!base_ || tensor.device() != device_ || offset + bytes > capacity_) {
+  // A tensor on another device (the CUDA attention kernels' RNG seed and
+  // offset may live on the host) is not memory of this buffer's device:
+  // kept, not counted.
+  if (base_ && tensor.device() != device_) {
+    placed_[key] = -1;
+    return -1;
+  }
+  if (!base_ || offset + bytes > capacity_) {
     overflow_ += bytes;
     placed_[key] = -1;
     return -1;

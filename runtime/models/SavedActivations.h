@@ -14,8 +14,9 @@
 //   views autograd saves of one storage share the copy), 64-byte aligned.
 // - Tensors whose storage is in `persistent` (the unit's parameters, cached
 //   tables) are kept by reference: they outlive the graph anyway.
-// - What does not fit, or lives on another device, is kept by reference and
-//   counted as overflow: memory the plan did not foresee.
+// - What does not fit is kept by reference and counted as overflow: memory
+//   the plan did not foresee. A tensor on another device than the buffer's
+//   is kept by reference and not counted (it is not that device's memory).
 //
 // The copies must stay valid until the graph's backward has run: the
 // schedule frees the saves buffer after the unit's backward.

@@ -76,12 +76,12 @@ plan.plan @ckpt on @mesh
 
 // CHECK-NEXT:  sched.backward @ckpt::@head mb 0 params([[HP]] : {{.*}}) activations([[AH]] :
 // CHECK-NEXT:  sched.free [[AH]]
-// CHECK-NEXT:  [[A1:%.*]] = sched.alloc "layers.1.saves.mb0" role activations : memref<21904xf32
+// CHECK-NEXT:  [[A1:%.*]] = sched.alloc "layers.1.saves.mb0" role activations : memref<21968xf32
 // CHECK-NEXT:  sched.recompute @ckpt::@layers.1 mb 0 params([[L1P]] : {{.*}}) from([[IN1]] : {{.*}}) saves([[A1]] :
 // CHECK-NEXT:  sched.backward @ckpt::@layers.1 mb 0 params([[L1P]] : {{.*}}) activations([[A1]] : {{.*}}) grads([[L1G]] :
 // CHECK-NEXT:  sched.free [[A1]]
 // CHECK-NEXT:  sched.free [[IN1]]
-// CHECK-NEXT:  [[A0:%.*]] = sched.alloc "layers.0.saves.mb0" role activations : memref<21904xf32
+// CHECK-NEXT:  [[A0:%.*]] = sched.alloc "layers.0.saves.mb0" role activations : memref<21968xf32
 // CHECK-NEXT:  sched.recompute @ckpt::@layers.0 mb 0 params([[L0P]] : {{.*}}) from([[IN0]] : {{.*}}) saves([[A0]] :
 // CHECK-NEXT:  sched.backward @ckpt::@layers.0 mb 0 params([[L0P]] : {{.*}}) activations([[A0]] : {{.*}}) grads([[L0G]] :
 // CHECK-NEXT:  sched.free [[A0]]

@@ -73,11 +73,11 @@ plan.plan @gpt2 on @mesh
 // CHECK-NEXT:  [[HG:%.*]] = sched.view [[RG]][49152] : {{.*}} to memref<128xf32
 
 // Activations, bytes (fp32, w = 4; a quarter as many elements): embedding
-// 8s + 64 = 192, gpt2_block T(w(8h + 2I) + 16 + 4H) + 15 * 64 = 16 * 4128 +
-// 960, gpt2_head T(2wh + 8 + 4V) + 4 + 6 * 64 = 16 * 2568 + 388.
+// 8s + 64 = 192, gpt2_block T(w(8h + 2I) + 16) + 4H b ceil32(s) + 15 * 64 =
+// 16 * 4112 + 512 + 960, gpt2_head T(2wh + 8 + 4V) + 4 + 6 * 64 = 16 * 2568 + 388.
 // CHECK:       [[AE:%.*]] = sched.alloc "embed.saves.mb0" role activations : memref<48xf32
 // CHECK-NEXT:  sched.forward @gpt2::@embed mb 0 params([[EP]] : {{.*}}) saves([[AE]] :
-// CHECK-NEXT:  sched.alloc "layers.0.saves.mb0" role activations : memref<16752xf32
+// CHECK-NEXT:  sched.alloc "layers.0.saves.mb0" role activations : memref<16816xf32
 // CHECK-NEXT:  sched.forward @gpt2::@layers.0 mb 0 params
 // CHECK-NOT:   tied
 // CHECK:       [[AH:%.*]] = sched.alloc "head.saves.mb0" role activations : memref<10369xf32

@@ -121,3 +121,20 @@ TEST(SaveInto, OnlyTheOpenScopeOnItsThread) {
   EXPECT_TRUE((buffer == 7).all().item<bool>());
   g.grads();
 }
+
+// A saved tensor on another device than the buffer's is not that device's
+// memory: kept by reference, neither copied nor counted.
+TEST(SaveInto, TensorsOnAnotherDeviceAreKeptUncounted) {
+  at::Tensor x = at::ones({1000}, at::device(at::kMeta)).requires_grad_(true);
+  at::Tensor w = at::ones({1000}, at::device(at::kMeta)).requires_grad_(true);
+  at::Tensor buffer = at::empty({8192}, at::kFloat);
+  at::Tensor y;
+  {
+    SaveInto into(buffer, {});
+    y = (x * w).exp();
+    EXPECT_EQ(into.usedBytes(), 0);
+    EXPECT_EQ(into.overflowBytes(), 0);
+  }
+  std::vector<at::Tensor> g = torch::autograd::grad({y.sum()}, {x, w});
+  EXPECT_TRUE(g[0].is_meta());
+}
