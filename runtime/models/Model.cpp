@@ -680,7 +680,17 @@ private:
     return sum / static_cast<double>(tokens);
   }
 
+  // A block is two halves, each in its own function: the intermediates of
+  // one half (copied into the saves buffer as autograd saves them) are freed
+  // before the other half allocates its own.
+
   at::Tensor llamaBlock(const UnitModel &u, const at::Tensor &x) {
+    at::Tensor h1 = llamaAttention(u, x);
+    return h1 + llamaMlp(u, h1);
+  }
+
+  /// x + o_proj(attention(RMSNorm(x))).
+  at::Tensor llamaAttention(const UnitModel &u, const at::Tensor &x) {
     using namespace llama_block;
     const int64_t b = x.size(0), s = x.size(1), h = config_.hidden;
     const int64_t heads = config_.heads, kvHeads = config_.kvHeads;
@@ -692,6 +702,7 @@ private:
         at::linear(n, u.param(K)).view({b, s, kvHeads, d}).transpose(1, 2);
     at::Tensor v =
         at::linear(n, u.param(V)).view({b, s, kvHeads, d}).transpose(1, 2);
+    n.reset();
     auto [cos, sin] = ropeTables(s, x.scalar_type(), x.device());
     q = q * cos + rotateHalf(q) * sin;
     k = k * cos + rotateHalf(k) * sin;
@@ -700,22 +711,41 @@ private:
     at::Tensor a =
         causalAttention(q, k, v).transpose(1, 2).contiguous().reshape(
             {b, s, h});
-    at::Tensor h1 = x + at::linear(a, u.param(O));
-    n = rmsNorm(h1, u.param(PostNorm), config_.normEps);
-    at::Tensor mlp = at::linear(at::silu(at::linear(n, u.param(Gate))) *
-                                    at::linear(n, u.param(Up)),
-                                u.param(Down));
-    return h1 + mlp;
+    q.reset();
+    k.reset();
+    v.reset();
+    return x + at::linear(a, u.param(O));
+  }
+
+  /// down_proj(silu(gate_proj(n)) * up_proj(n)) of n = RMSNorm(h1).
+  at::Tensor llamaMlp(const UnitModel &u, const at::Tensor &h1) {
+    using namespace llama_block;
+    at::Tensor n = rmsNorm(h1, u.param(PostNorm), config_.normEps);
+    at::Tensor gate = at::silu(at::linear(n, u.param(Gate)));
+    at::Tensor up = at::linear(n, u.param(Up));
+    n.reset();
+    at::Tensor product = gate * up;
+    gate.reset();
+    up.reset();
+    return at::linear(product, u.param(Down));
   }
 
   at::Tensor gpt2Block(const UnitModel &u, const at::Tensor &x) {
+    at::Tensor h1 = gpt2Attention(u, x);
+    return h1 + gpt2Mlp(u, h1);
+  }
+
+  /// x + c_proj(attention(ln_1(x))).
+  at::Tensor gpt2Attention(const UnitModel &u, const at::Tensor &x) {
     using namespace gpt2_block;
     const int64_t b = x.size(0), s = x.size(1), h = config_.hidden;
     const int64_t heads = config_.heads, d = h / heads;
-    const double eps = config_.normEps;
-    at::Tensor n = at::layer_norm(x, {h}, u.param(Ln1W), u.param(Ln1B), eps);
+    at::Tensor n =
+        at::layer_norm(x, {h}, u.param(Ln1W), u.param(Ln1B), config_.normEps);
     at::Tensor qkv = conv1d(n, u.param(AttnW), u.param(AttnB));
+    n.reset();
     auto split = qkv.split(h, 2);
+    qkv.reset();
     auto heads4 = [&](const at::Tensor &t) {
       return t.view({b, s, heads, d}).transpose(1, 2);
     };
@@ -724,12 +754,20 @@ private:
             .transpose(1, 2)
             .contiguous()
             .reshape({b, s, h});
-    at::Tensor h1 = x + conv1d(a, u.param(AttnProjW), u.param(AttnProjB));
-    n = at::layer_norm(h1, {h}, u.param(Ln2W), u.param(Ln2B), eps);
-    at::Tensor mlp =
-        conv1d(at::gelu(conv1d(n, u.param(FcW), u.param(FcB)), "tanh"),
-               u.param(MlpProjW), u.param(MlpProjB));
-    return h1 + mlp;
+    split.clear();
+    return x + conv1d(a, u.param(AttnProjW), u.param(AttnProjB));
+  }
+
+  /// mlp.c_proj(gelu(mlp.c_fc(ln_2(h1)))).
+  at::Tensor gpt2Mlp(const UnitModel &u, const at::Tensor &h1) {
+    using namespace gpt2_block;
+    at::Tensor n = at::layer_norm(h1, {config_.hidden}, u.param(Ln2W),
+                                  u.param(Ln2B), config_.normEps);
+    at::Tensor fc = conv1d(n, u.param(FcW), u.param(FcB));
+    n.reset();
+    at::Tensor act = at::gelu(fc, "tanh");
+    fc.reset();
+    return conv1d(act, u.param(MlpProjW), u.param(MlpProjB));
   }
 
   /// cos and sin of HF's LlamaRotaryEmbedding ([s, head_dim], computed in
