@@ -23,6 +23,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #endif
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <functional>
@@ -116,6 +117,7 @@ struct Executor::Impl {
   std::vector<int64_t> stepsTaken; // non-skipped steps by group
   std::vector<Event> events;
   int64_t totalSteps = 0;
+  bool traceMemory = false;
   int64_t lossScaleBuffer = -1;
   DynamicLossScale dynamicLossScale;
 
@@ -131,6 +133,31 @@ struct Executor::Impl {
   // and the host has not yet.
   std::vector<c10::intrusive_ptr<c10d::Work>> hostFences;
 #endif
+
+  // The allocator peakBytes measures: the CUDA caching allocator on the cuda
+  // backend, the host counters (HostMemory.h) on the cpu backend.
+  int64_t allocatedBytes(bool peak) const {
+#ifdef PLAN_HAVE_CUDA
+    if (streams) {
+      auto stats =
+          c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+      const c10::CachingAllocator::Stat &stat =
+          stats.allocated_bytes[static_cast<size_t>(
+              c10::CachingAllocator::StatType::AGGREGATE)];
+      return peak ? stat.peak : stat.current;
+    }
+#endif
+    return peak ? host_memory::peak() : host_memory::current();
+  }
+  void resetAllocatorPeak() {
+#ifdef PLAN_HAVE_CUDA
+    if (streams) {
+      c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+      return;
+    }
+#endif
+    host_memory::resetPeak();
+  }
 
   void syncHostFences() {
 #ifdef PLAN_HAVE_CUDA
@@ -801,6 +828,8 @@ Executor::~Executor() {
 
 void Executor::setTotalSteps(int64_t steps) { impl_->totalSteps = steps; }
 
+void Executor::setMemoryTrace(bool on) { impl_->traceMemory = on; }
+
 void Executor::initState(uint64_t seed) {
   impl_->fillState([&](int64_t unit, at::Tensor out) {
     impl_->model.initUnit(unit, seed, out);
@@ -887,7 +916,7 @@ StepResult Executor::runStep(int64_t step,
   s.skipped = false;
   for (Event &e : s.events)
     e = Event{};
-  host_memory::resetPeak();
+  s.resetAllocatorPeak();
 
 #ifdef PLAN_HAVE_CUDA
   // The step runs on the compute stream, after what the caller queued (the
@@ -898,7 +927,6 @@ StepResult Executor::runStep(int64_t step,
     caller = c10::cuda::getCurrentCUDAStream(s.device.index());
     cuda::streamWaitStream(s.streams->compute, *caller);
     onCompute.emplace(s.streams->compute);
-    c10::cuda::CUDACachingAllocator::resetPeakStats(s.device.index());
   }
   auto release = [&]() {
     s.hostFences.clear();
@@ -910,18 +938,31 @@ StepResult Executor::runStep(int64_t step,
 #endif
 
   int64_t tokens = 0;
+  int64_t tracedPeak = 0; // the ops' peaks so far, with the memory trace
   try {
     for (size_t mb = 0; mb < batches.size(); ++mb) {
       tokens += batches[mb].tokens.numel();
       s.model.setMicroBatch(static_cast<int64_t>(mb), batches[mb]);
     }
     for (size_t i = 0; i < schedule.ops.size(); ++i) {
+      OpMemory memory;
+      if (s.traceMemory) {
+        tracedPeak = std::max(tracedPeak, s.allocatedBytes(/*peak=*/true));
+        memory.op = static_cast<int64_t>(i);
+        memory.liveBefore = s.allocatedBytes(/*peak=*/false);
+        s.resetAllocatorPeak();
+      }
       try {
         s.execute(i);
       } catch (const ExecutionError &) {
         throw;
       } catch (const std::exception &e) {
         throw ExecutionError(s.describe(i) + ": " + firstLine(e.what()));
+      }
+      if (s.traceMemory) {
+        memory.peak = s.allocatedBytes(/*peak=*/true);
+        memory.liveAfter = s.allocatedBytes(/*peak=*/false);
+        result.opMemory.push_back(memory);
       }
     }
     for (size_t e = 0; e < s.events.size(); ++e)
@@ -965,24 +1006,18 @@ StepResult Executor::runStep(int64_t step,
   result.tokens = tokens * s.comm.world();
   for (const auto &[space, bytes] : schedule.arenaBytes)
     result.plannedBytes += bytes;
-  // Every CPU tensor of the process, the arenas included (they come from the
-  // same allocator).
-  result.peakBytes = host_memory::peak();
   release();
+  // The allocator's peak since the step started (with the memory trace,
+  // since the last op, and the ops' peaks before it). The cpu backend's
+  // counts every CPU tensor of the process, the arenas included; the
+  // caching allocator's includes the device arena, and the host arenas are
+  // added to it.
+  result.peakBytes = std::max(tracedPeak, s.allocatedBytes(/*peak=*/true));
 #ifdef PLAN_HAVE_CUDA
-  if (s.streams) {
-    // The caching allocator's peak since the step started (the device arena
-    // is one of its allocations) plus the host arenas.
-    auto stats =
-        c10::cuda::CUDACachingAllocator::getDeviceStats(s.device.index());
-    result.peakBytes =
-        stats
-            .allocated_bytes[static_cast<size_t>(
-                c10::CachingAllocator::StatType::AGGREGATE)]
-            .peak +
+  if (s.streams)
+    result.peakBytes +=
         s.arenas[static_cast<size_t>(Space::Host)].nbytes() +
         s.arenas[static_cast<size_t>(Space::PinnedHost)].nbytes();
-  }
 #endif
   return result;
 }

@@ -33,6 +33,17 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// Memory around one op of a step run with a memory trace
+/// (Executor::setMemoryTrace): bytes allocated by the backend's allocator,
+/// the one peakBytes measures (cpu: the process's CPU tensors; cuda: the
+/// CUDA caching allocator's allocated bytes, the device arena included).
+struct OpMemory {
+  int64_t op = 0;         // index into Schedule::ops
+  int64_t liveBefore = 0; // allocated when the op started
+  int64_t peak = 0;       // the most allocated while it ran
+  int64_t liveAfter = 0;  // allocated when it returned
+};
+
 struct StepResult {
   int64_t step = 0;     // 1-based optimizer step
   double loss = 0;      // mean cross-entropy over the global batch
@@ -52,6 +63,8 @@ struct StepResult {
   // Bytes autograd saved outside the planned saves buffers this step
   // (Model::takeUnplannedSaveBytes); 0 when the activation model holds.
   int64_t unplannedSaveBytes = 0;
+  // Every op of the step, in order, when the memory trace is on.
+  std::vector<OpMemory> opMemory;
 };
 
 /// The training state that lives outside the buffers: what a checkpoint
@@ -77,6 +90,11 @@ public:
   /// The run's number of optimizer steps, which the learning-rate schedule
   /// decays over when the schedule's train.steps is 0 (ignored otherwise).
   void setTotalSteps(int64_t steps);
+
+  /// Records the allocator's bytes around every op of each step
+  /// (StepResult::opMemory). peakBytes is then the largest of the ops'
+  /// peaks (the allocator's peak restarts at each op).
+  void setMemoryTrace(bool on);
 
   /// Fills every persistent state buffer (params, master weights) from the
   /// model's deterministic initialisation, or from `source` (--init), each

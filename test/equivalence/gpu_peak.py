@@ -10,7 +10,10 @@ runs STEPS steps and checks, at every step after the first, that
     |peak_bytes - planned_bytes| <= 2% of planned_bytes
 
 and prints both. The first step is left out: it is where LibTorch and cuBLAS create their
-workspaces and handles, once per process, outside any step's plan.
+workspaces and handles, once per process, outside any step's plan. The runs
+write a --memory-trace next to their metrics in --work; a schedule that fails
+also prints the five ops of its last step that needed the most memory beyond
+what was alive.
 
 The schedules come from --schedules DIR (every *.sched in it; scripts/make-gpu-scheds.sh
 writes them, for a GPU node without planc) or are compiled with --planc from the tiny
@@ -86,15 +89,28 @@ def gib(n):
     return f"{n / 2**30:.3f} GiB"
 
 
+def largest_ops(trace, step, count=5):
+    """The `count` ops of `step` that needed the most beyond what was alive
+    (--memory-trace), as printable lines."""
+    with open(trace) as f:
+        ops = [json.loads(line) for line in f if line.strip()]
+    ops = [o for o in ops if o["step"] == step]
+    ops.sort(key=lambda o: o["peak"] - o["live_before"], reverse=True)
+    return [f"op {o['op']} {o['kind']} {o.get('unit', '')}: +{gib(o['peak'] - o['live_before'])} "
+            f"at its peak, {gib(o['live_after'] - o['live_before'])} left" for o in ops[:count]]
+
+
 def check(plan_run, sched, world, steps, tolerance, work):
     metrics = os.path.join(work, os.path.basename(sched) + ".jsonl")
-    if os.path.exists(metrics):
-        os.remove(metrics)
+    trace = os.path.join(work, os.path.basename(sched) + ".trace.jsonl")
+    for path in (metrics, trace):
+        if os.path.exists(path):
+            os.remove(path)
     cmd = [plan_run]
     if world > 1:
         cmd += ["--nproc", str(world)]
     cmd += [sched, "--backend", "cuda", "--steps", str(steps), "--data", "synthetic",
-            "--metrics", metrics, "--quiet", "--timeout", "600"]
+            "--metrics", metrics, "--memory-trace", trace, "--quiet", "--timeout", "600"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         return False, f"plan-run failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout}{p.stderr}"
@@ -111,8 +127,12 @@ def check(plan_run, sched, world, steps, tolerance, work):
         lines.append(f"step {r['step']}: measured {r['peak_bytes']} B ({gib(r['peak_bytes'])}), "
                      f"planned {r['planned_bytes']} B ({gib(r['planned_bytes'])}), "
                      f"{100 * (r['peak_bytes'] / r['planned_bytes'] - 1):+.2f}%")
-    return worst <= tolerance, "\n  ".join(lines) + f"\n  worst {100 * worst:.2f}% " \
+    detail = "\n  ".join(lines) + f"\n  worst {100 * worst:.2f}% " \
         f"(tolerance {100 * tolerance:.0f}%)"
+    if worst > tolerance:
+        detail += "\n  ops of the last step that needed the most beyond what was alive:\n    " + \
+            "\n    ".join(largest_ops(trace, rows[-1]["step"]))
+    return worst <= tolerance, detail
 
 
 def main():

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 namespace plan::run {
 
@@ -36,13 +37,14 @@ namespace {
 /// The lines of `path` whose "step" is at most `lastStep`, each with its
 /// newline; "" when the file does not exist. Lines that are not a step's
 /// object (a line cut short by a crash) are dropped.
-std::string linesThrough(const std::string &path, int64_t lastStep) {
+std::string linesThrough(const std::string &path, int64_t lastStep,
+                         const std::string &what) {
   std::FILE *in = std::fopen(path.c_str(), "r");
   if (!in) {
     if (errno == ENOENT)
       return "";
-    throw std::runtime_error(
-        path + ": cannot read the metrics file: " + std::strerror(errno));
+    throw std::runtime_error(path + ": cannot read the " + what + ": " +
+                             std::strerror(errno));
   }
   std::string text;
   char buffer[65536];
@@ -52,7 +54,7 @@ std::string linesThrough(const std::string &path, int64_t lastStep) {
   bool failed = std::ferror(in);
   std::fclose(in);
   if (failed)
-    throw std::runtime_error(path + ": cannot read the metrics file");
+    throw std::runtime_error(path + ": cannot read the " + what);
   std::string kept;
   size_t begin = 0;
   while (begin < text.size()) {
@@ -76,26 +78,26 @@ std::string linesThrough(const std::string &path, int64_t lastStep) {
 } // namespace
 
 MetricsFile::MetricsFile(const std::string &path,
-                         std::optional<int64_t> resumedAfter)
-    : path_(path) {
+                         std::optional<int64_t> resumedAfter, std::string what)
+    : path_(path), what_(std::move(what)) {
   // A fresh file per run: a rerun of the same command must not leave two
   // runs' steps in one file. A resumed run continues the file of the run it
   // resumes, as if that run had not been interrupted.
   if (!resumedAfter) {
     file_ = std::fopen(path.c_str(), "w");
     if (!file_)
-      throw std::runtime_error(
-          path + ": cannot open the metrics file: " + std::strerror(errno));
+      throw std::runtime_error(path + ": cannot open the " + what_ + ": " +
+                               std::strerror(errno));
     return;
   }
   // The kept lines go to a temporary file that replaces the old one, so a
   // crash here leaves the old file whole.
-  std::string kept = linesThrough(path, *resumedAfter);
+  std::string kept = linesThrough(path, *resumedAfter, what_);
   std::string temporary = path + ".tmp";
   file_ = std::fopen(temporary.c_str(), "w");
   if (!file_)
-    throw std::runtime_error(
-        temporary + ": cannot open the metrics file: " + std::strerror(errno));
+    throw std::runtime_error(temporary + ": cannot open the " + what_ + ": " +
+                             std::strerror(errno));
   if ((!kept.empty() &&
        std::fwrite(kept.data(), 1, kept.size(), file_) != kept.size()) ||
       std::fflush(file_) != 0 || std::rename(temporary.c_str(), path.c_str())) {
@@ -103,7 +105,7 @@ MetricsFile::MetricsFile(const std::string &path,
     std::fclose(file_);
     file_ = nullptr;
     std::remove(temporary.c_str());
-    throw std::runtime_error(path + ": cannot write the metrics file: " + why);
+    throw std::runtime_error(path + ": cannot write the " + what_ + ": " + why);
   }
 }
 
@@ -113,11 +115,15 @@ MetricsFile::~MetricsFile() {
 }
 
 void MetricsFile::append(const StepMetrics &metrics) {
-  std::string line = metricsJson(metrics) + "\n";
+  appendLine(metricsJson(metrics));
+}
+
+void MetricsFile::appendLine(const std::string &json) {
+  std::string line = json + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() ||
       std::fflush(file_) != 0)
-    throw std::runtime_error(
-        path_ + ": cannot write the metrics file: " + std::strerror(errno));
+    throw std::runtime_error(path_ + ": cannot write the " + what_ + ": " +
+                             std::strerror(errno));
 }
 
 } // namespace plan::run

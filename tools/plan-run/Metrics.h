@@ -38,24 +38,29 @@ struct StepMetrics {
 /// diverged loss) are written as null, which JSON readers accept.
 std::string metricsJson(const StepMetrics &metrics);
 
-/// A JSONL file, emptied when opened, then written one flushed line per
-/// step. A resumed run (`resumedAfter` = the checkpoint's step s) keeps the
-/// lines of steps <= s of an existing file, drops the later ones (the steps
-/// the resumed run repeats) and appends after them; a missing file is
-/// created. Throws std::runtime_error (one line) when it cannot be opened,
-/// read or written.
+/// A JSONL file of objects with a "step" key, emptied when opened, then
+/// written one flushed line at a time. A resumed run (`resumedAfter` = the
+/// checkpoint's step s) keeps the lines of steps <= s of an existing file,
+/// drops the later ones (the steps the resumed run repeats) and appends
+/// after them; a missing file is created. Throws std::runtime_error (one
+/// line, naming the file as `what`) when it cannot be opened, read or
+/// written. --metrics and --memory-trace write one each.
 class MetricsFile {
 public:
   explicit MetricsFile(const std::string &path,
-                       std::optional<int64_t> resumedAfter = std::nullopt);
+                       std::optional<int64_t> resumedAfter = std::nullopt,
+                       std::string what = "metrics file");
   ~MetricsFile();
   MetricsFile(const MetricsFile &) = delete;
   MetricsFile &operator=(const MetricsFile &) = delete;
 
   void append(const StepMetrics &metrics);
+  /// One JSON object (without its newline).
+  void appendLine(const std::string &json);
 
 private:
   std::string path_;
+  std::string what_;
   std::FILE *file_ = nullptr;
 };
 

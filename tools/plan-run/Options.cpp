@@ -102,6 +102,10 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
   app.add_option("--metrics", options.metrics,
                  "Write one JSON object per step to this file (rank 0)")
       ->type_name("FILE.jsonl");
+  app.add_option("--memory-trace", options.memoryTrace,
+                 "Write the allocated bytes around every op of every step to "
+                 "this file (rank 0; docs/launching.md)")
+      ->type_name("FILE.jsonl");
   app.add_option("--timeout", options.timeoutSeconds,
                  "Seconds the rendezvous and each collective may take before "
                  "the run fails")
@@ -180,6 +184,8 @@ std::vector<std::string> rankArguments(const RunOptions &options,
     args.insert(args.end(), {"--seed", std::to_string(*options.seed)});
   if (!options.metrics.empty())
     args.insert(args.end(), {"--metrics", options.metrics});
+  if (!options.memoryTrace.empty())
+    args.insert(args.end(), {"--memory-trace", options.memoryTrace});
   args.insert(args.end(), {"--timeout", formatSeconds(options.timeoutSeconds)});
   if (options.quiet)
     args.push_back("--quiet");

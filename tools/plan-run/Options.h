@@ -22,6 +22,7 @@ struct RunOptions {
   std::string init; // HF directory or .safetensors; "": init from seed
   std::optional<uint64_t> seed; // overrides train.seed
   std::string metrics;          // JSONL path; "": none
+  std::string memoryTrace;      // JSONL path, one line per op; "": none
   double timeoutSeconds = 300;  // rendezvous and every collective
   bool quiet = false;
   // Checkpoints (docs/launching.md, "Checkpoints").

@@ -13,6 +13,7 @@
 #include "SafeTensors.h"
 
 #include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
 #ifdef PLAN_HAVE_CUDA
 #include <c10/cuda/CUDAFunctions.h>
 #endif
@@ -367,6 +368,25 @@ std::unique_ptr<rt::Comm> createComm(c10::intrusive_ptr<c10d::Store> store,
                               timeout);
 }
 
+/// One line of --memory-trace: the op and its unit and micro-batch (compute
+/// ops), then the allocator's bytes around it (docs/launching.md).
+std::string memoryTraceJson(const rt::Schedule &schedule, int64_t step,
+                            const rt::OpMemory &memory) {
+  const rt::Op &op = schedule.ops[static_cast<size_t>(memory.op)];
+  nlohmann::ordered_json json;
+  json["step"] = step;
+  json["op"] = memory.op;
+  json["kind"] = rt::toString(op.kind);
+  if (op.unit >= 0) {
+    json["unit"] = schedule.units[static_cast<size_t>(op.unit)].name;
+    json["mb"] = op.microBatch;
+  }
+  json["live_before"] = memory.liveBefore;
+  json["peak"] = memory.peak;
+  json["live_after"] = memory.liveAfter;
+  return json.dump();
+}
+
 } // namespace
 
 std::string cudaDeviceMissing(int rank, int localRank, int visible) {
@@ -466,11 +486,16 @@ int runRank(const RunOptions &options, const RankInfo &rank,
     // Before the rendezvous: a path that cannot be written fails at once.
     if (reports && checkpointing)
       makeCheckpointRoot(options.checkpointDir);
-    std::unique_ptr<MetricsFile> metrics;
+    std::unique_ptr<MetricsFile> metrics, memoryTrace;
     if (reports && !options.metrics.empty())
       metrics = std::make_unique<MetricsFile>(
           options.metrics,
           checkpoint ? std::optional<int64_t>(resumedAfter) : std::nullopt);
+    if (reports && !options.memoryTrace.empty())
+      memoryTrace = std::make_unique<MetricsFile>(
+          options.memoryTrace,
+          checkpoint ? std::optional<int64_t>(resumedAfter) : std::nullopt,
+          "memory trace");
 
     store = rendezvous(rank, timeout);
     comm = createComm(store, rank, schedule, timeout, device);
@@ -480,6 +505,7 @@ int runRank(const RunOptions &options, const RankInfo &rank,
     model = rt::Model::create(schedule, device);
     executor = std::make_unique<rt::Executor>(schedule, *model, *comm, device);
     executor->setTotalSteps(steps);
+    executor->setMemoryTrace(memoryTrace != nullptr);
     if (checkpoint)
       checkpoint->restore(schedule, *executor, *comm);
     else if (options.init.empty())
@@ -562,6 +588,10 @@ int runRank(const RunOptions &options, const RankInfo &rank,
       ++ran;
       if (metrics)
         metrics->append(last);
+      if (memoryTrace)
+        for (const rt::OpMemory &memory : result.opMemory)
+          memoryTrace->appendLine(
+              memoryTraceJson(schedule, result.step, memory));
       progress.step(
           last, std::chrono::duration<double>(Clock::now() - start).count());
 

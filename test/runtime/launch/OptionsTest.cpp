@@ -123,8 +123,9 @@ TEST(Options, HelpListsEveryFlag) {
   EXPECT_EQ(exit.code, 0);
   for (const char *flag :
        {"--nproc", "--backend", "--steps", "--data", "--init", "--seed",
-        "--metrics", "--timeout", "--quiet", "--checkpoint-dir",
-        "--checkpoint-every", "--keep", "--resume", "--stop-timeout", "FILE"})
+        "--metrics", "--memory-trace", "--timeout", "--quiet",
+        "--checkpoint-dir", "--checkpoint-every", "--keep", "--resume",
+        "--stop-timeout", "FILE"})
     EXPECT_NE(exit.output.find(flag), std::string::npos) << flag;
 }
 
@@ -145,10 +146,10 @@ TEST(Options, UsageErrorsAreOneLine) {
 }
 
 TEST(Options, RankArgumentsRepeatTheRunWithoutNproc) {
-  RunOptions options =
-      parseOk({"--nproc", "2", "x.plan", "--steps", "3", "--seed", "9",
-               "--metrics", "out.jsonl", "--timeout", "10", "--quiet", "--init",
-               "w.safetensors", "--data", "t.bin"});
+  RunOptions options = parseOk(
+      {"--nproc", "2", "x.plan", "--steps", "3", "--seed", "9", "--metrics",
+       "out.jsonl", "--timeout", "10", "--quiet", "--init", "w.safetensors",
+       "--data", "t.bin", "--memory-trace", "m.jsonl"});
   std::vector<std::string> args = rankArguments(options, "/tmp/x.sched");
   std::vector<std::string> withProgram = args;
   RunOptions rank = parseOk(withProgram);
@@ -157,6 +158,7 @@ TEST(Options, RankArgumentsRepeatTheRunWithoutNproc) {
   EXPECT_EQ(rank.steps, 3);
   EXPECT_EQ(rank.seed, 9u);
   EXPECT_EQ(rank.metrics, "out.jsonl");
+  EXPECT_EQ(rank.memoryTrace, "m.jsonl");
   EXPECT_EQ(rank.timeoutSeconds, 10);
   EXPECT_TRUE(rank.quiet);
   EXPECT_EQ(rank.init, "w.safetensors");
@@ -170,6 +172,7 @@ TEST(Options, RankArgumentsRepeatTheRunWithoutNproc) {
   EXPECT_FALSE(plainRank.seed);
   EXPECT_FALSE(plainRank.quiet);
   EXPECT_EQ(plainRank.metrics, "");
+  EXPECT_EQ(plainRank.memoryTrace, "");
   // A rank knows whether --data was given (a resumed run warns when it
   // differs from the checkpoint's).
   EXPECT_FALSE(plainRank.dataGiven);
