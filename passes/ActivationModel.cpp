@@ -42,9 +42,8 @@ ActivationShape shapeOf(ModelAttr model, int64_t microBatch, int64_t seqLen) {
   return shape;
 }
 
-// Each saved storage starts on a 64-byte boundary: one alignment's worth
-// per storage bounds the padding.
-constexpr int64_t kAlignment = 64;
+// Each saved storage starts on a kSavesAlignment boundary (Schedule.h): one
+// alignment's worth per storage bounds the padding.
 // fp32 statistics (rstd, mean, logsumexp) and log-probabilities; LayerNorm's
 // mean and rstd are fp32 on CUDA and the working type on the CPU: counted as
 // fp32.
@@ -60,34 +59,44 @@ int64_t logsumexpBytes(const ActivationShape &a) {
 /// saved storages.
 int64_t bytes(int64_t tokens, int64_t perToken, int64_t fixed,
               int64_t storages) {
-  return tokens * perToken + fixed + storages * kAlignment;
+  return tokens * perToken + fixed + storages * rt::kSavesAlignment;
 }
 
-// RMSNorm, as LlamaRMSNorm (statistics in fp32): the fp32 input, rstd, the
-// normalised value in the working type and the scaled output (the next
-// linear's input). With fp32 compute the fp32 input is the input itself.
-int64_t rmsNormPerToken(const ActivationShape &a, int64_t w) {
-  return kF32 * a.h + kF32 + 2 * w * a.h;
+/// What one RMSNorm (LlamaRMSNorm: statistics in fp32) saves per token, and
+/// how many storages: rstd, the normalised value in the working type and the
+/// scaled output (the next linear's input), and the input in fp32. That is
+/// a new tensor, except when the input is already fp32 and is the unit's
+/// own input, which the runtime keeps by reference.
+struct Saved {
+  int64_t perToken, storages;
+};
+Saved rmsNorm(const ActivationShape &a, int64_t w, bool unitInput) {
+  if (unitInput && w == kF32)
+    return {kF32 + 2 * w * a.h, 3};
+  return {kF32 * a.h + kF32 + 2 * w * a.h, 4};
 }
 
-// Two RMSNorms (8 storages); SDPA's q and k after RoPE and v, k and v
-// repeated to all heads (grouped-query attention repeats them before the
-// kernel), its output and fp32 logsumexp per head (5, plus 2 for the CUDA
-// kernels' RNG seed and offset); MLP gate and up outputs, silu(gate) and
-// silu(gate) * up (4). The o_proj input is a view of the SDPA output, the
-// residual sums save nothing.
+// Its input norm and the norm of the residual h1; SDPA's q and k after RoPE
+// and v, k and v repeated to all heads (grouped-query attention repeats them
+// before the kernel), its output and fp32 logsumexp (5 storages, plus 2 for
+// the CUDA kernels' RNG seed and offset); MLP gate and up outputs,
+// silu(gate) and silu(gate) * up (4); the block's output (1). The o_proj
+// input is a view of the SDPA output, the residual sums save nothing.
 int64_t llamaBlock(const ActivationShape &a, int64_t w) {
-  int64_t perToken = 2 * rmsNormPerToken(a, w) + 4 * w * a.h + 4 * w * a.inter;
-  return bytes(a.tokens, perToken, logsumexpBytes(a), 8 + 5 + 2 + 4);
+  Saved input = rmsNorm(a, w, true), inner = rmsNorm(a, w, false);
+  int64_t perToken =
+      input.perToken + inner.perToken + 4 * w * a.h + 4 * w * a.inter + w * a.h;
+  return bytes(a.tokens, perToken, logsumexpBytes(a),
+               input.storages + inner.storages + 5 + 2 + 4 + 1);
 }
 
-// ln_1 input, mean, rstd and output; qkv (SDPA saves three views of it), the
-// SDPA output and logsumexp (+2 RNG tensors on CUDA); ln_2 input (the
-// residual h1), mean, rstd and output; c_fc output (the GELU input) and the
-// GELU output.
+// ln_1's mean, rstd and output (its input is the unit's); qkv (SDPA saves
+// three views of it), the SDPA output and logsumexp (+2 RNG tensors on
+// CUDA); ln_2's input (the residual h1), mean, rstd and output; c_fc output
+// (the GELU input) and the GELU output; the block's output.
 int64_t gpt2Block(const ActivationShape &a, int64_t w) {
   int64_t perToken = w * (8 * a.h + 2 * a.inter) + 4 * kF32;
-  return bytes(a.tokens, perToken, logsumexpBytes(a), 4 + 3 + 2 + 4 + 2);
+  return bytes(a.tokens, perToken, logsumexpBytes(a), 3 + 3 + 2 + 4 + 2 + 1);
 }
 
 // BERT is not run by the runtime (docs/models.md): an estimate of what its
@@ -99,16 +108,16 @@ int64_t bertBlock(const ActivationShape &a, int64_t w) {
   return w * a.tokens * (9 * a.h + 2 * a.inter + 4 + a.heads);
 }
 
-// Llama: the gather's backward needs the token ids, which the runtime keeps
-// by reference, so nothing. GPT-2: the position ids (int64, one row of s).
-// BERT (an estimate): token type ids, position ids, the embedding
-// LayerNorm's input, mean and rstd.
+// The embedding's output (the first block's input); the gather's backward
+// needs only the token ids, which the runtime keeps by reference. GPT-2 also
+// saves the position ids (int64, one row of s). BERT (an estimate): token
+// type ids, position ids, the embedding LayerNorm's input, mean and rstd.
 int64_t embedding(ModelFamily family, const ActivationShape &a, int64_t w) {
   switch (family) {
   case ModelFamily::Llama:
-    return 0;
+    return bytes(a.tokens, w * a.h, 0, 1);
   case ModelFamily::GPT2:
-    return bytes(a.s, 8, 0, 1);
+    return bytes(a.tokens, w * a.h, 8 * a.s, 2);
   case ModelFamily::Bert:
     return w * (a.tokens * (2 + a.h + 2) + a.s);
   }
@@ -123,17 +132,24 @@ int64_t lossChunks(const ActivationShape &a) {
   return (a.tokens + chunk - 1) / chunk;
 }
 
-// The final norm (RMSNorm: 4 storages; LayerNorm: input, mean, rstd,
-// output), then the loss chunks. The targets are kept by reference.
-int64_t llamaHead(const ActivationShape &a, int64_t w) {
+// The final norm (RMSNorm; LayerNorm: mean, rstd, output), then the loss
+// chunks. The targets are kept by reference. With `ownInput` the unit's
+// input is its own to keep too (it came from a block checkpointed without a
+// graph, which keeps no copy): one more storage of w h a token, which for an
+// fp32 RMSNorm is its fp32 input.
+int64_t llamaHead(const ActivationShape &a, int64_t w, bool ownInput) {
   int64_t chunks = lossChunks(a);
-  return bytes(a.tokens, rmsNormPerToken(a, w) + kF32 * a.vocab, kF32 * chunks,
-               4 + 2 * chunks);
+  Saved norm = rmsNorm(a, w, true);
+  int64_t perToken = norm.perToken + kF32 * a.vocab + (ownInput ? w * a.h : 0);
+  return bytes(a.tokens, perToken, kF32 * chunks,
+               norm.storages + 2 * chunks + (ownInput ? 1 : 0));
 }
-int64_t gpt2Head(const ActivationShape &a, int64_t w) {
+int64_t gpt2Head(const ActivationShape &a, int64_t w, bool ownInput) {
   int64_t chunks = lossChunks(a);
-  return bytes(a.tokens, 2 * w * a.h + 2 * kF32 + kF32 * a.vocab, kF32 * chunks,
-               4 + 2 * chunks);
+  int64_t perToken =
+      w * a.h + 2 * kF32 + kF32 * a.vocab + (ownInput ? w * a.h : 0);
+  return bytes(a.tokens, perToken, kF32 * chunks,
+               3 + 2 * chunks + (ownInput ? 1 : 0));
 }
 
 // An estimate, in the working type. MaskedLM per token: transform.dense
@@ -152,7 +168,7 @@ int64_t bertHead(ModelAttr model, const ActivationShape &a, int64_t w) {
 
 int64_t plan::activationBytes(UnitKind kind, ModelAttr model,
                               int64_t microBatch, int64_t seqLen,
-                              int64_t workingBytes) {
+                              int64_t workingBytes, bool ownInput) {
   ActivationShape a = shapeOf(model, microBatch, seqLen);
   const int64_t w = workingBytes;
   int64_t total = 0;
@@ -170,10 +186,10 @@ int64_t plan::activationBytes(UnitKind kind, ModelAttr model,
     total = bertBlock(a, w);
     break;
   case UnitKind::LlamaHead:
-    total = llamaHead(a, w);
+    total = llamaHead(a, w, ownInput);
     break;
   case UnitKind::GPT2Head:
-    total = gpt2Head(a, w);
+    total = gpt2Head(a, w, ownInput);
     break;
   case UnitKind::BertHead:
     total = bertHead(model, a, w);

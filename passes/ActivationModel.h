@@ -9,13 +9,16 @@
 
 namespace plan {
 
-/// Bytes one unit of `kind` saves for its backward in one micro-batch of
-/// `microBatch` sequences of `seqLen` tokens (without checkpointing), when it
-/// computes in a type of `workingBytes` bytes (4 for fp32, 2 for bf16 and
-/// fp16): what the runtime copies into the unit's saves buffer, alignment
-/// included, documented per kind in docs/sched.md.
+/// Bytes one unit of `kind` keeps for its backward in one micro-batch of
+/// `microBatch` sequences of `seqLen` tokens (a forward with a graph, or a
+/// recompute), when it computes in a type of `workingBytes` bytes (4 for
+/// fp32, 2 for bf16 and fp16): what the runtime copies into the unit's saves
+/// buffer, its output included, alignment included; documented per kind in
+/// docs/sched.md. `ownInput`: the unit also keeps its input (a head after
+/// blocks checkpointed without a graph).
 int64_t activationBytes(UnitKind kind, ModelAttr model, int64_t microBatch,
-                        int64_t seqLen, int64_t workingBytes);
+                        int64_t seqLen, int64_t workingBytes,
+                        bool ownInput = false);
 
 /// Bytes a checkpointed block saves: its input hidden states.
 int64_t checkpointBytes(ModelAttr model, int64_t microBatch, int64_t seqLen,

@@ -257,9 +257,11 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
   auto elements = [&](int64_t bytes) {
     return std::max<int64_t>((bytes + working - 1) / working, 1);
   };
-  auto savesElements = [&](const UnitSlot &unit) {
-    return elements(
-        plan::activationBytes(unit.kind, model, batch, seqLen, working));
+  // A unit after a checkpointed block keeps its input itself (the block
+  // planned no buffer for its output).
+  auto savesElements = [&](const UnitSlot &unit, bool ownInput) {
+    return elements(plan::activationBytes(unit.kind, model, batch, seqLen,
+                                          working, ownInput));
   };
   IntegerAttr mb = b.getI64IntegerAttr(microBatch);
   std::string suffix = (".mb" + Twine(microBatch)).str();
@@ -281,9 +283,10 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
                 elements(plan::checkpointBytes(model, batch, seqLen, working)),
                 /*persistent=*/false);
     else
-      saved[index] =
-          alloc(name + ".saves" + suffix, sched::BufferRole::Activations,
-                savesElements(unit), /*persistent=*/false);
+      saved[index] = alloc(
+          name + ".saves" + suffix, sched::BufferRole::Activations,
+          savesElements(unit, index > 0 && isCheckpointed(units[index - 1])),
+          /*persistent=*/false);
     sched::ForwardOp::create(b, loc, unit.ref, mb, unit.params,
                              tiedOf(unit, &UnitSlot::params), saved[index]);
   }
@@ -298,7 +301,8 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
     Value activations = saved[index];
     if (isCheckpointed(unit)) {
       activations = alloc(unit.op.getSymName() + ".saves" + suffix,
-                          sched::BufferRole::Activations, savesElements(unit),
+                          sched::BufferRole::Activations,
+                          savesElements(unit, /*ownInput=*/false),
                           /*persistent=*/false);
       sched::RecomputeOp::create(b, loc, unit.ref, mb, unit.params, tied,
                                  saved[index], activations);

@@ -40,8 +40,8 @@ void release(void *data) {
 class CountingAllocator final : public at::Allocator {
 public:
   at::DataPtr allocate(size_t n) override {
-    if (n == 0)
-      return inner->allocate(0);
+    if (n == 0) // nothing to count, and release() ignores null
+      return {nullptr, nullptr, &release, at::Device(at::kCPU)};
     char *base = static_cast<char *>(inner->raw_allocate(n + kHeader));
     std::memcpy(base, &n, sizeof n);
     raisePeak(liveBytes.fetch_add(static_cast<int64_t>(n),

@@ -71,6 +71,11 @@ struct ModelConfig {
   int64_t numLabels = 2; // bert sequence classification
 };
 
+/// The alignment of every copy the runtime makes into a unit's saves buffer
+/// (runtime/models/SavedActivations.h); planc's activation model pads each
+/// saved storage by it.
+constexpr int64_t kSavesAlignment = 64;
+
 /// The runtime computes a head's logits and cross-entropy in chunks of
 /// tokens, so that the fp32 logits of one chunk take at most
 /// `kLossChunkBytes` (the temporaries of a head stay bounded for any vocab

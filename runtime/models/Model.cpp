@@ -172,6 +172,9 @@ struct Run {
 struct Handover {
   int64_t unit = -1;
   at::Tensor value;
+  // The value lives in its producer's saves buffer (SaveInto::adopt), which
+  // the schedule keeps until after the consumer's backward.
+  bool planned = false;
 };
 
 at::Tensor rmsNorm(const at::Tensor &x, const at::Tensor &weight, double eps) {
@@ -296,6 +299,7 @@ public:
     const MicroBatch &batch = batchAt(mb);
     bind(u, params, tied);
     at::Tensor x;
+    bool planned = false;
     if (!isEmbedding(u)) {
       auto it = hidden_.find(mb);
       if (it == hidden_.end() || it->second.unit != unit - 1)
@@ -303,18 +307,14 @@ public:
                          std::to_string(mb) + " comes before the forward of '" +
                          units_[unit - 1].name + "'");
       x = it->second.value;
+      planned = it->second.planned;
     }
     if (keepGraph) {
       at::Tensor input;
       if (x.defined())
         input = x.detach().requires_grad_(true);
-      at::Tensor out;
-      {
-        SaveInto into(saves, persistentStorages(u, input, batch));
-        out = compute(u, input, batch);
-        unplannedSaveBytes_ += into.overflowBytes();
-      }
-      finish(unit, mb, out);
+      auto [out, adopted] = computeSaving(u, input, !planned, batch, saves);
+      finish(unit, mb, out, adopted);
       runs_[{unit, mb}] = Run{input, out};
       return;
     }
@@ -355,17 +355,9 @@ public:
               .to(params.scalar_type())
               .requires_grad_(true);
     }
-    at::Tensor out;
-    {
-      // The input stays in its planned buffer until after the backward:
-      // kept by reference, not copied again.
-      std::set<const void *> persistent = persistentStorages(u, x, batch);
-      if (x.defined())
-        persistent.insert(x.storage().unsafeGetStorageImpl());
-      SaveInto into(saves, std::move(persistent));
-      out = compute(u, x, batch);
-      unplannedSaveBytes_ += into.overflowBytes();
-    }
+    // The input stays in its planned buffer until after the backward.
+    at::Tensor out =
+        computeSaving(u, x, /*adoptInput=*/false, batch, saves).first;
     if (u.kind == UnitKind::LlamaHead || u.kind == UnitKind::Gpt2Head)
       losses_[mb] = out.detach();
     runs_[{unit, mb}] = Run{x, out};
@@ -613,13 +605,37 @@ private:
     return kept;
   }
 
+  /// Runs `u` on `x` with autograd so that all its graph keeps until the
+  /// unit's backward is in `saves` (SavedActivations.h): what autograd
+  /// saves is copied there, and the unit's output (the next unit's input,
+  /// which backward also seeds) is moved there; the head's loss, a scalar,
+  /// is not. `x` is kept by reference, in the buffer that holds it, or moved
+  /// into `saves` with `adoptInput` (it came from a forward without a graph,
+  /// which planned no buffer for it). Returns the output and whether it was
+  /// moved.
+  std::pair<at::Tensor, bool>
+  computeSaving(const UnitModel &u, const at::Tensor &x, bool adoptInput,
+                const MicroBatch &batch, const at::Tensor &saves) {
+    std::set<const void *> persistent = persistentStorages(u, x, batch);
+    if (x.defined() && !adoptInput)
+      persistent.insert(x.storage().unsafeGetStorageImpl());
+    SaveInto into(saves, std::move(persistent));
+    if (x.defined() && adoptInput)
+      into.adopt(x);
+    at::Tensor out = compute(u, x, batch);
+    bool adopted = !isHead(u) && into.adopt(out);
+    unplannedSaveBytes_ += into.overflowBytes();
+    return {out, adopted};
+  }
+
   /// Records a forward's output: the next unit's input, or the loss.
-  void finish(int64_t unit, int64_t mb, const at::Tensor &out) {
+  void finish(int64_t unit, int64_t mb, const at::Tensor &out,
+              bool planned = false) {
     if (isHead(units_[unit])) {
       losses_[mb] = out.detach();
       hidden_.erase(mb);
     } else {
-      hidden_[mb] = Handover{unit, out.detach()};
+      hidden_[mb] = Handover{unit, out.detach(), planned};
     }
   }
 

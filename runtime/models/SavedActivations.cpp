@@ -10,6 +10,8 @@
 
 #include "SavedActivations.h"
 
+#include "Schedule.h"
+
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/saved_variable_hooks.h>
 
@@ -19,8 +21,6 @@
 
 namespace plan::rt {
 namespace {
-
-constexpr int64_t kAlignment = 64;
 
 thread_local SaveInto *openScope = nullptr;
 
@@ -99,9 +99,10 @@ SaveInto::SaveInto(const at::Tensor &buffer, std::set<const void *> persistent)
 SaveInto::~SaveInto() { openScope = outer_; }
 
 int64_t SaveInto::place(const at::Tensor &tensor) {
-  const void *key = tensor.storage().unsafeGetStorageImpl();
-  if (persistent_.count(key))
+  const void *storage = tensor.storage().unsafeGetStorageImpl();
+  if (persistent_.count(storage))
     return -1;
+  auto key = std::make_pair(storage, tensor._version());
   auto it = placed_.find(key);
   if (it != placed_.end())
     return it->second;
@@ -109,8 +110,8 @@ int64_t SaveInto::place(const at::Tensor &tensor) {
   int64_t bytes = static_cast<int64_t>(tensor.storage().nbytes());
   // Aligned in memory, whatever the buffer's own alignment.
   int64_t misalign = static_cast<int64_t>(
-      reinterpret_cast<uintptr_t>(base_ + used_) % kAlignment);
-  int64_t offset = used_ + (misalign ? kAlignment - misalign : 0);
+      reinterpret_cast<uintptr_t>(base_ + used_) % kSavesAlignment);
+  int64_t offset = used_ + (misalign ? kSavesAlignment - misalign : 0);
   // A tensor on another device (the CUDA attention kernels' RNG seed and
   // offset may live on the host) is not memory of this buffer's device:
   // kept, not counted.
@@ -133,6 +134,15 @@ int64_t SaveInto::place(const at::Tensor &tensor) {
   used_ = offset + bytes;
   placed_[key] = offset;
   return offset;
+}
+
+bool SaveInto::adopt(const at::Tensor &tensor) {
+  int64_t offset = place(tensor);
+  if (offset < 0)
+    return false;
+  tensor.storage().unsafeGetStorageImpl()->set_data_ptr_noswap(
+      at::DataPtr(base_ + offset, device_));
+  return true;
 }
 
 } // namespace plan::rt

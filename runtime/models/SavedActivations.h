@@ -10,8 +10,13 @@
 // as soon as the forward drops it, and the memory held between forward and
 // backward is the planned buffer's.
 //
-// - A saved tensor is copied with its whole storage, once per storage (the
-//   views autograd saves of one storage share the copy), 64-byte aligned.
+// - A saved tensor is copied with its whole storage, once per storage and
+//   version (the views autograd saves of one storage share the copy; a
+//   storage changed in place after a save is copied again),
+//   kSavesAlignment-aligned (Schedule.h).
+// - adopt() moves a tensor that outlives the scope (a unit's output, which
+//   the next unit reads and backward seeds) into the buffer too: the
+//   storage is re-pointed at its copy and its own allocation freed.
 // - Tensors whose storage is in `persistent` (the unit's parameters, cached
 //   tables) are kept by reference: they outlive the graph anyway.
 // - What does not fit is kept by reference and counted as overflow: memory
@@ -31,6 +36,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <utility>
 #include <vector>
 
 namespace plan::rt {
@@ -50,9 +56,16 @@ public:
   /// Bytes of saved storages kept outside the buffer (did not fit).
   int64_t overflowBytes() const { return overflow_; }
 
-  /// Where a saved storage went: packs `tensor`'s storage (once) and returns
-  /// the byte offset of its copy, or -1 when it is kept by reference.
+  /// Where a saved storage went: packs `tensor`'s storage (once per
+  /// version) and returns the byte offset of its copy, or -1 when it is kept
+  /// by reference.
   int64_t place(const at::Tensor &tensor);
+
+  /// Places `tensor`'s storage and re-points the storage itself at the copy
+  /// (every tensor sharing it then reads the buffer, and its allocation is
+  /// freed). Returns false, leaving it as it is, when it is kept by
+  /// reference (persistent, another device, or does not fit: counted).
+  bool adopt(const at::Tensor &tensor);
   char *base() const { return base_; }
 
 private:
@@ -62,7 +75,8 @@ private:
   int64_t overflow_ = 0;
   at::Device device_;
   std::set<const void *> persistent_;
-  std::map<const void *, int64_t> placed_; // StorageImpl -> offset or -1
+  // (StorageImpl, version) -> offset, or -1 when kept by reference.
+  std::map<std::pair<const void *, uint32_t>, int64_t> placed_;
   // Weak references to the storages in `placed_`: a storage autograd no
   // longer holds frees its data, but the StorageImpl's address is not
   // reused for another storage while the scope knows it.

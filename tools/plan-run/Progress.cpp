@@ -120,8 +120,7 @@ void Progress::finish(const StepMetrics &last, int64_t steps, double elapsedS,
   if (barDrawn_)
     std::fputc('\n', stderr);
   double tokensPerS = elapsedS > 0 ? static_cast<double>(tokens) / elapsedS : 0;
-  // The plan's prediction next to a measured peak (the cpu backend's peak is
-  // the planned arenas themselves).
+  // The plan's prediction next to the measured peak (both backends measure).
   std::string planned;
   if (last.plannedBytes > 0 && last.plannedBytes != last.peakBytes)
     planned = " (planned " + formatBytes(last.plannedBytes) + ")";

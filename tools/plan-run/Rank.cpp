@@ -559,15 +559,17 @@ int runRank(const RunOptions &options, const RankInfo &rank,
       rt::StepResult result = executor->runStep(step, batches);
       double stepTime =
           std::chrono::duration<double>(Clock::now() - stepStart).count();
-      if (reports && result.unplannedSaveBytes > 0 && !warnedUnplanned) {
+      // Every rank: the units that overflow may be on any of them.
+      if (result.unplannedSaveBytes > 0 && !warnedUnplanned) {
         warnedUnplanned = true;
         std::fprintf(stderr,
-                     "plan-run: warning: step %lld: the model saved %s for "
+                     "plan-run: warning: rank %d, step %lld: the model saved "
+                     "%s for "
                      "backward outside the planned saves buffers (the "
                      "schedule's activation model does not match this "
                      "runtime: recompile the plan with this version's planc); "
                      "memory exceeds the plan by up to that much\n",
-                     static_cast<long long>(step),
+                     rank.rank, static_cast<long long>(step),
                      formatBytes(result.unplannedSaveBytes).c_str());
       }
 

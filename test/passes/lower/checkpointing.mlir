@@ -1,7 +1,9 @@
 // Full activation checkpointing: a block's forward saves only its input
 // (T*h = 16*64 elements); before its backward the activations are allocated
 // again and recomputed from that input, and both are freed after the
-// backward. The embedding and the head are not checkpointed.
+// backward. The embedding and the head are not checkpointed; the head keeps
+// its input itself (the last block, checkpointed, kept no copy of its
+// output): 1040 more elements than without checkpointing (10337).
 // RUN: plan-opt %s -sched-lower | FileCheck %s
 
 shard.grid @mesh(shape = 1x2)
@@ -64,7 +66,7 @@ plan.plan @ckpt on @mesh
 // CHECK-NEXT:  [[L1G:%.*]] = sched.view
 // CHECK:       sched.zero
 
-// CHECK:       [[AE:%.*]] = sched.alloc "embed.saves.mb0" role activations : memref<1xf32
+// CHECK:       [[AE:%.*]] = sched.alloc "embed.saves.mb0" role activations : memref<1040xf32
 // CHECK-NEXT:  sched.forward @ckpt::@embed mb 0 params([[EP]] : {{.*}}) saves([[AE]] :
 // CHECK-NEXT:  [[IN0:%.*]] = sched.alloc "layers.0.input.mb0" role activations : memref<1024xf32
 // CHECK-NEXT:  sched.forward @ckpt::@layers.0 mb 0 params([[L0P]] : {{.*}}) saves([[IN0]] :

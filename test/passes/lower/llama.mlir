@@ -86,17 +86,18 @@ plan.plan @tiny on @mesh
 // CHECK-NEXT: sched.zero [[G1]]
 
 // Forward. Activations (docs/sched.md, T = 16 tokens): embedding T,
-// llama_block T(8h + 8 + 8wh + 4wI) + 4H b ceil32(s) + 19 * 64 = 16 * 5384 +
-// 512 + 1216 bytes (the logsumexp of 16 queries padded to 32),
-// llama_head T(4h + 4 + 2wh + 4V) + 4 + 6 * 64 = 16 * 2820 + 388 bytes (fp32:
-// w = 4, a quarter as many elements); the embedding keeps nothing (1).
-// CHECK-NEXT: [[AE:%.*]] = sched.alloc "embed.saves.mb0" role activations : memref<1xf32, [[DEV]]>
+// Bytes (docs/sched.md): embedding T wh + 64 = 16 * 256 + 64, its output;
+// llama_block T(n_in + n + 4wh + 4wI + wh) + 4H b ceil32(s) + 19 * 64 =
+// 16 * 5384 + 512 + 1216 (the logsumexp of 16 queries padded to 32),
+// llama_head T(n_in + 4V) + 4 + 5 * 64 = 16 * 2564 + 324 (fp32: w = 4, a
+// quarter as many elements).
+// CHECK-NEXT: [[AE:%.*]] = sched.alloc "embed.saves.mb0" role activations : memref<1040xf32, [[DEV]]>
 // CHECK-NEXT: sched.forward @tiny::@embed mb 0 params([[EP]] : {{.*}}) saves([[AE]] :
 // CHECK-NEXT: [[A0:%.*]] = sched.alloc "layers.0.saves.mb0" role activations : memref<21968xf32
 // CHECK-NEXT: sched.forward @tiny::@layers.0 mb 0 params([[L0P]] : {{.*}}) saves([[A0]] :
 // CHECK-NEXT: [[A1:%.*]] = sched.alloc "layers.1.saves.mb0" role activations : memref<21968xf32
 // CHECK-NEXT: sched.forward @tiny::@layers.1 mb 0 params([[L1P]] : {{.*}}) saves([[A1]] :
-// CHECK-NEXT: [[AH:%.*]] = sched.alloc "head.saves.mb0" role activations : memref<11377xf32
+// CHECK-NEXT: [[AH:%.*]] = sched.alloc "head.saves.mb0" role activations : memref<10337xf32
 // CHECK-NEXT: sched.forward @tiny::@head mb 0 params([[HP]] : {{.*}}) saves([[AH]] :
 // CHECK-NEXT: sched.loss @tiny::@head mb 0 scale 1.0{{0*}}e+00
 

@@ -17,13 +17,13 @@
 // CHECK:       sched.zero
 // CHECK-NEXT:  sched.zero
 // CHECK-NEXT:  sched.zero
-// CHECK-NEXT:  sched.alloc "embed.saves.mb0" role activations : memref<1xf32
+// CHECK-NEXT:  sched.alloc "embed.saves.mb0" role activations : memref<32784xf32
 // CHECK-NEXT:  sched.forward @tiny_llama_cpu::@embed mb 0 params([[EP]] :
 // CHECK-NEXT:  sched.alloc "layers.0.saves.mb0" role activations : memref<691504xf32
 // CHECK-NEXT:  sched.forward @tiny_llama_cpu::@layers.0 mb 0
 // CHECK-NEXT:  sched.alloc "layers.1.saves.mb0" role activations : memref<691504xf32
 // CHECK-NEXT:  sched.forward @tiny_llama_cpu::@layers.1 mb 0
-// CHECK-NEXT:  sched.alloc "head.saves.mb0" role activations : memref<361057xf32
+// CHECK-NEXT:  sched.alloc "head.saves.mb0" role activations : memref<328273xf32
 // CHECK-NEXT:  sched.forward @tiny_llama_cpu::@head mb 0 params([[HP]] :
 // CHECK-NEXT:  sched.loss @tiny_llama_cpu::@head mb 0 scale 1.0{{0*}}e+00
 // CHECK-NEXT:  sched.backward @tiny_llama_cpu::@head mb 0 params([[HP]] : {{.*}}) grads([[HG]] :

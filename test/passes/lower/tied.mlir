@@ -73,14 +73,15 @@ plan.plan @gpt2 on @mesh
 // CHECK-NEXT:  [[HG:%.*]] = sched.view [[RG]][49152] : {{.*}} to memref<128xf32
 
 // Activations, bytes (fp32, w = 4; a quarter as many elements): embedding
-// 8s + 64 = 192, gpt2_block T(w(8h + 2I) + 16) + 4H b ceil32(s) + 15 * 64 =
-// 16 * 4112 + 512 + 960, gpt2_head T(2wh + 8 + 4V) + 4 + 6 * 64 = 16 * 2568 + 388.
-// CHECK:       [[AE:%.*]] = sched.alloc "embed.saves.mb0" role activations : memref<48xf32
+// T wh + 8s + 2 * 64 = 4352 (its output, the position ids), gpt2_block
+// T(w(8h + 2I) + 16) + 4H b ceil32(s) + 15 * 64 = 16 * 4112 + 512 + 960,
+// gpt2_head T(wh + 8 + 4V) + 4 + 5 * 64 = 16 * 2312 + 324.
+// CHECK:       [[AE:%.*]] = sched.alloc "embed.saves.mb0" role activations : memref<1088xf32
 // CHECK-NEXT:  sched.forward @gpt2::@embed mb 0 params([[EP]] : {{.*}}) saves([[AE]] :
 // CHECK-NEXT:  sched.alloc "layers.0.saves.mb0" role activations : memref<16816xf32
 // CHECK-NEXT:  sched.forward @gpt2::@layers.0 mb 0 params
 // CHECK-NOT:   tied
-// CHECK:       [[AH:%.*]] = sched.alloc "head.saves.mb0" role activations : memref<10369xf32
+// CHECK:       [[AH:%.*]] = sched.alloc "head.saves.mb0" role activations : memref<9329xf32
 // CHECK-NEXT:  sched.forward @gpt2::@head mb 0 params([[HP]] : memref<128xf32, {{.*}}) tied([[EP]] : memref<49152xf32, {{.*}}) saves([[AH]] :
 // CHECK-NEXT:  sched.loss @gpt2::@head mb 0
 // CHECK-NEXT:  sched.backward @gpt2::@head mb 0 params([[HP]] : {{.*}}) tied([[EP]] : {{.*}}) activations([[AH]] : {{.*}}) grads([[HG]] : {{.*}}) tied_grads([[EG]] : memref<49152xf32, {{[^)]*}}){{$}}
