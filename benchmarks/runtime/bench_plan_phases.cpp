@@ -96,9 +96,9 @@ public:
                  const at::Tensor &saves) override {
     timed([&] { inner_->recompute(unit, mb, params, tied, input, saves); });
   }
-  double loss(int64_t unit, int64_t mb, double scale,
-              double lossScale) override {
-    double value = inner_->loss(unit, mb, scale, lossScale);
+  at::Tensor loss(int64_t unit, int64_t mb, double scale,
+                  double lossScale) override {
+    at::Tensor value = inner_->loss(unit, mb, scale, lossScale);
     if (!inBackward_) {
       lossAt_ = lastCompute_ = Clock::now();
       inBackward_ = true;

@@ -122,7 +122,7 @@ struct Executor::Impl {
   DynamicLossScale dynamicLossScale;
 
   // Per step.
-  std::vector<double> losses;
+  std::vector<at::Tensor> losses; // 0-dim fp32, read once after the program
   std::optional<double> gradNorm;
   bool skipped = false;
   double lr = 0;
@@ -193,6 +193,18 @@ struct Executor::Impl {
   }
   double scalarValue(int64_t id) const {
     return buffers[id].to(at::kDouble).item<double>();
+  }
+  // The step's reads of the norm, found_inf and loss-scale buffers: each is
+  // written once per step before it is read (the loss scale only by
+  // update_loss_scale, which drops its entry), so one host read serves every
+  // group's optimizer_step and every micro-batch's loss. Each read
+  // synchronises the host with the compute stream on the cuda backend.
+  std::map<int64_t, double> stepScalars;
+  double stepScalar(int64_t id) {
+    auto it = stepScalars.find(id);
+    if (it == stepScalars.end())
+      it = stepScalars.emplace(id, scalarValue(id)).first;
+    return it->second;
   }
 
   void execute(size_t index);
@@ -612,14 +624,14 @@ void Executor::Impl::broadcast(size_t index) {
 
 void Executor::Impl::optimizerStep(const Op &op) {
   const TrainConfig &train = schedule.train;
-  double lossScale = op.lossScale >= 0 ? scalarValue(op.lossScale) : 1.0;
+  double lossScale = op.lossScale >= 0 ? stepScalar(op.lossScale) : 1.0;
   double totalNorm = 0;
   if (op.norm >= 0) {
-    totalNorm = std::sqrt(scalarValue(op.norm)) / lossScale;
+    totalNorm = std::sqrt(stepScalar(op.norm)) / lossScale;
     if (!gradNorm)
       gradNorm = totalNorm;
   }
-  if (op.foundInf >= 0 && scalarValue(op.foundInf) > 0) {
+  if (op.foundInf >= 0 && stepScalar(op.foundInf) > 0) {
     skipped = true;
     return;
   }
@@ -753,7 +765,7 @@ void Executor::Impl::execute(size_t index) {
                     operand(op.tied), operand(op.input), operand(op.saves));
     return;
   case OpKind::Loss: {
-    double lossScale = op.lossScale >= 0 ? scalarValue(op.lossScale) : 1.0;
+    double lossScale = op.lossScale >= 0 ? stepScalar(op.lossScale) : 1.0;
     losses.push_back(model.loss(op.unit, op.microBatch, op.scale, lossScale));
     return;
   }
@@ -766,9 +778,10 @@ void Executor::Impl::execute(size_t index) {
     return optimizerStep(op);
   case OpKind::UpdateLossScale: {
     at::Tensor scale = buffers[op.scalar];
-    bool foundInf = op.foundInf >= 0 && scalarValue(op.foundInf) > 0;
+    bool foundInf = op.foundInf >= 0 && stepScalar(op.foundInf) > 0;
     if (schedule.train.lossScale.kind == "dynamic")
-      scale.fill_(dynamicLossScale.update(scalarValue(op.scalar), foundInf));
+      scale.fill_(dynamicLossScale.update(stepScalar(op.scalar), foundInf));
+    stepScalars.erase(op.scalar);
     return;
   }
   }
@@ -912,6 +925,7 @@ StepResult Executor::runStep(int64_t step,
   result.lossScale =
       s.lossScaleBuffer >= 0 ? s.scalarValue(s.lossScaleBuffer) : 1.0;
   s.losses.clear();
+  s.stepScalars.clear();
   s.gradNorm.reset();
   s.skipped = false;
   for (Event &e : s.events)
@@ -982,11 +996,16 @@ StepResult Executor::runStep(int64_t step,
   s.model.reset();
   result.unplannedSaveBytes = s.model.takeUnplannedSaveBytes();
 
+  // The micro-batches' losses in one host read, after the whole program was
+  // queued (reading each at its loss op would stall the host there).
   double loss = 0;
-  for (double l : s.losses)
-    loss += l;
-  if (!s.losses.empty())
+  if (!s.losses.empty()) {
+    at::Tensor all = at::stack(s.losses).to(at::kCPU, at::kDouble);
+    auto values = all.accessor<double, 1>();
+    for (int64_t i = 0; i < values.size(0); ++i)
+      loss += values[i];
     loss /= static_cast<double>(s.losses.size());
+  }
   // Metrics only, not part of the schedule: every rank reports the loss of
   // the global batch.
   if (s.comm.world() > 1) {

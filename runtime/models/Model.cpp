@@ -363,8 +363,8 @@ public:
     runs_[{unit, mb}] = Run{x, out};
   }
 
-  double loss(int64_t unit, int64_t mb, double scale,
-              double lossScale) override {
+  at::Tensor loss(int64_t unit, int64_t mb, double scale,
+                  double lossScale) override {
     UnitModel &u = unitAt(unit);
     if (!isHead(u))
       throw ModelError("loss of unit '" + u.name + "', which is not a head");
@@ -373,7 +373,7 @@ public:
       throw ModelError("loss of micro-batch " + std::to_string(mb) +
                        " before the forward of '" + u.name + "'");
     seeds_[mb] = scale * lossScale;
-    return it->second.item<double>();
+    return it->second;
   }
 
   void backward(int64_t unit, int64_t mb, const at::Tensor &params,

@@ -87,9 +87,11 @@ public:
                          const at::Tensor &tied, const at::Tensor &input,
                          const at::Tensor &saves) = 0;
   /// After the head's forward: returns the micro-batch's mean cross-entropy
-  /// (fp32, unscaled) and seeds its backward with `scale * lossScale`.
-  virtual double loss(int64_t unit, int64_t mb, double scale,
-                      double lossScale) = 0;
+  /// (a 0-dim fp32 tensor on the compute device, unscaled, which the
+  /// executor reads after the step, so that no loss op waits for the
+  /// device) and seeds its backward with `scale * lossScale`.
+  virtual at::Tensor loss(int64_t unit, int64_t mb, double scale,
+                          double lossScale) = 0;
   virtual void backward(int64_t unit, int64_t mb, const at::Tensor &params,
                         const at::Tensor &tied, const at::Tensor &activations,
                         const at::Tensor &grads,

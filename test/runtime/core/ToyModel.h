@@ -58,12 +58,12 @@ public:
                              .narrow(0, 0, saved_.at({unit, mb}).numel())
                              .clone();
   }
-  double loss(int64_t unit, int64_t mb, double scale,
-              double lossScale) override {
+  at::Tensor loss(int64_t unit, int64_t mb, double scale,
+                  double lossScale) override {
     at::Tensor diff = outputs_.at({unit, mb}) - targets_.at(mb);
     upstream_[mb] =
         diff / static_cast<double>(diff.numel()) * (scale * lossScale);
-    return 0.5 * diff.square().mean().item<double>();
+    return 0.5 * diff.square().mean();
   }
   void backward(int64_t unit, int64_t mb, const at::Tensor &params,
                 const at::Tensor &, const at::Tensor &, const at::Tensor &grads,

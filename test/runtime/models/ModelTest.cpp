@@ -262,7 +262,7 @@ double runUnits(Model &model, const Schedule &s,
       }
       model.forward(u, mb, fwd[u], tiedOf(fwd, u), saves, !ckpt);
     }
-    loss += model.loss(n - 1, mb, 1.0 / mbs, 1.0) / mbs;
+    loss += model.loss(n - 1, mb, 1.0 / mbs, 1.0).item<double>() / mbs;
   }
   if (o.swapBuffers) {
     for (at::Tensor &f : fwd) {
