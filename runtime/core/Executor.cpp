@@ -194,12 +194,20 @@ struct Executor::Impl {
   double scalarValue(int64_t id) const {
     return buffers[id].to(at::kDouble).item<double>();
   }
-  // The step's reads of the norm, found_inf and loss-scale buffers: each is
-  // written once per step before it is read (the loss scale only by
-  // update_loss_scale, which drops its entry), so one host read serves every
-  // group's optimizer_step and every micro-batch's loss. Each read
-  // synchronises the host with the compute stream on the cuda backend.
+  // The step's host reads of the norm, found_inf and loss-scale buffers
+  // (each read synchronises the host with the compute stream on the cuda
+  // backend). planc's schedules write each before any op reads it, so one
+  // read serves every group's optimizer_step and every micro-batch's loss;
+  // an op that writes one of them drops its entry (forgetWritten), so any
+  // other order reads the new value.
   std::map<int64_t, double> stepScalars;
+  void forgetWritten(const Op &op) {
+    if (stepScalars.empty())
+      return;
+    for (int64_t id : {op.buffer, op.dst, op.scalar})
+      if (id >= 0)
+        stepScalars.erase(id);
+  }
   double stepScalar(int64_t id) {
     auto it = stepScalars.find(id);
     if (it == stepScalars.end())
@@ -781,7 +789,6 @@ void Executor::Impl::execute(size_t index) {
     bool foundInf = op.foundInf >= 0 && stepScalar(op.foundInf) > 0;
     if (schedule.train.lossScale.kind == "dynamic")
       scale.fill_(dynamicLossScale.update(stepScalar(op.scalar), foundInf));
-    stepScalars.erase(op.scalar);
     return;
   }
   }
@@ -968,6 +975,7 @@ StepResult Executor::runStep(int64_t step,
       }
       try {
         s.execute(i);
+        s.forgetWritten(schedule.ops[i]);
       } catch (const ExecutionError &) {
         throw;
       } catch (const std::exception &e) {
