@@ -12,6 +12,7 @@
 #include "ModelTestSupport.h"
 #include "SafeTensors.h"
 #include "TempDir.h"
+#include "TestSupport.h"
 #include "ToyModel.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -328,12 +329,10 @@ void expectState(const Schedule &s, Executor &executor, Comm &comm,
 }
 
 /// Runs `body(rank, comm)` for every rank of `s`'s mesh: in this process at
-/// world 1, else in one forked process per rank (Gloo over a FileStore), each
-/// expected to exit cleanly (no gtest failure, no exception). Threads would
-/// share LibTorch's process-wide collective recorder, which is not made for
-/// several process groups of one world in one process. LibTorch's intra-op
-/// pool is pinned to one thread first: a pool used before fork() would hang
-/// the children.
+/// world 1, else in one forked process per rank (TestSupport.h's
+/// forEachRank). Threads would share LibTorch's process-wide collective
+/// recorder, which is not made for several process groups of one world in
+/// one process.
 void runRanks(const Schedule &s, const std::function<void(int, Comm &)> &body) {
   const int world = static_cast<int>(s.worldSize());
   if (world == 1) {
@@ -342,49 +341,8 @@ void runRanks(const Schedule &s, const std::function<void(int, Comm &)> &body) {
     body(0, *comm);
     return;
   }
-  at::set_num_threads(1);
-  TempDir storeDir;
-  const std::string storePath = storeDir.file("store");
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < world; ++rank) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      int code = 0;
-      try {
-        auto store = c10::make_intrusive<c10d::FileStore>(storePath, world);
-        auto comm =
-            Comm::createGloo(store, rank, world, s, std::chrono::seconds(20));
-        body(rank, *comm);
-        code = ::testing::Test::HasFailure() ? 1 : 0;
-      } catch (const std::exception &e) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-        code = 2;
-      }
-      std::fflush(stdout);
-      std::fflush(stderr);
-      ::_exit(code);
-    }
-    pids.push_back(pid);
-  }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (int rank = 0; rank < world; ++rank) {
-    int status = 0;
-    while (::waitpid(pids[rank], &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(pids[rank], SIGKILL);
-        ::waitpid(pids[rank], &status, 0);
-        ADD_FAILURE() << "rank " << rank << " did not finish in time";
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "rank " << rank << " failed (status " << status << ")";
-  }
-  ::unlink(storePath.c_str());
+  test::forEachRank(s, body, std::chrono::seconds(20),
+                    std::chrono::seconds(60));
 }
 
 CheckpointInfo infoAt(int64_t step) {

@@ -10,6 +10,7 @@
 
 #include "Comm.h"
 #include "Schedule.h"
+#include "TestSupport.h"
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -30,6 +31,7 @@
 
 using namespace plan::rt;
 using namespace std::chrono_literals;
+using plan::rt::test::forkRanks;
 
 namespace {
 
@@ -38,48 +40,6 @@ Schedule mesh(int64_t replicate, int64_t shard) {
   s.replicate = replicate;
   s.shard = shard;
   return s;
-}
-
-/// Runs `body(rank)` in `world` forked processes; expects each to exit 0
-/// within `limit` (a gtest failure or an exception in a child exits 1 or 2).
-void forkRanks(int world, const std::function<void(int)> &body,
-               std::chrono::seconds limit = 120s) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < world; ++rank) {
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      int code = 0;
-      try {
-        body(rank);
-        code = ::testing::Test::HasFailure() ? 1 : 0;
-      } catch (const std::exception &e) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-        code = 2;
-      }
-      std::fflush(stdout);
-      std::fflush(stderr);
-      _exit(code);
-    }
-    pids.push_back(pid);
-  }
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  for (int rank = 0; rank < world; ++rank) {
-    int status = 0;
-    while (waitpid(pids[rank], &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(pids[rank], SIGKILL);
-        waitpid(pids[rank], &status, 0);
-        ADD_FAILURE() << "rank " << rank << " did not finish in time";
-        break;
-      }
-      std::this_thread::sleep_for(5ms);
-    }
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "rank " << rank << " failed (status " << status << ")";
-  }
 }
 
 /// CUDA devices, counted in a child process (see the file comment).

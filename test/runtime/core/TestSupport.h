@@ -118,19 +118,11 @@ private:
   float *data_;
 };
 
-/// Runs `body(rank, comm)` in `world` forked processes connected by Gloo over
-/// a FileStore, and expects each to exit cleanly (no gtest failure, no
-/// exception) within `limit`. LibTorch's intra-op pool is pinned to one
-/// thread first: an OpenMP pool used before fork() would hang the children.
-inline void forEachRank(
-    const Schedule &schedule, const std::function<void(int, Comm &)> &body,
-    std::chrono::milliseconds collectiveTimeout = std::chrono::seconds(10),
-    std::chrono::seconds limit = std::chrono::seconds(30)) {
-  at::set_num_threads(1);
-  int world = static_cast<int>(schedule.worldSize());
-  char dirTemplate[] = "/tmp/plan-core-test-XXXXXX";
-  ASSERT_NE(mkdtemp(dirTemplate), nullptr);
-  std::string storePath = std::string(dirTemplate) + "/store";
+/// Runs `body(rank)` in `world` forked processes and expects each to exit
+/// cleanly (no gtest failure, no exception: exit 1 or 2) within `limit`; a
+/// child still running then is killed and reported.
+inline void forkRanks(int world, const std::function<void(int)> &body,
+                      std::chrono::seconds limit = std::chrono::seconds(120)) {
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> pids;
@@ -140,10 +132,7 @@ inline void forEachRank(
     if (pid == 0) {
       int code = 0;
       try {
-        auto store = c10::make_intrusive<c10d::FileStore>(storePath, world);
-        auto comm =
-            Comm::createGloo(store, rank, world, schedule, collectiveTimeout);
-        body(rank, *comm);
+        body(rank);
         code = ::testing::Test::HasFailure() ? 1 : 0;
       } catch (const std::exception &e) {
         std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
@@ -170,6 +159,29 @@ inline void forEachRank(
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
         << "rank " << rank << " failed (status " << status << ")";
   }
+}
+
+/// Runs `body(rank, comm)` in `world` forked processes connected by Gloo over
+/// a FileStore (forkRanks). LibTorch's intra-op pool is pinned to one thread
+/// first: an OpenMP pool used before fork() would hang the children.
+inline void forEachRank(
+    const Schedule &schedule, const std::function<void(int, Comm &)> &body,
+    std::chrono::milliseconds collectiveTimeout = std::chrono::seconds(10),
+    std::chrono::seconds limit = std::chrono::seconds(30)) {
+  at::set_num_threads(1);
+  int world = static_cast<int>(schedule.worldSize());
+  char dirTemplate[] = "/tmp/plan-core-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dirTemplate), nullptr);
+  std::string storePath = std::string(dirTemplate) + "/store";
+  forkRanks(
+      world,
+      [&](int rank) {
+        auto store = c10::make_intrusive<c10d::FileStore>(storePath, world);
+        auto comm =
+            Comm::createGloo(store, rank, world, schedule, collectiveTimeout);
+        body(rank, *comm);
+      },
+      limit);
   // POSIX, not std::filesystem::remove_all: libtorch exports its own copies
   // of some std::filesystem symbols, and the call crashed (intermittently,
   // once the CUDA libraries were linked too).
@@ -184,7 +196,6 @@ inline void forEachRank(
   ::rmdir(dirTemplate);
 }
 
-/// A micro-batch of the toy model: `width` inputs and targets.
 inline MicroBatch toyBatch(const std::vector<int64_t> &inputs,
                            const std::vector<int64_t> &targets) {
   MicroBatch b;
