@@ -33,18 +33,6 @@ public:
         replicaIndex, replicateSize_, options);
   }
 
-  c10d::Backend &group(GroupAxis axis) override {
-    switch (axis) {
-    case GroupAxis::Shard:
-      return *shardGroup_;
-    case GroupAxis::Replicate:
-      return *replicateGroup_;
-    case GroupAxis::World:
-      return *worldGroup_;
-    }
-    return *worldGroup_;
-  }
-
 private:
   static c10::intrusive_ptr<c10d::ProcessGroupGloo::Options>
   makeOptions(std::chrono::milliseconds timeout) {
@@ -60,12 +48,21 @@ private:
       return options;
     }
   }
-
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> worldGroup_, shardGroup_,
-      replicateGroup_;
 };
 
 } // namespace
+
+c10d::Backend &Comm::group(GroupAxis axis) {
+  switch (axis) {
+  case GroupAxis::Shard:
+    return *shardGroup_;
+  case GroupAxis::Replicate:
+    return *replicateGroup_;
+  case GroupAxis::World:
+    break;
+  }
+  return *worldGroup_;
+}
 
 int Comm::groupRank(GroupAxis axis) const {
   switch (axis) {

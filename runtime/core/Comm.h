@@ -54,7 +54,9 @@ public:
   /// replicate x shard, rank = replicateIndex * shard + shardIndex).
   int groupRank(GroupAxis axis) const;
   int groupSize(GroupAxis axis) const;
-  virtual c10d::Backend &group(GroupAxis axis) = 0;
+  /// The process group along `axis` (World, Shard or Replicate): the
+  /// backend's groups set up by its constructor; a test double overrides it.
+  virtual c10d::Backend &group(GroupAxis axis);
 
 protected:
   /// Throws std::runtime_error (one line) unless the schedule's mesh is valid,
@@ -69,6 +71,8 @@ protected:
 
   int rank_ = 0, world_ = 1;
   int shardSize_ = 1, replicateSize_ = 1;
+  // The backend's groups, which group() hands out.
+  c10::intrusive_ptr<c10d::Backend> worldGroup_, shardGroup_, replicateGroup_;
 };
 
 } // namespace plan::rt

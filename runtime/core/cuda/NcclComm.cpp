@@ -466,18 +466,6 @@ public:
       handles_.pop_back();
   }
 
-  c10d::Backend &group(GroupAxis axis) override {
-    switch (axis) {
-    case GroupAxis::Shard:
-      return *shardGroup_;
-    case GroupAxis::Replicate:
-      return *replicateGroup_;
-    case GroupAxis::World:
-      return *worldGroup_;
-    }
-    return *worldGroup_;
-  }
-
   static void check(ncclResult_t result, ncclComm_t comm, const char *what) {
     if (result != ncclSuccess)
       throw std::runtime_error(std::string(what) + ": " +
@@ -505,7 +493,6 @@ private:
 
   // World first: destroyed last (reverse order).
   std::vector<std::shared_ptr<NcclHandle>> handles_;
-  c10::intrusive_ptr<NcclBackend> worldGroup_, shardGroup_, replicateGroup_;
   std::thread watchdog_;
   std::mutex stopMutex_;
   std::condition_variable stopCv_;
