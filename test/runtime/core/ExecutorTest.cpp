@@ -20,6 +20,32 @@ namespace {
 
 constexpr int64_t kWidth = 3;
 
+/// Forward of both units, the loss, and backward of both, for each
+/// micro-batch: params views `p`, gradient views `g`, a saves buffer per unit
+/// and micro-batch.
+void addMicroBatches(ScheduleBuilder &b, int64_t microBatches,
+                     const int64_t (&p)[2], const int64_t (&g)[2]) {
+  for (int64_t mb = 0; mb < microBatches; ++mb) {
+    int64_t saves[2];
+    for (int u = 0; u < 2; ++u) {
+      saves[u] = b.alloc("u.saves", kWidth, ElementType::F32, false,
+                         BufferRole::Activations);
+      b.op(OpKind::Alloc).buffer = saves[u];
+      Op &f = b.op(OpKind::Forward);
+      f.unit = u, f.microBatch = mb, f.params = p[u], f.saves = saves[u];
+    }
+    Op &l = b.op(OpKind::Loss);
+    l.unit = 1, l.microBatch = mb,
+    l.scale = 1.0 / static_cast<double>(microBatches);
+    for (int u = 1; u >= 0; --u) {
+      Op &bw = b.op(OpKind::Backward);
+      bw.unit = u, bw.microBatch = mb, bw.params = p[u],
+      bw.activations = saves[u], bw.grads = g[u];
+      b.op(OpKind::Free).buffer = saves[u];
+    }
+  }
+}
+
 // Two toy units of kWidth elements in one group "g", trained for
 // `microBatches` micro-batches, then one optimizer step.
 struct ToyTrainSchedule {
@@ -56,25 +82,7 @@ struct ToyTrainSchedule {
     int64_t p[2] = {b.view(param, 0, kWidth), b.view(param, kWidth, kWidth)};
     int64_t g[2] = {b.view(grad, 0, kWidth), b.view(grad, kWidth, kWidth)};
     b.op(OpKind::Zero).buffer = grad;
-    for (int64_t mb = 0; mb < microBatches; ++mb) {
-      int64_t saves[2];
-      for (int u = 0; u < 2; ++u) {
-        saves[u] = b.alloc("u.saves", kWidth, ElementType::F32, false,
-                           BufferRole::Activations);
-        b.op(OpKind::Alloc).buffer = saves[u];
-        Op &f = b.op(OpKind::Forward);
-        f.unit = u, f.microBatch = mb, f.params = p[u], f.saves = saves[u];
-      }
-      Op &l = b.op(OpKind::Loss);
-      l.unit = 1, l.microBatch = mb,
-      l.scale = 1.0 / static_cast<double>(microBatches);
-      for (int u = 1; u >= 0; --u) {
-        Op &bw = b.op(OpKind::Backward);
-        bw.unit = u, bw.microBatch = mb, bw.params = p[u],
-        bw.activations = saves[u], bw.grads = g[u];
-        b.op(OpKind::Free).buffer = saves[u];
-      }
-    }
+    addMicroBatches(b, microBatches, p, g);
     int64_t norm =
         b.alloc("grad_norm", 1, ElementType::F32, false, BufferRole::Scalar);
     b.op(OpKind::Alloc).buffer = norm;
@@ -144,25 +152,7 @@ struct OffloadTrainSchedule {
                     b.view(devParam, kWidth, kWidth)};
     int64_t g[2] = {b.view(devGrad, 0, kWidth),
                     b.view(devGrad, kWidth, kWidth)};
-    for (int64_t mb = 0; mb < microBatches; ++mb) {
-      int64_t saves[2];
-      for (int u = 0; u < 2; ++u) {
-        saves[u] = b.alloc("u.saves", kWidth, ElementType::F32, false,
-                           BufferRole::Activations);
-        b.op(OpKind::Alloc).buffer = saves[u];
-        Op &f = b.op(OpKind::Forward);
-        f.unit = u, f.microBatch = mb, f.params = p[u], f.saves = saves[u];
-      }
-      Op &l = b.op(OpKind::Loss);
-      l.unit = 1, l.microBatch = mb,
-      l.scale = 1.0 / static_cast<double>(microBatches);
-      for (int u = 1; u >= 0; --u) {
-        Op &bw = b.op(OpKind::Backward);
-        bw.unit = u, bw.microBatch = mb, bw.params = p[u],
-        bw.activations = saves[u], bw.grads = g[u];
-        b.op(OpKind::Free).buffer = saves[u];
-      }
-    }
+    addMicroBatches(b, microBatches, p, g);
     Op &down = b.op(OpKind::Copy);
     down.src = devGrad, down.dst = grad, down.event = b.event();
     b.wait(down.event);
