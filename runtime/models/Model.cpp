@@ -358,7 +358,7 @@ public:
     // The input stays in its planned buffer until after the backward.
     at::Tensor out =
         computeSaving(u, x, /*adoptInput=*/false, batch, saves).first;
-    if (u.kind == UnitKind::LlamaHead || u.kind == UnitKind::Gpt2Head)
+    if (isHead(u))
       losses_[mb] = out.detach();
     runs_[{unit, mb}] = Run{x, out};
   }
