@@ -283,6 +283,11 @@ LogicalResult ScheduleExporter::exportPlan() {
       (*out)[entry.getName().getValue().str()] = bytes.getInt();
     }
   }
+  auto workspace = program->getAttrOfType<IntegerAttr>("workspace_bytes");
+  if (!workspace)
+    return program.emitError(
+        "has no workspace_bytes: run sched-plan-workspace before exporting");
+  s.workspaceBytes = workspace.getInt();
   s.microBatches = static_cast<int64_t>(program.getMicroBatches());
   return success();
 }

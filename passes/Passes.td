@@ -77,4 +77,18 @@ def SchedPlanMemory : Pass<"sched-plan-memory", "::mlir::ModuleOp"> {
   let dependentDialects = ["::sched::SchedDialect"];
 }
 
+def SchedPlanWorkspace : Pass<"sched-plan-workspace", "::mlir::ModuleOp"> {
+  let summary = "Predict the memory the runtime allocates outside the arenas";
+  let description = [{
+    Records on each sched.program `workspace_bytes`: the most bytes LibTorch
+    holds outside the arenas at one point of the step, in the memory the
+    runtime measures (device memory on a GPU, the process on a CPU device):
+    the units' intermediates and gradients before they land in the arena,
+    collectives' staging copies until their wait, optimizer temporaries,
+    the batch's token ids. `workspace_at` names the op where it is reached.
+    The predicted peak is the arenas plus the workspace.
+  }];
+  let dependentDialects = ["::sched::SchedDialect"];
+}
+
 #endif // PLAN_PASSES_TD

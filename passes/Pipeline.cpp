@@ -16,6 +16,7 @@ void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createSchedBucketGradients());
   pm.addPass(createSchedVerifySchedule());
   pm.addPass(createSchedPlanMemory());
+  pm.addPass(createSchedPlanWorkspace());
 }
 
 void plan::registerPlanCompilerPasses() {

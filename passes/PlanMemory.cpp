@@ -2,7 +2,8 @@
 //
 // docs/sched.md ("sched-plan-memory"). The runtime allocates one arena per
 // memory space once and places every sched.alloc at the `offset` this pass
-// sets, so the peak the compiler predicts is the peak the run has.
+// sets; with what LibTorch allocates outside it (sched-plan-workspace), that
+// is the peak the run has.
 //
 // Lifetimes are program points of the straight-line body: a persistent
 // buffer lives over the whole program, a transient one from its sched.alloc

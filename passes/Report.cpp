@@ -122,6 +122,13 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
   if (!arenas || !persistents)
     return program.emitError("has no memory plan: the report reads the "
                              "arena_bytes that sched-plan-memory sets");
+  auto workspace = program->getAttrOfType<IntegerAttr>("workspace_bytes");
+  if (!workspace)
+    return program.emitError("has no workspace plan: the report reads the "
+                             "workspace_bytes that sched-plan-workspace sets");
+  memory.workspaceBytes = workspace.getValue().getZExtValue();
+  if (auto at = program->getAttrOfType<StringAttr>("workspace_at"))
+    memory.workspaceAt = at.getValue().str();
   for (int space = 0; space < kNumMemorySpaces; ++space) {
     StringRef name =
         sched::stringifyMemorySpace(static_cast<sched::MemorySpace>(space));
@@ -200,7 +207,7 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
   memory.deviceCapacityBytes =
       static_cast<uint64_t>(cluster.getDevice().getMemory());
   memory.deviceReserveBytes = cpuDevice ? 0 : kGpuRuntimeReserveBytes;
-  memory.deviceFits = device.arenaBytes + memory.deviceReserveBytes <=
+  memory.deviceFits = memory.devicePeakBytes() + memory.deviceReserveBytes <=
                       memory.deviceCapacityBytes;
   auto perNode = static_cast<uint64_t>(cluster.getGpusPerNode());
   memory.hostBytesPerRank =
@@ -208,7 +215,8 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
       memory.spaces[static_cast<int>(sched::MemorySpace::PinnedHost)]
           .arenaBytes;
   memory.hostBytesPerNode =
-      (memory.hostBytesPerRank + (cpuDevice ? device.arenaBytes : 0)) * perNode;
+      (memory.hostBytesPerRank + (cpuDevice ? memory.devicePeakBytes() : 0)) *
+      perNode;
   memory.hostCapacityBytes = static_cast<uint64_t>(cluster.getHostMemory());
   memory.hostFits = memory.hostBytesPerNode <= memory.hostCapacityBytes;
   return success();
@@ -367,10 +375,13 @@ void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
   os << llvm::formatv("  live peak {0} at `{1}`; model states {2}\n",
                       formatBytes(device.livePeakBytes), device.peakAt,
                       formatBytes(memory.modelStatesBytes));
-  uint64_t need = device.arenaBytes + memory.deviceReserveBytes;
-  os << llvm::formatv("  device: {0} + {1} runtime reserve = {2} of {3}: "
-                      "{4}\n",
+  os << llvm::formatv("  workspace {0} outside the arena, most at `{1}`\n",
+                      formatBytes(memory.workspaceBytes), memory.workspaceAt);
+  uint64_t need = memory.devicePeakBytes() + memory.deviceReserveBytes;
+  os << llvm::formatv("  device: {0} arena + {1} workspace + {2} runtime "
+                      "reserve = {3} of {4}: {5}\n",
                       formatBytes(device.arenaBytes),
+                      formatBytes(memory.workspaceBytes),
                       formatBytes(memory.deviceReserveBytes), formatBytes(need),
                       formatBytes(memory.deviceCapacityBytes),
                       memory.deviceFits ? "fits" : "DOES NOT FIT");
@@ -490,7 +501,9 @@ llvm::json::Value plan::reportToJson(const ScheduleReport &r) {
   const MemoryReport &memory = r.memory;
   const SpaceMemory &device = memory.device();
   llvm::json::Object deviceJson = spaceJson(device);
-  deviceJson["peak_bytes"] = bytesValue(device.arenaBytes);
+  deviceJson["workspace_bytes"] = bytesValue(memory.workspaceBytes);
+  deviceJson["workspace_at"] = memory.workspaceAt;
+  deviceJson["peak_bytes"] = bytesValue(memory.devicePeakBytes());
   deviceJson["model_states_bytes"] = bytesValue(memory.modelStatesBytes);
   deviceJson["capacity_bytes"] = bytesValue(memory.deviceCapacityBytes);
   deviceJson["reserve_bytes"] = bytesValue(memory.deviceReserveBytes);
@@ -677,8 +690,9 @@ void plan::printFitFailure(const ScheduleReport &r,
   if (!memory.deviceFits)
     os << llvm::formatv(
         "planc: error: {0} does not fit: the device arena of {1} + {2} "
-        "runtime reserve exceeds the {3} of one {4}\n",
+        "workspace + {3} runtime reserve exceeds the {4} of one {5}\n",
         r.planName, formatBytes(device.arenaBytes),
+        formatBytes(memory.workspaceBytes),
         formatBytes(memory.deviceReserveBytes),
         formatBytes(memory.deviceCapacityBytes), r.deviceName);
   if (!memory.hostFits)
@@ -723,7 +737,8 @@ void plan::printFitFailure(const ScheduleReport &r,
     os << "planc: note: no alternative applies to this plan\n";
     return;
   }
-  os << "planc: note: alternatives (device arena per rank after the change):\n";
+  os << "planc: note: alternatives (device arena + workspace per rank after "
+        "the change):\n";
   for (const FitOutcome &outcome : outcomes) {
     std::string sets;
     for (const std::string &set : outcome.alternative.overrides)
@@ -734,7 +749,7 @@ void plan::printFitFailure(const ScheduleReport &r,
       continue;
     }
     const MemoryReport &after = outcome.report->memory;
-    os << formatBytes(after.device().arenaBytes);
+    os << formatBytes(after.devicePeakBytes());
     if (after.fits())
       os << ", fits\n";
     else if (!after.deviceFits)

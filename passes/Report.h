@@ -43,8 +43,9 @@ constexpr int kNumMemorySpaces = 3; // sched::MemorySpace
 llvm::StringRef memoryCategoryName(MemoryCategory category);
 MemoryCategory memoryCategoryOf(sched::BufferRole role);
 
-/// CUDA context, cuBLAS / NCCL workspaces and the caching allocator's
-/// temporaries outside the planned arena, per GPU (none on a CPU device).
+/// What a GPU loses that neither the arena nor the workspace counts: the
+/// CUDA context, NCCL's buffers and the caching allocator's fragmentation,
+/// per GPU (none on a CPU device).
 constexpr uint64_t kGpuRuntimeReserveBytes = 1ull << 30;
 
 /// One memory space of one rank.
@@ -69,6 +70,14 @@ struct MemoryReport {
   /// Index: sched::MemorySpace (device, host, pinned_host).
   std::array<SpaceMemory, kNumMemorySpaces> spaces;
   const SpaceMemory &device() const { return spaces[0]; }
+  /// From sched-plan-workspace: what LibTorch allocates outside the arenas
+  /// at the step's worst point (device memory on a GPU), and that op.
+  uint64_t workspaceBytes = 0;
+  std::string workspaceAt;
+  /// The predicted peak of the device: its arena plus the workspace.
+  uint64_t devicePeakBytes() const {
+    return device().arenaBytes + workspaceBytes;
+  }
   /// Persistent params + grads + optimizer state in the device arena.
   uint64_t modelStatesBytes = 0;
   uint64_t deviceCapacityBytes = 0;

@@ -1031,6 +1031,7 @@ StepResult Executor::runStep(int64_t step,
   result.gradNorm = s.gradNorm.value_or(0.0);
   result.skipped = s.skipped;
   result.tokens = tokens * s.comm.world();
+  result.plannedBytes = schedule.workspaceBytes;
   for (const auto &[space, bytes] : schedule.arenaBytes)
     result.plannedBytes += bytes;
   release();

@@ -59,7 +59,7 @@ struct StepResult {
   // the peak bytes of all CPU tensors of the process (HostMemory.h), the
   // arenas included.
   int64_t peakBytes = 0;
-  int64_t plannedBytes = 0; // the schedule's arena bytes, all memory spaces
+  int64_t plannedBytes = 0; // the schedule's arenas (all spaces) + workspace
   // Bytes autograd saved outside the planned saves buffers this step
   // (Model::takeUnplannedSaveBytes); 0 when the activation model holds.
   int64_t unplannedSaveBytes = 0;

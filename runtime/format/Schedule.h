@@ -264,6 +264,10 @@ struct Schedule {
   // Planned arena sizes in bytes per memory space ("device", "pinned_host",
   // "host").
   std::map<std::string, int64_t> arenaBytes, persistentBytes;
+  // What LibTorch allocates outside the arenas at the step's worst point,
+  // in the memory the backend measures (sched-plan-workspace): the planned
+  // peak is the arenas plus this.
+  int64_t workspaceBytes = 0;
   int64_t microBatches = 1;
   int64_t numEvents = 0;
   std::vector<Buffer> buffers;

@@ -429,6 +429,7 @@ Json toJson(const Schedule &s) {
     persistent[space] = bytes;
   j["arena_bytes"] = std::move(arena);
   j["persistent_bytes"] = std::move(persistent);
+  j["workspace_bytes"] = s.workspaceBytes;
   j["micro_batches"] = s.microBatches;
   j["num_events"] = s.numEvents;
   Json buffers = Json::array();
@@ -858,6 +859,7 @@ Schedule BodyReader::read(const Json &root) const {
       out[it.key()] = integer(it.value(), p.member(it.key()));
     }
   }
+  s.workspaceBytes = getInt(root, at, "workspace_bytes");
   s.microBatches = getInt(root, at, "micro_batches");
   s.numEvents = getInt(root, at, "num_events");
 
@@ -1091,6 +1093,8 @@ private:
       if (it == s.arenaBytes.end() || bytes > it->second)
         error("persistent_bytes of " + space + " exceed its arena_bytes");
     }
+    if (s.workspaceBytes < 0)
+      error("workspace_bytes is negative");
   }
 
   int64_t axisSize(GroupAxis axis) const {

@@ -4,13 +4,14 @@
 plan-run --backend cuda reports, for every step, the measured peak of this rank
 (`peak_bytes`: the CUDA caching allocator's peak allocated bytes during the step, which
 includes the device arena, plus the pinned and pageable host arenas) next to what the
-schedule planned (`planned_bytes`: its arenas, all memory spaces). For each schedule this
+schedule planned (`planned_bytes`: its arenas, all memory spaces, plus its workspace, what
+sched-plan-workspace predicts LibTorch allocates outside them). For each schedule this
 runs STEPS steps and checks, at every step after the first, that
 
     |peak_bytes - planned_bytes| <= 2% of planned_bytes
 
 and prints both. The first step is left out: it is where LibTorch and cuBLAS create their
-workspaces and handles, once per process, outside any step's plan. The runs
+handles and caches, once per process (cuBLAS's workspace, which stays, is in the plan). The runs
 write a --memory-trace next to their metrics in --work; a schedule that fails
 also prints the five ops of its last step that needed the most memory beyond
 what was alive.

@@ -96,7 +96,7 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = adamw, lr = 0.001>, micro_batch = 1, seq_len = 128, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 attributes {arena_bytes = {device = 20000000 : i64, pinned_host = 2000000 : i64}, persistent_bytes = {device = 0 : i64, pinned_host = 2000000 : i64}} {
+sched.program @p.step for @p micro_batches 1 attributes {arena_bytes = {device = 20000000 : i64, pinned_host = 2000000 : i64}, persistent_bytes = {device = 0 : i64, pinned_host = 2000000 : i64}, workspace_bytes = 3000000 : i64, workspace_at = "all_gather v.gathered"} {
   %h = sched.alloc "w.param" role param persistent : memref<1000000xbf16, #sched.space<pinned_host>>
   %s = sched.alloc "w.param.staging" role staging : memref<1000000xbf16, #sched.space<device>>
   %c = sched.copy %h into %s : memref<1000000xbf16, #sched.space<pinned_host>>, memref<1000000xbf16, #sched.space<device>>
@@ -162,7 +162,12 @@ TEST(TimeModel, StreamsFollowIssueOrderAfterAndWaits) {
             2000000u);
   EXPECT_EQ(device.atPeak[static_cast<int>(MemoryCategory::Other)], 2000000u);
   EXPECT_EQ(report->memory.modelStatesBytes, 0u);
-  // 1e9 B of device memory, 20 MB arena + 1 GiB reserve: does not fit.
+  // The workspace is read from the program; the device's peak adds it.
+  EXPECT_EQ(report->memory.workspaceBytes, 3000000u);
+  EXPECT_EQ(report->memory.workspaceAt, "all_gather v.gathered");
+  EXPECT_EQ(report->memory.devicePeakBytes(), 23000000u);
+  // 1e9 B of device memory, 20 MB arena + 3 MB workspace + 1 GiB reserve:
+  // does not fit.
   EXPECT_FALSE(report->memory.deviceFits);
   EXPECT_TRUE(report->memory.hostFits);
   EXPECT_EQ(report->memory.hostBytesPerNode, 4u * 2000000u);

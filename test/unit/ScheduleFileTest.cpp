@@ -204,6 +204,8 @@ TEST(ScheduleFile, RoundTripsEveryStrategy) {
               original.cluster.device.hbmBandwidth);
     EXPECT_EQ(parsed.arenaBytes, original.arenaBytes);
     EXPECT_EQ(parsed.persistentBytes, original.persistentBytes);
+    EXPECT_EQ(parsed.workspaceBytes, original.workspaceBytes);
+    EXPECT_GT(parsed.workspaceBytes, 0);
     ASSERT_EQ(parsed.units.size(), original.units.size());
     for (size_t u = 0; u < parsed.units.size(); ++u) {
       ASSERT_EQ(parsed.units[u].params.size(), original.units[u].params.size());
@@ -591,6 +593,8 @@ TEST(ScheduleFile, ValidationCatchesBadBuffers) {
   EXPECT_HAS(
       errorAfter([&](Schedule &s) { s.persistentBytes["device"] = 256; }),
       "outside the persistent block");
+  EXPECT_HAS(errorAfter([&](Schedule &s) { s.workspaceBytes = -1; }),
+             "workspace_bytes is negative");
   EXPECT_HAS(errorAfter([&](Schedule &s) { s.buffers[0].sharded = false; }),
              "all of group 'fsdp.root' must have 65600 elements, not 32800");
   EXPECT_HAS(errorAfter([&](Schedule &s) { s.buffers[0].group = "fsdp.x"; }),

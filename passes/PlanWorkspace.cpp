@@ -1,0 +1,313 @@
+//===- PlanWorkspace.cpp - Memory the runtime allocates outside the arena -===//
+//
+// docs/sched.md ("sched-plan-workspace"). The arena holds every buffer of
+// the program; LibTorch still allocates while ops run: a unit's
+// intermediates and gradients before they land in the arena
+// (WorkspaceModel.h), a collective's staging copy until its wait, an
+// optimizer step's fp32 gradient, the batch's token ids. This pass walks
+// the program as the runtime executes it and records on each sched.program
+// the most such bytes alive at once (`workspace_bytes`) and the op where
+// that happens (`workspace_at`), in the memory the runtime measures: device
+// memory on a GPU, all of the process's memory on a CPU device. The
+// predicted peak is then the arenas plus the workspace.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/WorkspaceModel.h"
+
+#include "dialects/plan/PlanDialect.h"
+#include "dialects/sched/SchedDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <map>
+
+namespace plan {
+#define GEN_PASS_DEF_SCHEDPLANWORKSPACE
+#include "passes/Passes.h.inc"
+} // namespace plan
+
+using namespace mlir;
+using namespace sched;
+
+namespace {
+
+constexpr int64_t kF32 = 4;
+/// runtime/core/Optimizer.h: CPU parameters of more elements take the
+/// blocked AdamW loop (no full-size temporaries); smaller ones take ATen's
+/// ops, whose sqrt and division allocate two fp32 copies.
+constexpr int64_t kParallelAdamWMinNumel = int64_t{1} << 20;
+
+int64_t elementBytes(Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  return (type.getElementTypeBitWidth() + 7) / 8;
+}
+int64_t numel(Value buffer) {
+  return cast<MemRefType>(buffer.getType()).getNumElements();
+}
+MemorySpace spaceOf(Value buffer) {
+  auto type = cast<MemRefType>(buffer.getType());
+  if (auto space = dyn_cast_or_null<MemorySpaceAttr>(type.getMemorySpace()))
+    return space.getValue();
+  return MemorySpace::Device;
+}
+Type elementType(Value buffer) {
+  return cast<MemRefType>(buffer.getType()).getElementType();
+}
+bool isF32(Value buffer) { return elementType(buffer).isF32(); }
+
+class WorkspaceWalk {
+public:
+  WorkspaceWalk(ProgramOp program, plan::PlanOp plan)
+      : program(program), plan(plan), model(plan.getModel()) {
+    plan::TrainAttr train = plan.getTrain();
+    cpuDevice = plan.getCluster().getDevice().getName() == "cpu";
+    tokens = train.getMicroBatch() * train.getSeqLen();
+    shape.microBatch = train.getMicroBatch();
+    shape.seqLen = train.getSeqLen();
+    shape.workingBytes =
+        train.getPrecision() == plan::Precision::FP32 ? kF32 : 2;
+    gradClip = train.getGradClip() > 0;
+    sgdDecay = train.getOptimizer().getKind() == plan::OptimizerKind::SGD &&
+               train.getOptimizer().getWeightDecay() != 0;
+    for (plan::UnitOp unit : plan.getBody().getOps<plan::UnitOp>()) {
+      int64_t params = 0;
+      for (plan::ParamOp param : unit.getBody().getOps<plan::ParamOp>())
+        params += param.getTensorType().getNumElements();
+      units[unit.getSymName()] = {unit.getKind(), params};
+    }
+  }
+
+  LogicalResult run() {
+    // Alive over the whole step: each micro-batch's token ids and targets
+    // (int64), set before the program runs; Llama's rope tables (cos and
+    // sin, seq_len x head_dim in the working type), cached by the model; on
+    // a GPU, cuBLAS's workspace.
+    int64_t resident = program.getMicroBatches() * 2 * tokens * 8;
+    if (model.getFamily() == plan::ModelFamily::Llama)
+      resident += 2 * shape.seqLen * (model.getHidden() / model.getHeads()) *
+                  shape.workingBytes;
+    if (!cpuDevice)
+      resident += plan::kCublasWorkspaceBytes;
+
+    int64_t most = 0;
+    Operation *mostAt = nullptr;
+    for (Operation &op : program.getBody().front()) {
+      FailureOr<int64_t> own = opBytes(op);
+      if (failed(own))
+        return failure();
+      int64_t alive = inFlightBytes() + handoverBytes() + *own;
+      if (alive > most || !mostAt) {
+        most = alive;
+        mostAt = &op;
+      }
+      after(op);
+    }
+    Builder builder(program.getContext());
+    program->setAttr("workspace_bytes",
+                     builder.getI64IntegerAttr(resident + most));
+    program->setAttr("workspace_at",
+                     builder.getStringAttr(mostAt ? describe(*mostAt) : ""));
+    return success();
+  }
+
+private:
+  struct UnitInfo {
+    plan::UnitKind kind;
+    int64_t params;
+  };
+
+  /// Whether the runtime's peak counts memory of `space`: the cuda backend
+  /// measures device memory (its host arenas are added as planned), the
+  /// cpu backend the whole process.
+  bool counted(Value buffer) const {
+    return cpuDevice || spaceOf(buffer) == MemorySpace::Device;
+  }
+
+  FailureOr<const UnitInfo *> unitOf(Operation &op, SymbolRefAttr ref) {
+    auto it = units.find(ref.getLeafReference().getValue());
+    if (it == units.end())
+      return op.emitOpError("names unit ")
+             << ref << ", which plan '" << plan.getSymName() << "' lacks";
+    return &it->second;
+  }
+
+  plan::WorkspaceShape shapeFor(const UnitInfo &unit) const {
+    plan::WorkspaceShape s = shape;
+    s.params = unit.params;
+    return s;
+  }
+
+  /// The bytes `op` allocates while it runs (or, for an asynchronous op,
+  /// until its wait: recorded in `inFlight`).
+  FailureOr<int64_t> opBytes(Operation &op) {
+    if (auto forward = dyn_cast<ForwardOp>(op)) {
+      auto unit = unitOf(op, forward.getUnit());
+      if (failed(unit))
+        return failure();
+      return plan::forwardWorkspaceBytes((*unit)->kind, model,
+                                         shapeFor(**unit));
+    }
+    if (auto recompute = dyn_cast<RecomputeOp>(op)) {
+      auto unit = unitOf(op, recompute.getUnit());
+      if (failed(unit))
+        return failure();
+      return plan::forwardWorkspaceBytes((*unit)->kind, model,
+                                         shapeFor(**unit));
+    }
+    if (auto backward = dyn_cast<BackwardOp>(op)) {
+      auto unit = unitOf(op, backward.getUnit());
+      if (failed(unit))
+        return failure();
+      return plan::backwardWorkspaceBytes((*unit)->kind, model,
+                                          shapeFor(**unit));
+    }
+    if (auto scatter = dyn_cast<ReduceScatterOp>(op)) {
+      // Into a staging tensor of the source's type unless the result can
+      // land in the destination directly; freed when the wait folds it in.
+      Value src = scatter.getSrc(), dst = scatter.getDst();
+      bool direct = !scatter.getAccumulate() &&
+                    elementType(src) == elementType(dst) &&
+                    getRootAlloc(src) != getRootAlloc(dst);
+      if (!direct && counted(src))
+        inFlight[scatter.getDone()] = numel(dst) * elementBytes(src);
+      return int64_t{0};
+    }
+    if (auto gather = dyn_cast<AllGatherOp>(op)) {
+      // An in-place gather (the local shard inside the destination) sends a
+      // copy of the shard, kept until the gather completes.
+      Value src = gather.getSrc();
+      if (getRootAlloc(src) == getRootAlloc(gather.getDst()) && counted(src))
+        inFlight[gather.getDone()] = numel(src) * elementBytes(src);
+      return int64_t{0};
+    }
+    if (auto accumulate = dyn_cast<AccumulateOp>(op)) {
+      // CPU kernels convert a source of another type first; CUDA kernels
+      // convert as they read.
+      Value src = accumulate.getSrc(), dst = accumulate.getDst();
+      if (cpuDevice && elementType(src) != elementType(dst))
+        return numel(src) * elementBytes(dst);
+      return int64_t{0};
+    }
+    if (auto norm = dyn_cast<GradNormOp>(op)) {
+      // The fp32 copy (unless already fp32) and its squares.
+      Value grads = norm.getGrads();
+      if (!counted(grads))
+        return int64_t{0};
+      return numel(grads) * kF32 * (isF32(grads) ? 1 : 2);
+    }
+    if (auto check = dyn_cast<CheckFiniteOp>(op)) {
+      // isfinite's boolean per element.
+      Value buffer = check.getBuffer();
+      return counted(buffer) ? numel(buffer) : int64_t{0};
+    }
+    if (auto step = dyn_cast<OptimizerStepOp>(op))
+      return optimizerBytes(step);
+    return int64_t{0};
+  }
+
+  /// runtime/core/Optimizer.cpp: the gradient as fp32 (a copy unless it is
+  /// fp32 already and neither unscaled nor clipped); on the CPU, small
+  /// AdamW steps' sqrt and division and SGD's weight decay.
+  int64_t optimizerBytes(OptimizerStepOp step) {
+    Value params = step.getParams(), grads = step.getGrads();
+    if (!counted(params))
+      return 0;
+    int64_t n = numel(params), bytes = 0;
+    if (!isF32(grads) || step.getLossScale() || gradClip)
+      bytes += kF32 * n;
+    bool onCpu = cpuDevice || spaceOf(params) != MemorySpace::Device;
+    plan::OptimizerKind kind = plan.getTrain().getOptimizer().getKind();
+    if (onCpu && kind == plan::OptimizerKind::AdamW &&
+        n <= kParallelAdamWMinNumel)
+      bytes += 2 * kF32 * n;
+    if (sgdDecay)
+      bytes += kF32 * n;
+    return bytes;
+  }
+
+  /// What an op leaves alive for later ones.
+  void after(Operation &op) {
+    if (auto wait = dyn_cast<WaitOp>(op)) {
+      inFlight.erase(wait.getEvent());
+      return;
+    }
+    auto backward = dyn_cast<BackwardOp>(op);
+    if (!backward)
+      return;
+    // The gradient a unit's backward hands to the unit before it, kept
+    // until that unit's backward (the first unit's is dropped).
+    int64_t mb = static_cast<int64_t>(backward.getMicroBatch());
+    auto unit = units.find(backward.getUnit().getLeafReference().getValue());
+    if (unit != units.end() && unit->second.kind == plan::UnitKind::Embedding)
+      handover.erase(mb);
+    else
+      handover[mb] = tokens * model.getHidden() * shape.workingBytes;
+  }
+
+  int64_t inFlightBytes() const {
+    int64_t sum = 0;
+    for (const auto &entry : inFlight)
+      sum += entry.second;
+    return sum;
+  }
+  int64_t handoverBytes() const {
+    int64_t sum = 0;
+    for (const auto &entry : handover)
+      sum += entry.second;
+    return sum;
+  }
+
+  static std::string describe(Operation &op) {
+    std::string name = op.getName().stripDialect().str();
+    auto withUnit = [&](SymbolRefAttr unit, uint64_t mb) {
+      return name + " " + unit.getLeafReference().str() + " mb" +
+             std::to_string(mb);
+    };
+    if (auto forward = dyn_cast<ForwardOp>(op))
+      return withUnit(forward.getUnit(), forward.getMicroBatch());
+    if (auto recompute = dyn_cast<RecomputeOp>(op))
+      return withUnit(recompute.getUnit(), recompute.getMicroBatch());
+    if (auto backward = dyn_cast<BackwardOp>(op))
+      return withUnit(backward.getUnit(), backward.getMicroBatch());
+    if (auto step = dyn_cast<OptimizerStepOp>(op))
+      return name + " @" + step.getGroup().getLeafReference().str();
+    for (Value operand : op.getOperands())
+      if (AllocOp alloc = getRootAlloc(operand))
+        return name + " " + alloc.getName().str();
+    return name;
+  }
+
+  ProgramOp program;
+  plan::PlanOp plan;
+  plan::ModelAttr model;
+  bool cpuDevice = false;
+  bool gradClip = false;
+  bool sgdDecay = false;
+  int64_t tokens = 0;
+  plan::WorkspaceShape shape;
+  llvm::StringMap<UnitInfo> units;
+  llvm::DenseMap<Value, int64_t> inFlight; // by the op's event
+  std::map<int64_t, int64_t> handover;     // by micro-batch
+};
+
+struct SchedPlanWorkspacePass
+    : plan::impl::SchedPlanWorkspaceBase<SchedPlanWorkspacePass> {
+  void runOnOperation() override {
+    for (auto program : getOperation().getOps<ProgramOp>()) {
+      plan::PlanOp plan = program.getPlanOp();
+      if (!plan) {
+        program.emitOpError("'") << program.getPlan() << "' names no plan";
+        return signalPassFailure();
+      }
+      if (failed(WorkspaceWalk(program, plan).run()))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace

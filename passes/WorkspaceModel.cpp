@@ -1,0 +1,188 @@
+//===- WorkspaceModel.cpp - Memory a unit allocates while it runs ---------===//
+//
+// The bytes LibTorch allocates outside the planned arena while one unit
+// computes: the runtime (runtime/models/Model.cpp) runs each unit as ATen
+// ops, whose outputs are fresh allocations until autograd's copies land in
+// the saves buffer and the locals are dropped. Each formula is the largest
+// of a few moments of the unit's ops, each a sum of the tensors alive then,
+// worked out from the ops and checked byte for byte against the cpu
+// backend's allocation trace (`plan-run --memory-trace`) for fp32. The CPU's
+// bf16 matmul and attention kernels allocate fp32 scratch copies that CUDA
+// kernels do not; those are not counted. docs/sched.md ("Workspace model")
+// lists the terms; keep the three in step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/WorkspaceModel.h"
+
+#include "Schedule.h"
+
+#include <algorithm>
+#include <initializer_list>
+
+using namespace plan;
+
+namespace {
+
+constexpr int64_t kF32 = 4;
+
+struct Sizes {
+  int64_t t;     // tokens of the micro-batch
+  int64_t s;     // sequence length
+  int64_t h;     // hidden
+  int64_t inter; // intermediate
+  int64_t kv;    // key/value width per token (kv_heads x head_dim)
+  int64_t vocab;
+  int64_t maxPos;
+  int64_t w;     // working-type bytes
+  int64_t p;     // the unit's parameter elements
+  int64_t chunk; // tokens per loss chunk
+  int64_t chunks;
+  // An fp32 copy that a cast makes only when the working type is not fp32.
+  int64_t f32Copy() const { return w == kF32 ? 0 : kF32; }
+};
+
+Sizes sizesOf(ModelAttr model, const WorkspaceShape &shape) {
+  Sizes z;
+  z.t = shape.microBatch * shape.seqLen;
+  z.s = shape.seqLen;
+  z.h = model.getHidden();
+  z.inter = model.getIntermediate();
+  int64_t heads = std::max<int64_t>(model.getHeads(), 1);
+  int64_t kvHeads = model.getKvHeads() > 0 ? model.getKvHeads() : heads;
+  z.kv = kvHeads * (z.h / heads);
+  z.vocab = model.getVocab();
+  z.maxPos = model.getMaxSeqLen();
+  z.w = shape.workingBytes;
+  z.p = shape.params;
+  z.chunk = std::max<int64_t>(rt::lossChunkTokens(z.t, z.vocab), 1);
+  z.chunks = (z.t + z.chunk - 1) / z.chunk;
+  return z;
+}
+
+int64_t largest(std::initializer_list<int64_t> moments) {
+  return std::max(moments);
+}
+
+/// LlamaRMSNorm's backward (statistics in fp32): the fp32 gradients of the
+/// normalised value, of the squares and of the input, the product and power
+/// rules' temporaries, and the input's gradient cast back, per token.
+int64_t rmsNormBackwardPerToken(const Sizes &z) {
+  return z.h * (4 * kF32 + z.w + z.f32Copy());
+}
+
+// Forward, per token: the MLP half's gate output, silu(gate) and up, then
+// their product (3 of intermediate), while the attention half's output h1
+// lives; the attention half's q, k and v repeated to all heads, the SDPA
+// output and its contiguous copy (5 of hidden) next to the un-repeated k and
+// v; RMSNorm's fp32 input copy, square and scaled value next to h1.
+int64_t llamaBlockForward(const Sizes &z) {
+  return z.t *
+         largest({3 * z.w * z.inter + z.w * z.h, 5 * z.w * z.h + 2 * z.w * z.kv,
+                  z.w * z.h + 2 * kF32 * z.h + z.f32Copy() * z.h});
+}
+
+// Backward: down_proj's weight gradient with the gradients of the product,
+// gate and up (3 of intermediate per token); at the end every weight
+// gradient (autograd returns them together) while the input RMSNorm's
+// backward runs; between, SDPA's backward (dq, dk, dv, its output's
+// gradient and the residual's) after the MLP's weight gradients.
+int64_t llamaBlockBackward(const Sizes &z) {
+  return largest({z.w * (z.inter * z.h + 3 * z.t * z.inter),
+                  z.w * z.p + z.t * rmsNormBackwardPerToken(z),
+                  z.w * 3 * z.h * z.inter + z.t * 6 * z.w * z.h});
+}
+
+// Forward: c_fc's output and the GELU output next to h1; the attention
+// half's qkv, SDPA output, its copy and c_proj's output (6 of hidden).
+int64_t gpt2BlockForward(const Sizes &z) {
+  return z.t * z.w * largest({z.h + 2 * z.inter, 6 * z.h});
+}
+
+// Backward: mlp.c_proj's weight and bias gradients with the gradients of the
+// GELU output and input (2 of intermediate per token); SDPA's backward
+// (qkv's gradient in three parts and its concatenation, the output's
+// gradient and the residual's: 7 of hidden) after the MLP's and c_proj's
+// weight gradients; at the end every weight gradient with ln_1's backward.
+int64_t gpt2BlockBackward(const Sizes &z) {
+  int64_t mlp = 2 * z.h * z.inter + z.inter + 3 * z.h;
+  int64_t proj = z.h * z.h + z.h;
+  return largest({z.w * (z.inter * z.h + z.h + 2 * z.t * z.inter),
+                  z.w * (mlp + proj) + 7 * z.t * z.w * z.h,
+                  z.w * z.p + 3 * z.t * z.w * z.h});
+}
+
+// Forward: the final norm's output for the whole micro-batch, then per loss
+// chunk its logits in the working type (a separate tensor unless that is
+// fp32), in fp32, and their log-probabilities, plus the loss scalars.
+int64_t headForward(const Sizes &z) {
+  return z.t * z.w * z.h +
+         z.chunk * z.vocab * (2 * kF32 + (z.w == kF32 ? 0 : z.w)) + 8;
+}
+
+// Backward, per chunk: the loss's gradient and the log-softmax gradient (2
+// fp32 logits); the fp32 gradient and its cast to the working type; then
+// the logits' gradient, lm_head's weight gradient and the hidden gradient.
+// With several chunks the sums of the earlier chunks' weight and hidden
+// gradients (each chunk's widened to the micro-batch) live next to them. At
+// the end, every weight gradient next to the norm's backward.
+int64_t headBackward(const Sizes &z, int64_t normBackwardPerToken) {
+  int64_t logits = z.chunk * z.vocab;
+  int64_t earlier =
+      z.chunks > 1 ? z.w * (z.vocab * z.h + z.t * z.h) : int64_t{0};
+  return largest({2 * kF32 * logits + earlier,
+                  z.w == kF32 ? 0 : (kF32 + z.w) * logits + earlier,
+                  z.w * (logits + z.vocab * z.h + z.t * z.h) + earlier,
+                  z.w * z.p + z.t * normBackwardPerToken}) +
+         4;
+}
+
+} // namespace
+
+int64_t plan::forwardWorkspaceBytes(UnitKind kind, ModelAttr model,
+                                    const WorkspaceShape &shape) {
+  Sizes z = sizesOf(model, shape);
+  switch (kind) {
+  case UnitKind::Embedding:
+    // The gathered rows (the output, before it moves into the saves
+    // buffer); GPT-2 also gathers the position rows, adds them and makes
+    // the position ids (int64).
+    if (model.getFamily() == ModelFamily::Llama)
+      return z.t * z.w * z.h;
+    return z.w * (2 * z.t * z.h + z.s * z.h) + 8 * z.s;
+  case UnitKind::LlamaBlock:
+    return llamaBlockForward(z);
+  case UnitKind::GPT2Block:
+  case UnitKind::BertBlock: // not run by the runtime: GPT-2's as estimate
+    return gpt2BlockForward(z);
+  case UnitKind::LlamaHead:
+  case UnitKind::GPT2Head:
+  case UnitKind::BertHead:
+    return headForward(z);
+  }
+  return 0;
+}
+
+int64_t plan::backwardWorkspaceBytes(UnitKind kind, ModelAttr model,
+                                     const WorkspaceShape &shape) {
+  Sizes z = sizesOf(model, shape);
+  switch (kind) {
+  case UnitKind::Embedding:
+    // The dense gradient of the token table; GPT-2 also of the position
+    // table, and the position rows' gradient summed over the batch.
+    if (model.getFamily() == ModelFamily::Llama)
+      return z.w * z.vocab * z.h;
+    return z.w * (z.vocab * z.h + z.maxPos * z.h + z.s * z.h);
+  case UnitKind::LlamaBlock:
+    return llamaBlockBackward(z);
+  case UnitKind::GPT2Block:
+  case UnitKind::BertBlock:
+    return gpt2BlockBackward(z);
+  case UnitKind::LlamaHead:
+    return headBackward(z, rmsNormBackwardPerToken(z));
+  case UnitKind::GPT2Head:
+  case UnitKind::BertHead:
+    return headBackward(z, 3 * z.w * z.h);
+  }
+  return 0;
+}
