@@ -5,12 +5,16 @@
 For each case: planc compiles examples/tiny_llama_cpu.plan with the case's --set flags,
 plan-run trains it for --steps steps, and rank 0's last step is printed: `peak_bytes`
 (measured: the peak bytes of the process's CPU tensors during the step, the arenas
-included) next to `planned_bytes` (the schedule's arenas), their difference and the
-difference as a share of the plan. The same comparison runs on a GPU as a test
-(test/equivalence/gpu_peak.py, within 2%); here it only prints numbers. A case whose
-model saved tensors outside the planned saves buffers says so (plan-run's warning).
+included) next to `planned_bytes` (the schedule's arenas and workspace), their
+difference and the difference as a share of the plan. The same comparison runs on a GPU
+as a test (test/equivalence/gpu_peak.py, within 2%). A case whose model saved tensors
+outside the planned saves buffers says so (plan-run's warning).
 
 usage: peak_vs_plan.py --planc PLANC --plan-run PLAN_RUN [--steps 3] [--work DIR]
+                       [--max-off PCT]
+
+With --max-off it is a check (test/e2e/peak-vs-plan.test): exit 1 when a case is more
+than PCT% off.
 """
 import argparse
 import json
@@ -61,9 +65,10 @@ def run_case(args, name, world, sets, work):
         last = [json.loads(line) for line in f if line.strip()][-1]
     peak, planned = last["peak_bytes"], last["planned_bytes"]
     warned = "unplanned saves" if "outside the planned saves buffers" in p.stderr else ""
+    off = 100 * (peak / planned - 1)
     print(f"{name:34s} measured {mib(peak)}  planned {mib(planned)}  "
-          f"over {mib(peak - planned)}  {100 * (peak / planned - 1):+6.1f}%  {warned}",
-          flush=True)
+          f"over {peak - planned:+11d} B  {off:+6.2f}%  {warned}", flush=True)
+    return off
 
 
 def main():
@@ -72,11 +77,21 @@ def main():
     ap.add_argument("--plan-run", required=True)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--work", default=None)
+    ap.add_argument("--max-off", type=float, default=None, metavar="PCT",
+                    help="exit 1 when a case's measured peak is more than PCT%% "
+                         "above or below the plan's")
     args = ap.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="plan-peak-")
     os.makedirs(work, exist_ok=True)
-    for name, world, sets in CASES:
-        run_case(args, name, world, sets, work)
+    offs = [run_case(args, name, world, sets, work) for name, world, sets in CASES]
+    worst = max(abs(off) for off in offs)
+    if args.max_off is None:
+        return 0
+    if worst > args.max_off:
+        print(f"peak_vs_plan.py: a measured peak is {worst:.2f}% off the plan, "
+              f"more than {args.max_off}%")
+        return 1
+    print(f"{len(offs)} cases within {args.max_off}% of the plan")
     return 0
 
 
