@@ -86,13 +86,14 @@ public:
     // Alive over the whole step: each micro-batch's token ids and targets
     // (int64), set before the program runs; Llama's rope tables (cos and
     // sin, seq_len x head_dim in the working type), cached by the model; on
-    // a GPU, cuBLAS's workspace.
+    // a GPU, cuBLAS's workspaces.
     int64_t resident = program.getMicroBatches() * 2 * tokens * 8;
     if (model.getFamily() == plan::ModelFamily::Llama)
       resident += 2 * shape.seqLen * (model.getHidden() / model.getHeads()) *
                   shape.workingBytes;
     if (!cpuDevice)
-      resident += plan::kCublasWorkspaceBytes;
+      resident += plan::gpuLibraryWorkspaceBytes(
+          plan.getCluster().getDevice().getName(), model.getFamily());
 
     int64_t most = 0;
     Operation *mostAt = nullptr;

@@ -186,3 +186,14 @@ int64_t plan::backwardWorkspaceBytes(UnitKind kind, ModelAttr model,
   }
   return 0;
 }
+
+int64_t plan::gpuLibraryWorkspaceBytes(llvm::StringRef deviceName,
+                                       ModelFamily family) {
+  constexpr int64_t kKiB = 1024, kMiB = 1024 * kKiB;
+  bool hopper = deviceName.starts_with("h100") ||
+                deviceName.starts_with("h200") || deviceName == "custom";
+  int64_t cublas = hopper ? 32 * kMiB : 8 * kMiB + 128 * kKiB;
+  int64_t cublasLt = family == ModelFamily::Llama ? 0 : kMiB;
+  constexpr int64_t kThreads = 2; // the executor's and autograd's
+  return kThreads * (cublas + cublasLt);
+}

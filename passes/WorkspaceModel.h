@@ -5,6 +5,8 @@
 
 #include "dialects/plan/PlanDialect.h"
 
+#include "llvm/ADT/StringRef.h"
+
 #include <cstdint>
 
 namespace plan {
@@ -36,10 +38,15 @@ int64_t forwardWorkspaceBytes(UnitKind kind, ModelAttr model,
 int64_t backwardWorkspaceBytes(UnitKind kind, ModelAttr model,
                                const WorkspaceShape &shape);
 
-/// cuBLAS's workspace on the compute stream, which PyTorch allocates through
-/// its caching allocator once and keeps: 32 MiB, PyTorch's size on Hopper
-/// (8.125 MiB before Hopper; counted as 32 MiB on every GPU).
-constexpr int64_t kCublasWorkspaceBytes = int64_t(32) << 20;
+/// The cuBLAS workspaces PyTorch allocates through its caching allocator
+/// and keeps, one per (handle, stream): a unit's forward runs on the
+/// executor's thread and its backward on autograd's device thread, each with
+/// its own handle, both on the compute stream. PyTorch's default size is
+/// 32 MiB on Hopper (sm90: the h100 and h200 devices, and an unknown
+/// "custom" one) and 8 MiB + 128 KiB on other GPUs; linears with a bias
+/// (GPT-2, BERT) also run cuBLASLt, which keeps its own 1 MiB per handle.
+int64_t gpuLibraryWorkspaceBytes(llvm::StringRef deviceName,
+                                 ModelFamily family);
 
 } // namespace plan
 
