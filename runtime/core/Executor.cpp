@@ -761,8 +761,10 @@ void Executor::Impl::execute(size_t index) {
     buffers[op.scalar].add_(buffers[op.src].to(at::kFloat).square().sum());
     return;
   case OpKind::CheckFinite:
-    if (!at::isfinite(buffers[op.buffer]).all().item<bool>())
-      buffers[op.scalar].fill_(1);
+    // On the device, without reading the result: the host learns it once,
+    // at the first op that needs found_inf (stepScalar).
+    buffers[op.scalar].masked_fill_(
+        at::isfinite(buffers[op.buffer]).all().logical_not(), 1);
     return;
   case OpKind::Forward:
     model.forward(op.unit, op.microBatch, operand(op.params), operand(op.tied),
