@@ -60,16 +60,38 @@ def cuda_devices():
         return 0
 
 
-def world_size(path):
-    """replicate x shard of a schedule file (docs/schedule-format.md: a 32-byte header
-    whose bytes 16..24 are the JSON body's size, then the body)."""
+def schedule_body(path):
+    """The JSON body of a schedule file (docs/schedule-format.md: a 32-byte header
+    whose bytes 16..24 are the body's size, then the body)."""
     with open(path, "rb") as f:
         data = f.read()
     if data[:8] != b"PLANSCHD":
         raise RuntimeError(f"{path}: not a schedule file")
     (size,) = struct.unpack("<Q", data[16:24])
-    body = json.loads(data[32:32 + size])
+    return json.loads(data[32:32 + size])
+
+
+def world_size(path):
+    """replicate x shard of a schedule file."""
+    body = schedule_body(path)
     return int(body["mesh"]["replicate"]) * int(body["mesh"]["shard"])
+
+
+def workspace_line(sched, trace, step):
+    """The plan's workspace (what LibTorch holds outside the arenas at its worst op)
+    next to the measured one: the last step's largest op peak less the device arena
+    (the cuda backend's trace counts device memory, the device arena included)."""
+    body = schedule_body(sched)
+    with open(trace) as f:
+        ops = [json.loads(line) for line in f if line.strip()]
+    ops = [o for o in ops if o["step"] == step]
+    if not ops:
+        return "workspace: no trace for the last step"
+    top = max(ops, key=lambda o: o["peak"])
+    measured = top["peak"] - int(body["arena_bytes"].get("device", 0))
+    return (f"workspace: planned {body['workspace_bytes']} B ({gib(body['workspace_bytes'])}), "
+            f"measured {measured} B ({gib(measured)}) at op {top['op']} {top['kind']} "
+            f"{top.get('unit', '')}")
 
 
 def compile_tiny(planc, work):
@@ -128,6 +150,7 @@ def check(plan_run, sched, world, steps, tolerance, work):
         lines.append(f"step {r['step']}: measured {r['peak_bytes']} B ({gib(r['peak_bytes'])}), "
                      f"planned {r['planned_bytes']} B ({gib(r['planned_bytes'])}), "
                      f"{100 * (r['peak_bytes'] / r['planned_bytes'] - 1):+.2f}%")
+    lines.append(workspace_line(sched, trace, rows[-1]["step"]))
     detail = "\n  ".join(lines) + f"\n  worst {100 * worst:.2f}% " \
         f"(tolerance {100 * tolerance:.0f}%)"
     if worst > tolerance:
