@@ -10,6 +10,7 @@
 #include "passes/Report.h"
 #include "frontend/Frontend.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/Parser/Parser.h"
 
 #include "gtest/gtest.h"
@@ -178,6 +179,34 @@ TEST(TimeModel, StreamsFollowIssueOrderAfterAndWaits) {
   EXPECT_EQ(gathers.count, 2);
   EXPECT_EQ(gathers.bytes, 12000000u);
   EXPECT_EQ(report->comm.intraNodeBytes, 12000000u);
+}
+
+TEST(MemoryReport, NeedsTheWorkspacePlan) {
+  // A program that sched-plan-workspace did not run on is an error, not a
+  // report that silently leaves the workspace out of the peak.
+  std::string ir = kSchedule;
+  const std::string attr =
+      ", workspace_bytes = 3000000 : i64, workspace_at = \"all_gather "
+      "v.gathered\"";
+  size_t at = ir.find(attr);
+  ASSERT_NE(at, std::string::npos);
+  ir.erase(at, attr.size());
+  mlir::DialectRegistry registry;
+  registerPlanDialects(registry);
+  mlir::MLIRContext context(registry);
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    diagnostics += d.str();
+    return mlir::success();
+  });
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
+  ASSERT_TRUE(module);
+  EXPECT_TRUE(mlir::failed(analyzeSchedule(*module)));
+  EXPECT_NE(diagnostics.find("has no workspace plan: the report reads the "
+                             "workspace_bytes that sched-plan-workspace sets"),
+            std::string::npos)
+      << diagnostics;
 }
 
 TEST(TimeModel, FlopsOfAUnit) {

@@ -347,6 +347,10 @@ TEST(ExportSchedule, RefusesWhatTheFormatCannotSay) {
                programOf(m)->removeAttr("arena_bytes");
              }),
              "has no arena_bytes: run sched-plan-memory");
+  EXPECT_HAS(exportError([](mlir::ModuleOp m) {
+               programOf(m)->removeAttr("workspace_bytes");
+             }),
+             "has no workspace_bytes: run sched-plan-workspace");
   // An op the format has no kind for is an error, never dropped.
   EXPECT_HAS(
       exportError([](mlir::ModuleOp m) {
@@ -474,6 +478,10 @@ TEST(ScheduleFile, MissingFieldsAndWrongTypes) {
              "ops[0].buffer: integer out of range");
   EXPECT_HAS(errorAfterEdit([](Json &j) { j["arena_bytes"]["gpu"] = 1; }),
              "arena_bytes: unknown memory space 'gpu'");
+  EXPECT_HAS(errorAfterEdit([](Json &j) { j.erase("workspace_bytes"); }),
+             "t.sched: missing field 'workspace_bytes'");
+  EXPECT_HAS(errorAfterEdit([](Json &j) { j["workspace_bytes"] = "1"; }),
+             "workspace_bytes: expected an integer");
   EXPECT_HAS(errorAfterEdit([](Json &j) { j["train"]["precision"] = "fp8"; }),
              "train.precision: unknown value 'fp8'");
 }
