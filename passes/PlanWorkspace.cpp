@@ -19,6 +19,8 @@
 #include "dialects/plan/PlanDialect.h"
 #include "dialects/sched/SchedDialect.h"
 
+#include "Schedule.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -37,10 +39,6 @@ using namespace sched;
 namespace {
 
 constexpr int64_t kF32 = 4;
-/// runtime/core/Optimizer.h: CPU parameters of more elements take the
-/// blocked AdamW loop (no full-size temporaries); smaller ones take ATen's
-/// ops, whose sqrt and division allocate two fp32 copies.
-constexpr int64_t kParallelAdamWMinNumel = int64_t{1} << 20;
 
 int64_t elementBytes(Value buffer) {
   auto type = cast<MemRefType>(buffer.getType());
@@ -50,10 +48,7 @@ int64_t numel(Value buffer) {
   return cast<MemRefType>(buffer.getType()).getNumElements();
 }
 MemorySpace spaceOf(Value buffer) {
-  auto type = cast<MemRefType>(buffer.getType());
-  if (auto space = dyn_cast_or_null<MemorySpaceAttr>(type.getMemorySpace()))
-    return space.getValue();
-  return MemorySpace::Device;
+  return getMemorySpace(cast<MemRefType>(buffer.getType()));
 }
 Type elementType(Value buffer) {
   return cast<MemRefType>(buffer.getType()).getElementType();
@@ -74,12 +69,8 @@ public:
     gradClip = train.getGradClip() > 0;
     sgdDecay = train.getOptimizer().getKind() == plan::OptimizerKind::SGD &&
                train.getOptimizer().getWeightDecay() != 0;
-    for (plan::UnitOp unit : plan.getBody().getOps<plan::UnitOp>()) {
-      int64_t params = 0;
-      for (plan::ParamOp param : unit.getBody().getOps<plan::ParamOp>())
-        params += param.getTensorType().getNumElements();
-      units[unit.getSymName()] = {unit.getKind(), params};
-    }
+    for (plan::UnitOp unit : plan.getBody().getOps<plan::UnitOp>())
+      units[unit.getSymName()] = {unit.getKind(), unit.getParamNumel()};
   }
 
   LogicalResult run() {
@@ -112,7 +103,7 @@ public:
     program->setAttr("workspace_bytes",
                      builder.getI64IntegerAttr(resident + most));
     program->setAttr("workspace_at",
-                     builder.getStringAttr(mostAt ? describe(*mostAt) : ""));
+                     builder.getStringAttr(mostAt ? describeOp(mostAt) : ""));
     return success();
   }
 
@@ -146,26 +137,22 @@ private:
   /// The bytes `op` allocates while it runs (or, for an asynchronous op,
   /// until its wait: recorded in `inFlight`).
   FailureOr<int64_t> opBytes(Operation &op) {
-    if (auto forward = dyn_cast<ForwardOp>(op)) {
-      auto unit = unitOf(op, forward.getUnit());
+    // A unit's forward (a recompute is one) or backward.
+    SymbolRefAttr unitRef;
+    if (auto forward = dyn_cast<ForwardOp>(op))
+      unitRef = forward.getUnit();
+    else if (auto recompute = dyn_cast<RecomputeOp>(op))
+      unitRef = recompute.getUnit();
+    else if (auto backward = dyn_cast<BackwardOp>(op))
+      unitRef = backward.getUnit();
+    if (unitRef) {
+      auto unit = unitOf(op, unitRef);
       if (failed(unit))
         return failure();
-      return plan::forwardWorkspaceBytes((*unit)->kind, model,
-                                         shapeFor(**unit));
-    }
-    if (auto recompute = dyn_cast<RecomputeOp>(op)) {
-      auto unit = unitOf(op, recompute.getUnit());
-      if (failed(unit))
-        return failure();
-      return plan::forwardWorkspaceBytes((*unit)->kind, model,
-                                         shapeFor(**unit));
-    }
-    if (auto backward = dyn_cast<BackwardOp>(op)) {
-      auto unit = unitOf(op, backward.getUnit());
-      if (failed(unit))
-        return failure();
-      return plan::backwardWorkspaceBytes((*unit)->kind, model,
-                                          shapeFor(**unit));
+      plan::WorkspaceShape shape = shapeFor(**unit);
+      return isa<BackwardOp>(op)
+                 ? plan::backwardWorkspaceBytes((*unit)->kind, model, shape)
+                 : plan::forwardWorkspaceBytes((*unit)->kind, model, shape);
     }
     if (auto scatter = dyn_cast<ReduceScatterOp>(op)) {
       // Into a staging tensor of the source's type unless the result can
@@ -224,7 +211,7 @@ private:
     bool onCpu = cpuDevice || spaceOf(params) != MemorySpace::Device;
     plan::OptimizerKind kind = plan.getTrain().getOptimizer().getKind();
     if (onCpu && kind == plan::OptimizerKind::AdamW &&
-        n <= kParallelAdamWMinNumel)
+        n <= plan::rt::kParallelAdamWMinNumel)
       bytes += 2 * kF32 * n;
     if (sgdDecay)
       bytes += kF32 * n;
@@ -261,26 +248,6 @@ private:
     for (const auto &entry : handover)
       sum += entry.second;
     return sum;
-  }
-
-  static std::string describe(Operation &op) {
-    std::string name = op.getName().stripDialect().str();
-    auto withUnit = [&](SymbolRefAttr unit, uint64_t mb) {
-      return name + " " + unit.getLeafReference().str() + " mb" +
-             std::to_string(mb);
-    };
-    if (auto forward = dyn_cast<ForwardOp>(op))
-      return withUnit(forward.getUnit(), forward.getMicroBatch());
-    if (auto recompute = dyn_cast<RecomputeOp>(op))
-      return withUnit(recompute.getUnit(), recompute.getMicroBatch());
-    if (auto backward = dyn_cast<BackwardOp>(op))
-      return withUnit(backward.getUnit(), backward.getMicroBatch());
-    if (auto step = dyn_cast<OptimizerStepOp>(op))
-      return name + " @" + step.getGroup().getLeafReference().str();
-    for (Value operand : op.getOperands())
-      if (AllocOp alloc = getRootAlloc(operand))
-        return name + " " + alloc.getName().str();
-    return name;
   }
 
   ProgramOp program;

@@ -88,33 +88,6 @@ int spaceIndex(sched::AllocOp alloc) {
   return static_cast<int>(sched::getMemorySpace(alloc.getType()));
 }
 
-/// How the op reads in the schedule, short: "backward @layers.3 mb 0",
-/// "all_gather fsdp.layers.3.gathered", "alloc layers.3.saves.mb0".
-std::string describeOp(Operation *op) {
-  std::string name = op->getName().stripDialect().str();
-  if (auto alloc = dyn_cast<sched::AllocOp>(op))
-    return name + " " + alloc.getName().str();
-  auto withUnit = [&](SymbolRefAttr unit, int64_t mb) {
-    return llvm::formatv("{0} @{1} mb {2}", name,
-                         unit.getLeafReference().getValue(), mb)
-        .str();
-  };
-  if (auto forward = dyn_cast<sched::ForwardOp>(op))
-    return withUnit(forward.getUnit(), forward.getMicroBatch());
-  if (auto backward = dyn_cast<sched::BackwardOp>(op))
-    return withUnit(backward.getUnit(), backward.getMicroBatch());
-  if (auto recompute = dyn_cast<sched::RecomputeOp>(op))
-    return withUnit(recompute.getUnit(), recompute.getMicroBatch());
-  if (auto loss = dyn_cast<sched::LossOp>(op))
-    return withUnit(loss.getUnit(), loss.getMicroBatch());
-  if (auto step = dyn_cast<sched::OptimizerStepOp>(op))
-    return name + " @" + step.getGroup().getLeafReference().str();
-  for (Value operand : op->getOperands())
-    if (sched::AllocOp alloc = sched::getRootAlloc(operand))
-      return name + " " + alloc.getName().str();
-  return name;
-}
-
 LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
                             MemoryReport &memory) {
   auto arenas = program->getAttrOfType<DictionaryAttr>("arena_bytes");
@@ -162,7 +135,7 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
     if (liveTotal[space] <= usage.livePeakBytes && !usage.peakAt.empty())
       return;
     usage.livePeakBytes = liveTotal[space];
-    usage.peakAt = describeOp(&op);
+    usage.peakAt = sched::describeOp(&op);
     usage.atPeakByRole = live[space];
   };
   for (Operation &op : body) {

@@ -41,9 +41,7 @@ UnitFlops plan::unitForwardFlops(UnitOp unit, ModelAttr model,
   UnitKind kind = unit.getKind();
   if (kind == UnitKind::Embedding)
     return flops;
-  double params = 0;
-  for (ParamOp param : unit.getBody().getOps<ParamOp>())
-    params += static_cast<double>(param.getTensorType().getNumElements());
+  double params = static_cast<double>(unit.getParamNumel());
   double b = static_cast<double>(microBatch), s = static_cast<double>(seqLen);
   double rows = b * s;
   if (kind == UnitKind::BertHead &&

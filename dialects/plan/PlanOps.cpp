@@ -226,6 +226,13 @@ int64_t UnitOp::getStoredNumel() {
   return numel;
 }
 
+int64_t UnitOp::getParamNumel() {
+  int64_t numel = 0;
+  for (auto param : getBody().getOps<ParamOp>())
+    numel += param.getTensorType().getNumElements();
+  return numel;
+}
+
 LogicalResult UnitOp::verify() {
   for (Operation &op : getBody().front())
     if (!isa<ParamOp>(op))

@@ -86,6 +86,9 @@ def Plan_UnitOp : Plan_Op<"unit", [
     /// Elements this unit stores: its parameters except those tied to a
     /// parameter of another unit (stored once, where they are defined).
     int64_t getStoredNumel();
+    /// Elements of all the parameters this unit computes with, tied ones
+    /// included.
+    int64_t getParamNumel();
   }];
 }
 

@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace sched;
@@ -85,6 +86,31 @@ LogicalResult sched::moveBelowAfterEvents(
       .Case<AllGatherOp, ReduceScatterOp, AllReduceOp, BroadcastOp, CopyOp>(
           [&](auto async) { async.getAfterMutable().clear(); });
   return success();
+}
+
+std::string sched::describeOp(Operation *op) {
+  std::string name = op->getName().stripDialect().str();
+  if (auto alloc = dyn_cast<AllocOp>(op))
+    return name + " " + alloc.getName().str();
+  auto withUnit = [&](SymbolRefAttr unit, int64_t mb) {
+    return llvm::formatv("{0} @{1} mb {2}", name,
+                         unit.getLeafReference().getValue(), mb)
+        .str();
+  };
+  if (auto forward = dyn_cast<ForwardOp>(op))
+    return withUnit(forward.getUnit(), forward.getMicroBatch());
+  if (auto backward = dyn_cast<BackwardOp>(op))
+    return withUnit(backward.getUnit(), backward.getMicroBatch());
+  if (auto recompute = dyn_cast<RecomputeOp>(op))
+    return withUnit(recompute.getUnit(), recompute.getMicroBatch());
+  if (auto loss = dyn_cast<LossOp>(op))
+    return withUnit(loss.getUnit(), loss.getMicroBatch());
+  if (auto step = dyn_cast<OptimizerStepOp>(op))
+    return name + " @" + step.getGroup().getLeafReference().str();
+  for (Value operand : op->getOperands())
+    if (AllocOp alloc = getRootAlloc(operand))
+      return name + " " + alloc.getName().str();
+  return name;
 }
 
 AllocOp sched::getRootAlloc(Value buffer) {

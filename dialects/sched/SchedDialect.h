@@ -43,6 +43,11 @@ MemorySpace getMemorySpace(mlir::MemRefType type);
 /// views; null when the buffer is not rooted in an alloc.
 AllocOp getRootAlloc(mlir::Value buffer);
 
+/// How `op` reads in the schedule, short, for reports and diagnostics:
+/// "backward @layers.3 mb 0", "all_gather fsdp.layers.3.gathered" (the
+/// alloc of its first buffer operand), "alloc layers.3.saves.mb0".
+std::string describeOp(mlir::Operation *op);
+
 /// The one sched.wait of an asynchronous op's event; an error at the op when
 /// the event is never waited or waited more than once.
 mlir::FailureOr<WaitOp> findWait(mlir::Operation *asyncOp);

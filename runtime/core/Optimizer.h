@@ -52,9 +52,6 @@ void fusedAdamWStep(at::Tensor &params, const at::Tensor &grad,
                     at::Tensor &expAvg, at::Tensor &expAvgSq,
                     const OptimizerConfig &config, double lr, int64_t t);
 
-/// CPU shards above this many elements take adamwStepParallel.
-constexpr int64_t kParallelAdamWMinNumel = int64_t{1} << 20;
-
 /// torch.optim.SGD without dampening or nesterov; `momentumBuf` is undefined
 /// when momentum is 0. On step 1 the buffer takes the gradient (torch's
 /// clone of the first d_p).

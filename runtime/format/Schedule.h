@@ -76,6 +76,12 @@ struct ModelConfig {
 /// saved storage by it.
 constexpr int64_t kSavesAlignment = 64;
 
+/// CPU AdamW steps over more than this many elements take the runtime's
+/// blocked loop (runtime/core/Optimizer.h, adamwStepParallel), smaller ones
+/// ATen's ops, whose sqrt and division allocate two fp32 temporaries;
+/// planc's workspace model counts them with the same rule.
+constexpr int64_t kParallelAdamWMinNumel = int64_t{1} << 20;
+
 /// The runtime computes a head's logits and cross-entropy in chunks of
 /// tokens, so that the fp32 logits of one chunk take at most
 /// `kLossChunkBytes` (the temporaries of a head stay bounded for any vocab
