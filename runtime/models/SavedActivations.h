@@ -1,5 +1,4 @@
-//===- SavedActivations.h - Autograd's saved tensors in a planned buffer -*-
-// C++ -*-===//
+//===- SavedActivations.h - Saved tensors in a planned buffer -*- C++ -*-===//
 //
 // A unit's forward keeps, through LibTorch autograd, the tensors its backward
 // needs. The schedule plans a buffer for them (the unit's `saves`, sized by

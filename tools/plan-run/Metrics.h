@@ -25,7 +25,7 @@ struct StepMetrics {
   int64_t tokens = 0;              // global batch
   double stepTimeS = 0;            // wall time of the step on rank 0
   int64_t peakBytes = 0;           // rank 0: measured (Executor's StepResult)
-  int64_t plannedBytes = 0;        // rank 0: the schedule's arenas; 0: unknown
+  int64_t plannedBytes = 0;        // rank 0: arenas + workspace; 0: unknown
   std::optional<double> lossScale; // fp16 only, with `skipped`
   bool skipped = false;
 
