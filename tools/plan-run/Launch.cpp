@@ -181,11 +181,16 @@ pid_t *gRankPids = nullptr;
 int gNumRanks = 0;
 volatile sig_atomic_t gForwardedSignal = 0;
 
+/// Signals rank `pid` and whatever it started: each rank leads its own
+/// process group (spawnRank), so a rank that is a shell or a wrapper script
+/// takes its children along instead of leaving them holding our output pipes.
+void signalRank(pid_t pid, int sig) { ::kill(-pid, sig); }
+
 void forwardSignal(int sig) {
   gForwardedSignal = sig;
   for (int i = 0; i < gNumRanks; ++i)
     if (gRankPids[i] > 0)
-      ::kill(gRankPids[i], sig);
+      signalRank(gRankPids[i], sig);
 }
 
 /// Restores the previous SIGINT/SIGTERM handlers when the ranks are done.
@@ -271,13 +276,20 @@ pid_t spawnRank(const LocalRanks &ranks, int rank, pid_t parent) {
   pid_t pid = ::fork();
   if (pid != 0) {
     int forkErrno = errno;
+    // Also here, so that the group exists before the launcher signals it,
+    // whichever of the two runs first.
+    if (pid > 0)
+      ::setpgid(pid, pid);
     ::sigprocmask(SIG_SETMASK, &previous, nullptr);
     if (pid < 0)
       throw LaunchError(std::string("cannot start rank ") +
                         std::to_string(rank) + ": " + std::strerror(forkErrno));
     return pid;
   }
-  // The child. A rank must not outlive a launcher that was killed outright.
+  // The child: the leader of a process group of its own (signalRank). A
+  // terminal's Ctrl-C then reaches the launcher alone, which forwards it
+  // once. A rank must not outlive a launcher that was killed outright.
+  ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (::getppid() != parent)
     ::_exit(1);
@@ -311,7 +323,7 @@ int runLocalRanks(const LocalRanks &ranks) {
     } catch (...) {
       for (pid_t pid : pids)
         if (pid > 0)
-          ::kill(pid, SIGKILL);
+          signalRank(pid, SIGKILL);
       for (pid_t pid : pids)
         if (pid > 0)
           ::waitpid(pid, nullptr, 0);
@@ -333,7 +345,7 @@ int runLocalRanks(const LocalRanks &ranks) {
   auto terminateAll = [&](int sig) {
     for (pid_t pid : pids)
       if (pid > 0)
-        ::kill(pid, sig);
+        signalRank(pid, sig);
   };
   auto reportFailure = [&](int rank, int status) {
     if (WIFSIGNALED(status))

@@ -72,8 +72,8 @@ char gIntMessage[160];
 // training loop sees it after the step, every rank agrees on it, saves a
 // checkpoint and exits 0 (a watchdog bounds how long that may take). A
 // repeat a second or more later exits at once; one within a second is the
-// same event delivered twice (Ctrl-C reaches plan-run --nproc and its ranks,
-// and the launcher forwards it too).
+// same event delivered twice (a terminal's Ctrl-C reaches both torchrun or
+// srun and their ranks, and the launcher forwards it too).
 std::atomic<int> gStopSignal{0};
 std::atomic<int64_t> gStopSignalNs{0}; // CLOCK_MONOTONIC of the first
 bool gCheckpointOnSignal = false;

@@ -267,6 +267,36 @@ TEST_F(LocalRanksTest, FailingRankStopsTheOthers) {
   EXPECT_LT(elapsed, std::chrono::seconds(50));
 }
 
+/// Whether process `pid` has ended (gone, or a zombie nobody reaped yet).
+bool ended(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line))
+    return true;
+  size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() &&
+         line[paren + 2] == 'Z';
+}
+
+TEST_F(LocalRanksTest, WhatARankStartedEndsWithIt) {
+  // Rank 0 is a shell waiting for a child of its own; stopping rank 0 must
+  // stop that child too, or it would hold the launcher's output open (a test
+  // runner waits for the pipe to close) for its whole minute.
+  testing::internal::CaptureStderr();
+  int code = runLocalRanks(
+      shell("if [ \"$RANK\" = 1 ]; then sleep 0.2; exit 3; fi; sleep 60 & "
+            "echo $! > " +
+                dir_.string() + "/child; wait",
+            2));
+  testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 3);
+  pid_t child = static_cast<pid_t>(std::stol(read("child")));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!ended(child) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(ended(child)) << "rank 0's child " << child << " outlived it";
+}
+
 TEST_F(LocalRanksTest, RankThatFailedFirstIsReportedNotItsEcho) {
   // Rank 1 stops at once because of rank 0, which fails a moment later.
   testing::internal::CaptureStderr();
@@ -335,8 +365,10 @@ int runAndSignal(LocalRanks ranks, const fs::path &dir, int sig) {
 }
 
 std::string readyThen(const fs::path &dir, const std::string &onTerm) {
-  return "trap '" + onTerm + "' TERM INT; touch " + dir.string() +
-         "/ready.$RANK; while :; do sleep 0.05; done";
+  // The signal reaches the rank's whole process group, its `sleep` too,
+  // which the shell would report ("Terminated") on the launcher's stderr.
+  return "exec 2>/dev/null; trap '" + onTerm + "' TERM INT; touch " +
+         dir.string() + "/ready.$RANK; while :; do sleep 0.05; done";
 }
 
 TEST_F(LocalRanksTest, SignalIsForwardedAndWithoutCheckpointsIsTheResult) {
