@@ -8,6 +8,11 @@ endif()
 message(STATUS "Using MLIR ${LLVM_PACKAGE_VERSION} from ${MLIR_DIR}")
 
 list(APPEND CMAKE_MODULE_PATH "${MLIR_CMAKE_DIR}" "${LLVM_CMAKE_DIR}")
+# LLVM's static Support library names zstd::libzstd_shared, which
+# LLVMConfig looks for before LLVM's Findzstd.cmake is on the module path.
+if(NOT TARGET zstd::libzstd_shared)
+  find_package(zstd REQUIRED)
+endif()
 set(LLVM_RUNTIME_OUTPUT_INTDIR ${CMAKE_BINARY_DIR}/bin)
 set(LLVM_LIBRARY_OUTPUT_INTDIR ${CMAKE_BINARY_DIR}/lib)
 set(MLIR_BINARY_DIR ${CMAKE_BINARY_DIR})

@@ -3,9 +3,11 @@
 // Walks the sched.program once, in order. Every value that is a buffer gets
 // the next buffer id where it is defined and every event the next event id,
 // so ids are dense and each op refers only to ids defined above it, which is
-// what the runtime's validateSchedule checks. Enumerations cross the
-// boundary by keyword (the IR's and the file's spellings are the same), not
-// by numeric value, so the two enum definitions cannot drift apart silently.
+// what the runtime's validateSchedule checks. The ops are exported field by
+// field from the runtime's op table (sched::visitTableOp), which plan-tblgen
+// generates from the ops' ODS definitions: no op is listed here.
+// Enumerations cross the boundary by keyword (the IR's and the file's
+// spellings are the same), not by numeric value.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,13 +15,12 @@
 
 #include "ScheduleFile.h"
 #include "dialects/plan/PlanDialect.h"
-#include "dialects/sched/SchedDialect.h"
+#include "dialects/sched/SchedOpTable.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/TypeSwitch.h"
 
-#include <nlohmann/json.hpp>
+#include <type_traits>
 
 #ifndef PLAN_COMPILER_VERSION
 #error "PLAN_COMPILER_VERSION is set by passes/CMakeLists.txt"
@@ -45,6 +46,9 @@ public:
 private:
   LogicalResult exportPlan();
   LogicalResult exportOp(Operation &op);
+  /// Fills `value`, the field `d` of the op table's struct for `op`.
+  template <typename Concrete, typename Descriptor, typename Value>
+  void exportField(Concrete op, Descriptor d, Value &value);
   LogicalResult defineAlloc(sched::AllocOp alloc);
   LogicalResult defineView(Operation *op, Value result, Value source,
                            rt::Buffer::Kind kind);
@@ -63,17 +67,6 @@ private:
     return id;
   }
   int64_t unit(Operation *user, SymbolRefAttr ref);
-
-  template <typename Keyword, typename RtEnum>
-  FailureOr<RtEnum> convert(Operation *op, Keyword value,
-                            std::optional<RtEnum> (*parse)(std::string_view),
-                            const char *what) {
-    llvm::StringRef keyword = sched::stringifyEnum(value);
-    if (std::optional<RtEnum> converted = parse(keyword))
-      return *converted;
-    return op->emitError("the schedule file has no ")
-           << what << " '" << keyword << "'";
-  }
 
   sched::ProgramOp program;
   PlanOp plan;
@@ -146,7 +139,7 @@ LogicalResult ScheduleExporter::exportPlan() {
 
   ModelAttr model = plan.getModel();
   rt::ModelConfig &m = s.model;
-  m.family = stringifyModelFamily(model.getFamily()).str();
+  m.family = sched::toRuntime(model.getFamily());
   m.preset = model.getPreset().str();
   m.vocab = model.getVocab();
   m.hidden = model.getHidden();
@@ -163,7 +156,7 @@ LogicalResult ScheduleExporter::exportPlan() {
   m.normEps = model.getNormEps();
   m.tieEmbeddings = model.getTieEmbeddings();
   m.typeVocab = model.getTypeVocab();
-  m.bertHead = stringifyBertHead(model.getBertHead()).str();
+  m.bertHead = sched::toRuntime(model.getBertHead());
   m.numLabels = model.getNumLabels();
 
   ClusterAttr cluster = plan.getCluster();
@@ -185,7 +178,7 @@ LogicalResult ScheduleExporter::exportPlan() {
   TrainAttr train = plan.getTrain();
   rt::TrainConfig &t = s.train;
   OptimizerAttr optimizer = train.getOptimizer();
-  t.optimizer.kind = stringifyOptimizerKind(optimizer.getKind()).str();
+  t.optimizer.kind = sched::toRuntime(optimizer.getKind());
   t.optimizer.lr = optimizer.getLr();
   t.optimizer.beta1 = optimizer.getBeta1();
   t.optimizer.beta2 = optimizer.getBeta2();
@@ -195,22 +188,22 @@ LogicalResult ScheduleExporter::exportPlan() {
   t.microBatch = train.getMicroBatch();
   t.seqLen = train.getSeqLen();
   t.gradAccum = train.getGradAccum();
-  t.precision = stringifyPrecision(train.getPrecision()).str();
+  t.precision = sched::toRuntime(train.getPrecision());
   LossScaleAttr lossScale = train.getLossScale();
-  t.lossScale.kind = stringifyLossScaleKind(lossScale.getKind()).str();
+  t.lossScale.kind = sched::toRuntime(lossScale.getKind());
   t.lossScale.initial = lossScale.getInitial();
   t.lossScale.growthInterval = lossScale.getGrowthInterval();
-  t.reduceDtype = stringifyDType(train.getReduceDtype()).str();
+  t.reduceDtype = sched::toRuntime(train.getReduceDtype());
   t.activationCheckpointing =
-      stringifyCheckpointing(train.getActivationCheckpointing()).str();
+      sched::toRuntime(train.getActivationCheckpointing());
   t.gradClip = train.getGradClip();
   LRScheduleAttr lr = train.getLrSchedule();
-  t.lrSchedule.kind = stringifyLRScheduleKind(lr.getKind()).str();
+  t.lrSchedule.kind = sched::toRuntime(lr.getKind());
   t.lrSchedule.warmup = lr.getWarmup();
   t.lrSchedule.minLrRatio = lr.getMinLrRatio();
   t.steps = train.getSteps();
   t.seed = train.getSeed();
-  s.sharding = stringifySharding(plan.getParallel().getSharding()).str();
+  s.sharding = sched::toRuntime(plan.getParallel().getSharding());
 
   // Units: stored parameters are laid out in parameter order; a tied one is
   // stored in the unit that defines it and takes that parameter's offset
@@ -219,7 +212,7 @@ LogicalResult ScheduleExporter::exportPlan() {
   for (UnitOp unitOp : plan.getBody().getOps<UnitOp>()) {
     rt::Unit u;
     u.name = unitOp.getSymName().str();
-    u.kind = stringifyUnitKind(unitOp.getKind()).str();
+    u.kind = sched::toRuntime(unitOp.getKind());
     for (ParamOp param : unitOp.getBody().getOps<ParamOp>()) {
       rt::Param p;
       p.name = param.getParamName().str();
@@ -277,10 +270,12 @@ LogicalResult ScheduleExporter::exportPlan() {
              << attrName << ": run sched-plan-memory before exporting";
     for (NamedAttribute entry : sizes) {
       auto bytes = dyn_cast<IntegerAttr>(entry.getValue());
-      if (!bytes || !rt::parseSpace(entry.getName().getValue()))
+      std::optional<rt::Space> space =
+          rt::parseKeyword<rt::Space>(entry.getName().getValue());
+      if (!bytes || !space)
         return program.emitError("malformed ")
                << attrName << " entry '" << entry.getName().getValue() << "'";
-      (*out)[entry.getName().getValue().str()] = bytes.getInt();
+      (*out)[*space] = bytes.getInt();
     }
   }
   auto workspace = program->getAttrOfType<IntegerAttr>("workspace_bytes");
@@ -305,14 +300,8 @@ LogicalResult ScheduleExporter::defineAlloc(sched::AllocOp alloc) {
     b.type = rt::ElementType::F16;
   else
     return alloc.emitError("the schedule file has no element type ") << element;
-  FailureOr<rt::Space> space = convert(alloc, sched::getMemorySpace(type),
-                                       rt::parseSpace, "memory space");
-  FailureOr<rt::BufferRole> role =
-      convert(alloc, alloc.getRole(), rt::parseBufferRole, "buffer role");
-  if (failed(space) || failed(role))
-    return failure();
-  b.space = *space;
-  b.role = *role;
+  b.space = sched::toRuntime(sched::getMemorySpace(type));
+  b.role = sched::toRuntime(alloc.getRole());
   b.numel = type.getNumElements();
   b.name = alloc.getName().str();
   b.persistent = alloc.getPersistent();
@@ -355,14 +344,8 @@ LogicalResult ScheduleExporter::defineAlloc(sched::AllocOp alloc) {
              << ") nor all of it (" << group.paddedNumel << ")";
   }
 
-  int64_t id = static_cast<int64_t>(schedule.buffers.size());
-  bufferIds[alloc.getResult()] = id;
+  bufferIds[alloc.getResult()] = static_cast<int64_t>(schedule.buffers.size());
   schedule.buffers.push_back(std::move(b));
-  rt::Op op;
-  op.kind = rt::OpKind::Alloc;
-  op.buffer = id;
-  op.line = lineOf(alloc.getLoc());
-  schedule.ops.push_back(std::move(op));
   return success();
 }
 
@@ -379,205 +362,91 @@ LogicalResult ScheduleExporter::defineView(Operation *op, Value result,
   b.space = src.space;
   b.numel = cast<MemRefType>(result.getType()).getNumElements();
   b.source = sourceId;
-  if (auto view = dyn_cast<sched::ViewOp>(op)) {
+  if (auto view = dyn_cast<sched::ViewOp>(op))
     b.viewOffset = static_cast<int64_t>(view.getOffset());
-  } else {
-    FailureOr<rt::GroupAxis> axis =
-        convert(op, cast<sched::ShardViewOp>(op).getGroup(), rt::parseGroupAxis,
-                "process group");
-    if (failed(axis))
-      return failure();
-    b.axis = *axis;
-  }
+  else
+    b.axis = sched::toRuntime(cast<sched::ShardViewOp>(op).getGroup());
   bufferIds[result] = static_cast<int64_t>(schedule.buffers.size());
   schedule.buffers.push_back(std::move(b));
   return success();
 }
 
-LogicalResult ScheduleExporter::exportOp(Operation &operation) {
-  Operation *opPtr = &operation;
-  rt::Op op;
-  op.line = lineOf(operation.getLoc());
-  auto axisOf = [&](sched::Group group) {
-    FailureOr<rt::GroupAxis> axis =
-        convert(opPtr, group, rt::parseGroupAxis, "process group");
-    if (succeeded(axis))
-      op.axis = *axis;
-    return axis;
-  };
-  auto reduceOf = [&](sched::ReduceOp reduce) {
-    FailureOr<rt::ReduceKind> kind =
-        convert(opPtr, reduce, rt::parseReduceKind, "reduction");
-    if (succeeded(kind))
-      op.reduce = *kind;
-    return kind;
-  };
-  auto computeOf = [&](SymbolRefAttr unitRef, uint64_t microBatch) {
-    op.unit = unit(opPtr, unitRef);
-    op.microBatch = static_cast<int64_t>(microBatch);
-  };
+template <typename Concrete, typename Descriptor, typename Value>
+void ScheduleExporter::exportField(Concrete op, Descriptor d, Value &value) {
+  namespace field = rt::field;
+  Operation *operation = op.getOperation();
+  using D = Descriptor;
+  if constexpr (std::is_same_v<D, field::Buffer>) {
+    value = buffer(operation, op.getODSOperands(d.operand).front());
+  } else if constexpr (std::is_same_v<D, field::OptionalBuffer>) {
+    auto operands = op.getODSOperands(d.operand);
+    value = operands.empty() ? -1 : buffer(operation, operands.front());
+  } else if constexpr (std::is_same_v<D, field::Buffers>) {
+    for (mlir::Value v : op.getODSOperands(d.operand))
+      value.push_back(buffer(operation, v));
+  } else if constexpr (std::is_same_v<D, field::DefinedBuffer>) {
+    value = buffer(operation, op.getODSResults(d.result).front());
+  } else if constexpr (std::is_same_v<D, field::Event>) {
+    value = event(operation, op.getODSOperands(d.operand).front());
+  } else if constexpr (std::is_same_v<D, field::Events>) {
+    value = events(operation, op.getODSOperands(d.operand));
+  } else if constexpr (std::is_same_v<D, field::SignalledEvent>) {
+    value = defineEvent(op.getODSResults(d.result).front());
+  } else if constexpr (std::is_same_v<D, field::Int> ||
+                       std::is_same_v<D, field::MicroBatch>) {
+    value = cast<IntegerAttr>(operation->getAttr(d.name)).getInt();
+  } else if constexpr (std::is_same_v<D, field::Float>) {
+    value = cast<FloatAttr>(operation->getAttr(d.name)).getValueAsDouble();
+  } else if constexpr (std::is_same_v<D, field::Flag>) {
+    value = operation->hasAttr(d.name);
+  } else if constexpr (std::is_same_v<D, field::UnitRef>) {
+    value = unit(operation, cast<SymbolRefAttr>(operation->getAttr(d.name)));
+  } else if constexpr (std::is_same_v<D, field::GroupRef>) {
+    auto ref = cast<SymbolRefAttr>(operation->getAttr(d.name));
+    auto it = groupIndex.find(ref.getLeafReference().getValue());
+    if (it == groupIndex.end()) {
+      operation->emitError("group ")
+          << ref << " is not a group of plan @" << plan.getSymName();
+      hadError = true;
+      return;
+    }
+    value = it->second;
+  } else {
+    // An enumeration: its attribute class, then the runtime's value.
+    using Attr = typename sched::EnumAttrOf<Value>::type;
+    value = sched::toRuntime(cast<Attr>(operation->getAttr(d.name)).getValue());
+  }
+}
 
-  LogicalResult result =
-      llvm::TypeSwitch<Operation *, LogicalResult>(opPtr)
-          .Case([&](sched::AllocOp alloc) { return defineAlloc(alloc); })
-          .Case([&](sched::ViewOp view) {
-            return defineView(view, view.getResult(), view.getSource(),
-                              rt::Buffer::Kind::View);
-          })
-          .Case([&](sched::ShardViewOp view) {
-            return defineView(view, view.getResult(), view.getSource(),
-                              rt::Buffer::Kind::ShardView);
-          })
-          .Case([&](sched::FreeOp free) {
-            op.kind = rt::OpKind::Free;
-            op.buffer = buffer(opPtr, free.getBuffer());
-            return success();
-          })
-          .Case([&](sched::WaitOp wait) {
-            op.kind = rt::OpKind::Wait;
-            op.waitEvent = event(opPtr, wait.getEvent());
-            return success();
-          })
-          .Case([&](sched::AllGatherOp gather) {
-            op.kind = rt::OpKind::AllGather;
-            op.src = buffer(opPtr, gather.getSrc());
-            op.dst = buffer(opPtr, gather.getDst());
-            op.after = events(opPtr, gather.getAfter());
-            op.event = defineEvent(gather.getDone());
-            return LogicalResult(axisOf(gather.getGroup()));
-          })
-          .Case([&](sched::ReduceScatterOp scatter) {
-            op.kind = rt::OpKind::ReduceScatter;
-            op.src = buffer(opPtr, scatter.getSrc());
-            op.dst = buffer(opPtr, scatter.getDst());
-            op.accumulate = scatter.getAccumulate();
-            op.after = events(opPtr, scatter.getAfter());
-            op.event = defineEvent(scatter.getDone());
-            return success(succeeded(axisOf(scatter.getGroup())) &&
-                           succeeded(reduceOf(scatter.getReduce())));
-          })
-          .Case([&](sched::AllReduceOp reduce) {
-            op.kind = rt::OpKind::AllReduce;
-            op.buffer = buffer(opPtr, reduce.getBuffer());
-            op.after = events(opPtr, reduce.getAfter());
-            op.event = defineEvent(reduce.getDone());
-            return success(succeeded(axisOf(reduce.getGroup())) &&
-                           succeeded(reduceOf(reduce.getReduce())));
-          })
-          .Case([&](sched::BroadcastOp broadcast) {
-            op.kind = rt::OpKind::Broadcast;
-            op.buffer = buffer(opPtr, broadcast.getBuffer());
-            op.root = static_cast<int64_t>(broadcast.getRoot());
-            op.after = events(opPtr, broadcast.getAfter());
-            op.event = defineEvent(broadcast.getDone());
-            return LogicalResult(axisOf(broadcast.getGroup()));
-          })
-          .Case([&](sched::CopyOp copy) {
-            op.kind = rt::OpKind::Copy;
-            op.src = buffer(opPtr, copy.getSrc());
-            op.dst = buffer(opPtr, copy.getDst());
-            op.after = events(opPtr, copy.getAfter());
-            op.event = defineEvent(copy.getDone());
-            return success();
-          })
-          .Case([&](sched::CastOp cast) {
-            op.kind = rt::OpKind::Cast;
-            op.src = buffer(opPtr, cast.getSrc());
-            op.dst = buffer(opPtr, cast.getDst());
-            return success();
-          })
-          .Case([&](sched::ZeroOp zero) {
-            op.kind = rt::OpKind::Zero;
-            op.buffer = buffer(opPtr, zero.getBuffer());
-            return success();
-          })
-          .Case([&](sched::AccumulateOp accumulate) {
-            op.kind = rt::OpKind::Accumulate;
-            op.src = buffer(opPtr, accumulate.getSrc());
-            op.dst = buffer(opPtr, accumulate.getDst());
-            return success();
-          })
-          .Case([&](sched::ForwardOp forward) {
-            op.kind = rt::OpKind::Forward;
-            computeOf(forward.getUnit(), forward.getMicroBatch());
-            op.params = buffer(opPtr, forward.getParams());
-            op.tied = optionalBuffer(opPtr, forward.getTied());
-            op.saves = buffer(opPtr, forward.getSaves());
-            return success();
-          })
-          .Case([&](sched::RecomputeOp recompute) {
-            op.kind = rt::OpKind::Recompute;
-            computeOf(recompute.getUnit(), recompute.getMicroBatch());
-            op.params = buffer(opPtr, recompute.getParams());
-            op.tied = optionalBuffer(opPtr, recompute.getTied());
-            op.input = buffer(opPtr, recompute.getInput());
-            op.saves = buffer(opPtr, recompute.getSaves());
-            return success();
-          })
-          .Case([&](sched::LossOp loss) {
-            op.kind = rt::OpKind::Loss;
-            computeOf(loss.getUnit(), loss.getMicroBatch());
-            op.scale = loss.getScaleAttr().getValueAsDouble();
-            op.lossScale = optionalBuffer(opPtr, loss.getLossScale());
-            return success();
-          })
-          .Case([&](sched::BackwardOp backward) {
-            op.kind = rt::OpKind::Backward;
-            computeOf(backward.getUnit(), backward.getMicroBatch());
-            op.params = buffer(opPtr, backward.getParams());
-            op.tied = optionalBuffer(opPtr, backward.getTied());
-            op.activations = buffer(opPtr, backward.getActivations());
-            op.grads = buffer(opPtr, backward.getGrads());
-            op.tiedGrads = optionalBuffer(opPtr, backward.getTiedGrads());
-            return success();
-          })
-          .Case([&](sched::GradNormOp norm) {
-            op.kind = rt::OpKind::GradNorm;
-            op.src = buffer(opPtr, norm.getGrads());
-            op.scalar = buffer(opPtr, norm.getNorm());
-            return success();
-          })
-          .Case([&](sched::CheckFiniteOp check) {
-            op.kind = rt::OpKind::CheckFinite;
-            op.buffer = buffer(opPtr, check.getBuffer());
-            op.scalar = buffer(opPtr, check.getFoundInf());
-            return success();
-          })
-          .Case([&](sched::OptimizerStepOp step) {
-            op.kind = rt::OpKind::OptimizerStep;
-            auto it =
-                groupIndex.find(step.getGroup().getLeafReference().getValue());
-            if (it == groupIndex.end())
-              return LogicalResult(step.emitError("group ")
-                                   << step.getGroup()
-                                   << " is not a group of plan @"
-                                   << plan.getSymName());
-            op.group = it->second;
-            op.params = buffer(opPtr, step.getParams());
-            op.grads = buffer(opPtr, step.getGrads());
-            for (Value state : step.getState())
-              op.state.push_back(buffer(opPtr, state));
-            op.norm = optionalBuffer(opPtr, step.getNorm());
-            op.foundInf = optionalBuffer(opPtr, step.getFoundInf());
-            op.lossScale = optionalBuffer(opPtr, step.getLossScale());
-            return success();
-          })
-          .Case([&](sched::UpdateLossScaleOp update) {
-            op.kind = rt::OpKind::UpdateLossScale;
-            op.scalar = buffer(opPtr, update.getLossScale());
-            op.foundInf = buffer(opPtr, update.getFoundInf());
-            return success();
-          })
-          .Default([&](Operation *unknown) {
-            return unknown->emitError("the schedule file has no op '")
-                   << unknown->getName()
-                   << "': the exporter would have to drop it";
-          });
-  if (failed(result) || hadError)
+LogicalResult ScheduleExporter::exportOp(Operation &operation) {
+  Operation *op = &operation;
+  // Buffer-defining ops fill the buffer table; an alloc is also an op (its
+  // buffer's life starts there), views are not.
+  if (auto view = dyn_cast<sched::ViewOp>(op))
+    return defineView(op, view.getResult(), view.getSource(),
+                      rt::Buffer::Kind::View);
+  if (auto view = dyn_cast<sched::ShardViewOp>(op))
+    return defineView(op, view.getResult(), view.getSource(),
+                      rt::Buffer::Kind::ShardView);
+  if (auto alloc = dyn_cast<sched::AllocOp>(op))
+    if (failed(defineAlloc(alloc)))
+      return failure();
+
+  rt::Op out;
+  out.line = lineOf(op->getLoc());
+  bool inTable = sched::visitTableOp(op, [&](auto concrete, auto rtOp) {
+    using T = decltype(rtOp);
+    T::fields(rtOp, [&](auto descriptor, auto &value) {
+      exportField(concrete, descriptor, value);
+    });
+    out.body = std::move(rtOp);
+  });
+  if (!inTable)
+    return op->emitError("the schedule file has no op '")
+           << op->getName() << "': the exporter would have to drop it";
+  if (hadError)
     return failure();
-  // Allocations and views were recorded by their define* functions.
-  if (!isa<sched::AllocOp, sched::ViewOp, sched::ShardViewOp>(opPtr))
-    schedule.ops.push_back(std::move(op));
+  schedule.ops.push_back(std::move(out));
   return success();
 }
 
@@ -607,16 +476,6 @@ FailureOr<rt::Schedule> exportSchedule(ModuleOp module) {
     return program.emitError("its plan ")
            << program.getPlanAttr() << " is not in the module";
   return ScheduleExporter(program, plan).run();
-}
-
-void printScheduleJson(const rt::Schedule &schedule, llvm::raw_ostream &os) {
-  // Re-parsing the file's body keeps one definition of the JSON layout (the
-  // writer's) and shows exactly what the file holds.
-  std::string bytes = rt::serializeSchedule(schedule);
-  constexpr size_t kHeaderBytes = 32;
-  nlohmann::ordered_json body =
-      nlohmann::ordered_json::parse(bytes.begin() + kHeaderBytes, bytes.end());
-  os << body.dump(2) << "\n";
 }
 
 } // namespace plan

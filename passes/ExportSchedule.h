@@ -29,9 +29,6 @@ std::string scheduleProducer();
 /// anything the schedule format cannot express: never drops an op.
 mlir::FailureOr<rt::Schedule> exportSchedule(mlir::ModuleOp module);
 
-/// Prints the body of the schedule file (JSON), indented for people.
-void printScheduleJson(const rt::Schedule &schedule, llvm::raw_ostream &os);
-
 } // namespace plan
 
 #endif // PLAN_PASSES_EXPORTSCHEDULE_H

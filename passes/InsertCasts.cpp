@@ -290,7 +290,7 @@ private:
                                            sched::MemorySpace::Device);
     builder.setInsertionPointToStart(&body());
     auto lossScale = sched::AllocOp::create(
-        builder, loc, scalarType, "loss_scale", sched::BufferRole::Scalar,
+        builder, loc, scalarType, "loss_scale", sched::BufferRole::LossScale,
         /*persistent=*/true, /*offset=*/nullptr);
     for (auto loss : body().getOps<sched::LossOp>())
       loss.getLossScaleMutable().assign(lossScale);

@@ -10,6 +10,8 @@
 
 #include "passes/Passes.h"
 
+#include "dialects/sched/SchedOpTable.h"
+
 #include "mlir/IR/Builders.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -193,8 +195,7 @@ LogicalResult ProgramDistribution::analyze() {
   Block &body = program.getBody().front();
 
   for (Operation &op : body)
-    if (isa<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp,
-            sched::BroadcastOp>(op))
+    if (sched::isCollective(&op))
       return op.emitOpError("program already has collectives: "
                             "sched-insert-collectives expects the "
                             "single-rank program of sched-lower");

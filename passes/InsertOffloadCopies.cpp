@@ -11,6 +11,8 @@
 
 #include "passes/Passes.h"
 
+#include "dialects/sched/SchedOpTable.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -58,110 +60,24 @@ struct BufferUse {
   Access access;
 };
 
-/// Appends the operands of ODS operand group `odsIndex` of `op`.
-template <typename OpTy>
-void addUses(SmallVectorImpl<BufferUse> &uses, OpTy op, unsigned odsIndex,
-             Access access) {
-  auto [start, length] = op.getODSOperandIndexAndLength(odsIndex);
-  for (unsigned i = start; i < start + length; ++i)
-    uses.push_back({i, access});
-}
-
-/// How `op` accesses each of its buffer operands; failure for an op whose
-/// accesses this pass does not know.
+/// How `op` accesses each of its buffer operands, from the runtime's op
+/// table (sched::getBufferAccesses); failure for an op outside it. Ops that
+/// move or name memory rather than compute on it (views, copies, frees)
+/// have no uses to stage.
 FailureOr<SmallVector<BufferUse>> bufferUses(Operation *op) {
   SmallVector<BufferUse> uses;
-  constexpr Access R = Access::Read, W = Access::Write, RW = Access::ReadWrite;
-  bool known = llvm::TypeSwitch<Operation *, bool>(op)
-                   .Case([&](sched::ForwardOp o) {
-                     addUses(uses, o, 0, R); // params
-                     addUses(uses, o, 1, R); // tied
-                     addUses(uses, o, 2, W); // saves
-                     return true;
-                   })
-                   .Case([&](sched::RecomputeOp o) {
-                     addUses(uses, o, 0, R);
-                     addUses(uses, o, 1, R);
-                     addUses(uses, o, 2, R); // input
-                     addUses(uses, o, 3, W); // saves
-                     return true;
-                   })
-                   .Case([&](sched::BackwardOp o) {
-                     addUses(uses, o, 0, R);
-                     addUses(uses, o, 1, R);
-                     addUses(uses, o, 2, R);  // activations
-                     addUses(uses, o, 3, RW); // grads: backward adds into them
-                     addUses(uses, o, 4, RW); // tied_grads
-                     return true;
-                   })
-                   .Case([&](sched::LossOp o) {
-                     addUses(uses, o, 0, R);
-                     return true;
-                   })
-                   .Case([&](sched::GradNormOp o) {
-                     addUses(uses, o, 0, R);
-                     addUses(uses, o, 1, RW);
-                     return true;
-                   })
-                   .Case([&](sched::CheckFiniteOp o) {
-                     addUses(uses, o, 0, R);
-                     addUses(uses, o, 1, RW);
-                     return true;
-                   })
-                   .Case([&](sched::OptimizerStepOp o) {
-                     addUses(uses, o, 0, RW); // params
-                     addUses(uses, o, 1, R);  // grads
-                     addUses(uses, o, 2, RW); // state
-                     addUses(uses, o, 3, R);  // norm
-                     addUses(uses, o, 4, R);  // found_inf
-                     addUses(uses, o, 5, R);  // loss_scale
-                     return true;
-                   })
-                   .Case([&](sched::UpdateLossScaleOp o) {
-                     addUses(uses, o, 0, RW);
-                     addUses(uses, o, 1, R);
-                     return true;
-                   })
-                   .Case([&](sched::CastOp o) {
-                     addUses(uses, o, 0, R);
-                     addUses(uses, o, 1, W);
-                     return true;
-                   })
-                   .Case([&](sched::ZeroOp o) {
-                     addUses(uses, o, 0, W);
-                     return true;
-                   })
-                   .Case([&](sched::AccumulateOp o) {
-                     addUses(uses, o, 0, R);
-                     addUses(uses, o, 1, RW);
-                     return true;
-                   })
-                   .Case([&](sched::AllGatherOp o) {
-                     addUses(uses, o, 0, R);
-                     addUses(uses, o, 1, W);
-                     return true;
-                   })
-                   .Case([&](sched::ReduceScatterOp o) {
-                     addUses(uses, o, 0, R);
-                     addUses(uses, o, 1, o.getAccumulate() ? RW : W);
-                     return true;
-                   })
-                   .Case([&](sched::AllReduceOp o) {
-                     addUses(uses, o, 0, RW);
-                     return true;
-                   })
-                   .Case([&](sched::BroadcastOp o) {
-                     addUses(uses, o, 0, RW);
-                     return true;
-                   })
-                   // Ops that move or name memory rather than compute on it.
-                   .Case<sched::AllocOp, sched::FreeOp, sched::ViewOp,
-                         sched::ShardViewOp, sched::CopyOp, sched::WaitOp>(
-                       [](Operation *) { return true; })
-                   .Default([](Operation *) { return false; });
-  if (!known)
+  if (isa<sched::ViewOp, sched::ShardViewOp, sched::CopyOp, sched::FreeOp>(op))
+    return uses;
+  std::optional<SmallVector<sched::BufferAccess, 4>> accesses =
+      sched::getBufferAccesses(op);
+  if (!accesses)
     return op->emitOpError("sched-insert-offload-copies does not know how "
                            "this op accesses its buffers");
+  for (const sched::BufferAccess &access : *accesses)
+    uses.push_back({access.operand->getOperandNumber(),
+                    access.reads && access.writes ? Access::ReadWrite
+                    : access.writes               ? Access::Write
+                                                  : Access::Read});
   return uses;
 }
 
@@ -187,16 +103,10 @@ sched::MemorySpace placeOf(Operation *op, sched::MemorySpace stepSpace) {
       .Default([](Operation *) { return sched::MemorySpace::Device; });
 }
 
-bool isCollective(Operation *op) {
-  return isa<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp,
-             sched::BroadcastOp>(op);
-}
+using sched::isCollective;
 
 void appendAfter(Operation *collective, Value event) {
-  llvm::TypeSwitch<Operation *>(collective)
-      .Case<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp,
-            sched::BroadcastOp>(
-          [&](auto op) { op.getAfterMutable().append(event); });
+  sched::getAfterMutable(collective)->append(event);
 }
 
 /// Places one program's buffers per the plan's offload and stages every

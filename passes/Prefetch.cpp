@@ -12,6 +12,8 @@
 
 #include "passes/Passes.h"
 
+#include "dialects/sched/SchedOpTable.h"
+
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -38,42 +40,22 @@ Value rootBuffer(Value buffer) {
   return buffer;
 }
 
-/// Buffers `op` may write. Ops this pass does not know write every operand.
+/// Buffers `op` may write: what the runtime's op table says it writes
+/// (sched::getBufferAccesses); an op outside the table may write every
+/// operand.
 void collectWrites(Operation *op, SmallVectorImpl<Value> &writes) {
-  llvm::TypeSwitch<Operation *>(op)
-      .Case([&](sched::AllGatherOp o) { writes.push_back(o.getDst()); })
-      .Case([&](sched::ReduceScatterOp o) { writes.push_back(o.getDst()); })
-      .Case([&](sched::AllReduceOp o) { writes.push_back(o.getBuffer()); })
-      .Case([&](sched::BroadcastOp o) { writes.push_back(o.getBuffer()); })
-      .Case([&](sched::CopyOp o) { writes.push_back(o.getDst()); })
-      .Case([&](sched::CastOp o) { writes.push_back(o.getDst()); })
-      .Case([&](sched::ZeroOp o) { writes.push_back(o.getBuffer()); })
-      .Case([&](sched::AccumulateOp o) { writes.push_back(o.getDst()); })
-      .Case([&](sched::ForwardOp o) { writes.push_back(o.getSaves()); })
-      .Case([&](sched::RecomputeOp o) { writes.push_back(o.getSaves()); })
-      .Case([&](sched::BackwardOp o) {
-        writes.push_back(o.getGrads());
-        if (Value tied = o.getTiedGrads())
-          writes.push_back(tied);
-      })
-      .Case([&](sched::GradNormOp o) { writes.push_back(o.getNorm()); })
-      .Case([&](sched::CheckFiniteOp o) { writes.push_back(o.getFoundInf()); })
-      .Case([&](sched::OptimizerStepOp o) {
-        // The step may unscale and clip the gradients in place.
-        writes.push_back(o.getParams());
-        writes.push_back(o.getGrads());
-        llvm::append_range(writes, o.getState());
-      })
-      .Case([&](sched::UpdateLossScaleOp o) {
-        writes.push_back(o.getLossScale());
-      })
-      .Case<sched::AllocOp, sched::FreeOp, sched::ViewOp, sched::ShardViewOp,
-            sched::WaitOp, sched::LossOp>([](Operation *) {})
-      .Default([&](Operation *other) {
-        for (Value operand : other->getOperands())
-          if (isa<MemRefType>(operand.getType()))
-            writes.push_back(operand);
-      });
+  if (isa<sched::ViewOp, sched::ShardViewOp>(op))
+    return;
+  if (std::optional<SmallVector<sched::BufferAccess, 4>> accesses =
+          sched::getBufferAccesses(op)) {
+    for (const sched::BufferAccess &access : *accesses)
+      if (access.writes)
+        writes.push_back(access.buffer());
+    return;
+  }
+  for (Value operand : op->getOperands())
+    if (isa<MemRefType>(operand.getType()))
+      writes.push_back(operand);
 }
 
 enum class Phase { Forward, Backward };

@@ -56,6 +56,7 @@ MemoryCategory plan::memoryCategoryOf(sched::BufferRole role) {
   case sched::BufferRole::Staging:
     return MemoryCategory::CommBuffers;
   case sched::BufferRole::Scalar:
+  case sched::BufferRole::LossScale:
     return MemoryCategory::Other;
   }
   return MemoryCategory::Other;

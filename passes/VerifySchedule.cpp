@@ -25,10 +25,11 @@
 
 #include "passes/Passes.h"
 
+#include "dialects/sched/SchedOpTable.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 #include <map>
 #include <optional>
@@ -120,132 +121,6 @@ struct AsyncState {
   bool done = false;
 };
 
-/// One buffer operand of an op and what the op does with it.
-struct Access {
-  Value buffer;
-  bool reads;
-  bool writes;
-};
-
-Access reads(Value buffer) { return {buffer, true, false}; }
-Access writes(Value buffer) { return {buffer, false, true}; }
-Access updates(Value buffer) { return {buffer, true, true}; }
-
-/// The buffer operands of a non-view, non-free op of a program, or nullopt
-/// for an op this pass does not know.
-std::optional<SmallVector<Access, 4>> accessesOf(Operation *op) {
-  SmallVector<Access, 4> accesses;
-  auto addIf = [&](Value buffer, Access (*kind)(Value)) {
-    if (buffer)
-      accesses.push_back(kind(buffer));
-  };
-  bool known =
-      llvm::TypeSwitch<Operation *, bool>(op)
-          .Case([&](AllGatherOp op) {
-            accesses = {reads(op.getSrc()), writes(op.getDst())};
-            return true;
-          })
-          .Case([&](ReduceScatterOp op) {
-            accesses = {reads(op.getSrc()), op.getAccumulate()
-                                                ? updates(op.getDst())
-                                                : writes(op.getDst())};
-            return true;
-          })
-          .Case([&](AllReduceOp op) {
-            accesses = {updates(op.getBuffer())};
-            return true;
-          })
-          .Case([&](BroadcastOp op) {
-            // The root rank reads the buffer, every other rank overwrites it.
-            accesses = {updates(op.getBuffer())};
-            return true;
-          })
-          .Case([&](CopyOp op) {
-            accesses = {reads(op.getSrc()), writes(op.getDst())};
-            return true;
-          })
-          .Case([&](CastOp op) {
-            accesses = {reads(op.getSrc()), writes(op.getDst())};
-            return true;
-          })
-          .Case([&](ZeroOp op) {
-            accesses = {writes(op.getBuffer())};
-            return true;
-          })
-          .Case([&](AccumulateOp op) {
-            accesses = {reads(op.getSrc()), updates(op.getDst())};
-            return true;
-          })
-          .Case([&](ForwardOp op) {
-            accesses = {reads(op.getParams())};
-            addIf(op.getTied(), reads);
-            accesses.push_back(writes(op.getSaves()));
-            return true;
-          })
-          .Case([&](RecomputeOp op) {
-            accesses = {reads(op.getParams())};
-            addIf(op.getTied(), reads);
-            accesses.push_back(reads(op.getInput()));
-            accesses.push_back(writes(op.getSaves()));
-            return true;
-          })
-          .Case([&](LossOp op) {
-            addIf(op.getLossScale(), reads);
-            return true;
-          })
-          .Case([&](BackwardOp op) {
-            accesses = {reads(op.getParams())};
-            addIf(op.getTied(), reads);
-            accesses.push_back(reads(op.getActivations()));
-            accesses.push_back(updates(op.getGrads()));
-            addIf(op.getTiedGrads(), updates);
-            return true;
-          })
-          .Case([&](GradNormOp op) {
-            accesses = {reads(op.getGrads()), updates(op.getNorm())};
-            return true;
-          })
-          .Case([&](CheckFiniteOp op) {
-            // Sets the flag only on overflow: it must hold a value already.
-            accesses = {reads(op.getBuffer()), updates(op.getFoundInf())};
-            return true;
-          })
-          .Case([&](OptimizerStepOp op) {
-            accesses = {updates(op.getParams()), reads(op.getGrads())};
-            for (Value state : op.getState())
-              accesses.push_back(updates(state));
-            addIf(op.getNorm(), reads);
-            addIf(op.getFoundInf(), reads);
-            addIf(op.getLossScale(), reads);
-            return true;
-          })
-          .Case([&](UpdateLossScaleOp op) {
-            accesses = {updates(op.getLossScale()), reads(op.getFoundInf())};
-            return true;
-          })
-          .Default([](Operation *) { return false; });
-  if (!known)
-    return std::nullopt;
-  return accesses;
-}
-
-/// The `after` events and process group of an asynchronous op.
-std::optional<std::pair<OperandRange, std::optional<Group>>>
-asyncInfo(Operation *op) {
-  using Info = std::optional<std::pair<OperandRange, std::optional<Group>>>;
-  return llvm::TypeSwitch<Operation *, Info>(op)
-      .Case<AllGatherOp, ReduceScatterOp, AllReduceOp, BroadcastOp>(
-          [](auto op) -> Info {
-            return std::make_pair(OperandRange(op.getAfter()),
-                                  std::optional<Group>(op.getGroup()));
-          })
-      .Case([](CopyOp op) -> Info {
-        return std::make_pair(OperandRange(op.getAfter()),
-                              std::optional<Group>());
-      })
-      .Default([](Operation *) -> Info { return std::nullopt; });
-}
-
 /// One walk over one program.
 class ScheduleChecker {
 public:
@@ -272,19 +147,22 @@ private:
     if (auto wait = dyn_cast<WaitOp>(op))
       return visitWait(wait);
 
-    std::optional<SmallVector<Access, 4>> accesses = accessesOf(op);
+    // What every other op reads and writes, and the events it follows and
+    // signals, come from the runtime's op table (SchedOpTable.h).
+    std::optional<SmallVector<BufferAccess, 4>> accesses =
+        getBufferAccesses(op);
     if (!accesses)
       return op->emitOpError("is not a sched op the schedule verifier knows: "
                              "it cannot tell what it reads and writes");
     std::optional<unsigned> async;
-    if (auto info = asyncInfo(op)) {
-      if (info->second && program.getGroupSize(*info->second) < 1)
+    if (std::optional<AsyncInfo> info = getAsyncInfo(op)) {
+      if (info->group && program.getGroupSize(*info->group) < 1)
         return op->emitOpError("runs on group '")
-               << stringifyGroup(*info->second)
+               << stringifyGroup(*info->group)
                << "', which the plan's mesh does not define";
       async = asyncStates.size();
       AsyncState state{op, {}, nullptr, false};
-      for (Value event : info->first) {
+      for (Value event : info->after) {
         auto it = asyncIndex.find(event.getDefiningOp());
         if (it == asyncIndex.end())
           return op->emitOpError("starts after an event no asynchronous op "
@@ -408,11 +286,11 @@ private:
     return root.inFlight;
   }
 
-  LogicalResult visitAccesses(Operation *op, ArrayRef<Access> accesses,
+  LogicalResult visitAccesses(Operation *op, ArrayRef<BufferAccess> accesses,
                               std::optional<unsigned> async) {
     SmallVector<BufferRef, 4> refsOfOp;
-    for (const Access &access : accesses) {
-      FailureOr<BufferRef> ref = resolveLive(op, access.buffer);
+    for (const BufferAccess &access : accesses) {
+      FailureOr<BufferRef> ref = resolveLive(op, access.buffer());
       if (failed(ref))
         return failure();
       refsOfOp.push_back(*ref);

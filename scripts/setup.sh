@@ -14,6 +14,8 @@ APT_PACKAGES=(
   cmake ninja-build g++ python3 python3-pip
   libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev
+  # LLVM's static Support library (plan-tblgen links it) needs zstd's.
+  libzstd-dev
   # Gloo headers: the torch wheel ships ProcessGroupGloo.hpp but not the gloo
   # headers it includes (the code itself is inside libtorch_cpu.so).
   libgloo-dev

@@ -114,14 +114,17 @@ void checkSupported(const Schedule &s) {
   };
   if (s.worldSize() != 1)
     reject("the schedule is for " + std::to_string(s.worldSize()) + " ranks");
-  if (s.model.family != "llama")
-    reject("model family '" + s.model.family + "'");
-  if (s.train.precision != "fp32")
-    reject("precision '" + s.train.precision + "'");
-  if (s.train.optimizer.kind != "adamw")
-    reject("optimizer '" + s.train.optimizer.kind + "'");
-  if (s.train.lrSchedule.kind != "constant" || s.train.lrSchedule.warmup != 0)
-    reject("learning-rate schedule '" + s.train.lrSchedule.kind + "'");
+  using namespace plan::rt;
+  if (s.model.family != ModelFamily::Llama)
+    reject(std::string("model family '") + toString(s.model.family) + "'");
+  if (s.train.precision != Precision::FP32)
+    reject(std::string("precision '") + toString(s.train.precision) + "'");
+  if (s.train.optimizer.kind != OptimizerKind::AdamW)
+    reject(std::string("optimizer '") + toString(s.train.optimizer.kind) + "'");
+  if (s.train.lrSchedule.kind != LRScheduleKind::Constant ||
+      s.train.lrSchedule.warmup != 0)
+    reject(std::string("learning-rate schedule '") +
+           toString(s.train.lrSchedule.kind) + "'");
   if (s.train.gradClip > 0)
     reject("gradient clipping");
 }

@@ -171,27 +171,28 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-int runRank(const Options &o, const Schedule &s, int rank,
+int runRank(const Options &o, const plan::rt::ValidSchedule &s, int rank,
             const std::string &storePath) {
   if (o.threads > 0)
     at::set_num_threads(static_cast<int>(o.threads));
-  int world = static_cast<int>(s.worldSize());
+  int world = static_cast<int>(s->worldSize());
   auto store = c10::make_intrusive<c10d::FileStore>(storePath, world);
   std::unique_ptr<plan::rt::Comm> comm = plan::rt::Comm::createGloo(
       store, rank, world, s, std::chrono::seconds(60));
-  at::Device device(at::kCPU);
+  auto backend = plan::rt::DeviceBackend::createCpu();
+  at::Device device = backend->device();
   TimedModel model(plan::rt::Model::create(s, device));
-  plan::rt::Executor executor(s, model, *comm, device);
+  plan::rt::Executor executor(s, model, *comm, *backend);
   executor.setTotalSteps(o.steps);
-  uint64_t seed = static_cast<uint64_t>(s.train.seed);
+  uint64_t seed = static_cast<uint64_t>(s->train.seed);
   executor.initState(seed);
-  auto data = plan::rt::DataSource::open("synthetic", s.model.vocab, seed);
+  auto data = plan::rt::DataSource::open("synthetic", s->model.vocab, seed);
 
   std::vector<Phases> measured;
   for (int64_t step = 1; step <= o.steps; ++step) {
     model.beginStep();
-    auto batches = data->batches(step, s.microBatches, rank, world,
-                                 s.train.microBatch, s.train.seqLen, device);
+    auto batches = data->batches(step, s->microBatches, rank, world,
+                                 s->train.microBatch, s->train.seqLen, device);
     plan::rt::StepResult result = executor.runStep(step, batches);
     Phases p = model.endStep();
     if (rank == 0)
@@ -234,8 +235,8 @@ int runRank(const Options &o, const Schedule &s, int rank,
 int main(int argc, char **argv) {
   try {
     Options o = parseOptions(argc, argv);
-    Schedule s = plan::rt::readScheduleFile(o.file);
-    int world = static_cast<int>(s.worldSize());
+    plan::rt::ValidSchedule s = plan::rt::readScheduleFile(o.file);
+    int world = static_cast<int>(s->worldSize());
     char dir[] = "/tmp/plan-bench-phases-XXXXXX";
     if (!::mkdtemp(dir))
       throw std::runtime_error("cannot create a temporary directory");

@@ -1,6 +1,7 @@
 //===- SchedDialect.cpp - The sched dialect -------------------------------===//
 
 #include "dialects/sched/SchedDialect.h"
+#include "dialects/sched/SchedOpTable.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -82,9 +83,8 @@ LogicalResult sched::moveBelowAfterEvents(
   if ((*ownWait)->isBeforeInBlock(point))
     return op->emitOpError("is waited for before the events it follows");
   op->moveAfter(point);
-  llvm::TypeSwitch<Operation *>(op)
-      .Case<AllGatherOp, ReduceScatterOp, AllReduceOp, BroadcastOp, CopyOp>(
-          [&](auto async) { async.getAfterMutable().clear(); });
+  if (std::optional<MutableOperandRange> events = getAfterMutable(op))
+    events->clear();
   return success();
 }
 
@@ -92,21 +92,28 @@ std::string sched::describeOp(Operation *op) {
   std::string name = op->getName().stripDialect().str();
   if (auto alloc = dyn_cast<AllocOp>(op))
     return name + " " + alloc.getName().str();
-  auto withUnit = [&](SymbolRefAttr unit, int64_t mb) {
+  // A compute op by its unit and micro-batch, an optimizer step by its group
+  // (the op table's index fields); anything else by its first buffer.
+  SymbolRefAttr unit, group;
+  std::optional<int64_t> microBatch;
+  visitTableOp(op, [&](auto, auto rtOp) {
+    decltype(rtOp)::fields(rtOp, [&](auto d, auto &) {
+      using D = decltype(d);
+      namespace field = plan::rt::field;
+      if constexpr (std::is_same_v<D, field::UnitRef>)
+        unit = op->getAttrOfType<SymbolRefAttr>(d.name);
+      else if constexpr (std::is_same_v<D, field::GroupRef>)
+        group = op->getAttrOfType<SymbolRefAttr>(d.name);
+      else if constexpr (std::is_same_v<D, field::MicroBatch>)
+        microBatch = op->getAttrOfType<IntegerAttr>(d.name).getInt();
+    });
+  });
+  if (unit && microBatch)
     return llvm::formatv("{0} @{1} mb {2}", name,
-                         unit.getLeafReference().getValue(), mb)
+                         unit.getLeafReference().getValue(), *microBatch)
         .str();
-  };
-  if (auto forward = dyn_cast<ForwardOp>(op))
-    return withUnit(forward.getUnit(), forward.getMicroBatch());
-  if (auto backward = dyn_cast<BackwardOp>(op))
-    return withUnit(backward.getUnit(), backward.getMicroBatch());
-  if (auto recompute = dyn_cast<RecomputeOp>(op))
-    return withUnit(recompute.getUnit(), recompute.getMicroBatch());
-  if (auto loss = dyn_cast<LossOp>(op))
-    return withUnit(loss.getUnit(), loss.getMicroBatch());
-  if (auto step = dyn_cast<OptimizerStepOp>(op))
-    return name + " @" + step.getGroup().getLeafReference().str();
+  if (group)
+    return name + " @" + group.getLeafReference().str();
   for (Value operand : op->getOperands())
     if (AllocOp alloc = getRootAlloc(operand))
       return name + " " + alloc.getName().str();

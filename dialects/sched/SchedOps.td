@@ -4,6 +4,7 @@
 #define SCHED_OPS_TD
 
 include "dialects/sched/SchedDialect.td"
+include "dialects/sched/SchedContract.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -25,7 +26,11 @@ def Sched_Scalar : Type<
     "one-element f32 buffer", "::mlir::MemRefType">;
 
 class Sched_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Sched_Dialect, mnemonic, traits>;
+    : Op<Sched_Dialect, mnemonic, traits> {
+  // What a schedule file reader checks of the op beyond its ids, lifetimes
+  // and events (SchedContract.td).
+  list<Sched_FileCheck> fileChecks = [];
+}
 
 //===----------------------------------------------------------------------===//
 // Program
@@ -160,13 +165,16 @@ def Sched_AllGatherOp : Sched_AsyncOp<"all_gather"> {
     %e = sched.all_gather %shard into %full group shard : memref<2048xbf16, #sched.space<device>>, memref<4096xbf16, #sched.space<device>>
     ```
   }];
-  let arguments = (ins Sched_Buffer:$src, Sched_Buffer:$dst,
+  let arguments = (ins Arg<Sched_Buffer, "", [Sched_Reads]>:$src,
+                       Arg<Sched_Buffer, "", [Sched_Writes]>:$dst,
                        Sched_GroupAttr:$group, Variadic<Sched_EventType>:$after);
   let assemblyFormat = [{
     $src `into` $dst `group` custom<EnumKeyword>($group) (`after` $after^)? attr-dict `:`
     type($src) `,` type($dst)
   }];
   let hasVerifier = 1;
+  let fileChecks = [Sched_SameElementType<["src", "dst"]>,
+                    Sched_NumelTimesGroup<"dst", "src">];
 }
 
 def Sched_ReduceScatterOp : Sched_AsyncOp<"reduce_scatter"> {
@@ -175,7 +183,9 @@ def Sched_ReduceScatterOp : Sched_AsyncOp<"reduce_scatter"> {
     `dst` (1/n of `src`) receives this rank's slice of the reduction of every
     rank's `src`; with `accumulate` it is added to what `dst` holds.
   }];
-  let arguments = (ins Sched_Buffer:$src, Sched_Buffer:$dst,
+  let arguments = (ins Arg<Sched_Buffer, "", [Sched_Reads]>:$src,
+                       Arg<Sched_Buffer, "",
+                           [Sched_WritesOrUpdatesWith<"accumulate">]>:$dst,
                        Sched_GroupAttr:$group, Sched_ReduceOpAttr:$reduce,
                        UnitAttr:$accumulate, Variadic<Sched_EventType>:$after);
   let assemblyFormat = [{
@@ -184,12 +194,14 @@ def Sched_ReduceScatterOp : Sched_AsyncOp<"reduce_scatter"> {
     type($src) `,` type($dst)
   }];
   let hasVerifier = 1;
+  let fileChecks = [Sched_SameElementType<["src", "dst"]>,
+                    Sched_NumelTimesGroup<"src", "dst">];
 }
 
 def Sched_AllReduceOp : Sched_AsyncOp<"all_reduce"> {
   let summary = "Reduce a buffer over a group, in place";
-  let arguments = (ins Sched_Buffer:$buffer, Sched_GroupAttr:$group,
-                       Sched_ReduceOpAttr:$reduce,
+  let arguments = (ins Arg<Sched_Buffer, "", [Sched_Updates]>:$buffer,
+                       Sched_GroupAttr:$group, Sched_ReduceOpAttr:$reduce,
                        Variadic<Sched_EventType>:$after);
   let assemblyFormat = [{
     $buffer `group` custom<EnumKeyword>($group) `reduce` custom<EnumKeyword>($reduce) (`after` $after^)? attr-dict `:`
@@ -200,13 +212,16 @@ def Sched_AllReduceOp : Sched_AsyncOp<"all_reduce"> {
 
 def Sched_BroadcastOp : Sched_AsyncOp<"broadcast"> {
   let summary = "Copy the root rank's buffer to every rank of a group";
-  let arguments = (ins Sched_Buffer:$buffer, Sched_GroupAttr:$group,
-                       I64Attr:$root, Variadic<Sched_EventType>:$after);
+  // The root rank reads the buffer, every other rank overwrites it.
+  let arguments = (ins Arg<Sched_Buffer, "", [Sched_Updates]>:$buffer,
+                       Sched_GroupAttr:$group, I64Attr:$root,
+                       Variadic<Sched_EventType>:$after);
   let assemblyFormat = [{
     $buffer `group` custom<EnumKeyword>($group) `root` $root (`after` $after^)? attr-dict `:`
     type($buffer)
   }];
   let hasVerifier = 1;
+  let fileChecks = [Sched_RankOfGroup<"root">];
 }
 
 def Sched_CopyOp : Sched_AsyncOp<"copy"> {
@@ -215,12 +230,15 @@ def Sched_CopyOp : Sched_AsyncOp<"copy"> {
     On the host-to-device stream when `dst` is on the device, on the
     device-to-host stream otherwise. Same element type and size.
   }];
-  let arguments = (ins Sched_Buffer:$src, Sched_Buffer:$dst,
+  let arguments = (ins Arg<Sched_Buffer, "", [Sched_Reads]>:$src,
+                       Arg<Sched_Buffer, "", [Sched_Writes]>:$dst,
                        Variadic<Sched_EventType>:$after);
   let assemblyFormat = [{
     $src `into` $dst (`after` $after^)? attr-dict `:` type($src) `,` type($dst)
   }];
   let hasVerifier = 1;
+  let fileChecks = [Sched_SameElementType<["src", "dst"]>,
+                    Sched_SameNumel<["src", "dst"]>];
 }
 
 //===----------------------------------------------------------------------===//
@@ -229,22 +247,26 @@ def Sched_CopyOp : Sched_AsyncOp<"copy"> {
 
 def Sched_CastOp : Sched_Op<"cast"> {
   let summary = "Convert a buffer to another float type";
-  let arguments = (ins Sched_Buffer:$src, Sched_Buffer:$dst);
+  let arguments = (ins Arg<Sched_Buffer, "", [Sched_Reads]>:$src,
+                       Arg<Sched_Buffer, "", [Sched_Writes]>:$dst);
   let assemblyFormat = "$src `into` $dst attr-dict `:` type($src) `,` type($dst)";
   let hasVerifier = 1;
+  let fileChecks = [Sched_SameNumel<["src", "dst"]>];
 }
 
 def Sched_ZeroOp : Sched_Op<"zero"> {
   let summary = "Fill a buffer with zeros";
-  let arguments = (ins Sched_Buffer:$buffer);
+  let arguments = (ins Arg<Sched_Buffer, "", [Sched_Writes]>:$buffer);
   let assemblyFormat = "$buffer attr-dict `:` type($buffer)";
 }
 
 def Sched_AccumulateOp : Sched_Op<"accumulate"> {
   let summary = "dst += src (converting src's float type if it differs)";
-  let arguments = (ins Sched_Buffer:$src, Sched_Buffer:$dst);
+  let arguments = (ins Arg<Sched_Buffer, "", [Sched_Reads]>:$src,
+                       Arg<Sched_Buffer, "", [Sched_Updates]>:$dst);
   let assemblyFormat = "$src `into` $dst attr-dict `:` type($src) `,` type($dst)";
   let hasVerifier = 1;
+  let fileChecks = [Sched_SameNumel<["src", "dst"]>];
 }
 
 //===----------------------------------------------------------------------===//
@@ -268,9 +290,11 @@ def Sched_ForwardOp : Sched_ComputeOp<"forward"> {
     input is the micro-batch's tokens; every other unit's input is the
     previous unit's output, which its `saves` holds.
   }];
-  let arguments = (ins SymbolRefAttr:$unit, I64Attr:$micro_batch,
-                       Sched_Buffer:$params, Optional<Sched_Buffer>:$tied,
-                       Sched_Buffer:$saves);
+  let arguments = (ins Sched_UnitRefAttr:$unit,
+                       Sched_MicroBatchAttr:$micro_batch,
+                       Arg<Sched_Buffer, "", [Sched_Reads]>:$params,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$tied,
+                       Arg<Sched_Buffer, "", [Sched_Writes]>:$saves);
   let assemblyFormat = [{
     $unit `mb` $micro_batch `params` `(` $params `:` type($params) `)`
     (`tied` `(` $tied^ `:` type($tied) `)`)?
@@ -278,6 +302,7 @@ def Sched_ForwardOp : Sched_ComputeOp<"forward"> {
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = computeExtraDeclaration;
+  let fileChecks = [Sched_UnitStorage<"params", "tied">];
 }
 
 def Sched_RecomputeOp : Sched_ComputeOp<"recompute"> {
@@ -287,9 +312,12 @@ def Sched_RecomputeOp : Sched_ComputeOp<"recompute"> {
     input; recompute runs the forward again from it and saves everything its
     backward needs into `saves`.
   }];
-  let arguments = (ins SymbolRefAttr:$unit, I64Attr:$micro_batch,
-                       Sched_Buffer:$params, Optional<Sched_Buffer>:$tied,
-                       Sched_Buffer:$input, Sched_Buffer:$saves);
+  let arguments = (ins Sched_UnitRefAttr:$unit,
+                       Sched_MicroBatchAttr:$micro_batch,
+                       Arg<Sched_Buffer, "", [Sched_Reads]>:$params,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$tied,
+                       Arg<Sched_Buffer, "", [Sched_Reads]>:$input,
+                       Arg<Sched_Buffer, "", [Sched_Writes]>:$saves);
   let assemblyFormat = [{
     $unit `mb` $micro_batch `params` `(` $params `:` type($params) `)`
     (`tied` `(` $tied^ `:` type($tied) `)`)?
@@ -298,6 +326,7 @@ def Sched_RecomputeOp : Sched_ComputeOp<"recompute"> {
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = computeExtraDeclaration;
+  let fileChecks = [Sched_UnitStorage<"params", "tied">];
 }
 
 def Sched_LossOp : Sched_Op<"loss"> {
@@ -307,8 +336,9 @@ def Sched_LossOp : Sched_Op<"loss"> {
     micro_batches, so accumulated gradients average) times the loss scale
     when `loss_scale` is given (fp16).
   }];
-  let arguments = (ins SymbolRefAttr:$unit, I64Attr:$micro_batch,
-                       F64Attr:$scale, Optional<Sched_Scalar>:$loss_scale);
+  let arguments = (ins Sched_UnitRefAttr:$unit,
+                       Sched_MicroBatchAttr:$micro_batch, F64Attr:$scale,
+                       Arg<Optional<Sched_Scalar>, "", [Sched_Reads]>:$loss_scale);
   let assemblyFormat = [{
     $unit `mb` $micro_batch `scale` $scale
     (`loss_scale` `(` $loss_scale^ `:` type($loss_scale) `)`)? attr-dict
@@ -323,10 +353,13 @@ def Sched_BackwardOp : Sched_ComputeOp<"backward", [AttrSizedOperandSegments]> {
     parameter's gradient into `tied_grads`. Reads and then no longer needs
     `activations`.
   }];
-  let arguments = (ins SymbolRefAttr:$unit, I64Attr:$micro_batch,
-                       Sched_Buffer:$params, Optional<Sched_Buffer>:$tied,
-                       Sched_Buffer:$activations, Sched_Buffer:$grads,
-                       Optional<Sched_Buffer>:$tied_grads);
+  let arguments = (ins Sched_UnitRefAttr:$unit,
+                       Sched_MicroBatchAttr:$micro_batch,
+                       Arg<Sched_Buffer, "", [Sched_Reads]>:$params,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$tied,
+                       Arg<Sched_Buffer, "", [Sched_Reads]>:$activations,
+                       Arg<Sched_Buffer, "", [Sched_Updates]>:$grads,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Updates]>:$tied_grads);
   let assemblyFormat = [{
     $unit `mb` $micro_batch `params` `(` $params `:` type($params) `)`
     (`tied` `(` $tied^ `:` type($tied) `)`)?
@@ -336,6 +369,10 @@ def Sched_BackwardOp : Sched_ComputeOp<"backward", [AttrSizedOperandSegments]> {
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = computeExtraDeclaration;
+  let fileChecks = [Sched_UnitStorage<"params", "tied">,
+                    Sched_SameNumel<["params", "grads"]>,
+                    Sched_GivenTogether<"tied", "tied_grads">,
+                    Sched_SameNumel<["tied", "tied_grads"]>];
 }
 
 //===----------------------------------------------------------------------===//
@@ -344,13 +381,16 @@ def Sched_BackwardOp : Sched_ComputeOp<"backward", [AttrSizedOperandSegments]> {
 
 def Sched_GradNormOp : Sched_Op<"grad_norm"> {
   let summary = "Add the sum of squares of a gradient buffer to a scalar";
-  let arguments = (ins Sched_Buffer:$grads, Sched_Scalar:$norm);
+  let arguments = (ins Arg<Sched_Buffer, "", [Sched_Reads]>:$grads,
+                       Arg<Sched_Scalar, "", [Sched_Updates]>:$norm);
   let assemblyFormat = "$grads `into` $norm attr-dict `:` type($grads) `,` type($norm)";
 }
 
 def Sched_CheckFiniteOp : Sched_Op<"check_finite"> {
   let summary = "Set a flag to 1 if a buffer holds an inf or a NaN";
-  let arguments = (ins Sched_Buffer:$buffer, Sched_Scalar:$found_inf);
+  // Sets the flag only on overflow: it must hold a value already.
+  let arguments = (ins Arg<Sched_Buffer, "", [Sched_Reads]>:$buffer,
+                       Arg<Sched_Scalar, "", [Sched_Updates]>:$found_inf);
   let assemblyFormat = "$buffer `into` $found_inf attr-dict `:` type($buffer) `,` type($found_inf)";
 }
 
@@ -366,11 +406,13 @@ def Sched_OptimizerStepOp : Sched_Op<"optimizer_step", [AttrSizedOperandSegments
     `found_inf` is non-zero. All buffers are one memory space: the step runs
     where they live (device, or host when the optimizer is offloaded).
   }];
-  let arguments = (ins SymbolRefAttr:$group, Sched_Buffer:$params,
-                       Sched_Buffer:$grads, Variadic<Sched_Buffer>:$state,
-                       Optional<Sched_Scalar>:$norm,
-                       Optional<Sched_Scalar>:$found_inf,
-                       Optional<Sched_Scalar>:$loss_scale);
+  let arguments = (ins Sched_GroupRefAttr:$group,
+                       Arg<Sched_Buffer, "", [Sched_Updates]>:$params,
+                       Arg<Sched_Buffer, "", [Sched_Reads]>:$grads,
+                       Arg<Variadic<Sched_Buffer>, "", [Sched_Updates]>:$state,
+                       Arg<Optional<Sched_Scalar>, "", [Sched_Reads]>:$norm,
+                       Arg<Optional<Sched_Scalar>, "", [Sched_Reads]>:$found_inf,
+                       Arg<Optional<Sched_Scalar>, "", [Sched_Reads]>:$loss_scale);
   let assemblyFormat = [{
     $group `params` `(` $params `:` type($params) `)`
     `grads` `(` $grads `:` type($grads) `)`
@@ -380,11 +422,14 @@ def Sched_OptimizerStepOp : Sched_Op<"optimizer_step", [AttrSizedOperandSegments
     (`loss_scale` `(` $loss_scale^ `:` type($loss_scale) `)`)? attr-dict
   }];
   let hasVerifier = 1;
+  let fileChecks = [Sched_SameNumel<["params", "grads", "state"]>,
+                    Sched_ElementTypeF32<["params", "grads", "state"]>];
 }
 
 def Sched_UpdateLossScaleOp : Sched_Op<"update_loss_scale"> {
   let summary = "Dynamic loss scaling: back off on overflow, grow when stable";
-  let arguments = (ins Sched_Scalar:$loss_scale, Sched_Scalar:$found_inf);
+  let arguments = (ins Arg<Sched_Scalar, "", [Sched_Updates]>:$loss_scale,
+                       Arg<Sched_Scalar, "", [Sched_Reads]>:$found_inf);
   let assemblyFormat = [{
     $loss_scale `found_inf` $found_inf attr-dict `:` type($loss_scale) `,`
     type($found_inf)

@@ -121,11 +121,11 @@ public:
   const ExecutorCounters &counters() const;
   const ModelConfig &model() const;
   const std::string &planName() const;
-  const std::string &sharding() const;
-  const std::string &precision() const; // the saving schedule's precision
-  int64_t replicate() const;            // the mesh it was saved from
+  Sharding sharding() const;
+  Precision precision() const; // the saving schedule's precision
+  int64_t replicate() const;   // the mesh it was saved from
   int64_t shard() const;
-  std::string optimizer() const; // "adamw" | "sgd"
+  OptimizerKind optimizer() const;
   /// Every stored (untied) parameter, in unit order then parameter order.
   std::vector<CheckpointParam> params() const;
   /// The sum of the shard files' and checkpoint.json's sizes.

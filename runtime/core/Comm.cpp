@@ -121,14 +121,4 @@ std::unique_ptr<Comm> Comm::createGloo(c10::intrusive_ptr<c10d::Store> store,
   }
 }
 
-#ifndef PLAN_HAVE_CUDA
-// The CUDA build defines it in cuda/NcclComm.cpp.
-std::unique_ptr<Comm> Comm::createNccl(c10::intrusive_ptr<c10d::Store>, int,
-                                       int, const Schedule &,
-                                       std::chrono::milliseconds, at::Device) {
-  throw std::runtime_error("this build has no CUDA backend (configure with "
-                           "-DPLAN_ENABLE_CUDA=ON)");
-}
-#endif
-
 } // namespace plan::rt

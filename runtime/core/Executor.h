@@ -3,8 +3,11 @@
 //
 // Executes the schedule's ops in order on one rank: buffers are views into
 // one arena per memory space (sized by the memory plan), collectives go to
-// Comm, compute to Model, the optimizer runs on the flat shards. It makes no
-// strategy decision of its own: everything it does is an op of the schedule.
+// Comm, compute to Model, the optimizer runs on the flat shards, and the
+// device backend places memory and orders streams. It makes no strategy
+// decision of its own: everything it does is an op of the schedule, which
+// validateSchedule has checked (it takes a ValidSchedule and checks nothing
+// again).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +15,7 @@
 #define PLAN_RUNTIME_CORE_EXECUTOR_H
 
 #include "Comm.h"
+#include "DeviceBackend.h"
 #include "Model.h"
 #include "Schedule.h"
 
@@ -79,10 +83,11 @@ struct ExecutorCounters {
 
 class Executor {
 public:
-  /// Allocates the arenas and checks that every buffer fits in its arena.
-  /// Keeps a copy of `schedule`; `model` and `comm` must outlive it.
-  Executor(const Schedule &schedule, Model &model, Comm &comm,
-           at::Device device);
+  /// Allocates the arenas. Keeps a copy of `schedule`; `model`, `comm` and
+  /// `backend` must outlive it. Throws ExecutionError when `comm`'s world is
+  /// not the schedule's.
+  Executor(const ValidSchedule &schedule, Model &model, Comm &comm,
+           DeviceBackend &backend);
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;

@@ -225,7 +225,8 @@ void sgdStep(at::Tensor &params, const at::Tensor &grad,
 void optimizerUpdate(const OptimizerConfig &config, at::Tensor &params,
                      const at::Tensor &grad, std::vector<at::Tensor> &state,
                      double lr, int64_t t) {
-  if (config.kind == "adamw") {
+  switch (config.kind) {
+  case OptimizerKind::AdamW:
     if (state.size() != 2)
       throw std::runtime_error("adamw needs 2 state buffers (exp_avg, "
                                "exp_avg_sq), the schedule gives " +
@@ -239,8 +240,7 @@ void optimizerUpdate(const OptimizerConfig &config, at::Tensor &params,
       return;
     adamwStep(params, grad, state[0], state[1], config, lr, t);
     return;
-  }
-  if (config.kind == "sgd") {
+  case OptimizerKind::SGD: {
     size_t expected = config.momentum != 0 ? 1 : 0;
     if (state.size() != expected)
       throw std::runtime_error(
@@ -251,8 +251,7 @@ void optimizerUpdate(const OptimizerConfig &config, at::Tensor &params,
     sgdStep(params, grad, expected ? state[0] : none, config, lr, t);
     return;
   }
-  throw std::runtime_error("unknown optimizer '" + config.kind +
-                           "' (expected adamw or sgd)");
+  }
 }
 
 double DynamicLossScale::update(double scale, bool foundInf) {

@@ -3,17 +3,26 @@
 // What `planc -o FILE.sched` writes and `plan-run` executes: the lowered
 // per-rank (SPMD) program of one training step, the model and the recipe it
 // runs, as plain C++ data. It is the compiler/runtime boundary (like IREE's
-// VM module): produced from the `sched` dialect by passes/ExportSchedule.cpp,
+// VM module): produced from the `sched` dialect by export/ExportSchedule.cpp,
 // serialised by ScheduleFile.h, consumed by the executor. Nothing here
-// depends on MLIR, LLVM or LibTorch. docs/schedule-format.md describes every
-// field; keep the two in step and bump kScheduleFormatVersion on any change
-// a version-1 reader could misread.
+// depends on MLIR, LLVM or LibTorch.
+//
+// The ops (generated/ScheduleOps.h) and the enumerations
+// (generated/ScheduleEnums.h) are generated from the sched dialect's ODS by
+// plan-tblgen; this file holds the rest. docs/schedule-format.md describes
+// every field; keep the two in step and bump kScheduleFormatVersion on any
+// change an older reader could misread.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef PLAN_RUNTIME_FORMAT_SCHEDULE_H
 #define PLAN_RUNTIME_FORMAT_SCHEDULE_H
 
+#include "Keywords.h"
+#include "generated/ScheduleEnums.h"
+#include "generated/ScheduleOps.h"
+
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -23,29 +32,22 @@
 
 namespace plan::rt {
 
-inline constexpr uint32_t kScheduleFormatVersion = 1;
+/// 2: ops are the generated op table's (fields named as in the sched
+/// dialect), configuration strings are checked keywords.
+inline constexpr uint32_t kScheduleFormatVersion = 2;
 
-// Enumerations mirror the IR's (dialects/sched/SchedDialect.td,
-// dialects/plan/PlanEnums.td). In the file they are the IR's keywords
-// ("device", "pinned_host", "bf16", "shard", ...), never numbers.
-enum class Space : uint8_t { Device, Host, PinnedHost };
+/// A buffer's element type: the IR's float types, spelled as in MLIR.
 enum class ElementType : uint8_t { F32, BF16, F16 };
-enum class GroupAxis : uint8_t { Shard, Replicate, World };
-enum class ReduceKind : uint8_t { Sum, Avg, Max };
-enum class BufferRole : uint8_t {
-  Param,
-  Master,
-  Grad,
-  ExpAvg,
-  ExpAvgSq,
-  Momentum,
-  Gathered,
-  UnshardedGrad,
-  Activations,
-  Bucket,
-  Staging,
-  Scalar
+template <> struct EnumKeywords<ElementType> {
+  static constexpr std::array<const char *, 3> keywords = {"f32", "bf16",
+                                                           "f16"};
 };
+inline const char *toString(ElementType value) {
+  auto index = static_cast<size_t>(value);
+  const auto &keywords = EnumKeywords<ElementType>::keywords;
+  return index < keywords.size() ? keywords[index] : "?";
+}
+size_t elementBytes(ElementType type);
 
 //===----------------------------------------------------------------------===//
 // Model and recipe (from the plan dialect's attributes)
@@ -57,7 +59,7 @@ struct RopeScaling { // Llama-3.1 "llama3" rope scaling; absent = none
 };
 
 struct ModelConfig {
-  std::string family; // "llama" | "gpt2" | "bert"
+  ModelFamily family = ModelFamily::Llama;
   std::string preset; // "" when written out explicitly
   int64_t vocab = 0, hidden = 0, intermediate = 0, layers = 0, heads = 0,
           kvHeads = 0, maxSeqLen = 0;
@@ -66,8 +68,7 @@ struct ModelConfig {
   double normEps = 1e-5;
   bool tieEmbeddings = false;
   int64_t typeVocab = 2; // bert
-  std::string bertHead =
-      "masked_lm";       // bert: "masked_lm" | "sequence_classification"
+  BertHead bertHead = BertHead::MaskedLM;
   int64_t numLabels = 2; // bert sequence classification
 };
 
@@ -102,19 +103,19 @@ inline int64_t lossChunkTokens(int64_t tokens, int64_t vocab,
 }
 
 struct OptimizerConfig {
-  std::string kind; // "adamw" | "sgd"
+  OptimizerKind kind = OptimizerKind::AdamW;
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0,
          momentum = 0;
 };
 
 struct LossScaleConfig {
-  std::string kind = "none"; // "none" | "static" | "dynamic"
+  LossScaleKind kind = LossScaleKind::None;
   double initial = 65536.0;
   int64_t growthInterval = 2000;
 };
 
 struct LRScheduleConfig {
-  std::string kind = "constant"; // "constant" | "cosine" | "linear" (PlanEnums)
+  LRScheduleKind kind = LRScheduleKind::Constant;
   int64_t warmup = 0;
   double minLrRatio = 0;
 };
@@ -124,10 +125,10 @@ struct TrainConfig {
   int64_t microBatch = 0; // sequences per rank per micro-batch
   int64_t seqLen = 0;
   int64_t gradAccum = 1;
-  std::string precision = "fp32"; // "fp32" | "bf16_mixed" | "fp16_mixed" | ...
+  Precision precision = Precision::FP32;
   LossScaleConfig lossScale;
-  std::string reduceDtype = "fp32"; // "fp32" | "bf16" | "fp16"
-  std::string activationCheckpointing = "none";
+  DType reduceDtype = DType::F32;
+  Checkpointing activationCheckpointing = Checkpointing::None;
   double gradClip = 0;
   LRScheduleConfig lrSchedule;
   int64_t steps = 0;
@@ -159,8 +160,7 @@ struct Param {
 
 struct Unit {
   std::string name; // "layers.0"
-  std::string
-      kind; // "embedding" | "llama_block" | "llama_head" | "gpt2_block" | ...
+  UnitKind kind = UnitKind::Embedding;
   std::vector<Param> params;
   int64_t numel = 0; // stored elements (tied parameters excluded)
 };
@@ -201,55 +201,34 @@ struct Buffer {
   int64_t viewOffset = 0;
   GroupAxis axis = GroupAxis::Shard;
 };
-
-enum class OpKind : uint8_t {
-  Alloc,         // buffer
-  Free,          // buffer
-  Wait,          // event
-  AllGather,     // src, dst, axis, event, after
-  ReduceScatter, // src, dst, axis, reduce, accumulate, event, after
-  AllReduce,     // buffer, axis, reduce, event, after
-  Broadcast,     // buffer, axis, root, event, after
-  Copy,          // src, dst, event, after
-  Cast,          // src, dst
-  Zero,          // buffer
-  Accumulate,    // src, dst (dst += src, converting)
-  Forward,       // unit, microBatch, params, tied?, saves
-  Recompute,     // unit, microBatch, params, tied?, input, saves
-  Loss,          // unit, microBatch, scale, lossScale?
-  Backward, // unit, microBatch, params, tied?, activations, grads, tiedGrads?
-  GradNorm, // src (grads), scalar (norm, sum of squares added)
-  CheckFinite,    // buffer, scalar (found_inf set to 1 if any non-finite)
-  OptimizerStep,  // group, params, grads, state, norm?, foundInf?, lossScale?
-  UpdateLossScale // scalar (loss scale), foundInf
+template <> struct EnumKeywords<Buffer::Kind> {
+  static constexpr std::array<const char *, 3> keywords = {"alloc", "view",
+                                                           "shard_view"};
 };
+inline const char *toString(Buffer::Kind value) {
+  auto index = static_cast<size_t>(value);
+  const auto &keywords = EnumKeywords<Buffer::Kind>::keywords;
+  return index < keywords.size() ? keywords[index] : "?";
+}
 
-/// One instruction. Fields not used by `kind` keep their defaults (-1 for
-/// buffer/event ids); the comment on each OpKind lists the ones it uses.
+/// Whether a buffer is training state: what initialisation fills, what a
+/// checkpoint saves and restores (runtime/checkpoint), and what survives
+/// from one step to the next besides the counters. The persistent
+/// parameters, fp32 master weights and optimizer moments of a group;
+/// persistent gradients are not (every step zeroes them first).
+bool isTrainingState(const Buffer &buffer);
+/// The roles of training state: parameters, master weights, moments.
+bool isTrainingStateRole(BufferRole role);
+
+/// One instruction: its kind and fields (generated/ScheduleOps.h), and the
+/// line of the plan file it comes from (0: none).
 struct Op {
-  OpKind kind = OpKind::Alloc;
-  int64_t buffer = -1; // Alloc, Free, AllReduce, Broadcast, Zero, CheckFinite
-  int64_t src = -1, dst = -1; // AllGather, ReduceScatter, Copy, Cast,
-                              // Accumulate, GradNorm(src)
-  GroupAxis axis = GroupAxis::Shard;
-  ReduceKind reduce = ReduceKind::Sum;
-  bool accumulate = false;    // ReduceScatter: dst += result
-  int64_t root = 0;           // Broadcast: rank within the group
-  int64_t event = -1;         // async ops: the event they signal (dense ids)
-  std::vector<int64_t> after; // async ops: events to wait for before starting
-  int64_t waitEvent = -1;     // Wait
-  int64_t unit = -1;          // index into Schedule::units (compute ops, Loss)
-  int64_t group = -1;         // index into Schedule::groups (OptimizerStep)
-  int64_t microBatch = 0;
-  int64_t params = -1, tied = -1, saves = -1, input = -1, activations = -1,
-          grads = -1, tiedGrads = -1;
-  std::vector<int64_t> state; // OptimizerStep: exp_avg, exp_avg_sq | momentum
-  int64_t scalar = -1;        // GradNorm: norm; CheckFinite: found_inf;
-                              // UpdateLossScale: loss scale
-  int64_t norm = -1, foundInf = -1,
-          lossScale = -1; // OptimizerStep / Loss / UpdateLossScale
-  double scale = 1.0;     // Loss
-  uint32_t line = 0;      // the plan file's line of the op's location, 0 = none
+  OpBody body;
+  uint32_t line = 0;
+
+  OpKind kind() const { return static_cast<OpKind>(body.index()); }
+  template <typename T> const T *as() const { return std::get_if<T>(&body); }
+  template <typename T> T *as() { return std::get_if<T>(&body); }
 };
 
 struct Schedule {
@@ -263,13 +242,12 @@ struct Schedule {
   ClusterConfig cluster;
   ModelConfig model;
   TrainConfig train;
-  std::string
-      sharding; // informative only: the runtime makes no strategy decisions
+  // Informative only: the runtime makes no strategy decisions.
+  Sharding sharding = Sharding::NoShard;
   std::vector<Unit> units;
   std::vector<Group> groups;
-  // Planned arena sizes in bytes per memory space ("device", "pinned_host",
-  // "host").
-  std::map<std::string, int64_t> arenaBytes, persistentBytes;
+  // Planned arena sizes in bytes per memory space.
+  std::map<Space, int64_t> arenaBytes, persistentBytes;
   // What LibTorch allocates outside the arenas at the step's worst point,
   // in the memory the backend measures (sched-plan-workspace): the planned
   // peak is the arenas plus this.
@@ -278,26 +256,28 @@ struct Schedule {
   int64_t numEvents = 0;
   std::vector<Buffer> buffers;
   std::vector<Op> ops;
+
+  /// The planned bytes of `space`'s arena (0 when it has none).
+  int64_t arenaSize(Space space) const {
+    auto it = arenaBytes.find(space);
+    return it == arenaBytes.end() ? 0 : it->second;
+  }
 };
 
-// Keyword spellings shared by the writer, the reader and error messages.
-const char *toString(Space);
-const char *toString(ElementType);
-const char *toString(GroupAxis);
-const char *toString(ReduceKind);
-const char *toString(BufferRole);
-const char *toString(OpKind);
-const char *toString(Buffer::Kind);
-size_t elementBytes(ElementType);
+/// A schedule that validateSchedule accepted (ScheduleFile.h): the only kind
+/// the executor runs. Reading a file gives one; a schedule built in memory
+/// becomes one by validation.
+class ValidSchedule {
+public:
+  const Schedule &get() const { return schedule_; }
+  const Schedule *operator->() const { return &schedule_; }
+  operator const Schedule &() const { return schedule_; }
 
-// The inverses of toString: the enumerator spelled `keyword`, or nullopt.
-std::optional<Space> parseSpace(std::string_view keyword);
-std::optional<ElementType> parseElementType(std::string_view keyword);
-std::optional<GroupAxis> parseGroupAxis(std::string_view keyword);
-std::optional<ReduceKind> parseReduceKind(std::string_view keyword);
-std::optional<BufferRole> parseBufferRole(std::string_view keyword);
-std::optional<OpKind> parseOpKind(std::string_view keyword);
-std::optional<Buffer::Kind> parseBufferKind(std::string_view keyword);
+private:
+  friend ValidSchedule validateSchedule(Schedule, const std::string &);
+  explicit ValidSchedule(Schedule schedule) : schedule_(std::move(schedule)) {}
+  Schedule schedule_;
+};
 
 } // namespace plan::rt
 

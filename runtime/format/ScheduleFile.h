@@ -2,8 +2,8 @@
 //
 // The on-disk form of a Schedule (docs/schedule-format.md): a fixed binary
 // header (magic, format version, body size, CRC-32 of the body) followed by
-// a JSON body. Readers check everything before trusting anything: a
-// truncated, corrupted, wrong-version or inconsistent file is a
+// a JSON body (ScheduleJson.h). Readers check everything before trusting
+// anything: a truncated, corrupted, wrong-version or inconsistent file is a
 // ScheduleFileError with a one-line message, never a crash.
 //
 //===----------------------------------------------------------------------===//
@@ -25,27 +25,24 @@ public:
   using std::runtime_error::runtime_error;
 };
 
-/// The complete file contents (header + body).
+/// Checks everything a reader checks (ids defined before use, lifetimes,
+/// events, every op's fields and relations, units, groups, arenas) and
+/// returns the schedule as one the executor accepts. `name` prefixes the
+/// error's message.
+ValidSchedule validateSchedule(Schedule schedule, const std::string &name);
+
+/// The complete file contents (header + body). It does not validate: a
+/// test can write any schedule; writeScheduleFile writes valid ones.
 std::string serializeSchedule(const Schedule &schedule);
 /// Parses and validates file contents; `name` prefixes error messages.
-Schedule parseSchedule(std::string_view bytes, const std::string &name);
+ValidSchedule parseSchedule(std::string_view bytes, const std::string &name);
 
-/// Writes atomically (temporary file in the same directory, then rename).
-void writeScheduleFile(const Schedule &schedule, const std::string &path);
-Schedule readScheduleFile(const std::string &path);
+/// The body as indented JSON text (planc --emit=schedule-json).
+std::string scheduleJsonText(const Schedule &schedule);
 
-/// The schedule file's JSON object for a model (docs/schedule-format.md,
-/// "model"), for other files that record one (checkpoint.json); and its
-/// parser, which checks every field and prefixes errors with
-/// "`name`: model.KEY: " (ScheduleFileError).
-std::string serializeModelConfig(const ModelConfig &model);
-ModelConfig parseModelConfig(std::string_view json, const std::string &name);
-
-/// Structural checks (also run by parseSchedule): every id in range and
-/// defined before use, views inside their source, allocations inside the
-/// planned arena of their space, units/groups consistent. Throws
-/// ScheduleFileError.
-void validateSchedule(const Schedule &schedule, const std::string &name);
+/// Writes atomically (support::writeFileAtomic).
+void writeScheduleFile(const ValidSchedule &schedule, const std::string &path);
+ValidSchedule readScheduleFile(const std::string &path);
 
 } // namespace plan::rt
 

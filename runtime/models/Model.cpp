@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Model.h"
+#include "Format.h"
 #include "SafeTensors.h"
 #include "SavedActivations.h"
 #include "Seeds.h"
@@ -38,7 +39,8 @@ public:
   using std::runtime_error::runtime_error;
 };
 
-enum class UnitKind {
+/// What a unit computes: the schedule's unit kind for the model's family.
+enum class Layer {
   LlamaEmbedding,
   LlamaBlock,
   LlamaHead,
@@ -87,13 +89,13 @@ struct RoleSpec {
   std::vector<int64_t> shape;
 };
 
-std::vector<RoleSpec> roleSpecs(UnitKind kind, const ModelConfig &m) {
+std::vector<RoleSpec> roleSpecs(Layer kind, const ModelConfig &m) {
   const int64_t h = m.hidden, v = m.vocab, i = m.intermediate;
   const int64_t kv = m.heads > 0 ? m.kvHeads * (m.hidden / m.heads) : 0;
   switch (kind) {
-  case UnitKind::LlamaEmbedding:
+  case Layer::LlamaEmbedding:
     return {{"embed_tokens.weight", {v, h}}};
-  case UnitKind::LlamaBlock:
+  case Layer::LlamaBlock:
     return {{".self_attn.q_proj.weight", {h, h}},
             {".self_attn.k_proj.weight", {kv, h}},
             {".self_attn.v_proj.weight", {kv, h}},
@@ -103,11 +105,11 @@ std::vector<RoleSpec> roleSpecs(UnitKind kind, const ModelConfig &m) {
             {".mlp.down_proj.weight", {h, i}},
             {".input_layernorm.weight", {h}},
             {".post_attention_layernorm.weight", {h}}};
-  case UnitKind::LlamaHead:
+  case Layer::LlamaHead:
     return {{"model.norm.weight", {h}}, {"lm_head.weight", {v, h}}};
-  case UnitKind::Gpt2Embedding:
+  case Layer::Gpt2Embedding:
     return {{"wte.weight", {v, h}}, {"wpe.weight", {-1, h}}};
-  case UnitKind::Gpt2Block:
+  case Layer::Gpt2Block:
     return {{".ln_1.weight", {h}},
             {".ln_1.bias", {h}},
             {".attn.c_attn.weight", {h, 3 * h}},
@@ -120,20 +122,11 @@ std::vector<RoleSpec> roleSpecs(UnitKind kind, const ModelConfig &m) {
             {".mlp.c_fc.bias", {i}},
             {".mlp.c_proj.weight", {i, h}},
             {".mlp.c_proj.bias", {h}}};
-  case UnitKind::Gpt2Head:
+  case Layer::Gpt2Head:
     return {
         {"ln_f.weight", {h}}, {"ln_f.bias", {h}}, {"lm_head.weight", {v, h}}};
   }
   return {};
-}
-
-std::string shapeString(at::IntArrayRef shape) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < shape.size(); ++i)
-    os << (i ? ", " : "") << shape[i];
-  os << ']';
-  return os.str();
 }
 
 bool endsWith(const std::string &s, std::string_view suffix) {
@@ -153,7 +146,7 @@ struct Slot {
 
 struct UnitModel {
   std::string name;
-  UnitKind kind;
+  Layer kind;
   int64_t numel = 0;
   std::vector<Slot> slots;
   std::vector<size_t> roles; // role index -> slot index
@@ -225,16 +218,17 @@ public:
       : config_(schedule.model), device_(device),
         lossChunkBytes_(lossChunkBytes) {
     const ModelConfig &m = config_;
-    if (m.family != "llama" && m.family != "gpt2")
-      throw ModelError(
-          "model family '" + m.family +
-          "' is not implemented by the runtime (llama and gpt2 are)");
+    if (m.family != ModelFamily::Llama && m.family != ModelFamily::GPT2)
+      throw ModelError(std::string("model family '") + toString(m.family) +
+                       "' is not implemented by the runtime (llama and gpt2 "
+                       "are)");
     if (m.hidden <= 0 || m.heads <= 0 || m.hidden % m.heads != 0)
       throw ModelError("hidden " + std::to_string(m.hidden) +
                        " is not a positive multiple of heads " +
                        std::to_string(m.heads));
-    if (m.family == "llama" && (m.kvHeads <= 0 || m.heads % m.kvHeads != 0 ||
-                                (m.hidden / m.heads) % 2 != 0))
+    if (m.family == ModelFamily::Llama &&
+        (m.kvHeads <= 0 || m.heads % m.kvHeads != 0 ||
+         (m.hidden / m.heads) % 2 != 0))
       throw ModelError("heads " + std::to_string(m.heads) +
                        " is not a multiple of kv_heads " +
                        std::to_string(m.kvHeads) +
@@ -453,21 +447,21 @@ private:
     UnitModel u;
     u.name = unit.name;
     u.numel = unit.numel;
-    bool llama = config_.family == "llama";
-    if (unit.kind == "embedding")
-      u.kind = llama ? UnitKind::LlamaEmbedding : UnitKind::Gpt2Embedding;
-    else if (llama && unit.kind == "llama_block")
-      u.kind = UnitKind::LlamaBlock;
-    else if (llama && unit.kind == "llama_head")
-      u.kind = UnitKind::LlamaHead;
-    else if (!llama && unit.kind == "gpt2_block")
-      u.kind = UnitKind::Gpt2Block;
-    else if (!llama && unit.kind == "gpt2_head")
-      u.kind = UnitKind::Gpt2Head;
+    bool llama = config_.family == ModelFamily::Llama;
+    if (unit.kind == UnitKind::Embedding)
+      u.kind = llama ? Layer::LlamaEmbedding : Layer::Gpt2Embedding;
+    else if (llama && unit.kind == UnitKind::LlamaBlock)
+      u.kind = Layer::LlamaBlock;
+    else if (llama && unit.kind == UnitKind::LlamaHead)
+      u.kind = Layer::LlamaHead;
+    else if (!llama && unit.kind == UnitKind::GPT2Block)
+      u.kind = Layer::Gpt2Block;
+    else if (!llama && unit.kind == UnitKind::GPT2Head)
+      u.kind = Layer::Gpt2Head;
     else
-      throw ModelError("unit '" + unit.name + "' has kind '" + unit.kind +
-                       "', which the " + config_.family +
-                       " model does not implement");
+      throw ModelError("unit '" + unit.name + "' has kind '" +
+                       toString(unit.kind) + "', which the " +
+                       toString(config_.family) + " model does not implement");
     for (const Param &p : unit.params) {
       Slot s;
       s.name = p.name;
@@ -483,8 +477,9 @@ private:
                            p.tiedTo + "', which no unit stores");
         if (it->second.first->shape != p.shape)
           throw ModelError("parameter '" + p.name + "' " +
-                           shapeString(p.shape) + " is tied to '" + p.tiedTo +
-                           "' " + shapeString(it->second.first->shape));
+                           support::shapeString(p.shape) + " is tied to '" +
+                           p.tiedTo + "' " +
+                           support::shapeString(it->second.first->shape));
         s.fromTied = true;
         s.offset = it->second.first->offset;
       } else if (p.offset < 0 || p.offset + s.numel > unit.numel) {
@@ -500,7 +495,7 @@ private:
         if (endsWith(u.slots[i].name, spec.suffix))
           found = i;
       if (found == u.slots.size())
-        throw ModelError("unit '" + unit.name + "' (" + unit.kind +
+        throw ModelError("unit '" + unit.name + "' (" + toString(unit.kind) +
                          ") has no parameter named '*" + spec.suffix + "'");
       const std::vector<int64_t> &shape = u.slots[found].shape;
       bool ok = shape.size() == spec.shape.size();
@@ -508,8 +503,9 @@ private:
         ok = spec.shape[d] < 0 || spec.shape[d] == shape[d];
       if (!ok)
         throw ModelError("parameter '" + u.slots[found].name + "' has shape " +
-                         shapeString(shape) + ", the " + config_.family +
-                         " model needs " + shapeString(spec.shape));
+                         support::shapeString(shape) + ", the " +
+                         toString(config_.family) + " model needs " +
+                         support::shapeString(spec.shape));
       u.roles.push_back(found);
     }
     return u;
@@ -531,11 +527,10 @@ private:
   }
 
   static bool isEmbedding(const UnitModel &u) {
-    return u.kind == UnitKind::LlamaEmbedding ||
-           u.kind == UnitKind::Gpt2Embedding;
+    return u.kind == Layer::LlamaEmbedding || u.kind == Layer::Gpt2Embedding;
   }
   static bool isHead(const UnitModel &u) {
-    return u.kind == UnitKind::LlamaHead || u.kind == UnitKind::Gpt2Head;
+    return u.kind == Layer::LlamaHead || u.kind == Layer::Gpt2Head;
   }
 
   static void checkFlat(const UnitModel &u, const at::Tensor &t,
@@ -596,7 +591,7 @@ private:
                                 batch.targets.storage().unsafeGetStorageImpl()};
     for (const Slot &s : u.slots)
       kept.insert(s.leaf.storage().unsafeGetStorageImpl());
-    if (u.kind == UnitKind::LlamaBlock && input.defined()) {
+    if (u.kind == Layer::LlamaBlock && input.defined()) {
       auto [cos, sin] =
           ropeTables(input.size(1), input.scalar_type(), input.device());
       kept.insert(cos.storage().unsafeGetStorageImpl());
@@ -642,9 +637,9 @@ private:
   at::Tensor compute(const UnitModel &u, const at::Tensor &x,
                      const MicroBatch &batch) {
     switch (u.kind) {
-    case UnitKind::LlamaEmbedding:
+    case Layer::LlamaEmbedding:
       return at::embedding(u.param(llama_embedding::Tokens), batch.tokens);
-    case UnitKind::Gpt2Embedding: {
+    case Layer::Gpt2Embedding: {
       int64_t s = batch.tokens.size(1);
       const at::Tensor &wpe = u.param(gpt2_embedding::Wpe);
       if (s > wpe.size(0))
@@ -654,15 +649,15 @@ private:
       return at::embedding(u.param(gpt2_embedding::Wte), batch.tokens) +
              at::embedding(wpe, positions).unsqueeze(0);
     }
-    case UnitKind::LlamaBlock:
+    case Layer::LlamaBlock:
       return llamaBlock(u, x);
-    case UnitKind::LlamaHead: {
+    case Layer::LlamaHead: {
       at::Tensor h = rmsNorm(x, u.param(llama_head::Norm), config_.normEps);
       return headLoss(h, u.param(llama_head::LmHead), batch.targets);
     }
-    case UnitKind::Gpt2Block:
+    case Layer::Gpt2Block:
       return gpt2Block(u, x);
-    case UnitKind::Gpt2Head: {
+    case Layer::Gpt2Head: {
       at::Tensor h =
           at::layer_norm(x, {config_.hidden}, u.param(gpt2_head::LnW),
                          u.param(gpt2_head::LnB), config_.normEps);

@@ -2,6 +2,10 @@
 
 #include "SafeTensors.h"
 
+#include "Files.h"
+#include "Format.h"
+#include "Json.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -24,29 +28,11 @@ namespace {
 
 using nlohmann::json;
 
-// POSIX rather than std::filesystem: libtorch.so exports its own copies of
-// some std::filesystem symbols, which interpose on libstdc++'s and crash.
-bool isDirectory(const std::string &path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool exists(const std::string &path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
+using support::isDirectory;
 
 // A header larger than this is not a real checkpoint's: refuse it before
 // allocating (the format's reference implementation uses the same bound).
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;
-
-std::string shapeString(at::IntArrayRef shape) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < shape.size(); ++i)
-    os << (i ? ", " : "") << shape[i];
-  os << ']';
-  return os.str();
-}
 
 // The whole file mapped read-only; tensors are copied out of it on get(), so
 // a checkpoint larger than memory streams through the page cache.
@@ -188,8 +174,8 @@ void readFile(const std::string &path,
       throw bad("unknown dtype '" + t.dtype + "'");
     if (end - begin != numel * elem)
       throw bad("data_offsets span " + std::to_string(end - begin) +
-                " bytes but shape " + shapeString(t.shape) + " of " + t.dtype +
-                " needs " + std::to_string(numel * elem));
+                " bytes but shape " + support::shapeString(t.shape) + " of " +
+                t.dtype + " needs " + std::to_string(numel * elem));
     t.begin = dataStart + begin;
     t.end = dataStart + end;
     tensors[name] = std::move(t);
@@ -214,8 +200,8 @@ public:
     const std::string &file = t->file->path();
     if (at::IntArrayRef(t->shape) != expectedShape)
       throw WeightsError("tensor '" + name + "' in '" + file + "' has shape " +
-                         shapeString(t->shape) + ", the model needs " +
-                         shapeString(expectedShape));
+                         support::shapeString(t->shape) + ", the model needs " +
+                         support::shapeString(expectedShape));
     auto type = scalarTypeOf(t->dtype);
     if (!type)
       throw WeightsError("tensor '" + name + "' in '" + file + "' has dtype " +
@@ -252,20 +238,17 @@ private:
   std::string description_;
 };
 
-json readJsonFile(const std::string &path) {
-  std::ifstream in(path);
-  if (!in)
-    throw WeightsError("cannot read '" + path + "'");
+support::Json readJsonFile(const std::string &path) {
   try {
-    return json::parse(in);
-  } catch (const json::exception &) {
-    throw WeightsError("'" + path + "' is not valid JSON");
+    return support::parseJson(support::readFile(path), path);
+  } catch (const std::runtime_error &e) { // FileError, JsonError
+    throw WeightsError(e.what());
   }
 }
 
 // config.json keys per family, HF's names; the first is the schedule's field.
 void checkConfig(const std::string &path, const ModelConfig &model) {
-  json cfg = readJsonFile(path);
+  support::Json cfg = readJsonFile(path);
   if (!cfg.is_object())
     throw WeightsError("'" + path + "' is not a JSON object");
   auto check = [&](const char *key, int64_t expected, const char *ours,
@@ -283,7 +266,7 @@ void checkConfig(const std::string &path, const ModelConfig &model) {
                          " but the schedule's model has " + ours + " = " +
                          std::to_string(expected));
   };
-  if (model.family == "gpt2") {
+  if (model.family == ModelFamily::GPT2) {
     check("n_embd", model.hidden, "hidden");
     check("n_layer", model.layers, "layers");
     check("n_head", model.heads, "heads");
@@ -305,7 +288,7 @@ void checkConfig(const std::string &path, const ModelConfig &model) {
 std::unique_ptr<TensorSource> openTensorSource(const std::string &path,
                                                const ModelConfig &config) {
   auto source = std::make_unique<SafeTensorsSource>();
-  if (!exists(path))
+  if (!support::pathExists(path))
     throw WeightsError("weights path '" + path + "' does not exist");
   if (!isDirectory(path)) {
     source->addFile(path);
@@ -313,11 +296,11 @@ std::unique_ptr<TensorSource> openTensorSource(const std::string &path,
     return source;
   }
   const std::string dir = path.back() == '/' ? path : path + "/";
-  if (exists(dir + "config.json"))
+  if (support::pathExists(dir + "config.json"))
     checkConfig(dir + "config.json", config);
   const std::string index = dir + "model.safetensors.index.json";
-  if (exists(index)) {
-    json idx = readJsonFile(index);
+  if (support::pathExists(index)) {
+    support::Json idx = readJsonFile(index);
     if (!idx.is_object() || !idx.contains("weight_map") ||
         !idx["weight_map"].is_object())
       throw WeightsError("'" + index + "' has no weight_map object");
@@ -336,7 +319,7 @@ std::unique_ptr<TensorSource> openTensorSource(const std::string &path,
     return source;
   }
   const std::string single = dir + "model.safetensors";
-  if (!exists(single))
+  if (!support::pathExists(single))
     throw WeightsError("directory '" + path +
                        "' has neither model.safetensors nor "
                        "model.safetensors.index.json");

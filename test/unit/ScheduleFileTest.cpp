@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ScheduleFile.h"
+#include "ScheduleJson.h"
 #include "dialects/sched/SchedDialect.h"
 #include "frontend/Frontend.h"
 #include "passes/ExportSchedule.h"
@@ -30,10 +31,17 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <random>
+#include <set>
+#include <sstream>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <variant>
 
 using namespace plan::rt;
-using Json = nlohmann::ordered_json;
+// plan::rt::Json (ScheduleJson.h): nlohmann::ordered_json.
 
 namespace {
 
@@ -62,7 +70,8 @@ void writeLE(std::string &bytes, size_t at, uint64_t v, int n) {
 }
 
 /// A file around `body`, built from the specification, not the writer.
-std::string wrap(std::string_view body, uint32_t version = 1) {
+std::string wrap(std::string_view body,
+                 uint32_t version = kScheduleFormatVersion) {
   std::string out(kHeader, '\0');
   std::memcpy(out.data(), "PLANSCHD", 8);
   writeLE(out, 8, version, 4);
@@ -119,6 +128,68 @@ Schedule compile(std::vector<std::string> overrides = {}) {
 const Schedule &tiny() {
   static const Schedule schedule = compile();
   return schedule;
+}
+
+/// One field of an op, as the generated op table visits it (enumerations
+/// as their index): what a lossless writer and reader must preserve.
+using FieldValue = std::variant<int64_t, double, bool, std::vector<int64_t>>;
+using FieldValues = std::vector<std::pair<std::string, FieldValue>>;
+
+FieldValues fieldValues(const Op &op) {
+  FieldValues out;
+  std::visit(
+      [&](const auto &o) {
+        using T = std::decay_t<decltype(o)>;
+        T::fields(o, [&](auto descriptor, const auto &value) {
+          using V = std::decay_t<decltype(value)>;
+          if constexpr (std::is_enum_v<V>)
+            out.emplace_back(descriptor.name, int64_t(value));
+          else
+            out.emplace_back(descriptor.name, FieldValue(value));
+        });
+      },
+      op.body);
+  return out;
+}
+
+/// "kind(name=value, ...) line N", for failure messages.
+std::string describe(const Op &op) {
+  std::ostringstream out;
+  out.precision(17);
+  out << toString(op.kind()) << "(";
+  bool first = true;
+  for (const auto &[name, value] : fieldValues(op)) {
+    out << (first ? "" : ", ") << name << "=";
+    first = false;
+    std::visit(
+        [&](const auto &v) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(v)>,
+                                       std::vector<int64_t>>) {
+            out << "[";
+            for (size_t i = 0; i < v.size(); ++i)
+              out << (i ? "," : "") << v[i];
+            out << "]";
+          } else {
+            out << v;
+          }
+        },
+        value);
+  }
+  out << ") line " << op.line;
+  return out.str();
+}
+
+bool sameOp(const Op &x, const Op &y) {
+  return x.kind() == y.kind() && x.line == y.line &&
+         fieldValues(x) == fieldValues(y);
+}
+
+/// The first op of type T in `s`, and its index.
+template <typename T> std::pair<size_t, T *> firstOf(Schedule &s) {
+  for (size_t i = 0; i < s.ops.size(); ++i)
+    if (T *op = s.ops[i].as<T>())
+      return {i, op};
+  throw std::runtime_error(std::string("no ") + toString(T::kind));
 }
 
 /// The message parseSchedule gives for `bytes`, "" if it accepts them.
@@ -188,12 +259,16 @@ TEST(ScheduleFile, RoundTripsEveryStrategy) {
     SCOPED_TRACE(variant.empty() ? "default" : variant.front());
     Schedule original = compile(variant);
     std::string file = serializeSchedule(original);
-    Schedule parsed = parseSchedule(file, "t.sched");
+    Schedule parsed = parseSchedule(file, "t.sched").get();
     EXPECT_EQ(serializeSchedule(parsed), file);
 
     // Field by field where a lossy writer would most likely go wrong.
     EXPECT_EQ(parsed.version, kScheduleFormatVersion);
     EXPECT_EQ(parsed.producer, original.producer);
+    EXPECT_EQ(parsed.sharding, original.sharding);
+    EXPECT_EQ(parsed.model.family, original.model.family);
+    EXPECT_EQ(parsed.train.precision, original.train.precision);
+    EXPECT_EQ(parsed.train.optimizer.kind, original.train.optimizer.kind);
     EXPECT_EQ(parsed.replicate, original.replicate);
     EXPECT_EQ(parsed.shard, original.shard);
     EXPECT_EQ(parsed.train.optimizer.lr, original.train.optimizer.lr);
@@ -230,20 +305,8 @@ TEST(ScheduleFile, RoundTripsEveryStrategy) {
     ASSERT_EQ(parsed.ops.size(), original.ops.size());
     for (size_t i = 0; i < parsed.ops.size(); ++i) {
       const Op &x = parsed.ops[i], &y = original.ops[i];
-      EXPECT_TRUE(x.kind == y.kind && x.buffer == y.buffer && x.src == y.src &&
-                  x.dst == y.dst && x.axis == y.axis && x.reduce == y.reduce &&
-                  x.accumulate == y.accumulate && x.root == y.root &&
-                  x.event == y.event && x.after == y.after &&
-                  x.waitEvent == y.waitEvent && x.unit == y.unit &&
-                  x.group == y.group && x.microBatch == y.microBatch &&
-                  x.params == y.params && x.tied == y.tied &&
-                  x.saves == y.saves && x.input == y.input &&
-                  x.activations == y.activations && x.grads == y.grads &&
-                  x.tiedGrads == y.tiedGrads && x.state == y.state &&
-                  x.scalar == y.scalar && x.norm == y.norm &&
-                  x.foundInf == y.foundInf && x.lossScale == y.lossScale &&
-                  x.scale == y.scale && x.line == y.line)
-          << "op " << i << " (" << toString(x.kind) << ")";
+      EXPECT_TRUE(sameOp(x, y))
+          << "op " << i << ": " << describe(x) << " vs " << describe(y);
     }
   }
 }
@@ -254,7 +317,9 @@ TEST(ScheduleFile, ExportsGroupsShardsAndTiedParameters) {
   ASSERT_EQ(s.groups.size(), 3u);
   EXPECT_EQ(s.groups[0].name, "fsdp.root");
   EXPECT_EQ(s.groups[0].shardNumel * s.shard, s.groups[0].paddedNumel);
-  const Buffer &param = s.buffers[s.ops[0].buffer];
+  const ops::Alloc *first = s.ops[0].as<ops::Alloc>();
+  ASSERT_NE(first, nullptr) << describe(s.ops[0]);
+  const Buffer &param = s.buffers[first->buffer];
   EXPECT_EQ(param.name, "fsdp.root.param");
   EXPECT_EQ(param.group, "fsdp.root");
   EXPECT_TRUE(param.sharded);
@@ -284,23 +349,192 @@ TEST(ScheduleFile, ExportsGroupsShardsAndTiedParameters) {
   EXPECT_EQ(head.numel, stored);
 }
 
+/// Every value of E has a distinct keyword that parses back to it; `last` is
+/// E's last enumerator, so a keyword table shorter than the enumeration fails.
+template <typename E> void expectKeywordsRoundTrip(E last) {
+  SCOPED_TRACE(typeid(E).name());
+  const auto &keywords = EnumKeywords<E>::keywords;
+  EXPECT_EQ(keywords.size(), size_t(last) + 1);
+  std::set<std::string> seen;
+  for (size_t i = 0; i < keywords.size(); ++i) {
+    E value = static_cast<E>(i);
+    EXPECT_STREQ(toString(value), keywords[i]);
+    EXPECT_TRUE(parseKeyword<E>(toString(value)) == value) << keywords[i];
+    EXPECT_TRUE(seen.insert(keywords[i]).second) << "twice: " << keywords[i];
+  }
+  EXPECT_FALSE(parseKeyword<E>(""));
+  EXPECT_FALSE(parseKeyword<E>(std::string(keywords[0]) + "x"));
+}
+
 TEST(ScheduleFile, EnumKeywordsRoundTrip) {
-  for (int i = 0; i <= int(OpKind::UpdateLossScale); ++i)
-    EXPECT_EQ(parseOpKind(toString(OpKind(i))), OpKind(i));
-  for (int i = 0; i <= int(BufferRole::Scalar); ++i)
-    EXPECT_EQ(parseBufferRole(toString(BufferRole(i))), BufferRole(i));
-  for (int i = 0; i <= int(Space::PinnedHost); ++i)
-    EXPECT_EQ(parseSpace(toString(Space(i))), Space(i));
-  for (int i = 0; i <= int(ElementType::F16); ++i)
-    EXPECT_EQ(parseElementType(toString(ElementType(i))), ElementType(i));
-  for (int i = 0; i <= int(GroupAxis::World); ++i)
-    EXPECT_EQ(parseGroupAxis(toString(GroupAxis(i))), GroupAxis(i));
-  for (int i = 0; i <= int(ReduceKind::Max); ++i)
-    EXPECT_EQ(parseReduceKind(toString(ReduceKind(i))), ReduceKind(i));
-  for (int i = 0; i <= int(Buffer::Kind::ShardView); ++i)
-    EXPECT_EQ(parseBufferKind(toString(Buffer::Kind(i))), Buffer::Kind(i));
-  EXPECT_FALSE(parseSpace("gpu"));
-  EXPECT_FALSE(parseOpKind(""));
+  expectKeywordsRoundTrip(OpKind::UpdateLossScale);
+  expectKeywordsRoundTrip(BufferRole::LossScale);
+  expectKeywordsRoundTrip(Space::PinnedHost);
+  expectKeywordsRoundTrip(ElementType::F16);
+  expectKeywordsRoundTrip(GroupAxis::World);
+  expectKeywordsRoundTrip(ReduceKind::Max);
+  expectKeywordsRoundTrip(Buffer::Kind::ShardView);
+  expectKeywordsRoundTrip(ModelFamily::Bert);
+  expectKeywordsRoundTrip(BertHead::SequenceClassification);
+  expectKeywordsRoundTrip(UnitKind::BertHead);
+  expectKeywordsRoundTrip(OptimizerKind::SGD);
+  expectKeywordsRoundTrip(Precision::FP16Mixed);
+  expectKeywordsRoundTrip(DType::F16);
+  expectKeywordsRoundTrip(LossScaleKind::Static);
+  expectKeywordsRoundTrip(Checkpointing::Full);
+  expectKeywordsRoundTrip(LRScheduleKind::Linear);
+  expectKeywordsRoundTrip(Sharding::HybridShard);
+  EXPECT_FALSE(parseKeyword<Space>("gpu"));
+  EXPECT_FALSE(parseKeyword<OpKind>(""));
+  EXPECT_FALSE(parseKeyword<OpKind>("Alloc")); // keywords are exact
+  // An op's OpKind is the index of its struct in OpBody.
+  EXPECT_EQ(std::variant_size_v<OpBody>, EnumKeywords<OpKind>::keywords.size());
+  auto expectKindAt = []<size_t I>(std::integral_constant<size_t, I>) {
+    using T = std::variant_alternative_t<I, OpBody>;
+    EXPECT_EQ(T::kind, OpKind(I));
+    EXPECT_EQ(Op{T{}}.kind(), OpKind(I));
+  };
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    (expectKindAt(std::integral_constant<size_t, I>()), ...);
+  }
+  (std::make_index_sequence<std::variant_size_v<OpBody>>());
+}
+
+/// One op of every kind, every field away from its default (ids need not
+/// make a valid schedule: opToJson/opFromJson check no relations).
+std::vector<Op> handMadeOps() {
+  return {
+      Op{ops::Alloc{.buffer = 3}, 11},
+      Op{ops::Free{.buffer = 4}, 12},
+      Op{ops::Wait{.event = 5}, 13},
+      Op{ops::AllGather{.src = 1,
+                        .dst = 2,
+                        .group = GroupAxis::Replicate,
+                        .after = {0, 3},
+                        .done = 4},
+         14},
+      Op{ops::ReduceScatter{.src = 2,
+                            .dst = 1,
+                            .group = GroupAxis::World,
+                            .reduce = ReduceKind::Avg,
+                            .accumulate = true,
+                            .after = {1},
+                            .done = 2},
+         15},
+      Op{ops::AllReduce{.buffer = 6,
+                        .group = GroupAxis::Replicate,
+                        .reduce = ReduceKind::Max,
+                        .after = {},
+                        .done = 7},
+         16},
+      Op{ops::Broadcast{.buffer = 6,
+                        .group = GroupAxis::World,
+                        .root = 3,
+                        .after = {2, 5},
+                        .done = 8},
+         17},
+      Op{ops::Copy{.src = 7, .dst = 8, .after = {9}, .done = 10}, 18},
+      Op{ops::Cast{.src = 8, .dst = 9}, 19},
+      Op{ops::Zero{.buffer = 10}, 20},
+      Op{ops::Accumulate{.src = 11, .dst = 12}, 21},
+      Op{ops::Forward{
+             .unit = 2, .microBatch = 1, .params = 13, .tied = 14, .saves = 15},
+         22},
+      Op{ops::Recompute{.unit = 3,
+                        .microBatch = 2,
+                        .params = 13,
+                        .tied = -1,
+                        .input = 16,
+                        .saves = 17},
+         23},
+      Op{ops::Loss{
+             .unit = 3, .microBatch = 1, .scale = 1.0 / 3, .lossScale = 18},
+         24},
+      Op{ops::Backward{.unit = 2,
+                       .microBatch = 0,
+                       .params = 13,
+                       .tied = 14,
+                       .activations = 15,
+                       .grads = 19,
+                       .tiedGrads = 20},
+         25},
+      Op{ops::GradNorm{.grads = 19, .norm = 21}, 26},
+      Op{ops::CheckFinite{.buffer = 19, .foundInf = 22}, 27},
+      Op{ops::OptimizerStep{.group = 1,
+                            .params = 23,
+                            .grads = 24,
+                            .state = {25, 26},
+                            .norm = 21,
+                            .foundInf = 22,
+                            .lossScale = 18},
+         28},
+      Op{ops::UpdateLossScale{.lossScale = 18, .foundInf = 22},
+         std::numeric_limits<uint32_t>::max()},
+  };
+}
+
+/// Each op's keys in docs/generated/schedule-ops.md, in order: the rows of
+/// the table under "## `kind`".
+std::map<std::string, std::vector<std::string>> documentedKeys() {
+  std::string path =
+      std::string(PLAN_EXAMPLES_DIR) + "/../docs/generated/schedule-ops.md";
+  std::ifstream in(path);
+  if (!in)
+    throw std::runtime_error("cannot read " + path);
+  std::map<std::string, std::vector<std::string>> keys;
+  std::string line, kind;
+  while (std::getline(in, line)) {
+    if (line.rfind("## `", 0) == 0) {
+      kind = line.substr(4, line.find('`', 4) - 4);
+      keys[kind];
+    } else if (!kind.empty() && line.rfind("| `", 0) == 0) {
+      keys[kind].push_back(line.substr(3, line.find('`', 3) - 3));
+    }
+  }
+  return keys;
+}
+
+// Every op kind survives opToJson and opFromJson unchanged (through JSON
+// text too), under the keys the generated documentation lists: one
+// hand-made op of each kind, and every op of two compiled schedules (which
+// have every kind but broadcast).
+TEST(ScheduleFile, EveryOpKindRoundTrips) {
+  std::vector<Op> all = handMadeOps();
+  std::set<OpKind> kinds;
+  for (const Op &op : all)
+    kinds.insert(op.kind());
+  EXPECT_EQ(kinds.size(), EnumKeywords<OpKind>::keywords.size());
+  for (const Schedule &s :
+       {tiny(),
+        compile({"train.precision=fp16_mixed", "parallel.offload.optimizer=cpu",
+                 "train.grad_accum=2", "train.grad_clip=1.0",
+                 "train.activation_checkpointing=full"})})
+    all.insert(all.end(), s.ops.begin(), s.ops.end());
+
+  std::map<std::string, std::vector<std::string>> documented = documentedKeys();
+  EXPECT_EQ(documented.size(), EnumKeywords<OpKind>::keywords.size());
+  JsonReader reader("op.json");
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Op &op = all[i];
+    SCOPED_TRACE(describe(op));
+    Json json = opToJson(op);
+    std::vector<std::string> keys;
+    for (auto it = json.begin(); it != json.end(); ++it)
+      keys.push_back(it.key());
+    std::vector<std::string> expected = {"op"};
+    for (const std::string &key : documented[toString(op.kind())])
+      expected.push_back(key);
+    expected.push_back("line");
+    EXPECT_EQ(keys, expected);
+    EXPECT_EQ(json["op"], toString(op.kind()));
+
+    JsonPath at = JsonPath().member("ops").element(i);
+    Op back = opFromJson(reader, json, at);
+    EXPECT_TRUE(sameOp(back, op)) << describe(back);
+    Op viaText = opFromJson(reader, Json::parse(json.dump()), at);
+    EXPECT_TRUE(sameOp(viaText, op)) << describe(viaText);
+    EXPECT_EQ(opToJson(viaText), json);
+  }
 }
 
 /// The exporter's error for the tiny module after `edit`, "" if it exports.
@@ -420,12 +654,31 @@ TEST(ScheduleFile, EveryHeaderByteFlipIsRejected) {
 
 TEST(ScheduleFile, NewerVersionAsksForANewerReader) {
   std::string file = serializeSchedule(tiny());
-  writeLE(file, 8, 2, 4);
+  writeLE(file, 8, kScheduleFormatVersion + 1, 4);
   std::string error = parseError(file);
-  EXPECT_HAS(error, "t.sched: schedule format version 2 is newer");
+  EXPECT_HAS(error, "t.sched: schedule format version 3 is newer");
   EXPECT_HAS(error, "rebuild plan-run");
   writeLE(file, 8, 0, 4);
   EXPECT_HAS(parseError(file), "version 0 is not supported");
+}
+
+// Version 1 files (ops with v1 keys such as "axis" and "event") are refused
+// by their header, before their body is read: the plan must be compiled
+// again.
+TEST(ScheduleFile, VersionOneAsksToRecompile) {
+  ASSERT_EQ(kScheduleFormatVersion, 2u);
+  std::string body(std::string_view(serializeSchedule(tiny())).substr(kHeader));
+  std::string error = parseError(wrap(body, 1));
+  EXPECT_HAS(error, "t.sched: schedule format version 1 is not supported");
+  EXPECT_HAS(error, "this reader reads version 2");
+  EXPECT_HAS(error, "recompile the plan with planc");
+  // Even with a body that a version 1 reader would have read.
+  EXPECT_HAS(parseError(wrap("{}", 1)), "recompile the plan with planc");
+  // In memory, a schedule of another version is neither valid nor written.
+  Schedule old = tiny();
+  old.version = 1;
+  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 2");
+  EXPECT_THROW(serializeSchedule(old), ScheduleFileError);
 }
 
 TEST(ScheduleFile, NotAScheduleFile) {
@@ -440,9 +693,10 @@ TEST(ScheduleFile, NotAScheduleFile) {
 TEST(ScheduleFile, BadJson) {
   EXPECT_HAS(parseError(wrap("{\"producer\": ")), "not valid JSON");
   EXPECT_HAS(parseError(wrap("")), "not valid JSON");
-  EXPECT_HAS(parseError(wrap("[1, 2]")), "not a JSON object");
+  EXPECT_EQ(parseError(wrap("[1, 2]")),
+            "t.sched: the body is not a JSON object");
   EXPECT_HAS(parseError(wrap(std::string(1000, '[') + std::string(1000, ']'))),
-             "nests deeper");
+             "t.sched: nested deeper than 16 levels");
   std::string body = bodyOf(serializeSchedule(tiny())).dump();
   EXPECT_HAS(parseError(wrap(body + " {}")), "not valid JSON");
 }
@@ -462,9 +716,10 @@ TEST(ScheduleFile, MissingFieldsAndWrongTypes) {
   EXPECT_HAS(errorAfterEdit([](Json &j) { j["buffers"][3]["numel"] = "12"; }),
              "buffers[3].numel: expected an integer");
   EXPECT_HAS(errorAfterEdit([](Json &j) { j["buffers"][0]["space"] = "gpu"; }),
-             "buffers[0].space: unknown memory space 'gpu'");
+             "buffers[0].space: unknown value 'gpu' (expected one of device, "
+             "host, pinned_host)");
   EXPECT_HAS(errorAfterEdit([](Json &j) { j["ops"][5]["op"] = "send"; }),
-             "ops[5].op: unknown op 'send'");
+             "ops[5].op: unknown value 'send' (expected one of alloc, free,");
   EXPECT_HAS(errorAfterEdit([](Json &j) { j["model"].erase("rope_theta"); }),
              "model: missing field 'rope_theta'");
   EXPECT_HAS(errorAfterEdit([](Json &j) { j["train"]["lr_schedule"] = 3; }),
@@ -484,14 +739,86 @@ TEST(ScheduleFile, MissingFieldsAndWrongTypes) {
              "workspace_bytes: expected an integer");
   EXPECT_HAS(errorAfterEdit([](Json &j) { j["train"]["precision"] = "fp8"; }),
              "train.precision: unknown value 'fp8'");
+  EXPECT_HAS(errorAfterEdit([](Json &j) { j["model"]["family"] = "mamba"; }),
+             "model.family: unknown value 'mamba'");
+  EXPECT_HAS(errorAfterEdit([](Json &j) { j["model"]["family"] = 0; }),
+             "model.family: expected a string");
+}
+
+/// The index of the first op of kind `op` in a schedule body.
+size_t firstJsonOp(const Json &body, const std::string &op) {
+  const Json &ops = body["ops"];
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i]["op"] == op)
+      return i;
+  throw std::runtime_error("no " + op);
+}
+
+// Each op's keys are its fields' (docs/generated/schedule-ops.md) and no
+// others: a misspelt or leftover key is an error, not silently dropped.
+TEST(ScheduleFile, UnknownOpFieldsAreRejected) {
+  Json body = bodyOf(serializeSchedule(tiny()));
+  size_t zero = firstJsonOp(body, "zero");
+  size_t gather = firstJsonOp(body, "all_gather");
+  EXPECT_HAS(errorAfterEdit([&](Json &j) { j["ops"][zero]["x"] = 1; }),
+             "t.sched: ops[" + std::to_string(zero) +
+                 "]: unknown field 'x' of zero");
+  // Whatever the key's value and position.
+  EXPECT_HAS(errorAfterEdit([&](Json &j) {
+               Json op = Json::object();
+               op["x"] = nullptr;
+               for (auto it = j["ops"][zero].begin();
+                    it != j["ops"][zero].end(); ++it)
+                 op[it.key()] = it.value();
+               j["ops"][zero] = op;
+             }),
+             "unknown field 'x' of zero");
+  // A version 1 key next to its version 2 spelling.
+  std::string leftover = errorAfterEdit(
+      [&](Json &j) { j["ops"][gather]["axis"] = j["ops"][gather]["group"]; });
+  EXPECT_HAS(leftover, "ops[" + std::to_string(gather) +
+                           "]: unknown field 'axis' of all_gather "
+                           "(docs/generated/schedule-ops.md lists its "
+                           "fields)");
+  // A version 1 op (axis for group, event for done) is missing its fields.
+  EXPECT_HAS(errorAfterEdit([&](Json &j) {
+               Json &op = j["ops"][gather];
+               op["axis"] = op["group"];
+               op.erase("group");
+             }),
+             "ops[" + std::to_string(gather) + "]: missing field 'group'");
+  // A key of another op.
+  EXPECT_HAS(errorAfterEdit([&](Json &j) { j["ops"][zero]["src"] = 0; }),
+             "unknown field 'src' of zero");
+
+  // opFromJson on its own.
+  JsonReader reader("op.json");
+  Json op = {{"op", "zero"}, {"buffer", 1}, {"line", 3}};
+  EXPECT_EQ(opFromJson(reader, op, JsonPath()).as<ops::Zero>()->buffer, 1);
+  op["x"] = 1;
+  try {
+    opFromJson(reader, op, JsonPath().member("ops").element(7));
+    ADD_FAILURE() << "accepted " << op.dump();
+  } catch (const support::JsonError &e) {
+    EXPECT_STREQ(e.what(), "op.json: ops[7]: unknown field 'x' of zero "
+                           "(docs/generated/schedule-ops.md lists its fields)");
+  }
 }
 
 /// The index of the first op of `kind` in the tiny schedule.
 size_t firstOp(const Schedule &s, OpKind kind) {
   for (size_t i = 0; i < s.ops.size(); ++i)
-    if (s.ops[i].kind == kind)
+    if (s.ops[i].kind() == kind)
       return i;
   throw std::runtime_error(std::string("no ") + toString(kind));
+}
+
+/// Op `i` of `s`, which must be a T.
+template <typename T> T &opAt(Schedule &s, size_t i) {
+  if (T *op = s.ops.at(i).as<T>())
+    return *op;
+  throw std::runtime_error("op " + std::to_string(i) + " is no " +
+                           toString(T::kind));
 }
 
 /// Edits a copy of the tiny schedule; returns the error of the file
@@ -511,29 +838,53 @@ TEST(ScheduleFile, ValidationCatchesInconsistentPrograms) {
   size_t wait = firstOp(tiny(), OpKind::Wait);
   size_t free = firstOp(tiny(), OpKind::Free);
   int64_t nBuffers = int64_t(tiny().buffers.size());
+  std::string gatherOp = "op " + std::to_string(gather) + " (all_gather): ";
+  std::string forwardOp = "op " + std::to_string(forward) + " (forward): ";
 
-  EXPECT_HAS(errorAfter([&](Schedule &s) { s.ops[gather].src = nBuffers; }),
-             "is no buffer");
-  EXPECT_HAS(errorAfter([&](Schedule &s) { s.ops[gather].src = -1; }),
-             "is no buffer");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               opAt<ops::AllGather>(s, gather).src = nBuffers;
+             }),
+             gatherOp + "src " + std::to_string(nBuffers) + " is no buffer");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               opAt<ops::AllGather>(s, gather).src = -1;
+             }),
+             gatherOp + "src -1 is no buffer");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
                size_t lastAlloc = 0;
                for (size_t i = 0; i < s.ops.size(); ++i)
-                 if (s.ops[i].kind == OpKind::Alloc)
+                 if (s.ops[i].kind() == OpKind::Alloc)
                    lastAlloc = i;
                ASSERT_GT(lastAlloc, forward);
-               s.ops[forward].saves = s.ops[lastAlloc].buffer;
+               opAt<ops::Forward>(s, forward).saves =
+                   opAt<ops::Alloc>(s, lastAlloc).buffer;
              }),
              "is used before its allocation");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
-               Op zero;
-               zero.kind = OpKind::Zero;
-               zero.buffer = s.ops[free].buffer;
-               s.ops.push_back(zero);
+               s.ops.push_back(
+                   Op{ops::Zero{.buffer = opAt<ops::Free>(s, free).buffer}});
              }),
              "is used after its free");
-  EXPECT_HAS(errorAfter([&](Schedule &s) { s.ops[wait].waitEvent = 99; }),
-             "waited before any op signals it");
+  // An event out of range, and one in range that is signalled only later.
+  EXPECT_HAS(
+      errorAfter([&](Schedule &s) { opAt<ops::Wait>(s, wait).event = 99; }),
+      "event 99 out of range (num_events");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               int64_t event = opAt<ops::Wait>(s, wait).event;
+               size_t signaller = s.ops.size();
+               for (size_t i = 0; i < wait; ++i)
+                 std::visit(
+                     [&](const auto &o) {
+                       if constexpr (requires { o.done; })
+                         if (o.done == event)
+                           signaller = i;
+                     },
+                     s.ops[i].body);
+               ASSERT_LT(signaller, wait);
+               Op waitOp = s.ops[wait];
+               s.ops.erase(s.ops.begin() + wait);
+               s.ops.insert(s.ops.begin() + signaller, waitOp);
+             }),
+             "is waited before any op signals it");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
                s.ops.insert(s.ops.begin() + wait + 1, s.ops[wait]);
              }),
@@ -541,33 +892,67 @@ TEST(ScheduleFile, ValidationCatchesInconsistentPrograms) {
   EXPECT_HAS(
       errorAfter([&](Schedule &s) { s.ops.erase(s.ops.begin() + wait); }),
       "is never waited");
-  EXPECT_HAS(errorAfter([&](Schedule &s) { s.ops[gather].after = {5}; }),
-             "after event 5 that no earlier op signals");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               opAt<ops::AllGather>(s, gather).after = {5};
+             }),
+             gatherOp + "after event 5 that no earlier op signals");
   EXPECT_HAS(errorAfter([&](Schedule &s) { s.numEvents = 1000000000; }),
              "num_events 1000000000 exceeds");
-  EXPECT_HAS(errorAfter([&](Schedule &s) { s.ops[forward].unit = 7; }),
-             "unit 7 is no unit");
-  EXPECT_HAS(errorAfter([&](Schedule &s) { s.ops[forward].microBatch = 1; }),
-             "micro-batch 1 out of range");
+  EXPECT_HAS(
+      errorAfter([&](Schedule &s) { opAt<ops::Forward>(s, forward).unit = 7; }),
+      forwardOp + "unit 7 is no unit");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
-               s.ops[forward].params = s.ops[gather].dst; // the whole group
-               s.ops[forward].unit = 1;
+               opAt<ops::Forward>(s, forward).microBatch = 1;
+             }),
+             forwardOp + "micro_batch 1 is not in [0, 1)");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               ops::Forward &f = opAt<ops::Forward>(s, forward);
+               f.params = opAt<ops::AllGather>(s, gather).dst; // the group
+               f.unit = 1;
              }),
              "elements, unit 'layers.0' stores");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
-               s.ops[firstOp(s, OpKind::OptimizerStep)].group = 3;
+               firstOf<ops::OptimizerStep>(s).second->group = 3;
              }),
              "group 3 is no group");
   EXPECT_HAS(
       errorAfter([&](Schedule &s) { s.ops.erase(s.ops.begin() + free); }),
       "transient but never freed");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
-               Op f;
-               f.kind = OpKind::Free;
-               f.buffer = 0; // fsdp.root.param
-               s.ops.push_back(f);
+               s.ops.push_back(Op{ops::Free{.buffer = 0}}); // fsdp.root.param
              }),
              "is persistent and is never freed");
+}
+
+// A schedule built in memory can hold what no file can spell: enumeration
+// values without a keyword, persistent bytes of a space without an arena.
+TEST(ScheduleFile, ValidationCatchesWhatOnlyMemoryCanHold) {
+  auto errorInMemory = [](const std::function<void(Schedule &)> &edit) {
+    Schedule s = tiny();
+    edit(s);
+    return validateError(s);
+  };
+  EXPECT_EQ(errorInMemory([&](Schedule &s) {
+              s.buffers[0].type = static_cast<ElementType>(7);
+            }),
+            "t.sched: buffer 0 type holds no value of its enumeration (7)");
+  EXPECT_EQ(errorInMemory([&](Schedule &s) {
+              s.model.family = static_cast<ModelFamily>(9);
+            }),
+            "t.sched: model.family holds no value of its enumeration (9)");
+  EXPECT_HAS(errorInMemory([&](Schedule &s) {
+               s.units[1].kind = static_cast<UnitKind>(200);
+             }),
+             "kind holds no value of its enumeration (200)");
+  // The writer does not validate, but spells what has no keyword "?",
+  // which no reader accepts.
+  Schedule odd = tiny();
+  odd.model.family = static_cast<ModelFamily>(9);
+  EXPECT_HAS(parseError(serializeSchedule(odd)),
+             "model.family: unknown value '?'");
+  EXPECT_HAS(
+      errorAfter([&](Schedule &s) { s.persistentBytes[Space::Host] = 0; }),
+      "t.sched: persistent_bytes of host exceed its arena_bytes");
 }
 
 TEST(ScheduleFile, ValidationCatchesBadBuffers) {
@@ -588,7 +973,7 @@ TEST(ScheduleFile, ValidationCatchesBadBuffers) {
              }),
              "is not an earlier buffer");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
-               s.buffers[0].offset = s.arenaBytes["device"];
+               s.buffers[0].offset = s.arenaBytes[Space::Device];
              }),
              "lie outside the device arena");
   EXPECT_HAS(errorAfter([&](Schedule &s) { s.buffers[0].offset = -256; }),
@@ -599,7 +984,7 @@ TEST(ScheduleFile, ValidationCatchesBadBuffers) {
              }),
              "no arena for memory space device");
   EXPECT_HAS(
-      errorAfter([&](Schedule &s) { s.persistentBytes["device"] = 256; }),
+      errorAfter([&](Schedule &s) { s.persistentBytes[Space::Device] = 256; }),
       "outside the persistent block");
   EXPECT_HAS(errorAfter([&](Schedule &s) { s.workspaceBytes = -1; }),
              "workspace_bytes is negative");
@@ -640,8 +1025,8 @@ TEST(ScheduleFile, ValidationCatchesBadUnitsAndGroups) {
              "is not the cluster's 1 x 2 ranks");
   EXPECT_HAS(errorAfter([](Schedule &s) { s.microBatches = 2; }),
              "micro_batches 2 is not train.grad_accum 1");
-  EXPECT_HAS(errorAfter([](Schedule &s) { s.model.family = "mamba"; }),
-             "model.family: unknown value 'mamba'");
+  // model.family is an enumeration now: an unknown family can only come
+  // from a file (MissingFieldsAndWrongTypes).
 }
 
 /// Every value's JSON pointer in `j`, containers included.
@@ -734,9 +1119,10 @@ protected:
 
 TEST_F(ScheduleFileOnDisk, WritesAtomicallyAndReadsBack) {
   std::string path = (dir / "tiny.sched").string();
-  writeScheduleFile(tiny(), path);
-  writeScheduleFile(tiny(), path); // replaces
-  Schedule read = readScheduleFile(path);
+  ValidSchedule valid = validateSchedule(tiny(), "tiny");
+  writeScheduleFile(valid, path);
+  writeScheduleFile(valid, path); // replaces
+  ValidSchedule read = readScheduleFile(path);
   EXPECT_EQ(serializeSchedule(read), serializeSchedule(tiny()));
   // Only the file itself: no temporary left behind.
   size_t entries = 0;
@@ -748,10 +1134,19 @@ TEST_F(ScheduleFileOnDisk, WritesAtomicallyAndReadsBack) {
 }
 
 TEST_F(ScheduleFileOnDisk, WriterRefusesAnInvalidSchedule) {
+  // The writer takes only a ValidSchedule, and validation is the only way
+  // to make one from a Schedule.
+  static_assert(!std::is_constructible_v<ValidSchedule, Schedule>);
+  static_assert(!std::is_constructible_v<ValidSchedule, const Schedule &>);
+  static_assert(!std::is_convertible_v<const Schedule &, ValidSchedule>);
+  static_assert(
+      std::is_invocable_v<decltype(&writeScheduleFile), const ValidSchedule &,
+                          const std::string &>);
   Schedule s = tiny();
-  s.ops[0].buffer = -1;
+  opAt<ops::Alloc>(s, 0).buffer = -1;
   std::string path = (dir / "bad.sched").string();
-  EXPECT_THROW(writeScheduleFile(s, path), ScheduleFileError);
+  EXPECT_THROW(writeScheduleFile(validateSchedule(s, path), path),
+               ScheduleFileError);
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 
@@ -773,7 +1168,8 @@ TEST_F(ScheduleFileOnDisk, OneLineErrorsForFileProblems) {
   std::ofstream(cut, std::ios::binary) << file.substr(0, file.size() / 2);
   EXPECT_HAS(readError(cut), cut + ": truncated");
   try {
-    writeScheduleFile(tiny(), (dir / "no" / "such" / "x.sched").string());
+    writeScheduleFile(validateSchedule(tiny(), "tiny"),
+                      (dir / "no" / "such" / "x.sched").string());
     ADD_FAILURE() << "wrote into a missing directory";
   } catch (const ScheduleFileError &e) {
     EXPECT_HAS(e.what(), "cannot create a temporary file");

@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint.h"
-#include "Progress.h"
+#include "Format.h"
 
 #include <CLI/CLI.hpp>
 
@@ -19,7 +19,7 @@
 #include <string>
 
 using namespace plan::rt;
-using plan::run::formatBytes;
+using plan::rt::support::formatBytes;
 
 namespace {
 
@@ -41,7 +41,7 @@ void printInfo(const Checkpoint &c) {
   std::printf("plan:       %s\n", c.planName().c_str());
   std::printf("model:      %s%s%s (vocab %lld, hidden %lld, intermediate "
               "%lld, layers %lld, heads %lld, kv_heads %lld)\n",
-              m.family.c_str(), m.preset.empty() ? "" : " ", m.preset.c_str(),
+              toString(m.family), m.preset.empty() ? "" : " ", m.preset.c_str(),
               static_cast<long long>(m.vocab), static_cast<long long>(m.hidden),
               static_cast<long long>(m.intermediate),
               static_cast<long long>(m.layers), static_cast<long long>(m.heads),
@@ -49,9 +49,9 @@ void printInfo(const Checkpoint &c) {
   std::printf("mesh:       %lldx%lld (replicate x shard)\n",
               static_cast<long long>(c.replicate()),
               static_cast<long long>(c.shard()));
-  std::printf("sharding:   %s\n", c.sharding().c_str());
-  std::printf("precision:  %s\n", c.precision().c_str());
-  std::printf("optimizer:  %s\n", c.optimizer().c_str());
+  std::printf("sharding:   %s\n", toString(c.sharding()));
+  std::printf("precision:  %s\n", toString(c.precision()));
+  std::printf("optimizer:  %s\n", toString(c.optimizer()));
   std::printf("data:       %s (seed %llu, %lld sequences consumed, global "
               "batch %lld)\n",
               info.data.c_str(), static_cast<unsigned long long>(info.seed),

@@ -14,10 +14,11 @@ add_library(PlanRunLaunch STATIC
   Progress.cpp
   ScheduleInput.cpp)
 target_include_directories(PlanRunLaunch PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
-target_link_libraries(PlanRunLaunch PUBLIC CLI11::CLI11 nlohmann_json::nlohmann_json)
+target_link_libraries(PlanRunLaunch PUBLIC CLI11::CLI11 nlohmann_json::nlohmann_json
+  PlanRuntimeSupport)
 
-set(_plan_run_libs PlanRuntimeCore PlanRuntimeModels PlanRuntimeData
-  PlanRuntimeCheckpoint)
+set(_plan_run_libs PlanRuntimeTrain PlanRuntimeCore PlanRuntimeModels
+  PlanRuntimeData PlanRuntimeCheckpoint)
 set(_plan_run_missing)
 foreach(lib ${_plan_run_libs})
   if(NOT TARGET ${lib})

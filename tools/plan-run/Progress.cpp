@@ -2,6 +2,8 @@
 
 #include "Progress.h"
 
+#include "Format.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,18 +21,6 @@ std::string format(const char *fmt, auto... args) {
 }
 
 } // namespace
-
-std::string formatBytes(int64_t bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  return unit == 0 ? format("%lld B", static_cast<long long>(bytes))
-                   : format("%.1f %s", value, units[unit]);
-}
 
 std::string formatDuration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0)
@@ -123,11 +113,12 @@ void Progress::finish(const StepMetrics &last, int64_t steps, double elapsedS,
   // The plan's prediction next to the measured peak (both backends measure).
   std::string planned;
   if (last.plannedBytes > 0 && last.plannedBytes != last.peakBytes)
-    planned = " (planned " + formatBytes(last.plannedBytes) + ")";
+    planned = " (planned " + rt::support::formatBytes(last.plannedBytes) + ")";
   std::printf("plan-run: %lld steps in %.1f s, final loss %.4f, %.0f tok/s, "
               "peak %s on rank 0%s\n",
               static_cast<long long>(steps), elapsedS, last.loss, tokensPerS,
-              formatBytes(last.peakBytes).c_str(), planned.c_str());
+              rt::support::formatBytes(last.peakBytes).c_str(),
+              planned.c_str());
   std::fflush(stdout);
 }
 

@@ -30,9 +30,6 @@ std::string formatProgressBar(const StepMetrics &metrics, int64_t totalSteps,
 /// "h:mm:ss" or "m:ss".
 std::string formatDuration(double seconds);
 
-/// "512 B", "1.2 MiB", "3.4 GiB".
-std::string formatBytes(int64_t bytes);
-
 class Progress {
 public:
   enum class Style { Bar, Lines, Quiet };

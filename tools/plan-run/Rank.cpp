@@ -1,22 +1,24 @@
-//===- Rank.cpp - One rank of a run: rendezvous, then the training loop ---===//
+//===- Rank.cpp - One rank of a run: rendezvous, signals, the trainer -----===//
+//
+// The training loop is the runtime's (runtime/train/Trainer.h); a rank adds
+// what belongs to a process: the rendezvous and the process groups, SIGTERM
+// and SIGINT, the watch that stops it when a peer fails, fault injection,
+// progress, metrics files and its exit code.
+//
+//===----------------------------------------------------------------------===//
 
 #include "Rank.h"
 
-#include "Checkpoint.h"
 #include "Comm.h"
-#include "Data.h"
-#include "Executor.h"
+#include "DeviceBackend.h"
 #include "FaultInjection.h"
+#include "Format.h"
 #include "Metrics.h"
-#include "Model.h"
 #include "Progress.h"
-#include "SafeTensors.h"
+#include "Trainer.h"
 
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
-#ifdef PLAN_HAVE_CUDA
-#include <c10/cuda/CUDAFunctions.h>
-#endif
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -33,6 +35,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 namespace plan::run {
 
@@ -252,118 +255,36 @@ std::optional<FaultInjection> faultFromEnvironment() {
   }
 }
 
-/// The stop signal every rank agrees on after a step: the largest any rank
-/// has received (0: none). Collective over the world when it is above 1.
-int agreeOnStop(rt::Comm &comm) {
-  int local = gStopSignal.load();
-  if (comm.world() == 1)
-    return local;
-  std::vector<at::Tensor> value{
-      at::full({1}, static_cast<int64_t>(local), at::kLong)};
-  c10d::AllreduceOptions options;
-  options.reduceOp = c10d::ReduceOp::MAX;
-  try {
-    comm.group(rt::GroupAxis::World).allreduce(value, options)->wait();
-  } catch (const std::exception &e) {
-    throw std::runtime_error("the stop-signal all_reduce failed: " + reason(e));
-  }
-  return static_cast<int>(value[0].item<int64_t>());
-}
-
-std::string meshText(int64_t replicate, int64_t shard,
-                     const std::string &sharding) {
+std::string meshText(int64_t replicate, int64_t shard, rt::Sharding sharding) {
   return std::to_string(replicate) + "x" + std::to_string(shard) + " " +
-         sharding;
+         rt::toString(sharding);
 }
 
-/// The run's last step: --steps, else the schedule's train.steps.
-int64_t lastStep(const RunOptions &options, const Schedule &schedule) {
-  int64_t steps = options.steps > 0 ? options.steps : schedule.train.steps;
-  if (steps <= 0)
-    throw std::runtime_error(
-        options.file + ": the schedule sets no train.steps; pass --steps K");
-  return steps;
-}
-
-/// The checkpoint --resume names, opened and checked against `schedule`;
-/// nullopt without --resume, or with `auto` when there is none yet. Throws
-/// (one line) when there is no checkpoint where --resume PATH points, or it
-/// cannot be used.
-std::optional<rt::Checkpoint> openResume(const RunOptions &options,
-                                         const Schedule &schedule) {
-  if (options.resume.empty())
-    return std::nullopt;
-  bool automatic = options.resume == "auto";
-  const std::string &where = automatic ? options.checkpointDir : options.resume;
-  std::optional<std::string> directory = rt::findCheckpoint(where);
-  if (!directory) {
-    if (automatic)
-      return std::nullopt;
-    throw rt::CheckpointError(
-        "--resume " + where +
-        ": no checkpoint there (neither a checkpoint.json nor a complete "
-        "step-NNNNNNNN directory)");
-  }
-  std::optional<rt::Checkpoint> checkpoint;
-  checkpoint.emplace(rt::Checkpoint::open(*directory));
-  checkpoint->checkCompatible(schedule);
-  return checkpoint;
-}
-
-/// rt::makeCheckpointRoot, its message naming the flag.
-void makeCheckpointRoot(const std::string &path) {
-  try {
-    rt::makeCheckpointRoot(path);
-  } catch (const rt::CheckpointError &e) {
-    throw std::runtime_error("--checkpoint-dir " + path + ": " + e.what());
-  }
-}
-
-/// Says so (unless quiet) when `checkpoint` is at or past the run's last
-/// step, which leaves nothing to run.
-bool alreadyDone(const rt::Checkpoint &checkpoint, int64_t steps, bool quiet) {
-  int64_t step = checkpoint.info().step;
-  if (step < steps)
-    return false;
-  if (!quiet) {
-    std::printf("plan-run: %s is at step %lld; the run's %lld steps are done "
-                "already\n",
-                checkpoint.directory().c_str(), static_cast<long long>(step),
-                static_cast<long long>(steps));
-    std::fflush(stdout);
-  }
-  return true;
-}
-
-/// The device this rank computes on: the CPU, or with --backend cuda the
+/// The device backend of this rank: the CPU, or with --backend cuda the
 /// CUDA device of its local rank (torchrun's LOCAL_RANK, Open MPI's and
-/// SLURM's local ids, --nproc's LOCAL_RANK), made the current device of this
-/// process. Throws std::runtime_error (one line) when there is none.
-at::Device selectDevice(const RunOptions &options, const RankInfo &rank) {
+/// SLURM's local ids, --nproc's LOCAL_RANK). Throws std::runtime_error (one
+/// line) when there is none.
+std::unique_ptr<rt::DeviceBackend> selectBackend(const RunOptions &options,
+                                                 const RankInfo &rank) {
   if (options.backend != "cuda")
-    return at::Device(at::kCPU);
-#ifdef PLAN_HAVE_CUDA
-  int visible = c10::cuda::device_count();
+    return rt::DeviceBackend::createCpu();
+  if (!rt::DeviceBackend::cudaBuilt())
+    throw std::runtime_error(kNoCudaBackend);
+  int visible = rt::DeviceBackend::cudaDeviceCount();
   if (rank.localRank >= visible)
     throw std::runtime_error(
         cudaDeviceMissing(rank.rank, rank.localRank, visible));
-  auto index = static_cast<c10::DeviceIndex>(rank.localRank);
-  c10::cuda::set_device(index);
-  return at::Device(at::kCUDA, index);
-#else
-  (void)rank;
-  throw std::runtime_error(kNoCudaBackend);
-#endif
+  return rt::DeviceBackend::createCuda(rank.localRank);
 }
 
 std::unique_ptr<rt::Comm> createComm(c10::intrusive_ptr<c10d::Store> store,
                                      const RankInfo &rank,
                                      const Schedule &schedule,
                                      std::chrono::milliseconds timeout,
-                                     at::Device device) {
-  if (device.is_cuda())
+                                     const rt::DeviceBackend &backend) {
+  if (backend.device().is_cuda())
     return rt::Comm::createNccl(std::move(store), rank.rank, rank.world,
-                                schedule, timeout, device);
+                                schedule, timeout, backend.device());
   return rt::Comm::createGloo(std::move(store), rank.rank, rank.world, schedule,
                               timeout);
 }
@@ -376,11 +297,17 @@ std::string memoryTraceJson(const rt::Schedule &schedule, int64_t step,
   nlohmann::ordered_json json;
   json["step"] = step;
   json["op"] = memory.op;
-  json["kind"] = rt::toString(op.kind);
-  if (op.unit >= 0) {
-    json["unit"] = schedule.units[static_cast<size_t>(op.unit)].name;
-    json["mb"] = op.microBatch;
-  }
+  json["kind"] = rt::toString(op.kind());
+  std::visit(
+      [&](const auto &o) {
+        std::decay_t<decltype(o)>::fields(o, [&](auto d, const auto &value) {
+          if constexpr (std::is_same_v<decltype(d), rt::field::UnitRef>)
+            json["unit"] = schedule.units[static_cast<size_t>(value)].name;
+          else if constexpr (std::is_same_v<decltype(d), rt::field::MicroBatch>)
+            json["mb"] = value;
+        });
+      },
+      op.body);
   json["live_before"] = memory.liveBefore;
   json["peak"] = memory.peak;
   json["live_after"] = memory.liveAfter;
@@ -401,16 +328,33 @@ std::string messagePrefix(const RankInfo &rank) {
   return "plan-run: rank " + std::to_string(rank.rank) + ": ";
 }
 
-bool checkResume(const RunOptions &options, const Schedule &schedule) {
-  if (!options.checkpointDir.empty())
-    makeCheckpointRoot(options.checkpointDir);
-  std::optional<rt::Checkpoint> checkpoint = openResume(options, schedule);
-  return checkpoint &&
-         alreadyDone(*checkpoint, lastStep(options, schedule), options.quiet);
+rt::TrainOptions trainOptions(const RunOptions &options) {
+  rt::TrainOptions train;
+  train.steps = options.steps;
+  train.seed = options.seed;
+  if (options.dataGiven)
+    train.data = options.data;
+  train.init = options.init;
+  train.checkpoints.directory = options.checkpointDir;
+  train.checkpoints.every = options.checkpointEvery;
+  train.checkpoints.keep = options.keep;
+  train.resume = options.resume;
+  train.memoryTrace = !options.memoryTrace.empty();
+  return train;
+}
+
+bool runIsComplete(const RunOptions &options, const Schedule &schedule) {
+  rt::RunStart start = rt::prepareRun(schedule, trainOptions(options));
+  if (start.complete && !options.quiet)
+    for (const std::string &note : start.notes) {
+      std::printf("plan-run: %s\n", note.c_str());
+      std::fflush(stdout);
+    }
+  return start.complete;
 }
 
 int runRank(const RunOptions &options, const RankInfo &rank,
-            const Schedule &schedule) {
+            const rt::ValidSchedule &schedule) {
   std::string prefix = messagePrefix(rank);
   const bool checkpointing = !options.checkpointDir.empty();
   installSignalHandlers(prefix, checkpointing);
@@ -424,153 +368,103 @@ int runRank(const RunOptions &options, const RankInfo &rank,
   // connections (by unwinding) before it has told the other ranks why.
   c10::intrusive_ptr<c10d::Store> store;
   std::unique_ptr<Watchdog> watch;
+  std::unique_ptr<rt::DeviceBackend> backend;
   std::unique_ptr<rt::Comm> comm;
-  std::unique_ptr<rt::Model> model;
-  std::unique_ptr<rt::Executor> executor;
+  std::unique_ptr<rt::Trainer> trainer;
   try {
-    if (schedule.worldSize() != rank.world)
+    if (schedule->worldSize() != rank.world)
       throw std::runtime_error(options.file + ": schedule is for " +
-                               std::to_string(schedule.worldSize()) +
-                               " ranks (" + std::to_string(schedule.replicate) +
-                               "x" + std::to_string(schedule.shard) + "); " +
+                               std::to_string(schedule->worldSize()) +
+                               " ranks (" +
+                               std::to_string(schedule->replicate) + "x" +
+                               std::to_string(schedule->shard) + "); " +
                                std::to_string(rank.world) + " were launched");
-    int64_t steps = lastStep(options, schedule);
     const bool reports = rank.rank == 0;
-    if (reports && schedule.train.steps > 0 && steps > schedule.train.steps &&
-        schedule.train.lrSchedule.kind != "constant")
-      std::fprintf(stderr,
-                   "plan-run: warning: running %lld steps, but the %s "
-                   "learning-rate schedule ends at train.steps = %lld; later "
-                   "steps keep its final rate\n",
-                   static_cast<long long>(steps),
-                   schedule.train.lrSchedule.kind.c_str(),
-                   static_cast<long long>(schedule.train.steps));
-    // Before the rendezvous: every rank reads the same checkpoint.json, so a
-    // checkpoint that cannot be used fails every rank at once.
-    std::optional<rt::Checkpoint> checkpoint = openResume(options, schedule);
-    if (checkpoint &&
-        alreadyDone(*checkpoint, steps, options.quiet || !reports))
-      return 0;
-    if (reports && !options.quiet && !checkpoint && !options.resume.empty()) {
-      std::printf("plan-run: no checkpoint under %s yet; starting at step 1\n",
-                  options.checkpointDir.c_str());
+    rt::TrainOptions train = trainOptions(options);
+    // Before the rendezvous: every rank reads the same checkpoint.json, so
+    // a checkpoint that cannot be used fails every rank at once.
+    rt::RunStart start = rt::prepareRun(schedule, train);
+    if (reports) {
+      for (const std::string &warning : start.warnings)
+        std::fprintf(stderr, "plan-run: warning: %s\n", warning.c_str());
+      if (!options.quiet)
+        for (const std::string &note : start.notes)
+          std::printf("plan-run: %s\n", note.c_str());
       std::fflush(stdout);
     }
-    // A resumed run continues the checkpoint's seed and data stream.
-    uint64_t seed = options.seed ? *options.seed
-                                 : static_cast<uint64_t>(schedule.train.seed);
-    std::string dataSpec = options.data;
-    const int64_t resumedAfter = checkpoint ? checkpoint->info().step : 0;
-    if (checkpoint) {
-      const rt::CheckpointInfo &info = checkpoint->info();
-      if (reports && options.seed && *options.seed != info.seed)
-        std::fprintf(stderr,
-                     "plan-run: warning: --seed %llu differs from the "
-                     "checkpoint's seed %llu, which the resumed run keeps\n",
-                     static_cast<unsigned long long>(*options.seed),
-                     static_cast<unsigned long long>(info.seed));
-      seed = info.seed;
-      if (!options.dataGiven)
-        dataSpec = info.data;
-      else if (reports && options.data != info.data)
-        std::fprintf(stderr,
-                     "plan-run: warning: --data %s differs from the "
-                     "checkpoint's %s; reading it from the checkpoint's "
-                     "position (sequence %lld)\n",
-                     options.data.c_str(), info.data.c_str(),
-                     static_cast<long long>(info.sequencesConsumed));
-    }
+    if (start.complete)
+      return 0;
     // Before the rendezvous: a rank without its device fails at once.
-    const at::Device device = selectDevice(options, rank);
+    backend = selectBackend(options, rank);
     std::optional<FaultInjection> fault = faultFromEnvironment();
-    // Before the rendezvous: a path that cannot be written fails at once.
-    if (reports && checkpointing)
-      makeCheckpointRoot(options.checkpointDir);
+    if (fault && fault->kind == FaultInjection::Kind::Save)
+      train.afterShardWritten = [&fault, &rank](int64_t step,
+                                                const std::string &tmpPath) {
+        injectSaveFault(fault, rank.rank, step, tmpPath);
+      };
+    const int64_t resumedAfter =
+        start.checkpoint ? start.checkpoint->info().step : 0;
     std::unique_ptr<MetricsFile> metrics, memoryTrace;
     if (reports && !options.metrics.empty())
       metrics = std::make_unique<MetricsFile>(
-          options.metrics,
-          checkpoint ? std::optional<int64_t>(resumedAfter) : std::nullopt);
+          options.metrics, start.checkpoint
+                               ? std::optional<int64_t>(resumedAfter)
+                               : std::nullopt);
     if (reports && !options.memoryTrace.empty())
       memoryTrace = std::make_unique<MetricsFile>(
           options.memoryTrace,
-          checkpoint ? std::optional<int64_t>(resumedAfter) : std::nullopt,
+          start.checkpoint ? std::optional<int64_t>(resumedAfter)
+                           : std::nullopt,
           "memory trace");
-
-    store = rendezvous(rank, timeout);
-    comm = createComm(store, rank, schedule, timeout, device);
-    if (rank.world > 1)
-      watch = failureWatch(store->clone(), prefix);
-
-    model = rt::Model::create(schedule, device);
-    executor = std::make_unique<rt::Executor>(schedule, *model, *comm, device);
-    executor->setTotalSteps(steps);
-    executor->setMemoryTrace(memoryTrace != nullptr);
-    if (checkpoint)
-      checkpoint->restore(schedule, *executor, *comm);
-    else if (options.init.empty())
-      executor->initState(seed);
-    else
-      executor->loadState(*rt::openTensorSource(options.init, schedule.model));
-    std::unique_ptr<rt::DataSource> data =
-        rt::DataSource::open(dataSpec, schedule.model.vocab, seed);
-    if (checkpoint) {
-      data->setPosition(resumedAfter, checkpoint->info().sequencesConsumed);
-      if (reports && !options.quiet) {
-        std::string note;
-        if (checkpoint->replicate() != schedule.replicate ||
-            checkpoint->shard() != schedule.shard ||
-            checkpoint->sharding() != schedule.sharding)
-          note = " (resharded from " +
-                 meshText(checkpoint->replicate(), checkpoint->shard(),
-                          checkpoint->sharding()) +
-                 ")";
-        std::printf("plan-run: resuming from %s at step %lld of %lld%s\n",
-                    checkpoint->directory().c_str(),
-                    static_cast<long long>(resumedAfter + 1),
-                    static_cast<long long>(steps), note.c_str());
-        std::fflush(stdout);
-      }
-      checkpoint.reset(); // its file cache
+    std::string resumeNote;
+    if (const std::optional<rt::Checkpoint> &c = start.checkpoint) {
+      std::string note;
+      if (c->replicate() != schedule->replicate ||
+          c->shard() != schedule->shard || c->sharding() != schedule->sharding)
+        note = " (resharded from " +
+               meshText(c->replicate(), c->shard(), c->sharding()) + ")";
+      resumeNote = "plan-run: resuming from " + c->directory() + " at step " +
+                   std::to_string(resumedAfter + 1) + " of " +
+                   std::to_string(start.lastStep) + note;
     }
 
-    // Every rank is a data-parallel rank under every sharding strategy (the
-    // mesh is replicate x shard, all of it data-parallel): each reads its own
-    // slice of the global batch.
-    const int64_t dpRank = rank.rank, dpSize = rank.world;
-    const int64_t globalBatch =
-        schedule.microBatches * dpSize * schedule.train.microBatch;
-    const bool fp16 = schedule.train.precision.rfind("fp16", 0) == 0;
+    store = rendezvous(rank, timeout);
+    comm = createComm(store, rank, schedule, timeout, *backend);
+    if (rank.world > 1)
+      watch = failureWatch(store->clone(), prefix);
+    trainer = std::make_unique<rt::Trainer>(schedule, train, std::move(start),
+                                            *comm, *backend);
+    if (reports && !options.quiet && !resumeNote.empty()) {
+      std::printf("%s\n", resumeNote.c_str());
+      std::fflush(stdout);
+    }
+
+    const bool fp16 = schedule->train.precision == rt::Precision::FP16Mixed;
     Progress progress(reports ? Progress::styleFor(options.quiet)
                               : Progress::Style::Quiet,
-                      steps, resumedAfter + 1);
-
-    Clock::time_point start = Clock::now();
+                      trainer->lastStep(), trainer->nextStep());
+    Clock::time_point began = Clock::now();
     bool warnedUnplanned = false;
     StepMetrics last;
     int64_t tokens = 0, ran = 0;
-    int stopSignal = 0;
-    for (int64_t step = resumedAfter + 1; step <= steps; ++step) {
-      injectFault(fault, rank.rank, step);
+    while (!trainer->finished()) {
+      injectFault(fault, rank.rank, trainer->nextStep());
       Clock::time_point stepStart = Clock::now();
-      std::vector<rt::MicroBatch> batches = data->batches(
-          step, schedule.microBatches, dpRank, dpSize,
-          schedule.train.microBatch, schedule.train.seqLen, device);
-      rt::StepResult result = executor->runStep(step, batches);
+      rt::StepResult result = trainer->step();
       double stepTime =
           std::chrono::duration<double>(Clock::now() - stepStart).count();
       // Every rank: the units that overflow may be on any of them.
       if (result.unplannedSaveBytes > 0 && !warnedUnplanned) {
         warnedUnplanned = true;
-        std::fprintf(stderr,
-                     "plan-run: warning: rank %d, step %lld: the model saved "
-                     "%s for "
-                     "backward outside the planned saves buffers (the "
-                     "schedule's activation model does not match this "
-                     "runtime: recompile the plan with this version's planc); "
-                     "memory exceeds the plan by up to that much\n",
-                     rank.rank, static_cast<long long>(step),
-                     formatBytes(result.unplannedSaveBytes).c_str());
+        std::fprintf(
+            stderr,
+            "plan-run: warning: rank %d, step %lld: the model saved "
+            "%s for backward outside the planned saves buffers (the "
+            "schedule's activation model does not match this "
+            "runtime: recompile the plan with this version's planc); "
+            "memory exceeds the plan by up to that much\n",
+            rank.rank, static_cast<long long>(result.step),
+            rt::support::formatBytes(result.unplannedSaveBytes).c_str());
       }
 
       last = StepMetrics{};
@@ -595,55 +489,32 @@ int runRank(const RunOptions &options, const RankInfo &rank,
           memoryTrace->appendLine(
               memoryTraceJson(schedule, result.step, memory));
       progress.step(
-          last, std::chrono::duration<double>(Clock::now() - start).count());
+          last, std::chrono::duration<double>(Clock::now() - began).count());
 
-      if (!checkpointing)
-        continue;
-      stopSignal = agreeOnStop(*comm);
-      bool due = (options.checkpointEvery > 0 &&
-                  step % options.checkpointEvery == 0) ||
-                 step == steps || stopSignal != 0;
-      if (due) {
-        rt::CheckpointInfo info;
-        info.step = step;
-        info.seed = seed;
-        info.data = dataSpec;
-        info.sequencesConsumed = data->sequencesConsumed(step, globalBatch);
-        info.globalBatch = globalBatch;
-        rt::SaveOptions saveOptions;
-        saveOptions.keep = options.keep;
-        if (fault && fault->kind == FaultInjection::Kind::Save)
-          saveOptions.afterShardWritten = [&fault, &rank,
-                                           step](const std::string &tmpPath) {
-            injectSaveFault(fault, rank.rank, step, tmpPath);
-          };
-        rt::SaveResult saved =
-            rt::saveCheckpoint(options.checkpointDir, info, schedule, *executor,
-                               *comm, saveOptions);
+      rt::Trainer::AfterStep after = trainer->afterStep(gStopSignal.load());
+      if (after.saved) {
         char line[64];
-        std::snprintf(line, sizeof(line), "%.2f", saved.seconds);
-        progress.message("plan-run: checkpoint step " + std::to_string(step) +
-                         ": " + formatBytes(saved.bytes) + " in " + line +
-                         " s -> " + saved.directory);
-        if (stopSignal != 0) {
-          if (reports) {
-            std::fprintf(stderr,
-                         "plan-run: stopped after step %lld (%s); checkpoint "
-                         "%s; resume with --resume %s\n",
-                         static_cast<long long>(step), signalName(stopSignal),
-                         saved.directory.c_str(),
-                         options.checkpointDir.c_str());
-            std::fflush(stderr);
-          }
-          break;
-        }
+        std::snprintf(line, sizeof(line), "%.2f", after.saved->seconds);
+        progress.message("plan-run: checkpoint step " +
+                         std::to_string(result.step) + ": " +
+                         rt::support::formatBytes(after.saved->bytes) + " in " +
+                         line + " s -> " + after.saved->directory);
+      }
+      if (after.stop != 0 && after.saved && reports) {
+        std::fprintf(stderr,
+                     "plan-run: stopped after step %lld (%s); checkpoint %s; "
+                     "resume with --resume %s\n",
+                     static_cast<long long>(result.step),
+                     signalName(after.stop), after.saved->directory.c_str(),
+                     options.checkpointDir.c_str());
+        std::fflush(stderr);
       }
     }
     if (watch)
       watch->stop();
     finish(*store, rank, timeout);
     progress.finish(last, ran,
-                    std::chrono::duration<double>(Clock::now() - start).count(),
+                    std::chrono::duration<double>(Clock::now() - began).count(),
                     tokens);
     if (stopTimer)
       stopTimer->stop();

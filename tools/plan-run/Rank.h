@@ -7,6 +7,7 @@
 #include "Launch.h"
 #include "Options.h"
 #include "Schedule.h"
+#include "Trainer.h"
 
 #include <string>
 
@@ -22,7 +23,7 @@ std::string messagePrefix(const RankInfo &rank);
 /// SIGTERM/SIGINT make every rank save a checkpoint after the step and
 /// return 0; without, the rank exits at once with 128 + the signal.
 int runRank(const RunOptions &options, const RankInfo &rank,
-            const rt::Schedule &schedule);
+            const rt::ValidSchedule &schedule);
 
 /// The one-line error of --backend cuda in a build without the CUDA backend.
 inline constexpr const char *kNoCudaBackend =
@@ -36,13 +37,16 @@ inline std::string cudaDeviceMissing(int localRank, int visible) {
   return cudaDeviceMissing(localRank, localRank, visible);
 }
 
-/// The checkpoint checks the ranks make before their rendezvous, for --nproc
-/// to make once: creates --checkpoint-dir; throws std::runtime_error (one
-/// line) when it cannot, when --resume names no checkpoint, or one that
+/// The runtime's options of a run (runtime/train/Trainer.h).
+rt::TrainOptions trainOptions(const RunOptions &options);
+
+/// The checks the ranks make before their rendezvous, for --nproc to make
+/// once (rt::prepareRun): creates --checkpoint-dir; throws (one line) when
+/// there are no steps, when --resume names no checkpoint, or one that
 /// `schedule` cannot resume (malformed, a missing shard file, another
-/// model). Returns true, after saying so unless quiet,
-/// when the checkpoint is at or past the run's last step: nothing to run.
-bool checkResume(const RunOptions &options, const rt::Schedule &schedule);
+/// model). Returns true, after saying so unless --quiet, when the
+/// checkpoint is at or past the run's last step: nothing to run.
+bool runIsComplete(const RunOptions &options, const rt::Schedule &schedule);
 
 } // namespace plan::run
 

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DeviceBackend.h"
 #include "Launch.h"
 #include "Options.h"
 #include "Rank.h"
@@ -20,10 +21,6 @@
 #include <cstdlib>
 #include <exception>
 #include <thread>
-
-#ifdef PLAN_HAVE_CUDA
-#include <c10/cuda/CUDAFunctions.h>
-#endif
 
 #ifndef PLAN_RUN_VERSION
 #define PLAN_RUN_VERSION "unknown"
@@ -42,17 +39,14 @@ int fail(const std::string &message) {
 /// or a world-size mismatch is one message rather than N.
 int launchLocalRanks(const RunOptions &options, const std::string &executable) {
   ScheduleInput input(options.file, executable);
-  plan::rt::Schedule schedule = plan::rt::readScheduleFile(input.path());
-  if (schedule.worldSize() != *options.nproc)
+  plan::rt::ValidSchedule schedule = plan::rt::readScheduleFile(input.path());
+  if (schedule->worldSize() != *options.nproc)
     return fail(options.file + ": schedule is for " +
-                std::to_string(schedule.worldSize()) + " ranks (" +
-                std::to_string(schedule.replicate) + "x" +
-                std::to_string(schedule.shard) + "); " +
+                std::to_string(schedule->worldSize()) + " ranks (" +
+                std::to_string(schedule->replicate) + "x" +
+                std::to_string(schedule->shard) + "); " +
                 std::to_string(*options.nproc) + " were launched");
-  if (options.steps == 0 && schedule.train.steps <= 0)
-    return fail(options.file +
-                ": the schedule sets no train.steps; pass --steps K");
-  if (checkResume(options, schedule))
+  if (runIsComplete(options, schedule))
     return 0;
 
   LocalRanks ranks;
@@ -67,14 +61,12 @@ int launchLocalRanks(const RunOptions &options, const std::string &executable) {
     ranks.signalGrace = std::chrono::milliseconds(
         std::llround((options.stopTimeoutSeconds + 30) * 1000.0));
   }
-#ifdef PLAN_HAVE_CUDA
   // One device per rank: say so once here rather than N times from the ranks.
   if (options.backend == "cuda") {
-    int visible = c10::cuda::device_count();
+    int visible = plan::rt::DeviceBackend::cudaDeviceCount();
     if (*options.nproc > visible)
       return fail(cudaDeviceMissing(visible, visible));
   }
-#endif
   // Also with --backend cuda: a GPU rank's host threads run the offloaded
   // optimizer step (at::parallel_for) and the data, and N ranks sharing the
   // cores is as right for them as for CPU ranks (docs/launching.md).
@@ -87,11 +79,8 @@ int launchLocalRanks(const RunOptions &options, const std::string &executable) {
 } // namespace
 
 int main(int argc, char **argv) {
-#ifdef PLAN_HAVE_CUDA
-  const char *backends = "cpu, cuda";
-#else
-  const char *backends = "cpu";
-#endif
+  const char *backends =
+      plan::rt::DeviceBackend::cudaBuilt() ? "cpu, cuda" : "cpu";
   std::variant<RunOptions, ExitRequest> parsed =
       parseOptions(argc, argv,
                    std::string("plan-run ") + PLAN_RUN_VERSION +
@@ -101,10 +90,8 @@ int main(int argc, char **argv) {
     return exit->code;
   }
   const RunOptions &options = std::get<RunOptions>(parsed);
-#ifndef PLAN_HAVE_CUDA
-  if (options.backend == "cuda")
+  if (options.backend == "cuda" && !plan::rt::DeviceBackend::cudaBuilt())
     return fail(kNoCudaBackend);
-#endif
 
   try {
     std::string executable = currentExecutable();
@@ -114,7 +101,7 @@ int main(int argc, char **argv) {
     try {
       // Read at once, so that a compiled plan's temporary file is gone
       // before the run starts.
-      plan::rt::Schedule schedule = [&] {
+      plan::rt::ValidSchedule schedule = [&] {
         ScheduleInput input(options.file, executable);
         return plan::rt::readScheduleFile(input.path());
       }();

@@ -22,6 +22,7 @@
 #include "passes/Passes.h"
 #include "passes/Report.h"
 
+#include "Format.h"
 #include "ScheduleFile.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -85,16 +86,6 @@ static cl::opt<std::string>
                            "trace (Perfetto)"),
                   cl::value_desc("file.json"), cl::cat(plancCategory));
 
-static std::string withThousands(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0)
-      out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 static void printSummary(const plan::PlanSpec &p, llvm::raw_ostream &os) {
   const plan::ModelSpec &m = p.model;
   const plan::ClusterSpec &c = p.cluster;
@@ -105,8 +96,8 @@ static void printSummary(const plan::PlanSpec &p, llvm::raw_ostream &os) {
       "{0}: {1} ({2} parameters), {3} node(s) x {4} {5}, {6}, {7}; "
       "global batch {8} x {9} tokens\n",
       p.name, m.preset.empty() ? plan::stringify(m.family).str() : m.preset,
-      withThousands(plan::countParams(m)), c.nodes, c.gpusPerNode,
-      c.device.name, plan::stringify(p.parallel.sharding),
+      plan::rt::support::withThousands(plan::countParams(m)), c.nodes,
+      c.gpusPerNode, c.device.name, plan::stringify(p.parallel.sharding),
       plan::stringify(t.precision), globalBatch, t.seqLen);
 }
 
@@ -117,17 +108,19 @@ static int emitSchedule(ModuleOp module) {
   FailureOr<plan::rt::Schedule> schedule = plan::exportSchedule(module);
   if (failed(schedule))
     return 1;
+  std::optional<plan::rt::ValidSchedule> valid;
   try {
+    valid.emplace(
+        plan::rt::validateSchedule(std::move(*schedule), inputFilename));
     if (emit == Emit::Schedule) {
       if (outputFilename == "-") {
         llvm::errs() << "planc: the schedule file is binary: name it with "
                         "-o FILE.sched (or use --emit=schedule-json)\n";
         return 1;
       }
-      plan::rt::writeScheduleFile(*schedule, outputFilename);
+      plan::rt::writeScheduleFile(*valid, outputFilename);
       return 0;
     }
-    plan::rt::validateSchedule(*schedule, inputFilename);
   } catch (const plan::rt::ScheduleFileError &e) {
     llvm::errs() << "planc: " << e.what() << "\n";
     return 1;
@@ -139,7 +132,7 @@ static int emitSchedule(ModuleOp module) {
     llvm::errs() << "planc: " << error << "\n";
     return 1;
   }
-  plan::printScheduleJson(*schedule, output->os());
+  output->os() << plan::rt::scheduleJsonText(valid->get());
   output->keep();
   return 0;
 }

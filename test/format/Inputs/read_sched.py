@@ -23,7 +23,7 @@ def main(path):
     magic, version, flags, size, crc, reserved = HEADER.unpack_from(data)
     if magic != b"PLANSCHD":
         fail(f"bad magic {magic!r}")
-    if version != 1 or flags != 0 or reserved != 0:
+    if version != 2 or flags != 0 or reserved != 0:
         fail(f"version {version} flags {flags} reserved {reserved}")
     body = data[HEADER.size:]
     if len(body) != size:
@@ -54,16 +54,21 @@ def main(path):
         end = b["offset"] + b["numel"] * (4 if b["type"] == "f32" else 2)
         if end > s["arena_bytes"][b["space"]]:
             fail(f"buffer {i} ({b['name']}) is outside its arena")
+    # docs/generated/schedule-ops.md: the keys that hold buffer ids, and
+    # those that hold event ids.
     id_fields = ("buffer", "src", "dst", "params", "tied", "saves", "input",
-                 "activations", "grads", "tied_grads", "scalar", "norm",
-                 "found_inf", "loss_scale")
+                 "activations", "grads", "tied_grads", "norm", "found_inf",
+                 "loss_scale")
     for i, op in enumerate(ops):
         for field in id_fields:
             if field in op and not -1 <= op[field] < len(buffers):
                 fail(f"op {i} ({op['op']}): {field} out of range")
-        for e in op.get("after", []):
+        for b in op.get("state", []):
+            if not 0 <= b < len(buffers):
+                fail(f"op {i} ({op['op']}): state out of range")
+        for e in op.get("after", []) + [op[k] for k in ("done", "event") if k in op]:
             if not 0 <= e < s["num_events"]:
-                fail(f"op {i}: after event out of range")
+                fail(f"op {i}: event out of range")
 
     kinds = sorted({op["op"] for op in ops})
     sharded = sum(1 for b in buffers if b["kind"] == "alloc" and b["sharded"])

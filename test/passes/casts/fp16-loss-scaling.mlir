@@ -94,7 +94,7 @@ sched.program @p.step for @p micro_batches 1 {
 }
 
 // CHECK-LABEL: sched.program @p.step
-// CHECK-NEXT: [[S:%.+]] = sched.alloc "loss_scale" role {{ *}}scalar persistent : memref<1xf32
+// CHECK-NEXT: [[S:%.+]] = sched.alloc "loss_scale" role {{ *}}loss_scale persistent : memref<1xf32
 // CHECK-NEXT: [[P0:%.+]] = sched.alloc "fsdp.root.param" {{.*}} : memref<18xf16
 // CHECK-NEXT: [[M0:%.+]] = sched.alloc "fsdp.root.master" {{.*}} : memref<18xf32
 // CHECK:      sched.alloc "embed.saves.mb0" {{.*}} : memref<8xf16

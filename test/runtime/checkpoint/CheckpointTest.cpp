@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint.h"
+#include "DeviceBackend.h"
 #include "ModelTestSupport.h"
 #include "SafeTensors.h"
 #include "TempDir.h"
@@ -41,6 +42,9 @@
 
 namespace plan::rt::test {
 namespace {
+
+// Every executor of these tests runs on the host.
+const std::unique_ptr<DeviceBackend> cpu = DeviceBackend::createCpu();
 
 //===----------------------------------------------------------------------===//
 // Files
@@ -123,11 +127,16 @@ void writeFile(const std::string &path, const std::string &text) {
 struct Layout {
   int64_t replicate = 1, shard = 1;
   bool sharded = false;
-  std::string precision = "fp32"; // fp32 | bf16_mixed | fp16_mixed
-  std::string optimizer = "adamw";
+  Precision precision = Precision::FP32;
+  OptimizerKind optimizer = OptimizerKind::AdamW;
   bool oneGroup = false; // all units in one group, else one group per unit
-  std::string family = "llama";
+  ModelFamily family = ModelFamily::Llama;
 };
+
+// The layouts below spell their settings without the enumerations' names.
+using enum Precision;
+using enum OptimizerKind;
+using enum ModelFamily;
 
 int64_t numelOf(const std::vector<int64_t> &shape) {
   int64_t n = 1;
@@ -136,55 +145,23 @@ int64_t numelOf(const std::vector<int64_t> &shape) {
   return n;
 }
 
-/// Appends allocations (each at its own 256-byte-aligned offset, arenas
-/// sized to fit) and ops to a Schedule.
-struct Builder {
-  Builder(int64_t replicate, int64_t shard) {
-    s.replicate = replicate;
-    s.shard = shard;
-  }
-  int64_t alloc(const std::string &name, int64_t numel, ElementType type,
-                BufferRole role) {
-    Buffer b;
-    b.kind = Buffer::Kind::Alloc;
-    b.name = name;
-    b.numel = numel;
-    b.type = type;
-    b.persistent = true;
-    b.role = role;
-    b.space = Space::Device;
-    int64_t &end = s.arenaBytes[toString(Space::Device)];
-    b.offset = (end + 255) / 256 * 256;
-    end = b.offset + numel * static_cast<int64_t>(elementBytes(type));
-    s.persistentBytes[toString(Space::Device)] = end;
-    s.buffers.push_back(b);
-    return static_cast<int64_t>(s.buffers.size()) - 1;
-  }
-  Op &op(OpKind kind) {
-    Op o;
-    o.kind = kind;
-    o.line = static_cast<uint32_t>(s.ops.size() + 1);
-    s.ops.push_back(o);
-    return s.ops.back();
-  }
-  Schedule s;
-};
-
-Schedule makeSchedule(const Layout &layout) {
+/// The schedule of `layout`: its persistent state buffers (ScheduleBuilder:
+/// each at its own 256-byte-aligned offset, arenas sized to fit), validated.
+ValidSchedule makeSchedule(const Layout &layout) {
   ModelConfig model =
-      layout.family == "gpt2" ? tinyGpt2Config() : tinyLlamaConfig();
-  Schedule base =
-      layout.family == "gpt2" ? gpt2Schedule(model) : llamaSchedule(model);
-  Builder b(layout.replicate, layout.shard);
+      layout.family == ModelFamily::GPT2 ? tinyGpt2Config() : tinyLlamaConfig();
+  Schedule base = layout.family == ModelFamily::GPT2 ? gpt2Schedule(model)
+                                                     : llamaSchedule(model);
+  ScheduleBuilder b(layout.replicate, layout.shard);
   Schedule &s = b.s;
   s.planName = "checkpoint_test";
   s.model = base.model;
   s.units = base.units;
   s.train.precision = layout.precision;
   s.train.optimizer.kind = layout.optimizer;
-  s.sharding = layout.sharded ? "full_shard" : "no_shard";
-  if (layout.precision == "fp16_mixed")
-    s.train.lossScale.kind = "dynamic";
+  s.sharding = layout.sharded ? Sharding::FullShard : Sharding::NoShard;
+  if (layout.precision == Precision::FP16Mixed)
+    s.train.lossScale.kind = LossScaleKind::Dynamic;
 
   std::vector<std::vector<std::string>> wrapping;
   if (layout.oneGroup) {
@@ -195,51 +172,38 @@ Schedule makeSchedule(const Layout &layout) {
     for (const Unit &u : s.units)
       wrapping.push_back({u.name});
   }
-  std::map<std::string, int64_t> unitNumel;
-  for (const Unit &u : s.units)
-    unitNumel[u.name] = u.numel;
-  const ElementType low = layout.precision == "bf16_mixed"   ? ElementType::BF16
-                          : layout.precision == "fp16_mixed" ? ElementType::F16
-                                                             : ElementType::F32;
-  const bool mixed = layout.precision != "fp32";
-  const int64_t parts = layout.sharded ? layout.shard : 1;
+  const ElementType low =
+      layout.precision == Precision::BF16Mixed   ? ElementType::BF16
+      : layout.precision == Precision::FP16Mixed ? ElementType::F16
+                                                 : ElementType::F32;
+  const bool mixed = layout.precision != Precision::FP32;
   for (const auto &units : wrapping) {
-    Group g;
-    g.name = "fsdp." + (layout.oneGroup ? std::string("root") : units.front());
-    g.units = units;
-    for (const std::string &u : units)
-      g.numel += unitNumel[u];
-    g.paddedNumel = (g.numel + parts - 1) / parts * parts;
-    g.shardNumel = g.paddedNumel / parts;
-    s.groups.push_back(g);
-    const int64_t n = layout.sharded ? g.shardNumel : g.paddedNumel;
-    auto state = [&](const char *suffix, ElementType type, BufferRole role) {
-      int64_t id = b.alloc(g.name + "." + suffix, n, type, role);
-      s.buffers[id].group = g.name;
-      s.buffers[id].sharded = layout.sharded;
+    // Padded to a multiple of the shard axis (ScheduleBuilder::group).
+    const std::string name =
+        "fsdp." + (layout.oneGroup ? std::string("root") : units.front());
+    b.group(name, units);
+    auto state = [&](ElementType type, BufferRole role) {
+      b.state(name, role, type, layout.sharded);
     };
-    state("param", low, BufferRole::Param);
+    state(low, BufferRole::Param);
     if (mixed)
-      state("master", ElementType::F32, BufferRole::Master);
-    state("grad", low, BufferRole::Grad);
-    if (layout.optimizer == "adamw") {
-      state("exp_avg", ElementType::F32, BufferRole::ExpAvg);
-      state("exp_avg_sq", ElementType::F32, BufferRole::ExpAvgSq);
+      state(ElementType::F32, BufferRole::Master);
+    state(low, BufferRole::Grad);
+    if (layout.optimizer == OptimizerKind::AdamW) {
+      state(ElementType::F32, BufferRole::ExpAvg);
+      state(ElementType::F32, BufferRole::ExpAvgSq);
     } else {
-      state("momentum", ElementType::F32, BufferRole::Momentum);
+      state(ElementType::F32, BufferRole::Momentum);
     }
   }
-  if (layout.precision == "fp16_mixed") {
+  if (layout.precision == Precision::FP16Mixed) {
     int64_t scale =
-        b.alloc("loss_scale", 1, ElementType::F32, BufferRole::Scalar);
+        b.alloc("loss_scale", 1, ElementType::F32, true, BufferRole::LossScale);
     int64_t found =
-        b.alloc("found_inf", 1, ElementType::F32, BufferRole::Scalar);
-    Op &op = b.op(OpKind::UpdateLossScale);
-    op.scalar = scale;
-    op.foundInf = found;
-    op.lossScale = scale;
+        b.alloc("found_inf", 1, ElementType::F32, true, BufferRole::Scalar);
+    b.op(ops::UpdateLossScale{.lossScale = scale, .foundInf = found});
   }
-  return s;
+  return b.valid();
 }
 
 /// The model's state as full per-unit fp32 vectors: "weights" (params and
@@ -360,10 +324,10 @@ void saveLayout(const Layout &layout, const Truth &truth,
                 const std::string &root, int64_t step,
                 const ExecutorCounters &counters = {},
                 const SaveOptions &options = {}) {
-  Schedule s = makeSchedule(layout);
+  const ValidSchedule s = makeSchedule(layout);
   runRanks(s, [&](int, Comm &comm) {
-    ToyModel model(static_cast<int64_t>(s.units.size()));
-    Executor executor(s, model, comm, at::kCPU);
+    ToyModel model(static_cast<int64_t>(s->units.size()));
+    Executor executor(s, model, comm, *cpu);
     executor.clearState();
     fillState(s, executor, comm, truth);
     ExecutorCounters c = counters;
@@ -379,12 +343,12 @@ void saveLayout(const Layout &layout, const Truth &truth,
 void restoreAndExpect(const Layout &layout, const Truth &truth,
                       const std::string &root,
                       const ExecutorCounters &counters) {
-  Schedule s = makeSchedule(layout);
+  const ValidSchedule s = makeSchedule(layout);
   auto dir = findCheckpoint(root);
   ASSERT_TRUE(dir.has_value());
   runRanks(s, [&](int, Comm &comm) {
-    ToyModel model(static_cast<int64_t>(s.units.size()));
-    Executor executor(s, model, comm, at::kCPU);
+    ToyModel model(static_cast<int64_t>(s->units.size()));
+    Executor executor(s, model, comm, *cpu);
     executor.initState(99); // something else than the checkpoint
     Checkpoint::open(*dir).restore(s, executor, comm);
     expectState(s, executor, comm, truth);
@@ -432,7 +396,7 @@ class SameLayout : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(SameLayout, RestoreIsBitwise) {
   const Layout layout = GetParam();
-  Schedule s = makeSchedule(layout);
+  const ValidSchedule s = makeSchedule(layout);
   Truth truth = makeTruth(s, 7);
   TempTree root;
   ExecutorCounters counters;
@@ -440,8 +404,8 @@ TEST_P(SameLayout, RestoreIsBitwise) {
   counters.lossScale = 1024.0;
   counters.growthTracker = 3;
   runRanks(s, [&](int rank, Comm &comm) {
-    ToyModel model(static_cast<int64_t>(s.units.size()));
-    Executor executor(s, model, comm, at::kCPU);
+    ToyModel model(static_cast<int64_t>(s->units.size()));
+    Executor executor(s, model, comm, *cpu);
     executor.clearState();
     fillState(s, executor, comm, truth);
     ExecutorCounters c = counters;
@@ -449,9 +413,9 @@ TEST_P(SameLayout, RestoreIsBitwise) {
       c.lossScale.reset();
     executor.setCounters(c);
     std::map<std::string, at::Tensor> before;
-    for (size_t id = 0; id < s.buffers.size(); ++id)
-      if (isState(s.buffers[id]))
-        before[s.buffers[id].name] =
+    for (size_t id = 0; id < s->buffers.size(); ++id)
+      if (isState(s->buffers[id]))
+        before[s->buffers[id].name] =
             executor.buffer(static_cast<int64_t>(id)).clone();
     SaveResult r =
         saveCheckpoint(root.path(), infoAt(5), s, executor, comm, {});
@@ -459,12 +423,12 @@ TEST_P(SameLayout, RestoreIsBitwise) {
     EXPECT_GT(r.bytes, 0);
 
     // A second executor of the same schedule gets the same bits back.
-    Executor other(s, model, comm, at::kCPU);
+    Executor other(s, model, comm, *cpu);
     other.initState(42);
     Checkpoint c2 = Checkpoint::open(r.directory);
     c2.restore(s, other, comm);
-    for (size_t id = 0; id < s.buffers.size(); ++id) {
-      const Buffer &b = s.buffers[id];
+    for (size_t id = 0; id < s->buffers.size(); ++id) {
+      const Buffer &b = s->buffers[id];
       if (!isState(b))
         continue;
       at::Tensor got = other.buffer(static_cast<int64_t>(id));
@@ -490,11 +454,11 @@ TEST_P(SameLayout, RestoreIsBitwise) {
   EXPECT_EQ(c.shard(), layout.shard);
   EXPECT_EQ(c.optimizer(), layout.optimizer);
   EXPECT_EQ(c.precision(), layout.precision);
-  EXPECT_EQ(c.files().size(), static_cast<size_t>(s.worldSize()));
+  EXPECT_EQ(c.files().size(), static_cast<size_t>(s->worldSize()));
   EXPECT_NO_THROW(c.verify());
   EXPECT_EQ(c.counters().optimizerSteps, 7);
   EXPECT_EQ(c.counters().lossScale.has_value(),
-            layout.precision == "fp16_mixed");
+            layout.precision == Precision::FP16Mixed);
   // Only replicate index 0 holds sharded state; only rank 0 unsharded state.
   for (const CheckpointFile &f : c.files()) {
     SafeTensorsFile file(f.path);
@@ -507,15 +471,15 @@ TEST_P(SameLayout, RestoreIsBitwise) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, SameLayout,
-    ::testing::Values(Layout{1, 1, false, "fp32", "adamw", false, "llama"},
-                      Layout{1, 2, true, "bf16_mixed", "adamw", false, "llama"},
-                      Layout{2, 2, true, "fp16_mixed", "adamw", true, "llama"},
-                      Layout{2, 1, false, "bf16_mixed", "sgd", false, "gpt2"},
-                      Layout{1, 3, true, "fp16_mixed", "sgd", true, "gpt2"}));
+    ::testing::Values(Layout{1, 1, false, FP32, AdamW, false, Llama},
+                      Layout{1, 2, true, BF16Mixed, AdamW, false, Llama},
+                      Layout{2, 2, true, FP16Mixed, AdamW, true, Llama},
+                      Layout{2, 1, false, BF16Mixed, SGD, false, GPT2},
+                      Layout{1, 3, true, FP16Mixed, SGD, true, GPT2}));
 
 TEST(Checkpoint, RestoresTheRngStateAtTheSameWorldSize) {
   Layout layout;
-  Schedule s = makeSchedule(layout);
+  const ValidSchedule s = makeSchedule(layout);
   Truth truth = makeTruth(s, 1);
   TempTree root;
   saveLayout(layout, truth, root.path(), 1);
@@ -526,15 +490,15 @@ TEST(Checkpoint, RestoresTheRngStateAtTheSameWorldSize) {
   SafeTensorsFile file(c.files()[0].path);
   ASSERT_TRUE(file.metadata().count("plan.rng_state"));
   runRanks(s, [&](int, Comm &comm) {
-    ToyModel model(static_cast<int64_t>(s.units.size()));
-    Executor executor(s, model, comm, at::kCPU);
+    ToyModel model(static_cast<int64_t>(s->units.size()));
+    Executor executor(s, model, comm, *cpu);
     c.restore(s, executor, comm);
   });
   at::Tensor first = at::randn({16}, gen);
   (void)at::randn({100}, gen);
   runRanks(s, [&](int, Comm &comm) {
-    ToyModel model(static_cast<int64_t>(s.units.size()));
-    Executor executor(s, model, comm, at::kCPU);
+    ToyModel model(static_cast<int64_t>(s->units.size()));
+    Executor executor(s, model, comm, *cpu);
     c.restore(s, executor, comm);
   });
   at::Tensor again = at::randn({16}, gen);
@@ -546,8 +510,8 @@ TEST(Checkpoint, RestoresTheRngStateAtTheSameWorldSize) {
 //===----------------------------------------------------------------------===//
 
 TEST(Checkpoint, ReshardsTwoShardedRanksToOneUnshardedRank) {
-  Layout from{1, 2, true, "bf16_mixed", "adamw", false, "llama"};
-  Layout to{1, 1, false, "fp32", "adamw", true, "llama"};
+  Layout from{1, 2, true, BF16Mixed, AdamW, false, Llama};
+  Layout to{1, 1, false, FP32, AdamW, true, Llama};
   Truth truth = makeTruth(makeSchedule(from), 11);
   TempTree root;
   ExecutorCounters counters{9, std::nullopt, 0};
@@ -557,8 +521,8 @@ TEST(Checkpoint, ReshardsTwoShardedRanksToOneUnshardedRank) {
 }
 
 TEST(Checkpoint, ReshardsOneUnshardedRankToTwoByTwoSharded) {
-  Layout from{1, 1, false, "fp32", "adamw", true, "llama"};
-  Layout to{2, 2, true, "bf16_mixed", "adamw", false, "llama"};
+  Layout from{1, 1, false, FP32, AdamW, true, Llama};
+  Layout to{2, 2, true, BF16Mixed, AdamW, false, Llama};
   Truth truth = makeTruth(makeSchedule(from), 12);
   TempTree root;
   ExecutorCounters counters{4, std::nullopt, 0};
@@ -567,23 +531,23 @@ TEST(Checkpoint, ReshardsOneUnshardedRankToTwoByTwoSharded) {
 }
 
 TEST(Checkpoint, ReshardsFourShardsToTwoAndFullShardToNoShard) {
-  Layout from{1, 4, true, "fp16_mixed", "sgd", false, "gpt2"};
+  Layout from{1, 4, true, FP16Mixed, SGD, false, GPT2};
   Truth truth = makeTruth(makeSchedule(from), 13);
   TempTree root;
   ExecutorCounters counters{6, 2048.0, 17};
   saveLayout(from, truth, root.path(), 6, counters);
-  restoreAndExpect({1, 2, true, "fp16_mixed", "sgd", true, "gpt2"}, truth,
-                   root.path(), counters);
-  restoreAndExpect({2, 1, false, "fp16_mixed", "sgd", false, "gpt2"}, truth,
+  restoreAndExpect({1, 2, true, FP16Mixed, SGD, true, GPT2}, truth, root.path(),
+                   counters);
+  restoreAndExpect({2, 1, false, FP16Mixed, SGD, false, GPT2}, truth,
                    root.path(), counters);
   // bf16 has no loss scale: the saved one is dropped.
-  restoreAndExpect({1, 3, true, "bf16_mixed", "sgd", false, "gpt2"}, truth,
+  restoreAndExpect({1, 3, true, BF16Mixed, SGD, false, GPT2}, truth,
                    root.path(), counters);
 }
 
 TEST(Checkpoint, WeightsAreTheFullModel) {
-  Layout from{1, 2, true, "bf16_mixed", "adamw", false, "llama"};
-  Schedule s = makeSchedule(from);
+  Layout from{1, 2, true, BF16Mixed, AdamW, false, Llama};
+  const ValidSchedule s = makeSchedule(from);
   Truth truth = makeTruth(s, 14);
   TempTree root;
   saveLayout(from, truth, root.path(), 1);
@@ -592,7 +556,7 @@ TEST(Checkpoint, WeightsAreTheFullModel) {
   auto params = c.params();
   ASSERT_EQ(weights.size(), params.size());
   size_t i = 0;
-  for (const Unit &u : s.units)
+  for (const Unit &u : s->units)
     for (const Param &p : u.params) {
       if (!p.tiedTo.empty())
         continue;
@@ -611,8 +575,8 @@ TEST(Checkpoint, WeightsAreTheFullModel) {
 //===----------------------------------------------------------------------===//
 
 TEST(Checkpoint, AFailedSaveLeavesThePreviousCheckpoint) {
-  Layout layout{1, 2, true, "bf16_mixed", "adamw", false, "llama"};
-  Schedule s = makeSchedule(layout);
+  Layout layout{1, 2, true, BF16Mixed, AdamW, false, Llama};
+  const ValidSchedule s = makeSchedule(layout);
   Truth truth = makeTruth(s, 21), other = makeTruth(s, 22);
   TempTree root;
   ExecutorCounters counters{1, std::nullopt, 0};
@@ -620,8 +584,8 @@ TEST(Checkpoint, AFailedSaveLeavesThePreviousCheckpoint) {
 
   // Rank 1 "crashes" mid-save: its shard is truncated and the hook throws.
   runRanks(s, [&](int rank, Comm &comm) {
-    ToyModel model(static_cast<int64_t>(s.units.size()));
-    Executor executor(s, model, comm, at::kCPU);
+    ToyModel model(static_cast<int64_t>(s->units.size()));
+    Executor executor(s, model, comm, *cpu);
     fillState(s, executor, comm, other);
     SaveOptions options;
     options.afterShardWritten = [rank](const std::string &tmp) {
@@ -665,7 +629,7 @@ TEST(Checkpoint, AFailedSaveLeavesThePreviousCheckpoint) {
 
 TEST(Checkpoint, AnInterruptedSaveIsIgnoredAndCleanedUp) {
   Layout layout;
-  Schedule s = makeSchedule(layout);
+  const ValidSchedule s = makeSchedule(layout);
   Truth truth = makeTruth(s, 23);
   TempTree root;
   saveLayout(layout, truth, root.path(), 4);
@@ -682,8 +646,8 @@ TEST(Checkpoint, AnInterruptedSaveIsIgnoredAndCleanedUp) {
 }
 
 TEST(Checkpoint, KeepPrunesOlderCheckpoints) {
-  Layout layout{1, 2, true, "fp32", "sgd", false, "llama"};
-  Schedule s = makeSchedule(layout);
+  Layout layout{1, 2, true, FP32, SGD, false, Llama};
+  const ValidSchedule s = makeSchedule(layout);
   Truth truth = makeTruth(s, 31);
   TempTree root;
   SaveOptions keep2;
@@ -708,14 +672,14 @@ TEST(Checkpoint, KeepPrunesOlderCheckpoints) {
 class BadCheckpoint : public ::testing::Test {
 protected:
   void SetUp() override {
-    Schedule s = makeSchedule(layout);
+    const ValidSchedule s = makeSchedule(layout);
     truth = makeTruth(s, 41);
     saveLayout(layout, truth, root.path(), 3);
     dir = root.at("step-00000003");
   }
   /// The one-line CheckpointError that opening and restoring gives.
   std::string error(const Layout &target) {
-    Schedule s = makeSchedule(target);
+    const ValidSchedule s = makeSchedule(target);
     std::string message;
     try {
       Checkpoint c = Checkpoint::open(dir);
@@ -729,7 +693,7 @@ protected:
   }
   std::string error() { return error(layout); }
 
-  Layout layout{1, 2, true, "bf16_mixed", "adamw", false, "llama"};
+  Layout layout{1, 2, true, BF16Mixed, AdamW, false, Llama};
   Truth truth;
   TempTree root;
   std::string dir;
@@ -754,7 +718,7 @@ TEST_F(BadCheckpoint, TruncatedShardFile) {
   EXPECT_NE(e.find("truncated"), std::string::npos) << e;
   // Every rank sees it when opening, before reading anything: a file's
   // size is checked by open(), its CRC-32 when it is first read.
-  Schedule s = makeSchedule(layout);
+  const ValidSchedule s = makeSchedule(layout);
   runRanks(s, [&](int, Comm &) {
     std::string openError;
     try {
@@ -788,7 +752,10 @@ TEST_F(BadCheckpoint, MetadataMissingAKey) {
   j["groups"][0].erase("shard_numel");
   writeFile(dir + "/checkpoint.json", j.dump());
   std::string e = error();
-  EXPECT_NE(e.find("missing key 'groups[0].shard_numel'"), std::string::npos)
+  // The file, the path of the object that lacks the key, and the key.
+  EXPECT_NE(e.find(dir + "/checkpoint.json: groups[0]: missing field "
+                         "'shard_numel'"),
+            std::string::npos)
       << e;
 }
 
@@ -809,7 +776,7 @@ TEST_F(BadCheckpoint, MissingMetadata) {
 
 TEST_F(BadCheckpoint, AnotherModel) {
   Layout gpt2 = layout;
-  gpt2.family = "gpt2";
+  gpt2.family = ModelFamily::GPT2;
   std::string e = error(gpt2);
   EXPECT_NE(e.find("another model"), std::string::npos) << e;
   EXPECT_NE(e.find("family"), std::string::npos) << e;
@@ -834,7 +801,7 @@ TEST_F(BadCheckpoint, AnotherModel) {
 
 TEST_F(BadCheckpoint, AnotherOptimizer) {
   Layout sgd = layout;
-  sgd.optimizer = "sgd";
+  sgd.optimizer = OptimizerKind::SGD;
   std::string e = error(sgd);
   EXPECT_NE(e.find("momentum"), std::string::npos) << e;
   EXPECT_NE(e.find("adamw"), std::string::npos) << e;
@@ -844,19 +811,19 @@ TEST_F(BadCheckpoint, AnotherOptimizer) {
 // Export
 //===----------------------------------------------------------------------===//
 
-class Export : public ::testing::TestWithParam<std::string> {};
+class Export : public ::testing::TestWithParam<ModelFamily> {};
 
 TEST_P(Export, RoundTripsThroughOpenTensorSource) {
-  Layout layout{1, 2, true, "bf16_mixed", "adamw", false, GetParam()};
-  Schedule s = makeSchedule(layout);
+  Layout layout{1, 2, true, BF16Mixed, AdamW, false, GetParam()};
+  const ValidSchedule s = makeSchedule(layout);
   Truth truth = makeTruth(s, 51);
   TempTree root;
   saveLayout(layout, truth, root.path(), 2);
   Checkpoint c = Checkpoint::open(*findCheckpoint(root.path()));
   std::string out = root.at("hf");
   exportHuggingFace(c, out, at::kFloat);
-  auto source = openTensorSource(out, s.model); // checks config.json too
-  for (const Unit &u : s.units)
+  auto source = openTensorSource(out, s->model); // checks config.json too
+  for (const Unit &u : s->units)
     for (const Param &p : u.params) {
       if (!p.tiedTo.empty()) {
         EXPECT_FALSE(source->contains(p.name)) << p.name;
@@ -869,15 +836,15 @@ TEST_P(Export, RoundTripsThroughOpenTensorSource) {
     }
   auto config = nlohmann::json::parse(readFile(out + "/config.json"));
   EXPECT_EQ(config["torch_dtype"], "float32");
-  if (GetParam() == "llama") {
+  if (GetParam() == ModelFamily::Llama) {
     EXPECT_EQ(config["architectures"][0], "LlamaForCausalLM");
     EXPECT_EQ(config["model_type"], "llama");
-    EXPECT_EQ(config["num_key_value_heads"], s.model.kvHeads);
+    EXPECT_EQ(config["num_key_value_heads"], s->model.kvHeads);
     EXPECT_EQ(config["hidden_act"], "silu");
     EXPECT_EQ(config["tie_word_embeddings"], false);
   } else {
     EXPECT_EQ(config["architectures"][0], "GPT2LMHeadModel");
-    EXPECT_EQ(config["n_embd"], s.model.hidden);
+    EXPECT_EQ(config["n_embd"], s->model.hidden);
     EXPECT_TRUE(config["n_inner"].is_null()); // 4 * hidden
     EXPECT_EQ(config["activation_function"], "gelu_new");
   }
@@ -886,9 +853,9 @@ TEST_P(Export, RoundTripsThroughOpenTensorSource) {
   std::string outBf16 = root.at("hf-bf16");
   exportHuggingFace(c, outBf16, at::kBFloat16);
   SafeTensorsFile file(outBf16 + "/model.safetensors");
-  const Param &first = s.units[0].params[0];
+  const Param &first = s->units[0].params[0];
   EXPECT_EQ(file.dtype(first.name), "BF16");
-  at::Tensor want = truth[s.units[0].name]["weights"]
+  at::Tensor want = truth[s->units[0].name]["weights"]
                         .narrow(0, first.offset, numelOf(first.shape))
                         .reshape(first.shape)
                         .to(at::kBFloat16)
@@ -897,12 +864,12 @@ TEST_P(Export, RoundTripsThroughOpenTensorSource) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Export,
-                         ::testing::Values(std::string("llama"),
-                                           std::string("gpt2")));
+                         ::testing::Values(ModelFamily::Llama,
+                                           ModelFamily::GPT2));
 
 TEST(Checkpoint, ExportRefusesBert) {
   Layout layout;
-  Schedule s = makeSchedule(layout);
+  const ValidSchedule s = makeSchedule(layout);
   Truth truth = makeTruth(s, 61);
   TempTree root;
   saveLayout(layout, truth, root.path(), 1);

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DeviceBackend.h"
 #include "Executor.h"
 #include "TestSupport.h"
 #include "ToyModel.h"
@@ -72,57 +73,55 @@ struct CollectiveSchedule {
     // Issue everything first, wait in a different order: several ops in
     // flight on the same groups at once.
     std::vector<int64_t> events;
-    auto async = [&](OpKind kind) -> Op & {
-      Op &op = b.op(kind);
-      op.event = b.event();
-      events.push_back(op.event);
-      return op;
+    auto async = [&](auto op) {
+      op.done = b.event();
+      events.push_back(op.done);
+      b.op(op);
     };
-    Op &ag = async(OpKind::AllGather);
-    ag.src = agSrc, ag.dst = agDst, ag.axis = GroupAxis::Shard;
-    Op &rs = async(OpKind::ReduceScatter);
-    rs.src = rsSrc, rs.dst = rsAvg, rs.axis = GroupAxis::Shard,
-    rs.reduce = ReduceKind::Avg;
-    Op &acc = async(OpKind::ReduceScatter);
-    acc.src = rsSrc, acc.dst = rsAcc, acc.axis = GroupAxis::Shard,
-    acc.reduce = ReduceKind::Sum, acc.accumulate = true;
-    Op &ar = async(OpKind::AllReduce);
-    ar.buffer = arRep, ar.axis = GroupAxis::Replicate;
-    Op &arw = async(OpKind::AllReduce);
-    arw.buffer = arWorldAvg, arw.axis = GroupAxis::World,
-    arw.reduce = ReduceKind::Avg;
-    Op &arm = async(OpKind::AllReduce);
-    arm.buffer = arMax, arm.axis = GroupAxis::World,
-    arm.reduce = ReduceKind::Max;
-    Op &bc = async(OpKind::Broadcast);
-    bc.buffer = bcast, bc.axis = GroupAxis::Shard,
-    bc.root = static_cast<int64_t>(S - 1);
-    Op &ag16 = async(OpKind::AllGather);
-    ag16.src = agSrc16, ag16.dst = agDst16, ag16.axis = GroupAxis::Shard;
-    Op &rs16 = async(OpKind::ReduceScatter);
-    rs16.src = rsSrc16, rs16.dst = rsDst16, rs16.axis = GroupAxis::Shard,
-    rs16.reduce = ReduceKind::Avg;
-    Op &a16 = async(OpKind::AllReduce);
-    a16.buffer = ar16, a16.axis = GroupAxis::World;
-    Op &half = async(OpKind::AllReduce);
-    half.buffer = arHalf, half.axis = GroupAxis::World,
-    half.reduce = ReduceKind::Avg;
-    Op &z1 = async(OpKind::AllGather); // zero1's in-place gather
-    z1.src = fullShard, z1.dst = full, z1.axis = GroupAxis::Shard;
+    using GroupAxis::Replicate, GroupAxis::Shard, GroupAxis::World;
+    async(ops::AllGather{.src = agSrc, .dst = agDst, .group = Shard});
+    async(ops::ReduceScatter{
+        .src = rsSrc, .dst = rsAvg, .group = Shard, .reduce = ReduceKind::Avg});
+    async(ops::ReduceScatter{.src = rsSrc,
+                             .dst = rsAcc,
+                             .group = Shard,
+                             .reduce = ReduceKind::Sum,
+                             .accumulate = true});
+    async(ops::AllReduce{.buffer = arRep, .group = Replicate});
+    async(ops::AllReduce{
+        .buffer = arWorldAvg, .group = World, .reduce = ReduceKind::Avg});
+    async(ops::AllReduce{
+        .buffer = arMax, .group = World, .reduce = ReduceKind::Max});
+    async(ops::Broadcast{
+        .buffer = bcast, .group = Shard, .root = static_cast<int64_t>(S - 1)});
+    async(ops::AllGather{.src = agSrc16, .dst = agDst16, .group = Shard});
+    async(ops::ReduceScatter{.src = rsSrc16,
+                             .dst = rsDst16,
+                             .group = Shard,
+                             .reduce = ReduceKind::Avg});
+    async(ops::AllReduce{.buffer = ar16, .group = World});
+    async(ops::AllReduce{
+        .buffer = arHalf, .group = World, .reduce = ReduceKind::Avg});
+    // zero1's in-place gather
+    async(ops::AllGather{.src = fullShard, .dst = full, .group = Shard});
     for (auto it = events.rbegin(); it != events.rend(); ++it)
       b.wait(*it);
     // hybrid_shard: reduce-scatter over the shard group, then all-reduce the
     // shard over the replicas `after` it; both events waited, the first last.
-    Op &hrs = b.op(OpKind::ReduceScatter);
-    hrs.src = rsSrc, hrs.dst = hyb, hrs.axis = GroupAxis::Shard,
-    hrs.reduce = ReduceKind::Avg, hrs.event = b.event();
-    int64_t first = hrs.event;
-    Op &har = b.op(OpKind::AllReduce);
-    har.buffer = hyb, har.axis = GroupAxis::Replicate,
-    har.reduce = ReduceKind::Avg, har.after = {first}, har.event = b.event();
-    b.wait(har.event);
+    int64_t first = b.op(ops::ReduceScatter{.src = rsSrc,
+                                            .dst = hyb,
+                                            .group = Shard,
+                                            .reduce = ReduceKind::Avg,
+                                            .done = b.event()})
+                        .done;
+    int64_t second = b.op(ops::AllReduce{.buffer = hyb,
+                                         .group = Replicate,
+                                         .reduce = ReduceKind::Avg,
+                                         .after = {first},
+                                         .done = b.event()})
+                         .done;
+    b.wait(second);
     b.wait(first);
-    b.s.microBatches = 0;
   }
 };
 
@@ -133,12 +132,17 @@ void fill(at::Tensor t, int which, int rank) {
   t.copy_(f);
 }
 
+// The one micro-batch a schedule without compute still takes.
+std::vector<MicroBatch> oneBatch() { return {toyBatch({1}, {1})}; }
+
 void runCollectives(int64_t replicate, int64_t shard) {
   CollectiveSchedule cs(replicate, shard);
-  const Schedule &s = cs.b.s;
+  const ValidSchedule valid = cs.b.valid();
+  const Schedule &s = valid;
   forEachRank(s, [&](int rank, Comm &comm) {
     ToyModel model(0);
-    Executor exec(s, model, comm, at::kCPU);
+    auto cpu = DeviceBackend::createCpu();
+    Executor exec(valid, model, comm, *cpu);
     auto buf = [&](int64_t id) { return exec.buffer(id); };
     fill(buf(cs.agSrc), 0, rank);
     fill(buf(cs.rsSrc), 1, rank);
@@ -154,7 +158,7 @@ void runCollectives(int64_t replicate, int64_t shard) {
     int shardIndex = comm.groupRank(GroupAxis::Shard);
     buf(cs.full).zero_();
     buf(cs.full).narrow(0, shardIndex * kN, kN).fill_(7 + rank);
-    StepResult r = exec.runStep(1, {});
+    StepResult r = exec.runStep(1, oneBatch());
     EXPECT_EQ(r.loss, 0.0);
 
     auto shardGroup = groupMembers(s, rank, GroupAxis::Shard);
@@ -228,29 +232,33 @@ TEST(Collectives, WorldSizeMismatchIsOneLine) {
 }
 
 // A rank that never joins: the other's collective fails within the timeout
-// with an error that names the op and its plan line.
+// with an error that names the op and its plan line. (Op 0 is x's alloc.)
 TEST(Collectives, TimeoutNamesTheOpAndLine) {
   ScheduleBuilder b(1, 2);
   int64_t x = b.alloc("x", 4);
-  Op &ar = b.op(OpKind::AllReduce);
-  ar.buffer = x, ar.axis = GroupAxis::Shard, ar.event = b.event(), ar.line = 17;
-  b.wait(ar.event);
-  b.s.microBatches = 0;
+  int64_t done =
+      b.op(ops::AllReduce{
+               .buffer = x, .group = GroupAxis::Shard, .done = b.event()})
+          .done;
+  b.s.ops.back().line = 17;
+  b.wait(done);
+  const ValidSchedule valid = b.valid();
   forEachRank(
-      b.s,
+      valid,
       [&](int rank, Comm &comm) {
         if (rank == 1) {
           std::this_thread::sleep_for(std::chrono::milliseconds(2500));
           return;
         }
         ToyModel model(0);
-        Executor exec(b.s, model, comm, at::kCPU);
+        auto cpu = DeviceBackend::createCpu();
+        Executor exec(valid, model, comm, *cpu);
         try {
-          exec.runStep(1, {});
+          exec.runStep(1, oneBatch());
           ADD_FAILURE() << "expected an error";
         } catch (const ExecutionError &e) {
           std::string what = e.what();
-          EXPECT_EQ(what.rfind("all_reduce (op 0, line 17) failed: ", 0), 0u)
+          EXPECT_EQ(what.rfind("all_reduce (op 1, line 17) failed: ", 0), 0u)
               << what;
           EXPECT_EQ(what.find('\n'), std::string::npos);
         }
@@ -264,45 +272,46 @@ TEST(Collectives, DataParallelMatchesGradientAccumulation) {
   auto build = [](int64_t replicate, int64_t microBatches) {
     ScheduleBuilder b(replicate, 1);
     Schedule &s = b.s;
-    s.microBatches = microBatches;
-    Unit u;
-    u.name = "u0";
-    u.numel = 3;
-    s.units.push_back(u);
-    s.groups.push_back(Group{"g", {"u0"}, 3, 3, 3});
-    int64_t p =
-        b.alloc("g.param", 3, ElementType::F32, true, BufferRole::Param);
-    s.buffers[p].group = "g";
-    int64_t g = b.alloc("g.grad", 3, ElementType::F32, true, BufferRole::Grad);
-    int64_t m =
-        b.alloc("g.momentum", 3, ElementType::F32, true, BufferRole::Momentum);
+    b.setMicroBatches(microBatches);
+    b.unit("u0", 3);
+    b.group("g", {"u0"});
+    int64_t p = b.state("g", BufferRole::Param);
+    int64_t g = b.state("g", BufferRole::Grad);
+    int64_t m = b.state("g", BufferRole::Momentum);
     s.train.optimizer.momentum = 0.9;
-    b.op(OpKind::Zero).buffer = g;
+    b.op(ops::Zero{g});
     for (int64_t mb = 0; mb < microBatches; ++mb) {
-      Op &f = b.op(OpKind::Forward);
-      f.unit = 0, f.microBatch = mb, f.params = p;
-      Op &l = b.op(OpKind::Loss);
-      l.unit = 0, l.microBatch = mb,
-      l.scale = 1.0 / static_cast<double>(microBatches);
-      Op &bw = b.op(OpKind::Backward);
-      bw.unit = 0, bw.microBatch = mb, bw.params = p, bw.grads = g;
+      int64_t saves = b.alloc("u0.saves", 3, ElementType::F32, false,
+                              BufferRole::Activations);
+      b.op(ops::Alloc{saves});
+      b.op(ops::Forward{
+          .unit = 0, .microBatch = mb, .params = p, .saves = saves});
+      b.op(ops::Loss{.unit = 0,
+                     .microBatch = mb,
+                     .scale = 1.0 / static_cast<double>(microBatches)});
+      b.op(ops::Backward{.unit = 0,
+                         .microBatch = mb,
+                         .params = p,
+                         .activations = saves,
+                         .grads = g});
+      b.free(saves);
     }
-    if (replicate > 1) {
-      Op &ar = b.op(OpKind::AllReduce);
-      ar.buffer = g, ar.axis = GroupAxis::Replicate,
-      ar.reduce = ReduceKind::Avg, ar.event = b.event();
-      b.wait(ar.event);
-    }
-    Op &step = b.op(OpKind::OptimizerStep);
-    step.group = 0, step.params = p, step.grads = g, step.state = {m};
-    return s;
+    if (replicate > 1)
+      b.wait(b.op(ops::AllReduce{.buffer = g,
+                                 .group = GroupAxis::Replicate,
+                                 .reduce = ReduceKind::Avg,
+                                 .done = b.event()})
+                 .done);
+    b.op(ops::OptimizerStep{.group = 0, .params = p, .grads = g, .state = {m}});
+    return b.valid();
   };
   std::vector<MicroBatch> both = {toyBatch({1, 2, 3}, {0, 5, 1}),
                                   toyBatch({4, -1, 2}, {3, 3, 3})};
-  Schedule single = build(1, 2), ddp = build(2, 1);
+  ValidSchedule single = build(1, 2), ddp = build(2, 1);
   ToyModel model(1);
   MeshPositionComm one(0, 1, 1);
-  Executor reference(single, model, one, at::kCPU);
+  auto cpu = DeviceBackend::createCpu();
+  Executor reference(single, model, one, *cpu);
   reference.initState(5);
   std::vector<double> losses;
   for (int step = 1; step <= 2; ++step)
@@ -312,7 +321,8 @@ TEST(Collectives, DataParallelMatchesGradientAccumulation) {
   SharedFloats out(2 * 3 + 2);
   forEachRank(ddp, [&](int rank, Comm &comm) {
     ToyModel m(1);
-    Executor exec(ddp, m, comm, at::kCPU);
+    auto backend = DeviceBackend::createCpu();
+    Executor exec(ddp, m, comm, *backend);
     exec.initState(5);
     for (int step = 1; step <= 2; ++step) {
       StepResult r = exec.runStep(step, {both[rank]});
@@ -337,79 +347,83 @@ namespace fsdp {
 
 constexpr int64_t kUnit = 3, kPadded = 4;
 
-Schedule build(int64_t shard) {
+ValidSchedule build(int64_t shard) {
   ScheduleBuilder b(1, shard);
   Schedule &s = b.s;
-  int64_t microBatches = shard == 1 ? 2 : 1, n = kPadded / shard;
-  s.microBatches = microBatches;
+  int64_t microBatches = shard == 1 ? 2 : 1;
+  b.setMicroBatches(microBatches);
   s.train.gradClip = 0.05;
-  s.train.optimizer.kind = "adamw";
+  s.train.optimizer.kind = OptimizerKind::AdamW;
   s.train.optimizer.lr = 0.01;
   s.train.optimizer.weightDecay = 0.1;
-  Unit u;
-  u.name = "u0";
-  u.numel = kUnit;
-  s.units.push_back(u);
-  s.groups.push_back(Group{"g", {"u0"}, kUnit, kPadded, n});
-  auto state = [&](const char *name, BufferRole role) {
-    int64_t id = b.alloc(name, n, ElementType::F32, true, role);
-    s.buffers[id].group = "g";
-    s.buffers[id].sharded = shard > 1;
-    return id;
-  };
-  int64_t p = state("g.param", BufferRole::Param);
-  int64_t g = state("g.grad", BufferRole::Grad);
-  int64_t m = state("g.exp_avg", BufferRole::ExpAvg);
-  int64_t v = state("g.exp_avg_sq", BufferRole::ExpAvgSq);
-  b.op(OpKind::Zero).buffer = g;
+  b.unit("u0", kUnit);
+  // Padded to kPadded over two shards; one rank holds the kUnit elements
+  // unpadded (a group of one shard needs no padding).
+  b.group("g", {"u0"});
+  bool sharded = shard > 1;
+  int64_t p = b.state("g", BufferRole::Param, ElementType::F32, sharded);
+  int64_t g = b.state("g", BufferRole::Grad, ElementType::F32, sharded);
+  int64_t m = b.state("g", BufferRole::ExpAvg, ElementType::F32, sharded);
+  int64_t v = b.state("g", BufferRole::ExpAvgSq, ElementType::F32, sharded);
+  b.op(ops::Zero{g});
   for (int64_t mb = 0; mb < microBatches; ++mb) {
     int64_t params = p, grads = g, gathered = -1, full = -1;
-    if (shard > 1) {
+    if (sharded) {
       gathered = b.alloc("g.gathered", kPadded, ElementType::F32, false,
                          BufferRole::Gathered);
-      b.op(OpKind::Alloc).buffer = gathered;
-      Op &ag = b.op(OpKind::AllGather);
-      ag.src = p, ag.dst = gathered, ag.event = b.event();
-      b.wait(ag.event);
+      b.op(ops::Alloc{gathered});
+      b.wait(b.op(ops::AllGather{.src = p,
+                                 .dst = gathered,
+                                 .group = GroupAxis::Shard,
+                                 .done = b.event()})
+                 .done);
       full = b.alloc("g.grad.full", kPadded, ElementType::F32, false,
                      BufferRole::UnshardedGrad);
-      b.op(OpKind::Alloc).buffer = full;
-      b.op(OpKind::Zero).buffer = full;
+      b.op(ops::Alloc{full});
+      b.op(ops::Zero{full});
       params = gathered, grads = full;
     }
     int64_t pu = b.view(params, 0, kUnit), gu = b.view(grads, 0, kUnit);
-    Op &f = b.op(OpKind::Forward);
-    f.unit = 0, f.microBatch = mb, f.params = pu;
-    Op &l = b.op(OpKind::Loss);
-    l.unit = 0, l.microBatch = mb,
-    l.scale = 1.0 / static_cast<double>(microBatches);
-    Op &bw = b.op(OpKind::Backward);
-    bw.unit = 0, bw.microBatch = mb, bw.params = pu, bw.grads = gu;
-    if (shard > 1) {
-      b.op(OpKind::Free).buffer = gathered;
-      Op &rs = b.op(OpKind::ReduceScatter);
-      rs.src = full, rs.dst = g, rs.reduce = ReduceKind::Avg,
-      rs.accumulate = true, rs.event = b.event();
-      b.wait(rs.event);
-      b.op(OpKind::Free).buffer = full;
+    int64_t saves = b.alloc("u0.saves", kUnit, ElementType::F32, false,
+                            BufferRole::Activations);
+    b.op(ops::Alloc{saves});
+    b.op(ops::Forward{
+        .unit = 0, .microBatch = mb, .params = pu, .saves = saves});
+    b.op(ops::Loss{.unit = 0,
+                   .microBatch = mb,
+                   .scale = 1.0 / static_cast<double>(microBatches)});
+    b.op(ops::Backward{.unit = 0,
+                       .microBatch = mb,
+                       .params = pu,
+                       .activations = saves,
+                       .grads = gu});
+    b.free(saves);
+    if (sharded) {
+      b.free(gathered);
+      b.wait(b.op(ops::ReduceScatter{.src = full,
+                                     .dst = g,
+                                     .group = GroupAxis::Shard,
+                                     .reduce = ReduceKind::Avg,
+                                     .accumulate = true,
+                                     .done = b.event()})
+                 .done);
+      b.free(full);
     }
   }
   int64_t norm =
       b.alloc("grad_norm", 1, ElementType::F32, false, BufferRole::Scalar);
-  b.op(OpKind::Alloc).buffer = norm;
-  b.op(OpKind::Zero).buffer = norm;
-  Op &gn = b.op(OpKind::GradNorm);
-  gn.src = g, gn.scalar = norm;
-  if (shard > 1) {
-    Op &ar = b.op(OpKind::AllReduce);
-    ar.buffer = norm, ar.event = b.event();
-    b.wait(ar.event);
-  }
-  Op &step = b.op(OpKind::OptimizerStep);
-  step.group = 0, step.params = p, step.grads = g, step.state = {m, v},
-  step.norm = norm;
-  b.op(OpKind::Free).buffer = norm;
-  return s;
+  b.op(ops::Alloc{norm});
+  b.op(ops::Zero{norm});
+  b.op(ops::GradNorm{.grads = g, .norm = norm});
+  if (sharded)
+    b.wait(b.op(ops::AllReduce{.buffer = norm,
+                               .group = GroupAxis::Shard,
+                               .done = b.event()})
+               .done);
+  b.op(ops::OptimizerStep{
+      .group = 0, .params = p, .grads = g, .state = {m, v}, .norm = norm});
+  b.free(norm);
+  return b.valid();
 }
 
 } // namespace fsdp
@@ -417,10 +431,13 @@ Schedule build(int64_t shard) {
 TEST(Collectives, FullShardMatchesOneRank) {
   std::vector<MicroBatch> both = {toyBatch({1, 2, 3}, {0, 5, 1}),
                                   toyBatch({4, -1, 2}, {3, 3, 3})};
-  Schedule single = fsdp::build(1), sharded = fsdp::build(2);
+  ValidSchedule single = fsdp::build(1), sharded = fsdp::build(2);
+  ASSERT_EQ(single->groups[0].paddedNumel, fsdp::kUnit);
+  ASSERT_EQ(sharded->groups[0].paddedNumel, fsdp::kPadded);
   ToyModel model(1);
   MeshPositionComm one(0, 1, 1);
-  Executor reference(single, model, one, at::kCPU);
+  auto cpu = DeviceBackend::createCpu();
+  Executor reference(single, model, one, *cpu);
   reference.initState(9);
   std::vector<StepResult> expected;
   for (int step = 1; step <= 3; ++step)
@@ -431,7 +448,8 @@ TEST(Collectives, FullShardMatchesOneRank) {
   SharedFloats out(fsdp::kPadded);
   forEachRank(sharded, [&](int rank, Comm &comm) {
     ToyModel m(1);
-    Executor exec(sharded, m, comm, at::kCPU);
+    auto backend = DeviceBackend::createCpu();
+    Executor exec(sharded, m, comm, *backend);
     exec.initState(9);
     for (int step = 1; step <= 3; ++step) {
       StepResult r = exec.runStep(step, {both[rank]});
@@ -441,6 +459,10 @@ TEST(Collectives, FullShardMatchesOneRank) {
     std::memcpy(out.data() + rank * 2, exec.buffer(0).data_ptr<float>(),
                 2 * sizeof(float));
   });
-  for (int64_t i = 0; i < fsdp::kPadded; ++i)
+  for (int64_t i = 0; i < fsdp::kUnit; ++i)
     EXPECT_NEAR(out[i], weights[i].item<float>(), 1e-6) << "element " << i;
+  // The padding (rank 1's last element) stays zero: no gradient reaches it,
+  // and weight decay keeps zero at zero.
+  for (int64_t i = fsdp::kUnit; i < fsdp::kPadded; ++i)
+    EXPECT_EQ(out[i], 0.0f) << "padding element " << i;
 }

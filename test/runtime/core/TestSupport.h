@@ -5,7 +5,7 @@
 
 #include "Comm.h"
 #include "Model.h"
-#include "Schedule.h"
+#include "ScheduleFile.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -29,17 +29,58 @@
 
 namespace plan::rt::test {
 
-/// Appends buffers and ops to a Schedule and places every alloc at its own
-/// 256-byte-aligned offset (no reuse), sizing the arenas to fit.
+/// Builds small schedules that validateSchedule accepts: a mesh of
+/// replicate x shard ranks on as many devices, one micro-batch of one
+/// sequence unless set, SGD at lr 0.1. Every alloc gets its own
+/// 256-byte-aligned offset (no reuse), the arenas grow to fit, and every
+/// buffer counts as persistent memory (the check that persistent buffers
+/// sit in the persistent block then holds for any order of allocation).
 class ScheduleBuilder {
 public:
   explicit ScheduleBuilder(int64_t replicate = 1, int64_t shard = 1) {
     s.replicate = replicate;
     s.shard = shard;
-    s.train.optimizer.kind = "sgd";
+    s.cluster.gpusPerNode = replicate * shard;
+    s.train.optimizer.kind = OptimizerKind::SGD;
     s.train.optimizer.lr = 0.1;
+    s.train.microBatch = 1;
+    s.train.seqLen = 1;
+    setMicroBatches(1);
   }
 
+  void setMicroBatches(int64_t n) {
+    s.microBatches = n;
+    s.train.gradAccum = n;
+  }
+
+  /// A unit of `numel` stored elements: one parameter "<name>.w".
+  int64_t unit(const std::string &name, int64_t numel,
+               UnitKind kind = UnitKind::LlamaBlock) {
+    Unit u;
+    u.name = name;
+    u.kind = kind;
+    u.numel = numel;
+    u.params.push_back(Param{name + ".w", {numel}, 0, ""});
+    s.units.push_back(u);
+    return static_cast<int64_t>(s.units.size()) - 1;
+  }
+  /// A group of `units` (names), padded to a multiple of the shard axis.
+  int64_t group(const std::string &name, std::vector<std::string> units) {
+    Group g;
+    g.name = name;
+    g.units = std::move(units);
+    for (const std::string &unit : g.units)
+      for (const Unit &u : s.units)
+        if (u.name == unit)
+          g.numel += u.numel;
+    g.paddedNumel = (g.numel + s.shard - 1) / s.shard * s.shard;
+    g.shardNumel = g.paddedNumel / s.shard;
+    s.groups.push_back(g);
+    return static_cast<int64_t>(s.groups.size()) - 1;
+  }
+
+  /// A buffer; a persistent one is allocated at once (its alloc op comes
+  /// first), a transient one by op(ops::Alloc{id}) where the test wants it.
   int64_t alloc(const std::string &name, int64_t numel,
                 ElementType type = ElementType::F32, bool persistent = true,
                 BufferRole role = BufferRole::Staging,
@@ -52,11 +93,31 @@ public:
     b.persistent = persistent;
     b.role = role;
     b.space = space;
-    int64_t &end = s.arenaBytes[toString(space)];
+    int64_t &end = s.arenaBytes[space];
     b.offset = (end + 255) / 256 * 256;
     end = b.offset + numel * static_cast<int64_t>(elementBytes(type));
+    s.persistentBytes[space] = end;
     s.buffers.push_back(b);
-    return static_cast<int64_t>(s.buffers.size()) - 1;
+    int64_t id = static_cast<int64_t>(s.buffers.size()) - 1;
+    if (persistent)
+      op(ops::Alloc{id});
+    return id;
+  }
+  /// A persistent buffer holding group `group`'s `role` (all of it, or this
+  /// rank's shard): what the exporter makes of "<group>.<role>".
+  int64_t state(const std::string &group, BufferRole role,
+                ElementType type = ElementType::F32, bool sharded = false,
+                Space space = Space::Device) {
+    const Group *g = nullptr;
+    for (const Group &candidate : s.groups)
+      if (candidate.name == group)
+        g = &candidate;
+    int64_t id = alloc(group + "." + toString(role),
+                       sharded ? g->shardNumel : g->paddedNumel, type, true,
+                       role, space);
+    s.buffers[id].group = group;
+    s.buffers[id].sharded = sharded;
+    return id;
   }
   int64_t view(int64_t source, int64_t offset, int64_t numel) {
     Buffer b = s.buffers[source];
@@ -64,6 +125,8 @@ public:
     b.source = source;
     b.viewOffset = offset;
     b.numel = numel;
+    b.group.clear();
+    b.sharded = false;
     s.buffers.push_back(b);
     return static_cast<int64_t>(s.buffers.size()) - 1;
   }
@@ -73,18 +136,26 @@ public:
     b.source = source;
     b.axis = axis;
     b.numel = b.numel / groupSize;
+    b.group.clear();
+    b.sharded = false;
     s.buffers.push_back(b);
     return static_cast<int64_t>(s.buffers.size()) - 1;
   }
   int64_t event() { return s.numEvents++; }
-  Op &op(OpKind kind) {
-    Op o;
-    o.kind = kind;
-    o.line = static_cast<uint32_t>(s.ops.size() + 1);
-    s.ops.push_back(o);
-    return s.ops.back();
+  /// Appends `o` (an ops:: struct) on line ops + 1 and returns it as stored.
+  template <typename T> T &op(T o) {
+    Op added;
+    added.body = std::move(o);
+    added.line = static_cast<uint32_t>(s.ops.size() + 1);
+    s.ops.push_back(std::move(added));
+    return std::get<T>(s.ops.back().body);
   }
-  void wait(int64_t event) { op(OpKind::Wait).waitEvent = event; }
+  void wait(int64_t event) { op(ops::Wait{event}); }
+  void free(int64_t buffer) { op(ops::Free{buffer}); }
+
+  /// The schedule, validated as a reader would (a test mistake is a
+  /// ScheduleFileError naming it).
+  ValidSchedule valid() const { return validateSchedule(s, "test schedule"); }
 
   Schedule s;
 };

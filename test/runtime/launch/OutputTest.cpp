@@ -1,5 +1,6 @@
 //===- OutputTest.cpp - Metrics JSONL and progress lines ------------------===//
 
+#include "Format.h"
 #include "Metrics.h"
 #include "Progress.h"
 
@@ -154,8 +155,12 @@ TEST(Progress, BarAndEta) {
 }
 
 TEST(Progress, BytesAndMessages) {
+  using plan::rt::support::formatBytes;
   EXPECT_EQ(formatBytes(512), "512 B");
   EXPECT_EQ(formatBytes(1258291), "1.2 MiB");
+  EXPECT_EQ(formatBytes(int64_t(55513432064)), "51.70 GiB");
+  EXPECT_EQ(formatBytes(-1536), "-1.5 KiB");
+  EXPECT_EQ(formatBytes(INT64_MIN), "-8388608.00 TiB");
   Progress quiet(Progress::Style::Quiet, 10);
   testing::internal::CaptureStdout();
   quiet.message("plan-run: checkpoint step 3");

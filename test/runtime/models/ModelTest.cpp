@@ -95,7 +95,7 @@ at::Tensor referenceLoss(const ModelConfig &m, Leaves &w,
     return t.view({b, s, n, d}).permute({0, 2, 1, 3});
   };
   at::Tensor x, logits;
-  if (m.family == "llama") {
+  if (m.family == ModelFamily::Llama) {
     x = w.at("model.embed_tokens.weight")
             .index_select(0, batch.tokens.reshape({-1}))
             .view({b, s, h});
@@ -215,7 +215,7 @@ int64_t tiedUnit(const Schedule &s, int64_t u) {
 }
 
 bool isBlock(const Unit &u) {
-  return u.kind == "llama_block" || u.kind == "gpt2_block";
+  return u.kind == UnitKind::LlamaBlock || u.kind == UnitKind::GPT2Block;
 }
 
 /// One step: every micro-batch's forward, then the backwards. Returns the
@@ -623,10 +623,10 @@ TEST(ModelInit, BiasesZeroAndTiedParamsSkipped) {
 TEST(ModelErrors, OneLineMessages) {
   Schedule s = llamaSchedule(tinyLlamaConfig());
   Schedule bert = s;
-  bert.model.family = "bert";
+  bert.model.family = ModelFamily::Bert;
   EXPECT_THROW(Model::create(bert, at::kCPU), std::runtime_error);
   Schedule wrongKind = s;
-  wrongKind.units[1].kind = "gpt2_block";
+  wrongKind.units[1].kind = UnitKind::GPT2Block;
   EXPECT_THROW(Model::create(wrongKind, at::kCPU), std::runtime_error);
   Schedule wrongShape = s;
   wrongShape.units[1].params[1].shape = {8, 32};

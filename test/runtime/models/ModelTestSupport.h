@@ -20,11 +20,11 @@ namespace plan::rt::test {
 using ParamList = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
 inline Unit
-makeUnit(std::string name, std::string kind, const ParamList &params,
+makeUnit(std::string name, UnitKind kind, const ParamList &params,
          const std::vector<std::pair<std::string, std::string>> &tied = {}) {
   Unit u;
   u.name = std::move(name);
-  u.kind = std::move(kind);
+  u.kind = kind;
   for (const auto &[pname, shape] : params) {
     Param p;
     p.name = pname;
@@ -46,7 +46,7 @@ makeUnit(std::string name, std::string kind, const ParamList &params,
 
 inline ModelConfig tinyLlamaConfig() {
   ModelConfig m;
-  m.family = "llama";
+  m.family = ModelFamily::Llama;
   m.vocab = 64;
   m.hidden = 32;
   m.intermediate = 48;
@@ -61,7 +61,7 @@ inline ModelConfig tinyLlamaConfig() {
 
 inline ModelConfig tinyGpt2Config() {
   ModelConfig m;
-  m.family = "gpt2";
+  m.family = ModelFamily::GPT2;
   m.vocab = 64;
   m.hidden = 32;
   m.intermediate = 128;
@@ -78,12 +78,12 @@ inline Schedule llamaSchedule(const ModelConfig &m) {
   Schedule s;
   s.model = m;
   const int64_t h = m.hidden, kv = m.kvHeads * (m.hidden / m.heads);
-  s.units.push_back(makeUnit("embed", "embedding",
+  s.units.push_back(makeUnit("embed", UnitKind::Embedding,
                              {{"model.embed_tokens.weight", {m.vocab, h}}}));
   for (int64_t l = 0; l < m.layers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
     s.units.push_back(
-        makeUnit("layers." + std::to_string(l), "llama_block",
+        makeUnit("layers." + std::to_string(l), UnitKind::LlamaBlock,
                  {{p + "self_attn.q_proj.weight", {h, h}},
                   {p + "self_attn.k_proj.weight", {kv, h}},
                   {p + "self_attn.v_proj.weight", {kv, h}},
@@ -95,7 +95,7 @@ inline Schedule llamaSchedule(const ModelConfig &m) {
                   {p + "post_attention_layernorm.weight", {h}}}));
   }
   s.units.push_back(makeUnit(
-      "head", "llama_head",
+      "head", UnitKind::LlamaHead,
       {{"model.norm.weight", {h}}, {"lm_head.weight", {m.vocab, h}}},
       m.tieEmbeddings
           ? std::vector<std::pair<std::string,
@@ -109,12 +109,13 @@ inline Schedule gpt2Schedule(const ModelConfig &m) {
   Schedule s;
   s.model = m;
   const int64_t h = m.hidden, i = m.intermediate;
-  s.units.push_back(makeUnit("embed", "embedding",
+  s.units.push_back(makeUnit("embed", UnitKind::Embedding,
                              {{"transformer.wte.weight", {m.vocab, h}},
                               {"transformer.wpe.weight", {m.maxSeqLen, h}}}));
   for (int64_t l = 0; l < m.layers; ++l) {
     std::string p = "transformer.h." + std::to_string(l) + ".";
-    s.units.push_back(makeUnit("layers." + std::to_string(l), "gpt2_block",
+    s.units.push_back(makeUnit("layers." + std::to_string(l),
+                               UnitKind::GPT2Block,
                                {{p + "ln_1.weight", {h}},
                                 {p + "ln_1.bias", {h}},
                                 {p + "attn.c_attn.weight", {h, 3 * h}},
@@ -128,7 +129,7 @@ inline Schedule gpt2Schedule(const ModelConfig &m) {
                                 {p + "mlp.c_proj.weight", {i, h}},
                                 {p + "mlp.c_proj.bias", {h}}}));
   }
-  s.units.push_back(makeUnit("head", "gpt2_head",
+  s.units.push_back(makeUnit("head", UnitKind::GPT2Head,
                              {{"transformer.ln_f.weight", {h}},
                               {"transformer.ln_f.bias", {h}},
                               {"lm_head.weight", {m.vocab, h}}},

@@ -1,0 +1,116 @@
+//===- HuggingFace.cpp - A checkpoint as HuggingFace safetensors ----------===//
+//
+// docs/checkpoints.md ("Export"): the consolidated weights under their HF
+// names in one model.safetensors, and the config.json HF's LlamaForCausalLM
+// or GPT2LMHeadModel loads them with.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CheckpointFormat.h"
+
+namespace plan::rt {
+
+using checkpoint::checkpointFiles;
+using support::Json;
+
+namespace {
+
+const char *torchDtypeName(at::ScalarType dtype) {
+  switch (dtype) {
+  case at::kFloat:
+    return "float32";
+  case at::kBFloat16:
+    return "bfloat16";
+  case at::kHalf:
+    return "float16";
+  default:
+    return nullptr;
+  }
+}
+
+Json huggingFaceConfig(const ModelConfig &m, const char *dtype) {
+  Json j;
+  if (m.family == ModelFamily::Llama) {
+    j["architectures"] = Json::array({"LlamaForCausalLM"});
+    j["model_type"] = "llama";
+    j["hidden_size"] = m.hidden;
+    j["intermediate_size"] = m.intermediate;
+    j["num_hidden_layers"] = m.layers;
+    j["num_attention_heads"] = m.heads;
+    j["num_key_value_heads"] = m.kvHeads;
+    j["vocab_size"] = m.vocab;
+    j["max_position_embeddings"] = m.maxSeqLen;
+    j["rms_norm_eps"] = m.normEps;
+    j["rope_theta"] = m.ropeTheta;
+    if (m.ropeScaling)
+      j["rope_scaling"] =
+          Json{{"rope_type", "llama3"},
+               {"factor", m.ropeScaling->factor},
+               {"low_freq_factor", m.ropeScaling->lowFreqFactor},
+               {"high_freq_factor", m.ropeScaling->highFreqFactor},
+               {"original_max_position_embeddings",
+                m.ropeScaling->originalMaxSeqLen}};
+    else
+      j["rope_scaling"] = nullptr;
+    j["tie_word_embeddings"] = m.tieEmbeddings;
+    j["hidden_act"] = "silu";
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+    j["torch_dtype"] = dtype;
+    return j;
+  }
+  j["architectures"] = Json::array({"GPT2LMHeadModel"});
+  j["model_type"] = "gpt2";
+  j["n_embd"] = m.hidden;
+  j["n_layer"] = m.layers;
+  j["n_head"] = m.heads;
+  j["n_positions"] = m.maxSeqLen;
+  j["n_ctx"] = m.maxSeqLen;
+  j["vocab_size"] = m.vocab;
+  j["layer_norm_epsilon"] = m.normEps;
+  j["n_inner"] =
+      m.intermediate == 4 * m.hidden ? Json(nullptr) : Json(m.intermediate);
+  j["activation_function"] = "gelu_new";
+  j["tie_word_embeddings"] = true;
+  j["torch_dtype"] = dtype;
+  return j;
+}
+
+} // namespace
+
+void exportHuggingFace(const Checkpoint &checkpoint, const std::string &outDir,
+                       at::ScalarType dtype) {
+  const ModelConfig &m = checkpoint.model();
+  if (m.family != ModelFamily::Llama && m.family != ModelFamily::GPT2)
+    throw CheckpointError("checkpoint '" + checkpoint.directory() +
+                          "': export supports the llama and gpt2 families, "
+                          "not '" +
+                          toString(m.family) + "'");
+  if (m.family == ModelFamily::GPT2 && !m.tieEmbeddings)
+    throw CheckpointError("checkpoint '" + checkpoint.directory() +
+                          "': GPT2LMHeadModel ties lm_head to wte, but this "
+                          "gpt2 model does not");
+  const char *dtypeName = torchDtypeName(dtype);
+  if (!dtypeName)
+    throw CheckpointError(std::string("cannot export in dtype ") +
+                          c10::toString(dtype) +
+                          " (float32, bfloat16 and float16 are supported)");
+  auto weights = checkpoint.weights();
+  for (auto &entry : weights)
+    entry.second = entry.second.to(dtype).contiguous();
+  const std::string model = support::joinPath(outDir, "model.safetensors");
+  checkpointFiles([&] { support::makeDirectories(outDir); });
+  try {
+    writeSafeTensors(model + ".tmp", weights, {{"format", "pt"}});
+  } catch (const WeightsError &e) {
+    throw CheckpointError(e.what());
+  }
+  checkpointFiles([&] {
+    support::syncPath(model + ".tmp", false);
+    support::renamePath(model + ".tmp", model);
+    support::writeFileAtomic(support::joinPath(outDir, "config.json"),
+                             huggingFaceConfig(m, dtypeName).dump(2) + "\n");
+  });
+}
+
+} // namespace plan::rt

@@ -1,0 +1,503 @@
+//===- ScheduleJson.cpp - The JSON forms of a schedule's parts ------------===//
+//
+// docs/schedule-format.md is the specification of everything but the ops;
+// the ops are written and read field by field from the generated op table
+// (generated/ScheduleOps.h, docs/generated/schedule-ops.md), so an op's
+// JSON form is its ODS definition's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ScheduleJson.h"
+
+#include <type_traits>
+#include <utility>
+
+namespace plan::rt {
+namespace {
+
+template <typename> inline constexpr bool isEnumField = false;
+template <typename E> inline constexpr bool isEnumField<field::Enum<E>> = true;
+
+//===----------------------------------------------------------------------===//
+// Ops
+//===----------------------------------------------------------------------===//
+
+/// The default-constructed op of kind `index` (the alternatives of OpBody are
+/// the OpKinds in order).
+template <size_t... I>
+OpBody makeBody(size_t index, std::index_sequence<I...>) {
+  static constexpr OpBody (*make[])() = {
+      []() -> OpBody { return std::variant_alternative_t<I, OpBody>{}; }...};
+  return make[index]();
+}
+
+} // namespace
+
+Json opToJson(const Op &op) {
+  Json j;
+  std::visit(
+      [&](const auto &o) {
+        using T = std::decay_t<decltype(o)>;
+        j["op"] = toString(T::kind);
+        T::fields(o, [&](auto descriptor, const auto &value) {
+          if constexpr (isEnumField<decltype(descriptor)>)
+            j[descriptor.name] = toString(value);
+          else
+            j[descriptor.name] = value;
+        });
+      },
+      op.body);
+  j["line"] = op.line;
+  return j;
+}
+
+Op opFromJson(const JsonReader &r, const Json &j, const JsonPath &at) {
+  Op op;
+  OpKind kind = r.getKeyword<OpKind>(j, at, "op");
+  op.body = makeBody(static_cast<size_t>(kind),
+                     std::make_index_sequence<std::variant_size_v<OpBody>>());
+  size_t keys = 2; // "op" and "line"
+  std::visit(
+      [&](auto &o) {
+        using T = std::decay_t<decltype(o)>;
+        T::fields(o, [&](auto descriptor, auto &value) {
+          using D = decltype(descriptor);
+          using V = std::decay_t<decltype(value)>;
+          ++keys;
+          if constexpr (isEnumField<D>)
+            value = r.getKeyword<V>(j, at, descriptor.name);
+          else if constexpr (std::is_same_v<V, std::vector<int64_t>>)
+            value = r.getInts(j, at, descriptor.name);
+          else if constexpr (std::is_same_v<V, double>)
+            value = r.getNumber(j, at, descriptor.name);
+          else if constexpr (std::is_same_v<V, bool>)
+            value = r.getBool(j, at, descriptor.name);
+          else
+            value = r.getInt(j, at, descriptor.name);
+        });
+      },
+      op.body);
+  if (j.size() != keys)
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      bool known = it.key() == "op" || it.key() == "line";
+      std::visit(
+          [&](auto &o) {
+            std::decay_t<decltype(o)>::fields(o, [&](auto descriptor, auto &) {
+              known |= it.key() == descriptor.name;
+            });
+          },
+          op.body);
+      if (!known)
+        r.fail(at, "unknown field '" + it.key() + "' of " + toString(kind) +
+                       " (docs/generated/schedule-ops.md "
+                       "lists its fields)");
+    }
+  int64_t line = r.getInt(j, at, "line");
+  if (line < 0 || line > int64_t(UINT32_MAX))
+    r.fail(at.member("line"), "line number out of range");
+  op.line = static_cast<uint32_t>(line);
+  return op;
+}
+
+//===----------------------------------------------------------------------===//
+// Model, cluster, training recipe
+//===----------------------------------------------------------------------===//
+
+Json modelToJson(const ModelConfig &m) {
+  Json j;
+  j["family"] = toString(m.family);
+  j["preset"] = m.preset;
+  j["vocab"] = m.vocab;
+  j["hidden"] = m.hidden;
+  j["intermediate"] = m.intermediate;
+  j["layers"] = m.layers;
+  j["heads"] = m.heads;
+  j["kv_heads"] = m.kvHeads;
+  j["max_seq_len"] = m.maxSeqLen;
+  j["rope_theta"] = m.ropeTheta;
+  if (m.ropeScaling) {
+    Json r;
+    r["factor"] = m.ropeScaling->factor;
+    r["low_freq_factor"] = m.ropeScaling->lowFreqFactor;
+    r["high_freq_factor"] = m.ropeScaling->highFreqFactor;
+    r["original_max_seq_len"] = m.ropeScaling->originalMaxSeqLen;
+    j["rope_scaling"] = std::move(r);
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["norm_eps"] = m.normEps;
+  j["tie_embeddings"] = m.tieEmbeddings;
+  j["type_vocab"] = m.typeVocab;
+  j["bert_head"] = toString(m.bertHead);
+  j["num_labels"] = m.numLabels;
+  return j;
+}
+
+ModelConfig modelFromJson(const JsonReader &r, const Json &j,
+                          const JsonPath &at) {
+  ModelConfig m;
+  m.family = r.getKeyword<ModelFamily>(j, at, "family");
+  m.preset = r.getString(j, at, "preset");
+  m.vocab = r.getInt(j, at, "vocab");
+  m.hidden = r.getInt(j, at, "hidden");
+  m.intermediate = r.getInt(j, at, "intermediate");
+  m.layers = r.getInt(j, at, "layers");
+  m.heads = r.getInt(j, at, "heads");
+  m.kvHeads = r.getInt(j, at, "kv_heads");
+  m.maxSeqLen = r.getInt(j, at, "max_seq_len");
+  m.ropeTheta = r.getNumber(j, at, "rope_theta");
+  const Json &rope = r.member(j, at, "rope_scaling");
+  if (!rope.is_null()) {
+    JsonPath p = at.member("rope_scaling");
+    RopeScaling s;
+    s.factor = r.getNumber(rope, p, "factor");
+    s.lowFreqFactor = r.getNumber(rope, p, "low_freq_factor");
+    s.highFreqFactor = r.getNumber(rope, p, "high_freq_factor");
+    s.originalMaxSeqLen = r.getInt(rope, p, "original_max_seq_len");
+    m.ropeScaling = s;
+  }
+  m.normEps = r.getNumber(j, at, "norm_eps");
+  m.tieEmbeddings = r.getBool(j, at, "tie_embeddings");
+  m.typeVocab = r.getInt(j, at, "type_vocab");
+  m.bertHead = r.getKeyword<BertHead>(j, at, "bert_head");
+  m.numLabels = r.getInt(j, at, "num_labels");
+  return m;
+}
+
+namespace {
+
+Json clusterToJson(const ClusterConfig &c) {
+  Json d;
+  d["name"] = c.device.name;
+  d["memory"] = c.device.memory;
+  d["bf16_tflops"] = c.device.bf16Tflops;
+  d["fp16_tflops"] = c.device.fp16Tflops;
+  d["fp32_tflops"] = c.device.fp32Tflops;
+  d["hbm_bandwidth"] = c.device.hbmBandwidth;
+  d["nvlink_bandwidth"] = c.device.nvlinkBandwidth;
+  d["pcie_bandwidth"] = c.device.pcieBandwidth;
+  Json j;
+  j["nodes"] = c.nodes;
+  j["gpus_per_node"] = c.gpusPerNode;
+  j["device"] = std::move(d);
+  j["host_memory"] = c.hostMemory;
+  j["inter_node_bandwidth"] = c.interNodeBandwidth;
+  return j;
+}
+
+ClusterConfig clusterFromJson(const JsonReader &r, const Json &j,
+                              const JsonPath &at) {
+  ClusterConfig c;
+  c.nodes = r.getInt(j, at, "nodes");
+  c.gpusPerNode = r.getInt(j, at, "gpus_per_node");
+  JsonPath dp = at.member("device");
+  const Json &d = r.getObject(j, at, "device");
+  c.device.name = r.getString(d, dp, "name");
+  c.device.memory = r.getInt(d, dp, "memory");
+  c.device.bf16Tflops = r.getNumber(d, dp, "bf16_tflops");
+  c.device.fp16Tflops = r.getNumber(d, dp, "fp16_tflops");
+  c.device.fp32Tflops = r.getNumber(d, dp, "fp32_tflops");
+  c.device.hbmBandwidth = r.getNumber(d, dp, "hbm_bandwidth");
+  c.device.nvlinkBandwidth = r.getNumber(d, dp, "nvlink_bandwidth");
+  c.device.pcieBandwidth = r.getNumber(d, dp, "pcie_bandwidth");
+  c.hostMemory = r.getInt(j, at, "host_memory");
+  c.interNodeBandwidth = r.getNumber(j, at, "inter_node_bandwidth");
+  return c;
+}
+
+Json trainToJson(const TrainConfig &t) {
+  Json o;
+  o["kind"] = toString(t.optimizer.kind);
+  o["lr"] = t.optimizer.lr;
+  o["beta1"] = t.optimizer.beta1;
+  o["beta2"] = t.optimizer.beta2;
+  o["eps"] = t.optimizer.eps;
+  o["weight_decay"] = t.optimizer.weightDecay;
+  o["momentum"] = t.optimizer.momentum;
+  Json ls;
+  ls["kind"] = toString(t.lossScale.kind);
+  ls["initial"] = t.lossScale.initial;
+  ls["growth_interval"] = t.lossScale.growthInterval;
+  Json lr;
+  lr["kind"] = toString(t.lrSchedule.kind);
+  lr["warmup"] = t.lrSchedule.warmup;
+  lr["min_lr_ratio"] = t.lrSchedule.minLrRatio;
+  Json j;
+  j["optimizer"] = std::move(o);
+  j["micro_batch"] = t.microBatch;
+  j["seq_len"] = t.seqLen;
+  j["grad_accum"] = t.gradAccum;
+  j["precision"] = toString(t.precision);
+  j["loss_scale"] = std::move(ls);
+  j["reduce_dtype"] = toString(t.reduceDtype);
+  j["activation_checkpointing"] = toString(t.activationCheckpointing);
+  j["grad_clip"] = t.gradClip;
+  j["lr_schedule"] = std::move(lr);
+  j["steps"] = t.steps;
+  j["seed"] = t.seed;
+  return j;
+}
+
+TrainConfig trainFromJson(const JsonReader &r, const Json &j,
+                          const JsonPath &at) {
+  TrainConfig t;
+  JsonPath op = at.member("optimizer");
+  const Json &o = r.getObject(j, at, "optimizer");
+  t.optimizer.kind = r.getKeyword<OptimizerKind>(o, op, "kind");
+  t.optimizer.lr = r.getNumber(o, op, "lr");
+  t.optimizer.beta1 = r.getNumber(o, op, "beta1");
+  t.optimizer.beta2 = r.getNumber(o, op, "beta2");
+  t.optimizer.eps = r.getNumber(o, op, "eps");
+  t.optimizer.weightDecay = r.getNumber(o, op, "weight_decay");
+  t.optimizer.momentum = r.getNumber(o, op, "momentum");
+  t.microBatch = r.getInt(j, at, "micro_batch");
+  t.seqLen = r.getInt(j, at, "seq_len");
+  t.gradAccum = r.getInt(j, at, "grad_accum");
+  t.precision = r.getKeyword<Precision>(j, at, "precision");
+  JsonPath lsp = at.member("loss_scale");
+  const Json &ls = r.getObject(j, at, "loss_scale");
+  t.lossScale.kind = r.getKeyword<LossScaleKind>(ls, lsp, "kind");
+  t.lossScale.initial = r.getNumber(ls, lsp, "initial");
+  t.lossScale.growthInterval = r.getInt(ls, lsp, "growth_interval");
+  t.reduceDtype = r.getKeyword<DType>(j, at, "reduce_dtype");
+  t.activationCheckpointing =
+      r.getKeyword<Checkpointing>(j, at, "activation_checkpointing");
+  t.gradClip = r.getNumber(j, at, "grad_clip");
+  JsonPath lrp = at.member("lr_schedule");
+  const Json &lr = r.getObject(j, at, "lr_schedule");
+  t.lrSchedule.kind = r.getKeyword<LRScheduleKind>(lr, lrp, "kind");
+  t.lrSchedule.warmup = r.getInt(lr, lrp, "warmup");
+  t.lrSchedule.minLrRatio = r.getNumber(lr, lrp, "min_lr_ratio");
+  t.steps = r.getInt(j, at, "steps");
+  t.seed = r.getInt(j, at, "seed");
+  return t;
+}
+
+Json bufferToJson(const Buffer &b) {
+  Json j;
+  j["kind"] = toString(b.kind);
+  j["type"] = toString(b.type);
+  j["space"] = toString(b.space);
+  j["numel"] = b.numel;
+  switch (b.kind) {
+  case Buffer::Kind::Alloc:
+    j["name"] = b.name;
+    j["role"] = toString(b.role);
+    j["persistent"] = b.persistent;
+    j["offset"] = b.offset;
+    j["group"] = b.group;
+    j["sharded"] = b.sharded;
+    break;
+  case Buffer::Kind::View:
+    j["source"] = b.source;
+    j["offset"] = b.viewOffset;
+    break;
+  case Buffer::Kind::ShardView:
+    j["source"] = b.source;
+    j["axis"] = toString(b.axis);
+    break;
+  }
+  return j;
+}
+
+Buffer bufferFromJson(const JsonReader &r, const Json &j, const JsonPath &at) {
+  Buffer b;
+  b.kind = r.getKeyword<Buffer::Kind>(j, at, "kind");
+  b.type = r.getKeyword<ElementType>(j, at, "type");
+  b.space = r.getKeyword<Space>(j, at, "space");
+  b.numel = r.getInt(j, at, "numel");
+  switch (b.kind) {
+  case Buffer::Kind::Alloc:
+    b.name = r.getString(j, at, "name");
+    b.role = r.getKeyword<BufferRole>(j, at, "role");
+    b.persistent = r.getBool(j, at, "persistent");
+    b.offset = r.getInt(j, at, "offset");
+    b.group = r.getString(j, at, "group");
+    b.sharded = r.getBool(j, at, "sharded");
+    break;
+  case Buffer::Kind::View:
+    b.source = r.getInt(j, at, "source");
+    b.viewOffset = r.getInt(j, at, "offset");
+    break;
+  case Buffer::Kind::ShardView:
+    b.source = r.getInt(j, at, "source");
+    b.axis = r.getKeyword<GroupAxis>(j, at, "axis");
+    break;
+  }
+  return b;
+}
+
+Json arenaToJson(const std::map<Space, int64_t> &sizes) {
+  Json j = Json::object();
+  for (const auto &[space, bytes] : sizes)
+    j[toString(space)] = bytes;
+  return j;
+}
+
+std::map<Space, int64_t> arenaFromJson(const JsonReader &r, const Json &j,
+                                       const JsonPath &at) {
+  std::map<Space, int64_t> sizes;
+  r.object(j, at);
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    std::optional<Space> space = parseKeyword<Space>(it.key());
+    if (!space)
+      r.fail(at, "unknown memory space '" + it.key() + "' (expected one of " +
+                     keywordList<Space>() + ")");
+    sizes[*space] = r.integer(it.value(), at.member(it.key()));
+  }
+  return sizes;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Units and groups
+//===----------------------------------------------------------------------===//
+
+Json unitsToJson(const std::vector<Unit> &units) {
+  Json out = Json::array();
+  for (const Unit &u : units) {
+    Json params = Json::array();
+    for (const Param &p : u.params)
+      params.push_back(Json{{"name", p.name},
+                            {"shape", p.shape},
+                            {"offset", p.offset},
+                            {"tied_to", p.tiedTo}});
+    out.push_back(Json{{"name", u.name},
+                       {"kind", toString(u.kind)},
+                       {"numel", u.numel},
+                       {"params", std::move(params)}});
+  }
+  return out;
+}
+
+std::vector<Unit> unitsFromJson(const JsonReader &r, const Json &j,
+                                const JsonPath &at) {
+  r.array(j, at);
+  std::vector<Unit> units;
+  units.reserve(j.size());
+  for (size_t i = 0; i < j.size(); ++i) {
+    JsonPath p = at.element(i);
+    Unit u;
+    u.name = r.getString(j[i], p, "name");
+    u.kind = r.getKeyword<UnitKind>(j[i], p, "kind");
+    u.numel = r.getInt(j[i], p, "numel");
+    JsonPath pp = p.member("params");
+    const Json &params = r.getArray(j[i], p, "params");
+    for (size_t k = 0; k < params.size(); ++k) {
+      JsonPath q = pp.element(k);
+      Param param;
+      param.name = r.getString(params[k], q, "name");
+      param.shape = r.getInts(params[k], q, "shape");
+      param.offset = r.getInt(params[k], q, "offset");
+      param.tiedTo = r.getString(params[k], q, "tied_to");
+      u.params.push_back(std::move(param));
+    }
+    units.push_back(std::move(u));
+  }
+  return units;
+}
+
+Json groupsToJson(const std::vector<Group> &groups) {
+  Json out = Json::array();
+  for (const Group &g : groups)
+    out.push_back(Json{{"name", g.name},
+                       {"units", g.units},
+                       {"numel", g.numel},
+                       {"padded_numel", g.paddedNumel},
+                       {"shard_numel", g.shardNumel}});
+  return out;
+}
+
+std::vector<Group> groupsFromJson(const JsonReader &r, const Json &j,
+                                  const JsonPath &at) {
+  r.array(j, at);
+  std::vector<Group> groups;
+  for (size_t i = 0; i < j.size(); ++i) {
+    JsonPath p = at.element(i);
+    Group g;
+    g.name = r.getString(j[i], p, "name");
+    g.units = r.getStrings(j[i], p, "units");
+    g.numel = r.getInt(j[i], p, "numel");
+    g.paddedNumel = r.getInt(j[i], p, "padded_numel");
+    g.shardNumel = r.getInt(j[i], p, "shard_numel");
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+//===----------------------------------------------------------------------===//
+// The body
+//===----------------------------------------------------------------------===//
+
+Json scheduleToJson(const Schedule &s) {
+  Json j;
+  j["producer"] = s.producer;
+  j["plan"] = s.planName;
+  j["source_file"] = s.sourceFile;
+  j["mesh"] = Json{{"replicate", s.replicate}, {"shard", s.shard}};
+  j["sharding"] = toString(s.sharding);
+  j["model"] = modelToJson(s.model);
+  j["cluster"] = clusterToJson(s.cluster);
+  j["train"] = trainToJson(s.train);
+  j["units"] = unitsToJson(s.units);
+  j["groups"] = groupsToJson(s.groups);
+  j["arena_bytes"] = arenaToJson(s.arenaBytes);
+  j["persistent_bytes"] = arenaToJson(s.persistentBytes);
+  j["workspace_bytes"] = s.workspaceBytes;
+  j["micro_batches"] = s.microBatches;
+  j["num_events"] = s.numEvents;
+  Json buffers = Json::array();
+  for (const Buffer &b : s.buffers)
+    buffers.push_back(bufferToJson(b));
+  j["buffers"] = std::move(buffers);
+  Json ops = Json::array();
+  for (const Op &op : s.ops)
+    ops.push_back(opToJson(op));
+  j["ops"] = std::move(ops);
+  return j;
+}
+
+Schedule scheduleFromJson(const JsonReader &r, const Json &root) {
+  JsonPath at;
+  if (!root.is_object())
+    r.fail(at, "the body is not a JSON object");
+  Schedule s;
+  s.producer = r.getString(root, at, "producer");
+  s.planName = r.getString(root, at, "plan");
+  s.sourceFile = r.getString(root, at, "source_file");
+  JsonPath mp = at.member("mesh");
+  const Json &mesh = r.getObject(root, at, "mesh");
+  s.replicate = r.getInt(mesh, mp, "replicate");
+  s.shard = r.getInt(mesh, mp, "shard");
+  s.sharding = r.getKeyword<Sharding>(root, at, "sharding");
+  s.model = modelFromJson(r, r.member(root, at, "model"), at.member("model"));
+  s.cluster =
+      clusterFromJson(r, r.member(root, at, "cluster"), at.member("cluster"));
+  s.train = trainFromJson(r, r.member(root, at, "train"), at.member("train"));
+  s.units = unitsFromJson(r, r.member(root, at, "units"), at.member("units"));
+  s.groups =
+      groupsFromJson(r, r.member(root, at, "groups"), at.member("groups"));
+  s.arenaBytes = arenaFromJson(r, r.member(root, at, "arena_bytes"),
+                               at.member("arena_bytes"));
+  s.persistentBytes = arenaFromJson(r, r.member(root, at, "persistent_bytes"),
+                                    at.member("persistent_bytes"));
+  s.workspaceBytes = r.getInt(root, at, "workspace_bytes");
+  s.microBatches = r.getInt(root, at, "micro_batches");
+  s.numEvents = r.getInt(root, at, "num_events");
+
+  JsonPath bp = at.member("buffers");
+  const Json &buffers = r.getArray(root, at, "buffers");
+  s.buffers.reserve(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i)
+    s.buffers.push_back(bufferFromJson(r, buffers[i], bp.element(i)));
+
+  JsonPath op = at.member("ops");
+  const Json &ops = r.getArray(root, at, "ops");
+  s.ops.reserve(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i)
+    s.ops.push_back(opFromJson(r, ops[i], op.element(i)));
+  return s;
+}
+
+} // namespace plan::rt

@@ -1,0 +1,638 @@
+//===- ScheduleValidation.cpp - What a reader checks of a schedule --------===//
+//
+// docs/schedule-format.md ("Consistency") lists the checks. Each names the
+// offending item, so that a hand-edited or foreign file can be fixed from
+// the message alone. The ops are checked field by field from the generated
+// op table: every buffer id in range and alive (allocated, not freed) where
+// it is used, every event signalled once before it is waited for once, every
+// unit, group and micro-batch in range, and the relations each op's ODS
+// definition lists (`fileChecks`, OpChecker below). Once a schedule passes,
+// the executor indexes with its ids without checking them again.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ScheduleFile.h"
+
+#include <cmath>
+#include <initializer_list>
+#include <type_traits>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace plan::rt {
+namespace {
+
+// Bounds that keep every size computation inside 64 bits; far above any
+// real schedule (2^60 elements is 4 EiB of fp32).
+constexpr int64_t kMaxElements = int64_t(1) << 60;
+constexpr int64_t kMaxRanks = int64_t(1) << 24;
+
+template <typename> inline constexpr bool isEnumField = false;
+template <typename E> inline constexpr bool isEnumField<field::Enum<E>> = true;
+
+class ScheduleValidator {
+public:
+  ScheduleValidator(const Schedule &s, const std::string &name)
+      : s(s), name(name) {}
+
+  void run() {
+    checkHeaderFields();
+    checkUnits();
+    checkGroups();
+    checkArenas();
+    checkBuffers();
+    checkOps();
+  }
+
+  [[noreturn]] void error(const std::string &what) const {
+    throw ScheduleFileError(name + ": " + what);
+  }
+
+  // What the op checks (OpChecker) need.
+  const Schedule &s;
+  const std::string &name;
+  std::vector<int64_t> tiedUnit; // per unit: the unit it ties, or -1
+  std::vector<int64_t> root;     // per buffer: its allocation
+
+  int64_t axisSize(GroupAxis axis) const {
+    switch (axis) {
+    case GroupAxis::Shard:
+      return s.shard;
+    case GroupAxis::Replicate:
+      return s.replicate;
+    case GroupAxis::World:
+      return s.replicate * s.shard;
+    }
+    return 0;
+  }
+
+  std::string bufferName(int64_t id) const {
+    const Buffer &b = s.buffers[id];
+    if (b.kind == Buffer::Kind::Alloc)
+      return "buffer " + std::to_string(id) + " ('" + b.name + "')";
+    return "buffer " + std::to_string(id) + " (" + toString(b.kind) + " of '" +
+           s.buffers[root[id]].name + "')";
+  }
+
+private:
+  void finite(double value, const char *field) const {
+    if (!std::isfinite(value))
+      error(std::string(field) + " is not a finite number");
+  }
+
+  /// A schedule built in memory can hold any value of an enumeration's
+  /// underlying type; a file only the keywords.
+  template <typename E> void known(E value, const std::string &field) const {
+    if (static_cast<size_t>(value) >= EnumKeywords<E>::keywords.size())
+      error(field + " holds no value of its enumeration (" +
+            std::to_string(static_cast<int>(value)) + ")");
+  }
+
+  void checkHeaderFields() {
+    known(s.sharding, "sharding");
+    known(s.model.family, "model.family");
+    known(s.model.bertHead, "model.bert_head");
+    known(s.train.optimizer.kind, "train.optimizer.kind");
+    known(s.train.precision, "train.precision");
+    known(s.train.lossScale.kind, "train.loss_scale.kind");
+    known(s.train.reduceDtype, "train.reduce_dtype");
+    known(s.train.activationCheckpointing, "train.activation_checkpointing");
+    known(s.train.lrSchedule.kind, "train.lr_schedule.kind");
+    for (const auto *sizes : {&s.arenaBytes, &s.persistentBytes})
+      for (const auto &[space, bytes] : *sizes)
+        known(space, "arena_bytes");
+    if (s.version != kScheduleFormatVersion)
+      error("schedule version " + std::to_string(s.version) +
+            " is not this reader's " + std::to_string(kScheduleFormatVersion));
+    if (s.replicate < 1 || s.shard < 1)
+      error("mesh: replicate and shard must be at least 1 (got " +
+            std::to_string(s.replicate) + " x " + std::to_string(s.shard) +
+            ")");
+    if (s.cluster.nodes < 1 || s.cluster.gpusPerNode < 1)
+      error("cluster: nodes and gpus_per_node must be at least 1");
+    __int128 world = __int128(s.replicate) * s.shard;
+    if (world > kMaxRanks)
+      error("mesh " + std::to_string(s.replicate) + " x " +
+            std::to_string(s.shard) + " has more than " +
+            std::to_string(kMaxRanks) + " ranks");
+    if (world != __int128(s.cluster.nodes) * s.cluster.gpusPerNode)
+      error("mesh " + std::to_string(s.replicate) + " x " +
+            std::to_string(s.shard) + " is not the cluster's " +
+            std::to_string(s.cluster.nodes) + " x " +
+            std::to_string(s.cluster.gpusPerNode) + " ranks");
+    if (s.microBatches < 1)
+      error("micro_batches must be at least 1");
+    if (s.microBatches != s.train.gradAccum)
+      error("micro_batches " + std::to_string(s.microBatches) +
+            " is not train.grad_accum " + std::to_string(s.train.gradAccum));
+    if (s.train.microBatch < 1 || s.train.seqLen < 1)
+      error("train: micro_batch and seq_len must be at least 1");
+    if (s.numEvents < 0)
+      error("num_events is negative");
+    const ModelConfig &m = s.model;
+    finite(m.ropeTheta, "model.rope_theta");
+    finite(m.normEps, "model.norm_eps");
+    if (m.ropeScaling) {
+      finite(m.ropeScaling->factor, "model.rope_scaling.factor");
+      finite(m.ropeScaling->lowFreqFactor,
+             "model.rope_scaling.low_freq_factor");
+      finite(m.ropeScaling->highFreqFactor,
+             "model.rope_scaling.high_freq_factor");
+    }
+    const DeviceConfig &d = s.cluster.device;
+    finite(d.bf16Tflops, "cluster.device.bf16_tflops");
+    finite(d.fp16Tflops, "cluster.device.fp16_tflops");
+    finite(d.fp32Tflops, "cluster.device.fp32_tflops");
+    finite(d.hbmBandwidth, "cluster.device.hbm_bandwidth");
+    finite(d.nvlinkBandwidth, "cluster.device.nvlink_bandwidth");
+    finite(d.pcieBandwidth, "cluster.device.pcie_bandwidth");
+    finite(s.cluster.interNodeBandwidth, "cluster.inter_node_bandwidth");
+    const TrainConfig &t = s.train;
+    finite(t.optimizer.lr, "train.optimizer.lr");
+    finite(t.optimizer.beta1, "train.optimizer.beta1");
+    finite(t.optimizer.beta2, "train.optimizer.beta2");
+    finite(t.optimizer.eps, "train.optimizer.eps");
+    finite(t.optimizer.weightDecay, "train.optimizer.weight_decay");
+    finite(t.optimizer.momentum, "train.optimizer.momentum");
+    finite(t.lossScale.initial, "train.loss_scale.initial");
+    finite(t.gradClip, "train.grad_clip");
+    finite(t.lrSchedule.minLrRatio, "train.lr_schedule.min_lr_ratio");
+  }
+
+  void checkUnits() {
+    // Stored parameters first: a tied parameter may name one in a later unit.
+    struct Stored {
+      int64_t unit, offset;
+    };
+    std::unordered_map<std::string, Stored> stored;
+    std::unordered_set<std::string> paramNames;
+    std::unordered_map<std::string, int64_t> paramNumel;
+    for (size_t u = 0; u < s.units.size(); ++u) {
+      const Unit &unit = s.units[u];
+      std::string where = "unit '" + unit.name + "'";
+      known(unit.kind, where + " kind");
+      if (!unitIndex.emplace(unit.name, u).second)
+        error("units: duplicate unit '" + unit.name + "'");
+      if (unit.numel < 0 || unit.numel > kMaxElements)
+        error(where + ": numel " + std::to_string(unit.numel) +
+              " out of range");
+      int64_t next = 0;
+      for (const Param &p : unit.params) {
+        if (!paramNames.insert(p.name).second)
+          error(where + ": duplicate parameter '" + p.name + "'");
+        if (p.shape.empty())
+          error(where + ": parameter '" + p.name + "' has no shape");
+        __int128 numel = 1;
+        for (int64_t d : p.shape) {
+          if (d < 1)
+            error(where + ": parameter '" + p.name +
+                  "' has a dimension below 1");
+          numel *= d;
+          if (numel > kMaxElements)
+            error(where + ": parameter '" + p.name + "' is too large");
+        }
+        paramNumel[p.name] = static_cast<int64_t>(numel);
+        if (!p.tiedTo.empty())
+          continue;
+        if (p.offset != next)
+          error(where + ": parameter '" + p.name + "' is at offset " +
+                std::to_string(p.offset) + ", expected " +
+                std::to_string(next) +
+                " (stored parameters are contiguous, in order)");
+        stored.emplace(p.name, Stored{int64_t(u), p.offset});
+        next += static_cast<int64_t>(numel);
+        if (next > unit.numel)
+          error(where + ": parameter '" + p.name +
+                "' ends past the unit's numel " + std::to_string(unit.numel));
+      }
+      if (next != unit.numel)
+        error(where + ": numel " + std::to_string(unit.numel) + " is not the " +
+              std::to_string(next) + " elements its parameters store");
+    }
+    tiedUnit.assign(s.units.size(), -1);
+    for (size_t u = 0; u < s.units.size(); ++u) {
+      for (const Param &p : s.units[u].params) {
+        if (p.tiedTo.empty())
+          continue;
+        std::string where = "unit '" + s.units[u].name + "'";
+        auto it = stored.find(p.tiedTo);
+        if (it == stored.end())
+          error(where + ": parameter '" + p.name + "' is tied to '" + p.tiedTo +
+                "', which is no stored parameter");
+        if (it->second.unit == int64_t(u))
+          error(where + ": parameter '" + p.name +
+                "' is tied to a parameter of its own unit");
+        if (tiedUnit[u] >= 0 && tiedUnit[u] != it->second.unit)
+          error(where + " ties parameters of two units");
+        if (paramNumel[p.name] != paramNumel[p.tiedTo])
+          error(where + ": parameter '" + p.name + "' has another size than '" +
+                p.tiedTo + "'");
+        if (p.offset != it->second.offset)
+          error(where + ": tied parameter '" + p.name + "' has offset " +
+                std::to_string(p.offset) + ", but '" + p.tiedTo + "' is at " +
+                std::to_string(it->second.offset));
+        tiedUnit[u] = it->second.unit;
+      }
+    }
+  }
+
+  void checkGroups() {
+    std::vector<int> unitGroups(s.units.size(), 0);
+    for (size_t g = 0; g < s.groups.size(); ++g) {
+      const Group &group = s.groups[g];
+      std::string where = "group '" + group.name + "'";
+      if (!groupIndex.emplace(group.name, g).second)
+        error("groups: duplicate group '" + group.name + "'");
+      if (group.units.empty())
+        error(where + " has no units");
+      // Each unit holds at most kMaxElements; a sum over many needs more
+      // than 64 bits.
+      __int128 numel = 0;
+      for (const std::string &unit : group.units) {
+        auto it = unitIndex.find(unit);
+        if (it == unitIndex.end())
+          error(where + ": unknown unit '" + unit + "'");
+        ++unitGroups[it->second];
+        numel += s.units[it->second].numel;
+      }
+      if (numel > kMaxElements)
+        error(where + " holds more than 2^60 elements");
+      if (group.numel != numel)
+        error(where + ": numel " + std::to_string(group.numel) +
+              " is not the " + std::to_string(static_cast<int64_t>(numel)) +
+              " elements its units store");
+      if (group.paddedNumel < group.numel || group.paddedNumel % s.shard != 0)
+        error(where + ": padded_numel " + std::to_string(group.paddedNumel) +
+              " is not numel rounded up to a multiple of the shard axis " +
+              std::to_string(s.shard));
+      if (group.paddedNumel - group.numel >= s.shard)
+        error(where + ": padded_numel " + std::to_string(group.paddedNumel) +
+              " pads more than the shard axis needs");
+      if (__int128(group.shardNumel) * s.shard != group.paddedNumel)
+        error(where + ": shard_numel " + std::to_string(group.shardNumel) +
+              " x shard " + std::to_string(s.shard) + " is not padded_numel " +
+              std::to_string(group.paddedNumel));
+    }
+    for (size_t u = 0; u < s.units.size(); ++u)
+      if (unitGroups[u] != 1)
+        error("unit '" + s.units[u].name + "' is in " +
+              std::to_string(unitGroups[u]) + " groups, not one");
+  }
+
+  void checkArenas() {
+    for (const auto *sizes : {&s.arenaBytes, &s.persistentBytes})
+      for (const auto &[space, bytes] : *sizes)
+        if (bytes < 0)
+          error(std::string("arena of ") + toString(space) +
+                " has a negative size");
+    for (const auto &[space, bytes] : s.persistentBytes)
+      if (!s.arenaBytes.count(space) || bytes > s.arenaSize(space))
+        error(std::string("persistent_bytes of ") + toString(space) +
+              " exceed its arena_bytes");
+    if (s.workspaceBytes < 0)
+      error("workspace_bytes is negative");
+  }
+
+  void checkBuffers() {
+    root.resize(s.buffers.size());
+    for (size_t i = 0; i < s.buffers.size(); ++i) {
+      const Buffer &b = s.buffers[i];
+      std::string where = "buffer " + std::to_string(i);
+      known(b.kind, where + " kind");
+      known(b.type, where + " type");
+      known(b.space, where + " space");
+      known(b.role, where + " role");
+      known(b.axis, where + " axis");
+      if (b.numel < 1 || b.numel > kMaxElements)
+        error(where + ": numel " + std::to_string(b.numel) + " out of range");
+      if (b.kind == Buffer::Kind::Alloc) {
+        root[i] = static_cast<int64_t>(i);
+        where += " ('" + b.name + "')";
+        auto arena = s.arenaBytes.find(b.space);
+        if (arena == s.arenaBytes.end())
+          error(where + ": no arena for memory space " + toString(b.space));
+        __int128 end =
+            __int128(b.offset) + __int128(b.numel) * elementBytes(b.type);
+        if (b.offset < 0 || end > arena->second)
+          error(where + ": bytes [" + std::to_string(b.offset) + ", " +
+                std::to_string(static_cast<int64_t>(end)) +
+                ") lie outside the " + toString(b.space) + " arena of " +
+                std::to_string(arena->second) + " bytes");
+        if (b.offset % static_cast<int64_t>(elementBytes(b.type)) != 0)
+          error(where + ": offset " + std::to_string(b.offset) +
+                " is not a multiple of its " + toString(b.type) +
+                " elements' size");
+        if (b.persistent) {
+          auto block = s.persistentBytes.find(b.space);
+          if (block == s.persistentBytes.end() || end > block->second)
+            error(where +
+                  ": persistent, but outside the persistent block of the " +
+                  std::string(toString(b.space)) + " arena");
+        }
+        if (!b.group.empty()) {
+          auto g = groupIndex.find(b.group);
+          if (g == groupIndex.end())
+            error(where + ": unknown group '" + b.group + "'");
+          const Group &group = s.groups[g->second];
+          int64_t expected = b.sharded ? group.shardNumel : group.paddedNumel;
+          if (b.numel != expected)
+            error(where + ": " + (b.sharded ? "a shard" : "all") +
+                  " of group '" + b.group + "' must have " +
+                  std::to_string(expected) + " elements, not " +
+                  std::to_string(b.numel));
+        } else if (b.sharded) {
+          error(where + ": sharded, but of no group");
+        }
+        continue;
+      }
+      if (b.source < 0 || b.source >= int64_t(i))
+        error(where + ": source " + std::to_string(b.source) +
+              " is not an earlier buffer");
+      root[i] = root[b.source];
+      const Buffer &src = s.buffers[b.source];
+      if (src.type != b.type || src.space != b.space)
+        error(where + ": type or memory space differs from its source " +
+              std::to_string(b.source));
+      if (b.kind == Buffer::Kind::View) {
+        if (b.viewOffset < 0 || b.viewOffset > src.numel - b.numel)
+          error(where + ": elements [" + std::to_string(b.viewOffset) + ", " +
+                std::to_string(b.viewOffset + b.numel) +
+                ") lie outside its source's " + std::to_string(src.numel));
+      } else if (__int128(b.numel) * axisSize(b.axis) != src.numel) {
+        error(where + ": shard of " + std::to_string(b.numel) + " x " +
+              std::to_string(axisSize(b.axis)) + " ranks is not its source's " +
+              std::to_string(src.numel) + " elements");
+      }
+    }
+  }
+
+  enum class Life : uint8_t { NotYet, Live, Freed };
+  enum class EventState : uint8_t { NotYet, Signalled, Waited };
+
+  void checkOps();
+
+  std::unordered_map<std::string, size_t> unitIndex, groupIndex;
+};
+
+/// The relations an op's ODS definition lists (SchedContract.td,
+/// `fileChecks`), called by the generated `check` of each op struct once its
+/// ids are known to be in range. An absent optional operand is -1 and takes
+/// no part.
+class OpChecker {
+public:
+  OpChecker(const ScheduleValidator &v, const std::string &where)
+      : v(v), where(where) {}
+
+  void sameElementType(std::initializer_list<field::NamedIds> operands) {
+    const field::NamedIds *first = nullptr;
+    int64_t firstId = -1;
+    for (const field::NamedIds &o : operands)
+      for (int64_t id : o.ids) {
+        if (id < 0)
+          continue;
+        if (!first) {
+          first = &o, firstId = id;
+          continue;
+        }
+        if (type(id) != type(firstId))
+          fail(std::string(first->name) + " and " + o.name +
+               " have different element types (" + toString(type(firstId)) +
+               " and " + toString(type(id)) + ")");
+      }
+  }
+
+  void elementTypeF32(std::initializer_list<field::NamedIds> operands) {
+    for (const field::NamedIds &o : operands)
+      for (int64_t id : o.ids)
+        if (id >= 0 && type(id) != ElementType::F32)
+          fail(std::string(o.name) + " " + v.bufferName(id) + " is " +
+               toString(type(id)) + ", not f32");
+  }
+
+  void sameNumel(std::initializer_list<field::NamedIds> operands) {
+    const field::NamedIds *first = nullptr;
+    int64_t firstId = -1;
+    for (const field::NamedIds &o : operands)
+      for (int64_t id : o.ids) {
+        if (id < 0)
+          continue;
+        if (!first) {
+          first = &o, firstId = id;
+          continue;
+        }
+        if (numel(id) != numel(firstId))
+          fail(std::string(first->name) + " and " + o.name +
+               " have different sizes (" + std::to_string(numel(firstId)) +
+               " and " + std::to_string(numel(id)) + ")");
+      }
+  }
+
+  void numelTimesGroup(GroupAxis group, field::NamedIds whole,
+                       field::NamedIds part) {
+    int64_t k = v.axisSize(group);
+    int64_t w = numel(whole.ids[0]), p = numel(part.ids[0]);
+    if (__int128(p) * k != w)
+      fail(std::string(whole.name) + " has " + std::to_string(w) +
+           " elements, not " + std::to_string(k) + " (the " + toString(group) +
+           " group's size) times " + part.name + "'s " + std::to_string(p));
+  }
+
+  void rankOfGroup(GroupAxis group, const char *name, int64_t rank) {
+    if (rank < 0 || rank >= v.axisSize(group))
+      fail(std::string(name) + " " + std::to_string(rank) +
+           " is not a rank of the " + toString(group) + " group (" +
+           std::to_string(v.axisSize(group)) + " ranks)");
+  }
+
+  void unitStorage(int64_t unit, field::NamedIds params, field::NamedIds tied) {
+    const Unit &u = v.s.units[unit];
+    int64_t p = params.ids[0], t = tied.ids[0];
+    if (numel(p) != u.numel)
+      fail(std::string(params.name) + " " + v.bufferName(p) + " has " +
+           std::to_string(numel(p)) + " elements, unit '" + u.name +
+           "' stores " + std::to_string(u.numel));
+    int64_t tiedTo = v.tiedUnit[unit];
+    if ((t >= 0) != (tiedTo >= 0))
+      fail("unit '" + u.name + "' " +
+           (tiedTo >= 0
+                ? "ties parameters but has no " + std::string(tied.name)
+                : "ties no parameter but has " + std::string(tied.name)));
+    if (t >= 0 && numel(t) != v.s.units[tiedTo].numel)
+      fail(std::string(tied.name) + " " + v.bufferName(t) +
+           " is not the stored elements of unit '" + v.s.units[tiedTo].name +
+           "'");
+  }
+
+  void givenTogether(field::NamedIds a, field::NamedIds b) {
+    if ((a.ids[0] >= 0) != (b.ids[0] >= 0))
+      fail(std::string(a.name) + " and " + b.name +
+           " must be given together or not at all");
+  }
+
+private:
+  [[noreturn]] void fail(const std::string &what) const {
+    v.error(where + ": " + what);
+  }
+  ElementType type(int64_t id) const { return v.s.buffers[id].type; }
+  int64_t numel(int64_t id) const { return v.s.buffers[id].numel; }
+
+  const ScheduleValidator &v;
+  const std::string &where;
+};
+
+void ScheduleValidator::checkOps() {
+  // Each event is signalled by one op: more events than ops is a lie, and
+  // must not size an allocation.
+  if (s.numEvents > int64_t(s.ops.size()))
+    error("num_events " + std::to_string(s.numEvents) + " exceeds the " +
+          std::to_string(s.ops.size()) + " ops that could signal them");
+  std::vector<Life> life(s.buffers.size(), Life::NotYet);
+  std::vector<EventState> events(s.numEvents, EventState::NotYet);
+
+  for (size_t i = 0; i < s.ops.size(); ++i) {
+    const Op &op = s.ops[i];
+    std::string where =
+        "op " + std::to_string(i) + " (" + toString(op.kind()) + ")";
+    auto fail = [&](const std::string &what) { error(where + ": " + what); };
+    // A field's name and its value: "src 7", "after event 3" (the noun
+    // only where the name is not one).
+    auto named = [](const char *field, const char *noun) {
+      std::string f = field;
+      return f == noun ? f : f + " " + noun;
+    };
+    auto inRange = [&](int64_t b, const char *field) {
+      if (b < 0 || b >= int64_t(s.buffers.size()))
+        fail(std::string(field) + " " + std::to_string(b) + " is no buffer");
+    };
+    auto allocation = [&](int64_t b, const char *field) {
+      inRange(b, field);
+      if (s.buffers[b].kind != Buffer::Kind::Alloc)
+        fail(std::string(field) + " " + bufferName(b) +
+             " is a view, not an allocation");
+    };
+    auto alive = [&](int64_t b, const char *field) {
+      inRange(b, field);
+      Life l = life[root[b]];
+      // bufferName says "buffer N (...)": the field names its role.
+      std::string what = std::string(field) == "buffer"
+                             ? bufferName(b)
+                             : std::string(field) + ", " + bufferName(b) + ",";
+      if (l == Life::NotYet)
+        fail(what + " is used before its allocation");
+      if (l == Life::Freed)
+        fail(what + " is used after its free");
+    };
+    auto useBuffer = [&](const field::Buffer &d, int64_t b) {
+      if (d.access == field::Access::Free) {
+        allocation(b, d.name);
+        alive(b, d.name);
+        if (s.buffers[b].persistent)
+          fail(bufferName(b) + " is persistent and is never freed");
+        life[b] = Life::Freed;
+        return;
+      }
+      alive(b, d.name);
+      if (d.scalar &&
+          (s.buffers[b].numel != 1 || s.buffers[b].type != ElementType::F32))
+        fail(std::string(d.name) + " " + bufferName(b) +
+             " is not a one-element f32 scalar");
+    };
+    auto eventId = [&](int64_t e, const char *field) {
+      if (e < 0 || e >= s.numEvents)
+        fail(named(field, "event") + " " + std::to_string(e) +
+             " out of range (num_events " + std::to_string(s.numEvents) + ")");
+    };
+
+    std::visit(
+        [&](const auto &o) {
+          using T = std::decay_t<decltype(o)>;
+          T::fields(o, [&](auto d, const auto &value) {
+            using D = decltype(d);
+            if constexpr (std::is_same_v<D, field::Buffer>) {
+              useBuffer(d, value);
+            } else if constexpr (std::is_same_v<D, field::OptionalBuffer>) {
+              if (value != -1)
+                useBuffer(d, value);
+            } else if constexpr (std::is_same_v<D, field::Buffers>) {
+              for (int64_t b : value)
+                useBuffer(d, b);
+            } else if constexpr (std::is_same_v<D, field::DefinedBuffer>) {
+              allocation(value, d.name);
+              if (life[value] != Life::NotYet)
+                fail(bufferName(value) + " is allocated twice");
+              life[value] = Life::Live;
+            } else if constexpr (std::is_same_v<D, field::Event>) {
+              eventId(value, d.name);
+              if (events[value] == EventState::NotYet)
+                fail("event " + std::to_string(value) +
+                     " is waited before any op signals it");
+              if (events[value] == EventState::Waited)
+                fail("event " + std::to_string(value) + " is waited twice");
+              events[value] = EventState::Waited;
+            } else if constexpr (std::is_same_v<D, field::Events>) {
+              for (int64_t e : value) {
+                eventId(e, d.name);
+                if (events[e] == EventState::NotYet)
+                  fail(std::string(d.name) + " event " + std::to_string(e) +
+                       " that no earlier op signals");
+              }
+            } else if constexpr (std::is_same_v<D, field::SignalledEvent>) {
+              eventId(value, d.name);
+              if (events[value] != EventState::NotYet)
+                fail("event " + std::to_string(value) + " is signalled twice");
+              events[value] = EventState::Signalled;
+            } else if constexpr (std::is_same_v<D, field::Float>) {
+              if (!std::isfinite(value))
+                fail(std::string(d.name) + " is not finite");
+            } else if constexpr (std::is_same_v<D, field::UnitRef>) {
+              if (value < 0 || value >= int64_t(s.units.size()))
+                fail(std::string(d.name) + " " + std::to_string(value) +
+                     " is no unit");
+            } else if constexpr (std::is_same_v<D, field::GroupRef>) {
+              if (value < 0 || value >= int64_t(s.groups.size()))
+                fail(std::string(d.name) + " " + std::to_string(value) +
+                     " is no group");
+            } else if constexpr (std::is_same_v<D, field::MicroBatch>) {
+              if (value < 0 || value >= s.microBatches)
+                fail(std::string(d.name) + " " + std::to_string(value) +
+                     " is not in [0, " + std::to_string(s.microBatches) + ")");
+            } else if constexpr (isEnumField<D>) {
+              using E = std::decay_t<decltype(value)>;
+              if (static_cast<size_t>(value) >=
+                  EnumKeywords<E>::keywords.size())
+                fail(std::string(d.name) + " is no known value");
+            } else {
+              // Int and Flag: any value; an op's relations check what matters.
+              static_assert(std::is_same_v<D, field::Int> ||
+                            std::is_same_v<D, field::Flag>);
+            }
+          });
+          OpChecker checker(*this, where);
+          T::check(o, checker);
+        },
+        op.body);
+  }
+
+  for (int64_t e = 0; e < s.numEvents; ++e)
+    if (events[e] != EventState::Waited)
+      error("event " + std::to_string(e) +
+            (events[e] == EventState::NotYet ? " is never signalled"
+                                             : " is never waited"));
+  for (size_t b = 0; b < s.buffers.size(); ++b) {
+    if (s.buffers[b].kind != Buffer::Kind::Alloc)
+      continue;
+    if (life[b] == Life::NotYet)
+      error(bufferName(int64_t(b)) + " is never allocated");
+    if (!s.buffers[b].persistent && life[b] != Life::Freed)
+      error(bufferName(int64_t(b)) + " is transient but never freed");
+  }
+}
+
+} // namespace
+
+ValidSchedule validateSchedule(Schedule schedule, const std::string &name) {
+  ScheduleValidator(schedule, name).run();
+  return ValidSchedule(std::move(schedule));
+}
+
+} // namespace plan::rt
