@@ -53,16 +53,6 @@ struct GroupSlot {
   SmallVector<Value, 2> state;
 };
 
-bool isBlock(plan::UnitKind kind) {
-  return kind == plan::UnitKind::LlamaBlock ||
-         kind == plan::UnitKind::GPT2Block || kind == plan::UnitKind::BertBlock;
-}
-
-bool isHead(plan::UnitKind kind) {
-  return kind == plan::UnitKind::LlamaHead ||
-         kind == plan::UnitKind::GPT2Head || kind == plan::UnitKind::BertHead;
-}
-
 /// Resolves the plan's units and groups into slots, or explains which pass
 /// the plan still needs.
 LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
@@ -156,7 +146,7 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
   }
 
   plan::UnitOp last = units.back().op;
-  if (!isHead(last.getKind()))
+  if (!plan::isHeadKind(last.getKind()))
     return last.emitError("the last unit '")
            << last.getSymName() << "' is a "
            << plan::stringifyUnitKind(last.getKind())
@@ -269,7 +259,7 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
     return unit.tiedOwner == kNone ? Value() : units[unit.tiedOwner].*view;
   };
   auto isCheckpointed = [&](const UnitSlot &unit) {
-    return checkpointing && isBlock(unit.kind);
+    return checkpointing && plan::isBlockKind(unit.kind);
   };
 
   // What each unit's forward saved: everything its backward needs, or only

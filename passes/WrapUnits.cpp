@@ -29,11 +29,6 @@ using namespace plan;
 
 namespace {
 
-bool isBlock(UnitKind kind) {
-  return kind == UnitKind::LlamaBlock || kind == UnitKind::GPT2Block ||
-         kind == UnitKind::BertBlock;
-}
-
 /// A group to create: its units, and the position of its first unit in the
 /// plan, which orders the groups.
 struct GroupPlan {
@@ -96,7 +91,8 @@ LogicalResult wrapPlan(PlanOp plan) {
   };
 
   for (auto [index, unit] : llvm::enumerate(units)) {
-    if (wrap.getKind() == WrapKind::WholeModel || !isBlock(unit.getKind())) {
+    if (wrap.getKind() == WrapKind::WholeModel ||
+        !isBlockKind(unit.getKind())) {
       if (root.units.empty())
         root.firstUnit = index;
       root.units.push_back(unit);
@@ -111,7 +107,7 @@ LogicalResult wrapPlan(PlanOp plan) {
     // that the head (or any non-block unit) cuts short stays a smaller group.
     if (wrap.getKind() == WrapKind::TransformerBlock ||
         pendingNumel >= wrap.getMinParams() || index + 1 == units.size() ||
-        !isBlock(units[index + 1].getKind()))
+        !isBlockKind(units[index + 1].getKind()))
       closePending();
   }
 

@@ -16,4 +16,12 @@
 
 #include "dialects/plan/PlanEnums.h.inc"
 
+namespace plan {
+/// A transformer block (Llama, GPT-2, BERT): what the wrap policy groups and
+/// activation checkpointing recomputes.
+bool isBlockKind(UnitKind kind);
+/// The model's last unit, whose logits the loss is of.
+bool isHeadKind(UnitKind kind);
+} // namespace plan
+
 #endif // PLAN_DIALECTS_PLAN_PLANENUMS_H

@@ -110,6 +110,11 @@ class Sched_UnitStorage<string paramsName, string tiedName> : Sched_FileCheck {
   string params = paramsName;
   string tied = tiedName;
 }
+// The variadic operand holds as many buffers as the schedule's optimizer
+// keeps (adamw 2, sgd with momentum 1, sgd 0).
+class Sched_OptimizerState<string stateName> : Sched_FileCheck {
+  string state = stateName;
+}
 // Two optional operands are given together or not at all.
 class Sched_GivenTogether<string first, string second> : Sched_FileCheck {
   string a = first;

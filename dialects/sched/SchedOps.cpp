@@ -5,6 +5,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace sched;
 
@@ -61,8 +63,10 @@ LogicalResult ProgramOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult ProgramOp::verify() {
-  if (getMicroBatches() < 1)
-    return emitOpError("micro_batches must be >= 1, got ") << getMicroBatches();
+  // I64Attr getters are unsigned; a negative count reads back as a huge one.
+  auto microBatches = static_cast<int64_t>(getMicroBatches());
+  if (microBatches < 1)
+    return emitOpError("micro_batches must be >= 1, got ") << microBatches;
   return success();
 }
 
@@ -104,12 +108,13 @@ LogicalResult ViewOp::verify() {
   if (elementType(getSource()) != elementType(getResult()) ||
       space(getSource()) != space(getResult()))
     return emitOpError("view must keep the element type and memory space");
-  int64_t offset = getOffset();
-  if (offset < 0 || offset + numel(getResult()) > numel(getSource()))
-    return emitOpError("elements [")
-           << offset << ", " << offset + numel(getResult())
-           << ") are outside the " << numel(getSource())
-           << " elements of the source";
+  auto offset = static_cast<int64_t>(getOffset());
+  // Compared without `offset + size`, which overflows for huge offsets.
+  if (offset < 0 || numel(getResult()) > numel(getSource()) ||
+      offset > numel(getSource()) - numel(getResult()))
+    return emitOpError() << numel(getResult()) << " elements at offset "
+                         << offset << " are outside the " << numel(getSource())
+                         << " elements of the source";
   return success();
 }
 
@@ -217,12 +222,48 @@ LogicalResult AccumulateOp::verify() {
 // Compute
 //===----------------------------------------------------------------------===//
 
-static plan::UnitOp lookupUnit(Operation *op, SymbolRefAttr unit) {
+/// The op `ref` names, if it is an `OpT` of the plan `op`'s program runs:
+/// units and groups nest in their plan (@plan::@unit), and one of another
+/// plan is not this program's.
+template <typename OpT>
+static OpT lookupInPlan(Operation *op, SymbolRefAttr ref) {
   ProgramOp program = programOf(op);
   if (!program)
     return {};
-  return dyn_cast_or_null<plan::UnitOp>(
-      mlir::SymbolTable::lookupNearestSymbolFrom(program->getParentOp(), unit));
+  auto found = dyn_cast_or_null<OpT>(
+      mlir::SymbolTable::lookupNearestSymbolFrom(program->getParentOp(), ref));
+  if (!found || ref.getRootReference() != program.getPlanAttr().getAttr())
+    return {};
+  return found;
+}
+
+static plan::UnitOp lookupUnit(Operation *op, SymbolRefAttr unit) {
+  return lookupInPlan<plan::UnitOp>(op, unit);
+}
+
+/// Checks that `op` is in a program whose plan resolves, that `unitRef`
+/// names a unit of that plan and that `microBatch` is one of its
+/// micro-batches. An unresolved plan is left to ProgramOp's symbol check,
+/// which runs after the ops inside it.
+static LogicalResult verifyUnitAndMicroBatch(Operation *op,
+                                             SymbolRefAttr unitRef,
+                                             int64_t microBatch,
+                                             plan::UnitOp &unit) {
+  ProgramOp program = programOf(op);
+  if (!program)
+    return op->emitOpError("must be inside a sched.program");
+  if (!program.getPlanOp())
+    return success();
+  unit = lookupUnit(op, unitRef);
+  if (!unit)
+    return op->emitOpError("'")
+           << unitRef << "' does not name a plan.unit of plan '"
+           << program.getPlan() << "'";
+  auto microBatches = static_cast<int64_t>(program.getMicroBatches());
+  if (microBatch < 0 || microBatch >= microBatches)
+    return op->emitOpError("micro-batch ")
+           << microBatch << " is not in [0, " << microBatches << ")";
+  return success();
 }
 
 /// The stored elements of the unit holding the parameter `unit` ties to, or
@@ -245,14 +286,10 @@ static int64_t tiedNumel(plan::UnitOp unit) {
 static LogicalResult verifyCompute(Operation *op, SymbolRefAttr unitRef,
                                    int64_t microBatch, Value params, Value tied,
                                    plan::UnitOp &unit) {
-  unit = lookupUnit(op, unitRef);
+  if (failed(verifyUnitAndMicroBatch(op, unitRef, microBatch, unit)))
+    return failure();
   if (!unit)
-    return op->emitOpError("'") << unitRef << "' does not name a plan.unit";
-  ProgramOp program = programOf(op);
-  auto microBatches = static_cast<int64_t>(program.getMicroBatches());
-  if (microBatch < 0 || microBatch >= microBatches)
-    return op->emitOpError("micro-batch ") << microBatch << " is not in [0, "
-                                           << program.getMicroBatches() << ")";
+    return success();
   if (numel(params) != unit.getStoredNumel())
     return op->emitOpError("unit '")
            << unit.getSymName() << "' stores " << unit.getStoredNumel()
@@ -312,11 +349,13 @@ LogicalResult OptimizerStepOp::verify() {
   ProgramOp program = programOf(*this);
   if (!program)
     return emitOpError("must be inside a sched.program");
-  auto group = dyn_cast_or_null<plan::GroupOp>(
-      mlir::SymbolTable::lookupNearestSymbolFrom(program->getParentOp(),
-                                                 getGroup()));
-  if (!group)
-    return emitOpError("'") << getGroup() << "' does not name a plan.group";
+  plan::PlanOp plan = program.getPlanOp();
+  if (!plan)
+    return success(); // ProgramOp's symbol check reports it
+  if (!lookupInPlan<plan::GroupOp>(*this, getGroup()))
+    return emitOpError("'")
+           << getGroup() << "' does not name a plan.group of plan '"
+           << program.getPlan() << "'";
   if (!elementType(getParams()).isF32())
     return emitOpError("steps fp32 parameters (the master copy), got ")
            << elementType(getParams());
@@ -335,7 +374,6 @@ LogicalResult OptimizerStepOp::verify() {
   if (!elementType(getGrads()).isF32())
     return emitOpError("steps with fp32 gradients, got ")
            << elementType(getGrads());
-  plan::PlanOp plan = program.getPlanOp();
   plan::OptimizerKind kind = plan.getTrain().getOptimizer().getKind();
   size_t expected = kind == plan::OptimizerKind::AdamW                    ? 2
                     : plan.getTrain().getOptimizer().getMomentum() != 0.0 ? 1
@@ -344,6 +382,24 @@ LogicalResult OptimizerStepOp::verify() {
     return emitOpError(plan::stringifyOptimizerKind(kind))
            << " keeps " << expected << " state buffers, got "
            << getState().size();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Loss
+//===----------------------------------------------------------------------===//
+
+LogicalResult LossOp::verify() {
+  plan::UnitOp unit;
+  if (failed(verifyUnitAndMicroBatch(*this, getUnit(), getMicroBatch(), unit)))
+    return failure();
+  if (unit && !plan::isHeadKind(unit.getKind()))
+    return emitOpError("the loss is of the model's head; '")
+           << unit.getSymName() << "' is a "
+           << plan::stringifyUnitKind(unit.getKind()) << " unit";
+  double scale = getScale().convertToDouble();
+  if (!(scale > 0.0) || !std::isfinite(scale))
+    return emitOpError("scale must be positive and finite, got ") << scale;
   return success();
 }
 

@@ -343,6 +343,7 @@ def Sched_LossOp : Sched_Op<"loss"> {
     $unit `mb` $micro_batch `scale` $scale
     (`loss_scale` `(` $loss_scale^ `:` type($loss_scale) `)`)? attr-dict
   }];
+  let hasVerifier = 1;
 }
 
 def Sched_BackwardOp : Sched_ComputeOp<"backward", [AttrSizedOperandSegments]> {
@@ -423,7 +424,8 @@ def Sched_OptimizerStepOp : Sched_Op<"optimizer_step", [AttrSizedOperandSegments
   }];
   let hasVerifier = 1;
   let fileChecks = [Sched_SameNumel<["params", "grads", "state"]>,
-                    Sched_ElementTypeF32<["params", "grads", "state"]>];
+                    Sched_ElementTypeF32<["params", "grads", "state"]>,
+                    Sched_OptimizerState<"state">];
 }
 
 def Sched_UpdateLossScaleOp : Sched_Op<"update_loss_scale"> {

@@ -225,12 +225,14 @@ void sgdStep(at::Tensor &params, const at::Tensor &grad,
 void optimizerUpdate(const OptimizerConfig &config, at::Tensor &params,
                      const at::Tensor &grad, std::vector<at::Tensor> &state,
                      double lr, int64_t t) {
+  auto expected = static_cast<size_t>(optimizerStateCount(config));
+  if (state.size() != expected)
+    throw std::runtime_error(std::string(toString(config.kind)) + " needs " +
+                             std::to_string(expected) +
+                             " state buffers, the schedule gives " +
+                             std::to_string(state.size()));
   switch (config.kind) {
   case OptimizerKind::AdamW:
-    if (state.size() != 2)
-      throw std::runtime_error("adamw needs 2 state buffers (exp_avg, "
-                               "exp_avg_sq), the schedule gives " +
-                               std::to_string(state.size()));
     if (params.is_cuda()) {
       fusedAdamWStep(params, grad, state[0], state[1], config, lr, t);
       return;
@@ -241,12 +243,6 @@ void optimizerUpdate(const OptimizerConfig &config, at::Tensor &params,
     adamwStep(params, grad, state[0], state[1], config, lr, t);
     return;
   case OptimizerKind::SGD: {
-    size_t expected = config.momentum != 0 ? 1 : 0;
-    if (state.size() != expected)
-      throw std::runtime_error(
-          "sgd with momentum " + std::to_string(config.momentum) + " needs " +
-          std::to_string(expected) + " state buffers, the schedule gives " +
-          std::to_string(state.size()));
     at::Tensor none;
     sgdStep(params, grad, expected ? state[0] : none, config, lr, t);
     return;

@@ -6,6 +6,16 @@ namespace plan::rt {
 
 size_t elementBytes(ElementType t) { return t == ElementType::F32 ? 4 : 2; }
 
+int64_t optimizerStateCount(const OptimizerConfig &config) {
+  switch (config.kind) {
+  case OptimizerKind::AdamW:
+    return 2;
+  case OptimizerKind::SGD:
+    return config.momentum != 0 ? 1 : 0;
+  }
+  return 0;
+}
+
 bool isTrainingStateRole(BufferRole role) {
   switch (role) {
   case BufferRole::Param:

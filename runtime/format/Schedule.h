@@ -108,6 +108,11 @@ struct OptimizerConfig {
          momentum = 0;
 };
 
+/// The state buffers an optimizer keeps per parameter buffer, in the order
+/// optimizer_step lists them: adamw 2 (exp_avg, exp_avg_sq), sgd with
+/// momentum 1, sgd 0.
+int64_t optimizerStateCount(const OptimizerConfig &config);
+
 struct LossScaleConfig {
   LossScaleKind kind = LossScaleKind::None;
   double initial = 65536.0;

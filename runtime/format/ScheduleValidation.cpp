@@ -463,6 +463,17 @@ public:
            "'");
   }
 
+  void optimizerState(field::NamedIds state) {
+    const OptimizerConfig &optimizer = v.s.train.optimizer;
+    int64_t expected = optimizerStateCount(optimizer);
+    if (int64_t(state.ids.size()) != expected)
+      fail(std::string(toString(optimizer.kind)) +
+           (optimizer.kind == OptimizerKind::SGD && expected ? " with momentum"
+                                                             : "") +
+           " keeps " + std::to_string(expected) + " " + state.name +
+           " buffers, not " + std::to_string(state.ids.size()));
+  }
+
   void givenTogether(field::NamedIds a, field::NamedIds b) {
     if ((a.ids[0] >= 0) != (b.ids[0] >= 0))
       fail(std::string(a.name) + " and " + b.name +

@@ -915,6 +915,16 @@ TEST(ScheduleFile, ValidationCatchesInconsistentPrograms) {
                firstOf<ops::OptimizerStep>(s).second->group = 3;
              }),
              "group 3 is no group");
+  // The optimizer's state: adamw keeps two buffers, sgd with momentum one.
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               firstOf<ops::OptimizerStep>(s).second->state.pop_back();
+             }),
+             "(optimizer_step): adamw keeps 2 state buffers, not 1");
+  EXPECT_HAS(
+      errorAfter([&](Schedule &s) {
+        s.train.optimizer = {.kind = OptimizerKind::SGD, .momentum = 0.9};
+      }),
+      "(optimizer_step): sgd with momentum keeps 1 state buffers, not 2");
   EXPECT_HAS(
       errorAfter([&](Schedule &s) { s.ops.erase(s.ops.begin() + free); }),
       "transient but never freed");

@@ -301,6 +301,15 @@ void collectChecks(RuntimeOp &op) {
                   "and holds that unit's stored elements",
                   params.name, unit.name, tied.name)
               .str());
+    } else if (check->isSubClassOf("Sched_OptimizerState")) {
+      const Field &state = fieldNamed(op, check->getValueAsString("state"));
+      op.checks.push_back(
+          formatv("c.optimizerState({0});", namedIds(state)).str());
+      op.checkDocs.push_back(
+          formatv("`{0}` holds as many buffers as the optimizer keeps "
+                  "(adamw 2, sgd with momentum 1, sgd 0)",
+                  state.name)
+              .str());
     } else if (check->isSubClassOf("Sched_GivenTogether")) {
       const Field &a = fieldNamed(op, check->getValueAsString("a"));
       const Field &b = fieldNamed(op, check->getValueAsString("b"));

@@ -465,6 +465,7 @@ struct OptimizerStep {
   static void check(const OptimizerStep &op, Checker &c) {
     c.sameNumel({{"params", field::one(op.params)}, {"grads", field::one(op.grads)}, {"state", op.state}});
     c.elementTypeF32({{"params", field::one(op.params)}, {"grads", field::one(op.grads)}, {"state", op.state}});
+    c.optimizerState({"state", op.state});
   }
 };
 
