@@ -50,8 +50,10 @@ static std::string formatReal(double x) {
   return text.substr(0, e + 1) + (negative ? "-" : "") + exponent;
 }
 
-/// Bytes in the largest binary unit that divides them exactly.
-static std::string formatBytes(int64_t bytes) {
+/// Bytes as a plan literal ("80GiB", "1536B"): the largest binary unit that
+/// divides them exactly, so the value reads back unchanged (unlike
+/// support::formatBytes, which rounds for people).
+static std::string bytesLiteral(int64_t bytes) {
   static constexpr std::pair<StringRef, int64_t> binaryUnits[] = {
       {"TiB", int64_t(1) << 40},
       {"GiB", int64_t(1) << 30},
@@ -261,7 +263,7 @@ static std::string show(double x, Shown shown) {
   case Shown::Plain:
     return formatReal(x);
   case Shown::Bytes:
-    return formatBytes(static_cast<int64_t>(x));
+    return bytesLiteral(static_cast<int64_t>(x));
   case Shown::BytesPerSecond:
     return formatBandwidth(x);
   }

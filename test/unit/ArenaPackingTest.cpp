@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/ArenaPacking.h"
+#include "analysis/ArenaPacking.h"
 
 #include "gtest/gtest.h"
 

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Report.h"
+#include "report/Report.h"
 #include "frontend/Frontend.h"
 
 #include "mlir/IR/Diagnostics.h"

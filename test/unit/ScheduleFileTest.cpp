@@ -13,7 +13,7 @@
 #include "ScheduleJson.h"
 #include "dialects/sched/SchedDialect.h"
 #include "frontend/Frontend.h"
-#include "passes/ExportSchedule.h"
+#include "export/ExportSchedule.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"

@@ -18,9 +18,9 @@
 
 #include "frontend/Frontend.h"
 #include "frontend/Models.h"
-#include "passes/ExportSchedule.h"
+#include "export/ExportSchedule.h"
 #include "passes/Passes.h"
-#include "passes/Report.h"
+#include "report/Report.h"
 
 #include "Format.h"
 #include "ScheduleFile.h"

@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/WorkspaceModel.h"
+#include "analysis/WorkspaceModel.h"
 
 #include "Schedule.h"
 

@@ -8,7 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Report.h"
+#include "report/Report.h"
+
+#include "Format.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
@@ -18,6 +20,8 @@
 
 using namespace mlir;
 using namespace plan;
+using plan::rt::support::formatBytes;
+using plan::rt::support::withThousands;
 
 llvm::StringRef plan::memoryCategoryName(MemoryCategory category) {
   switch (category) {
@@ -60,21 +64,6 @@ MemoryCategory plan::memoryCategoryOf(sched::BufferRole role) {
     return MemoryCategory::Other;
   }
   return MemoryCategory::Other;
-}
-
-std::string plan::formatBytes(uint64_t bytes) {
-  constexpr double KiB = 1024.0, MiB = KiB * 1024, GiB = MiB * 1024,
-                   TiB = GiB * 1024;
-  double b = static_cast<double>(bytes);
-  if (b >= TiB)
-    return llvm::formatv("{0:F2} TiB", b / TiB).str();
-  if (b >= GiB)
-    return llvm::formatv("{0:F2} GiB", b / GiB).str();
-  if (b >= MiB)
-    return llvm::formatv("{0:F1} MiB", b / MiB).str();
-  if (b >= KiB)
-    return llvm::formatv("{0:F1} KiB", b / KiB).str();
-  return llvm::formatv("{0} B", bytes).str();
 }
 
 namespace {
@@ -286,16 +275,6 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-
-std::string withThousands(int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0 && digits[i - 1] != '-')
-      out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 std::string formatSeconds(double seconds) {
   if (seconds >= 1)

@@ -21,7 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/ArenaPacking.h"
+#include "analysis/ArenaPacking.h"
 
 #include <algorithm>
 #include <limits>

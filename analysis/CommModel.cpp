@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/CommModel.h"
+#include "analysis/CommModel.h"
 
 #include <algorithm>
 

@@ -1,7 +1,7 @@
 //===- ActivationModel.h - Memory a unit saves for backward -----*- C++ -*-===//
 
-#ifndef PLAN_PASSES_ACTIVATIONMODEL_H
-#define PLAN_PASSES_ACTIVATIONMODEL_H
+#ifndef PLAN_ANALYSIS_ACTIVATIONMODEL_H
+#define PLAN_ANALYSIS_ACTIVATIONMODEL_H
 
 #include "dialects/plan/PlanDialect.h"
 
@@ -26,4 +26,4 @@ int64_t checkpointBytes(ModelAttr model, int64_t microBatch, int64_t seqLen,
 
 } // namespace plan
 
-#endif // PLAN_PASSES_ACTIVATIONMODEL_H
+#endif // PLAN_ANALYSIS_ACTIVATIONMODEL_H

@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/ActivationModel.h"
+#include "analysis/ActivationModel.h"
 
 #include "Schedule.h"
 

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/ActivationModel.h"
+#include "analysis/ActivationModel.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PLAN_PASSES_ARENAPACKING_H
-#define PLAN_PASSES_ARENAPACKING_H
+#ifndef PLAN_ANALYSIS_ARENAPACKING_H
+#define PLAN_ANALYSIS_ARENAPACKING_H
 
 #include <cstdint>
 #include <vector>
@@ -46,4 +46,4 @@ ArenaLayout packArena(const std::vector<ArenaInterval> &intervals);
 
 } // namespace plan
 
-#endif // PLAN_PASSES_ARENAPACKING_H
+#endif // PLAN_ANALYSIS_ARENAPACKING_H

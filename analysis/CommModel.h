@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PLAN_PASSES_COMMMODEL_H
-#define PLAN_PASSES_COMMMODEL_H
+#ifndef PLAN_ANALYSIS_COMMMODEL_H
+#define PLAN_ANALYSIS_COMMMODEL_H
 
 #include "dialects/plan/PlanDialect.h"
 #include "dialects/sched/SchedDialect.h"
@@ -67,4 +67,4 @@ double collectiveSeconds(CollectiveKind kind, uint64_t fullBytes,
 
 } // namespace plan
 
-#endif // PLAN_PASSES_COMMMODEL_H
+#endif // PLAN_ANALYSIS_COMMMODEL_H

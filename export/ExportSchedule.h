@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PLAN_PASSES_EXPORTSCHEDULE_H
-#define PLAN_PASSES_EXPORTSCHEDULE_H
+#ifndef PLAN_EXPORT_EXPORTSCHEDULE_H
+#define PLAN_EXPORT_EXPORTSCHEDULE_H
 
 #include "Schedule.h"
 
@@ -31,4 +31,4 @@ mlir::FailureOr<rt::Schedule> exportSchedule(mlir::ModuleOp module);
 
 } // namespace plan
 
-#endif // PLAN_PASSES_EXPORTSCHEDULE_H
+#endif // PLAN_EXPORT_EXPORTSCHEDULE_H

@@ -8,11 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PLAN_PASSES_REPORT_H
-#define PLAN_PASSES_REPORT_H
+#ifndef PLAN_REPORT_REPORT_H
+#define PLAN_REPORT_REPORT_H
 
-#include "passes/CommModel.h"
-#include "passes/TimeModel.h"
+#include "analysis/CommModel.h"
+#include "analysis/TimeModel.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/JSON.h"
@@ -173,9 +173,6 @@ void printFitFailure(const ScheduleReport &report,
                      llvm::ArrayRef<FitOutcome> outcomes,
                      llvm::raw_ostream &os);
 
-/// "1.50 GiB", "512.0 MiB", "100 B".
-std::string formatBytes(uint64_t bytes);
-
 } // namespace plan
 
-#endif // PLAN_PASSES_REPORT_H
+#endif // PLAN_REPORT_REPORT_H

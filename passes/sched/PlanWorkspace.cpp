@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
-#include "passes/WorkspaceModel.h"
+#include "analysis/WorkspaceModel.h"
 
 #include "dialects/plan/PlanDialect.h"
 #include "dialects/sched/SchedDialect.h"

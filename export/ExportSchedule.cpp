@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/ExportSchedule.h"
+#include "export/ExportSchedule.h"
 
 #include "ScheduleFile.h"
 #include "dialects/plan/PlanDialect.h"
@@ -23,7 +23,7 @@
 #include <type_traits>
 
 #ifndef PLAN_COMPILER_VERSION
-#error "PLAN_COMPILER_VERSION is set by passes/CMakeLists.txt"
+#error "PLAN_COMPILER_VERSION is set by export/CMakeLists.txt"
 #endif
 
 using namespace mlir;

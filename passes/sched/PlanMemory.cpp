@@ -20,7 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/ArenaPacking.h"
+#include "analysis/ArenaPacking.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"

@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PLAN_PASSES_TIMEMODEL_H
-#define PLAN_PASSES_TIMEMODEL_H
+#ifndef PLAN_ANALYSIS_TIMEMODEL_H
+#define PLAN_ANALYSIS_TIMEMODEL_H
 
 #include "dialects/plan/PlanDialect.h"
 #include "dialects/sched/SchedDialect.h"
@@ -94,4 +94,4 @@ mlir::FailureOr<StepTime> simulateStep(sched::ProgramOp program);
 
 } // namespace plan
 
-#endif // PLAN_PASSES_TIMEMODEL_H
+#endif // PLAN_ANALYSIS_TIMEMODEL_H

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/TimeModel.h"
-#include "passes/CommModel.h"
+#include "analysis/TimeModel.h"
+#include "analysis/CommModel.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"

@@ -1,7 +1,7 @@
 //===- WorkspaceModel.h - Memory a unit allocates while it runs -*- C++ -*-===//
 
-#ifndef PLAN_PASSES_WORKSPACEMODEL_H
-#define PLAN_PASSES_WORKSPACEMODEL_H
+#ifndef PLAN_ANALYSIS_WORKSPACEMODEL_H
+#define PLAN_ANALYSIS_WORKSPACEMODEL_H
 
 #include "dialects/plan/PlanDialect.h"
 
@@ -50,4 +50,4 @@ int64_t gpuLibraryWorkspaceBytes(llvm::StringRef deviceName,
 
 } // namespace plan
 
-#endif // PLAN_PASSES_WORKSPACEMODEL_H
+#endif // PLAN_ANALYSIS_WORKSPACEMODEL_H
