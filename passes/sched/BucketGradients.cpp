@@ -134,12 +134,8 @@ private:
 
 void SchedBucketGradientsPass::runOnOperation() {
   for (auto program : getOperation().getOps<sched::ProgramOp>()) {
+    // A verified program names its plan (ProgramOp::verifySymbolUses).
     plan::PlanOp plan = program.getPlanOp();
-    if (!plan) {
-      program.emitOpError("'")
-          << program.getPlan() << "' does not name a plan.plan";
-      return signalPassFailure();
-    }
     plan::ParallelAttr parallel = plan.getParallel();
     if (parallel.getSharding() != plan::Sharding::NoShard)
       continue;

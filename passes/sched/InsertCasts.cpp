@@ -340,11 +340,8 @@ struct SchedInsertCastsPass
     : plan::impl::SchedInsertCastsBase<SchedInsertCastsPass> {
   void runOnOperation() override {
     for (auto program : getOperation().getOps<sched::ProgramOp>()) {
+      // A verified program names its plan (ProgramOp::verifySymbolUses).
       plan::PlanOp plan = program.getPlanOp();
-      if (!plan) {
-        program.emitOpError("'") << program.getPlan() << "' names no plan";
-        return signalPassFailure();
-      }
       if (plan.getTrain().getPrecision() == plan::Precision::FP32)
         continue;
       if (failed(MixedPrecisionRewrite(program, plan).run()))

@@ -186,10 +186,8 @@ private:
 };
 
 LogicalResult ProgramDistribution::analyze() {
+  // A verified program names its plan (ProgramOp::verifySymbolUses).
   plan = program.getPlanOp();
-  if (!plan)
-    return program.emitOpError("'")
-           << program.getPlan() << "' does not name a plan.plan";
   parallel = plan.getParallel();
   microBatches = program.getMicroBatches();
   Block &body = program.getBody().front();

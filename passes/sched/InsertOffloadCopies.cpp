@@ -363,11 +363,8 @@ struct SchedInsertOffloadCopiesPass
     : plan::impl::SchedInsertOffloadCopiesBase<SchedInsertOffloadCopiesPass> {
   void runOnOperation() override {
     for (auto program : getOperation().getOps<sched::ProgramOp>()) {
+      // A verified program names its plan (ProgramOp::verifySymbolUses).
       plan::PlanOp plan = program.getPlanOp();
-      if (!plan) {
-        program.emitOpError("'") << program.getPlan() << "' names no plan";
-        return signalPassFailure();
-      }
       if (failed(OffloadRewrite(program, plan).run()))
         return signalPassFailure();
     }

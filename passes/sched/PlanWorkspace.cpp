@@ -267,11 +267,8 @@ struct SchedPlanWorkspacePass
     : plan::impl::SchedPlanWorkspaceBase<SchedPlanWorkspacePass> {
   void runOnOperation() override {
     for (auto program : getOperation().getOps<ProgramOp>()) {
+      // A verified program names its plan (ProgramOp::verifySymbolUses).
       plan::PlanOp plan = program.getPlanOp();
-      if (!plan) {
-        program.emitOpError("'") << program.getPlan() << "' names no plan";
-        return signalPassFailure();
-      }
       if (failed(WorkspaceWalk(program, plan).run()))
         return signalPassFailure();
     }

@@ -198,12 +198,8 @@ private:
 
 void SchedPrefetchPass::runOnOperation() {
   for (auto program : getOperation().getOps<sched::ProgramOp>()) {
+    // A verified program names its plan (ProgramOp::verifySymbolUses).
     plan::PlanOp plan = program.getPlanOp();
-    if (!plan) {
-      program.emitOpError("'")
-          << program.getPlan() << "' does not name a plan.plan";
-      return signalPassFailure();
-    }
     plan::ParallelAttr parallel = plan.getParallel();
     plan::Sharding sharding = parallel.getSharding();
     // no_shard and zero1 gather nothing before compute: parameters are full.
