@@ -384,21 +384,8 @@ public:
       : v(v), where(where) {}
 
   void sameElementType(std::initializer_list<field::NamedIds> operands) {
-    const field::NamedIds *first = nullptr;
-    int64_t firstId = -1;
-    for (const field::NamedIds &o : operands)
-      for (int64_t id : o.ids) {
-        if (id < 0)
-          continue;
-        if (!first) {
-          first = &o, firstId = id;
-          continue;
-        }
-        if (type(id) != type(firstId))
-          fail(std::string(first->name) + " and " + o.name +
-               " have different element types (" + toString(type(firstId)) +
-               " and " + toString(type(id)) + ")");
-      }
+    allAlike(operands, "element types",
+             [&](int64_t id) { return std::string(toString(type(id))); });
   }
 
   void elementTypeF32(std::initializer_list<field::NamedIds> operands) {
@@ -410,21 +397,8 @@ public:
   }
 
   void sameNumel(std::initializer_list<field::NamedIds> operands) {
-    const field::NamedIds *first = nullptr;
-    int64_t firstId = -1;
-    for (const field::NamedIds &o : operands)
-      for (int64_t id : o.ids) {
-        if (id < 0)
-          continue;
-        if (!first) {
-          first = &o, firstId = id;
-          continue;
-        }
-        if (numel(id) != numel(firstId))
-          fail(std::string(first->name) + " and " + o.name +
-               " have different sizes (" + std::to_string(numel(firstId)) +
-               " and " + std::to_string(numel(id)) + ")");
-      }
+    allAlike(operands, "sizes",
+             [&](int64_t id) { return std::to_string(numel(id)); });
   }
 
   void numelTimesGroup(GroupAxis group, field::NamedIds whole,
@@ -483,6 +457,27 @@ public:
 private:
   [[noreturn]] void fail(const std::string &what) const {
     v.error(where + ": " + what);
+  }
+  /// Fails unless every given buffer of `operands` has the first one's
+  /// `property` (an element type's or a size's spelling).
+  template <typename Property>
+  void allAlike(std::initializer_list<field::NamedIds> operands,
+                const char *what, Property property) const {
+    const field::NamedIds *first = nullptr;
+    std::string firstValue;
+    for (const field::NamedIds &o : operands)
+      for (int64_t id : o.ids) {
+        if (id < 0)
+          continue;
+        if (!first) {
+          first = &o, firstValue = property(id);
+          continue;
+        }
+        if (std::string value = property(id); value != firstValue)
+          fail(std::string(first->name) + " and " + o.name +
+               " have different " + what + " (" + firstValue + " and " + value +
+               ")");
+      }
   }
   ElementType type(int64_t id) const { return v.s.buffers[id].type; }
   int64_t numel(int64_t id) const { return v.s.buffers[id].numel; }

@@ -74,6 +74,24 @@ std::vector<std::string> listDirectory(const std::string &path) {
   return names;
 }
 
+/// Reads `fd` to its end in 1 MiB chunks, handing each to `consume`, and
+/// closes it; a read error closes it and throws.
+template <typename Consume>
+static void readChunks(int fd, const std::string &path, Consume consume) {
+  std::vector<char> chunk(1 << 20);
+  for (;;) {
+    ssize_t n = ::read(fd, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      closeAndFail(fd, path, "cannot read");
+    if (n == 0)
+      break;
+    consume(chunk.data(), static_cast<size_t>(n));
+  }
+  ::close(fd);
+}
+
 std::string readFile(const std::string &path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
@@ -87,18 +105,8 @@ std::string readFile(const std::string &path) {
   }
   std::string bytes;
   bytes.reserve(static_cast<size_t>(st.st_size));
-  char chunk[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      closeAndFail(fd, path, "cannot read");
-    if (n == 0)
-      break;
-    bytes.append(chunk, static_cast<size_t>(n));
-  }
-  ::close(fd);
+  readChunks(fd, path,
+             [&](const char *data, size_t n) { bytes.append(data, n); });
   return bytes;
 }
 
@@ -223,19 +231,11 @@ std::pair<int64_t, uint32_t> fileSizeAndCrc32(const std::string &path) {
     fail(path, "cannot open", errno);
   uLong crc = ::crc32(0L, Z_NULL, 0);
   int64_t bytes = 0;
-  std::vector<unsigned char> chunk(1 << 20);
-  for (;;) {
-    ssize_t n = ::read(fd, chunk.data(), chunk.size());
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      closeAndFail(fd, path, "cannot read");
-    if (n == 0)
-      break;
-    crc = ::crc32(crc, chunk.data(), static_cast<uInt>(n));
-    bytes += n;
-  }
-  ::close(fd);
+  readChunks(fd, path, [&](const char *data, size_t n) {
+    crc = ::crc32(crc, reinterpret_cast<const Bytef *>(data),
+                  static_cast<uInt>(n));
+    bytes += static_cast<int64_t>(n);
+  });
   return {bytes, static_cast<uint32_t>(crc)};
 }
 
