@@ -20,7 +20,9 @@ endif()
 foreach(dir ${_plan_header_dirs})
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/
     DESTINATION ${PLAN_INSTALL_INCLUDEDIR}/${dir}
-    FILES_MATCHING PATTERN "*.h" PATTERN "*.td")
+    FILES_MATCHING PATTERN "*.h" PATTERN "*.td"
+    # The checkpoint library's own parts, not its interface.
+    PATTERN "CheckpointFormat.h" EXCLUDE)
   if(EXISTS ${PROJECT_BINARY_DIR}/${dir})
     install(DIRECTORY ${PROJECT_BINARY_DIR}/${dir}/
       DESTINATION ${PLAN_INSTALL_INCLUDEDIR}/${dir}

@@ -1,7 +1,10 @@
 //===- Passes.td - The plan compiler's passes --------------*- tablegen -*-===//
 //
-// One pass per file in this directory, named for what it does. docs/sched.md
-// says what each produces; `--plan-lower` runs them all in this order.
+// One pass per file, named for what it does: plan/ on the plan dialect,
+// sched/ on the step program. docs/sched.md says what each produces;
+// `--plan-lower` runs them all in this order. The sched passes after
+// sched-lower run on each sched.program (nested under the module), reading
+// the recipe copied onto it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,37 +38,37 @@ def SchedLower : Pass<"sched-lower", "::mlir::ModuleOp"> {
   let dependentDialects = ["::sched::SchedDialect", "::mlir::memref::MemRefDialect"];
 }
 
-def SchedInsertCollectives : Pass<"sched-insert-collectives", "::mlir::ModuleOp"> {
+def SchedInsertCollectives : Pass<"sched-insert-collectives", "::sched::ProgramOp"> {
   let summary = "Shard state and insert gathers and reductions per strategy";
   let dependentDialects = ["::sched::SchedDialect"];
 }
 
-def SchedInsertCasts : Pass<"sched-insert-casts", "::mlir::ModuleOp"> {
+def SchedInsertCasts : Pass<"sched-insert-casts", "::sched::ProgramOp"> {
   let summary = "Mixed precision: working copies, master weights, loss scaling";
   let dependentDialects = ["::sched::SchedDialect"];
 }
 
-def SchedInsertOffloadCopies : Pass<"sched-insert-offload-copies", "::mlir::ModuleOp"> {
+def SchedInsertOffloadCopies : Pass<"sched-insert-offload-copies", "::sched::ProgramOp"> {
   let summary = "Move offloaded state to the host and copy it where it is used";
   let dependentDialects = ["::sched::SchedDialect"];
 }
 
-def SchedPrefetch : Pass<"sched-prefetch", "::mlir::ModuleOp"> {
+def SchedPrefetch : Pass<"sched-prefetch", "::sched::ProgramOp"> {
   let summary = "Issue all-gathers early, within the in-flight limit";
   let dependentDialects = ["::sched::SchedDialect"];
 }
 
-def SchedBucketGradients : Pass<"sched-bucket-gradients", "::mlir::ModuleOp"> {
+def SchedBucketGradients : Pass<"sched-bucket-gradients", "::sched::ProgramOp"> {
   let summary = "Reduce DDP / zero1 gradients in buckets";
   let dependentDialects = ["::sched::SchedDialect"];
 }
 
-def SchedVerifySchedule : Pass<"sched-verify-schedule", "::mlir::ModuleOp"> {
+def SchedVerifySchedule : Pass<"sched-verify-schedule", "::sched::ProgramOp"> {
   let summary = "Reject schedules that deadlock, race or touch dead memory";
   let dependentDialects = ["::sched::SchedDialect"];
 }
 
-def SchedPlanMemory : Pass<"sched-plan-memory", "::mlir::ModuleOp"> {
+def SchedPlanMemory : Pass<"sched-plan-memory", "::sched::ProgramOp"> {
   let summary = "Place every buffer at an offset in one arena per memory space";
   let description = [{
     Sets each sched.alloc's `offset` (bytes, a multiple of 256) so that
@@ -77,7 +80,7 @@ def SchedPlanMemory : Pass<"sched-plan-memory", "::mlir::ModuleOp"> {
   let dependentDialects = ["::sched::SchedDialect"];
 }
 
-def SchedPlanWorkspace : Pass<"sched-plan-workspace", "::mlir::ModuleOp"> {
+def SchedPlanWorkspace : Pass<"sched-plan-workspace", "::sched::ProgramOp"> {
   let summary = "Predict the memory the runtime allocates outside the arenas";
   let description = [{
     Records on each sched.program `workspace_bytes`: the most bytes LibTorch

@@ -9,14 +9,16 @@ void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createPlanWrapUnits());
   pm.addPass(createPlanAssignSharding());
   pm.addPass(createSchedLower());
-  pm.addPass(createSchedInsertCollectives());
-  pm.addPass(createSchedInsertCasts());
-  pm.addPass(createSchedInsertOffloadCopies());
-  pm.addPass(createSchedPrefetch());
-  pm.addPass(createSchedBucketGradients());
-  pm.addPass(createSchedVerifySchedule());
-  pm.addPass(createSchedPlanMemory());
-  pm.addPass(createSchedPlanWorkspace());
+  // Each program on its own, with the recipe sched-lower copied onto it.
+  mlir::OpPassManager &program = pm.nest<sched::ProgramOp>();
+  program.addPass(createSchedInsertCollectives());
+  program.addPass(createSchedInsertCasts());
+  program.addPass(createSchedInsertOffloadCopies());
+  program.addPass(createSchedPrefetch());
+  program.addPass(createSchedBucketGradients());
+  program.addPass(createSchedVerifySchedule());
+  program.addPass(createSchedPlanMemory());
+  program.addPass(createSchedPlanWorkspace());
 }
 
 void plan::registerPlanCompilerPasses() {

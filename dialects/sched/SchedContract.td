@@ -70,6 +70,16 @@ def Sched_GroupRefAttr
 }
 
 // A micro-batch of the step: at least 0, below the program's micro_batches.
+// One of the plan dialect's recipe attributes (#plan.model, #plan.train, ...)
+// as the sched.program carries it.
+class Sched_PlanAttr<string name>
+    : Attr<CPred<"::llvm::isa<::plan::" # name # "Attr>($_self)">,
+           "#plan." # name # " attribute"> {
+  let storageType = "::plan::" # name # "Attr";
+  let returnType = "::plan::" # name # "Attr";
+  let convertFromStorage = "$_self";
+}
+
 def Sched_MicroBatchAttr
     : TypedSignlessIntegerAttrBase<I64, "uint64_t", "micro-batch index">;
 

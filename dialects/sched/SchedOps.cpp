@@ -56,9 +56,20 @@ int64_t ProgramOp::getGroupSize(Group group) {
 }
 
 LogicalResult ProgramOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  if (!symbolTable.lookupNearestSymbolFrom<plan::PlanOp>((*this)->getParentOp(),
-                                                         getPlanAttr()))
+  auto plan = symbolTable.lookupNearestSymbolFrom<plan::PlanOp>(
+      (*this)->getParentOp(), getPlanAttr());
+  if (!plan)
     return emitOpError("'") << getPlan() << "' does not name a plan.plan";
+  // The recipe is copied from the plan (sched-lower); the passes read it here.
+  std::pair<StringRef, bool> copies[] = {
+      {"model", getModel() == plan.getModel()},
+      {"cluster", getCluster() == plan.getCluster()},
+      {"train", getTrain() == plan.getTrain()},
+      {"parallel", getParallel() == plan.getParallel()}};
+  for (auto [name, same] : copies)
+    if (!same)
+      return emitOpError("its ")
+             << name << " differs from plan '" << getPlan() << "''s";
   return success();
 }
 

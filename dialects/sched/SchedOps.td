@@ -48,18 +48,28 @@ def Sched_ProgramOp : Sched_Op<"program", [
     gradients, optimizer state); all others are allocated and freed within
     the step. `micro_batches` is the plan's grad_accum.
 
+    The recipe the passes read (`model`, `cluster`, `train`, `parallel`) is
+    the plan's, copied onto the program by `sched-lower` so that the passes
+    run on each program alone; the verifier keeps it equal to the plan's.
+    Units and groups stay in the plan, named by symbol.
+
     ```mlir
-    sched.program @tiny.step for @tiny micro_batches 2 {
+    sched.program @tiny.step for @tiny micro_batches 2
+        model <family = llama, ...> cluster <...> train <...> parallel <...> {
       ...
     }
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$plan,
-                       I64Attr:$micro_batches);
+                       I64Attr:$micro_batches, Sched_PlanAttr<"Model">:$model,
+                       Sched_PlanAttr<"Cluster">:$cluster,
+                       Sched_PlanAttr<"Train">:$train,
+                       Sched_PlanAttr<"Parallel">:$parallel);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $sym_name `for` $plan `micro_batches` $micro_batches attr-dict-with-keyword
-    $body
+    $sym_name `for` $plan `micro_batches` $micro_batches
+    `model` $model `cluster` $cluster `train` $train `parallel` $parallel
+    attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

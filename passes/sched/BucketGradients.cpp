@@ -133,12 +133,11 @@ private:
 };
 
 void SchedBucketGradientsPass::runOnOperation() {
-  for (auto program : getOperation().getOps<sched::ProgramOp>()) {
-    // A verified program names its plan (ProgramOp::verifySymbolUses).
-    plan::PlanOp plan = program.getPlanOp();
-    plan::ParallelAttr parallel = plan.getParallel();
+  sched::ProgramOp program = getOperation();
+  {
+    plan::ParallelAttr parallel = program.getParallel();
     if (parallel.getSharding() != plan::Sharding::NoShard)
-      continue;
+      return;
 
     // Reductions in the order groups finish backward; a bucket is a run of
     // consecutive ones.

@@ -67,10 +67,10 @@ Type floatType(MLIRContext *context, plan::DType dtype) {
 /// Rewrites one program for the plan's mixed precision.
 class MixedPrecisionRewrite {
 public:
-  MixedPrecisionRewrite(sched::ProgramOp program, plan::PlanOp plan)
-      : program(program), plan(plan), builder(program.getContext()) {
+  explicit MixedPrecisionRewrite(sched::ProgramOp program)
+      : program(program), builder(program.getContext()) {
     MLIRContext *context = program.getContext();
-    plan::TrainAttr train = plan.getTrain();
+    plan::TrainAttr train = program.getTrain();
     working = train.getPrecision() == plan::Precision::FP16Mixed
                   ? Type(Float16Type::get(context))
                   : Type(BFloat16Type::get(context));
@@ -95,7 +95,7 @@ public:
   }
 
 private:
-  plan::TrainAttr train() { return plan.getTrain(); }
+  plan::TrainAttr train() { return program.getTrain(); }
   Block &body() { return program.getBody().front(); }
 
   /// The pass runs once, on sched-insert-collectives' fp32 program.
@@ -328,7 +328,6 @@ private:
   }
 
   sched::ProgramOp program;
-  plan::PlanOp plan;
   OpBuilder builder;
   Type working, reduce, f32;
   SmallVector<sched::OptimizerStepOp> steps;
@@ -339,14 +338,11 @@ private:
 struct SchedInsertCastsPass
     : plan::impl::SchedInsertCastsBase<SchedInsertCastsPass> {
   void runOnOperation() override {
-    for (auto program : getOperation().getOps<sched::ProgramOp>()) {
-      // A verified program names its plan (ProgramOp::verifySymbolUses).
-      plan::PlanOp plan = program.getPlanOp();
-      if (plan.getTrain().getPrecision() == plan::Precision::FP32)
-        continue;
-      if (failed(MixedPrecisionRewrite(program, plan).run()))
-        return signalPassFailure();
-    }
+    sched::ProgramOp program = getOperation();
+    if (program.getTrain().getPrecision() == plan::Precision::FP32)
+      return;
+    if (failed(MixedPrecisionRewrite(program).run()))
+      return signalPassFailure();
   }
 };
 

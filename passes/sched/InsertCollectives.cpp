@@ -188,7 +188,7 @@ private:
 LogicalResult ProgramDistribution::analyze() {
   // A verified program names its plan (ProgramOp::verifySymbolUses).
   plan = program.getPlanOp();
-  parallel = plan.getParallel();
+  parallel = program.getParallel();
   microBatches = program.getMicroBatches();
   Block &body = program.getBody().front();
 
@@ -753,13 +753,9 @@ LogicalResult ProgramDistribution::eraseLoweredViews(bool mustBeUnused) {
 struct SchedInsertCollectivesPass
     : plan::impl::SchedInsertCollectivesBase<SchedInsertCollectivesPass> {
   void runOnOperation() override {
-    SmallVector<sched::ProgramOp> programs(
-        getOperation().getOps<sched::ProgramOp>());
-    for (sched::ProgramOp program : programs) {
-      ProgramDistribution distribution(program);
-      if (failed(distribution.analyze()) || failed(distribution.run()))
-        return signalPassFailure();
-    }
+    ProgramDistribution distribution(getOperation());
+    if (failed(distribution.analyze()) || failed(distribution.run()))
+      return signalPassFailure();
   }
 };
 

@@ -113,10 +113,10 @@ void appendAfter(Operation *collective, Value event) {
 /// use across the host/device boundary.
 class OffloadRewrite {
 public:
-  OffloadRewrite(sched::ProgramOp program, plan::PlanOp plan)
+  explicit OffloadRewrite(sched::ProgramOp program)
       : program(program), builder(program.getContext()) {
     builder.setListener(&created);
-    plan::ParallelAttr parallel = plan.getParallel();
+    plan::ParallelAttr parallel = program.getParallel();
     plan::OffloadAttr offload = parallel.getOffload();
     paramsOnHost = offload.getParams() == plan::MemorySpace::Host;
     gradsOnHost = offload.getGrads() == plan::MemorySpace::Host;
@@ -362,12 +362,8 @@ private:
 struct SchedInsertOffloadCopiesPass
     : plan::impl::SchedInsertOffloadCopiesBase<SchedInsertOffloadCopiesPass> {
   void runOnOperation() override {
-    for (auto program : getOperation().getOps<sched::ProgramOp>()) {
-      // A verified program names its plan (ProgramOp::verifySymbolUses).
-      plan::PlanOp plan = program.getPlanOp();
-      if (failed(OffloadRewrite(program, plan).run()))
-        return signalPassFailure();
-    }
+    if (failed(OffloadRewrite(getOperation()).run()))
+      return signalPassFailure();
   }
 };
 

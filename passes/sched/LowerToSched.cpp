@@ -369,7 +369,9 @@ struct SchedLowerPass : plan::impl::SchedLowerBase<SchedLowerPass> {
     auto program = sched::ProgramOp::create(
         builder, planOp.getLoc(), builder.getStringAttr(name),
         FlatSymbolRefAttr::get(planOp.getSymNameAttr()),
-        builder.getI64IntegerAttr(planOp.getTrain().getGradAccum()));
+        builder.getI64IntegerAttr(planOp.getTrain().getGradAccum()),
+        planOp.getModel(), planOp.getCluster(), planOp.getTrain(),
+        planOp.getParallel());
     builder.setInsertionPointToStart(&program.getBody().emplaceBlock());
     StepBuilder(planOp, builder).build(units, groups);
     symbols.insert(program);

@@ -114,12 +114,7 @@ LogicalResult planProgram(ProgramOp program) {
 struct SchedPlanMemoryPass
     : plan::impl::SchedPlanMemoryBase<SchedPlanMemoryPass> {
   void runOnOperation() override {
-    bool failed = false;
-    getOperation().walk([&](ProgramOp program) {
-      if (mlir::failed(planProgram(program)))
-        failed = true;
-    });
-    if (failed)
+    if (failed(planProgram(getOperation())))
       signalPassFailure();
   }
 };

@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/Passes.h"
 #include "analysis/WorkspaceModel.h"
+#include "passes/Passes.h"
 
 #include "dialects/plan/PlanDialect.h"
 #include "dialects/sched/SchedDialect.h"
@@ -57,10 +57,10 @@ bool isF32(Value buffer) { return elementType(buffer).isF32(); }
 
 class WorkspaceWalk {
 public:
-  WorkspaceWalk(ProgramOp program, plan::PlanOp plan)
-      : program(program), plan(plan), model(plan.getModel()) {
-    plan::TrainAttr train = plan.getTrain();
-    cpuDevice = plan.getCluster().getDevice().getName() == "cpu";
+  explicit WorkspaceWalk(ProgramOp program)
+      : program(program), plan(program.getPlanOp()), model(program.getModel()) {
+    plan::TrainAttr train = program.getTrain();
+    cpuDevice = program.getCluster().getDevice().getName() == "cpu";
     tokens = train.getMicroBatch() * train.getSeqLen();
     shape.microBatch = train.getMicroBatch();
     shape.seqLen = train.getSeqLen();
@@ -84,7 +84,7 @@ public:
                   shape.workingBytes;
     if (!cpuDevice)
       resident += plan::gpuLibraryWorkspaceBytes(
-          plan.getCluster().getDevice().getName(), model.getFamily());
+          program.getCluster().getDevice().getName(), model.getFamily());
 
     int64_t most = 0;
     Operation *mostAt = nullptr;
@@ -209,7 +209,7 @@ private:
     if (!isF32(grads) || step.getLossScale() || gradClip)
       bytes += kF32 * n;
     bool onCpu = cpuDevice || spaceOf(params) != MemorySpace::Device;
-    plan::OptimizerKind kind = plan.getTrain().getOptimizer().getKind();
+    plan::OptimizerKind kind = program.getTrain().getOptimizer().getKind();
     if (onCpu && kind == plan::OptimizerKind::AdamW &&
         n <= plan::rt::kParallelAdamWMinNumel)
       bytes += 2 * kF32 * n;
@@ -266,12 +266,8 @@ private:
 struct SchedPlanWorkspacePass
     : plan::impl::SchedPlanWorkspaceBase<SchedPlanWorkspacePass> {
   void runOnOperation() override {
-    for (auto program : getOperation().getOps<ProgramOp>()) {
-      // A verified program names its plan (ProgramOp::verifySymbolUses).
-      plan::PlanOp plan = program.getPlanOp();
-      if (failed(WorkspaceWalk(program, plan).run()))
-        return signalPassFailure();
-    }
+    if (failed(WorkspaceWalk(getOperation()).run()))
+      return signalPassFailure();
   }
 };
 

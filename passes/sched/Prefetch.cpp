@@ -197,20 +197,16 @@ private:
 };
 
 void SchedPrefetchPass::runOnOperation() {
-  for (auto program : getOperation().getOps<sched::ProgramOp>()) {
-    // A verified program names its plan (ProgramOp::verifySymbolUses).
-    plan::PlanOp plan = program.getPlanOp();
-    plan::ParallelAttr parallel = plan.getParallel();
-    plan::Sharding sharding = parallel.getSharding();
-    // no_shard and zero1 gather nothing before compute: parameters are full.
-    if (sharding == plan::Sharding::NoShard ||
-        sharding == plan::Sharding::Zero1)
-      continue;
-    if (!parallel.getForwardPrefetch() &&
-        parallel.getBackwardPrefetch() == plan::Prefetch::None)
-      continue;
-    prefetch(program, parallel);
-  }
+  sched::ProgramOp program = getOperation();
+  plan::ParallelAttr parallel = program.getParallel();
+  plan::Sharding sharding = parallel.getSharding();
+  // no_shard and zero1 gather nothing before compute: parameters are full.
+  if (sharding == plan::Sharding::NoShard || sharding == plan::Sharding::Zero1)
+    return;
+  if (!parallel.getForwardPrefetch() &&
+      parallel.getBackwardPrefetch() == plan::Prefetch::None)
+    return;
+  prefetch(program, parallel);
 }
 
 void SchedPrefetchPass::prefetch(sched::ProgramOp program,

@@ -411,12 +411,7 @@ private:
 struct SchedVerifySchedulePass
     : plan::impl::SchedVerifyScheduleBase<SchedVerifySchedulePass> {
   void runOnOperation() override {
-    bool failed = false;
-    getOperation().walk([&](ProgramOp program) {
-      if (mlir::failed(ScheduleChecker(program).check()))
-        failed = true;
-    });
-    if (failed)
+    if (failed(ScheduleChecker(getOperation()).check()))
       signalPassFailure();
   }
 };

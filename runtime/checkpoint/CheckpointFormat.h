@@ -1,5 +1,4 @@
-//===- CheckpointFormat.h - A checkpoint's files, inside the library -*- C++
-//-*-===//
+//===- CheckpointFormat.h - A checkpoint's files (internal) -----*- C++ -*-===//
 //
 // What the parts of the checkpoint library share (docs/checkpoints.md): the
 // directory layout, which tensors a checkpoint holds and where, the form of

@@ -5,7 +5,7 @@
 // which data each step reads, the steps themselves, and when to save a
 // checkpoint. plan-run is one user (it adds the launch, signals, progress
 // and exit codes); a C++ program that embeds the runtime is another
-// (examples/train_embedded.cpp).
+// (examples/runtime/train_embedded.cpp).
 //
 //   RunStart start = prepareRun(schedule, options);   // before connecting
 //   ... connect the ranks: a Comm ...

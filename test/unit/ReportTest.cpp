@@ -97,7 +97,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = adamw, lr = 0.001>, micro_batch = 1, seq_len = 128, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 attributes {arena_bytes = {device = 20000000 : i64, pinned_host = 2000000 : i64}, persistent_bytes = {device = 0 : i64, pinned_host = 2000000 : i64}, workspace_bytes = 3000000 : i64, workspace_at = "all_gather v.gathered"} {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 4, device = <name = "test", memory = 1000000000, bf16_tflops = 100.0, fp16_tflops = 100.0, fp32_tflops = 10.0, hbm_bandwidth = 1.0e12, nvlink_bandwidth = 1.0e11, pcie_bandwidth = 1.0e10>, host_memory = 100000000000, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = adamw, lr = 0.001>, micro_batch = 1, seq_len = 128, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> attributes {arena_bytes = {device = 20000000 : i64, pinned_host = 2000000 : i64}, persistent_bytes = {device = 0 : i64, pinned_host = 2000000 : i64}, workspace_bytes = 3000000 : i64, workspace_at = "all_gather v.gathered"} {
   %h = sched.alloc "w.param" role param persistent : memref<1000000xbf16, #sched.space<pinned_host>>
   %s = sched.alloc "w.param.staging" role staging : memref<1000000xbf16, #sched.space<device>>
   %c = sched.copy %h into %s : memref<1000000xbf16, #sched.space<pinned_host>>, memref<1000000xbf16, #sched.space<device>>

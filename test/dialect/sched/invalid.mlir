@@ -18,7 +18,11 @@ plan.plan @p on @mesh
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
 // expected-error @below {{'nowhere' does not name a plan.plan}}
-sched.program @p.step for @nowhere micro_batches 2 {
+sched.program @p.step for @nowhere micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
 
 // -----
@@ -34,7 +38,11 @@ plan.plan @p on @mesh
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
 // expected-error @below {{'mesh' does not name a plan.plan}}
-sched.program @p.step for @mesh micro_batches 2 {
+sched.program @p.step for @mesh micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
 
 // -----
@@ -50,7 +58,32 @@ plan.plan @p on @mesh
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
 // expected-error @below {{micro_batches must be >= 1, got 0}}
-sched.program @p.step for @p micro_batches 0 {
+sched.program @p.step for @p micro_batches 0
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+}
+
+// -----
+
+// The recipe on the program is the plan's (sched-lower copies it; a pass
+// reads it there).
+#dev = #sched.space<device>
+#host = #sched.space<pinned_host>
+shard.grid @mesh(shape = 2x4)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+}
+// expected-error @below {{its train differs from plan 'p''s}}
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.2>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
 
 // -----
@@ -65,7 +98,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-error @below {{needs a name}}
   %a = sched.alloc "" role staging : memref<8xf32, #dev>
   sched.free %a : memref<8xf32, #dev>
@@ -83,7 +120,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-error @below {{buffer must hold at least one element}}
   %a = sched.alloc "a" role staging : memref<0xf32, #dev>
   sched.free %a : memref<0xf32, #dev>
@@ -101,7 +142,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-error @below {{offset must be >= 0}}
   %a = sched.alloc "a" role param persistent offset -8 : memref<8xf32, #dev>
 }
@@ -118,7 +163,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role staging : memref<8xf32, #dev>
   %v = sched.view %a[0] : memref<8xf32, #dev> to memref<4xf32, #dev>
   // expected-error @below {{frees a buffer that sched.alloc did not create}}
@@ -137,7 +186,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "layers.0.param" role param persistent : memref<8xf32, #dev>
   // expected-error @below {{frees persistent buffer 'layers.0.param', which lives across steps}}
   sched.free %a : memref<8xf32, #dev>
@@ -155,7 +208,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role staging : memref<8xf32, #dev>
   // expected-error @below {{view must keep the element type and memory space}}
   %v = sched.view %a[0] : memref<8xf32, #dev> to memref<4xbf16, #dev>
@@ -174,7 +231,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role staging : memref<8xf32, #dev>
   // expected-error @below {{view must keep the element type and memory space}}
   %v = sched.view %a[0] : memref<8xf32, #dev> to memref<4xf32, #host>
@@ -193,7 +254,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role staging : memref<16xf32, #dev>
   // expected-error @below {{8 elements at offset 12 are outside the 16 elements of the source}}
   %v = sched.view %a[12] : memref<16xf32, #dev> to memref<8xf32, #dev>
@@ -212,7 +277,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role staging : memref<16xf32, #dev>
   // expected-error @below {{4 elements at offset -1 are outside the 16 elements of the source}}
   %v = sched.view %a[-1] : memref<16xf32, #dev> to memref<4xf32, #dev>
@@ -231,7 +300,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role staging : memref<16xf32, #dev>
   // expected-error @below {{view must keep the element type and memory space}}
   %s = sched.shard_view %a group shard : memref<16xf32, #dev> to memref<4xf16, #dev>
@@ -250,7 +323,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role staging : memref<16xf32, #dev>
   // expected-error @below {{a shard of 16 elements over 4 ranks has 4 elements, not 8}}
   %s = sched.shard_view %a group shard : memref<16xf32, #dev> to memref<8xf32, #dev>
@@ -269,7 +346,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role staging : memref<16xf32, #dev>
   // expected-error @below {{a shard of 16 elements over 8 ranks has 2 elements, not 4}}
   %s = sched.shard_view %a group world : memref<16xf32, #dev> to memref<4xf32, #dev>
@@ -288,7 +369,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "s" role param persistent : memref<4xf32, #dev>
   %d = sched.alloc "d" role gathered : memref<16xbf16, #dev>
   // expected-error @below {{element types differ: 'f32' and 'bf16'}}
@@ -309,7 +394,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "s" role unsharded_grad : memref<16xbf16, #dev>
   sched.zero %s : memref<16xbf16, #dev>
   %d = sched.alloc "d" role grad persistent : memref<4xf32, #dev>
@@ -331,7 +420,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "s" role param persistent : memref<4xf32, #host>
   %d = sched.alloc "d" role staging : memref<4xf16, #dev>
   // expected-error @below {{element types differ: 'f32' and 'f16'}}
@@ -352,7 +445,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "s" role param persistent : memref<4xf32, #dev>
   %d = sched.alloc "d" role gathered : memref<8xf32, #dev>
   // expected-error @below {{gathering 4 elements from each of 4 ranks needs 16 elements, the destination has 8}}
@@ -373,7 +470,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "s" role unsharded_grad : memref<16xf32, #dev>
   sched.zero %s : memref<16xf32, #dev>
   %d = sched.alloc "d" role grad persistent : memref<4xf32, #dev>
@@ -395,7 +496,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "s" role unsharded_grad : memref<16xf32, #dev>
   sched.zero %s : memref<16xf32, #dev>
   %d = sched.alloc "d" role grad persistent : memref<4xf32, #dev>
@@ -417,7 +522,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %b = sched.alloc "b" role param persistent : memref<4xf32, #dev>
   // expected-error @below {{root 8 is not a rank of the world group}}
   %e = sched.broadcast %b group world root 8 : memref<4xf32, #dev>
@@ -436,7 +545,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %b = sched.alloc "b" role param persistent : memref<4xf32, #dev>
   // expected-error @below {{root -1 is not a rank of the replicate group}}
   %e = sched.broadcast %b group replicate root -1 : memref<4xf32, #dev>
@@ -455,7 +568,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "s" role param persistent : memref<8xf32, #host>
   %d = sched.alloc "d" role staging : memref<4xf32, #dev>
   // expected-error @below {{copies 8 elements into 4}}
@@ -476,7 +593,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "s" role param persistent : memref<4xf32, #dev>
   %d = sched.alloc "d" role staging : memref<4xf32, #dev>
   // expected-error @below {{copies between host and device; both buffers are on the device}}
@@ -497,7 +618,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "s" role param persistent : memref<4xf32, #sched.space<host>>
   %d = sched.alloc "d" role staging : memref<4xf32, #host>
   // expected-error @below {{copies between host and device; both buffers are on the host}}
@@ -518,7 +643,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "s" role master persistent : memref<8xf32, #dev>
   %d = sched.alloc "d" role param persistent : memref<4xbf16, #dev>
   // expected-error @below {{casts 8 elements into 4}}
@@ -537,7 +666,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "s" role master persistent : memref<4xf32, #host>
   %d = sched.alloc "d" role param persistent : memref<4xbf16, #dev>
   // expected-error @below {{casts within one memory space; sched.copy moves data}}
@@ -556,7 +689,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "s" role master persistent : memref<4xf32, #dev>
   %d = sched.alloc "d" role param persistent : memref<4xf32, #dev>
   // expected-error @below {{casts to the same element type 'f32'}}
@@ -575,7 +712,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "s" role unsharded_grad : memref<8xbf16, #dev>
   sched.zero %s : memref<8xbf16, #dev>
   %d = sched.alloc "d" role grad persistent : memref<4xf32, #dev>
@@ -596,7 +737,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "s" role unsharded_grad : memref<4xf32, #dev>
   sched.zero %s : memref<4xf32, #dev>
   %d = sched.alloc "d" role grad persistent : memref<4xf32, #host>
@@ -627,7 +772,11 @@ plan.plan @p on @mesh
     plan.param "lm_head.weight" : tensor<8x4xf32> tied_to "model.embed_tokens.weight"
   }
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<16xf32, #dev>
   %s = sched.alloc "s" role activations : memref<32xf32, #dev>
   // expected-error @below {{'@p::@nowhere' does not name a plan.unit}}
@@ -657,7 +806,11 @@ plan.plan @p on @mesh
     plan.param "lm_head.weight" : tensor<8x4xf32> tied_to "model.embed_tokens.weight"
   }
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<16xf32, #dev>
   %s = sched.alloc "s" role activations : memref<32xf32, #dev>
   // expected-error @below {{micro-batch 2 is not in [0, 2)}}
@@ -687,7 +840,11 @@ plan.plan @p on @mesh
     plan.param "lm_head.weight" : tensor<8x4xf32> tied_to "model.embed_tokens.weight"
   }
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<16xf32, #dev>
   %i = sched.alloc "i" role activations : memref<32xf32, #dev>
   sched.zero %i : memref<32xf32, #dev>
@@ -720,7 +877,11 @@ plan.plan @p on @mesh
     plan.param "lm_head.weight" : tensor<8x4xf32> tied_to "model.embed_tokens.weight"
   }
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<8xf32, #dev>
   %s = sched.alloc "s" role activations : memref<32xf32, #dev>
   // expected-error @below {{unit 'layers.0' stores 16 elements, its params buffer has 8}}
@@ -750,7 +911,11 @@ plan.plan @p on @mesh
     plan.param "lm_head.weight" : tensor<8x4xf32> tied_to "model.embed_tokens.weight"
   }
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<4xf32, #dev>
   %s = sched.alloc "s" role activations : memref<40xf32, #dev>
   // expected-error @below {{unit 'head' ties a parameter stored in another unit: it needs `tied`}}
@@ -780,7 +945,11 @@ plan.plan @p on @mesh
     plan.param "lm_head.weight" : tensor<8x4xf32> tied_to "model.embed_tokens.weight"
   }
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<16xf32, #dev>
   %t = sched.alloc "t" role param persistent : memref<32xf32, #dev>
   %s = sched.alloc "s" role activations : memref<32xf32, #dev>
@@ -811,7 +980,11 @@ plan.plan @p on @mesh
     plan.param "lm_head.weight" : tensor<8x4xf32> tied_to "model.embed_tokens.weight"
   }
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<4xf32, #dev>
   %t = sched.alloc "t" role param persistent : memref<36xf32, #dev>
   %s = sched.alloc "s" role activations : memref<40xf32, #dev>
@@ -842,7 +1015,11 @@ plan.plan @p on @mesh
     plan.param "lm_head.weight" : tensor<8x4xf32> tied_to "model.embed_tokens.weight"
   }
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<4xbf16, #dev>
   %t = sched.alloc "t" role param persistent : memref<32xf32, #dev>
   %s = sched.alloc "s" role activations : memref<40xbf16, #dev>
@@ -873,7 +1050,11 @@ plan.plan @p on @mesh
     plan.param "lm_head.weight" : tensor<8x4xf32> tied_to "model.embed_tokens.weight"
   }
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<16xf32, #dev>
   %a = sched.alloc "a" role activations : memref<64xf32, #dev>
   sched.zero %a : memref<64xf32, #dev>
@@ -907,7 +1088,11 @@ plan.plan @p on @mesh
     plan.param "lm_head.weight" : tensor<8x4xf32> tied_to "model.embed_tokens.weight"
   }
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<16xf32, #dev>
   %a = sched.alloc "a" role activations : memref<64xf32, #dev>
   sched.zero %a : memref<64xf32, #dev>
@@ -941,7 +1126,11 @@ plan.plan @p on @mesh
     plan.param "lm_head.weight" : tensor<8x4xf32> tied_to "model.embed_tokens.weight"
   }
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<4xf32, #dev>
   %t = sched.alloc "t" role param persistent : memref<32xf32, #dev>
   %a = sched.alloc "a" role activations : memref<40xf32, #dev>
@@ -976,7 +1165,11 @@ plan.plan @p on @mesh
     plan.param "lm_head.weight" : tensor<8x4xf32> tied_to "model.embed_tokens.weight"
   }
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<16xf32, #dev>
   %a = sched.alloc "a" role activations : memref<64xf32, #dev>
   sched.zero %a : memref<64xf32, #dev>
@@ -1013,7 +1206,11 @@ plan.plan @p on @mesh
     plan.param "lm_head.weight" : tensor<8x4xf32> tied_to "model.embed_tokens.weight"
   }
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<4xf32, #dev>
   %t = sched.alloc "t" role param persistent : memref<32xf32, #dev>
   %a = sched.alloc "a" role activations : memref<40xf32, #dev>
@@ -1067,7 +1264,11 @@ plan.plan @p on @mesh
   }
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 4 : i64}
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1, momentum = 0.9>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<4xf32, #dev>
   %g = sched.alloc "g" role grad persistent : memref<4xf32, #dev>
   %m = sched.alloc "m" role momentum persistent : memref<4xf32, #dev>
@@ -1091,7 +1292,11 @@ plan.plan @p on @mesh
   }
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 4 : i64}
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1, momentum = 0.9>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<4xbf16, #dev>
   %g = sched.alloc "g" role grad persistent : memref<4xf32, #dev>
   %m = sched.alloc "m" role momentum persistent : memref<4xf32, #dev>
@@ -1115,7 +1320,11 @@ plan.plan @p on @mesh
   }
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 4 : i64}
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1, momentum = 0.9>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<4xf32, #dev>
   %g = sched.alloc "g" role grad persistent : memref<4xf32, #dev>
   %m = sched.alloc "m" role momentum persistent : memref<8xf32, #dev>
@@ -1139,7 +1348,11 @@ plan.plan @p on @mesh
   }
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 4 : i64}
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1, momentum = 0.9>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<4xf32, #host>
   %g = sched.alloc "g" role grad persistent : memref<4xf32, #dev>
   %m = sched.alloc "m" role momentum persistent : memref<4xf32, #host>
@@ -1163,7 +1376,11 @@ plan.plan @p on @mesh
   }
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 4 : i64}
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1, momentum = 0.9>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<4xf32, #dev>
   %g = sched.alloc "g" role grad persistent : memref<4xf32, #dev>
   %m = sched.alloc "m" role momentum persistent : memref<4xbf16, #dev>
@@ -1187,7 +1404,11 @@ plan.plan @p on @mesh
   }
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 4 : i64}
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1, momentum = 0.9>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<4xf32, #dev>
   %g = sched.alloc "g" role grad persistent : memref<4xbf16, #dev>
   %m = sched.alloc "m" role momentum persistent : memref<4xf32, #dev>
@@ -1211,7 +1432,11 @@ plan.plan @p on @mesh
   }
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 4 : i64}
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1, momentum = 0.9>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<4xf32, #dev>
   %g = sched.alloc "g" role grad persistent : memref<4xf32, #dev>
   // expected-error @below {{sgd keeps 1 state buffers, got 0}}
@@ -1234,7 +1459,11 @@ plan.plan @p on @mesh
   }
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 4 : i64}
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<4xf32, #dev>
   %g = sched.alloc "g" role grad persistent : memref<4xf32, #dev>
   %m = sched.alloc "m" role momentum persistent : memref<4xf32, #dev>
@@ -1258,7 +1487,11 @@ plan.plan @p on @mesh
   }
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 4 : i64}
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = adamw, lr = 0.001>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<4xf32, #dev>
   %g = sched.alloc "g" role grad persistent : memref<4xf32, #dev>
   %m = sched.alloc "m" role exp_avg persistent : memref<4xf32, #dev>
@@ -1278,7 +1511,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-error @below {{result #0 must be flat buffer (static 1-D float memref in a #sched.space), but got 'memref<2x4xf32, #sched.space<device>>'}}
   %a = sched.alloc "a" role param persistent : memref<2x4xf32, #dev>
 }
@@ -1295,7 +1532,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-error @below {{result #0 must be flat buffer (static 1-D float memref in a #sched.space), but got 'memref<?xf32, #sched.space<device>>'}}
   %a = sched.alloc "a" role param persistent : memref<?xf32, #dev>
 }
@@ -1312,7 +1553,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-error @below {{result #0 must be flat buffer (static 1-D float memref in a #sched.space), but got 'memref<8xi32, #sched.space<device>>'}}
   %a = sched.alloc "a" role param persistent : memref<8xi32, #dev>
 }
@@ -1329,7 +1574,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-error @below {{result #0 must be flat buffer (static 1-D float memref in a #sched.space), but got 'memref<8xf32>'}}
   %a = sched.alloc "a" role param persistent : memref<8xf32>
 }
@@ -1346,7 +1595,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-error @below {{result #0 must be flat buffer (static 1-D float memref in a #sched.space), but got 'memref<8xf32, 1>'}}
   %a = sched.alloc "a" role param persistent : memref<8xf32, 1>
 }
@@ -1363,7 +1616,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role staging : memref<8xf32, #dev>
   %v = memref.cast %a : memref<8xf32, #dev> to memref<?xf32, #dev>
   // expected-error @below {{operand #0 must be flat buffer (static 1-D float memref in a #sched.space), but got 'memref<?xf32, #sched.space<device>>'}}
@@ -1383,7 +1640,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %g = sched.alloc "g" role grad persistent : memref<8xf32, #dev>
   %n = sched.alloc "n" role scalar : memref<2xf32, #dev>
   sched.zero %n : memref<2xf32, #dev>
@@ -1404,7 +1665,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "loss_scale" role scalar persistent : memref<1xf16, #dev>
   %f = sched.alloc "found_inf" role scalar persistent : memref<1xf32, #dev>
   // expected-error @below {{operand #0 must be one-element f32 buffer, but got 'memref<1xf16, #sched.space<device>>'}}
@@ -1423,7 +1688,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role staging : memref<8xf32, #dev>
   // expected-error @below {{operand #0 must be Completion of an asynchronous op (a CUDA event), but got 'memref<8xf32, #sched.space<device>>'}}
   "sched.wait"(%a) : (memref<8xf32, #dev>) -> ()
@@ -1442,7 +1711,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role grad persistent : memref<8xf32, #dev>
   // expected-error @below {{result #0 must be Completion of an asynchronous op (a CUDA event), but got 'memref<8xf32, #sched.space<device>>'}}
   %e = "sched.all_reduce"(%a) <{group = #sched<group world>, reduce = #sched<reduce sum>}> : (memref<8xf32, #dev>) -> memref<8xf32, #dev>
@@ -1460,7 +1733,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role grad persistent : memref<8xf32, #dev>
   // expected-error @below {{attribute 'group' failed to satisfy constraint: process group of the mesh}}
   %e = "sched.all_reduce"(%a) {group = #sched<reduce sum>, reduce = #sched<reduce sum>} : (memref<8xf32, #dev>) -> !sched.event
@@ -1479,7 +1756,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-error @below {{unknown  type `buffer` in dialect `sched`}}
   %a = sched.alloc "a" role staging : !sched.buffer
 }
@@ -1496,7 +1777,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role staging : memref<8xf32, #dev>
   // expected-error @below {{unknown attribute `stream` in dialect `sched`}}
   sched.zero %a {stream = #sched.stream<comm>} : memref<8xf32, #dev>
@@ -1514,7 +1799,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-error @below {{expected ::sched::MemorySpace to be one of: device, host, pinned_host}}
   // expected-error @below {{failed to parse Sched_MemorySpaceAttr parameter 'value' which is to be a `::sched::MemorySpace`}}
   %a = sched.alloc "a" role staging : memref<8xf32, #sched.space<gpu>>
@@ -1532,7 +1821,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-error @below {{for what a buffer holds, got: weights}}
   %a = sched.alloc "a" role weights : memref<8xf32, #dev>
 }
@@ -1549,7 +1842,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role grad persistent : memref<8xf32, #dev>
   // expected-error @below {{expected one of [shard, replicate, world] for process group of the mesh, got: node}}
   %e = sched.all_reduce %a group node reduce sum : memref<8xf32, #dev>
@@ -1567,7 +1864,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role grad persistent : memref<8xf32, #dev>
   // expected-error @below {{expected one of [sum, avg, max] for reduction, got: min}}
   %e = sched.all_reduce %a group world reduce min : memref<8xf32, #dev>
@@ -1594,7 +1895,11 @@ plan.plan @p on @mesh
   plan.group @fsdp.head units [@head] {numel = 4 : i64, padded_numel = 4 : i64, shard_numel = 1 : i64}
 }
 // expected-error @below {{micro_batches must be >= 1, got -1}}
-sched.program @p.step for @p micro_batches -1 {
+sched.program @p.step for @p micro_batches -1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1, momentum = 0.9>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
 
 // -----
@@ -1617,7 +1922,11 @@ plan.plan @p on @mesh
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 4 : i64}
   plan.group @fsdp.head units [@head] {numel = 4 : i64, padded_numel = 4 : i64, shard_numel = 1 : i64}
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1, momentum = 0.9>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role staging : memref<16xf32, #dev>
   // expected-error @below {{4 elements at offset 9223372036854775806 are outside the 16 elements of the source}}
   %v = sched.view %a[9223372036854775806] : memref<16xf32, #dev> to memref<4xf32, #dev>
@@ -1679,7 +1988,11 @@ plan.plan @q on @mesh
   }
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 4 : i64}
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1, momentum = 0.9>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<16xf32, #dev>
   %s = sched.alloc "s" role activations : memref<32xf32, #dev>
   // expected-error @below {{'@q::@layers.0' does not name a plan.unit of plan 'p'}}
@@ -1717,7 +2030,11 @@ plan.plan @q on @mesh
   }
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 4 : i64}
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1, momentum = 0.9>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<4xf32, #dev>
   %g = sched.alloc "g" role grad persistent : memref<4xf32, #dev>
   %m = sched.alloc "m" role momentum persistent : memref<4xf32, #dev>
@@ -1747,7 +2064,11 @@ plan.plan @p on @mesh
   plan.group @fsdp.head units [@head] {numel = 4 : i64, padded_numel = 4 : i64, shard_numel = 1 : i64}
 }
 // expected-error @below {{'mesh' does not name a plan.plan}}
-sched.program @p.step for @mesh micro_batches 2 {
+sched.program @p.step for @mesh micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1, momentum = 0.9>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<4xf32, #dev>
   %g = sched.alloc "g" role grad persistent : memref<4xf32, #dev>
   %m = sched.alloc "m" role momentum persistent : memref<4xf32, #dev>
@@ -1775,7 +2096,11 @@ plan.plan @p on @mesh
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 4 : i64}
   plan.group @fsdp.head units [@head] {numel = 4 : i64, padded_numel = 4 : i64, shard_numel = 1 : i64}
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1, momentum = 0.9>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-error @below {{'@p::@nowhere' does not name a plan.unit of plan 'p'}}
   sched.loss @p::@nowhere mb 0 scale 5.000000e-01
 }
@@ -1800,7 +2125,11 @@ plan.plan @p on @mesh
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 4 : i64}
   plan.group @fsdp.head units [@head] {numel = 4 : i64, padded_numel = 4 : i64, shard_numel = 1 : i64}
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1, momentum = 0.9>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-error @below {{the loss is of the model's head; 'layers.0' is a llama_block unit}}
   sched.loss @p::@layers.0 mb 0 scale 5.000000e-01
 }
@@ -1825,7 +2154,11 @@ plan.plan @p on @mesh
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 4 : i64}
   plan.group @fsdp.head units [@head] {numel = 4 : i64, padded_numel = 4 : i64, shard_numel = 1 : i64}
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1, momentum = 0.9>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-error @below {{micro-batch 2 is not in [0, 2)}}
   sched.loss @p::@head mb 2 scale 5.000000e-01
 }
@@ -1850,7 +2183,11 @@ plan.plan @p on @mesh
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 4 : i64}
   plan.group @fsdp.head units [@head] {numel = 4 : i64, padded_numel = 4 : i64, shard_numel = 1 : i64}
 }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1, momentum = 0.9>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-error @below {{scale must be positive and finite, got 0}}
   sched.loss @p::@head mb 0 scale 0.000000e+00
 }

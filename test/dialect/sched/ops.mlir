@@ -5,7 +5,7 @@
 // RUN: plan-opt %s --mlir-print-op-generic | plan-opt | FileCheck %s
 // RUN: plan-opt %s --mlir-print-op-generic | FileCheck %s --check-prefix=GENERIC
 
-// GENERIC-LABEL: "sched.program"() <{micro_batches = 2 : i64, plan = @p, sym_name = "p.step"}> ({
+// GENERIC-LABEL: "sched.program"() <{cluster = #plan.cluster<{{.*}}>, micro_batches = 2 : i64, model = #plan.model<{{.*}}>, parallel = #plan.parallel<{{.*}}>, plan = @p, sym_name = "p.step", train = #plan.train<{{.*}}>}> ({
 // GENERIC:         "sched.alloc"() <{name = "fsdp.root.param", offset = 0 : i64, persistent, role = #sched<role param>}> : () -> memref<9xbf16, #sched.space<device>>
 // GENERIC:         "sched.all_gather"({{.*}}) <{group = #sched<group shard>}> : (memref<4xbf16, #sched.space<device>>, memref<16xbf16, #sched.space<device>>, !sched.event) -> !sched.event
 // GENERIC:         "sched.loss"() <{micro_batch = 0 : i64, scale = 5.000000e-01 : f64, unit = @p::@head}> : () -> ()
@@ -14,7 +14,7 @@
 // GENERIC:         "sched.reduce_scatter"({{.*}}) <{accumulate, group = #sched<group shard>, reduce = #sched<reduce avg>}>
 // GENERIC:         "sched.broadcast"({{.*}}) <{group = #sched<group world>, root = 7 : i64}>
 // GENERIC:         "sched.optimizer_step"({{.*}}) <{group = @p::@fsdp.root, operandSegmentSizes = array<i32: 1, 1, 2, 1, 1, 1>}>
-// GENERIC-LABEL: "sched.program"() <{micro_batches = 1 : i64, plan = @q, sym_name = "q.step"}> ({
+// GENERIC-LABEL: "sched.program"() <{cluster = #plan.cluster<{{.*}}>, micro_batches = 1 : i64, model = #plan.model<{{.*}}>, parallel = #plan.parallel<{{.*}}>, plan = @q, sym_name = "q.step", train = #plan.train<{{.*}}>}> ({
 // GENERIC:         "sched.optimizer_step"({{.*}}) <{group = @q::@fsdp.layers.0, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0>}>
 // GENERIC:       }) {note = "sgd without momentum keeps no state"} : () -> ()
 
@@ -56,7 +56,7 @@ plan.plan @q on @mesh
 // One step of @p: every op, with and without its optional operands and
 // attributes (persistent, offset, after, accumulate, tied, tied_grads,
 // loss_scale, norm, found_inf).
-// CHECK-LABEL: sched.program @p.step for @p micro_batches 2 {
+// CHECK-LABEL: sched.program @p.step for @p micro_batches 2 model {{.*}} {
 // CHECK-NEXT:    [[LS:%[0-9]+]] = sched.alloc "loss_scale" role loss_scale persistent : memref<1xf32, #sched.space<device>>
 // CHECK-NEXT:    [[ROOT:%[0-9]+]] = sched.alloc "fsdp.root.param" role param persistent offset 0 : memref<9xbf16, #sched.space<device>>
 // CHECK-NEXT:    [[MASTER:%[0-9]+]] = sched.alloc "fsdp.root.master" role master persistent offset 64 : memref<9xf32, #sched.space<device>>
@@ -128,7 +128,11 @@ plan.plan @q on @mesh
 // CHECK-NEXT:    sched.free [[N]] : memref<1xf32, #sched.space<device>>
 // CHECK-NEXT:    sched.free [[F]] : memref<1xf32, #sched.space<device>>
 // CHECK-NEXT:  }
-sched.program @p.step for @p micro_batches 2 {
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = adamw, lr = 0.001>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %ls = sched.alloc "loss_scale" role loss_scale persistent : memref<1xf32, #dev>
   %root = sched.alloc "fsdp.root.param" role param persistent offset 0 : memref<9xbf16, #dev>
   %master = sched.alloc "fsdp.root.master" role master persistent offset 64 : memref<9xf32, #dev>
@@ -202,12 +206,16 @@ sched.program @p.step for @p micro_batches 2 {
 }
 
 // An empty state() and a program's own attributes.
-// CHECK-LABEL: sched.program @q.step for @q micro_batches 1 attributes {note = "sgd without momentum keeps no state"} {
+// CHECK-LABEL: sched.program @q.step for @q micro_batches 1 model {{.*}} attributes {note = "sgd without momentum keeps no state"} {
 // CHECK-NEXT:    [[P:%[0-9]+]] = sched.alloc "fsdp.layers.0.param" role param persistent : memref<4xf32, #sched.space<device>>
 // CHECK-NEXT:    [[G:%[0-9]+]] = sched.alloc "fsdp.layers.0.grad" role grad persistent : memref<4xf32, #sched.space<device>>
 // CHECK-NEXT:    sched.optimizer_step @q::@fsdp.layers.0 params([[P]] : memref<4xf32, #sched.space<device>>) grads([[G]] : memref<4xf32, #sched.space<device>>) state()
 // CHECK-NEXT:  }
-sched.program @q.step for @q micro_batches 1 attributes {note = "sgd without momentum keeps no state"} {
+sched.program @q.step for @q micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> attributes {note = "sgd without momentum keeps no state"} {
   %p = sched.alloc "fsdp.layers.0.param" role param persistent : memref<4xf32, #dev>
   %g = sched.alloc "fsdp.layers.0.grad" role grad persistent : memref<4xf32, #dev>
   sched.optimizer_step @q::@fsdp.layers.0 params(%p : memref<4xf32, #dev>) grads(%g : memref<4xf32, #dev>) state()

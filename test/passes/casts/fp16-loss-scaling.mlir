@@ -23,7 +23,11 @@ plan.plan @p on @mesh
   plan.group @fsdp.root units [@embed, @head] {numel = 36 : i64, padded_numel = 36 : i64, shard_numel = 18 : i64}
   plan.group @fsdp.layers.0 units [@"layers.0"] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 8 : i64}
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = adamw, lr = 0.001>, micro_batch = 1, seq_len = 8, precision = fp16_mixed, loss_scale = <kind = dynamic>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p0 = sched.alloc "fsdp.root.param" role param persistent : memref<18xf32, #dev>
   %g0 = sched.alloc "fsdp.root.grad" role grad persistent : memref<18xf32, #dev>
   %m0 = sched.alloc "fsdp.root.exp_avg" role exp_avg persistent : memref<18xf32, #dev>

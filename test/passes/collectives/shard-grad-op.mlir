@@ -149,7 +149,11 @@ plan.plan @tiny on @mesh
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 32 : i64, padded_numel = 32 : i64, shard_numel = 16 : i64}
 }
 
-sched.program @tiny.step for @tiny micro_batches 2 {
+sched.program @tiny.step for @tiny micro_batches 2
+    model #plan.model<family = llama, vocab = 16, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 8>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = #plan.device<name = "cpu", memory = 1073741824, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 1073741824, inter_node_bandwidth = 1.0e10>
+    train #plan.train<optimizer = #plan.optimizer<kind = adamw, lr = 1.0e-3>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+    parallel #plan.parallel<sharding = shard_grad_op, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>, grad_sync = every_micro_batch> {
   %rp = sched.alloc "fsdp.root.param" role param persistent : !m132
   %rg = sched.alloc "fsdp.root.grad" role grad persistent : !m132
   %rexp_avg = sched.alloc "fsdp.root.exp_avg" role exp_avg persistent : !m132
@@ -227,7 +231,11 @@ plan.plan @tiny on @mesh
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 32 : i64, padded_numel = 32 : i64, shard_numel = 16 : i64}
 }
 
-sched.program @tiny.step for @tiny micro_batches 2 {
+sched.program @tiny.step for @tiny micro_batches 2
+    model #plan.model<family = llama, vocab = 16, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 8>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = #plan.device<name = "cpu", memory = 1073741824, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 1073741824, inter_node_bandwidth = 1.0e10>
+    train #plan.train<optimizer = #plan.optimizer<kind = adamw, lr = 1.0e-3>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = #plan.loss_scale<kind = none>, grad_clip = 1.0, lr_schedule = #plan.lr_schedule<kind = constant>>
+    parallel #plan.parallel<sharding = shard_grad_op, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>, grad_sync = last_micro_batch> {
   %rp = sched.alloc "fsdp.root.param" role param persistent : !m132
   %rg = sched.alloc "fsdp.root.grad" role grad persistent : !m132
   %rexp_avg = sched.alloc "fsdp.root.exp_avg" role exp_avg persistent : !m132

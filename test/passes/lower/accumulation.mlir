@@ -35,7 +35,7 @@ plan.plan @accum on @mesh
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 4160 : i64, padded_numel = 4160 : i64, shard_numel = 2080 : i64}
 }
 
-// CHECK-LABEL: sched.program @accum.step for @accum micro_batches 2 {
+// CHECK-LABEL: sched.program @accum.step for @accum micro_batches 2 model {{.*}} {
 // CHECK-NEXT:  [[RP:%.*]] = sched.alloc "fsdp.root.param"
 // CHECK-NEXT:  [[RG:%.*]] = sched.alloc "fsdp.root.grad"
 // CHECK-NEXT:  [[RM:%.*]] = sched.alloc "fsdp.root.exp_avg"

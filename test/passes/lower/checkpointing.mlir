@@ -55,7 +55,7 @@ plan.plan @ckpt on @mesh
   plan.group @fsdp.layers.1 units [@layers.1] {numel = 46208 : i64, padded_numel = 46208 : i64, shard_numel = 23104 : i64}
 }
 
-// CHECK-LABEL: sched.program @ckpt.step for @ckpt micro_batches 1 {
+// CHECK-LABEL: sched.program @ckpt.step for @ckpt micro_batches 1 model {{.*}} {
 // CHECK:       [[EP:%.*]] = sched.view {{.*}}[0] : {{.*}} to memref<32768xf32
 // CHECK:       [[HP:%.*]] = sched.view {{.*}}[32768] : {{.*}} to memref<32832xf32
 // CHECK:       sched.alloc "fsdp.layers.0.exp_avg_sq"

@@ -257,7 +257,20 @@ plan.plan @twice on @mesh
   plan.group @fsdp.root units [@embed, @head] {numel = 65600 : i64, padded_numel = 65600 : i64, shard_numel = 32800 : i64}
 }
 // expected-note @+1 {{its program}}
-sched.program @twice.step for @twice micro_batches 1 {
+sched.program @twice.step for @twice micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
+                      intermediate = 176, layers = 1, heads = 4, kv_heads = 2, max_seq_len = 256>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2,
+        device = #plan.device<name = "cpu", memory = 17179869184, bf16_tflops = 1.0,
+                              fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10,
+                              nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>,
+        host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = #plan.optimizer<kind = adamw, lr = 1.0e-3>,
+                      micro_batch = 1, seq_len = 16,
+                      loss_scale = #plan.loss_scale<kind = none>,
+                      lr_schedule = #plan.lr_schedule<kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>,
+                            offload = #plan.offload<>> {
 }
 
 // -----

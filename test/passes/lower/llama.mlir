@@ -56,7 +56,7 @@ plan.plan @tiny on @mesh
 // The program follows its plan.
 // CHECK:      plan.group @fsdp.layers.1 {{.*}}}
 // CHECK-NEXT: }
-// CHECK-NEXT: sched.program @tiny.step for @tiny micro_batches 1 {
+// CHECK-NEXT: sched.program @tiny.step for @tiny micro_batches 1 model {{.*}} {
 
 // State: fp32, on the device, padded_numel elements, persistent.
 // CHECK-NEXT: [[RP:%.*]] = sched.alloc "fsdp.root.param" role param persistent : memref<65600xf32, [[DEV:.*]]>

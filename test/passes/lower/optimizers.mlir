@@ -37,7 +37,7 @@ plan.plan @sgd on @mesh
 // CHECK:       plan.plan @sgd
 // CHECK:       plan.group @fsdp.root {{.*}}}
 // CHECK-NEXT:  }
-// CHECK-NEXT:  sched.program @sgd.step for @sgd micro_batches 1 {
+// CHECK-NEXT:  sched.program @sgd.step for @sgd micro_batches 1 model {{.*}} {
 // CHECK-NEXT:  [[P:%.*]] = sched.alloc "fsdp.root.param" role param persistent : memref<69760xf32
 // CHECK-NEXT:  [[G:%.*]] = sched.alloc "fsdp.root.grad" role grad persistent : memref<69760xf32
 // CHECK-NEXT:  sched.view [[P]][0] : {{.*}} to memref<32768xf32
@@ -82,7 +82,7 @@ plan.plan @momentum on @mesh
 // CHECK:       plan.plan @momentum
 // CHECK:       plan.group @fsdp.root {{.*}}}
 // CHECK-NEXT:  }
-// CHECK-NEXT:  sched.program @momentum.step for @momentum micro_batches 1 {
+// CHECK-NEXT:  sched.program @momentum.step for @momentum micro_batches 1 model {{.*}} {
 // CHECK-NEXT:  [[P:%.*]] = sched.alloc "fsdp.root.param" role param persistent : memref<69760xf32
 // CHECK-NEXT:  [[G:%.*]] = sched.alloc "fsdp.root.grad" role grad persistent : memref<69760xf32
 // CHECK-NEXT:  [[M:%.*]] = sched.alloc "fsdp.root.momentum" role momentum persistent : memref<69760xf32

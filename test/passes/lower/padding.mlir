@@ -32,7 +32,7 @@ plan.plan @padded on @mesh
   plan.group @fsdp.root units [@embed, @layers.0, @head] {numel = 69760 : i64, padded_numel = 69762 : i64, shard_numel = 23254 : i64}
 }
 
-// CHECK-LABEL: sched.program @padded.step for @padded micro_batches 1 {
+// CHECK-LABEL: sched.program @padded.step for @padded micro_batches 1 model {{.*}} {
 // CHECK-NEXT:  [[P:%.*]] = sched.alloc "fsdp.root.param" role param persistent : memref<69762xf32
 // CHECK-NEXT:  [[G:%.*]] = sched.alloc "fsdp.root.grad" role grad persistent : memref<69762xf32
 // CHECK-NEXT:  [[M:%.*]] = sched.alloc "fsdp.root.exp_avg" role exp_avg persistent : memref<69762xf32

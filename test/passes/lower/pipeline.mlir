@@ -3,7 +3,7 @@
 // micro-batch of 4 x 128 tokens.
 // RUN: plan-opt %examples/tiny_llama_cpu.plan --plan-expand-presets --plan-wrap-units --plan-assign-sharding --sched-lower | FileCheck %s
 
-// CHECK-LABEL: sched.program @tiny_llama_cpu.step for @tiny_llama_cpu micro_batches 1 {
+// CHECK-LABEL: sched.program @tiny_llama_cpu.step for @tiny_llama_cpu micro_batches 1 model {{.*}} {
 // CHECK-NEXT:  [[RP:%.*]] = sched.alloc "fsdp.root.param" role param persistent : memref<65600xf32
 // CHECK-NEXT:  [[RG:%.*]] = sched.alloc "fsdp.root.grad" role grad persistent : memref<65600xf32
 // CHECK-NEXT:  sched.alloc "fsdp.root.exp_avg" role exp_avg persistent

@@ -62,7 +62,7 @@ plan.plan @gpt2 on @mesh
 }
 
 // wte + wpe = 512*64 + 256*64 elements, then ln_f's weight and bias.
-// CHECK-LABEL: sched.program @gpt2.step for @gpt2 micro_batches 1 {
+// CHECK-LABEL: sched.program @gpt2.step for @gpt2 micro_batches 1 model {{.*}} {
 // CHECK-NEXT:  [[RP:%.*]] = sched.alloc "fsdp.root.param" role param persistent : memref<49280xf32
 // CHECK-NEXT:  [[RG:%.*]] = sched.alloc "fsdp.root.grad" role grad persistent : memref<49280xf32
 // CHECK-NEXT:  sched.alloc "fsdp.root.exp_avg"
@@ -150,7 +150,7 @@ plan.plan @apart on @mesh
   plan.group @fsdp.head units [@head] {numel = 128 : i64, padded_numel = 128 : i64, shard_numel = 64 : i64}
 }
 
-// CHECK-LABEL: sched.program @apart.step for @apart micro_batches 1 {
+// CHECK-LABEL: sched.program @apart.step for @apart micro_batches 1 model {{.*}} {
 // CHECK-NEXT:  [[EMBP:%.*]] = sched.alloc "fsdp.embed.param"
 // CHECK-NEXT:  [[EMBG:%.*]] = sched.alloc "fsdp.embed.grad"
 // CHECK:       [[EP:%.*]] = sched.view [[EMBP]][0]

@@ -26,7 +26,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "a.param" role param persistent : memref<100xf32, #dev>
   %m = sched.alloc "a.master" role master persistent offset 99999 : memref<64xf32, #dev>
   %h = sched.alloc "a.exp_avg" role exp_avg persistent : memref<100xf32, #host>
@@ -56,5 +60,9 @@ plan.plan @q on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @q.step for @q micro_batches 1 {
+sched.program @q.step for @q micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }

@@ -12,7 +12,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-note @below {{allocated here}}
   %t = sched.alloc "t" role staging : memref<8xf32, #dev>
   %u = sched.alloc "u" role staging : memref<8xbf16, #dev>
@@ -35,7 +39,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-note @below {{allocated here}}
   %t = sched.alloc "t" role staging : memref<8xf32, #dev>
   %lo = sched.view %t[0] : memref<8xf32, #dev> to memref<4xf32, #dev>
@@ -61,7 +69,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "s" role unsharded_grad : memref<8xf32, #dev>
   sched.zero %s : memref<8xf32, #dev>
   // expected-note @below {{allocated here}}
@@ -85,7 +97,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %t = sched.alloc "t" role staging : memref<8xf32, #dev>
   %v = sched.view %t[4] : memref<8xf32, #dev> to memref<4xf32, #dev>
   // expected-note @below {{freed here}}
@@ -106,7 +122,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %t = sched.alloc "t" role staging : memref<8xf32, #dev>
   // expected-note @below {{first freed here}}
   sched.free %t : memref<8xf32, #dev>
@@ -126,7 +146,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-error @below {{transient buffer 't' is never freed}}
   %t = sched.alloc "t" role staging : memref<8xf32, #dev>
   sched.zero %t : memref<8xf32, #dev>
@@ -144,7 +168,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<8xf32, #dev>
   // expected-error @below {{frees persistent buffer 'p', which lives across steps}}
   sched.free %p : memref<8xf32, #dev>
@@ -162,7 +190,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "g" role grad persistent : memref<8xf32, #dev>
   // expected-error @below {{returns an event that is never waited: sched.all_reduce of 'g' may still run when the step ends}}
   %e = sched.all_reduce %p group world reduce avg : memref<8xf32, #dev>
@@ -180,7 +212,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %h = sched.alloc "h" role param persistent : memref<8xf32, #host>
   %s = sched.alloc "s" role staging : memref<8xf32, #dev>
   // expected-error @below {{returns an event that is never waited: sched.copy of 'h' into 's'}}
@@ -204,7 +240,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "g" role grad persistent : memref<8xf32, #dev>
   %e = sched.all_reduce %p group world reduce avg : memref<8xf32, #dev>
   // expected-note @below {{first waited here}}
@@ -225,7 +265,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "p" role param persistent : memref<8xf32, #dev>
   %f = sched.alloc "f" role gathered : memref<16xf32, #dev>
   // expected-note @below {{issued here; not waited yet}}
@@ -251,7 +295,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %g = sched.alloc "g" role grad persistent : memref<4xf32, #dev>
   %u = sched.alloc "u" role unsharded_grad : memref<8xf32, #dev>
   sched.zero %u : memref<8xf32, #dev>
@@ -275,7 +323,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "s" role staging : memref<8xf32, #dev>
   sched.zero %s : memref<8xf32, #dev>
   %h = sched.alloc "h" role grad persistent : memref<8xf32, #host>
@@ -299,7 +351,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %h = sched.alloc "h" role param persistent : memref<8xf32, #host>
   %s = sched.alloc "s" role staging : memref<8xf32, #dev>
   // expected-note @below {{issued here; not waited yet}}
@@ -326,7 +382,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %b = sched.alloc "bucket" role bucket : memref<16xf32, #dev>
   %lo = sched.view %b[0] : memref<16xf32, #dev> to memref<8xf32, #dev>
   %mid = sched.view %b[4] : memref<16xf32, #dev> to memref<8xf32, #dev>
@@ -352,7 +412,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %g = sched.alloc "g" role grad persistent : memref<8xf32, #dev>
   %n = sched.alloc "n" role scalar persistent : memref<1xf32, #dev>
   // expected-note @below {{issued here; not waited yet}}
@@ -377,7 +441,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   // expected-note @below {{allocated here}}
   %t = sched.alloc "t" role staging : memref<8xf32, #dev>
   %s = sched.shard_view %t group shard : memref<8xf32, #dev> to memref<4xf32, #dev>

@@ -28,7 +28,11 @@ plan.plan @p on @mesh
   plan.group @fsdp.root units [@embed, @head] {numel = 36 : i64, padded_numel = 36 : i64, shard_numel = 18 : i64}
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 8 : i64}
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p0 = sched.alloc "fsdp.root.param" role param persistent : memref<18xf32, #dev>
   %g0 = sched.alloc "fsdp.root.grad" role grad persistent : memref<18xf32, #dev>
   %p1 = sched.alloc "fsdp.layers.0.param" role param persistent : memref<8xf32, #dev>
@@ -96,7 +100,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.offload for @p micro_batches 1 {
+sched.program @p.offload for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %h = sched.alloc "fsdp.layers.0.param" role param persistent : memref<8xf32, #host>
   %s = sched.alloc "fsdp.layers.0.param.staging" role staging : memref<8xf32, #dev>
   %c = sched.copy %h into %s : memref<8xf32, #host>, memref<8xf32, #dev>
@@ -127,7 +135,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.zero1 for @p micro_batches 1 {
+sched.program @p.zero1 for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "fsdp.root.param" role param persistent : memref<36xf32, #dev>
   %ps = sched.shard_view %p group shard : memref<36xf32, #dev> to memref<18xf32, #dev>
   %ea = sched.all_gather %ps into %p group shard : memref<18xf32, #dev>, memref<36xf32, #dev>
@@ -174,7 +186,11 @@ plan.plan @p on @mesh
   plan.group @fsdp.root units [@embed, @head] {numel = 36 : i64, padded_numel = 36 : i64, shard_numel = 18 : i64}
   plan.group @fsdp.layers.0 units [@layers.0] {numel = 16 : i64, padded_numel = 16 : i64, shard_numel = 8 : i64}
 }
-sched.program @p.ckpt for @p micro_batches 1 {
+sched.program @p.ckpt for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %ls = sched.alloc "loss_scale" role scalar persistent : memref<1xf32, #dev>
   %p1 = sched.alloc "fsdp.layers.0.param" role param persistent : memref<16xf32, #dev>
   %g1 = sched.alloc "fsdp.layers.0.grad" role grad persistent : memref<16xf32, #dev>
@@ -215,7 +231,11 @@ plan.plan @p on @mesh
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 }
-sched.program @p.shard for @p micro_batches 1 {
+sched.program @p.shard for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %t = sched.alloc "t" role staging : memref<8xf32, #dev>
   %s = sched.shard_view %t group shard : memref<8xf32, #dev> to memref<4xf32, #dev>
   sched.zero %s : memref<4xf32, #dev>

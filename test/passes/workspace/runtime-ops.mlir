@@ -23,7 +23,11 @@ plan.plan @p on @mesh
   }
   plan.group @a units [@x] {numel = 2000 : i64, padded_numel = 2000 : i64, shard_numel = 1000 : i64}
 }
-sched.program @p.step for @p micro_batches 1 {
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "a.param" role param persistent : memref<1000xf32, #dev>
   %g = sched.alloc "a.grad" role grad persistent : memref<1000xf32, #dev>
   %g2 = sched.alloc "b.grad" role grad persistent : memref<500xf32, #dev>
@@ -70,7 +74,11 @@ plan.plan @g on @mesh
   }
   plan.group @a units [@x] {numel = 2000 : i64, padded_numel = 2000 : i64, shard_numel = 1000 : i64}
 }
-sched.program @g.step for @g micro_batches 1 {
+sched.program @g.step for @g micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "h100_sxm", memory = 85899345920, bf16_tflops = 989.0, fp16_tflops = 989.0, fp32_tflops = 67.0, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, pcie_bandwidth = 6.4e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "a.param" role param persistent : memref<1000xf32, #host>
   %g = sched.alloc "a.grad" role grad persistent : memref<1000xf32, #host>
   %g2 = sched.alloc "b.grad" role grad persistent : memref<500xf32, #dev>
@@ -110,7 +118,11 @@ plan.plan @g on @mesh
   }
   plan.group @a units [@x] {numel = 2000 : i64, padded_numel = 2000 : i64, shard_numel = 1000 : i64}
 }
-sched.program @g.step for @g micro_batches 1 {
+sched.program @g.step for @g micro_batches 1
+    model #plan.model<family = gpt2, preset = "gpt2_tiny", vocab = 8, hidden = 4, intermediate = 16, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, tie_embeddings = true>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "a100_80g", memory = 85899345920, bf16_tflops = 989.0, fp16_tflops = 989.0, fp32_tflops = 67.0, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, pcie_bandwidth = 6.4e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %p = sched.alloc "a.param" role param persistent : memref<1000xf32, #host>
   %g = sched.alloc "a.grad" role grad persistent : memref<1000xf32, #host>
   %g2 = sched.alloc "b.grad" role grad persistent : memref<500xf32, #dev>

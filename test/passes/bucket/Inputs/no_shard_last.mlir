@@ -36,7 +36,11 @@ plan.plan @t on @mesh
 // finishes backward in the last micro-batch and waited before the steps.
 // Group sizes (f32): layers.2 32, layers.1 96, layers.0 32, root 32
 // (embed 16 + head 16), reduced in that order. BUCKET is the test's bucket.
-sched.program @t.step for @t micro_batches 2 {
+sched.program @t.step for @t micro_batches 2
+    model #plan.model<family = llama, vocab = 4, hidden = 4, intermediate = 8, layers = 3, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>, bucket = BUCKET, grad_sync = last_micro_batch> {
   %p_root = sched.alloc "fsdp.root.param" role param persistent : !d32
   %g_root = sched.alloc "fsdp.root.grad" role grad persistent : !d32
   %pv_embed = sched.view %p_root[0] : !d32 to !d16

@@ -32,7 +32,11 @@ plan.plan @t on @mesh
 // full_shard, fp32, one micro-batch: the schedule sched-insert-collectives
 // produces, every gather right before its span and waited right before the
 // span's first compute op. PREFETCH is replaced by the test's settings.
-sched.program @t.step for @t micro_batches 1 {
+sched.program @t.step for @t micro_batches 1
+    model #plan.model<family = llama, vocab = 8, hidden = 4, intermediate = 8, layers = 3, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = SHARDING, wrap = <kind = transformer_block>, offload = <>PREFETCH> {
   %rp = sched.alloc "fsdp.root.param" role param persistent : !dev32
   %rg = sched.alloc "fsdp.root.grad" role grad persistent : !dev32
   %p0 = sched.alloc "fsdp.layers.0.param" role param persistent : !dev16
