@@ -15,6 +15,8 @@
 
 #include "Schedule.h"
 
+#include <algorithm>
+
 using namespace plan;
 
 namespace {
@@ -201,4 +203,29 @@ int64_t plan::activationBytes(UnitKind kind, ModelAttr model,
 int64_t plan::checkpointBytes(ModelAttr model, int64_t microBatch,
                               int64_t seqLen, int64_t workingBytes) {
   return microBatch * seqLen * model.getHidden() * workingBytes;
+}
+
+int64_t plan::workingBytes(TrainAttr train) {
+  return train.getPrecision() == Precision::FP32 ? 4 : 2;
+}
+
+/// `bytes` in elements of the working type, rounded up, at least one.
+static int64_t inWorkingElements(int64_t bytes, TrainAttr train) {
+  int64_t working = plan::workingBytes(train);
+  return std::max<int64_t>((bytes + working - 1) / working, 1);
+}
+
+int64_t plan::savesElements(UnitKind kind, ModelAttr model, TrainAttr train,
+                            bool ownInput) {
+  return inWorkingElements(activationBytes(kind, model, train.getMicroBatch(),
+                                           train.getSeqLen(),
+                                           workingBytes(train), ownInput),
+                           train);
+}
+
+int64_t plan::checkpointElements(ModelAttr model, TrainAttr train) {
+  return inWorkingElements(checkpointBytes(model, train.getMicroBatch(),
+                                           train.getSeqLen(),
+                                           workingBytes(train)),
+                           train);
 }

@@ -24,6 +24,18 @@ int64_t activationBytes(UnitKind kind, ModelAttr model, int64_t microBatch,
 int64_t checkpointBytes(ModelAttr model, int64_t microBatch, int64_t seqLen,
                         int64_t workingBytes);
 
+/// Bytes of the type units compute and keep activations in: 4 under fp32,
+/// 2 under bf16 or fp16 mixed precision.
+int64_t workingBytes(TrainAttr train);
+
+/// Elements of a saves buffer of `train`'s micro-batch: `activationBytes`
+/// (or, `checkpointed`, `checkpointBytes`) in the working type, rounded up,
+/// at least one. sched-lower and sched-activation-checkpointing size the
+/// buffers with it; sched-insert-casts retypes them to the working type.
+int64_t savesElements(UnitKind kind, ModelAttr model, TrainAttr train,
+                      bool ownInput = false);
+int64_t checkpointElements(ModelAttr model, TrainAttr train);
+
 } // namespace plan
 
 #endif // PLAN_ANALYSIS_ACTIVATIONMODEL_H

@@ -38,6 +38,21 @@ def SchedLower : Pass<"sched-lower", "::mlir::ModuleOp"> {
   let dependentDialects = ["::sched::SchedDialect", "::mlir::memref::MemRefDialect"];
 }
 
+def SchedActivationCheckpointing
+    : Pass<"sched-activation-checkpointing", "::sched::ProgramOp"> {
+  let summary = "Full activation checkpointing: blocks save their input and "
+                "recompute before backward";
+  let description = [{
+    With `train.activation_checkpointing = full`, each transformer block's
+    forward saves only its input hidden states; a `sched.recompute` right
+    before the block's backward saves its activations again, and both
+    buffers are freed after the backward. The unit after a checkpointed
+    block keeps its own input. Runs on the single-rank program of
+    sched-lower, before sched-insert-collectives; does nothing otherwise.
+  }];
+  let dependentDialects = ["::sched::SchedDialect"];
+}
+
 def SchedInsertCollectives : Pass<"sched-insert-collectives", "::sched::ProgramOp"> {
   let summary = "Shard state and insert gathers and reductions per strategy";
   let dependentDialects = ["::sched::SchedDialect"];

@@ -11,6 +11,7 @@ void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createSchedLower());
   // Each program on its own, with the recipe sched-lower copied onto it.
   mlir::OpPassManager &program = pm.nest<sched::ProgramOp>();
+  program.addPass(createSchedActivationCheckpointing());
   program.addPass(createSchedInsertCollectives());
   program.addPass(createSchedInsertCasts());
   program.addPass(createSchedInsertOffloadCopies());

@@ -18,8 +18,6 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/Twine.h"
 
-#include <algorithm>
-
 namespace plan {
 #define GEN_PASS_DEF_SCHEDLOWER
 #include "passes/Passes.h.inc"
@@ -236,47 +234,22 @@ void StepBuilder::buildState(MutableArrayRef<UnitSlot> units,
 void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
                                   int64_t microBatch) {
   plan::TrainAttr train = planOp.getTrain();
-  plan::ModelAttr model = planOp.getModel();
-  bool checkpointing =
-      train.getActivationCheckpointing() == plan::Checkpointing::Full;
-  int64_t batch = train.getMicroBatch(), seqLen = train.getSeqLen();
-  // Activations are kept in the working type (sched-insert-casts retypes
-  // their buffers): the activation model's bytes in elements of it, at least
-  // one.
-  int64_t working = train.getPrecision() == plan::Precision::FP32 ? 4 : 2;
-  auto elements = [&](int64_t bytes) {
-    return std::max<int64_t>((bytes + working - 1) / working, 1);
-  };
-  // A unit after a checkpointed block keeps its input itself (the block
-  // planned no buffer for its output).
-  auto savesElements = [&](const UnitSlot &unit, bool ownInput) {
-    return elements(plan::activationBytes(unit.kind, model, batch, seqLen,
-                                          working, ownInput));
-  };
   IntegerAttr mb = b.getI64IntegerAttr(microBatch);
   std::string suffix = (".mb" + Twine(microBatch)).str();
   auto tiedOf = [&](const UnitSlot &unit, Value UnitSlot::*view) {
     return unit.tiedOwner == kNone ? Value() : units[unit.tiedOwner].*view;
   };
-  auto isCheckpointed = [&](const UnitSlot &unit) {
-    return checkpointing && plan::isBlockKind(unit.kind);
-  };
 
-  // What each unit's forward saved: everything its backward needs, or only
-  // its input when it is checkpointed.
+  // What each unit's forward saves for its backward, in the working type
+  // (sched-insert-casts retypes the buffers). sched-activation-checkpointing
+  // turns a block's into its input alone.
   SmallVector<Value> saved(units.size());
   for (auto [index, unit] : llvm::enumerate(units)) {
-    StringRef name = unit.op.getSymName();
-    if (isCheckpointed(unit))
-      saved[index] =
-          alloc(name + ".input" + suffix, sched::BufferRole::Activations,
-                elements(plan::checkpointBytes(model, batch, seqLen, working)),
-                /*persistent=*/false);
-    else
-      saved[index] = alloc(
-          name + ".saves" + suffix, sched::BufferRole::Activations,
-          savesElements(unit, index > 0 && isCheckpointed(units[index - 1])),
-          /*persistent=*/false);
+    saved[index] =
+        alloc(unit.op.getSymName() + ".saves" + suffix,
+              sched::BufferRole::Activations,
+              plan::savesElements(unit.kind, planOp.getModel(), train),
+              /*persistent=*/false);
     sched::ForwardOp::create(b, loc, unit.ref, mb, unit.params,
                              tiedOf(unit, &UnitSlot::params), saved[index]);
   }
@@ -287,22 +260,10 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
 
   for (int64_t index = units.size() - 1; index >= 0; --index) {
     UnitSlot &unit = units[index];
-    Value tied = tiedOf(unit, &UnitSlot::params);
-    Value activations = saved[index];
-    if (isCheckpointed(unit)) {
-      activations = alloc(unit.op.getSymName() + ".saves" + suffix,
-                          sched::BufferRole::Activations,
-                          savesElements(unit, /*ownInput=*/false),
-                          /*persistent=*/false);
-      sched::RecomputeOp::create(b, loc, unit.ref, mb, unit.params, tied,
-                                 saved[index], activations);
-    }
-    sched::BackwardOp::create(b, loc, unit.ref, mb, unit.params, tied,
-                              activations, unit.grads,
-                              tiedOf(unit, &UnitSlot::grads));
-    sched::FreeOp::create(b, loc, activations);
-    if (activations != saved[index])
-      sched::FreeOp::create(b, loc, saved[index]);
+    sched::BackwardOp::create(b, loc, unit.ref, mb, unit.params,
+                              tiedOf(unit, &UnitSlot::params), saved[index],
+                              unit.grads, tiedOf(unit, &UnitSlot::grads));
+    sched::FreeOp::create(b, loc, saved[index]);
   }
 }
 

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "analysis/ActivationModel.h"
 #include "analysis/WorkspaceModel.h"
 #include "passes/Passes.h"
 
@@ -64,8 +65,7 @@ public:
     tokens = train.getMicroBatch() * train.getSeqLen();
     shape.microBatch = train.getMicroBatch();
     shape.seqLen = train.getSeqLen();
-    shape.workingBytes =
-        train.getPrecision() == plan::Precision::FP32 ? kF32 : 2;
+    shape.workingBytes = plan::workingBytes(train);
     gradClip = train.getGradClip() > 0;
     sgdDecay = train.getOptimizer().getKind() == plan::OptimizerKind::SGD &&
                train.getOptimizer().getWeightDecay() != 0;

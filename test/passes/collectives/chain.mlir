@@ -3,8 +3,8 @@
 // mesh, each gathered around its forward and backward spans, each gradient
 // reduce-scattered after its backward, and a schedule the verifier accepts.
 //
-// RUN: plan-opt %examples/tiny_llama_cpu.plan --plan-expand-presets --plan-wrap-units --plan-assign-sharding --sched-lower --sched-insert-collectives | FileCheck %s
-// RUN: plan-opt %examples/tiny_llama_cpu.plan --plan-expand-presets --plan-wrap-units --plan-assign-sharding --sched-lower --sched-insert-collectives --sched-verify-schedule -o /dev/null
+// RUN: plan-opt %examples/tiny_llama_cpu.plan --plan-expand-presets --plan-wrap-units --plan-assign-sharding --sched-lower --sched-activation-checkpointing --sched-insert-collectives | FileCheck %s
+// RUN: plan-opt %examples/tiny_llama_cpu.plan --plan-expand-presets --plan-wrap-units --plan-assign-sharding --sched-lower --sched-activation-checkpointing --sched-insert-collectives --sched-verify-schedule -o /dev/null
 
 // CHECK-LABEL: sched.program @tiny_llama_cpu.step
 // CHECK:       [[RP:%.*]] = sched.alloc "fsdp.root.param" role param persistent : memref<32800xf32

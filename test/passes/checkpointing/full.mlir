@@ -4,7 +4,16 @@
 // backward. The embedding and the head are not checkpointed; the head keeps
 // its input itself (the last block, checkpointed, kept no copy of its
 // output): 1040 more elements than without checkpointing (10337).
-// RUN: plan-opt %s -sched-lower | FileCheck %s
+// sched-lower alone saves everything (LOWER); sched-activation-checkpointing
+// rewrites that program.
+// RUN: plan-opt %s -sched-lower | FileCheck %s --check-prefix=LOWER
+// RUN: plan-opt %s -sched-lower -sched-activation-checkpointing | FileCheck %s
+// RUN: plan-opt %s -sched-lower -sched-activation-checkpointing -sched-verify-schedule -o /dev/null
+
+// LOWER:     sched.alloc "layers.0.saves.mb0" role activations : memref<21968xf32
+// LOWER:     sched.alloc "layers.1.saves.mb0" role activations : memref<21968xf32
+// LOWER:     sched.alloc "head.saves.mb0" role activations : memref<10337xf32
+// LOWER-NOT: sched.recompute
 
 shard.grid @mesh(shape = 1x2)
 plan.plan @ckpt on @mesh
