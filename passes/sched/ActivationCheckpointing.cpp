@@ -89,22 +89,25 @@ struct SchedActivationCheckpointingPass
     SmallVector<sched::ForwardOp> forwards(
         program.getBody().getOps<sched::ForwardOp>());
     OpBuilder builder(program.getContext());
-    bool previousCheckpointed = false;
-    uint64_t previousMicroBatch = ~uint64_t{0};
+    // The forward before, in program order: the previous unit of the same
+    // micro-batch, whose output is this unit's input.
+    bool lastCheckpointed = false;
+    uint64_t lastMicroBatch = ~uint64_t{0};
     for (sched::ForwardOp forward : forwards) {
       // A verified program's units resolve (ComputeOp verifiers).
       plan::UnitOp unit = forward.getUnitOp();
+      bool checkpointed = plan::isBlockKind(unit.getKind());
       bool afterCheckpointed =
-          previousCheckpointed && previousMicroBatch == forward.getMicroBatch();
-      previousCheckpointed = plan::isBlockKind(unit.getKind());
-      previousMicroBatch = forward.getMicroBatch();
-      if (!previousCheckpointed && !afterCheckpointed)
+          lastCheckpointed && lastMicroBatch == forward.getMicroBatch();
+      lastCheckpointed = checkpointed;
+      lastMicroBatch = forward.getMicroBatch();
+      if (!checkpointed && !afterCheckpointed)
         continue;
       FailureOr<Saves> saves = savesOf(forward);
       if (failed(saves))
         return signalPassFailure();
       std::string suffix = (".mb" + Twine(forward.getMicroBatch())).str();
-      if (previousCheckpointed)
+      if (checkpointed)
         checkpoint(builder, forward, unit, *saves, suffix);
       else
         keepOwnInput(builder, unit, *saves);
