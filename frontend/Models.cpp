@@ -446,9 +446,12 @@ void enumerateGPT2(const ModelSpec &m, std::vector<ModelUnit> &units) {
 // BertForMaskedLM / BertForSequenceClassification: bert.embeddings (word,
 // position, token_type, LayerNorm), bert.encoder.layer.N, then either the MLM
 // head `cls.predictions` (its own `bias` first, then transform.dense,
-// transform.LayerNorm, decoder; decoder.weight is the word embedding matrix and
-// decoder.bias is `cls.predictions.bias`) or bert.pooler + classifier. The
-// position_ids / token_type_ids buffers are not parameters.
+// transform.LayerNorm, decoder.weight, which is the word embedding matrix) or
+// bert.pooler + classifier. HF's `cls.predictions.decoder.bias` is not a
+// parameter of its own: it is `cls.predictions.bias` itself (the same
+// nn.Parameter, in the same unit), so it is listed once, under that name; a
+// tie stands for storage in another unit. The position_ids / token_type_ids
+// buffers are not parameters.
 void enumerateBert(const ModelSpec &m, std::vector<ModelUnit> &units) {
   UnitParams embed("embed", UnitKind::Embedding, "bert.embeddings.");
   embed.add("word_embeddings.weight", {m.vocab, m.hidden});
@@ -481,7 +484,6 @@ void enumerateBert(const ModelSpec &m, std::vector<ModelUnit> &units) {
     head.layerNorm("cls.predictions.transform.LayerNorm", m.hidden);
     head.add("cls.predictions.decoder.weight", {m.vocab, m.hidden},
              "bert.embeddings.word_embeddings.weight");
-    head.add("cls.predictions.decoder.bias", {m.vocab}, "cls.predictions.bias");
     break;
   case BertHead::SequenceClassification:
     head.linear("bert.pooler.dense", m.hidden, m.hidden, /*bias=*/true);
