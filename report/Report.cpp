@@ -450,7 +450,8 @@ llvm::json::Object spaceJson(const SpaceMemory &space) {
 
 } // namespace
 
-llvm::json::Value plan::reportToJson(const ScheduleReport &r) {
+llvm::json::Value plan::reportToJson(const ScheduleReport &r,
+                                     llvm::ArrayRef<FitOutcome> alternatives) {
   const MemoryReport &memory = r.memory;
   const SpaceMemory &device = memory.device();
   llvm::json::Object deviceJson = spaceJson(device);
@@ -503,6 +504,19 @@ llvm::json::Value plan::reportToJson(const ScheduleReport &r) {
   auto busy = [&](Stream stream) {
     return time.busySeconds[static_cast<int>(stream)];
   };
+  llvm::json::Array fitJson;
+  for (const FitOutcome &outcome : alternatives) {
+    llvm::json::Object alternative{
+        {"what", outcome.alternative.what},
+        {"overrides", llvm::json::Array(outcome.alternative.overrides)},
+        {"accepted", outcome.report.has_value()}};
+    if (outcome.report) {
+      alternative["peak_bytes"] =
+          bytesValue(outcome.report->memory.devicePeakBytes());
+      alternative["fits"] = outcome.report->memory.fits();
+    }
+    fitJson.push_back(std::move(alternative));
+  }
   return llvm::json::Object{
       {"plan", r.planName},
       {"model", r.modelName},
@@ -517,7 +531,8 @@ llvm::json::Value plan::reportToJson(const ScheduleReport &r) {
       {"params", r.params},
       {"memory", llvm::json::Object{{"device", std::move(deviceJson)},
                                     {"host", std::move(hostJson)},
-                                    {"fits", memory.fits()}}},
+                                    {"fits", memory.fits()},
+                                    {"alternatives", std::move(fitJson)}}},
       {"comm",
        llvm::json::Object{{"per_step", std::move(perStep)},
                           {"groups", std::move(groups)},

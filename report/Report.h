@@ -144,8 +144,6 @@ mlir::FailureOr<ScheduleReport> analyzeSchedule(mlir::ModuleOp module);
 
 /// The readable table (`planc --report`).
 void printReportTable(const ScheduleReport &report, llvm::raw_ostream &os);
-/// The JSON object (`planc --report=json`); keys in docs/report.md.
-llvm::json::Value reportToJson(const ScheduleReport &report);
 /// Rank 0's predicted timeline as a Chrome trace (`planc --trace`).
 void writeChromeTrace(const ScheduleReport &report, llvm::raw_ostream &os);
 
@@ -166,6 +164,12 @@ struct FitOutcome {
   FitAlternative alternative;
   std::optional<ScheduleReport> report;
 };
+
+/// The JSON object (`planc --report=json`); keys in docs/report.md. A plan
+/// that does not fit carries its fit alternatives in
+/// `memory.alternatives`.
+llvm::json::Value reportToJson(const ScheduleReport &report,
+                               llvm::ArrayRef<FitOutcome> alternatives = {});
 
 /// The does-not-fit message: what exceeds which capacity, the largest
 /// contributors at the device peak, and each alternative's peak.

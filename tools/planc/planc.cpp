@@ -12,13 +12,16 @@
 //                                    (docs/report.md)
 //
 // Exit codes: 0 success, 1 the plan (or a flag or file) has errors, 2 the
-// plan does not fit the cluster's memory (any mode that lowers it).
+// plan does not fit the cluster's memory (any mode that lowers it). A plan
+// that does not fit is still emitted (--emit=sched, --emit=schedule-json,
+// the report and the trace); the schedule file only with
+// --allow-oversubscribe.
 //
 //===----------------------------------------------------------------------===//
 
+#include "export/ExportSchedule.h"
 #include "frontend/Frontend.h"
 #include "frontend/Models.h"
-#include "export/ExportSchedule.h"
 #include "passes/Passes.h"
 #include "report/Report.h"
 
@@ -85,6 +88,12 @@ static cl::opt<std::string>
                   cl::desc("Write rank 0's predicted timeline as a Chrome "
                            "trace (Perfetto)"),
                   cl::value_desc("file.json"), cl::cat(plancCategory));
+
+static cl::opt<bool> allowOversubscribe(
+    "allow-oversubscribe",
+    cl::desc("Write the schedule file (-o FILE.sched) even when the plan does "
+             "not fit the cluster's memory (still exits 2)"),
+    cl::init(false), cl::cat(plancCategory));
 
 static void printSummary(const plan::PlanSpec &p, llvm::raw_ostream &os) {
   const plan::ModelSpec &m = p.model;
@@ -168,54 +177,79 @@ reportWithOverrides(llvm::SourceMgr &sourceMgr, unsigned bufferId,
   return std::move(*report);
 }
 
-/// --report, --trace and the fit check of every mode that lowers. Returns
-/// the exit code when planc is done, nothing when the emit mode goes on.
-static std::optional<int> reportAndCheckFit(ModuleOp module,
-                                            llvm::SourceMgr &sourceMgr,
-                                            unsigned bufferId) {
-  FailureOr<plan::ScheduleReport> report = plan::analyzeSchedule(module);
-  if (failed(report))
-    return 1;
+/// What the fit check found: nothing when the plan fits, or the
+/// alternatives, each lowered again.
+struct FitCheck {
+  bool fits = true;
+  std::vector<plan::FitOutcome> outcomes;
+};
+
+static FitCheck checkFit(const plan::ScheduleReport &report,
+                         llvm::SourceMgr &sourceMgr, unsigned bufferId) {
+  FitCheck check;
+  check.fits = report.memory.fits();
+  if (!check.fits)
+    for (plan::FitAlternative &alternative : plan::fitAlternatives(report))
+      check.outcomes.push_back(
+          {alternative,
+           reportWithOverrides(sourceMgr, bufferId, alternative.overrides)});
+  return check;
+}
+
+/// --report and --trace, about the plan as given: written whether it fits
+/// or not. Returns false when an output cannot be opened.
+static bool writeReportAndTrace(const plan::ScheduleReport &report,
+                                const FitCheck &fit) {
   std::string error;
   if (!traceFilename.empty()) {
     std::unique_ptr<llvm::ToolOutputFile> trace =
         openOutputFile(traceFilename, &error);
     if (!trace) {
       llvm::errs() << "planc: " << error << "\n";
-      return 1;
+      return false;
     }
-    plan::writeChromeTrace(*report, trace->os());
+    plan::writeChromeTrace(report, trace->os());
     trace->keep();
   }
+  if (reportFormat == ReportFormat::None)
+    return true;
   // With `-o FILE.sched` the file gets the schedule and stdout the report;
   // otherwise the report is what planc emits.
-  bool alongsideSchedule = emit == Emit::Schedule;
-  if (reportFormat != ReportFormat::None) {
-    std::unique_ptr<llvm::ToolOutputFile> output = openOutputFile(
-        alongsideSchedule ? std::string("-") : outputFilename.getValue(),
-        &error);
-    if (!output) {
-      llvm::errs() << "planc: " << error << "\n";
-      return 1;
-    }
-    if (reportFormat == ReportFormat::Json)
-      output->os() << llvm::formatv("{0:2}\n", plan::reportToJson(*report));
-    else
-      plan::printReportTable(*report, output->os());
-    output->keep();
+  bool alongside = emit == Emit::Schedule;
+  std::unique_ptr<llvm::ToolOutputFile> output = openOutputFile(
+      alongside ? std::string("-") : outputFilename.getValue(), &error);
+  if (!output) {
+    llvm::errs() << "planc: " << error << "\n";
+    return false;
   }
-  if (!report->memory.fits()) {
-    std::vector<plan::FitOutcome> outcomes;
-    for (plan::FitAlternative &alternative : plan::fitAlternatives(*report))
-      outcomes.push_back(
-          {alternative,
-           reportWithOverrides(sourceMgr, bufferId, alternative.overrides)});
-    plan::printFitFailure(*report, outcomes, llvm::errs());
-    return 2;
+  if (reportFormat == ReportFormat::Json)
+    output->os() << llvm::formatv("{0:2}\n",
+                                  plan::reportToJson(report, fit.outcomes));
+  else
+    plan::printReportTable(report, output->os());
+  output->keep();
+  return true;
+}
+
+/// Prints or writes what --emit asks for.
+static int emitOutput(const plan::PlanSpec &spec, ModuleOp module) {
+  if (emit == Emit::Schedule || emit == Emit::ScheduleJson)
+    return emitSchedule(module);
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      openOutputFile(outputFilename, &error);
+  if (!output) {
+    llvm::errs() << "planc: " << error << "\n";
+    return 1;
   }
-  if (reportFormat != ReportFormat::None && !alongsideSchedule)
-    return 0;
-  return std::nullopt;
+  if (emit == Emit::Summary) {
+    printSummary(spec, output->os());
+  } else {
+    module.print(output->os());
+    output->os() << "\n";
+  }
+  output->keep();
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -261,32 +295,32 @@ int main(int argc, char **argv) {
     plan::buildPlanLowerPipeline(pm);
     if (failed(pm.run(*module)))
       return 1;
-    if (std::optional<int> exitCode =
-            reportAndCheckFit(*module, sourceMgr, bufferId))
-      return *exitCode;
+    FailureOr<plan::ScheduleReport> report = plan::analyzeSchedule(*module);
+    if (failed(report))
+      return 1;
+    FitCheck fit = checkFit(*report, sourceMgr, bufferId);
+    if (!writeReportAndTrace(*report, fit))
+      return 1;
+    // The report is what planc emits, except next to the schedule file.
+    // Otherwise what was asked is emitted first, then the fit failure: the
+    // schedule is what a user wants to see when the plan does not fit. The
+    // schedule file, with which plan-run would run out of memory, is
+    // written then only when asked for anyway.
+    bool reportIsOutput =
+        reportFormat != ReportFormat::None && emit != Emit::Schedule;
+    bool written = reportIsOutput || emit != Emit::Schedule || fit.fits ||
+                   allowOversubscribe;
+    if (!reportIsOutput && written)
+      if (int code = emitOutput(*spec, *module))
+        return code;
+    if (fit.fits)
+      return 0;
+    plan::printFitFailure(*report, fit.outcomes, llvm::errs());
+    if (!written)
+      llvm::errs() << "planc: note: " << outputFilename
+                   << " was not written; --allow-oversubscribe writes it "
+                      "anyway\n";
+    return 2;
   }
-  if (emit == Emit::Schedule || emit == Emit::ScheduleJson)
-    return emitSchedule(*module);
-
-  std::unique_ptr<llvm::ToolOutputFile> output =
-      openOutputFile(outputFilename, &error);
-  if (!output) {
-    llvm::errs() << "planc: " << error << "\n";
-    return 1;
-  }
-  switch (emit) {
-  case Emit::Summary:
-    printSummary(*spec, output->os());
-    break;
-  case Emit::Plan:
-  case Emit::Sched:
-    module->print(output->os());
-    output->os() << "\n";
-    break;
-  case Emit::Schedule:
-  case Emit::ScheduleJson:
-    break; // emitSchedule wrote it
-  }
-  output->keep();
-  return 0;
+  return emitOutput(*spec, *module);
 }
