@@ -714,7 +714,7 @@ StepResult Executor::runStep(int64_t step,
     loss = value[0].item<double>() / s.comm.world();
   }
   result.loss = loss;
-  result.gradNorm = s.gradNorm.value_or(0.0);
+  result.gradNorm = s.gradNorm;
   result.skipped = s.skipped;
   result.tokens = tokens * s.comm.world();
   result.plannedBytes = schedule.workspaceBytes;

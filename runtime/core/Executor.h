@@ -49,11 +49,12 @@ struct OpMemory {
 };
 
 struct StepResult {
-  int64_t step = 0;     // 1-based optimizer step
-  double loss = 0;      // mean cross-entropy over the global batch
-  double lr = 0;        // learning rate this step used
-  double gradNorm = 0;  // global L2 norm of the gradients (before clipping), 0
-                        // if the schedule computes none
+  int64_t step = 0; // 1-based optimizer step
+  double loss = 0;  // mean cross-entropy over the global batch
+  double lr = 0;    // learning rate this step used
+  // Global L2 norm of the gradients (before clipping); none when the
+  // schedule computes no norm (no grad_clip): not a made-up 0.
+  std::optional<double> gradNorm;
   bool skipped = false; // fp16 step skipped for non-finite gradients
   double lossScale = 1; // the loss scale this step's backward used (1 if none)
   int64_t tokens = 0;   // tokens in the global batch

@@ -18,7 +18,8 @@ std::string metricsJson(const StepMetrics &m) {
   json["step"] = m.step;
   json["loss"] = m.loss;
   json["lr"] = m.lr;
-  json["grad_norm"] = m.gradNorm;
+  if (m.gradNorm)
+    json["grad_norm"] = *m.gradNorm;
   json["tokens"] = m.tokens;
   json["step_time_s"] = m.stepTimeS;
   json["tokens_per_s"] = m.tokensPerSecond();

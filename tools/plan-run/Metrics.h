@@ -21,7 +21,8 @@ namespace plan::run {
 /// One step as reported: the executor's result plus what the loop measured.
 struct StepMetrics {
   int64_t step = 0;
-  double loss = 0, lr = 0, gradNorm = 0;
+  double loss = 0, lr = 0;
+  std::optional<double> gradNorm;  // when the schedule computes one
   int64_t tokens = 0;              // global batch
   double stepTimeS = 0;            // wall time of the step on rank 0
   int64_t peakBytes = 0;           // rank 0: measured (Executor's StepResult)

@@ -34,6 +34,11 @@ for path, steps in ((args.a, a_steps), (args.b, b_steps)):
         sys.exit(f"error: {path}: steps not in order or repeated: {steps}")
 for step in sorted(a):
     for field in ("loss", "lr", "grad_norm"):
+        # grad_norm is there only when the schedule computes a norm.
+        if field not in a[step] and field not in b[step]:
+            continue
+        if (field in a[step]) != (field in b[step]):
+            sys.exit(f"error: step {step}: {field} in one run only")
         x, y = a[step][field], b[step][field]
         if args.tolerance == 0:
             ok = x == y

@@ -146,6 +146,28 @@ void expectTensor(const at::Tensor &t, const std::vector<long double> &expected,
         << "element " << i;
 }
 
+// A schedule that computes no norm (no grad_clip) reports none, rather than
+// a norm of 0 that reads like vanished gradients.
+TEST(Executor, NoNormOpsNoGradNorm) {
+  ScheduleBuilder b;
+  b.setMicroBatches(1);
+  addToyUnits(b);
+  int64_t param = b.state("g", BufferRole::Param);
+  int64_t grad = b.state("g", BufferRole::Grad);
+  int64_t p[2] = {b.view(param, 0, kWidth), b.view(param, kWidth, kWidth)};
+  int64_t g[2] = {b.view(grad, 0, kWidth), b.view(grad, kWidth, kWidth)};
+  b.op(ops::Zero{grad});
+  addMicroBatches(b, 1, p, g);
+  b.op(ops::OptimizerStep{.group = 0, .params = param, .grads = grad});
+  ToyModel model(2);
+  MeshPositionComm comm(0, 1, 1);
+  Executor exec(b.valid(), model, comm, *cpu);
+  exec.initState(7);
+  StepResult r = exec.runStep(1, toyBatches(1));
+  EXPECT_FALSE(r.gradNorm.has_value());
+  EXPECT_TRUE(std::isfinite(r.loss));
+}
+
 TEST(Executor, TrainStepMatchesHandComputedGradients) {
   ToyTrainSchedule toy(/*microBatches=*/2, /*gradClip=*/0);
   // The planned peak is the arena plus the schedule's workspace.
@@ -157,7 +179,8 @@ TEST(Executor, TrainStepMatchesHandComputedGradients) {
   Reference ref(initialWeights(7), kInputs, kTargets);
   StepResult r = exec.runStep(1, toyBatches(2));
   EXPECT_NEAR(r.loss, static_cast<double>(ref.loss), 1e-6);
-  EXPECT_NEAR(r.gradNorm, static_cast<double>(ref.norm()), 1e-6);
+  ASSERT_TRUE(r.gradNorm);
+  EXPECT_NEAR(*r.gradNorm, static_cast<double>(ref.norm()), 1e-6);
   EXPECT_EQ(r.lr, 0.1);
   EXPECT_EQ(r.step, 1);
   EXPECT_FALSE(r.skipped);
@@ -239,8 +262,9 @@ TEST(Executor, CudaStepMatchesTheCpuStep) {
         StepResult rc = onCpu.runStep(step, toyBatches(2));
         StepResult rg = onCuda.runStep(step, toyBatches(2, cuda));
         EXPECT_NEAR(rc.loss, rg.loss, 1e-5 * std::max(1.0, std::fabs(rc.loss)));
-        EXPECT_NEAR(rc.gradNorm, rg.gradNorm,
-                    1e-5 * std::max(1.0, rc.gradNorm));
+        ASSERT_TRUE(rc.gradNorm && rg.gradNorm);
+        EXPECT_NEAR(*rc.gradNorm, *rg.gradNorm,
+                    1e-5 * std::max(1.0, *rc.gradNorm));
         EXPECT_TRUE(at::allclose(onCpu.buffer(param),
                                  onCuda.buffer(param).cpu(), 1e-4, 1e-5));
         if (offloaded) {
@@ -269,7 +293,9 @@ TEST(Executor, ClippingScalesTheStepToTheMaximumNorm) {
     Executor exec(toy.b.valid(), model, comm, *cpu);
     exec.initState(7);
     StepResult r = exec.runStep(1, toyBatches(2));
-    EXPECT_NEAR(r.gradNorm, static_cast<double>(norm), 1e-6); // before clipping
+    ASSERT_TRUE(r.gradNorm);
+    EXPECT_NEAR(*r.gradNorm, static_cast<double>(norm),
+                1e-6); // before clipping
     long double coef = std::min(1.0L, clip / (norm + 1e-6L));
     std::vector<long double> updated;
     for (size_t i = 0; i < ref.w.size(); ++i)

@@ -36,6 +36,12 @@ TEST(Metrics, FieldsInDocumentedOrder) {
             "\"peak_bytes\":3145728}");
 }
 
+TEST(Metrics, NoNormNoGradNorm) {
+  StepMetrics m = sample();
+  m.gradNorm.reset(); // the schedule computes none (no grad_clip)
+  EXPECT_FALSE(nlohmann::json::parse(metricsJson(m)).contains("grad_norm"));
+}
+
 TEST(Metrics, Fp16AddsLossScaleAndSkipped) {
   StepMetrics m = sample();
   m.lossScale = 32768;
