@@ -86,6 +86,8 @@ struct IntegerRange {
   int64_t max;
   int64_t (*get)(const PlanSpec &);
   bool (*applies)(const PlanSpec &) = nullptr;
+  const char *whyMax = nullptr; // why the upper bound, when it is not the
+                                // representable range
 };
 
 enum class Shown { Plain, Bytes, BytesPerSecond };
@@ -109,6 +111,13 @@ struct RealRange {
 // 64 bits.
 static constexpr int64_t maxCount = std::numeric_limits<int32_t>::max();
 static constexpr int64_t maxInteger = std::numeric_limits<int64_t>::max();
+/// Layers the compiler lowers: each is a unit of the step program (its
+/// state, its compute per micro-batch), and lowering time grows with them.
+static constexpr int64_t maxLayers = 1024;
+/// Unit-micro-batches (units x grad_accum) of one step program: each is a
+/// forward, a backward and their buffers, so the program's size and the
+/// time to lower it grow with their number.
+static constexpr int64_t maxUnitMicroBatches = 32768;
 static constexpr double unbounded = std::numeric_limits<double>::infinity();
 
 static bool isLlama(const PlanSpec &p) {
@@ -150,8 +159,10 @@ static const IntegerRange integerRanges[] = {
      [](const PlanSpec &p) { return p.model.hidden; }},
     {"model.intermediate", 1, maxCount,
      [](const PlanSpec &p) { return p.model.intermediate; }},
-    {"model.layers", 1, maxCount,
-     [](const PlanSpec &p) { return p.model.layers; }},
+    {"model.layers", 1, maxLayers,
+     [](const PlanSpec &p) { return p.model.layers; }, nullptr,
+     "each layer is a unit of the compiled step program; the largest "
+     "published models have fewer than 200"},
     {"model.heads", 1, maxCount,
      [](const PlanSpec &p) { return p.model.heads; }},
     {"model.kv_heads", 1, maxCount,
@@ -417,8 +428,10 @@ void PlanChecker::checkRanges() {
       error(range.path, formatv("'{0}' must be >= {1}, got {2}", range.path,
                                 range.min, value));
     else if (value > range.max)
-      error(range.path, formatv("'{0}' must be <= {1}, got {2}", range.path,
-                                range.max, value));
+      error(range.path,
+            formatv("'{0}' must be <= {1}, got {2}{3}", range.path, range.max,
+                    value,
+                    range.whyMax ? std::string(": ") + range.whyMax : ""));
     else
       continue;
     unchecked.insert(range.path);
@@ -510,6 +523,21 @@ void PlanChecker::checkModel() {
 void PlanChecker::checkRecipe() {
   const ModelSpec &m = plan.model;
   const TrainSpec &t = plan.train;
+  // The step program holds every unit's forward and backward for every
+  // micro-batch: bounded, so that lowering a plan takes seconds, not
+  // minutes and gigabytes (the embedding and the head are units too).
+  if (reads({"model.layers", "train.grad_accum"}) &&
+      (m.layers + 2) * t.gradAccum > maxUnitMicroBatches) {
+    auto d = error("train.grad_accum",
+                   formatv("'train.grad_accum' = {0} with {1} units makes a "
+                           "step program of {2} unit-micro-batches, more than "
+                           "the {3} the compiler lowers; accumulate fewer, "
+                           "larger micro-batches (train.micro_batch)",
+                           t.gradAccum, m.layers + 2,
+                           (m.layers + 2) * t.gradAccum, maxUnitMicroBatches));
+    if (written("model.layers"))
+      note(d, "model.layers", "the layers are set here");
+  }
   if (reads({"train.seq_len", "model.max_seq_len"}) && t.seqLen > m.maxSeqLen) {
     auto d = error("train.seq_len",
                    formatv("'train.seq_len' is {0}, more than the model's "

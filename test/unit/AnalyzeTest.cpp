@@ -947,6 +947,23 @@ TEST(AnalyzeValues, OutOfRange) {
   EXPECT_EQ(errorsOf(withMinimal("train.grad_accum = 3_000_000_000")),
             Diags{"4:20: error: 'train.grad_accum' must be <= 2147483647, "
                   "got 3000000000"});
+  // Bounds of what the compiler lowers, with the reason (a billion layers
+  // used to abort in enumerateUnits; 2^31 micro-batches to lower for hours).
+  EXPECT_EQ(errorsOf(withMinimal("model.layers = 1_000_000_000")),
+            Diags{"4:16: error: 'model.layers' must be <= 1024, got "
+                  "1000000000: each layer is a unit of the compiled step "
+                  "program; the largest published models have fewer than "
+                  "200"});
+  EXPECT_EQ(
+      errorsOf(withMinimal("model.layers = 1000\ntrain.grad_accum = 33")),
+      (Diags{"5:20: error: 'train.grad_accum' = 33 with 1002 units makes a "
+             "step program of 33066 unit-micro-batches, more than the 32768 "
+             "the compiler lowers; accumulate fewer, larger micro-batches "
+             "(train.micro_batch)",
+             "4:16: note: the layers are set here"}));
+  EXPECT_TRUE(Analysis(withMinimal("model.layers = 1000\ntrain.grad_accum = "
+                                   "32"))
+                  .plan.has_value());
   EXPECT_EQ(errorsOf(withMinimal("train.seed = 99999999999999999999")),
             Diags{"4:14: error: 'train.seed' is out of range: "
                   "99999999999999999999 does not fit in a 64-bit integer"});
