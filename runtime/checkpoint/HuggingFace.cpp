@@ -28,6 +28,10 @@ const char *torchDtypeName(at::ScalarType dtype) {
   }
 }
 
+/// config.json for `m`. The weights' dtype is `dtype`, the key transformers
+/// writes since 4.56 (`torch_dtype` is deprecated there); older versions
+/// keep it as an attribute and still load the weights, whose dtype the
+/// safetensors header states.
 Json huggingFaceConfig(const ModelConfig &m, const char *dtype) {
   Json j;
   if (m.family == ModelFamily::Llama) {
@@ -56,7 +60,7 @@ Json huggingFaceConfig(const ModelConfig &m, const char *dtype) {
     j["hidden_act"] = "silu";
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
-    j["torch_dtype"] = dtype;
+    j["dtype"] = dtype;
     return j;
   }
   j["architectures"] = Json::array({"GPT2LMHeadModel"});
@@ -72,7 +76,7 @@ Json huggingFaceConfig(const ModelConfig &m, const char *dtype) {
       m.intermediate == 4 * m.hidden ? Json(nullptr) : Json(m.intermediate);
   j["activation_function"] = "gelu_new";
   j["tie_word_embeddings"] = true;
-  j["torch_dtype"] = dtype;
+  j["dtype"] = dtype;
   return j;
 }
 

@@ -10,12 +10,17 @@
 #include "frontend/Frontend.h"
 #include "passes/Passes.h"
 
+#include "mlir/Debug/Counter.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -90,14 +95,55 @@ static LogicalResult runOnPlanFile(llvm::StringRef inputFilename,
   return success();
 }
 
+/// Hides from --help the options that were registered before main: those of
+/// LLVM's code generators, linked in with libLLVM (480 lines of AMDGPU,
+/// Polly, ...), which a plan never uses. `--help-hidden` still lists them and
+/// they still work. What mlir-opt and the passes register at run time, and
+/// the ones in `shown`, stay.
+static void hideStartupOptions(const llvm::StringSet<> &startup) {
+  static const char *shown[] = {"set", "help", "version"};
+  for (auto &entry : llvm::cl::getRegisteredOptions())
+    if (startup.contains(entry.first) &&
+        !llvm::is_contained(shown, entry.first))
+      entry.second->setHiddenFlag(llvm::cl::Hidden);
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
+  llvm::StringSet<> startup;
+  for (auto &entry : llvm::cl::getRegisteredOptions())
+    startup.insert(entry.first);
+  llvm::cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "plan-opt " PLAN_COMPILER_VERSION
+          "\n  built with LLVM/MLIR " LLVM_VERSION_STRING "\n";
+  });
   DialectRegistry registry;
   plan::registerPlanDialects(registry);
   plan::registerPlanCompilerPasses();
 
-  auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
-      argc, argv, "plan-opt: the plan compiler's optimizer driver\n", registry);
+  // mlir-opt's options (what registerAndParseCLIOptions registers), then
+  // LLVM's hidden, then the command line.
+  static llvm::cl::opt<std::string> inputFilename(
+      llvm::cl::Positional, llvm::cl::desc("<input file>"),
+      llvm::cl::init("-"));
+  static llvm::cl::opt<std::string> outputFilename(
+      "o", llvm::cl::desc("Output filename"), llvm::cl::value_desc("filename"),
+      llvm::cl::init("-"));
+  MlirOptMainConfig::registerCLOptions(registry);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+  tracing::DebugCounter::registerCLOptions();
+  hideStartupOptions(startup);
+  std::string dialects;
+  llvm::raw_string_ostream names(dialects);
+  llvm::interleaveComma(registry.getDialectNames(), names);
+  llvm::cl::ParseCommandLineOptions(
+      argc, argv,
+      "plan-opt: the plan compiler's optimizer driver\n\nAvailable "
+      "Dialects: " +
+          dialects + "\n");
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
 
   if (llvm::StringRef(inputFilename).ends_with(".plan"))

@@ -29,6 +29,7 @@
 #include "ScheduleFile.h"
 
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Config/llvm-config.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
@@ -255,6 +256,10 @@ static int emitOutput(const plan::PlanSpec &spec, ModuleOp module) {
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   cl::HideUnrelatedOptions(plancCategory);
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "planc " PLAN_COMPILER_VERSION
+          "\n  built with LLVM/MLIR " LLVM_VERSION_STRING "\n";
+  });
   cl::ParseCommandLineOptions(
       argc, argv,
       "planc: the plan compiler\n\n"

@@ -835,7 +835,8 @@ TEST_P(Export, RoundTripsThroughOpenTensorSource) {
       EXPECT_TRUE(bitwiseEqual(source->get(p.name, p.shape), want)) << p.name;
     }
   auto config = nlohmann::json::parse(readFile(out + "/config.json"));
-  EXPECT_EQ(config["torch_dtype"], "float32");
+  EXPECT_EQ(config["dtype"], "float32");
+  EXPECT_FALSE(config.contains("torch_dtype")); // deprecated in transformers
   if (GetParam() == ModelFamily::Llama) {
     EXPECT_EQ(config["architectures"][0], "LlamaForCausalLM");
     EXPECT_EQ(config["model_type"], "llama");
