@@ -16,6 +16,8 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/SMLoc.h"
 
+#include <string>
+
 namespace llvm {
 class SourceMgr;
 } // namespace llvm
@@ -49,6 +51,41 @@ private:
   const llvm::SourceMgr *sourceMgr;
   mlir::Location fallback;
   unsigned errors = 0;
+  /// The start of the line the last location was on (loc()).
+  mutable struct {
+    unsigned buffer = 0, line = 0;
+    const char *start = nullptr, *end = nullptr; // end: its newline
+  } lastLine;
+};
+
+/// Prints a tool's diagnostics as `file:line:col: error: ...` with the source
+/// line and a caret (mlir::SourceMgrDiagnosticHandler), within bounds that a
+/// hostile or generated input cannot blow up: after `errorLimit` errors
+/// (0: no limit) the rest are counted, not printed, and `finish` says how
+/// many; a source line longer than kMaxShownLine characters is shown as
+/// the part around the caret. As clang's -ferror-limit.
+class DiagnosticPrinter {
+public:
+  static constexpr unsigned kDefaultErrorLimit = 20;
+  static constexpr size_t kMaxShownLine = 160;
+
+  DiagnosticPrinter(llvm::SourceMgr &sourceMgr, mlir::MLIRContext *context,
+                    unsigned errorLimit, llvm::StringRef tool);
+  /// Says how many errors were not printed, if any.
+  ~DiagnosticPrinter() { finish(); }
+  void finish();
+
+private:
+  mlir::LogicalResult handle(mlir::Diagnostic &diag);
+  /// Prints `diag` (and its notes) itself when its line must be cut.
+  bool printCut(mlir::Diagnostic &diag);
+
+  llvm::SourceMgr &sourceMgr;
+  std::string tool;
+  unsigned errorLimit;
+  unsigned errors = 0, dropped = 0;
+  mlir::SourceMgrDiagnosticHandler printer;
+  mlir::ScopedDiagnosticHandler limiter;
 };
 
 /// The closest candidate to `word` by edit distance, or "" when none is close

@@ -33,6 +33,12 @@ static llvm::cl::list<std::string>
                                  "--set parallel.sharding=full_shard"),
                   llvm::cl::value_desc("path=value"));
 
+static llvm::cl::opt<unsigned> planErrorLimit(
+    "error-limit",
+    llvm::cl::desc("Stop printing errors of a .plan input after this many "
+                   "(0: no limit)"),
+    llvm::cl::init(plan::DiagnosticPrinter::kDefaultErrorLimit));
+
 /// Compiles a .plan file and runs the configured pipeline on it, as
 /// MlirOptMain does for .mlir input.
 static LogicalResult runOnPlanFile(llvm::StringRef inputFilename,
@@ -87,7 +93,8 @@ static LogicalResult runOnPlanFile(llvm::StringRef inputFilename,
     if (failed(handler.verify()))
       return failure();
   } else {
-    SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+    plan::DiagnosticPrinter handler(sourceMgr, &context, planErrorLimit,
+                                    "plan-opt");
     if (failed(compile()))
       return failure();
   }
@@ -101,7 +108,7 @@ static LogicalResult runOnPlanFile(llvm::StringRef inputFilename,
 /// they still work. What mlir-opt and the passes register at run time, and
 /// the ones in `shown`, stay.
 static void hideStartupOptions(const llvm::StringSet<> &startup) {
-  static const char *shown[] = {"set", "help", "version"};
+  static const char *shown[] = {"set", "error-limit", "help", "version"};
   for (auto &entry : llvm::cl::getRegisteredOptions())
     if (startup.contains(entry.first) &&
         !llvm::is_contained(shown, entry.first))

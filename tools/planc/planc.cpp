@@ -7,6 +7,7 @@
 //                                    (docs/schedule-format.md)
 //   planc model.plan --emit=schedule-json   print that file's JSON body
 //   planc model.plan --set train.micro_batch=2 ...
+//   planc model.plan --error-limit=N     print at most N errors (0: all)
 //   planc model.plan --report[=json] [--trace=t.json]
 //                                    memory, communication and time per rank
 //                                    (docs/report.md)
@@ -89,6 +90,12 @@ static cl::opt<std::string>
                   cl::desc("Write rank 0's predicted timeline as a Chrome "
                            "trace (Perfetto)"),
                   cl::value_desc("file.json"), cl::cat(plancCategory));
+
+static cl::opt<unsigned>
+    errorLimit("error-limit",
+               cl::desc("Stop printing errors after this many (0: no limit)"),
+               cl::init(plan::DiagnosticPrinter::kDefaultErrorLimit),
+               cl::cat(plancCategory));
 
 static cl::opt<bool> allowOversubscribe(
     "allow-oversubscribe",
@@ -280,7 +287,7 @@ int main(int argc, char **argv) {
   MLIRContext context;
   llvm::SourceMgr sourceMgr;
   unsigned bufferId = sourceMgr.AddNewSourceBuffer(std::move(input), SMLoc());
-  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  plan::DiagnosticPrinter handler(sourceMgr, &context, errorLimit, "planc");
   plan::DiagEmitter diag(
       &context, &sourceMgr,
       FileLineColLoc::get(&context, inputFilename, /*line=*/1, /*col=*/1));
