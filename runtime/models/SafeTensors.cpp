@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -216,6 +217,8 @@ public:
   }
 
   void setDescription(std::string d) { description_ = std::move(d); }
+  /// The files, as errors name them.
+  std::string describe() const { return description_; }
 
 private:
   const StoredTensor *find(const std::string &name) const {
@@ -232,7 +235,6 @@ private:
     }
     return nullptr;
   }
-  std::string describe() const { return description_; }
 
   std::map<std::string, StoredTensor> tensors_;
   std::string description_;
@@ -246,11 +248,25 @@ support::Json readJsonFile(const std::string &path) {
   }
 }
 
-// config.json keys per family, HF's names; the first is the schedule's field.
+/// A number as JSON writes it: the shortest text that reads back the same.
+std::string formatNumber(double value) { return support::Json(value).dump(); }
+
+/// Checks an HF config.json against the schedule's model: every key that
+/// changes the model's math must agree, or the weights would train another
+/// model than the plan's without a word. A key config.json leaves out has
+/// the value HF's config class gives it (LlamaConfig, GPT2Config).
 void checkConfig(const std::string &path, const ModelConfig &model) {
   support::Json cfg = readJsonFile(path);
   if (!cfg.is_object())
     throw WeightsError("'" + path + "' is not a JSON object");
+  auto mismatch = [&](const std::string &key, const std::string &theirs,
+                      const std::string &ours) {
+    throw WeightsError("'" + path + "': " + key + " is " + theirs +
+                       " but the schedule's model has " + ours);
+  };
+  auto typeError = [&](const std::string &key, const char *type) {
+    throw WeightsError("'" + path + "': " + key + " is not " + type);
+  };
   auto check = [&](const char *key, int64_t expected, const char *ours,
                    std::optional<int64_t> fallback = std::nullopt) {
     int64_t value;
@@ -261,32 +277,134 @@ void checkConfig(const std::string &path, const ModelConfig &model) {
     else
       return; // absent: nothing to compare
     if (value != expected)
-      throw WeightsError("'" + path + "': " + key + " is " +
-                         std::to_string(value) +
-                         " but the schedule's model has " + ours + " = " +
-                         std::to_string(expected));
+      mismatch(key, std::to_string(value),
+               std::string(ours) + " = " + std::to_string(expected));
   };
+  auto real = [&](const support::Json &json, const std::string &key,
+                  double fallback) {
+    if (!json.contains(key) || json[key].is_null())
+      return fallback;
+    if (!json[key].is_number())
+      typeError(key, "a number");
+    return json[key].get<double>();
+  };
+  auto checkReal = [&](const std::string &key, double value, double expected,
+                       const char *ours) {
+    // The plan's and HF's values are both decimal literals read into
+    // doubles: equal unless they differ.
+    if (std::fabs(value - expected) >
+        1e-12 * std::max(std::fabs(value), std::fabs(expected)))
+      mismatch(key, formatNumber(value),
+               std::string(ours) + " = " + formatNumber(expected));
+  };
+  auto flag = [&](const char *key, bool fallback) {
+    if (!cfg.contains(key) || cfg[key].is_null())
+      return fallback;
+    if (!cfg[key].is_boolean())
+      typeError(key, "true or false");
+    return cfg[key].get<bool>();
+  };
+  auto text = [&](const char *key, const char *fallback) {
+    if (!cfg.contains(key) || cfg[key].is_null())
+      return std::string(fallback);
+    if (!cfg[key].is_string())
+      typeError(key, "a string");
+    return cfg[key].get<std::string>();
+  };
+  auto checkText = [&](const char *key, const char *fallback,
+                       const char *expected, const char *what) {
+    std::string value = text(key, fallback);
+    if (value != expected)
+      mismatch(key, "'" + value + "'",
+               std::string(what) + " '" + expected + "'");
+  };
+  auto checkFlag = [&](const char *key, bool fallback, bool expected,
+                       const char *ours) {
+    bool value = flag(key, fallback);
+    if (value != expected)
+      mismatch(key, value ? "true" : "false",
+               std::string(ours) + (expected ? " = true" : " = false"));
+  };
+
   if (model.family == ModelFamily::GPT2) {
+    checkText("model_type", "gpt2", "gpt2", "a");
     check("n_embd", model.hidden, "hidden");
     check("n_layer", model.layers, "layers");
     check("n_head", model.heads, "heads");
     check("vocab_size", model.vocab, "vocab");
     check("n_inner", model.intermediate, "intermediate", 4 * model.hidden);
-  } else {
-    check("hidden_size", model.hidden, "hidden");
-    check("num_hidden_layers", model.layers, "layers");
-    check("num_attention_heads", model.heads, "heads");
-    int64_t heads = cfg.value("num_attention_heads", model.heads);
-    check("num_key_value_heads", model.kvHeads, "kv_heads", heads);
-    check("vocab_size", model.vocab, "vocab");
-    check("intermediate_size", model.intermediate, "intermediate");
+    check("n_positions", model.maxSeqLen, "max_seq_len", 1024);
+    checkReal("layer_norm_epsilon", real(cfg, "layer_norm_epsilon", 1e-5),
+              model.normEps, "norm_eps");
+    checkText("activation_function", "gelu_new", "gelu_new",
+              "GPT-2's activation");
+    checkFlag("tie_word_embeddings", true, true,
+              "tied embeddings (GPT-2's lm_head is wte)");
+    return;
   }
+  checkText("model_type", "llama", "llama", "a");
+  check("hidden_size", model.hidden, "hidden");
+  check("num_hidden_layers", model.layers, "layers");
+  check("num_attention_heads", model.heads, "heads");
+  int64_t heads = cfg.value("num_attention_heads", model.heads);
+  check("num_key_value_heads", model.kvHeads, "kv_heads", heads);
+  check("vocab_size", model.vocab, "vocab");
+  check("intermediate_size", model.intermediate, "intermediate");
+  checkReal("rope_theta", real(cfg, "rope_theta", 10000.0), model.ropeTheta,
+            "rope_theta");
+  checkReal("rms_norm_eps", real(cfg, "rms_norm_eps", 1e-6), model.normEps,
+            "norm_eps");
+  checkFlag("tie_word_embeddings", false, model.tieEmbeddings,
+            "tie_embeddings");
+  checkText("hidden_act", "silu", "silu", "Llama's activation");
+  checkFlag("attention_bias", false, false, "no attention biases");
+  checkFlag("mlp_bias", false, false, "no MLP biases");
+  const support::Json none;
+  const support::Json &scaling =
+      cfg.contains("rope_scaling") ? cfg["rope_scaling"] : none;
+  if (scaling.is_null() != !model.ropeScaling)
+    mismatch("rope_scaling", scaling.is_null() ? "null" : scaling.dump(),
+             model.ropeScaling ? "llama3 rope scaling" : "no rope scaling");
+  if (scaling.is_null())
+    return;
+  if (!scaling.is_object())
+    typeError("rope_scaling", "an object");
+  std::string type = scaling.value("rope_type", scaling.value("type", ""));
+  if (type != "llama3")
+    mismatch("rope_scaling.rope_type", "'" + type + "'",
+             "llama3 rope scaling (the only kind it implements)");
+  const RopeScaling &ours = *model.ropeScaling;
+  checkReal("rope_scaling.factor", real(scaling, "factor", 0), ours.factor,
+            "rope_scaling.factor");
+  checkReal("rope_scaling.low_freq_factor", real(scaling, "low_freq_factor", 0),
+            ours.lowFreqFactor, "rope_scaling.low_freq_factor");
+  checkReal("rope_scaling.high_freq_factor",
+            real(scaling, "high_freq_factor", 0), ours.highFreqFactor,
+            "rope_scaling.high_freq_factor");
+  checkReal("rope_scaling.original_max_position_embeddings",
+            real(scaling, "original_max_position_embeddings", 0),
+            static_cast<double>(ours.originalMaxSeqLen),
+            "rope_scaling.original_max_seq_len");
 }
 
-} // namespace
+/// A plan that ties lm_head to the embeddings reads only the embeddings: a
+/// checkpoint whose own lm_head.weight differs would train another model.
+void checkTiedHead(const SafeTensorsSource &source, const ModelConfig &config) {
+  if (config.family != ModelFamily::Llama || !config.tieEmbeddings ||
+      !source.contains("lm_head.weight"))
+    return;
+  std::vector<int64_t> shape = {config.vocab, config.hidden};
+  if (!at::equal(source.get("lm_head.weight", shape),
+                 source.get("model.embed_tokens.weight", shape)))
+    throw WeightsError(
+        source.describe() +
+        " has an lm_head.weight of its own, but the schedule's model ties it "
+        "to model.embed_tokens.weight (tie_embeddings = true): the checkpoint "
+        "is untied; set model.tie_embeddings = false");
+}
 
-std::unique_ptr<TensorSource> openTensorSource(const std::string &path,
-                                               const ModelConfig &config) {
+std::unique_ptr<SafeTensorsSource> openFiles(const std::string &path,
+                                             const ModelConfig &config) {
   auto source = std::make_unique<SafeTensorsSource>();
   if (!support::pathExists(path))
     throw WeightsError("weights path '" + path + "' does not exist");
@@ -325,6 +443,15 @@ std::unique_ptr<TensorSource> openTensorSource(const std::string &path,
                        "model.safetensors.index.json");
   source->addFile(single);
   source->setDescription("'" + single + "'");
+  return source;
+}
+
+} // namespace
+
+std::unique_ptr<TensorSource> openTensorSource(const std::string &path,
+                                               const ModelConfig &config) {
+  std::unique_ptr<SafeTensorsSource> source = openFiles(path, config);
+  checkTiedHead(*source, config);
   return source;
 }
 

@@ -170,7 +170,7 @@ TEST_F(SafeTensorsTest, HfDirectoryWithShardsAndConfig) {
   writeAll(path("config.json"),
            R"({"model_type":"llama","hidden_size":32,"num_hidden_layers":2,
                "num_attention_heads":4,"num_key_value_heads":2,
-               "vocab_size":64,"intermediate_size":48})");
+               "vocab_size":64,"intermediate_size":48,"rms_norm_eps":1e-5})");
   auto source = openTensorSource(dir_.path(), m);
   for (size_t u = 0; u < s.units.size(); ++u) {
     at::Tensor loaded = at::empty({s.units[u].numel});
@@ -203,13 +203,99 @@ TEST_F(SafeTensorsTest, Gpt2HubNamesWithoutTransformerPrefix) {
                    {{"wte.weight", wte}, {"wpe.weight", at::randn({16, 32})}});
   writeAll(
       path("config.json"),
-      R"({"model_type":"gpt2","n_embd":32,"n_layer":2,"n_head":4,"vocab_size":64})");
+      R"({"model_type":"gpt2","n_embd":32,"n_layer":2,"n_head":4,"vocab_size":64,
+          "n_positions":16})");
   ModelConfig m = tinyGpt2Config();
   auto source = openTensorSource(dir_.path(), m);
   EXPECT_TRUE(at::equal(source->get("transformer.wte.weight", {64, 32}), wte));
   m.layers = 3;
   std::string e = message([&] { openTensorSource(dir_.path(), m); });
   EXPECT_NE(e.find("n_layer is 2"), std::string::npos) << e;
+}
+
+// Every config.json key that changes the math must agree with the plan,
+// with HF's defaults for the keys it leaves out: a plan with rope_theta 1e4
+// and rms eps 1e-5 used to train silently on a directory saying 5e5 / 1e-6.
+TEST_F(SafeTensorsTest, ConfigKeysThatChangeTheMathMustAgree) {
+  ModelConfig m = tinyLlamaConfig();
+  writeSafeTensors(path("model.safetensors"),
+                   {{"model.embed_tokens.weight", at::randn({64, 32})}});
+  const std::string sizes =
+      R"("model_type":"llama","hidden_size":32,"num_hidden_layers":2,)"
+      R"("num_attention_heads":4,"num_key_value_heads":2,"vocab_size":64,)"
+      R"("intermediate_size":48)";
+  auto openWith = [&](const std::string &extra, const ModelConfig &model) {
+    writeAll(path("config.json"), "{" + sizes + extra + "}");
+    return message([&] { openTensorSource(dir_.path(), model); });
+  };
+  const std::string ok = ",\"rms_norm_eps\":1e-5";
+  EXPECT_EQ(openWith(ok, m), "(no error)");
+  // Left out, rms_norm_eps is LlamaConfig's 1e-6.
+  EXPECT_NE(openWith("", m).find("rms_norm_eps is 1e-06 but the schedule's "
+                                 "model has norm_eps = 1e-05"),
+            std::string::npos);
+  EXPECT_NE(openWith(ok + ",\"rope_theta\":500000.0", m)
+                .find("rope_theta is 500000.0 but the schedule's model has "
+                      "rope_theta = 10000.0"),
+            std::string::npos);
+  EXPECT_NE(openWith(ok + ",\"tie_word_embeddings\":true", m)
+                .find("tie_word_embeddings is true but the schedule's model "
+                      "has tie_embeddings = false"),
+            std::string::npos);
+  EXPECT_NE(openWith(ok + ",\"hidden_act\":\"gelu\"", m)
+                .find("hidden_act is 'gelu' but the schedule's model has "
+                      "Llama's activation 'silu'"),
+            std::string::npos);
+  EXPECT_NE(openWith(ok + ",\"attention_bias\":true", m)
+                .find("attention_bias is true"),
+            std::string::npos);
+  EXPECT_NE(
+      openWith(ok + R"(,"rope_scaling":{"rope_type":"llama3","factor":8.0,)"
+                    R"("low_freq_factor":1.0,"high_freq_factor":4.0,)"
+                    R"("original_max_position_embeddings":8192})",
+               m)
+          .find("rope_scaling is {"),
+      std::string::npos);
+  ModelConfig scaled = m;
+  scaled.ropeScaling = RopeScaling{8.0, 1.0, 4.0, 8192};
+  EXPECT_EQ(
+      openWith(ok + R"(,"rope_scaling":{"rope_type":"llama3","factor":8.0,)"
+                    R"("low_freq_factor":1.0,"high_freq_factor":4.0,)"
+                    R"("original_max_position_embeddings":8192})",
+               scaled),
+      "(no error)");
+  EXPECT_NE(
+      openWith(ok + R"(,"rope_scaling":{"rope_type":"yarn","factor":8.0})",
+               scaled)
+          .find("rope_scaling.rope_type is 'yarn'"),
+      std::string::npos);
+  EXPECT_NE(openWith(ok + ",\"rope_theta\":\"big\"", m)
+                .find("rope_theta is not a number"),
+            std::string::npos);
+  EXPECT_NE(openWith(ok + ",\"model_type\":\"mistral\"", m).find("model_type"),
+            std::string::npos);
+}
+
+// A plan that ties lm_head to the embeddings reads only the embeddings, so
+// an untied checkpoint's own lm_head.weight is an error, not ignored.
+TEST_F(SafeTensorsTest, TiedPlanRefusesAnUntiedHead) {
+  ModelConfig m = tinyLlamaConfig();
+  m.tieEmbeddings = true;
+  at::Tensor embed = at::randn({64, 32});
+  writeSafeTensors(path("model.safetensors"),
+                   {{"model.embed_tokens.weight", embed},
+                    {"lm_head.weight", embed.clone()}});
+  EXPECT_EQ(message([&] { openTensorSource(path("model.safetensors"), m); }),
+            "(no error)"); // the same values: a tied checkpoint saved both
+  writeSafeTensors(
+      path("model.safetensors"),
+      {{"model.embed_tokens.weight", embed}, {"lm_head.weight", embed + 1}});
+  std::string e =
+      message([&] { openTensorSource(path("model.safetensors"), m); });
+  EXPECT_NE(e.find("has an lm_head.weight of its own, but the schedule's "
+                   "model ties it"),
+            std::string::npos)
+      << e;
 }
 
 } // namespace
