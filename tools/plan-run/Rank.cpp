@@ -385,6 +385,15 @@ int runRank(const RunOptions &options, const RankInfo &rank,
     // a checkpoint that cannot be used fails every rank at once.
     rt::RunStart start = rt::prepareRun(schedule, train);
     if (reports) {
+      // A plan for a GPU runs on the CPU backend (a test, a dry run), but
+      // what planc predicted of it is about that GPU.
+      const std::string &device = schedule->cluster.device.name;
+      if (options.backend != "cuda" && device != "cpu")
+        std::fprintf(stderr,
+                     "plan-run: warning: the schedule was planned for %s: "
+                     "its memory plan (planned_bytes) and predicted step "
+                     "time are for that device, not for --backend cpu\n",
+                     device.c_str());
       for (const std::string &warning : start.warnings)
         std::fprintf(stderr, "plan-run: warning: %s\n", warning.c_str());
       if (!options.quiet)
