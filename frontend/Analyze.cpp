@@ -64,12 +64,19 @@ spellingsOf(unsigned maxValue, ArrayRef<Spelling<E>> aliases = {}) {
   return spellings;
 }
 
-// PyTorch DDP and the DeepSpeed ZeRO stages.
+// PyTorch DDP, FSDP (its default strategy, and ShardingStrategy's names as
+// Accelerate's fsdp_sharding_strategy writes them) and the DeepSpeed ZeRO
+// stages.
 static constexpr Spelling<Sharding> shardingAliases[] = {
     {"ddp", Sharding::NoShard},
     {"zero0", Sharding::NoShard},
     {"zero2", Sharding::ShardGradOp},
-    {"zero3", Sharding::FullShard}};
+    {"zero3", Sharding::FullShard},
+    {"fsdp", Sharding::FullShard},
+    {"FULL_SHARD", Sharding::FullShard},
+    {"SHARD_GRAD_OP", Sharding::ShardGradOp},
+    {"NO_SHARD", Sharding::NoShard},
+    {"HYBRID_SHARD", Sharding::HybridShard}};
 
 // Without it `gpu` would be a near miss for `cpu`, the opposite of its sense.
 static constexpr Spelling<MemorySpace> memorySpaceAliases[] = {
@@ -326,12 +333,14 @@ private:
                         llvm::StringSet<> &suggested);
   bool readLeaf(const KeyRule &rule, const Value &value,
                 const std::string &path);
-  GroupReader section(std::function<std::vector<KeyRule>()> rules);
+  GroupReader section(std::function<std::vector<KeyRule>()> rules,
+                      SectionWording wording = {});
   void readModel(const KeyGroup &group);
   void readDevice(const KeyGroup &group);
   std::vector<KeyRule> clusterKeys();
   std::vector<KeyRule> trainKeys();
   std::vector<KeyRule> parallelKeys();
+  static SectionWording parallelWording();
   std::vector<KeyRule> offloadKeys();
 
   // Values.
@@ -400,7 +409,7 @@ std::optional<PlanSpec> Analyzer::run(const syntax::Block &root) {
       {"train", Need::Required, nullptr,
        section([this] { return trainKeys(); })},
       {"parallel", Need::Optional, nullptr,
-       section([this] { return parallelKeys(); })},
+       section([this] { return parallelKeys(); }, parallelWording())},
   };
   readKeys(file, topKeys);
 
@@ -540,8 +549,9 @@ bool Analyzer::readLeaf(const KeyRule &rule, const Value &value,
 }
 
 /// A reader for a section without a value of its own (`train { ... }`).
-GroupReader Analyzer::section(std::function<std::vector<KeyRule>()> rules) {
-  return [this, rules](const KeyGroup &group) {
+GroupReader Analyzer::section(std::function<std::vector<KeyRule>()> rules,
+                              SectionWording wording) {
+  return [this, rules, wording](const KeyGroup &group) {
     plan.locs[group.path] = group.keyLoc;
     if (group.value && group.value->kind != ValueKind::Block) {
       diag.error(group.value->loc(),
@@ -551,7 +561,7 @@ GroupReader Analyzer::section(std::function<std::vector<KeyRule>()> rules) {
       unchecked.insert(group.path);
       return;
     }
-    readKeys(group, rules());
+    readKeys(group, rules(), wording);
   };
 }
 
@@ -936,6 +946,47 @@ std::vector<KeyRule> Analyzer::parallelKeys() {
                        "grad_sync"),
        nullptr},
   };
+}
+
+/// FSDP's and Accelerate's settings that a user brings along: what the plan
+/// does instead, rather than only "unknown key".
+SectionWording Analyzer::parallelWording() {
+  static const std::pair<StringRef, StringRef> foreign[] = {
+      {"sync_module_states",
+       "FSDP's sync_module_states does not apply: every rank initialises its "
+       "own shards from the same seed, or loads them with plan-run --init, so "
+       "there is nothing to broadcast"},
+      {"use_orig_params",
+       "FSDP's use_orig_params does not apply: the optimizer steps each "
+       "group's flat shard, and checkpoints and HF export keep the original "
+       "parameter names"},
+      {"state_dict_type",
+       "FSDP's state_dict_type does not apply: checkpoints are sharded "
+       "(plan-run --checkpoint-dir) and plan-checkpoint export writes the full "
+       "HF state dict"},
+      {"cpu_ram_efficient_loading",
+       "Accelerate's cpu_ram_efficient_loading does not apply: with plan-run "
+       "--init every rank reads only its own slice of the weights"},
+      {"limit_all_gathers",
+       "use max_inflight_gathers instead (FSDP's limit_all_gathers = true is "
+       "max_inflight_gathers = 2, the default)"},
+      {"sharding_strategy", "use sharding instead (FSDP's sharding_strategy)"},
+      {"auto_wrap_policy", "use wrap instead (FSDP's auto_wrap_policy)"},
+      {"cpu_offload",
+       "use offload { params = cpu  grads = cpu  optimizer = cpu } instead "
+       "(FSDP's cpu_offload)"},
+      {"mixed_precision", "use train.precision instead"},
+      {"activation_checkpointing",
+       "use train.activation_checkpointing instead"},
+  };
+  SectionWording wording;
+  wording.unknownKeyReason = [](StringRef key) {
+    for (auto [name, reason] : foreign)
+      if (key == name)
+        return reason.str();
+    return std::string();
+  };
+  return wording;
 }
 
 std::vector<KeyRule> Analyzer::offloadKeys() {

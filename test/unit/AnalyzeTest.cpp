@@ -905,7 +905,8 @@ TEST(AnalyzeValues, WrongType) {
   EXPECT_EQ(errorsOf(withMinimal("parallel.sharding = \"full_shard\"")),
             Diags{"4:21: error: 'parallel.sharding' expects one of no_shard, "
                   "zero1, shard_grad_op, full_shard, hybrid_shard, ddp, "
-                  "zero0, zero2, zero3, got a string"});
+                  "zero0, zero2, zero3, fsdp, FULL_SHARD, SHARD_GRAD_OP, "
+                  "NO_SHARD, HYBRID_SHARD, got a string"});
   EXPECT_EQ(errorsOf(withMinimal("train.grad_clip = full")),
             Diags{"4:19: error: 'train.grad_clip' expects a number or none, "
                   "got 'full'"});
@@ -1032,6 +1033,27 @@ TEST(AnalyzeValues, ModelShapes) {
                   "must be greater than low_freq_factor (4)"});
 }
 
+// FSDP's and Accelerate's spellings of the strategies are accepted, and
+// their settings that do not apply say what the plan does instead.
+TEST(AnalyzeValues, FsdpAndAccelerateNames) {
+  EXPECT_EQ(planOf(withMinimal("parallel.sharding = fsdp")).parallel.sharding,
+            Sharding::FullShard);
+  EXPECT_EQ(planOf(withMinimal("parallel.sharding = SHARD_GRAD_OP"))
+                .parallel.sharding,
+            Sharding::ShardGradOp);
+  EXPECT_EQ(errorsOf(withMinimal("parallel.sync_module_states = true")),
+            Diags{"4:10: error: unknown key 'sync_module_states' in "
+                  "'parallel'; FSDP's sync_module_states does not apply: "
+                  "every rank initialises its own shards from the same seed, "
+                  "or loads them with plan-run --init, so there is nothing to "
+                  "broadcast"});
+  EXPECT_EQ(errorsOf(withMinimal("parallel.limit_all_gathers = true")),
+            Diags{"4:10: error: unknown key 'limit_all_gathers' in "
+                  "'parallel'; use max_inflight_gathers instead (FSDP's "
+                  "limit_all_gathers = true is max_inflight_gathers = 2, the "
+                  "default)"});
+}
+
 TEST(AnalyzeValues, UnknownNames) {
   EXPECT_EQ(errorsOf(withMinimal("parallel.sharding = fulll_shard")),
             Diags{"4:21: error: unknown sharding 'fulll_shard'; did you mean "
@@ -1039,7 +1061,8 @@ TEST(AnalyzeValues, UnknownNames) {
   EXPECT_EQ(errorsOf(withMinimal("parallel.sharding = everything")),
             Diags{"4:21: error: unknown sharding 'everything'; expected one "
                   "of: no_shard, zero1, shard_grad_op, full_shard, "
-                  "hybrid_shard, ddp, zero0, zero2, zero3"});
+                  "hybrid_shard, ddp, zero0, zero2, zero3, fsdp, "
+                  "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD"});
   EXPECT_EQ(errorsOf(withMinimal("train.precision = bf16")),
             Diags{"4:19: error: unknown precision 'bf16'; did you mean "
                   "'bf16_mixed'?"});
