@@ -9,6 +9,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <functional>
@@ -28,6 +30,42 @@ std::optional<PlanSpec> loadPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
   if (diag.hadError())
     return std::nullopt;
   return analyzePlan(root, name, diag);
+}
+
+bool checkInput(llvm::StringRef path, std::string &error) {
+  if (path == "-")
+    return true;
+  llvm::sys::fs::file_status status;
+  if (std::error_code ec = llvm::sys::fs::status(path, status)) {
+    error = ("cannot open input file '" + path + "': " + ec.message()).str();
+    return false;
+  }
+  if (status.type() != llvm::sys::fs::file_type::regular_file) {
+    error = (path + ": not a regular file").str();
+    return false;
+  }
+  if (status.getSize() > kMaxInputBytes) {
+    error = (path + ": " + llvm::Twine(status.getSize()) +
+             " bytes, more than the " + llvm::Twine(kMaxInputBytes >> 20) +
+             " MiB an input file may have")
+                .str();
+    return false;
+  }
+  return true;
+}
+
+std::unique_ptr<llvm::MemoryBuffer> openInput(llvm::StringRef path,
+                                              std::string &error) {
+  if (!checkInput(path, error))
+    return nullptr;
+  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(path, /*IsText=*/true);
+  if (!buffer) {
+    error = ("cannot open input file '" + path +
+             "': " + buffer.getError().message())
+                .str();
+    return nullptr;
+  }
+  return std::move(*buffer);
 }
 
 std::string defaultPlanName(llvm::StringRef path) {

@@ -16,6 +16,7 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -27,6 +28,19 @@ namespace plan {
 std::optional<PlanSpec> loadPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
                                  llvm::ArrayRef<std::string> overrides,
                                  llvm::StringRef name, DiagEmitter &diag);
+
+/// The most bytes an input file of planc or plan-opt may have: a plan is
+/// kilobytes, and a lowered .mlir file megabytes.
+constexpr uint64_t kMaxInputBytes = uint64_t(256) << 20;
+
+/// Whether `path` ("-": stdin) may be planc's or plan-opt's input: a path
+/// that is not a regular file (a device such as /dev/zero, a FIFO, a
+/// directory) or that is larger than kMaxInputBytes is refused, with a
+/// one-line reason in `error`, before anything reads it.
+bool checkInput(llvm::StringRef path, std::string &error);
+/// Opens `path` after checkInput.
+std::unique_ptr<llvm::MemoryBuffer> openInput(llvm::StringRef path,
+                                              std::string &error);
 
 /// The plan name a file gets by default: its file name without directories
 /// and without the `.plan` extension.

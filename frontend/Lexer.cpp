@@ -299,6 +299,17 @@ Token Lexer::lexString(Token tok) {
       break;
     }
     if (c != '\\') {
+      // A raw control character (a NUL, an escape sequence of a terminal)
+      // is never meant; a tab is written as one, or as \t.
+      auto byte = static_cast<unsigned char>(c);
+      if ((byte < 0x20 && c != '\t') || byte == 0x7f) {
+        size_t length = 0;
+        tok.problems.push_back(
+            {llvm::SMLoc::getFromPointer(cur),
+             "control character " +
+                 describeCharacter(StringRef(cur, end - cur), length) +
+                 " in string"});
+      }
       value += c;
       ++cur;
       continue;

@@ -92,8 +92,10 @@ static void readChunks(int fd, const std::string &path, Consume consume) {
   ::close(fd);
 }
 
-std::string readFile(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+/// Opens `path` for reading if it is a regular file, without blocking on a
+/// FIFO that has no writer (O_NONBLOCK, then cleared); `size` gets its size.
+static int openRegular(const std::string &path, off_t *size = nullptr) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     fail(path, "cannot open", errno);
   struct stat st {};
@@ -103,8 +105,19 @@ std::string readFile(const std::string &path) {
     ::close(fd);
     throw FileError(path + ": not a regular file");
   }
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+    closeAndFail(fd, path, "cannot open");
+  if (size)
+    *size = st.st_size;
+  return fd;
+}
+
+std::string readFile(const std::string &path) {
+  off_t size = 0;
+  int fd = openRegular(path, &size);
   std::string bytes;
-  bytes.reserve(static_cast<size_t>(st.st_size));
+  bytes.reserve(static_cast<size_t>(size));
   readChunks(fd, path,
              [&](const char *data, size_t n) { bytes.append(data, n); });
   return bytes;
@@ -226,9 +239,7 @@ uint32_t crc32(std::string_view bytes) {
 }
 
 std::pair<int64_t, uint32_t> fileSizeAndCrc32(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    fail(path, "cannot open", errno);
+  int fd = openRegular(path);
   uLong crc = ::crc32(0L, Z_NULL, 0);
   int64_t bytes = 0;
   readChunks(fd, path, [&](const char *data, size_t n) {

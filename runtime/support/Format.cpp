@@ -46,4 +46,13 @@ std::string shapeString(std::span<const int64_t> shape) {
   return s + "]";
 }
 
+std::string oneLine(std::string text) {
+  for (char &c : text)
+    if (c == '\n')
+      c = ' ';
+  while (!text.empty() && text.back() == ' ')
+    text.pop_back();
+  return text;
+}
+
 } // namespace plan::rt::support

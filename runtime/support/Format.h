@@ -23,6 +23,10 @@ std::string formatBytes(int64_t bytes);
 /// "1,234,567", "-1,234".
 std::string withThousands(int64_t n);
 
+/// `text` on one line: newlines become spaces, trailing spaces go (a
+/// library's multi-line message in a tool's one-line error).
+std::string oneLine(std::string text);
+
 /// "[4096, 128256]".
 std::string shapeString(std::span<const int64_t> shape);
 

@@ -110,8 +110,14 @@ int main(int argc, char **argv) {
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError &e) {
+  } catch (const CLI::CallForHelp &e) {
     return app.exit(e);
+  } catch (const CLI::ParseError &e) {
+    // One line with the tool's name and exit code 1 (docs/checkpoints.md),
+    // not CLI11's own codes (105, 106, ...).
+    std::fprintf(stderr, "plan-checkpoint: %s (see --help)\n",
+                 support::oneLine(e.what()).c_str());
+    return 1;
   }
 
   try {

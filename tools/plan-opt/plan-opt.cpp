@@ -47,7 +47,7 @@ static LogicalResult runOnPlanFile(llvm::StringRef inputFilename,
                                    DialectRegistry &registry) {
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =
-      openInputFile(inputFilename, &error);
+      plan::openInput(inputFilename, error);
   if (!input) {
     llvm::errs() << "plan-opt: " << error << "\n";
     return failure();
@@ -158,6 +158,10 @@ int main(int argc, char **argv) {
         runOnPlanFile(inputFilename, outputFilename, config, registry));
   if (!planOverrides.empty()) {
     llvm::errs() << "plan-opt: --set only applies to .plan input\n";
+    return 1;
+  }
+  if (std::string error; !plan::checkInput(inputFilename, error)) {
+    llvm::errs() << "plan-opt: " << error << "\n";
     return 1;
   }
   return asMainReturnCode(

@@ -2,9 +2,13 @@
 
 #include "Options.h"
 
+#include "Format.h"
+
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <sstream>
 
@@ -38,20 +42,29 @@ CLI::Validator secondsValidator() {
       "");
 }
 
+/// A whole number in [min, max], written in decimal digits: CLI11 alone
+/// reads --steps 1e20 as 2^63-1 and --seed -1 as 2^64-1.
+CLI::Validator wholeNumber(uint64_t min, uint64_t max) {
+  return CLI::Validator(
+      [min, max](std::string &text) -> std::string {
+        if (text.empty() ||
+            text.find_first_not_of("0123456789") != std::string::npos)
+          return "'" + text + "' is not a whole number";
+        errno = 0;
+        unsigned long long value = std::strtoull(text.c_str(), nullptr, 10);
+        if (errno == ERANGE || value < min || value > max)
+          return "'" + text + "' is not in [" + std::to_string(min) + ", " +
+                 std::to_string(max) + "]";
+        return "";
+      },
+      "");
+}
+
 std::string formatSeconds(double seconds) {
   std::ostringstream out;
   out.precision(17);
   out << seconds;
   return out.str();
-}
-
-std::string oneLine(std::string text) {
-  for (char &c : text)
-    if (c == '\n')
-      c = ' ';
-  while (!text.empty() && text.back() == ' ')
-    text.pop_back();
-  return text;
 }
 
 } // namespace
@@ -82,8 +95,7 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
   app.add_option("--steps", options.steps,
                  "Optimizer steps to run (default: the schedule's train.steps)")
       ->type_name("K")
-      ->check(CLI::Range(int64_t(1), std::numeric_limits<int64_t>::max())
-                  .description(""));
+      ->check(wholeNumber(1, std::numeric_limits<int64_t>::max()));
   CLI::Option *dataOption =
       app.add_option("--data", options.data,
                      "Token file (nanoGPT/llm.c .bin) or 'synthetic'")
@@ -98,7 +110,8 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
       app.add_option("--seed", seed,
                      "Seed of initialisation and synthetic data (default: the "
                      "schedule's train.seed)")
-          ->type_name("S");
+          ->type_name("S")
+          ->check(wholeNumber(0, std::numeric_limits<uint64_t>::max()));
   app.add_option("--metrics", options.metrics,
                  "Write one JSON object per step to this file (rank 0)")
       ->type_name("FILE.jsonl");
@@ -156,7 +169,8 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
       help.pop_back();
     return ExitRequest{0, help};
   } catch (const CLI::ParseError &e) {
-    return ExitRequest{1, "plan-run: " + oneLine(e.what()) + " (see --help)"};
+    return ExitRequest{1, "plan-run: " + plan::rt::support::oneLine(e.what()) +
+                              " (see --help)"};
   }
   if (nprocOption->count())
     options.nproc = nproc;

@@ -278,7 +278,7 @@ int main(int argc, char **argv) {
 
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =
-      openInputFile(inputFilename, &error);
+      plan::openInput(inputFilename, error);
   if (!input) {
     llvm::errs() << "planc: " << error << "\n";
     return 1;
