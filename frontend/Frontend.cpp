@@ -68,6 +68,21 @@ std::unique_ptr<llvm::MemoryBuffer> openInput(llvm::StringRef path,
   return std::move(*buffer);
 }
 
+bool keepOutput(llvm::ToolOutputFile &output, llvm::StringRef path,
+                std::string &error) {
+  llvm::raw_fd_ostream &os = output.os();
+  os.flush();
+  if (std::error_code ec = os.error()) {
+    os.clear_error();
+    error = ("cannot write '" + (path == "-" ? "<stdout>" : path) +
+             "': " + ec.message())
+                .str();
+    return false;
+  }
+  output.keep();
+  return true;
+}
+
 std::string defaultPlanName(llvm::StringRef path) {
   llvm::StringRef file = llvm::sys::path::filename(path);
   file.consume_back(".plan");

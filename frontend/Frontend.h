@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
 
 #include <memory>
 #include <optional>
@@ -41,6 +42,12 @@ bool checkInput(llvm::StringRef path, std::string &error);
 /// Opens `path` after checkInput.
 std::unique_ptr<llvm::MemoryBuffer> openInput(llvm::StringRef path,
                                               std::string &error);
+
+/// Flushes an output file of planc or plan-opt ("-": stdout) and keeps it
+/// when every byte was written. Otherwise `error` says why in one line and
+/// the stream's error is cleared, so that LLVM does not abort on it.
+bool keepOutput(llvm::ToolOutputFile &output, llvm::StringRef path,
+                std::string &error);
 
 /// The plan name a file gets by default: its file name without directories
 /// and without the `.plan` extension.

@@ -123,7 +123,36 @@ std::string readFile(const std::string &path) {
   return bytes;
 }
 
-void writeFileAtomic(const std::string &path, std::string_view bytes) {
+/// Where a write to `path` lands: `path`, or the file its chain of symbolic
+/// links names, which need not exist yet.
+static std::string resolveLinks(const std::string &path) {
+  std::string current = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st {};
+    if (::lstat(current.c_str(), &st) != 0 || !S_ISLNK(st.st_mode))
+      return current;
+    std::string target(static_cast<size_t>(st.st_size) + 1, '\0');
+    ssize_t n = ::readlink(current.c_str(), target.data(), target.size());
+    if (n < 0)
+      fail(current, "cannot read the symbolic link", errno);
+    target.resize(static_cast<size_t>(n));
+    size_t slash = current.rfind('/');
+    if (!target.empty() && target.front() != '/' && slash != std::string::npos)
+      target = current.substr(0, slash + 1) + target;
+    current = target;
+  }
+  throw FileError(path + ": too many levels of symbolic links");
+}
+
+void writeFileAtomic(const std::string &linkPath, std::string_view bytes) {
+  // The temporary file is renamed over the file a link names, so the link
+  // stays a link.
+  std::string path = resolveLinks(linkPath);
+  struct stat existing {};
+  bool exists = ::stat(path.c_str(), &existing) == 0;
+  if (exists && !S_ISREG(existing.st_mode))
+    throw FileError(linkPath + ": exists and is not a regular file (the "
+                               "file is written whole and renamed into place)");
   std::string dir = ".";
   if (size_t slash = path.rfind('/'); slash != std::string::npos)
     dir = slash == 0 ? "/" : path.substr(0, slash);
@@ -137,10 +166,12 @@ void writeFileAtomic(const std::string &path, std::string_view bytes) {
     ::unlink(tmp.c_str());
     fail(path, what, err);
   };
-  // mkstemp creates 0600; the file is as readable as any other output.
+  // mkstemp creates 0600: a replaced file keeps its permissions, and a new
+  // one is as readable as any other output.
   mode_t mask = ::umask(0);
   ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0)
+  mode_t mode = exists ? existing.st_mode & 07777 : 0666 & ~mask;
+  if (::fchmod(fd, mode) != 0)
     abandon("cannot set permissions");
   size_t written = 0;
   while (written < bytes.size()) {

@@ -42,8 +42,10 @@ std::string readFile(const std::string &path);
 
 /// Writes `bytes` to `path` so that no reader (and no crash) ever sees part
 /// of it: a temporary file next to `path`, flushed to disk, renamed over
-/// `path`, then the directory synced. The file gets the permissions a new
-/// file would (0666 less the umask).
+/// `path`, then the directory synced. A symbolic link is written through:
+/// the file it names is replaced and the link stays. A file that is replaced
+/// keeps its permissions; a new one gets 0666 less the umask. An existing
+/// path that is not a regular file (a device, a directory) is refused.
 void writeFileAtomic(const std::string &path, std::string_view bytes);
 
 /// mkdir -p.

@@ -49,13 +49,13 @@ static LogicalResult runOnPlanFile(llvm::StringRef inputFilename,
   std::unique_ptr<llvm::MemoryBuffer> input =
       plan::openInput(inputFilename, error);
   if (!input) {
-    llvm::errs() << "plan-opt: " << error << "\n";
+    llvm::errs() << "plan-opt: error: " << error << "\n";
     return failure();
   }
   std::unique_ptr<llvm::ToolOutputFile> output =
       openOutputFile(outputFilename, &error);
   if (!output) {
-    llvm::errs() << "plan-opt: " << error << "\n";
+    llvm::errs() << "plan-opt: error: " << error << "\n";
     return failure();
   }
 
@@ -98,7 +98,10 @@ static LogicalResult runOnPlanFile(llvm::StringRef inputFilename,
     if (failed(compile()))
       return failure();
   }
-  output->keep();
+  if (!plan::keepOutput(*output, outputFilename, error)) {
+    llvm::errs() << "plan-opt: error: " << error << "\n";
+    return failure();
+  }
   return success();
 }
 
@@ -157,11 +160,11 @@ int main(int argc, char **argv) {
     return asMainReturnCode(
         runOnPlanFile(inputFilename, outputFilename, config, registry));
   if (!planOverrides.empty()) {
-    llvm::errs() << "plan-opt: --set only applies to .plan input\n";
+    llvm::errs() << "plan-opt: error: --set only applies to .plan input\n";
     return 1;
   }
   if (std::string error; !plan::checkInput(inputFilename, error)) {
-    llvm::errs() << "plan-opt: " << error << "\n";
+    llvm::errs() << "plan-opt: error: " << error << "\n";
     return 1;
   }
   return asMainReturnCode(

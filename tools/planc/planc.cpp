@@ -131,7 +131,7 @@ static int emitSchedule(ModuleOp module) {
         plan::rt::validateSchedule(std::move(*schedule), inputFilename));
     if (emit == Emit::Schedule) {
       if (outputFilename == "-") {
-        llvm::errs() << "planc: the schedule file is binary: name it with "
+        llvm::errs() << "planc: error: the schedule file is binary: name it with "
                         "-o FILE.sched (or use --emit=schedule-json)\n";
         return 1;
       }
@@ -139,18 +139,21 @@ static int emitSchedule(ModuleOp module) {
       return 0;
     }
   } catch (const plan::rt::ScheduleFileError &e) {
-    llvm::errs() << "planc: " << e.what() << "\n";
+    llvm::errs() << "planc: error: " << e.what() << "\n";
     return 1;
   }
   std::string error;
   std::unique_ptr<llvm::ToolOutputFile> output =
       openOutputFile(outputFilename, &error);
   if (!output) {
-    llvm::errs() << "planc: " << error << "\n";
+    llvm::errs() << "planc: error: " << error << "\n";
     return 1;
   }
   output->os() << plan::rt::scheduleJsonText(valid->get());
-  output->keep();
+  if (!plan::keepOutput(*output, outputFilename, error)) {
+    llvm::errs() << "planc: error: " << error << "\n";
+    return 1;
+  }
   return 0;
 }
 
@@ -213,11 +216,14 @@ static bool writeReportAndTrace(const plan::ScheduleReport &report,
     std::unique_ptr<llvm::ToolOutputFile> trace =
         openOutputFile(traceFilename, &error);
     if (!trace) {
-      llvm::errs() << "planc: " << error << "\n";
+      llvm::errs() << "planc: error: " << error << "\n";
       return false;
     }
     plan::writeChromeTrace(report, trace->os());
-    trace->keep();
+    if (!plan::keepOutput(*trace, traceFilename, error)) {
+      llvm::errs() << "planc: error: " << error << "\n";
+      return false;
+    }
   }
   if (reportFormat == ReportFormat::None)
     return true;
@@ -227,7 +233,7 @@ static bool writeReportAndTrace(const plan::ScheduleReport &report,
   std::unique_ptr<llvm::ToolOutputFile> output = openOutputFile(
       alongside ? std::string("-") : outputFilename.getValue(), &error);
   if (!output) {
-    llvm::errs() << "planc: " << error << "\n";
+    llvm::errs() << "planc: error: " << error << "\n";
     return false;
   }
   if (reportFormat == ReportFormat::Json)
@@ -235,7 +241,11 @@ static bool writeReportAndTrace(const plan::ScheduleReport &report,
                                   plan::reportToJson(report, fit.outcomes));
   else
     plan::printReportTable(report, output->os());
-  output->keep();
+  if (!plan::keepOutput(*output, alongside ? "-" : outputFilename.getValue(),
+                        error)) {
+    llvm::errs() << "planc: error: " << error << "\n";
+    return false;
+  }
   return true;
 }
 
@@ -247,7 +257,7 @@ static int emitOutput(const plan::PlanSpec &spec, ModuleOp module) {
   std::unique_ptr<llvm::ToolOutputFile> output =
       openOutputFile(outputFilename, &error);
   if (!output) {
-    llvm::errs() << "planc: " << error << "\n";
+    llvm::errs() << "planc: error: " << error << "\n";
     return 1;
   }
   if (emit == Emit::Summary) {
@@ -256,7 +266,10 @@ static int emitOutput(const plan::PlanSpec &spec, ModuleOp module) {
     module.print(output->os());
     output->os() << "\n";
   }
-  output->keep();
+  if (!plan::keepOutput(*output, outputFilename, error)) {
+    llvm::errs() << "planc: error: " << error << "\n";
+    return 1;
+  }
   return 0;
 }
 
@@ -280,7 +293,7 @@ int main(int argc, char **argv) {
   std::unique_ptr<llvm::MemoryBuffer> input =
       plan::openInput(inputFilename, error);
   if (!input) {
-    llvm::errs() << "planc: " << error << "\n";
+    llvm::errs() << "planc: error: " << error << "\n";
     return 1;
   }
 
