@@ -5,11 +5,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <climits>
@@ -90,7 +93,7 @@ void readMaster(const EnvLookup &env, RankInfo &info, const char *hint) {
 /// Rank, world and local rank from one launcher's variables.
 RankInfo readRank(const EnvLookup &env, Launcher launcher, const char *rankVar,
                   const char *worldVar, const char *localVar,
-                  const char *hint) {
+                  const char *localSizeVar, const char *hint) {
   const char *name = toString(launcher);
   RankInfo info;
   info.launcher = launcher;
@@ -101,6 +104,7 @@ RankInfo readRank(const EnvLookup &env, Launcher launcher, const char *rankVar,
                       " is not below " + worldVar + "=" +
                       std::to_string(info.world));
   info.localRank = readInt(env, localVar, 0, INT_MAX, 0, name);
+  info.localWorld = readInt(env, localSizeVar, 1, 1 << 20, 1, name);
   if (info.world > 1)
     readMaster(env, info, hint);
   return info;
@@ -111,7 +115,7 @@ RankInfo readRank(const EnvLookup &env, Launcher launcher, const char *rankVar,
 RankInfo rankFromEnvironment(const EnvLookup &env) {
   if (env("RANK") || env("WORLD_SIZE")) {
     RankInfo info = readRank(env, Launcher::Torchrun, "RANK", "WORLD_SIZE",
-                             "LOCAL_RANK", "");
+                             "LOCAL_RANK", "LOCAL_WORLD_SIZE", "");
     info.launcherServesStore =
         info.world > 1 && env("TORCHELASTIC_USE_AGENT_STORE") == "True";
     return info;
@@ -119,13 +123,53 @@ RankInfo rankFromEnvironment(const EnvLookup &env) {
   if (env("OMPI_COMM_WORLD_RANK") || env("OMPI_COMM_WORLD_SIZE"))
     return readRank(env, Launcher::OpenMpi, "OMPI_COMM_WORLD_RANK",
                     "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                    "OMPI_COMM_WORLD_LOCAL_SIZE",
                     " (mpirun -x MASTER_ADDR -x MASTER_PORT passes them on)");
-  if (env("SLURM_PROCID"))
-    return readRank(env, Launcher::Slurm, "SLURM_PROCID", "SLURM_NTASKS",
-                    "SLURM_LOCALID",
-                    " (e.g. MASTER_ADDR=$(scontrol show hostnames "
-                    "\"$SLURM_JOB_NODELIST\" | head -n 1))");
+  if (env("SLURM_PROCID")) {
+    RankInfo info =
+        readRank(env, Launcher::Slurm, "SLURM_PROCID", "SLURM_NTASKS",
+                 "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
+                 " (e.g. MASTER_ADDR=$(scontrol show hostnames "
+                 "\"$SLURM_JOB_NODELIST\" | head -n 1))");
+    // Without --ntasks-per-node SLURM says "4(x2),3": 4 on each of the
+    // first two nodes, 3 on the next. The first count is this host's on a
+    // homogeneous allocation, and only sizes the default thread count.
+    if (!env("SLURM_NTASKS_PER_NODE"))
+      if (std::optional<std::string> tasks = env("SLURM_TASKS_PER_NODE")) {
+        size_t digits = 0;
+        while (digits < tasks->size() && std::isdigit((*tasks)[digits]))
+          ++digits;
+        if (std::optional<int> count =
+                parseInt(tasks->substr(0, digits), 1, 1 << 20))
+          info.localWorld = *count;
+      }
+    return info;
+  }
   return RankInfo{};
+}
+
+int usableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0)
+    return std::max(1, CPU_COUNT(&set));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+ThreadChoice chooseThreads(int requested, const RankInfo &rank,
+                           const EnvLookup &env) {
+  if (requested > 0)
+    return {requested, "--threads"};
+  // LibTorch reads OMP_NUM_THREADS itself (also a form such as "4,2" that
+  // is not one number: 0 here leaves it to LibTorch).
+  if (std::optional<std::string> omp = env("OMP_NUM_THREADS"))
+    return {parseInt(*omp, 1, 1 << 20).value_or(0), "OMP_NUM_THREADS"};
+  int cores = usableCores();
+  int threads = std::max(1, cores / std::max(1, rank.localWorld));
+  return {threads, std::to_string(cores) + " cores / " +
+                       std::to_string(rank.localWorld) +
+                       (rank.localWorld == 1 ? " rank" : " ranks") +
+                       " on this host"};
 }
 
 RankInfo rankFromEnvironment() {
@@ -232,8 +276,6 @@ std::vector<std::string> rankEnvironment(const LocalRanks &ranks, int rank) {
       {"LOCAL_WORLD_SIZE", std::to_string(ranks.nproc)},
       {"MASTER_ADDR", "127.0.0.1"},
       {"MASTER_PORT", std::to_string(ranks.masterPort)}};
-  if (ranks.threadsPerRank > 0)
-    vars.emplace_back("OMP_NUM_THREADS", std::to_string(ranks.threadsPerRank));
   std::vector<std::string> env;
   for (char **e = environ; *e; ++e) {
     std::string_view entry(*e);

@@ -35,7 +35,8 @@ const char *toString(Launcher launcher);
 struct RankInfo {
   Launcher launcher = Launcher::Single;
   int rank = 0, world = 1;
-  int localRank = 0; // the rank among those on this host
+  int localRank = 0;  // the rank among those on this host
+  int localWorld = 1; // the ranks on this host
   /// The TCPStore server (rank 0's host); empty when world == 1, which
   /// rendezvouses in-process.
   std::string masterAddr;
@@ -51,11 +52,28 @@ using EnvLookup = std::function<std::optional<std::string>(const char *)>;
 
 /// Precedence: torchrun's RANK/WORLD_SIZE, then Open MPI's
 /// OMPI_COMM_WORLD_RANK/SIZE, then SLURM's SLURM_PROCID/SLURM_NTASKS, else a
-/// single rank. Open MPI comes before SLURM because an sbatch script's own
+/// single rank. The ranks on this host: LOCAL_WORLD_SIZE,
+/// OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE or the first count of
+/// SLURM_TASKS_PER_NODE ("4(x2),3": 4), else 1. Open MPI comes before SLURM because an sbatch script's own
 /// environment already has SLURM_PROCID=0, which every rank of an `mpirun`
 /// inside it inherits. Throws LaunchError.
 RankInfo rankFromEnvironment(const EnvLookup &env);
 RankInfo rankFromEnvironment();
+
+/// How many intra-op threads a rank uses, and why.
+struct ThreadChoice {
+  int threads = 1; // 0: as LibTorch reads OMP_NUM_THREADS
+  std::string reason; // "--threads", "OMP_NUM_THREADS", or the default's
+};
+
+/// `--threads` when given (`requested` > 0), else OMP_NUM_THREADS when it is
+/// set (LibTorch reads it), else the cores this process may run on (its CPU
+/// affinity: taskset, a cgroup's cpuset) shared evenly by the ranks on this
+/// host, at least 1.
+ThreadChoice chooseThreads(int requested, const RankInfo &rank,
+                           const EnvLookup &env);
+/// The CPUs in this process's affinity mask.
+int usableCores();
 
 /// A TCP port that was free on 127.0.0.1 a moment ago (the kernel's choice
 /// when binding port 0). Throws LaunchError when no socket can be bound.
@@ -70,9 +88,6 @@ struct LocalRanks {
   std::vector<std::string> arguments; // argv[1..]
   int nproc = 1;
   uint16_t masterPort = 0;
-  /// OMP_NUM_THREADS for each rank, so that N ranks do not each start a
-  /// thread per core (torchrun does the same); 0 leaves it as it is.
-  int threadsPerRank = 0;
   /// Between SIGTERM and SIGKILL for the ranks still running after one failed.
   std::chrono::milliseconds grace{5000};
   /// The ranks save a checkpoint and exit 0 on SIGTERM/SIGINT

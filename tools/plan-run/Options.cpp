@@ -126,6 +126,11 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
       ->check(secondsValidator())
       ->default_str("300");
   app.add_flag("--quiet,-q", options.quiet, "No progress output (errors only)");
+  app.add_option("--threads", options.threads,
+                 "Intra-op threads of each rank (default: OMP_NUM_THREADS "
+                 "if set, else this process's cores / the ranks on this host)")
+      ->type_name("N")
+      ->check(CLI::Range(1, 4096).description(""));
   CLI::Option *dirOption =
       app.add_option("--checkpoint-dir", options.checkpointDir,
                      "Save checkpoints under this directory (created if "
@@ -203,6 +208,8 @@ std::vector<std::string> rankArguments(const RunOptions &options,
   args.insert(args.end(), {"--timeout", formatSeconds(options.timeoutSeconds)});
   if (options.quiet)
     args.push_back("--quiet");
+  if (options.threads > 0)
+    args.insert(args.end(), {"--threads", std::to_string(options.threads)});
   if (!options.checkpointDir.empty()) {
     args.insert(args.end(), {"--checkpoint-dir", options.checkpointDir});
     if (options.checkpointEvery > 0)

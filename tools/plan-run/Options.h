@@ -25,6 +25,7 @@ struct RunOptions {
   std::string memoryTrace;      // JSONL path, one line per op; "": none
   double timeoutSeconds = 300;  // rendezvous and every collective
   bool quiet = false;
+  int threads = 0; // intra-op threads per rank; 0: chooseThreads' default
   // Checkpoints (docs/launching.md, "Checkpoints").
   std::string checkpointDir;   // "": no checkpoints
   int64_t checkpointEvery = 0; // 0: only after the last step and on a signal

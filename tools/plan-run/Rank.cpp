@@ -17,6 +17,7 @@
 #include "Progress.h"
 #include "Trainer.h"
 
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -380,6 +381,20 @@ int runRank(const RunOptions &options, const RankInfo &rank,
                                std::to_string(schedule->shard) + "); " +
                                std::to_string(rank.world) + " were launched");
     const bool reports = rank.rank == 0;
+    // Before any kernel runs. Also with --backend cuda: a GPU rank's host
+    // threads run the offloaded optimizer step and the data.
+    ThreadChoice threads =
+        chooseThreads(options.threads, rank, [](const char *name) {
+          const char *value = std::getenv(name);
+          return value ? std::optional<std::string>(value) : std::nullopt;
+        });
+    if (threads.threads > 0)
+      at::set_num_threads(threads.threads);
+    if (reports && !options.quiet) {
+      int used = at::get_num_threads();
+      std::printf("plan-run: %d intra-op thread%s per rank (%s)\n", used,
+                  used == 1 ? "" : "s", threads.reason.c_str());
+    }
     rt::TrainOptions train = trainOptions(options);
     // Before the rendezvous: every rank reads the same checkpoint.json, so
     // a checkpoint that cannot be used fails every rank at once.

@@ -67,12 +67,6 @@ int launchLocalRanks(const RunOptions &options, const std::string &executable) {
     if (*options.nproc > visible)
       return fail(cudaDeviceMissing(visible, visible));
   }
-  // Also with --backend cuda: a GPU rank's host threads run the offloaded
-  // optimizer step (at::parallel_for) and the data, and N ranks sharing the
-  // cores is as right for them as for CPU ranks (docs/launching.md).
-  if (!std::getenv("OMP_NUM_THREADS"))
-    ranks.threadsPerRank = std::max(
-        1, static_cast<int>(std::thread::hardware_concurrency()) / ranks.nproc);
   return runLocalRanks(ranks);
 }
 

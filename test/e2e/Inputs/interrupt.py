@@ -1,6 +1,7 @@
-"""Starts a command, waits for its first line on stdout, sends it SIGNAL and
+"""Starts a command, waits for its first step line on stdout (the first that
+starts with "step "; plan-run prints notes before it), sends it SIGNAL and
 checks that it exits within SECONDS. Prints "exit code C" and everything the
-command wrote, for FileCheck. --delay D waits D seconds after the first line
+command wrote, for FileCheck. --delay D waits D seconds after that line
 before the signal; --again S sends SIGNAL a second time S seconds after the
 first (if the command still runs).
 
@@ -26,7 +27,12 @@ sig = getattr(signal, args.signal)
 
 proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                         start_new_session=True)
-first = proc.stdout.readline()
+first = b""
+while True:
+    line = proc.stdout.readline()
+    first += line
+    if not line or line.startswith(b"step "):
+        break
 time.sleep(args.delay)
 proc.send_signal(sig)
 if args.again is not None:

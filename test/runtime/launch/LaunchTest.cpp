@@ -112,6 +112,51 @@ TEST(RankFromEnvironment, OpenMpiWinsOverInheritedSlurm) {
   EXPECT_EQ(info.localRank, 2);
 }
 
+TEST(RankFromEnvironment, RanksOnThisHost) {
+  EXPECT_EQ(rankFromEnvironment(envOf({})).localWorld, 1);
+  EXPECT_EQ(rankFromEnvironment(
+                envOf(with({{"RANK", "1"},
+                            {"WORLD_SIZE", "8"},
+                            {"LOCAL_WORLD_SIZE", "4"}},
+                           kMaster)))
+                .localWorld,
+            4);
+  EXPECT_EQ(rankFromEnvironment(
+                envOf(with({{"OMPI_COMM_WORLD_RANK", "1"},
+                            {"OMPI_COMM_WORLD_SIZE", "8"},
+                            {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}},
+                           kMaster)))
+                .localWorld,
+            2);
+  auto slurm = with({{"SLURM_PROCID", "0"},
+                     {"SLURM_NTASKS", "11"},
+                     {"SLURM_TASKS_PER_NODE", "4(x2),3"}},
+                    kMaster);
+  EXPECT_EQ(rankFromEnvironment(envOf(slurm)).localWorld, 4);
+  slurm["SLURM_NTASKS_PER_NODE"] = "8";
+  EXPECT_EQ(rankFromEnvironment(envOf(slurm)).localWorld, 8);
+}
+
+TEST(ChooseThreads, FlagThenOmpNumThreadsThenCoresPerRank) {
+  RankInfo rank;
+  rank.localWorld = 2;
+  auto omp = envOf({{"OMP_NUM_THREADS", "3"}});
+  EXPECT_EQ(chooseThreads(5, rank, omp).threads, 5);
+  EXPECT_EQ(chooseThreads(5, rank, omp).reason, "--threads");
+  EXPECT_EQ(chooseThreads(0, rank, omp).threads, 3);
+  EXPECT_EQ(chooseThreads(0, rank, omp).reason, "OMP_NUM_THREADS");
+  // A form LibTorch reads but that is not one number is left to it.
+  EXPECT_EQ(chooseThreads(0, rank, envOf({{"OMP_NUM_THREADS", "4,2"}})).threads,
+            0);
+  ThreadChoice byCores = chooseThreads(0, rank, envOf({}));
+  EXPECT_EQ(byCores.threads, std::max(1, usableCores() / 2));
+  EXPECT_EQ(byCores.reason,
+            std::to_string(usableCores()) + " cores / 2 ranks on this host");
+  // More ranks than cores: one thread each, never zero.
+  rank.localWorld = 1 << 20;
+  EXPECT_EQ(chooseThreads(0, rank, envOf({})).threads, 1);
+}
+
 TEST(RankFromEnvironment, Slurm) {
   RankInfo info = rankFromEnvironment(envOf(with(
       {{"SLURM_PROCID", "9"}, {"SLURM_NTASKS", "12"}, {"SLURM_LOCALID", "1"}},
@@ -239,19 +284,6 @@ TEST_F(LocalRanksTest, EachRankGetsItsVariables) {
   EXPECT_EQ(read("0"), "0 3 0 3 127.0.0.1 12345");
   EXPECT_EQ(read("1"), "1 3 1 3 127.0.0.1 12345");
   EXPECT_EQ(read("2"), "2 3 2 3 127.0.0.1 12345");
-}
-
-TEST_F(LocalRanksTest, ThreadsPerRankSetsOmpNumThreads) {
-  LocalRanks ranks = shell(
-      "echo \"${OMP_NUM_THREADS:-unset}\" > " + dir_.string() + "/$RANK", 2);
-  ::setenv("OMP_NUM_THREADS", "64", 1);
-  EXPECT_EQ(runLocalRanks(ranks), 0);
-  EXPECT_EQ(read("0"), "64");
-  ranks.threadsPerRank = 3;
-  EXPECT_EQ(runLocalRanks(ranks), 0);
-  ::unsetenv("OMP_NUM_THREADS");
-  EXPECT_EQ(read("0"), "3");
-  EXPECT_EQ(read("1"), "3");
 }
 
 TEST_F(LocalRanksTest, FailingRankStopsTheOthers) {

@@ -149,7 +149,7 @@ TEST(Options, RankArgumentsRepeatTheRunWithoutNproc) {
   RunOptions options = parseOk(
       {"--nproc", "2", "x.plan", "--steps", "3", "--seed", "9", "--metrics",
        "out.jsonl", "--timeout", "10", "--quiet", "--init", "w.safetensors",
-       "--data", "t.bin", "--memory-trace", "m.jsonl"});
+       "--data", "t.bin", "--memory-trace", "m.jsonl", "--threads", "3"});
   std::vector<std::string> args = rankArguments(options, "/tmp/x.sched");
   std::vector<std::string> withProgram = args;
   RunOptions rank = parseOk(withProgram);
@@ -163,6 +163,7 @@ TEST(Options, RankArgumentsRepeatTheRunWithoutNproc) {
   EXPECT_TRUE(rank.quiet);
   EXPECT_EQ(rank.init, "w.safetensors");
   EXPECT_EQ(rank.data, "t.bin");
+  EXPECT_EQ(rank.threads, 3);
 
   EXPECT_TRUE(rank.dataGiven);
 
@@ -180,6 +181,7 @@ TEST(Options, RankArgumentsRepeatTheRunWithoutNproc) {
   EXPECT_EQ(plainRank.checkpointDir, "");
   EXPECT_EQ(plainRank.resume, "");
   EXPECT_EQ(plainRank.stopTimeoutSeconds, 120);
+  EXPECT_EQ(plainRank.threads, 0);
 }
 
 TEST(Options, RankArgumentsPassTheCheckpointFlags) {
