@@ -38,7 +38,9 @@
 
 namespace plan::rt {
 
-inline constexpr int kCheckpointFormatVersion = 1;
+/// 2: checkpoint.json carries a `checksum` of its own contents. Version 1
+/// checkpoints (without one) are still read.
+inline constexpr int kCheckpointFormatVersion = 2;
 
 /// A checkpoint that cannot be written or used (missing or truncated shard,
 /// bad checksum, malformed metadata, another model): one line that names the

@@ -95,6 +95,7 @@ struct Metadata {
   Precision precision = Precision::FP32;
   Sharding sharding = Sharding::NoShard;
   OptimizerKind optimizer = OptimizerKind::AdamW;
+  double momentum = 0; // sgd's
   int64_t replicate = 1, shard = 1;
   std::vector<Unit> units;
   std::vector<Group> groups;

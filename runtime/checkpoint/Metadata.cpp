@@ -153,6 +153,14 @@ std::vector<SavedTensor> savedTensors(const Schedule &schedule) {
 // checkpoint.json
 //===----------------------------------------------------------------------===//
 
+/// The CRC-32 of checkpoint.json's contents without its `checksum` key, as
+/// the writer prints them: an edit to any value (not to white space) shows.
+static std::string metadataChecksum(const Json &j) {
+  Json contents = j;
+  contents.erase("checksum");
+  return hexCrc(support::crc32(contents.dump(1)));
+}
+
 std::string metadataText(const CheckpointInfo &info, const Schedule &schedule,
                          const ExecutorCounters &counters,
                          const std::vector<std::array<int64_t, 3>> &files) {
@@ -173,6 +181,7 @@ std::string metadataText(const CheckpointInfo &info, const Schedule &schedule,
                         {"beta2", o.beta2},
                         {"eps", o.eps},
                         {"weight_decay", o.weightDecay},
+                        {"decay", toString(o.decay)},
                         {"momentum", o.momentum}};
   j["precision"] = toString(schedule.train.precision);
   j["sharding"] = toString(schedule.sharding);
@@ -206,6 +215,7 @@ std::string metadataText(const CheckpointInfo &info, const Schedule &schedule,
              {"bytes", files[r][1]},
              {"crc32", hexCrc(static_cast<uint32_t>(files[r][2]))}});
   j["files"] = std::move(fileList);
+  j["checksum"] = metadataChecksum(j);
   return j.dump(1) + "\n";
 }
 
@@ -219,19 +229,30 @@ Metadata readMetadata(const JsonReader &r, const Json &j) {
     r.fail(at.member("format"),
            "not \"" + std::string(kFormatName) + "\": not a checkpoint");
   int64_t version = r.getInt(j, at, "version");
-  if (version != kCheckpointFormatVersion)
+  if (version < 1 || version > kCheckpointFormatVersion)
     r.fail(at.member("version"),
            "format version " + std::to_string(version) +
-               " is not supported (this build reads version " +
+               " is not supported (this build reads versions 1 to " +
                std::to_string(kCheckpointFormatVersion) + ")");
+  if (version >= 2) {
+    std::string stated = r.getString(j, at, "checksum");
+    std::string actual = metadataChecksum(j);
+    if (stated != actual)
+      r.fail(at.member("checksum"),
+             "is " + stated + ", but the contents give " + actual +
+                 ": checkpoint.json was edited or damaged (a checkpoint's "
+                 "description must match its tensors)");
+  }
   m.plan = r.getString(j, at, "plan");
   m.info.step = r.getInt(j, at, "step");
   m.info.seed = r.getUnsigned(j, at, "seed");
   m.info.data = r.getString(j, at, "data");
   m.info.sequencesConsumed = r.getInt(j, at, "sequences_consumed");
   m.info.globalBatch = r.getInt(j, at, "global_batch");
-  m.optimizer = r.getKeyword<OptimizerKind>(r.getObject(j, at, "optimizer"),
-                                            at.member("optimizer"), "kind");
+  const Json &optimizer = r.getObject(j, at, "optimizer");
+  m.optimizer =
+      r.getKeyword<OptimizerKind>(optimizer, at.member("optimizer"), "kind");
+  m.momentum = r.getNumber(optimizer, at.member("optimizer"), "momentum");
   m.precision = r.getKeyword<Precision>(j, at, "precision");
   m.sharding = r.getKeyword<Sharding>(j, at, "sharding");
   JsonPath mp = at.member("mesh");
@@ -342,8 +363,48 @@ Metadata readMetadata(const JsonReader &r, const Json &j) {
     if (!ranks.count(t.rank))
       r.fail(p, "is held by rank " + std::to_string(t.rank) +
                     ", which 'files' does not list");
+    if (t.sharded ? t.shardIndex < 0 || t.shardIndex >= m.shard
+                  : t.shardIndex != 0)
+      r.fail(p, "('" + t.name + "') is shard " +
+                    std::to_string(t.shardIndex) + " of a mesh with " +
+                    std::to_string(m.shard) + " shards");
     m.tensors.push_back(std::move(t));
   }
+
+  // The fields agree with one another: the mesh with the files and the
+  // groups' shards, the optimizer with the state saved.
+  if (static_cast<int64_t>(m.files.size()) != m.replicate * m.shard)
+    r.fail(mp, "is " + std::to_string(m.replicate) + "x" +
+                   std::to_string(m.shard) + ", " +
+                   std::to_string(m.replicate * m.shard) +
+                   " ranks that write a file each, but 'files' lists " +
+                   std::to_string(m.files.size()));
+  for (size_t i = 0; i < m.groups.size(); ++i)
+    if (m.groups[i].shardNumel * m.shard != m.groups[i].paddedNumel)
+      r.fail(gp.element(i),
+             "has shard_numel " + std::to_string(m.groups[i].shardNumel) +
+                 ", which is not padded_numel " +
+                 std::to_string(m.groups[i].paddedNumel) + " / " +
+                 std::to_string(m.shard) + " shards (mesh)");
+  std::set<BufferRole> roles;
+  for (const SavedTensor &t : m.tensors)
+    roles.insert(t.role);
+  std::set<BufferRole> optimizerRoles;
+  if (m.optimizer == OptimizerKind::AdamW)
+    optimizerRoles = {BufferRole::ExpAvg, BufferRole::ExpAvgSq};
+  else if (m.momentum != 0)
+    optimizerRoles = {BufferRole::Momentum};
+  for (BufferRole role :
+       {BufferRole::ExpAvg, BufferRole::ExpAvgSq, BufferRole::Momentum})
+    if (roles.count(role) != optimizerRoles.count(role))
+      r.fail(at.member("optimizer"),
+             std::string("says ") + toString(m.optimizer) +
+                 (m.optimizer == OptimizerKind::SGD
+                      ? (m.momentum != 0 ? " with momentum" : " without momentum")
+                      : "") +
+                 ", but the tensors " +
+                 (roles.count(role) ? "hold " : "lack ") + toString(role) +
+                 " state");
   return m;
 }
 

@@ -134,6 +134,11 @@ void Checkpoint::Impl::readUnit(const std::string &unit, BufferRole role,
     } catch (const WeightsError &e) {
       throw CheckpointError(std::string("checkpoint shard: ") + e.what());
     }
+    if (piece.scalar_type() != support::scalarType(src->type))
+      throw CheckpointError(
+          "checkpoint shard '" + file(src->rank).path() + "': tensor '" +
+          src->name + "' is " + file(src->rank).dtype(src->name) +
+          ", but checkpoint.json records " + toString(src->type));
     dst.narrow(0, written, count).copy_(piece);
     written += count;
     begin += count;

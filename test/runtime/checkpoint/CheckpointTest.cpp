@@ -10,6 +10,7 @@
 
 #include "Checkpoint.h"
 #include "DeviceBackend.h"
+#include "Files.h"
 #include "ModelTestSupport.h"
 #include "SafeTensors.h"
 #include "TempDir.h"
@@ -159,6 +160,9 @@ ValidSchedule makeSchedule(const Layout &layout) {
   s.units = base.units;
   s.train.precision = layout.precision;
   s.train.optimizer.kind = layout.optimizer;
+  // SGD keeps a momentum buffer only with momentum.
+  if (layout.optimizer == OptimizerKind::SGD)
+    s.train.optimizer.momentum = 0.9;
   s.sharding = layout.sharded ? Sharding::FullShard : Sharding::NoShard;
   if (layout.precision == Precision::FP16Mixed)
     s.train.lossScale.kind = LossScaleKind::Dynamic;
@@ -669,6 +673,16 @@ TEST(Checkpoint, KeepPrunesOlderCheckpoints) {
 // Bad checkpoints
 //===----------------------------------------------------------------------===//
 
+/// Gives an edited checkpoint.json the checksum of its new contents, as the
+/// writer computes it, so that the reader's other checks are what see the
+/// edit.
+void resealMetadata(nlohmann::ordered_json &j) {
+  j.erase("checksum");
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%08x", support::crc32(j.dump(1)));
+  j["checksum"] = hex;
+}
+
 class BadCheckpoint : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -748,13 +762,31 @@ TEST_F(BadCheckpoint, MalformedMetadata) {
 }
 
 TEST_F(BadCheckpoint, MetadataMissingAKey) {
-  auto j = nlohmann::json::parse(readFile(dir + "/checkpoint.json"));
+  auto j = nlohmann::ordered_json::parse(readFile(dir + "/checkpoint.json"));
   j["groups"][0].erase("shard_numel");
+  resealMetadata(j);
   writeFile(dir + "/checkpoint.json", j.dump());
   std::string e = error();
   // The file, the path of the object that lacks the key, and the key.
   EXPECT_NE(e.find(dir + "/checkpoint.json: groups[0]: missing field "
                          "'shard_numel'"),
+            std::string::npos)
+      << e;
+}
+
+TEST_F(BadCheckpoint, EditedMetadata) {
+  auto j = nlohmann::ordered_json::parse(readFile(dir + "/checkpoint.json"));
+  j["optimizer"]["kind"] = "sgd";
+  writeFile(dir + "/checkpoint.json", j.dump(1));
+  std::string e = error();
+  EXPECT_NE(e.find("checkpoint.json: checksum: is "), std::string::npos) << e;
+  EXPECT_NE(e.find("edited or damaged"), std::string::npos) << e;
+  // With a checksum that matches, the tensors contradict the optimizer.
+  resealMetadata(j);
+  writeFile(dir + "/checkpoint.json", j.dump(1));
+  e = error();
+  EXPECT_NE(e.find("optimizer: says sgd without momentum, but the tensors "
+                   "hold exp_avg state"),
             std::string::npos)
       << e;
 }
@@ -875,8 +907,9 @@ TEST(Checkpoint, ExportRefusesBert) {
   TempTree root;
   saveLayout(layout, truth, root.path(), 1);
   std::string dir = root.at("step-00000001");
-  auto j = nlohmann::json::parse(readFile(dir + "/checkpoint.json"));
+  auto j = nlohmann::ordered_json::parse(readFile(dir + "/checkpoint.json"));
   j["model"]["family"] = "bert";
+  resealMetadata(j);
   writeFile(dir + "/checkpoint.json", j.dump());
   try {
     exportHuggingFace(Checkpoint::open(dir), root.at("hf"), at::kFloat);
