@@ -184,6 +184,7 @@ LogicalResult ScheduleExporter::exportPlan() {
   t.optimizer.beta2 = optimizer.getBeta2();
   t.optimizer.eps = optimizer.getEps();
   t.optimizer.weightDecay = optimizer.getWeightDecay();
+  t.optimizer.decay = sched::toRuntime(optimizer.getDecay());
   t.optimizer.momentum = optimizer.getMomentum();
   t.microBatch = train.getMicroBatch();
   t.seqLen = train.getSeqLen();

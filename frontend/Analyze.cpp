@@ -66,11 +66,14 @@ spellingsOf(unsigned maxValue, ArrayRef<Spelling<E>> aliases = {}) {
 
 // PyTorch DDP, FSDP (its default strategy, and ShardingStrategy's names as
 // Accelerate's fsdp_sharding_strategy writes them) and the DeepSpeed ZeRO
-// stages.
+// stages. DeepSpeed's stage 2 keeps whole parameters on every rank between
+// steps, as zero1 does, and shards the gradients as they are reduced, as
+// zero1 does with grad_sync = every_micro_batch (stage 1 is last_micro_batch);
+// FSDP's SHARD_GRAD_OP also shards the parameters between steps.
 static constexpr Spelling<Sharding> shardingAliases[] = {
     {"ddp", Sharding::NoShard},
     {"zero0", Sharding::NoShard},
-    {"zero2", Sharding::ShardGradOp},
+    {"zero2", Sharding::Zero1},
     {"zero3", Sharding::FullShard},
     {"fsdp", Sharding::FullShard},
     {"FULL_SHARD", Sharding::FullShard},
@@ -800,6 +803,7 @@ std::vector<KeyRule> Analyzer::trainKeys() {
       {"micro_batch", Need::Required, integer(t.microBatch), nullptr},
       {"seq_len", Need::Required, integer(t.seqLen), nullptr},
       {"grad_accum", Need::Optional, integer(t.gradAccum), nullptr},
+      {"global_batch", Need::Optional, integer(t.globalBatch), nullptr},
       {"precision", Need::Optional,
        oneOf<Precision>(t.precision,
                         spellingsOf<Precision>(getMaxEnumValForPrecision()),
@@ -833,20 +837,26 @@ bool Analyzer::readOptimizer(const Value &v, const std::string &path) {
                       return readReal(e, p, element++ ? o.beta2 : o.beta1);
                     });
   };
+  ValueReader decay = oneOf<WeightDecayScope>(
+      o.decay,
+      spellingsOf<WeightDecayScope>(getMaxEnumValForWeightDecayScope()),
+      "decay");
   Form forms[] = {
       {"adamw",
        true,
        {{"lr", Need::Required, real(o.lr)},
         {"betas", Need::Optional, betas},
         {"eps", Need::Optional, real(o.eps)},
-        {"weight_decay", Need::Optional, real(o.weightDecay)}},
+        {"weight_decay", Need::Optional, real(o.weightDecay)},
+        {"decay", Need::Optional, decay}},
        [&o] { o.kind = OptimizerKind::AdamW; },
        "adamw(lr = 1e-4)"},
       {"sgd",
        true,
        {{"lr", Need::Required, real(o.lr)},
         {"momentum", Need::Optional, real(o.momentum)},
-        {"weight_decay", Need::Optional, real(o.weightDecay)}},
+        {"weight_decay", Need::Optional, real(o.weightDecay)},
+        {"decay", Need::Optional, decay}},
        [&o] { o.kind = OptimizerKind::SGD; },
        "sgd(lr = 0.1)"},
   };
@@ -1414,5 +1424,15 @@ void plan::applyDerivedDefaults(PlanSpec &plan) {
       p.meshShard = c.gpusPerNode;
       break;
     }
+  }
+
+  // The accumulation that makes the global batch (every rank is data
+  // parallel). One that does not divide is the checker's error.
+  if (plan.isGiven("train.global_batch") && !plan.isGiven("train.grad_accum")) {
+    int64_t perMicroBatch = saturatingProduct(
+        t.microBatch, saturatingProduct(c.nodes, c.gpusPerNode));
+    if (perMicroBatch > 0 && t.globalBatch > 0 &&
+        t.globalBatch % perMicroBatch == 0)
+      t.gradAccum = t.globalBatch / perMicroBatch;
   }
 }

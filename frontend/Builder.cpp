@@ -437,6 +437,10 @@ OptimizerBuilder &OptimizerBuilder::weightDecay(double decay) {
   arguments.set("weight_decay", realValue(decay));
   return *this;
 }
+OptimizerBuilder &OptimizerBuilder::decay(WeightDecayScope scope) {
+  arguments.set("decay", nameValue(stringify(scope)));
+  return *this;
+}
 OptimizerBuilder &OptimizerBuilder::momentum(double momentum) {
   arguments.set("momentum", realValue(momentum));
   return *this;

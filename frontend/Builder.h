@@ -192,6 +192,8 @@ public:
   OptimizerBuilder &betas(double beta1, double beta2);
   OptimizerBuilder &eps(double eps);
   OptimizerBuilder &weightDecay(double decay);
+  /// Which parameters weight decay applies to (default: matrices).
+  OptimizerBuilder &decay(WeightDecayScope scope);
   /// SGD's `momentum`.
   OptimizerBuilder &momentum(double momentum);
 

@@ -186,6 +186,9 @@ static const IntegerRange integerRanges[] = {
      [](const PlanSpec &p) { return p.train.seqLen; }},
     {"train.grad_accum", 1, maxCount,
      [](const PlanSpec &p) { return p.train.gradAccum; }},
+    {"train.global_batch", 1, maxCount,
+     [](const PlanSpec &p) { return p.train.globalBatch; },
+     [](const PlanSpec &p) { return p.isGiven("train.global_batch"); }},
     {"train.steps", 0, maxInteger,
      [](const PlanSpec &p) { return p.train.steps; }},
     {"train.seed", 0, maxInteger,
@@ -203,9 +206,11 @@ static const IntegerRange integerRanges[] = {
 };
 
 static const RealRange realRanges[] = {
-    {"model.norm_eps", 0, true, unbounded, false,
+    // As the schedule reader checks them (runtime/format).
+    {"model.norm_eps", 0, true, 1, true,
      [](const PlanSpec &p) { return p.model.normEps; }},
-    {"model.rope_theta", 0, true, unbounded, false,
+    // A base below 1 turns RoPE's slowest rotation into its fastest.
+    {"model.rope_theta", 1, false, unbounded, false,
      [](const PlanSpec &p) { return p.model.ropeTheta; }, isLlama},
     // HF rejects llama3 rope scaling with factor < 1.
     {"model.rope_scaling.factor", 1, false, unbounded, false,
@@ -395,7 +400,7 @@ PlanChecker::firstWritten(std::initializer_list<StringRef> paths) const {
 /// A key applyDerivedDefaults fills in, and the keys it reads to do so.
 struct DerivedDefault {
   StringRef path;
-  std::array<StringRef, 3> sources; // unused ones empty
+  std::array<StringRef, 4> sources; // unused ones empty
 };
 static const DerivedDefault derivedDefaults[] = {
     {"parallel.mesh",
@@ -404,6 +409,9 @@ static const DerivedDefault derivedDefaults[] = {
     {"train.loss_scale", {"train.precision"}},
     {"model.kv_heads", {"model.heads"}},
     {"model.intermediate", {"model.hidden"}},
+    {"train.grad_accum",
+     {"train.global_batch", "train.micro_batch", "cluster.nodes",
+      "cluster.gpus_per_node"}},
 };
 
 // A default derived from a wrong key is no more reliable than that key.
@@ -523,6 +531,38 @@ void PlanChecker::checkModel() {
 void PlanChecker::checkRecipe() {
   const ModelSpec &m = plan.model;
   const TrainSpec &t = plan.train;
+  // global_batch = micro_batch x ranks x grad_accum, with grad_accum derived
+  // from it when not given.
+  if (plan.isGiven("train.global_batch") &&
+      reads({"train.global_batch", "train.micro_batch", "train.grad_accum",
+             "cluster.nodes", "cluster.gpus_per_node"})) {
+    int64_t ranks = plan.cluster.worldSize();
+    int64_t perMicroBatch = t.microBatch * ranks;
+    if (!plan.isGiven("train.grad_accum") && t.globalBatch % perMicroBatch) {
+      int64_t below = t.globalBatch / perMicroBatch * perMicroBatch;
+      std::string nearest =
+          below == 0 ? formatv("the smallest is {0}", perMicroBatch).str()
+                     : formatv("the nearest are {0} and {1}", below,
+                               below + perMicroBatch)
+                           .str();
+      auto d = error("train.global_batch",
+                     formatv("'train.global_batch' = {0} is not a multiple of "
+                             "micro_batch x ranks = {1} x {2} = {3}: no whole "
+                             "number of micro-batches per step makes it ({4})",
+                             t.globalBatch, t.microBatch, ranks,
+                             perMicroBatch, nearest));
+      note(d, "train.micro_batch", "micro_batch is set here");
+    } else if (plan.isGiven("train.grad_accum") &&
+               t.globalBatch != perMicroBatch * t.gradAccum) {
+      auto d = error("train.global_batch",
+                     formatv("'train.global_batch' = {0}, but micro_batch x "
+                             "ranks x grad_accum = {1} x {2} x {3} = {4}; "
+                             "give one of global_batch and grad_accum",
+                             t.globalBatch, t.microBatch, ranks, t.gradAccum,
+                             perMicroBatch * t.gradAccum));
+      note(d, "train.grad_accum", "grad_accum is set here");
+    }
+  }
   // The step program holds every unit's forward and backward for every
   // micro-batch: bounded, so that lowering a plan takes seconds, not
   // minutes and gigabytes (the embedding and the head are units too).

@@ -150,7 +150,7 @@ struct PlanImporter {
     const OptimizerSpec &o = t.optimizer;
     auto optimizer = OptimizerAttr::getChecked(
         errorAt("train.optimizer"), ctx, o.kind, F64(o.lr), F64(o.beta1),
-        F64(o.beta2), F64(o.eps), F64(o.weightDecay), F64(o.momentum));
+        F64(o.beta2), F64(o.eps), F64(o.weightDecay), F64(o.momentum), o.decay);
     auto lossScale = LossScaleAttr::getChecked(
         errorAt("train.loss_scale"), ctx, t.lossScale.kind,
         F64(t.lossScale.initial), t.lossScale.growthInterval);

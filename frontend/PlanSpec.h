@@ -34,6 +34,7 @@ namespace plan {
   }
 PLAN_ENUM_STRINGIFY(ModelFamily)
 PLAN_ENUM_STRINGIFY(BertHead)
+PLAN_ENUM_STRINGIFY(WeightDecayScope)
 PLAN_ENUM_STRINGIFY(OptimizerKind)
 PLAN_ENUM_STRINGIFY(Precision)
 PLAN_ENUM_STRINGIFY(DType)
@@ -125,6 +126,7 @@ struct OptimizerSpec {
   double lr = 1e-4;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8; // adamw
   double weightDecay = 0.0;
+  WeightDecayScope decay = WeightDecayScope::Matrices;
   double momentum = 0.0; // sgd
   bool operator==(const OptimizerSpec &) const = default;
 };
@@ -148,6 +150,9 @@ struct TrainSpec {
   int64_t microBatch = 1;
   int64_t seqLen = 0;
   int64_t gradAccum = 1;
+  /// Sequences per optimizer step over all ranks; 0 when not given (then it
+  /// is micro_batch x grad_accum x the data-parallel ranks).
+  int64_t globalBatch = 0;
   Precision precision = Precision::FP32;
   LossScaleSpec lossScale;
   DType reduceDtype = DType::F32;

@@ -192,7 +192,8 @@ LogicalResult ClusterAttr::verify(EmitErrorFn emitError, int64_t nodes,
 
 LogicalResult OptimizerAttr::verify(EmitErrorFn emitError, OptimizerKind kind,
                                     F64 lr, F64 beta1, F64 beta2, F64 eps,
-                                    F64 weightDecay, F64 momentum) {
+                                    F64 weightDecay, F64 momentum,
+                                    WeightDecayScope) {
   if (failed(checkPositive(emitError, "lr", lr)) ||
       failed(checkPositive(emitError, "eps", eps)) ||
       failed(checkNonNegative(emitError, "weight_decay", weightDecay)))

@@ -125,7 +125,9 @@ def Plan_OptimizerAttr : Plan_Attr<"Optimizer", "optimizer"> {
     F64Param<"", "0.999">:$beta2,
     F64Param<"", "1e-8">:$eps,
     F64Param<"", "0.0">:$weight_decay,
-    F64Param<"", "0.0">:$momentum);
+    F64Param<"", "0.0">:$momentum,
+    EnumParam<Plan_WeightDecayScope,
+              "::plan::WeightDecayScope::Matrices">:$decay);
   let genVerifyDecl = 1;
 }
 

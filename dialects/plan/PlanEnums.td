@@ -32,6 +32,14 @@ def Plan_OptimizerKind : Plan_Enum<"OptimizerKind", "optimizer", [
   I32EnumAttrCase<"AdamW", 0, "adamw">,
   I32EnumAttrCase<"SGD", 1, "sgd">]>;
 
+// Which parameters an optimizer's weight_decay applies to: `matrices`, those
+// of two or more dimensions (as the HF Trainer and Megatron: no decay on
+// norm scales and biases), or `all` (torch.optim's one param group).
+def Plan_WeightDecayScope : Plan_Enum<"WeightDecayScope",
+                                      "parameters weight decay applies to", [
+  I32EnumAttrCase<"Matrices", 0, "matrices">,
+  I32EnumAttrCase<"All", 1, "all">]>;
+
 def Plan_Precision : Plan_Enum<"Precision", "training precision recipe", [
   I32EnumAttrCase<"FP32", 0, "fp32">,
   I32EnumAttrCase<"BF16Mixed", 1, "bf16_mixed">,

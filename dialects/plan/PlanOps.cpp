@@ -144,9 +144,6 @@ LogicalResult PlanOp::verify() {
     return emitOpError("seq_len ")
            << getTrain().getSeqLen() << " exceeds the model's max_seq_len "
            << getModel().getMaxSeqLen();
-  if (getParallel().getSharding() == Sharding::HybridShard &&
-      getCluster().getNodes() < 2)
-    return emitOpError("hybrid_shard needs more than one node");
   // Parameter names are unique across the plan (they are the HF names).
   llvm::StringSet<> names;
   for (auto param : getBody().getOps<UnitOp>()) {

@@ -25,6 +25,7 @@ def : Sched_RuntimeEnum<Plan_ModelFamily>;
 def : Sched_RuntimeEnum<Plan_BertHead>;
 def : Sched_RuntimeEnum<Plan_UnitKind>;
 def : Sched_RuntimeEnum<Plan_OptimizerKind>;
+def : Sched_RuntimeEnum<Plan_WeightDecayScope>;
 def : Sched_RuntimeEnum<Plan_Precision>;
 def : Sched_RuntimeEnum<Plan_DType>;
 def : Sched_RuntimeEnum<Plan_LossScaleKind>;

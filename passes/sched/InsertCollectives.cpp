@@ -464,17 +464,18 @@ void ProgramDistribution::distributeNoShard() {
   }
 }
 
-// ZeRO-1: full parameters, sharded optimizer state. Each rank steps its shard
-// of the parameters and the updated shards are all-gathered back into the
-// full parameters. Gradients follow grad_sync: with last_micro_batch (or one
-// micro-batch) the full gradient accumulates locally and is reduce-scattered
-// once; with every_micro_batch each micro-batch's gradient goes through a
-// transient full buffer that is reduce-scattered into the persistent
-// gradient, which is then a shard (sharded accumulation: less memory, more
-// traffic).
+// ZeRO-1/2 (DeepSpeed's stages 1 and 2): full parameters, sharded optimizer
+// state. Each rank steps its shard of the parameters and the updated shards
+// are all-gathered back into the full parameters. Gradients follow
+// grad_sync: with every_micro_batch (also with one micro-batch) each
+// micro-batch's gradient goes through a transient full buffer that is
+// reduce-scattered into the persistent gradient, which is then a shard
+// (stage 2); with last_micro_batch the full gradient accumulates locally
+// over the micro-batches and is reduce-scattered once (stage 1: more memory,
+// less traffic).
 void ProgramDistribution::distributeZero1() {
   Location loc = program.getLoc();
-  bool shardedAccumulation = syncsEveryMicroBatch() && microBatches > 1;
+  bool shardedAccumulation = syncsEveryMicroBatch();
   for (auto [index, state] : llvm::enumerate(groups)) {
     resizeStateToShards(state, /*paramsAndGrads=*/false);
     Value gradShard;

@@ -12,6 +12,7 @@
 
 #include "Executor.h"
 #include "DTypes.h"
+#include "Format.h"
 #include "LRSchedule.h"
 #include "Optimizer.h"
 
@@ -113,6 +114,7 @@ struct Executor::Impl {
   // first waits for the asynchronous copies that touched host memory).
   std::vector<bool> hostSide;
   std::vector<int64_t> stepsTaken; // non-skipped steps by group
+  std::map<int64_t, DecayMask> decayMasks; // by group, made at its 1st step
   std::vector<Event> events;
   int64_t totalSteps = 0;
   bool traceMemory = false;
@@ -225,9 +227,21 @@ struct Executor::Impl {
 };
 
 void Executor::Impl::allocate() {
-  for (Space space : {Space::Device, Space::Host, Space::PinnedHost})
-    arenas[static_cast<size_t>(space)] =
-        backend.allocateArena(space, schedule.arenaSize(space));
+  for (Space space : {Space::Device, Space::Host, Space::PinnedHost}) {
+    int64_t bytes = schedule.arenaSize(space);
+    try {
+      arenas[static_cast<size_t>(space)] =
+          backend.allocateArena(space, bytes);
+    } catch (const std::exception &) {
+      // The allocator's own message is several lines of its internals
+      // (c10's "[enforce fail at alloc_cpu.cpp...]", std::bad_alloc).
+      throw ExecutionError("cannot allocate the " + std::to_string(bytes) +
+                           "-byte " + toString(space) +
+                           " arena the schedule plans (" +
+                           support::formatBytes(bytes) +
+                           "): not enough memory on this machine");
+    }
+  }
   buffers.resize(schedule.buffers.size());
   for (size_t id = 0; id < schedule.buffers.size(); ++id) {
     const Buffer &b = schedule.buffers[id];
@@ -497,7 +511,21 @@ void Executor::Impl::run(const ops::OptimizerStep &op) {
       train.gradClip > 0 ? clipCoefficient(totalNorm, train.gradClip) : 1.0;
   at::Tensor grad = stepGradient(buffers[op.grads], invLossScale, clip);
   int64_t t = ++stepsTaken[op.group];
-  optimizerUpdate(train.optimizer, params, grad, state, lr, t);
+  auto mask = decayMasks.find(op.group);
+  if (mask == decayMasks.end()) {
+    // The step updates the group's whole flat vector or this rank's shard
+    // of it (the reader checked the sizes).
+    const Group &group = schedule.groups[op.group];
+    int64_t first = params.numel() == group.paddedNumel
+                        ? 0
+                        : comm.groupRank(GroupAxis::Shard) * group.shardNumel;
+    mask = decayMasks
+               .emplace(op.group,
+                        decayMask(schedule, group, first, params.numel(),
+                                  train.optimizer.decay))
+               .first;
+  }
+  optimizerUpdate(train.optimizer, params, grad, state, lr, t, mask->second);
 }
 
 void Executor::Impl::execute(size_t index) {

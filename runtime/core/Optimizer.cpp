@@ -11,6 +11,72 @@
 
 namespace plan::rt {
 
+DecayMask decayMask(const Schedule &schedule, const Group &group,
+                    int64_t first, int64_t numel, WeightDecayScope scope) {
+  DecayMask mask;
+  if (scope == WeightDecayScope::All)
+    return mask;
+  mask.all = false;
+  const int64_t end = first + numel;
+  int64_t unitStart = 0; // of the unit in the group's flat vector
+  for (const std::string &unitName : group.units) {
+    const Unit *unit = nullptr;
+    for (const Unit &u : schedule.units)
+      if (u.name == unitName)
+        unit = &u;
+    if (!unit)
+      throw std::runtime_error("group '" + group.name + "' names unit '" +
+                               unitName + "', which the schedule lacks");
+    for (const Param &param : unit->params) {
+      if (!param.tiedTo.empty() || param.shape.size() < 2)
+        continue;
+      int64_t size = 1;
+      for (int64_t d : param.shape)
+        size *= d;
+      int64_t b = std::max(unitStart + param.offset, first);
+      int64_t e = std::min(unitStart + param.offset + size, end);
+      if (b >= e)
+        continue;
+      // Adjacent matrices make one range.
+      if (!mask.ranges.empty() && mask.ranges.back().second == b - first)
+        mask.ranges.back().second = e - first;
+      else
+        mask.ranges.emplace_back(b - first, e - first);
+    }
+    unitStart += unit->numel;
+  }
+  return mask;
+}
+
+namespace {
+
+/// Calls `f(begin, end, decayed)` for consecutive ranges covering [begin,
+/// end) of a buffer, each wholly decayed or not under `mask`.
+template <typename F>
+void forEachDecayRun(const DecayMask &mask, int64_t begin, int64_t end, F f) {
+  if (mask.all) {
+    if (begin < end)
+      f(begin, end, true);
+    return;
+  }
+  int64_t at = begin;
+  for (const auto &[b, e] : mask.ranges) {
+    if (e <= at)
+      continue;
+    if (b >= end)
+      break;
+    if (b > at)
+      f(at, b, false);
+    int64_t stop = std::min(e, end);
+    f(std::max(b, at), stop, true);
+    at = stop;
+  }
+  if (at < end)
+    f(at, end, false);
+}
+
+} // namespace
+
 double clipCoefficient(double totalNorm, double maxNorm) {
   if (maxNorm <= 0)
     return 1.0;
@@ -42,10 +108,19 @@ at::Tensor stepGradient(const at::Tensor &grads, double invLossScale,
 
 void adamwStep(at::Tensor &params, const at::Tensor &grad, at::Tensor &expAvg,
                at::Tensor &expAvgSq, const OptimizerConfig &config, double lr,
-               int64_t t) {
+               int64_t t, const DecayMask &mask) {
   // torch/optim/adam.py _single_tensor_adam (decoupled_weight_decay=True),
-  // with the same Python-float (double) scalars.
-  params.mul_(1 - lr * config.weightDecay);
+  // with the same Python-float (double) scalars; a parameter of a group
+  // without decay is not multiplied at all.
+  if (mask.all)
+    params.mul_(1 - lr * config.weightDecay);
+  else
+    forEachDecayRun(mask, 0, params.numel(),
+                    [&](int64_t b, int64_t e, bool decayed) {
+                      if (decayed)
+                        params.narrow(0, b, e - b).mul_(
+                            1 - lr * config.weightDecay);
+                    });
   expAvg.lerp_(grad, 1 - config.beta1);
   expAvgSq.mul_(config.beta2).addcmul_(grad, grad, 1 - config.beta2);
   double biasCorrection1 = 1 - std::pow(config.beta1, static_cast<double>(t));
@@ -153,7 +228,8 @@ bool denseFloat(const at::Tensor &t) {
 
 bool adamwStepParallel(at::Tensor &params, const at::Tensor &grad,
                        at::Tensor &expAvg, at::Tensor &expAvgSq,
-                       const OptimizerConfig &config, double lr, int64_t t) {
+                       const OptimizerConfig &config, double lr, int64_t t,
+                       const DecayMask &mask) {
   int64_t n = params.numel();
   if (!canRunFusedLoop() || !denseFloat(params) || !denseFloat(grad) ||
       !denseFloat(expAvg) || !denseFloat(expAvgSq) || grad.numel() != n ||
@@ -173,6 +249,8 @@ bool adamwStepParallel(at::Tensor &params, const at::Tensor &grad,
   s.biasCorrection2Sqrt = static_cast<float>(std::sqrt(biasCorrection2));
   s.eps = static_cast<float>(config.eps);
   s.step = static_cast<float>(-stepSize);
+  AdamWScalars undecayed = s;
+  undecayed.decay = 1.0f; // p * 1.0f is p: as no mul_ at all
   float *p = params.data_ptr<float>();
   const float *g = grad.const_data_ptr<float>();
   float *m = expAvg.data_ptr<float>();
@@ -184,7 +262,11 @@ bool adamwStepParallel(at::Tensor &params, const at::Tensor &grad,
     at::Tensor root = at::empty({std::min(kBlock, end - begin)}, at::kFloat);
     for (int64_t b = begin; b < end; b += kBlock) {
       int64_t len = std::min(kBlock, end - b);
-      adamwMoments(p + b, g + b, m + b, v + b, len, s);
+      forEachDecayRun(mask, b, b + len,
+                      [&](int64_t rb, int64_t re, bool decayed) {
+                        adamwMoments(p + rb, g + rb, m + rb, v + rb, re - rb,
+                                     decayed ? s : undecayed);
+                      });
       at::Tensor blockRoot = root.narrow(0, 0, len);
       at::sqrt_out(blockRoot, expAvgSq.narrow(0, b, len));
       adamwUpdate(p + b, m + b, blockRoot.const_data_ptr<float>(), len, s);
@@ -195,23 +277,55 @@ bool adamwStepParallel(at::Tensor &params, const at::Tensor &grad,
 
 void fusedAdamWStep(at::Tensor &params, const at::Tensor &grad,
                     at::Tensor &expAvg, at::Tensor &expAvgSq,
-                    const OptimizerConfig &config, double lr, int64_t t) {
+                    const OptimizerConfig &config, double lr, int64_t t,
+                    const DecayMask &mask) {
   // torch.optim.AdamW(fused=True): the state step is an fp32 tensor on the
   // parameters' device that the optimizer increments before the kernel.
   at::Tensor stepCount =
       at::full({}, static_cast<double>(t), params.options().dtype(at::kFloat));
-  at::_fused_adamw_({params}, {grad}, {expAvg}, {expAvgSq}, {}, {stepCount}, lr,
-                    config.beta1, config.beta2, config.weightDecay, config.eps,
-                    /*amsgrad=*/false, /*maximize=*/false);
+  if (mask.all) {
+    at::_fused_adamw_({params}, {grad}, {expAvg}, {expAvgSq}, {}, {stepCount},
+                      lr, config.beta1, config.beta2, config.weightDecay,
+                      config.eps, /*amsgrad=*/false, /*maximize=*/false);
+    return;
+  }
+  // Torch's two param groups: one call per group, each over its ranges.
+  for (bool decayed : {true, false}) {
+    std::vector<at::Tensor> p, g, m, v, steps;
+    forEachDecayRun(mask, 0, params.numel(),
+                    [&](int64_t b, int64_t e, bool isDecayed) {
+                      if (isDecayed != decayed)
+                        return;
+                      p.push_back(params.narrow(0, b, e - b));
+                      g.push_back(grad.narrow(0, b, e - b));
+                      m.push_back(expAvg.narrow(0, b, e - b));
+                      v.push_back(expAvgSq.narrow(0, b, e - b));
+                      steps.push_back(stepCount);
+                    });
+    if (!p.empty())
+      at::_fused_adamw_(p, g, m, v, {}, steps, lr, config.beta1, config.beta2,
+                        decayed ? config.weightDecay : 0.0, config.eps,
+                        /*amsgrad=*/false, /*maximize=*/false);
+  }
 }
 
 void sgdStep(at::Tensor &params, const at::Tensor &grad,
              at::Tensor &momentumBuf, const OptimizerConfig &config, double lr,
-             int64_t t) {
+             int64_t t, const DecayMask &mask) {
   // torch/optim/sgd.py _single_tensor_sgd, dampening 0, nesterov off.
   at::Tensor dp = grad;
-  if (config.weightDecay != 0)
+  if (config.weightDecay != 0 && mask.all) {
     dp = dp.add(params, config.weightDecay);
+  } else if (config.weightDecay != 0) {
+    dp = grad.clone(); // as many bytes as the add's result
+    forEachDecayRun(mask, 0, params.numel(),
+                    [&](int64_t b, int64_t e, bool decayed) {
+                      if (decayed)
+                        dp.narrow(0, b, e - b)
+                            .add_(params.narrow(0, b, e - b),
+                                  config.weightDecay);
+                    });
+  }
   if (config.momentum != 0) {
     if (t == 1)
       momentumBuf.copy_(dp);
@@ -224,7 +338,7 @@ void sgdStep(at::Tensor &params, const at::Tensor &grad,
 
 void optimizerUpdate(const OptimizerConfig &config, at::Tensor &params,
                      const at::Tensor &grad, std::vector<at::Tensor> &state,
-                     double lr, int64_t t) {
+                     double lr, int64_t t, const DecayMask &mask) {
   auto expected = static_cast<size_t>(optimizerStateCount(config));
   if (state.size() != expected)
     throw std::runtime_error(std::string(toString(config.kind)) + " needs " +
@@ -234,17 +348,18 @@ void optimizerUpdate(const OptimizerConfig &config, at::Tensor &params,
   switch (config.kind) {
   case OptimizerKind::AdamW:
     if (params.is_cuda()) {
-      fusedAdamWStep(params, grad, state[0], state[1], config, lr, t);
+      fusedAdamWStep(params, grad, state[0], state[1], config, lr, t, mask);
       return;
     }
     if (params.numel() > kParallelAdamWMinNumel &&
-        adamwStepParallel(params, grad, state[0], state[1], config, lr, t))
+        adamwStepParallel(params, grad, state[0], state[1], config, lr, t,
+                          mask))
       return;
-    adamwStep(params, grad, state[0], state[1], config, lr, t);
+    adamwStep(params, grad, state[0], state[1], config, lr, t, mask);
     return;
   case OptimizerKind::SGD: {
     at::Tensor none;
-    sgdStep(params, grad, expected ? state[0] : none, config, lr, t);
+    sgdStep(params, grad, expected ? state[0] : none, config, lr, t, mask);
     return;
   }
   }

@@ -16,9 +16,26 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace plan::rt {
+
+/// The elements of a flat parameter buffer that weight decay applies to:
+/// every one, or those in `ranges` (sorted, disjoint [begin, end) element
+/// ranges of the buffer).
+struct DecayMask {
+  bool all = true;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+};
+
+/// The mask of `numel` elements of group `group`'s flat vector from element
+/// `first` on (a rank's shard, or all of it) under `scope`: with `Matrices`,
+/// the elements of parameters of two or more dimensions (linear weights,
+/// embeddings), not norm scales or biases, as the HF Trainer's and
+/// Megatron's parameter groups; padding is in no range.
+DecayMask decayMask(const Schedule &schedule, const Group &group,
+                    int64_t first, int64_t numel, WeightDecayScope scope);
 
 /// clip_grad_norm_'s multiplier: maxNorm / (totalNorm + 1e-6), at most 1.
 /// 1 when maxNorm <= 0 (clipping off).
@@ -33,7 +50,7 @@ at::Tensor stepGradient(const at::Tensor &grads, double invLossScale,
 /// torch.optim.AdamW, non-amsgrad: `t` is the 1-based step count.
 void adamwStep(at::Tensor &params, const at::Tensor &grad, at::Tensor &expAvg,
                at::Tensor &expAvgSq, const OptimizerConfig &config, double lr,
-               int64_t t);
+               int64_t t, const DecayMask &mask = {});
 
 /// adamwStep's update in one multithreaded pass over memory (at::parallel_for
 /// over cache-sized blocks, each updated completely while it is in cache),
@@ -44,29 +61,34 @@ void adamwStep(at::Tensor &params, const at::Tensor &grad, at::Tensor &expAvg,
 /// an x86 CPU without AVX2/FMA.
 bool adamwStepParallel(at::Tensor &params, const at::Tensor &grad,
                        at::Tensor &expAvg, at::Tensor &expAvgSq,
-                       const OptimizerConfig &config, double lr, int64_t t);
+                       const OptimizerConfig &config, double lr, int64_t t,
+                       const DecayMask &mask = {});
 
 /// torch.optim.AdamW(fused=True) on any device ATen has the fused kernel
 /// for (CUDA): at::_fused_adamw_ with an fp32 step-count tensor holding `t`.
+/// With a mask, two calls as torch's two param groups: the decayed ranges
+/// with weight_decay, the others without.
 void fusedAdamWStep(at::Tensor &params, const at::Tensor &grad,
                     at::Tensor &expAvg, at::Tensor &expAvgSq,
-                    const OptimizerConfig &config, double lr, int64_t t);
+                    const OptimizerConfig &config, double lr, int64_t t,
+                    const DecayMask &mask = {});
 
 /// torch.optim.SGD without dampening or nesterov; `momentumBuf` is undefined
 /// when momentum is 0. On step 1 the buffer takes the gradient (torch's
 /// clone of the first d_p).
 void sgdStep(at::Tensor &params, const at::Tensor &grad,
              at::Tensor &momentumBuf, const OptimizerConfig &config, double lr,
-             int64_t t);
+             int64_t t, const DecayMask &mask = {});
 
 /// Dispatches on config.kind; `state` is (exp_avg, exp_avg_sq) for adamw,
 /// (momentum) or () for sgd. AdamW on CUDA params runs fusedAdamWStep, on
 /// CPU params of more than kParallelAdamWMinNumel elements
 /// adamwStepParallel, otherwise adamwStep; SGD runs sgdStep everywhere. Throws
 /// std::runtime_error for a state list that does not fit the optimizer.
+/// `mask` says which elements config.weightDecay applies to.
 void optimizerUpdate(const OptimizerConfig &config, at::Tensor &params,
                      const at::Tensor &grad, std::vector<at::Tensor> &state,
-                     double lr, int64_t t);
+                     double lr, int64_t t, const DecayMask &mask = {});
 
 /// GradScaler.update's rule for one step: on overflow the scale halves and
 /// the growth tracker restarts; otherwise after `growthInterval` clean steps

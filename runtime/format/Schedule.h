@@ -34,7 +34,8 @@ namespace plan::rt {
 
 /// 2: ops are the generated op table's (fields named as in the sched
 /// dialect), configuration strings are checked keywords.
-inline constexpr uint32_t kScheduleFormatVersion = 2;
+/// 3: the optimizer's `decay` (which parameters weight decay applies to).
+inline constexpr uint32_t kScheduleFormatVersion = 3;
 
 /// A buffer's element type: the IR's float types, spelled as in MLIR.
 enum class ElementType : uint8_t { F32, BF16, F16 };
@@ -106,6 +107,8 @@ struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::AdamW;
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0,
          momentum = 0;
+  /// Which parameters weightDecay applies to (decayMask).
+  WeightDecayScope decay = WeightDecayScope::Matrices;
 };
 
 /// The state buffers an optimizer keeps per parameter buffer, in the order

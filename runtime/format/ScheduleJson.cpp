@@ -213,6 +213,7 @@ Json trainToJson(const TrainConfig &t) {
   o["beta2"] = t.optimizer.beta2;
   o["eps"] = t.optimizer.eps;
   o["weight_decay"] = t.optimizer.weightDecay;
+  o["decay"] = toString(t.optimizer.decay);
   o["momentum"] = t.optimizer.momentum;
   Json ls;
   ls["kind"] = toString(t.lossScale.kind);
@@ -249,6 +250,7 @@ TrainConfig trainFromJson(const JsonReader &r, const Json &j,
   t.optimizer.beta2 = r.getNumber(o, op, "beta2");
   t.optimizer.eps = r.getNumber(o, op, "eps");
   t.optimizer.weightDecay = r.getNumber(o, op, "weight_decay");
+  t.optimizer.decay = r.getKeyword<WeightDecayScope>(o, op, "decay");
   t.optimizer.momentum = r.getNumber(o, op, "momentum");
   t.microBatch = r.getInt(j, at, "micro_batch");
   t.seqLen = r.getInt(j, at, "seq_len");

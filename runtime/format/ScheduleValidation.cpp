@@ -13,7 +13,12 @@
 
 #include "ScheduleFile.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <optional>
 #include <initializer_list>
 #include <type_traits>
 #include <unordered_map>
@@ -80,6 +85,22 @@ private:
       error(std::string(field) + " is not a finite number");
   }
 
+  /// A finite value in [min, max] (`(min` when minOpen, `max)` when maxOpen):
+  /// what the plan's checker allows, so that an edited file cannot run a
+  /// recipe no plan can state.
+  void inRange(double value, const char *field, double min, bool minOpen,
+               double max, bool maxOpen) const {
+    finite(value, field);
+    bool low = minOpen ? value > min : value >= min;
+    bool high = maxOpen ? value < max : value <= max;
+    if (!low || !high) {
+      char text[160];
+      std::snprintf(text, sizeof text, "%s is %g, outside %s%g, %g%s", field,
+                    value, minOpen ? "(" : "[", min, max, maxOpen ? ")" : "]");
+      error(text);
+    }
+  }
+
   /// A schedule built in memory can hold any value of an enumeration's
   /// underlying type; a file only the keywords.
   template <typename E> void known(E value, const std::string &field) const {
@@ -93,6 +114,7 @@ private:
     known(s.model.family, "model.family");
     known(s.model.bertHead, "model.bert_head");
     known(s.train.optimizer.kind, "train.optimizer.kind");
+    known(s.train.optimizer.decay, "train.optimizer.decay");
     known(s.train.precision, "train.precision");
     known(s.train.lossScale.kind, "train.loss_scale.kind");
     known(s.train.reduceDtype, "train.reduce_dtype");
@@ -148,15 +170,48 @@ private:
     finite(d.pcieBandwidth, "cluster.device.pcie_bandwidth");
     finite(s.cluster.interNodeBandwidth, "cluster.inter_node_bandwidth");
     const TrainConfig &t = s.train;
-    finite(t.optimizer.lr, "train.optimizer.lr");
-    finite(t.optimizer.beta1, "train.optimizer.beta1");
-    finite(t.optimizer.beta2, "train.optimizer.beta2");
-    finite(t.optimizer.eps, "train.optimizer.eps");
-    finite(t.optimizer.weightDecay, "train.optimizer.weight_decay");
-    finite(t.optimizer.momentum, "train.optimizer.momentum");
-    finite(t.lossScale.initial, "train.loss_scale.initial");
-    finite(t.gradClip, "train.grad_clip");
-    finite(t.lrSchedule.minLrRatio, "train.lr_schedule.min_lr_ratio");
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    inRange(t.optimizer.lr, "train.optimizer.lr", 0, true, inf, true);
+    inRange(t.optimizer.beta1, "train.optimizer.beta1", 0, false, 1, true);
+    inRange(t.optimizer.beta2, "train.optimizer.beta2", 0, false, 1, true);
+    inRange(t.optimizer.eps, "train.optimizer.eps", 0, true, inf, true);
+    inRange(t.optimizer.weightDecay, "train.optimizer.weight_decay", 0, false,
+            inf, true);
+    inRange(t.optimizer.momentum, "train.optimizer.momentum", 0, false, 1,
+            true);
+    if (t.lossScale.kind != LossScaleKind::None) {
+      inRange(t.lossScale.initial, "train.loss_scale.initial", 0, true, inf,
+              true);
+      if (t.lossScale.growthInterval < 1)
+        error("train.loss_scale.growth_interval must be at least 1");
+    }
+    inRange(t.gradClip, "train.grad_clip", 0, false, inf, true);
+    inRange(t.lrSchedule.minLrRatio, "train.lr_schedule.min_lr_ratio", 0,
+            false, 1, false);
+    if (t.lrSchedule.warmup < 0)
+      error("train.lr_schedule.warmup is negative");
+    if (t.steps < 0)
+      error("train.steps is negative");
+    // The model: sizes that make a model, and the numbers its math takes.
+    // (A program without units is a test's fragment of one: nothing runs a
+    // model there.)
+    if (s.units.empty())
+      return;
+    if (m.vocab < 1 || m.hidden < 1 || m.intermediate < 1 || m.layers < 1 ||
+        m.heads < 1 || m.kvHeads < 1 || m.maxSeqLen < 1)
+      error("model: vocab, hidden, intermediate, layers, heads, kv_heads and "
+            "max_seq_len must be at least 1");
+    if (m.hidden % m.heads != 0 || m.heads % m.kvHeads != 0)
+      error("model: hidden " + std::to_string(m.hidden) + ", heads " +
+            std::to_string(m.heads) + " and kv_heads " +
+            std::to_string(m.kvHeads) +
+            " do not divide (hidden by heads, heads by kv_heads)");
+    if (t.seqLen > m.maxSeqLen)
+      error("train.seq_len " + std::to_string(t.seqLen) +
+            " exceeds model.max_seq_len " + std::to_string(m.maxSeqLen));
+    inRange(m.normEps, "model.norm_eps", 0, true, 1, true);
+    if (m.family == ModelFamily::Llama)
+      inRange(m.ropeTheta, "model.rope_theta", 1, false, inf, true);
   }
 
   void checkUnits() {
@@ -209,6 +264,16 @@ private:
         error(where + ": numel " + std::to_string(unit.numel) + " is not the " +
               std::to_string(next) + " elements its parameters store");
     }
+    int64_t blocks = 0;
+    if (s.units.empty())
+      return;
+    for (const Unit &unit : s.units)
+      blocks += unit.kind == UnitKind::LlamaBlock ||
+                unit.kind == UnitKind::GPT2Block ||
+                unit.kind == UnitKind::BertBlock;
+    if (blocks != s.model.layers)
+      error("model.layers is " + std::to_string(s.model.layers) +
+            ", but the units hold " + std::to_string(blocks) + " layers");
     tiedUnit.assign(s.units.size(), -1);
     for (size_t u = 0; u < s.units.size(); ++u) {
       for (const Param &p : s.units[u].params) {
@@ -234,6 +299,17 @@ private:
         tiedUnit[u] = it->second.unit;
       }
     }
+    bool tied = std::any_of(tiedUnit.begin(), tiedUnit.end(),
+                            [](int64_t t) { return t >= 0; });
+    // BERT's classification head has no decoder to tie.
+    bool tiesSomething =
+        s.model.tieEmbeddings &&
+        !(s.model.family == ModelFamily::Bert &&
+          s.model.bertHead == BertHead::SequenceClassification);
+    if (tied != tiesSomething)
+      error(std::string("model.tie_embeddings is ") +
+            (s.model.tieEmbeddings ? "true" : "false") + ", but " +
+            (tied ? "a parameter is tied" : "no parameter is tied"));
   }
 
   void checkGroups() {
@@ -371,6 +447,7 @@ private:
 
   void checkOps();
 
+public:
   std::unordered_map<std::string, size_t> unitIndex, groupIndex;
 };
 
@@ -425,6 +502,32 @@ public:
       fail(std::string(params.name) + " " + v.bufferName(p) + " has " +
            std::to_string(numel(p)) + " elements, unit '" + u.name +
            "' stores " + std::to_string(u.numel));
+    // Views into a group's whole persistent vector: the unit's own elements
+    // (another unit's of the same size would train the wrong weights).
+    int64_t offset = 0, b = p;
+    while (v.s.buffers[b].kind == Buffer::Kind::View) {
+      offset += v.s.buffers[b].viewOffset;
+      b = v.s.buffers[b].source;
+    }
+    const Buffer &root = v.s.buffers[b];
+    if (root.kind == Buffer::Kind::Alloc && !root.group.empty() &&
+        !root.sharded) {
+      const Group &g = v.s.groups[v.groupIndex.at(root.group)];
+      int64_t start = 0;
+      bool found = false;
+      for (const std::string &name : g.units) {
+        if (name == u.name) {
+          found = true;
+          break;
+        }
+        start += v.s.units[v.unitIndex.at(name)].numel;
+      }
+      if (!found || offset != start)
+        fail(std::string(params.name) + " " + v.bufferName(p) +
+             " are elements [" + std::to_string(offset) + ", " +
+             std::to_string(offset + numel(p)) + ") of group '" + g.name +
+             "', not unit '" + u.name + "'s");
+    }
     int64_t tiedTo = v.tiedUnit[unit];
     if ((t >= 0) != (tiedTo >= 0))
       fail("unit '" + u.name + "' " +
@@ -494,6 +597,28 @@ void ScheduleValidator::checkOps() {
           std::to_string(s.ops.size()) + " ops that could signal them");
   std::vector<Life> life(s.buffers.size(), Life::NotYet);
   std::vector<EventState> events(s.numEvents, EventState::NotYet);
+  std::vector<int64_t> stepsOfGroup(s.groups.size(), 0);
+  // The allocations alive at each point, per memory space: their bytes in
+  // the arena must not overlap (start -> end, buffer).
+  std::map<Space, std::map<int64_t, std::pair<int64_t, int64_t>>> liveBytes;
+  auto place = [&](int64_t id, const std::string &where) {
+    const Buffer &b = s.buffers[id];
+    int64_t end = b.offset + b.numel * static_cast<int64_t>(
+                                           elementBytes(b.type));
+    auto &live = liveBytes[b.space];
+    auto next = live.lower_bound(b.offset);
+    std::optional<int64_t> clash;
+    if (next != live.end() && next->first < end)
+      clash = next->second.second;
+    if (next != live.begin() && std::prev(next)->second.first > b.offset)
+      clash = std::prev(next)->second.second;
+    if (clash)
+      error(where + ": " + bufferName(id) + " at bytes [" +
+            std::to_string(b.offset) + ", " + std::to_string(end) +
+            ") of the " + toString(b.space) + " arena overlaps " +
+            bufferName(*clash) + ", which is alive");
+    live[b.offset] = {end, id};
+  };
 
   for (size_t i = 0; i < s.ops.size(); ++i) {
     const Op &op = s.ops[i];
@@ -535,6 +660,7 @@ void ScheduleValidator::checkOps() {
         if (s.buffers[b].persistent)
           fail(bufferName(b) + " is persistent and is never freed");
         life[b] = Life::Freed;
+        liveBytes[s.buffers[b].space].erase(s.buffers[b].offset);
         return;
       }
       alive(b, d.name);
@@ -567,6 +693,7 @@ void ScheduleValidator::checkOps() {
               if (life[value] != Life::NotYet)
                 fail(bufferName(value) + " is allocated twice");
               life[value] = Life::Live;
+              place(value, where);
             } else if constexpr (std::is_same_v<D, field::Event>) {
               eventId(value, d.name);
               if (events[value] == EventState::NotYet)
@@ -615,9 +742,22 @@ void ScheduleValidator::checkOps() {
           });
           OpChecker checker(*this, where);
           T::check(o, checker);
+          if constexpr (std::is_same_v<T, ops::OptimizerStep>)
+            ++stepsOfGroup[o.group];
         },
         op.body);
   }
+
+  // One step of every group's parameters per program: a second one would
+  // apply the update twice, a missing one leave the group untrained. (A
+  // program that steps no group at all is a test's fragment.)
+  bool steps = std::any_of(stepsOfGroup.begin(), stepsOfGroup.end(),
+                           [](int64_t n) { return n > 0; });
+  for (size_t g = 0; g < s.groups.size(); ++g)
+    if (stepsOfGroup[g] > 1 || (steps && stepsOfGroup[g] == 0))
+      error("group '" + s.groups[g].name + "' has " +
+            std::to_string(stepsOfGroup[g]) +
+            " optimizer_step ops, not one");
 
   for (int64_t e = 0; e < s.numEvents; ++e)
     if (events[e] != EventState::Waited)

@@ -20,7 +20,7 @@ single-rank no_shard run of the same model and precision:
 The full product (2 models x 5 strategies x 3 world sizes x 2 precisions x 2 offload x 3
 accumulation modes x 2 activation checkpointing = 720 runs) is too slow for CI, so the
 cases are a pairwise covering set: every pair of option values that can be combined
-appears together in at least one case. hybrid_shard needs two "nodes" of at least 2 ranks, so it only exists at world 4;
+appears together in at least one case. hybrid_shard needs two replica groups of at least 2 ranks (mesh (2, 2) on one node), so it only exists at world 4;
 the pairs (hybrid_shard, world 1) and (hybrid_shard, world 2) are impossible, not missing.
 The script prints the cases, then one line per case, and ends with `N passed, N failed`.
 
@@ -108,7 +108,8 @@ def overrides(case, gpu=None):
             f"train.grad_accum={accum}", f"train.precision={case['precision']}",
             f"parallel.sharding={case['sharding']}", "train.steps=0"]
     if case["sharding"] == "hybrid_shard":
-        sets += ["cluster.nodes=2", "cluster.gpus_per_node=2"]
+        # Two replica groups of two shards each, on one node.
+        sets += ["cluster.nodes=1", "cluster.gpus_per_node=4", "parallel.mesh=(2, 2)"]
     else:
         sets += ["cluster.nodes=1", f"cluster.gpus_per_node={w}"]
     if gpu:

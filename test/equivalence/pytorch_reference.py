@@ -9,7 +9,9 @@ trained for STEPS steps twice:
     parameter names, the same initialisation (it reproduces the runtime's generator bit for
     bit; --dump-init also writes it as safetensors, which plan-run --init then loads for a
     third run to check --init), torch.optim.AdamW and HF's cosine schedule with warmup.
-Every step's loss must agree within RTOL relative. Both run fp32 on the CPU with the same
+Also with weight decay, on the matrices only (the HF Trainer's parameter groups, the plan's
+default) and on every parameter (`decay = all`, one param group), each against the reference
+with the same groups. Every step's loss must agree within RTOL relative. Both run fp32 on the CPU with the same
 kernels (LibTorch is PyTorch's C++ core); the differences are summation order (micro-batch
 and rank splits, per-unit vs whole-model autograd), so 1e-5 leaves two orders of magnitude
 of margin over fp32 roundoff accumulated over 10 steps.
@@ -38,6 +40,11 @@ def losses_of(path):
         return [json.loads(line)["loss"] for line in f if line.strip()]
 
 
+# Weight decay large enough (lr x decay = 1e-2 a step) that decaying the norm
+# weights and biases too changes the losses far beyond RTOL.
+WEIGHT_DECAY = 10.0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--planc", required=True)
@@ -47,25 +54,54 @@ def main():
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="plan-pytorch-ref-")
     passed = failed = 0
+
+    def reference(model, name, extra, init=None):
+        out = os.path.join(work, f"{model}-{name}.jsonl")
+        cmd = [sys.executable, "-W", "ignore", REFERENCE, "--model", model,
+               "--init-seed", "0", "--data", "synthetic", "--seed", "0",
+               "--steps", str(args.steps), "--micro-batch", str(MICRO_BATCH_TOTAL),
+               "--seq-len", str(SEQ_LEN), "--lr", "1e-3", "--lr-schedule", "cosine",
+               "--warmup", "2", "--min-lr-ratio", "0.1"] + extra
+        if init:
+            cmd += ["--dump-init", init]
+        with open(out, "w") as f:
+            subprocess.run(cmd, check=True, stdout=f)
+        return losses_of(out)
+
     for model in ("llama_tiny", "gpt2_tiny"):
         init = os.path.join(work, f"{model}-init.safetensors")
-        ref_out = os.path.join(work, f"{model}-ref.jsonl")
-        with open(ref_out, "w") as f:
-            subprocess.run([sys.executable, "-W", "ignore", REFERENCE, "--model", model,
-                            "--init-seed", "0", "--dump-init", init, "--data", "synthetic",
-                            "--seed", "0", "--steps", str(args.steps), "--micro-batch",
-                            str(MICRO_BATCH_TOTAL), "--seq-len", str(SEQ_LEN), "--lr", "1e-3",
-                            "--lr-schedule", "cosine", "--warmup", "2", "--min-lr-ratio", "0.1"],
-                           check=True, stdout=f)
-        ref = losses_of(ref_out)
-        for world, sharding, use_init in ((1, "no_shard", False), (2, "full_shard", False),
-                                          (2, "full_shard", True)):
+        refs = {
+            "none": reference(model, "ref", [], init),
+            # The HF Trainer's groups (no decay on 1-D parameters), and one
+            # group, as torch.optim.AdamW(model.parameters()).
+            "matrices": reference(model, "ref-matrices",
+                                  ["--weight-decay", str(WEIGHT_DECAY), "--decay", "matrices"]),
+            "all": reference(model, "ref-all",
+                             ["--weight-decay", str(WEIGHT_DECAY), "--decay", "all"]),
+        }
+        # The check below can tell the two apart.
+        apart = max(abs(a - b) / abs(b) for a, b in zip(refs["matrices"], refs["all"]))
+        ok = apart > 100 * RTOL
+        print(f"{'PASS' if ok else 'FAIL'} {model}: decay on matrices vs all differ by "
+              f"{apart:.2e} (more than 100 x {RTOL:g})")
+        passed += ok
+        failed += not ok
+        runs = [(1, "no_shard", False, "none"), (2, "full_shard", False, "none"),
+                (2, "full_shard", True, "none"), (1, "no_shard", False, "matrices"),
+                (2, "full_shard", False, "matrices"), (2, "full_shard", False, "all")]
+        for world, sharding, use_init, decay in runs:
             tag = f"{model} world={world} {sharding}" + (" --init" if use_init else "")
-            sched = os.path.join(work, f"{model}-{world}-{sharding}.sched")
-            metrics = os.path.join(work, f"{model}-{world}-{sharding}-{use_init}.jsonl")
+            if decay != "none":
+                tag += f" weight_decay={WEIGHT_DECAY:g} decay={decay}"
+            name = f"{model}-{world}-{sharding}-{decay}"
+            sched = os.path.join(work, f"{name}.sched")
+            metrics = os.path.join(work, f"{name}-{use_init}.jsonl")
             sets = [f"model={model}", f"train.seq_len={SEQ_LEN}",
                     f"train.micro_batch={MICRO_BATCH_TOTAL // world}", f"parallel.sharding={sharding}",
                     f"cluster.gpus_per_node={world}", "train.steps=0"]
+            if decay != "none":
+                sets.append(f"train.optimizer=adamw(lr = 1e-3, weight_decay = {WEIGHT_DECAY}, "
+                            f"decay = {decay})")
             cmd = [args.planc, args.plan, "-o", sched]
             for s in sets:
                 cmd += ["--set", s]
@@ -80,6 +116,7 @@ def main():
                 failed += 1
                 continue
             ours = losses_of(metrics)
+            ref = refs[decay]
             rel = max(abs(a - b) / abs(b) for a, b in zip(ours, ref))
             ok = len(ours) == len(ref) == args.steps and rel <= RTOL
             print(f"{'PASS' if ok else 'FAIL'} {tag}: max rel diff {rel:.2e} over {len(ours)} steps "

@@ -418,6 +418,9 @@ def main():
     p.add_argument("--betas", type=float, nargs=2, default=(0.9, 0.999))
     p.add_argument("--eps", type=float, default=1e-8)
     p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--decay", default="matrices", choices=["matrices", "all"],
+                   help="parameters weight decay applies to: those of 2+ dimensions "
+                        "(the HF Trainer's groups) or all (one param group)")
     p.add_argument("--lr-schedule", default="constant", choices=["constant", "linear", "cosine"])
     p.add_argument("--warmup", type=int, default=0)
     p.add_argument("--min-lr-ratio", type=float, default=0.0)
@@ -457,7 +460,13 @@ def main():
         source = TokenFile(args.data, cfg["vocab"]).sequence
 
     params = [t for _, t in named]
-    opt = torch.optim.AdamW(params, lr=args.lr, betas=tuple(args.betas), eps=args.eps,
+    if args.decay == "all":
+        groups = [{"params": [t for _, t in named]}]
+    else:
+        # The HF Trainer's groups: no decay on biases and norm weights.
+        groups = [{"params": [t for _, t in named if t.dim() >= 2]},
+                  {"params": [t for _, t in named if t.dim() < 2], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=args.lr, betas=tuple(args.betas), eps=args.eps,
                             weight_decay=args.weight_decay)
     per_step = args.grad_accum * args.dp * args.micro_batch
     for step in range(1, args.steps + 1):

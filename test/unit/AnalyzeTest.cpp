@@ -370,7 +370,7 @@ TEST(AnalyzeValid, ShardingAliases) {
                  {"zero0", Sharding::NoShard},
                  {"zero1", Sharding::Zero1},
                  {"shard_grad_op", Sharding::ShardGradOp},
-                 {"zero2", Sharding::ShardGradOp},
+                 {"zero2", Sharding::Zero1},
                  {"full_shard", Sharding::FullShard},
                  {"zero3", Sharding::FullShard}}) {
     SCOPED_TRACE(c.spelling);
@@ -823,7 +823,7 @@ TEST(AnalyzeKeys, UnknownKeySuggestsTheClosest) {
 TEST(AnalyzeKeys, UnknownKeyListsTheValidOnes) {
   EXPECT_EQ(errorsOf(withMinimal("train.colour = 1")),
             Diags{"4:7: error: unknown key 'colour' in 'train'; valid keys "
-                  "are: optimizer, micro_batch, seq_len, grad_accum, "
+                  "are: optimizer, micro_batch, seq_len, grad_accum, global_batch, "
                   "precision, loss_scale, reduce_dtype, "
                   "activation_checkpointing, grad_clip, lr_schedule, steps, "
                   "seed"});
@@ -1087,7 +1087,7 @@ TEST(AnalyzeValues, CallArguments) {
                   "did you mean 'weight_decay'?"});
   EXPECT_EQ(optimizerErrors("adamw(lr = 1e-3, wd = 0.1)"),
             Diags{"3:38: error: unknown argument 'wd' to 'adamw'; 'adamw' "
-                  "takes: lr, betas, eps, weight_decay"});
+                  "takes: lr, betas, eps, weight_decay, decay"});
   EXPECT_EQ(optimizerErrors("adamw(1e-3, lr = 1e-4)"),
             (Diags{"3:33: error: duplicate argument 'lr' to 'adamw'",
                    "3:27: note: previous value is here"}));

@@ -656,29 +656,84 @@ TEST(ScheduleFile, NewerVersionAsksForANewerReader) {
   std::string file = serializeSchedule(tiny());
   writeLE(file, 8, kScheduleFormatVersion + 1, 4);
   std::string error = parseError(file);
-  EXPECT_HAS(error, "t.sched: schedule format version 3 is newer");
+  EXPECT_HAS(error, "t.sched: schedule format version " +
+                        std::to_string(kScheduleFormatVersion + 1) +
+                        " is newer");
   EXPECT_HAS(error, "rebuild plan-run");
   writeLE(file, 8, 0, 4);
   EXPECT_HAS(parseError(file), "version 0 is not supported");
 }
 
-// Version 1 files (ops with v1 keys such as "axis" and "event") are refused
-// by their header, before their body is read: the plan must be compiled
-// again.
-TEST(ScheduleFile, VersionOneAsksToRecompile) {
-  ASSERT_EQ(kScheduleFormatVersion, 2u);
+// Older files (version 1: ops with keys such as "axis" and "event"; version
+// 2: no optimizer decay scope, so every parameter was decayed) are refused by
+// their header, before their body is read: the plan must be compiled again.
+TEST(ScheduleFile, OlderVersionsAskToRecompile) {
+  ASSERT_EQ(kScheduleFormatVersion, 3u);
   std::string body(std::string_view(serializeSchedule(tiny())).substr(kHeader));
   std::string error = parseError(wrap(body, 1));
   EXPECT_HAS(error, "t.sched: schedule format version 1 is not supported");
-  EXPECT_HAS(error, "this reader reads version 2");
+  EXPECT_HAS(error, "this reader reads version 3");
   EXPECT_HAS(error, "recompile the plan with planc");
+  EXPECT_HAS(parseError(wrap(body, 2)),
+             "schedule format version 2 is not supported");
   // Even with a body that a version 1 reader would have read.
   EXPECT_HAS(parseError(wrap("{}", 1)), "recompile the plan with planc");
   // In memory, a schedule of another version is neither valid nor written.
   Schedule old = tiny();
   old.version = 1;
-  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 2");
+  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 3");
   EXPECT_THROW(serializeSchedule(old), ScheduleFileError);
+}
+
+// What a file's checksum cannot catch: a body written with nonsense values
+// (a fuzzer's, or a hand edit resealed). Each ran before, with a flat loss,
+// a nan or a silent misconfiguration.
+TEST(ScheduleFile, MeaningIsValidatedOnRead) {
+  auto edited = [](const std::function<void(Schedule &)> &edit) {
+    Schedule s = tiny();
+    edit(s);
+    return validateError(s);
+  };
+  EXPECT_EQ(edited([](Schedule &) {}), "");
+  EXPECT_HAS(edited([](Schedule &s) { s.train.optimizer.lr = -1; }),
+             "train.optimizer.lr is -1, outside (0, inf)");
+  EXPECT_HAS(edited([](Schedule &s) { s.train.optimizer.beta1 = 1.0; }),
+             "train.optimizer.beta1 is 1, outside [0, 1)");
+  EXPECT_HAS(edited([](Schedule &s) { s.model.ropeTheta = 5e-324; }),
+             "model.rope_theta is 4.94066e-324, outside [1, inf)");
+  EXPECT_HAS(edited([](Schedule &s) { s.model.layers = 3; }),
+             "model.layers is 3, but the units hold 2 layers");
+  // llama_tiny has an untied head; gpt2 ties its head to the embedding.
+  EXPECT_HAS(edited([](Schedule &s) { s.model.tieEmbeddings = true; }),
+             "model.tie_embeddings is true, but no parameter is tied");
+  Schedule gpt2 = compile({"model=gpt2_tiny"});
+  gpt2.model.tieEmbeddings = false;
+  EXPECT_HAS(validateError(gpt2),
+             "model.tie_embeddings is false, but a parameter is tied");
+  gpt2.model.tieEmbeddings = true;
+  for (Unit &u : gpt2.units)
+    for (Param &p : u.params)
+      p.tiedTo.clear(); // `tied_to = ""`: the head would have no weights
+  EXPECT_HAS(validateError(gpt2), "is at offset");
+  // Every allocation at offset 0: buffers alive together would share bytes.
+  EXPECT_HAS(edited([](Schedule &s) {
+               for (Buffer &b : s.buffers)
+                 if (b.kind == Buffer::Kind::Alloc)
+                   b.offset = 0;
+             }),
+             "arena overlaps buffer");
+  // A dropped or a duplicated optimizer_step.
+  EXPECT_HAS(edited([](Schedule &s) {
+               auto [index, step] = firstOf<ops::OptimizerStep>(s);
+               s.ops.erase(s.ops.begin() + index);
+             }),
+             "optimizer_step ops, not one");
+  EXPECT_HAS(edited([](Schedule &s) {
+               auto [index, step] = firstOf<ops::OptimizerStep>(s);
+               Op copy = s.ops[index];
+               s.ops.insert(s.ops.begin() + index + 1, copy);
+             }),
+             "has 2 optimizer_step ops, not one");
 }
 
 TEST(ScheduleFile, NotAScheduleFile) {
@@ -922,11 +977,21 @@ TEST(ScheduleFile, ValidationCatchesInconsistentPrograms) {
              "(optimizer_step): adamw keeps 2 state buffers, not 1");
   EXPECT_HAS(
       errorAfter([&](Schedule &s) {
-        s.train.optimizer = {.kind = OptimizerKind::SGD, .momentum = 0.9};
+        s.train.optimizer = {
+            .kind = OptimizerKind::SGD, .lr = 0.1, .momentum = 0.9};
       }),
       "(optimizer_step): sgd with momentum keeps 1 state buffers, not 2");
+  // Without its free, a buffer stays alive: the next one planned into its
+  // bytes overlaps it; the program's last free leaves it never freed.
   EXPECT_HAS(
       errorAfter([&](Schedule &s) { s.ops.erase(s.ops.begin() + free); }),
+      "arena overlaps");
+  size_t lastFree = 0;
+  for (size_t i = 0; i < tiny().ops.size(); ++i)
+    if (tiny().ops[i].kind() == OpKind::Free)
+      lastFree = i;
+  EXPECT_HAS(
+      errorAfter([&](Schedule &s) { s.ops.erase(s.ops.begin() + lastFree); }),
       "transient but never freed");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
                s.ops.push_back(Op{ops::Free{.buffer = 0}}); // fsdp.root.param

@@ -154,6 +154,21 @@ inline const char *toString(OptimizerKind value) {
   return index < keywords.size() ? keywords[index] : "?";
 }
 
+/// parameters weight decay applies to (Plan_WeightDecayScope, `::plan::WeightDecayScope`).
+enum class WeightDecayScope : uint8_t {
+  Matrices,
+  All,
+};
+template <> struct EnumKeywords<WeightDecayScope> {
+  static constexpr std::array<const char *, 2> keywords = {"matrices", "all"};
+};
+/// The keyword of `value`; "?" for no value of the enumeration.
+inline const char *toString(WeightDecayScope value) {
+  auto index = static_cast<size_t>(value);
+  const auto &keywords = EnumKeywords<WeightDecayScope>::keywords;
+  return index < keywords.size() ? keywords[index] : "?";
+}
+
 /// training precision recipe (Plan_Precision, `::plan::Precision`).
 enum class Precision : uint8_t {
   FP32,
@@ -263,6 +278,7 @@ inline const char *toString(Sharding value) {
   X(BertHead, ::plan::BertHead) \
   X(UnitKind, ::plan::UnitKind) \
   X(OptimizerKind, ::plan::OptimizerKind) \
+  X(WeightDecayScope, ::plan::WeightDecayScope) \
   X(Precision, ::plan::Precision) \
   X(DType, ::plan::DType) \
   X(LossScaleKind, ::plan::LossScaleKind) \

@@ -72,7 +72,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp 
 #hsdp = #plan.parallel<sharding = hybrid_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
 shard.grid @mesh(shape = 1x4)
-// expected-error @below {{hybrid_shard needs more than one node}}
+// expected-error @below {{hybrid_shard needs at least 2 replica groups, the mesh has 1}}
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #hsdp {
 }
 

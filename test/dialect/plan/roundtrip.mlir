@@ -11,7 +11,7 @@
 // CHECK-NEXT:      model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
 // CHECK-NEXT:      cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
 // Defaults are elided (rope_theta, norm_eps, beta1); doubles print short and exact.
-// CHECK-NEXT:      train #plan.train<optimizer = <kind = adamw, lr = 0.001, beta2 = 0.95>, micro_batch = 2, seq_len = 128, grad_accum = 2, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = cosine, warmup = 2, min_lr_ratio = 0.1>, seed = 7>
+// CHECK-NEXT:      train #plan.train<optimizer = <kind = adamw, lr = 0.001, beta2 = 0.95, decay = all>, micro_batch = 2, seq_len = 128, grad_accum = 2, loss_scale = <kind = none>, grad_clip = 1.0, lr_schedule = <kind = cosine, warmup = 2, min_lr_ratio = 0.1>, seed = 7>
 // CHECK-NEXT:      parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
 // CHECK-NEXT:    plan.unit @embed kind embedding {
 // CHECK-NEXT:      plan.param "model.embed_tokens.weight" : tensor<512x64xf32>
@@ -38,7 +38,7 @@ plan.plan @tiny on @mesh
                               fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10,
                               nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>,
         host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
-    train #plan.train<optimizer = #plan.optimizer<kind = adamw, lr = 1.0e-3, beta2 = 0.95>,
+    train #plan.train<optimizer = #plan.optimizer<kind = adamw, lr = 1.0e-3, beta2 = 0.95, decay = all>,
                       micro_batch = 2, seq_len = 128, grad_accum = 2,
                       loss_scale = #plan.loss_scale<kind = none>, grad_clip = 1.0,
                       lr_schedule = #plan.lr_schedule<kind = cosine, warmup = 2, min_lr_ratio = 0.1>,

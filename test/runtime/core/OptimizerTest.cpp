@@ -210,6 +210,89 @@ TEST(Optimizer, LargeCpuShardsTakeTheParallelPathWithTheSameNumbers) {
   EXPECT_TRUE(at::equal(strided, before));
 }
 
+TEST(Optimizer, DecayMaskCoversTheMatricesOfTheShard) {
+  // Two units in one group: a norm (1-D), a matrix, a bias, a matrix tied
+  // away (not stored), then a matrix in the second unit.
+  Schedule s;
+  Unit a{"a", UnitKind::Embedding, {}, 0};
+  a.params = {{"norm.weight", {4}, 0, ""},
+              {"proj.weight", {2, 3}, 4, ""},
+              {"proj.bias", {2}, 10, ""},
+              {"tied.weight", {2, 3}, 0, "proj.weight"}};
+  a.numel = 12;
+  Unit b{"b", UnitKind::Embedding, {{"w", {2, 2}, 0, ""}}, 4};
+  s.units = {a, b};
+  Group g{"fsdp.all", {"a", "b"}, 16, 16, 8};
+  using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+  DecayMask whole = decayMask(s, g, 0, 16, WeightDecayScope::Matrices);
+  EXPECT_FALSE(whole.all);
+  EXPECT_EQ(whole.ranges, (Ranges{{4, 10}, {12, 16}}));
+  // The second shard, [8, 16): ranges relative to it.
+  EXPECT_EQ(decayMask(s, g, 8, 8, WeightDecayScope::Matrices).ranges,
+            (Ranges{{0, 2}, {4, 8}}));
+  EXPECT_TRUE(decayMask(s, g, 8, 8, WeightDecayScope::All).all);
+}
+
+TEST(Optimizer, MaskedStepsDecayOnlyTheMaskedElements) {
+  // Each path equals adamwStep/sgdStep run on the pieces separately, with
+  // and without weight decay: torch's two param groups.
+  int64_t n = kParallelAdamWMinNumel + 4099;
+  DecayMask mask{false, {{0, 1000}, {5000, n - 77}}};
+  OptimizerConfig config = adamwConfig(0.9, 0.1);
+  OptimizerConfig noDecay = config;
+  noDecay.weightDecay = 0;
+  AdamWInputs in(n, 2, 21);
+  at::Tensor p = in.p.clone(), m = in.m.clone(), v = in.v.clone();
+  at::Tensor rp = in.p.clone(), rm = in.m.clone(), rv = in.v.clone();
+  std::vector<at::Tensor> state{in.m.clone(), in.v.clone()};
+  at::Tensor up = in.p.clone();
+  std::vector<std::pair<int64_t, int64_t>> pieces{
+      {0, 1000}, {1000, 5000}, {5000, n - 77}, {n - 77, n}};
+  for (int t = 1; t <= 2; ++t) {
+    ASSERT_TRUE(
+        adamwStepParallel(p, in.grads[t - 1], m, v, config, 1e-3, t, mask));
+    optimizerUpdate(config, up, in.grads[t - 1], state, 1e-3, t, mask);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      auto [b, e] = pieces[i];
+      at::Tensor pp = rp.narrow(0, b, e - b), pm = rm.narrow(0, b, e - b),
+                 pv = rv.narrow(0, b, e - b);
+      adamwStep(pp, in.grads[t - 1].narrow(0, b, e - b), pm, pv,
+                i % 2 == 0 ? config : noDecay, 1e-3, t);
+    }
+  }
+  EXPECT_TRUE(at::equal(p, rp));
+  EXPECT_TRUE(at::equal(m, rm));
+  EXPECT_TRUE(at::equal(v, rv));
+  EXPECT_TRUE(at::equal(up, rp));
+  // The same through ATen's ops.
+  at::Tensor ap = in.p.clone(), am = in.m.clone(), av = in.v.clone();
+  for (int t = 1; t <= 2; ++t)
+    adamwStep(ap, in.grads[t - 1], am, av, config, 1e-3, t, mask);
+  EXPECT_TRUE(at::equal(ap, rp));
+  // Undecayed elements moved exactly as without any decay.
+  at::Tensor zp = in.p.clone(), zm = in.m.clone(), zv = in.v.clone();
+  for (int t = 1; t <= 2; ++t)
+    adamwStep(zp, in.grads[t - 1], zm, zv, noDecay, 1e-3, t);
+  EXPECT_TRUE(at::equal(ap.narrow(0, 1000, 4000), zp.narrow(0, 1000, 4000)));
+  EXPECT_FALSE(at::equal(ap.narrow(0, 0, 1000), zp.narrow(0, 0, 1000)));
+
+  // SGD: the decay term only where the mask says.
+  OptimizerConfig sgd;
+  sgd.kind = OptimizerKind::SGD;
+  sgd.weightDecay = 0.5;
+  OptimizerConfig sgdNoDecay = sgd;
+  sgdNoDecay.weightDecay = 0;
+  at::Tensor sp = in.p.clone(), rsp = in.p.clone(), none;
+  sgdStep(sp, in.grads[0], none, sgd, 0.1, 1, mask);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    auto [b, e] = pieces[i];
+    at::Tensor piece = rsp.narrow(0, b, e - b);
+    sgdStep(piece, in.grads[0].narrow(0, b, e - b), none,
+            i % 2 == 0 ? sgd : sgdNoDecay, 0.1, 1);
+  }
+  EXPECT_TRUE(at::equal(sp, rsp));
+}
+
 TEST(Optimizer, FusedAdamWOnCudaMatchesAdamWStep) {
   if (!at::hasCUDA() || at::getNumGPUs() == 0)
     GTEST_SKIP() << "no CUDA device";
@@ -229,6 +312,14 @@ TEST(Optimizer, FusedAdamWOnCudaMatchesAdamWStep) {
   EXPECT_TRUE(at::allclose(m.cpu(), rm, 1e-5, 1e-9));
   EXPECT_TRUE(at::allclose(v.cpu(), rv, 1e-5, 1e-12));
   EXPECT_FALSE(at::allclose(p.cpu(), in.p, 1e-7, 0));
+  // With a mask: two fused calls, as torch's two param groups.
+  DecayMask mask{false, {{10, 5000}, {9000, n}}};
+  at::Tensor mp = in.p.to(cuda), mm = in.m.to(cuda), mv = in.v.to(cuda);
+  at::Tensor rmp = in.p.clone(), rmm = in.m.clone(), rmv = in.v.clone();
+  std::vector<at::Tensor> masked{mm, mv};
+  optimizerUpdate(config, mp, in.grads[0].to(cuda), masked, 1e-3, 1, mask);
+  adamwStep(rmp, in.grads[0], rmm, rmv, config, 1e-3, 1, mask);
+  EXPECT_TRUE(at::allclose(mp.cpu(), rmp, 1e-5, 1e-7));
   // SGD runs the same ops on the device.
   OptimizerConfig sgd;
   sgd.kind = OptimizerKind::SGD;

@@ -7,6 +7,7 @@
 #include "Model.h"
 #include "ScheduleFile.h"
 
+#include <algorithm>
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -155,7 +156,25 @@ public:
 
   /// The schedule, validated as a reader would (a test mistake is a
   /// ScheduleFileError naming it).
-  ValidSchedule valid() const { return validateSchedule(s, "test schedule"); }
+  /// The schedule, checked as the reader checks a file. A toy model has no
+  /// sizes of its own: while they are unset it gets the smallest consistent
+  /// ones, with its block units as its layers.
+  ValidSchedule valid() const {
+    Schedule checked = s;
+    ModelConfig &m = checked.model;
+    if (m.hidden == 0) {
+      for (int64_t *size :
+           {&m.vocab, &m.hidden, &m.intermediate, &m.heads, &m.kvHeads})
+        *size = std::max<int64_t>(*size, 1);
+      m.maxSeqLen = std::max<int64_t>({m.maxSeqLen, checked.train.seqLen, 1});
+      m.layers = 0;
+      for (const Unit &u : checked.units)
+        m.layers += u.kind == UnitKind::LlamaBlock ||
+                    u.kind == UnitKind::GPT2Block ||
+                    u.kind == UnitKind::BertBlock;
+    }
+    return validateSchedule(std::move(checked), "test schedule");
+  }
 
   Schedule s;
 };
