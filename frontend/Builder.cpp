@@ -203,13 +203,13 @@ ModelBuilder ModelBuilder::family(ModelFamily family) {
   return ModelBuilder(stringify(family).str());
 }
 
-ModelBuilder ModelBuilder::from(const ModelSpec &spec) {
+ModelBuilder ModelBuilder::from(const ModelSpec &spec, bool everyKey) {
   const ModelPreset *base = lookupModelPreset(spec.preset);
   if (base && base->spec.family != spec.family)
     base = nullptr;
   ModelBuilder model = base ? preset(base->name) : family(spec.family);
   auto differs = [&](auto field) {
-    return !base || spec.*field != base->spec.*field;
+    return everyKey || !base || spec.*field != base->spec.*field;
   };
   if (differs(&ModelSpec::vocab))
     model.vocab(spec.vocab);
@@ -323,11 +323,11 @@ DeviceBuilder DeviceBuilder::named(llvm::StringRef name) {
 
 DeviceBuilder DeviceBuilder::custom() { return DeviceBuilder(""); }
 
-DeviceBuilder DeviceBuilder::from(const DeviceSpec &spec) {
+DeviceBuilder DeviceBuilder::from(const DeviceSpec &spec, bool everyKey) {
   const DeviceSpec *base = lookupDevice(spec.name);
   DeviceBuilder device = base ? named(base->name) : custom();
   auto differs = [&](auto field) {
-    return !base || spec.*field != base->*field;
+    return everyKey || !base || spec.*field != base->*field;
   };
   if (differs(&DeviceSpec::memoryBytes))
     device.memory(spec.memoryBytes);
@@ -626,7 +626,80 @@ PlanBuilder &PlanBuilder::parallel(const ParallelBuilder &parallel) {
 }
 
 syntax::Block PlanBuilder::toSyntax() const {
-  return syntax::cloneBlock(sections.getBlock());
+  syntax::Block block = syntax::cloneBlock(sections.getBlock());
+  if (fileName) {
+    syntax::Item item;
+    item.key = "name";
+    item.value.kind = ValueKind::String;
+    item.value.text = *fileName;
+    block.items.insert(block.items.begin(), std::move(item));
+  }
+  return block;
+}
+
+PlanBuilder PlanBuilder::resolved(const PlanSpec &plan) {
+  PlanBuilder out(plan.name);
+  out.fileName = plan.name;
+  out.model(ModelBuilder::from(plan.model, /*everyKey=*/true));
+
+  const ClusterSpec &c = plan.cluster;
+  ClusterBuilder cluster;
+  cluster.nodes(c.nodes)
+      .gpusPerNode(c.gpusPerNode)
+      .gpu(DeviceBuilder::from(c.device, /*everyKey=*/true))
+      .hostMemory(c.hostMemoryBytes);
+  if (c.nodes > 1)
+    cluster.interNodeBandwidth(c.interNodeBandwidth);
+  out.cluster(cluster);
+
+  const TrainSpec &t = plan.train;
+  const OptimizerSpec &o = t.optimizer;
+  OptimizerBuilder optimizer = o.kind == OptimizerKind::AdamW
+                                   ? adamw(o.lr).betas(o.beta1, o.beta2).eps(
+                                         o.eps)
+                                   : sgd(o.lr).momentum(o.momentum);
+  optimizer.weightDecay(o.weightDecay).decay(o.decay);
+  TrainBuilder train;
+  train.optimizer(optimizer)
+      .microBatch(t.microBatch)
+      .seqLen(t.seqLen)
+      .gradAccum(t.gradAccum)
+      .precision(t.precision)
+      .lossScale(t.lossScale)
+      .reduceDtype(t.reduceDtype)
+      .activationCheckpointing(t.activationCheckpointing)
+      .gradClip(t.gradClip)
+      .lrSchedule(t.lrSchedule)
+      .steps(t.steps)
+      .seed(t.seed);
+  out.train(train);
+
+  const ParallelSpec &p = plan.parallel;
+  ParallelBuilder parallel;
+  parallel.sharding(p.sharding).mesh(p.meshReplicate, p.meshShard);
+  if (p.wrap.kind == WrapKind::MinParams)
+    parallel.wrapMinParams(p.wrap.minParams);
+  else
+    parallel.wrap(p.wrap.kind);
+  parallel.offloadParams(p.offload.params)
+      .offloadGrads(p.offload.grads)
+      .offloadOptimizer(p.offload.optimizer)
+      .optimizerStep(p.optimizerStep);
+  // Only the keys that act on this strategy (docs/language.md, "Warnings").
+  bool gathers =
+      p.sharding != Sharding::NoShard && p.sharding != Sharding::Zero1;
+  if (gathers) {
+    parallel.forwardPrefetch(p.forwardPrefetch)
+        .maxInflightGathers(p.maxInflightGathers);
+    if (p.sharding != Sharding::ShardGradOp)
+      parallel.backwardPrefetch(p.backwardPrefetch);
+  }
+  if (p.sharding == Sharding::NoShard)
+    parallel.bucket(p.bucketBytes);
+  if (t.gradAccum > 1)
+    parallel.gradSync(p.gradSync);
+  out.parallel(parallel);
+  return out;
 }
 
 std::optional<PlanSpec> PlanBuilder::build(DiagEmitter &diag) const {

@@ -102,7 +102,9 @@ public:
   /// keys where `spec` differs from it, or, without a known preset, the family
   /// with all its keys. Fields that are not keys of the family (rope_theta of
   /// a GPT-2) are left to the analyzer.
-  static ModelBuilder from(const ModelSpec &spec);
+  /// With `everyKey`, each key the family has is written, also where it
+  /// equals the preset's.
+  static ModelBuilder from(const ModelSpec &spec, bool everyKey = false);
 
   ModelBuilder &vocab(int64_t n);
   ModelBuilder &hidden(int64_t n);
@@ -143,7 +145,7 @@ public:
   /// `spec` as the table device of its name with the keys where it differs,
   /// or, for a name that is not in the table, as a custom device with all
   /// keys (the analyzer names it).
-  static DeviceBuilder from(const DeviceSpec &spec);
+  static DeviceBuilder from(const DeviceSpec &spec, bool everyKey = false);
 
   DeviceBuilder &memory(int64_t bytes);
   DeviceBuilder &bf16Tflops(double tflops);
@@ -298,6 +300,12 @@ public:
   /// apply `--set` overrides with `applyOverride` before analyzing it).
   syntax::Block toSyntax() const;
 
+  /// An analyzed plan with every value written out: the defaults and the
+  /// derived defaults it took, each key that applies to it (none that would
+  /// have no effect), and its name. `planc --emit=plan-resolved` prints it;
+  /// it analyzes to the same plan.
+  static PlanBuilder resolved(const PlanSpec &plan);
+
   /// Checks the plan exactly as the analyzer checks a file and returns it, or
   /// nothing after reporting every error through `diag`.
   std::optional<PlanSpec> build(DiagEmitter &diag) const;
@@ -305,6 +313,7 @@ public:
 private:
   std::string name;
   detail::SyntaxItems sections;
+  std::optional<std::string> fileName; // the `name` key, when written
 };
 
 } // namespace plan

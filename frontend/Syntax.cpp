@@ -141,6 +141,25 @@ Item *Block::find(llvm::StringRef key) {
   return const_cast<Item *>(std::as_const(*this).find(key));
 }
 
+void plan::syntax::printBlock(const Block &block, llvm::raw_ostream &os,
+                              unsigned indent) {
+  for (const Item &item : block.items) {
+    os.indent(indent) << item.key;
+    const Value &v = item.value;
+    if (v.kind == ValueKind::Block) {
+      os << " {\n";
+      printBlock(*v.block, os, indent + 2);
+      os.indent(indent) << "}\n";
+    } else if (v.kind == ValueKind::Identifier && v.block) {
+      os << " = " << v.text << " {\n";
+      printBlock(*v.block, os, indent + 2);
+      os.indent(indent) << "}\n";
+    } else {
+      os << " = " << v.spelling() << "\n";
+    }
+  }
+}
+
 Value plan::syntax::cloneValue(const Value &v) {
   Value copy;
   copy.kind = v.kind;

@@ -13,6 +13,7 @@
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/SMLoc.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
 #include <memory>
@@ -94,6 +95,10 @@ struct Block {
   const Item *find(llvm::StringRef key) const;
   Item *find(llvm::StringRef key);
 };
+
+/// Prints `block` as .plan source: one `key = value` per line, nested blocks
+/// indented by two spaces. What it prints parses back to the same tree.
+void printBlock(const Block &block, llvm::raw_ostream &os, unsigned indent = 0);
 
 /// Deep copy (values own their children through unique_ptr).
 Value cloneValue(const Value &v);

@@ -2,6 +2,7 @@
 //
 //   planc model.plan                 check the plan, print a one-line summary
 //   planc model.plan --emit=plan     print the plan dialect IR
+//   planc model.plan --emit=plan-resolved   the plan with every value written
 //   planc model.plan --emit=sched    print the lowered per-rank schedule
 //   planc model.plan -o model.sched  write the schedule file plan-run reads
 //                                    (docs/schedule-format.md)
@@ -21,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "export/ExportSchedule.h"
+#include "frontend/Builder.h"
 #include "frontend/Frontend.h"
 #include "frontend/Models.h"
 #include "passes/Passes.h"
@@ -59,12 +61,15 @@ static cl::list<std::string>
                        "(repeatable; same checks as the file)"),
               cl::value_desc("path=value"), cl::cat(plancCategory));
 
-enum class Emit { Summary, Plan, Sched, Schedule, ScheduleJson };
+enum class Emit { Summary, Plan, PlanResolved, Sched, Schedule, ScheduleJson };
 static cl::opt<Emit> emit(
     "emit", cl::desc("What to print"), cl::init(Emit::Summary),
     cl::values(clEnumValN(Emit::Summary, "summary",
                           "a one-line summary of the checked plan (default)"),
                clEnumValN(Emit::Plan, "plan", "the plan dialect IR"),
+               clEnumValN(Emit::PlanResolved, "plan-resolved",
+                          "the plan as a .plan file with every value written "
+                          "out (defaults and derived defaults included)"),
                clEnumValN(Emit::Sched, "sched",
                           "the lowered per-rank schedule (sched dialect)"),
                clEnumValN(Emit::Schedule, "schedule",
@@ -262,6 +267,12 @@ static int emitOutput(const plan::PlanSpec &spec, ModuleOp module) {
   }
   if (emit == Emit::Summary) {
     printSummary(spec, output->os());
+  } else if (emit == Emit::PlanResolved) {
+    output->os() << "# " << inputFilename
+                 << " with every value written out (planc "
+                    "--emit=plan-resolved): the same plan\n";
+    plan::syntax::printBlock(plan::PlanBuilder::resolved(spec).toSyntax(),
+                             output->os());
   } else {
     module.print(output->os());
     output->os() << "\n";
