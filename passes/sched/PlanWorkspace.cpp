@@ -168,9 +168,18 @@ private:
     if (auto gather = dyn_cast<AllGatherOp>(op)) {
       // An in-place gather (the local shard inside the destination) sends a
       // copy of the shard, kept until the gather completes.
-      Value src = gather.getSrc();
-      if (getRootAlloc(src) == getRootAlloc(gather.getDst()) && counted(src))
-        inFlight[gather.getDone()] = numel(src) * elementBytes(src);
+      // Gloo (the CPU backend) gathers into a flat tensor of the
+      // destination's size and copies it out when the collective ends, on
+      // its worker thread: held until the wait, at the latest. NCCL writes
+      // the destination in place; a group of one rank only copies.
+      Value src = gather.getSrc(), dst = gather.getDst();
+      int64_t held = 0;
+      if (getRootAlloc(src) == getRootAlloc(dst) && counted(src))
+        held += numel(src) * elementBytes(src);
+      if (cpuDevice && program.getGroupSize(gather.getGroup()) > 1)
+        held += numel(dst) * elementBytes(dst);
+      if (held > 0)
+        inFlight[gather.getDone()] = held;
       return int64_t{0};
     }
     if (auto accumulate = dyn_cast<AccumulateOp>(op)) {
