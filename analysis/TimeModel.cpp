@@ -230,11 +230,22 @@ FailureOr<StepTime> StepSimulation::run() {
     return program.emitError("the time model needs the program's plan.plan");
   ClusterAttr cluster = plan.getCluster();
   device = cluster.getDevice();
-  // A CPU "device" is host memory; a GPU's host side is one optimizer
-  // thread's share of the node's memory bandwidth.
-  hostBandwidth = device.getName() == "cpu"
-                      ? device.getHbmBandwidth().value * kBandwidthEfficiency
-                      : kHostBandwidthPerRank;
+  // A CPU "device" is host memory. A GPU's host side is shared by the
+  // node's ranks: each gets its part of the memory bandwidth, and streams at
+  // most as fast as its part of the cores can.
+  double nodeBandwidth = cluster.getHostBandwidth().value;
+  double ranksPerNode = static_cast<double>(cluster.getGpusPerNode());
+  if (device.getName() == "cpu") {
+    hostBandwidth = device.getHbmBandwidth().value * kBandwidthEfficiency;
+  } else if (nodeBandwidth > 0 && cluster.getHostCores() > 0) {
+    double coresPerRank =
+        static_cast<double>(cluster.getHostCores()) / ranksPerNode;
+    hostBandwidth =
+        std::min(nodeBandwidth * kBandwidthEfficiency / ranksPerNode,
+                 coresPerRank * kHostBandwidthPerCore);
+  } else {
+    hostBandwidth = kHostBandwidthPerRank;
+  }
   int64_t replicate = program.getGroupSize(sched::Group::Replicate);
   int64_t shard = program.getGroupSize(sched::Group::Shard);
   for (sched::Group group :

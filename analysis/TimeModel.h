@@ -33,8 +33,13 @@ llvm::StringRef streamName(Stream stream);
 /// Fraction of the device's dense peak that forward, backward and recompute
 /// reach (docs/report.md, "Constants").
 constexpr double kComputeEfficiency = 0.5;
-/// Bytes/s one rank's optimizer thread streams through host memory, for
-/// element-wise ops and optimizer steps that run on the host of a GPU.
+/// Bytes/s one CPU core streams through host memory. A GPU rank's host work
+/// (element-wise ops and optimizer steps on offloaded state) gets its share
+/// of the node's host bandwidth (`cluster.host_bandwidth`, shared by the
+/// node's ranks) and at most this per core of its share of the node's cores.
+constexpr double kHostBandwidthPerCore = 10e9;
+/// A GPU rank's host bandwidth when the plan gives none (IR written without
+/// `host_bandwidth`).
 constexpr double kHostBandwidthPerRank = 25e9;
 
 /// FLOPs of one unit's forward for one micro-batch.

@@ -745,6 +745,8 @@ std::vector<KeyRule> Analyzer::clusterKeys() {
       {"host_memory", Need::Required, size(c.hostMemoryBytes), nullptr},
       {"inter_node_bandwidth", Need::Optional, bandwidth(c.interNodeBandwidth),
        nullptr},
+      {"host_bandwidth", Need::Optional, bandwidth(c.hostBandwidth), nullptr},
+      {"host_cores", Need::Optional, integer(c.hostCores), nullptr},
   };
 }
 
@@ -1394,6 +1396,12 @@ void plan::applyDerivedDefaults(PlanSpec &plan) {
   // The NIC share of one GPU on a typical 200 Gb/s-per-GPU InfiniBand fabric.
   if (!plan.isGiven("cluster.inter_node_bandwidth"))
     c.interNodeBandwidth = 25e9;
+  // The host of a typical node with this device (docs/language.md).
+  HostSpec host = typicalHost(c.device.name);
+  if (!plan.isGiven("cluster.host_bandwidth"))
+    c.hostBandwidth = host.bandwidth;
+  if (!plan.isGiven("cluster.host_cores"))
+    c.hostCores = host.cores;
 
   TrainSpec &t = plan.train;
   if (!plan.isGiven("train.loss_scale"))

@@ -408,6 +408,14 @@ ClusterBuilder &ClusterBuilder::interNodeBandwidth(double bytesPerSecond) {
   keys.set("inter_node_bandwidth", bandwidthValue(bytesPerSecond));
   return *this;
 }
+ClusterBuilder &ClusterBuilder::hostBandwidth(double bytesPerSecond) {
+  keys.set("host_bandwidth", bandwidthValue(bytesPerSecond));
+  return *this;
+}
+ClusterBuilder &ClusterBuilder::hostCores(int64_t cores) {
+  keys.set("host_cores", integerValue(cores));
+  return *this;
+}
 
 //===----------------------------------------------------------------------===//
 // OptimizerBuilder, TrainBuilder
@@ -647,7 +655,9 @@ PlanBuilder PlanBuilder::resolved(const PlanSpec &plan) {
   cluster.nodes(c.nodes)
       .gpusPerNode(c.gpusPerNode)
       .gpu(DeviceBuilder::from(c.device, /*everyKey=*/true))
-      .hostMemory(c.hostMemoryBytes);
+      .hostMemory(c.hostMemoryBytes)
+      .hostBandwidth(c.hostBandwidth)
+      .hostCores(c.hostCores);
   if (c.nodes > 1)
     cluster.interNodeBandwidth(c.interNodeBandwidth);
   out.cluster(cluster);

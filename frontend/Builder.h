@@ -175,6 +175,8 @@ public:
   ClusterBuilder &gpu(const DeviceSpec &device);
   ClusterBuilder &hostMemory(int64_t bytes);
   ClusterBuilder &interNodeBandwidth(double bytesPerSecond);
+  ClusterBuilder &hostBandwidth(double bytesPerSecond);
+  ClusterBuilder &hostCores(int64_t cores);
 
   const syntax::Block &toSyntax() const { return keys.getBlock(); }
 

@@ -186,6 +186,8 @@ static const IntegerRange integerRanges[] = {
      [](const PlanSpec &p) { return p.train.seqLen; }},
     {"train.grad_accum", 1, maxCount,
      [](const PlanSpec &p) { return p.train.gradAccum; }},
+    {"cluster.host_cores", 1, maxCount,
+     [](const PlanSpec &p) { return p.cluster.hostCores; }},
     {"train.global_batch", 1, maxCount,
      [](const PlanSpec &p) { return p.train.globalBatch; },
      [](const PlanSpec &p) { return p.isGiven("train.global_batch"); }},
@@ -227,6 +229,9 @@ static const RealRange realRanges[] = {
      nullptr, Shown::Bytes},
     {"cluster.inter_node_bandwidth", 0, true, unbounded, false,
      [](const PlanSpec &p) { return p.cluster.interNodeBandwidth; }, nullptr,
+     Shown::BytesPerSecond},
+    {"cluster.host_bandwidth", 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.cluster.hostBandwidth; }, nullptr,
      Shown::BytesPerSecond},
     {"cluster.gpu.memory", 0, true, unbounded, false,
      [](const PlanSpec &p) { return double(p.cluster.device.memoryBytes); },
@@ -412,6 +417,8 @@ static const DerivedDefault derivedDefaults[] = {
     {"train.grad_accum",
      {"train.global_batch", "train.micro_batch", "cluster.nodes",
       "cluster.gpus_per_node"}},
+    {"cluster.host_bandwidth", {"cluster.gpu"}},
+    {"cluster.host_cores", {"cluster.gpu"}},
 };
 
 // A default derived from a wrong key is no more reliable than that key.

@@ -166,6 +166,36 @@ llvm::ArrayRef<DeviceSpec> plan::deviceTable() {
   return devices;
 }
 
+HostSpec plan::typicalHost(llvm::StringRef deviceName) {
+  // Peak DRAM bandwidth: channels x transfers/s x 8 bytes.
+  constexpr double ddr4_3200 = 25.6 * GBps, ddr5_4800 = 38.4 * GBps,
+                   ddr5_5200 = 41.6 * GBps;
+  // DGX H100 / H200: two Xeon Platinum 8480C (2 x 56 cores), 16 channels of
+  // DDR5-4800; an H100 PCIe server is taken as the same two sockets.
+  if (deviceName == "h100_sxm" || deviceName == "h200" ||
+      deviceName == "h100_pcie")
+    return {16 * ddr5_4800, 112};
+  // DGX A100: two EPYC 7742 (2 x 64 cores), 16 channels of DDR4-3200.
+  if (deviceName == "a100_80g" || deviceName == "a100_40g")
+    return {16 * ddr4_3200, 128};
+  // Four A100 64 GB per node (Leonardo's booster): one Xeon 8358, 32 cores,
+  // 8 channels of DDR4-3200.
+  if (deviceName == "a100_64g")
+    return {8 * ddr4_3200, 32};
+  // A desktop: 16 cores, two channels of DDR5-5200.
+  if (deviceName == "rtx4090")
+    return {2 * ddr5_5200, 16};
+  // A workstation: one 32-core socket, 8 channels of DDR5-4800.
+  if (deviceName == "a6000_ada")
+    return {8 * ddr5_4800, 32};
+  // The CPU backend: the "device" is the host (its own hbm_bandwidth).
+  if (deviceName == "cpu")
+    return {50 * GBps, 8};
+  // An L40S server, and any custom device: two sockets of 32 cores, 16
+  // channels of DDR4-3200.
+  return {16 * ddr4_3200, 64};
+}
+
 const DeviceSpec *plan::lookupDevice(llvm::StringRef name) {
   llvm::ArrayRef<DeviceSpec> devices = deviceTable();
   const auto *it = llvm::find_if(

@@ -142,7 +142,8 @@ struct PlanImporter {
       return nullptr;
     return ClusterAttr::getChecked(errorAt("cluster"), ctx, c.nodes,
                                    c.gpusPerNode, device, c.hostMemoryBytes,
-                                   F64(c.interNodeBandwidth));
+                                   F64(c.interNodeBandwidth),
+                                   F64(c.hostBandwidth), c.hostCores);
   }
 
   TrainAttr train() {

@@ -34,6 +34,16 @@ const ModelPreset *lookupModelPreset(llvm::StringRef name);
 llvm::ArrayRef<DeviceSpec> deviceTable();
 const DeviceSpec *lookupDevice(llvm::StringRef name);
 
+/// The host side of a typical node with a device: its memory bandwidth
+/// (bytes/s, all channels) and CPU cores, which the ranks of the node share
+/// (offloaded optimizer steps, host copies). `cluster.host_bandwidth` and
+/// `cluster.host_cores` override them.
+struct HostSpec {
+  double bandwidth = 0;
+  int64_t cores = 0;
+};
+HostSpec typicalHost(llvm::StringRef deviceName);
+
 // UnitKind (embedding, llama_block, gpt2_block, bert_block, llama_head,
 // gpt2_head, bert_head) is generated from dialects/plan/PlanEnums.td: the
 // natural building blocks of a model, in execution order. Wrap policies (a

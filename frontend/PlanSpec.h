@@ -113,6 +113,8 @@ struct ClusterSpec {
   DeviceSpec device;
   int64_t hostMemoryBytes = 0;   // per node
   double interNodeBandwidth = 0; // bytes/s per device per direction (NIC share)
+  double hostBandwidth = 0;      // host memory bytes/s per node
+  int64_t hostCores = 0;         // CPU cores per node
   int64_t worldSize() const { return nodes * gpusPerNode; }
   bool operator==(const ClusterSpec &) const = default;
 };

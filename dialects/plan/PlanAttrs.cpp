@@ -178,7 +178,8 @@ LogicalResult DeviceAttr::verify(EmitErrorFn emitError, StringRef name,
 
 LogicalResult ClusterAttr::verify(EmitErrorFn emitError, int64_t nodes,
                                   int64_t gpusPerNode, DeviceAttr device,
-                                  int64_t hostMemory, F64 interNodeBandwidth) {
+                                  int64_t hostMemory, F64 interNodeBandwidth,
+                                  F64 hostBandwidth, int64_t hostCores) {
   if (!device)
     return emitError() << "cluster needs a device";
   if (failed(checkPositive(emitError, "nodes", nodes)) ||
@@ -187,6 +188,8 @@ LogicalResult ClusterAttr::verify(EmitErrorFn emitError, int64_t nodes,
       failed(
           checkPositive(emitError, "inter_node_bandwidth", interNodeBandwidth)))
     return failure();
+  if (!(hostBandwidth >= 0) || hostCores < 0)
+    return emitError() << "host_bandwidth and host_cores must not be negative";
   return success();
 }
 

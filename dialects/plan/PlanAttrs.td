@@ -105,7 +105,9 @@ def Plan_ClusterAttr : Plan_Attr<"Cluster", "cluster"> {
     I64Param<"">:$gpus_per_node,
     AttrParameter<"::plan::DeviceAttr", "">:$device,
     I64Param<"bytes per node">:$host_memory,
-    F64Param<"bytes/s per device per direction">:$inter_node_bandwidth);
+    F64Param<"bytes/s per device per direction">:$inter_node_bandwidth,
+    F64Param<"host memory bytes/s per node; 0: not modelled", "0.0">:$host_bandwidth,
+    I64Param<"CPU cores per node; 0: not modelled", "0">:$host_cores);
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     int64_t getWorldSize() const { return getNodes() * getGpusPerNode(); }

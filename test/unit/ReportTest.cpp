@@ -44,7 +44,8 @@ protected:
   ClusterAttr cluster(int64_t nodes, int64_t perNode, double nvlink) {
     DeviceAttr device = DeviceAttr::get(&context, "test", 80ll << 30, 1000.0,
                                         1000.0, 60.0, 3e12, nvlink, 50e9);
-    return ClusterAttr::get(&context, nodes, perNode, device, 1ll << 40, 25e9);
+    return ClusterAttr::get(&context, nodes, perNode, device, 1ll << 40, 25e9,
+                            409.6e9, 128);
   }
   mlir::MLIRContext context;
 };
