@@ -3,6 +3,7 @@
 #include "Options.h"
 
 #include "Format.h"
+#include "ScheduleInput.h"
 
 #include <CLI/CLI.hpp>
 
@@ -81,6 +82,10 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
                  "Schedule (.sched) or plan (.plan) to run")
       ->type_name("")
       ->required();
+  app.add_option("--set", options.sets,
+                 "With a .plan: override a key before planc compiles it, as "
+                 "planc --set does (repeatable)")
+      ->type_name("KEY=VALUE");
   int nproc = 0;
   CLI::Option *nprocOption =
       app.add_option("--nproc", nproc,
@@ -177,6 +182,11 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
     return ExitRequest{1, "plan-run: " + plan::rt::support::oneLine(e.what()) +
                               " (see --help)"};
   }
+  if (!options.sets.empty() && !isPlanFile(options.file))
+    return ExitRequest{
+        1, "plan-run: --set changes a plan, and " + options.file +
+               " is a compiled schedule: give the .plan, or recompile with "
+               "`planc PLAN --set KEY=VALUE -o FILE.sched` (see --help)"};
   if (nprocOption->count())
     options.nproc = nproc;
   if (seedOption->count())

@@ -14,6 +14,7 @@ namespace plan::run {
 
 struct RunOptions {
   std::string file;               // .sched, or .plan compiled with planc
+  std::vector<std::string> sets;  // --set KEY=VALUE, for planc (a .plan)
   std::optional<int> nproc;       // spawn this many local ranks
   std::string backend = "cpu";    // cpu | cuda
   int64_t steps = 0;              // 0: the schedule's train.steps

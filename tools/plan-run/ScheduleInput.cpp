@@ -72,12 +72,17 @@ std::string findPlanc(const std::string &executable) {
   return "";
 }
 
-ScheduleInput::ScheduleInput(const std::string &file,
-                             const std::string &executable) {
+bool isPlanFile(const std::string &file) {
   const std::string extension = ".plan";
-  if (file.size() <= extension.size() ||
-      file.compare(file.size() - extension.size(), extension.size(),
-                   extension) != 0) {
+  return file.size() > extension.size() &&
+         file.compare(file.size() - extension.size(), extension.size(),
+                      extension) == 0;
+}
+
+ScheduleInput::ScheduleInput(const std::string &file,
+                             const std::string &executable,
+                             const std::vector<std::string> &sets) {
+  if (!isPlanFile(file)) {
     path_ = file;
     return;
   }
@@ -98,16 +103,18 @@ ScheduleInput::ScheduleInput(const std::string &file,
   tempDir_ = pattern;
   path_ = tempDir_ + "/" + stemOf(file) + ".sched";
   try {
-    compile(planc, file);
+    compile(planc, file, sets);
   } catch (...) {
     removeDirectory(tempDir_);
     throw;
   }
 }
 
-void ScheduleInput::compile(const std::string &planc, const std::string &file) {
-
+void ScheduleInput::compile(const std::string &planc, const std::string &file,
+                            const std::vector<std::string> &sets) {
   std::vector<std::string> args{planc, file, "-o", path_};
+  for (const std::string &set : sets)
+    args.insert(args.end(), {"--set", set});
   std::vector<char *> argv;
   for (std::string &arg : args)
     argv.push_back(arg.data());

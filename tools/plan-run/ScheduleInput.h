@@ -11,6 +11,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace plan::run {
 
@@ -24,12 +25,16 @@ public:
 /// planc next to `executable`, else on PATH; "" when there is none.
 std::string findPlanc(const std::string &executable);
 
+/// Whether `file` names a .plan (compiled by planc) rather than a schedule.
+bool isPlanFile(const std::string &file);
+
 class ScheduleInput {
 public:
-  /// `file` as is when it is not a .plan; otherwise compiled with planc into
-  /// a temporary directory that lives as long as this object. Throws
-  /// PlanCompileError.
-  ScheduleInput(const std::string &file, const std::string &executable);
+  /// `file` as is when it is not a .plan; otherwise compiled with planc (and
+  /// `sets`, each passed as `--set`) into a temporary directory that lives as
+  /// long as this object. Throws PlanCompileError.
+  ScheduleInput(const std::string &file, const std::string &executable,
+                const std::vector<std::string> &sets = {});
   ~ScheduleInput();
   ScheduleInput(const ScheduleInput &) = delete;
   ScheduleInput &operator=(const ScheduleInput &) = delete;
@@ -37,7 +42,8 @@ public:
   const std::string &path() const { return path_; }
 
 private:
-  void compile(const std::string &planc, const std::string &file);
+  void compile(const std::string &planc, const std::string &file,
+               const std::vector<std::string> &sets);
 
   std::string path_, tempDir_;
 };

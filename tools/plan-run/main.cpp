@@ -38,7 +38,7 @@ int fail(const std::string &message) {
 /// --nproc N: checks what every rank would check first, so that a bad file
 /// or a world-size mismatch is one message rather than N.
 int launchLocalRanks(const RunOptions &options, const std::string &executable) {
-  ScheduleInput input(options.file, executable);
+  ScheduleInput input(options.file, executable, options.sets);
   plan::rt::ValidSchedule schedule = plan::rt::readScheduleFile(input.path());
   if (schedule->worldSize() != *options.nproc)
     return fail(options.file + ": schedule is for " +
@@ -96,7 +96,7 @@ int main(int argc, char **argv) {
       // Read at once, so that a compiled plan's temporary file is gone
       // before the run starts.
       plan::rt::ValidSchedule schedule = [&] {
-        ScheduleInput input(options.file, executable);
+        ScheduleInput input(options.file, executable, options.sets);
         return plan::rt::readScheduleFile(input.path());
       }();
       return runRank(options, rank, schedule);

@@ -184,6 +184,25 @@ TEST(Options, RankArgumentsRepeatTheRunWithoutNproc) {
   EXPECT_EQ(plainRank.threads, 0);
 }
 
+// --set reaches planc with a .plan; a compiled schedule cannot take it.
+TEST(Options, SetNeedsAPlan) {
+  RunOptions options =
+      parseOk({"x.plan", "--set", "train.micro_batch=2", "--set",
+               "train.optimizer=adamw(lr = 1e-4)", "--nproc", "2"});
+  EXPECT_EQ(options.sets, (std::vector<std::string>{
+                              "train.micro_batch=2",
+                              "train.optimizer=adamw(lr = 1e-4)"}));
+  // The launcher compiles the plan once; its ranks read that schedule.
+  RunOptions rank = parseOk(rankArguments(options, "/tmp/x.sched"));
+  EXPECT_TRUE(rank.sets.empty());
+  ExitRequest exit = parseExit({"x.sched", "--set", "train.micro_batch=2"});
+  EXPECT_EQ(exit.code, 1);
+  EXPECT_NE(exit.output.find("--set changes a plan, and x.sched is a compiled "
+                             "schedule"),
+            std::string::npos)
+      << exit.output;
+}
+
 TEST(Options, RankArgumentsPassTheCheckpointFlags) {
   RunOptions options = parseOk({"--nproc", "2", "x.plan", "--checkpoint-dir",
                                 "/ck", "--checkpoint-every", "4", "--keep", "2",
