@@ -495,8 +495,12 @@ private:
         if (endsWith(u.slots[i].name, spec.suffix))
           found = i;
       if (found == u.slots.size())
-        throw ModelError("unit '" + unit.name + "' (" + toString(unit.kind) +
-                         ") has no parameter named '*" + spec.suffix + "'");
+        throw ModelError("unit '" + unit.name + "' has no parameter whose name "
+                         "ends in '" + spec.suffix + "', which a " +
+                         toString(unit.kind) +
+                         " computes with: the schedule's parameters are not "
+                         "the HF names this runtime knows (recompile the "
+                         "plan with planc)");
       const std::vector<int64_t> &shape = u.slots[found].shape;
       bool ok = shape.size() == spec.shape.size();
       for (size_t d = 0; ok && d < shape.size(); ++d)

@@ -631,6 +631,25 @@ TEST(ModelErrors, OneLineMessages) {
   Schedule wrongShape = s;
   wrongShape.units[1].params[1].shape = {8, 32};
   EXPECT_THROW(Model::create(wrongShape, at::kCPU), std::runtime_error);
+  // A renamed parameter: the message says what is missing and what to do
+  // (it used to say only "has no parameter named '*.<suffix>'").
+  Schedule renamed = s;
+  for (Param &p : renamed.units[1].params)
+    if (p.name.find("input_layernorm") != std::string::npos)
+      p.name = "model.layers.0.ln_in.weight";
+  try {
+    Model::create(renamed, at::kCPU);
+    FAIL() << "a renamed parameter was accepted";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "unit 'layers.0' has no parameter whose name ends in "
+                  "'.input_layernorm.weight', which a llama_block computes "
+                  "with"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("recompile the plan with planc"),
+              std::string::npos);
+  }
 
   auto model = Model::create(s, at::kCPU);
   auto flat = initWeights(*model, s, 1);
