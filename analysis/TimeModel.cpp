@@ -53,9 +53,14 @@ UnitFlops plan::unitForwardFlops(UnitOp unit, ModelAttr model,
     // QK^T and AV: 2 FLOPs per multiply-add, s x s per head dimension.
     double width = static_cast<double>(model.getHeads() *
                                        (model.getHidden() / model.getHeads()));
+    // Causal attention (Llama, GPT-2): flash attention skips the masked
+    // half of the scores, and MFU counts what the kernels do (PaLM's and
+    // Megatron's formula counts the full s x s, which puts a causal model's
+    // MFU above the efficiency its matmuls run at).
     double attention = 4 * b * s * s * width;
-    flops.model += attention;
-    flops.executed += kind == UnitKind::BertBlock ? attention : attention / 2;
+    double run = kind == UnitKind::BertBlock ? attention : attention / 2;
+    flops.model += run;
+    flops.executed += run;
   }
   return flops;
 }

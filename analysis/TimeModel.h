@@ -47,8 +47,9 @@ struct UnitFlops {
   /// What the kernels execute: causal attention (Llama, GPT-2) computes half
   /// of the s x s scores.
   double executed = 0;
-  /// The MFU convention (PaLM, Megatron, nanoGPT): 2 x matmul parameters per
-  /// token plus the full s x s attention, 4 b s^2 h per block.
+  /// What MFU counts: 2 x matmul parameters per token plus the attention
+  /// the kernels compute (half of 4 b s^2 h per causal block). The same as
+  /// `executed` for one forward; the step's totals differ by recompute.
   double model = 0;
 };
 
@@ -80,8 +81,8 @@ struct StepTime {
   /// Compute-stream time spent waiting for collectives / for copies.
   double exposedCommSeconds = 0;
   double exposedCopySeconds = 0;
-  /// Per rank per step: model FLOPs (MFU convention, no recompute) and
-  /// executed FLOPs (recompute and causal attention as run).
+  /// Per rank per step: model FLOPs (each forward's and backward's once, no
+  /// recompute) and executed FLOPs (recompute included).
   double modelFlops = 0;
   double executedFlops = 0;
   /// The device's dense peak for the plan's precision (FLOP/s).
