@@ -664,10 +664,10 @@ PlanBuilder PlanBuilder::resolved(const PlanSpec &plan) {
 
   const TrainSpec &t = plan.train;
   const OptimizerSpec &o = t.optimizer;
-  OptimizerBuilder optimizer = o.kind == OptimizerKind::AdamW
-                                   ? adamw(o.lr).betas(o.beta1, o.beta2).eps(
-                                         o.eps)
-                                   : sgd(o.lr).momentum(o.momentum);
+  OptimizerBuilder optimizer =
+      o.kind == OptimizerKind::AdamW
+          ? adamw(o.lr).betas(o.beta1, o.beta2).eps(o.eps)
+          : sgd(o.lr).momentum(o.momentum);
   optimizer.weightDecay(o.weightDecay).decay(o.decay);
   TrainBuilder train;
   train.optimizer(optimizer)

@@ -556,8 +556,8 @@ void PlanChecker::checkRecipe() {
                      formatv("'train.global_batch' = {0} is not a multiple of "
                              "micro_batch x ranks = {1} x {2} = {3}: no whole "
                              "number of micro-batches per step makes it ({4})",
-                             t.globalBatch, t.microBatch, ranks,
-                             perMicroBatch, nearest));
+                             t.globalBatch, t.microBatch, ranks, perMicroBatch,
+                             nearest));
       note(d, "train.micro_batch", "micro_batch is set here");
     } else if (plan.isGiven("train.grad_accum") &&
                t.globalBatch != perMicroBatch * t.gradAccum) {

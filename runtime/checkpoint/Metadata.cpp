@@ -365,9 +365,8 @@ Metadata readMetadata(const JsonReader &r, const Json &j) {
                     ", which 'files' does not list");
     if (t.sharded ? t.shardIndex < 0 || t.shardIndex >= m.shard
                   : t.shardIndex != 0)
-      r.fail(p, "('" + t.name + "') is shard " +
-                    std::to_string(t.shardIndex) + " of a mesh with " +
-                    std::to_string(m.shard) + " shards");
+      r.fail(p, "('" + t.name + "') is shard " + std::to_string(t.shardIndex) +
+                    " of a mesh with " + std::to_string(m.shard) + " shards");
     m.tensors.push_back(std::move(t));
   }
 
@@ -397,14 +396,14 @@ Metadata readMetadata(const JsonReader &r, const Json &j) {
   for (BufferRole role :
        {BufferRole::ExpAvg, BufferRole::ExpAvgSq, BufferRole::Momentum})
     if (roles.count(role) != optimizerRoles.count(role))
-      r.fail(at.member("optimizer"),
-             std::string("says ") + toString(m.optimizer) +
-                 (m.optimizer == OptimizerKind::SGD
-                      ? (m.momentum != 0 ? " with momentum" : " without momentum")
-                      : "") +
-                 ", but the tensors " +
-                 (roles.count(role) ? "hold " : "lack ") + toString(role) +
-                 " state");
+      r.fail(
+          at.member("optimizer"),
+          std::string("says ") + toString(m.optimizer) +
+              (m.optimizer == OptimizerKind::SGD
+                   ? (m.momentum != 0 ? " with momentum" : " without momentum")
+                   : "") +
+              ", but the tensors " + (roles.count(role) ? "hold " : "lack ") +
+              toString(role) + " state");
   return m;
 }
 

@@ -113,7 +113,7 @@ struct Executor::Impl {
   // By op index: the op reads or writes host memory on the host (the backend
   // first waits for the asynchronous copies that touched host memory).
   std::vector<bool> hostSide;
-  std::vector<int64_t> stepsTaken; // non-skipped steps by group
+  std::vector<int64_t> stepsTaken;         // non-skipped steps by group
   std::map<int64_t, DecayMask> decayMasks; // by group, made at its 1st step
   std::vector<Event> events;
   int64_t totalSteps = 0;
@@ -230,16 +230,14 @@ void Executor::Impl::allocate() {
   for (Space space : {Space::Device, Space::Host, Space::PinnedHost}) {
     int64_t bytes = schedule.arenaSize(space);
     try {
-      arenas[static_cast<size_t>(space)] =
-          backend.allocateArena(space, bytes);
+      arenas[static_cast<size_t>(space)] = backend.allocateArena(space, bytes);
     } catch (const std::exception &) {
       // The allocator's own message is several lines of its internals
       // (c10's "[enforce fail at alloc_cpu.cpp...]", std::bad_alloc).
-      throw ExecutionError("cannot allocate the " + std::to_string(bytes) +
-                           "-byte " + toString(space) +
-                           " arena the schedule plans (" +
-                           support::formatBytes(bytes) +
-                           "): not enough memory on this machine");
+      throw ExecutionError(
+          "cannot allocate the " + std::to_string(bytes) + "-byte " +
+          toString(space) + " arena the schedule plans (" +
+          support::formatBytes(bytes) + "): not enough memory on this machine");
     }
   }
   buffers.resize(schedule.buffers.size());
@@ -519,11 +517,11 @@ void Executor::Impl::run(const ops::OptimizerStep &op) {
     int64_t first = params.numel() == group.paddedNumel
                         ? 0
                         : comm.groupRank(GroupAxis::Shard) * group.shardNumel;
-    mask = decayMasks
-               .emplace(op.group,
-                        decayMask(schedule, group, first, params.numel(),
-                                  train.optimizer.decay))
-               .first;
+    mask =
+        decayMasks
+            .emplace(op.group, decayMask(schedule, group, first, params.numel(),
+                                         train.optimizer.decay))
+            .first;
   }
   optimizerUpdate(train.optimizer, params, grad, state, lr, t, mask->second);
 }

@@ -11,8 +11,8 @@
 
 namespace plan::rt {
 
-DecayMask decayMask(const Schedule &schedule, const Group &group,
-                    int64_t first, int64_t numel, WeightDecayScope scope) {
+DecayMask decayMask(const Schedule &schedule, const Group &group, int64_t first,
+                    int64_t numel, WeightDecayScope scope) {
   DecayMask mask;
   if (scope == WeightDecayScope::All)
     return mask;
@@ -115,12 +115,11 @@ void adamwStep(at::Tensor &params, const at::Tensor &grad, at::Tensor &expAvg,
   if (mask.all)
     params.mul_(1 - lr * config.weightDecay);
   else
-    forEachDecayRun(mask, 0, params.numel(),
-                    [&](int64_t b, int64_t e, bool decayed) {
-                      if (decayed)
-                        params.narrow(0, b, e - b).mul_(
-                            1 - lr * config.weightDecay);
-                    });
+    forEachDecayRun(
+        mask, 0, params.numel(), [&](int64_t b, int64_t e, bool decayed) {
+          if (decayed)
+            params.narrow(0, b, e - b).mul_(1 - lr * config.weightDecay);
+        });
   expAvg.lerp_(grad, 1 - config.beta1);
   expAvgSq.mul_(config.beta2).addcmul_(grad, grad, 1 - config.beta2);
   double biasCorrection1 = 1 - std::pow(config.beta1, static_cast<double>(t));
@@ -318,13 +317,12 @@ void sgdStep(at::Tensor &params, const at::Tensor &grad,
     dp = dp.add(params, config.weightDecay);
   } else if (config.weightDecay != 0) {
     dp = grad.clone(); // as many bytes as the add's result
-    forEachDecayRun(mask, 0, params.numel(),
-                    [&](int64_t b, int64_t e, bool decayed) {
-                      if (decayed)
-                        dp.narrow(0, b, e - b)
-                            .add_(params.narrow(0, b, e - b),
-                                  config.weightDecay);
-                    });
+    forEachDecayRun(
+        mask, 0, params.numel(), [&](int64_t b, int64_t e, bool decayed) {
+          if (decayed)
+            dp.narrow(0, b, e - b)
+                .add_(params.narrow(0, b, e - b), config.weightDecay);
+        });
   }
   if (config.momentum != 0) {
     if (t == 1)

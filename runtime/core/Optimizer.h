@@ -34,8 +34,8 @@ struct DecayMask {
 /// the elements of parameters of two or more dimensions (linear weights,
 /// embeddings), not norm scales or biases, as the HF Trainer's and
 /// Megatron's parameter groups; padding is in no range.
-DecayMask decayMask(const Schedule &schedule, const Group &group,
-                    int64_t first, int64_t numel, WeightDecayScope scope);
+DecayMask decayMask(const Schedule &schedule, const Group &group, int64_t first,
+                    int64_t numel, WeightDecayScope scope);
 
 /// clip_grad_norm_'s multiplier: maxNorm / (totalNorm + 1e-6), at most 1.
 /// 1 when maxNorm <= 0 (clipping off).

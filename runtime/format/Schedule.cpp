@@ -16,6 +16,11 @@ int64_t optimizerStateCount(const OptimizerConfig &config) {
   return 0;
 }
 
+bool isBlockKind(UnitKind kind) {
+  return kind == UnitKind::LlamaBlock || kind == UnitKind::GPT2Block ||
+         kind == UnitKind::BertBlock;
+}
+
 bool isTrainingStateRole(BufferRole role) {
   switch (role) {
   case BufferRole::Param:

@@ -166,6 +166,11 @@ struct Param {
   std::string tiedTo; // "" or the defining parameter's name (stored there)
 };
 
+/// Whether units of `kind` are the model's layers (a transformer block):
+/// `model.layers` counts them. The plan dialect's `plan::isBlockKind`, on
+/// this side of the boundary.
+bool isBlockKind(UnitKind kind);
+
 struct Unit {
   std::string name; // "layers.0"
   UnitKind kind = UnitKind::Embedding;

@@ -16,10 +16,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <optional>
-#include <initializer_list>
 #include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
@@ -186,8 +186,8 @@ private:
         error("train.loss_scale.growth_interval must be at least 1");
     }
     inRange(t.gradClip, "train.grad_clip", 0, false, inf, true);
-    inRange(t.lrSchedule.minLrRatio, "train.lr_schedule.min_lr_ratio", 0,
-            false, 1, false);
+    inRange(t.lrSchedule.minLrRatio, "train.lr_schedule.min_lr_ratio", 0, false,
+            1, false);
     if (t.lrSchedule.warmup < 0)
       error("train.lr_schedule.warmup is negative");
     if (t.steps < 0)
@@ -264,13 +264,11 @@ private:
         error(where + ": numel " + std::to_string(unit.numel) + " is not the " +
               std::to_string(next) + " elements its parameters store");
     }
-    int64_t blocks = 0;
     if (s.units.empty())
       return;
-    for (const Unit &unit : s.units)
-      blocks += unit.kind == UnitKind::LlamaBlock ||
-                unit.kind == UnitKind::GPT2Block ||
-                unit.kind == UnitKind::BertBlock;
+    auto blocks =
+        std::count_if(s.units.begin(), s.units.end(),
+                      [](const Unit &unit) { return isBlockKind(unit.kind); });
     if (blocks != s.model.layers)
       error("model.layers is " + std::to_string(s.model.layers) +
             ", but the units hold " + std::to_string(blocks) + " layers");
@@ -603,8 +601,8 @@ void ScheduleValidator::checkOps() {
   std::map<Space, std::map<int64_t, std::pair<int64_t, int64_t>>> liveBytes;
   auto place = [&](int64_t id, const std::string &where) {
     const Buffer &b = s.buffers[id];
-    int64_t end = b.offset + b.numel * static_cast<int64_t>(
-                                           elementBytes(b.type));
+    int64_t end =
+        b.offset + b.numel * static_cast<int64_t>(elementBytes(b.type));
     auto &live = liveBytes[b.space];
     auto next = live.lower_bound(b.offset);
     std::optional<int64_t> clash;
@@ -756,8 +754,7 @@ void ScheduleValidator::checkOps() {
   for (size_t g = 0; g < s.groups.size(); ++g)
     if (stepsOfGroup[g] > 1 || (steps && stepsOfGroup[g] == 0))
       error("group '" + s.groups[g].name + "' has " +
-            std::to_string(stepsOfGroup[g]) +
-            " optimizer_step ops, not one");
+            std::to_string(stepsOfGroup[g]) + " optimizer_step ops, not one");
 
   for (int64_t e = 0; e < s.numEvents; ++e)
     if (events[e] != EventState::Waited)

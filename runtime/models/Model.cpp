@@ -495,9 +495,10 @@ private:
         if (endsWith(u.slots[i].name, spec.suffix))
           found = i;
       if (found == u.slots.size())
-        throw ModelError("unit '" + unit.name + "' has no parameter whose name "
-                         "ends in '" + spec.suffix + "', which a " +
-                         toString(unit.kind) +
+        throw ModelError("unit '" + unit.name +
+                         "' has no parameter whose name "
+                         "ends in '" +
+                         spec.suffix + "', which a " + toString(unit.kind) +
                          " computes with: the schedule's parameters are not "
                          "the HF names this runtime knows (recompile the "
                          "plan with planc)");

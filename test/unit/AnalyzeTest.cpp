@@ -821,12 +821,13 @@ TEST(AnalyzeKeys, UnknownKeySuggestsTheClosest) {
 }
 
 TEST(AnalyzeKeys, UnknownKeyListsTheValidOnes) {
-  EXPECT_EQ(errorsOf(withMinimal("train.colour = 1")),
-            Diags{"4:7: error: unknown key 'colour' in 'train'; valid keys "
-                  "are: optimizer, micro_batch, seq_len, grad_accum, global_batch, "
-                  "precision, loss_scale, reduce_dtype, "
-                  "activation_checkpointing, grad_clip, lr_schedule, steps, "
-                  "seed"});
+  EXPECT_EQ(
+      errorsOf(withMinimal("train.colour = 1")),
+      Diags{"4:7: error: unknown key 'colour' in 'train'; valid keys "
+            "are: optimizer, micro_batch, seq_len, grad_accum, global_batch, "
+            "precision, loss_scale, reduce_dtype, "
+            "activation_checkpointing, grad_clip, lr_schedule, steps, "
+            "seed"});
   EXPECT_EQ(errorsOf(withMinimal("zzz = 1")),
             Diags{"4:1: error: unknown top-level key 'zzz'; valid keys are: "
                   "name, model, cluster, train, parallel"});

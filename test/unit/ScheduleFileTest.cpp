@@ -12,8 +12,8 @@
 #include "ScheduleFile.h"
 #include "ScheduleJson.h"
 #include "dialects/sched/SchedDialect.h"
-#include "frontend/Frontend.h"
 #include "export/ExportSchedule.h"
+#include "frontend/Frontend.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"

@@ -54,15 +54,15 @@ using EnvLookup = std::function<std::optional<std::string>(const char *)>;
 /// OMPI_COMM_WORLD_RANK/SIZE, then SLURM's SLURM_PROCID/SLURM_NTASKS, else a
 /// single rank. The ranks on this host: LOCAL_WORLD_SIZE,
 /// OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE or the first count of
-/// SLURM_TASKS_PER_NODE ("4(x2),3": 4), else 1. Open MPI comes before SLURM because an sbatch script's own
-/// environment already has SLURM_PROCID=0, which every rank of an `mpirun`
-/// inside it inherits. Throws LaunchError.
+/// SLURM_TASKS_PER_NODE ("4(x2),3": 4), else 1. Open MPI comes before SLURM
+/// because an sbatch script's own environment already has SLURM_PROCID=0, which
+/// every rank of an `mpirun` inside it inherits. Throws LaunchError.
 RankInfo rankFromEnvironment(const EnvLookup &env);
 RankInfo rankFromEnvironment();
 
 /// How many intra-op threads a rank uses, and why.
 struct ThreadChoice {
-  int threads = 1; // 0: as LibTorch reads OMP_NUM_THREADS
+  int threads = 1;    // 0: as LibTorch reads OMP_NUM_THREADS
   std::string reason; // "--threads", "OMP_NUM_THREADS", or the default's
 };
 

@@ -123,6 +123,21 @@ static void printSummary(const plan::PlanSpec &p, llvm::raw_ostream &os) {
       plan::stringify(t.precision), globalBatch, t.seqLen);
 }
 
+/// Opens `path` ("-": stdout), lets `write` fill it and keeps it; a file that
+/// cannot be opened or written is `planc: error: ...` and false.
+static bool writeOutput(llvm::StringRef path,
+                        llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> output = openOutputFile(path, &error);
+  if (output) {
+    write(output->os());
+    if (plan::keepOutput(*output, path, error))
+      return true;
+  }
+  llvm::errs() << "planc: error: " << error << "\n";
+  return false;
+}
+
 /// --emit=schedule (the file, written atomically) or --emit=schedule-json.
 /// Either is validated as plan-run will validate it, so planc never hands
 /// out a schedule the runtime rejects.
@@ -136,8 +151,9 @@ static int emitSchedule(ModuleOp module) {
         plan::rt::validateSchedule(std::move(*schedule), inputFilename));
     if (emit == Emit::Schedule) {
       if (outputFilename == "-") {
-        llvm::errs() << "planc: error: the schedule file is binary: name it with "
-                        "-o FILE.sched (or use --emit=schedule-json)\n";
+        llvm::errs()
+            << "planc: error: the schedule file is binary: name it with "
+               "-o FILE.sched (or use --emit=schedule-json)\n";
         return 1;
       }
       plan::rt::writeScheduleFile(*valid, outputFilename);
@@ -147,19 +163,12 @@ static int emitSchedule(ModuleOp module) {
     llvm::errs() << "planc: error: " << e.what() << "\n";
     return 1;
   }
-  std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> output =
-      openOutputFile(outputFilename, &error);
-  if (!output) {
-    llvm::errs() << "planc: error: " << error << "\n";
-    return 1;
-  }
-  output->os() << plan::rt::scheduleJsonText(valid->get());
-  if (!plan::keepOutput(*output, outputFilename, error)) {
-    llvm::errs() << "planc: error: " << error << "\n";
-    return 1;
-  }
-  return 0;
+  return writeOutput(outputFilename,
+                     [&](llvm::raw_ostream &os) {
+                       os << plan::rt::scheduleJsonText(valid->get());
+                     })
+             ? 0
+             : 1;
 }
 
 /// The report of the plan with `extra` overrides after the command line's,
@@ -216,72 +225,46 @@ static FitCheck checkFit(const plan::ScheduleReport &report,
 /// or not. Returns false when an output cannot be opened.
 static bool writeReportAndTrace(const plan::ScheduleReport &report,
                                 const FitCheck &fit) {
-  std::string error;
-  if (!traceFilename.empty()) {
-    std::unique_ptr<llvm::ToolOutputFile> trace =
-        openOutputFile(traceFilename, &error);
-    if (!trace) {
-      llvm::errs() << "planc: error: " << error << "\n";
-      return false;
-    }
-    plan::writeChromeTrace(report, trace->os());
-    if (!plan::keepOutput(*trace, traceFilename, error)) {
-      llvm::errs() << "planc: error: " << error << "\n";
-      return false;
-    }
-  }
+  if (!traceFilename.empty() &&
+      !writeOutput(traceFilename, [&](llvm::raw_ostream &os) {
+        plan::writeChromeTrace(report, os);
+      }))
+    return false;
   if (reportFormat == ReportFormat::None)
     return true;
   // With `-o FILE.sched` the file gets the schedule and stdout the report;
   // otherwise the report is what planc emits.
   bool alongside = emit == Emit::Schedule;
-  std::unique_ptr<llvm::ToolOutputFile> output = openOutputFile(
-      alongside ? std::string("-") : outputFilename.getValue(), &error);
-  if (!output) {
-    llvm::errs() << "planc: error: " << error << "\n";
-    return false;
-  }
-  if (reportFormat == ReportFormat::Json)
-    output->os() << llvm::formatv("{0:2}\n",
-                                  plan::reportToJson(report, fit.outcomes));
-  else
-    plan::printReportTable(report, output->os());
-  if (!plan::keepOutput(*output, alongside ? "-" : outputFilename.getValue(),
-                        error)) {
-    llvm::errs() << "planc: error: " << error << "\n";
-    return false;
-  }
-  return true;
+  return writeOutput(
+      alongside ? llvm::StringRef("-") : llvm::StringRef(outputFilename),
+      [&](llvm::raw_ostream &os) {
+        if (reportFormat == ReportFormat::Json)
+          os << llvm::formatv("{0:2}\n",
+                              plan::reportToJson(report, fit.outcomes));
+        else
+          plan::printReportTable(report, os);
+      });
 }
 
 /// Prints or writes what --emit asks for.
 static int emitOutput(const plan::PlanSpec &spec, ModuleOp module) {
   if (emit == Emit::Schedule || emit == Emit::ScheduleJson)
     return emitSchedule(module);
-  std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> output =
-      openOutputFile(outputFilename, &error);
-  if (!output) {
-    llvm::errs() << "planc: error: " << error << "\n";
-    return 1;
-  }
-  if (emit == Emit::Summary) {
-    printSummary(spec, output->os());
-  } else if (emit == Emit::PlanResolved) {
-    output->os() << "# " << inputFilename
-                 << " with every value written out (planc "
-                    "--emit=plan-resolved): the same plan\n";
-    plan::syntax::printBlock(plan::PlanBuilder::resolved(spec).toSyntax(),
-                             output->os());
-  } else {
-    module.print(output->os());
-    output->os() << "\n";
-  }
-  if (!plan::keepOutput(*output, outputFilename, error)) {
-    llvm::errs() << "planc: error: " << error << "\n";
-    return 1;
-  }
-  return 0;
+  bool written = writeOutput(outputFilename, [&](llvm::raw_ostream &os) {
+    if (emit == Emit::Summary) {
+      printSummary(spec, os);
+    } else if (emit == Emit::PlanResolved) {
+      os << "# " << inputFilename
+         << " with every value written out (planc --emit=plan-resolved): the "
+            "same plan\n";
+      plan::syntax::printBlock(plan::PlanBuilder::resolved(spec).toSyntax(),
+                               os);
+    } else {
+      module.print(os);
+      os << "\n";
+    }
+  });
+  return written ? 0 : 1;
 }
 
 int main(int argc, char **argv) {

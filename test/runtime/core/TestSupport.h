@@ -7,9 +7,9 @@
 #include "Model.h"
 #include "ScheduleFile.h"
 
-#include <algorithm>
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 
@@ -167,11 +167,9 @@ public:
            {&m.vocab, &m.hidden, &m.intermediate, &m.heads, &m.kvHeads})
         *size = std::max<int64_t>(*size, 1);
       m.maxSeqLen = std::max<int64_t>({m.maxSeqLen, checked.train.seqLen, 1});
-      m.layers = 0;
-      for (const Unit &u : checked.units)
-        m.layers += u.kind == UnitKind::LlamaBlock ||
-                    u.kind == UnitKind::GPT2Block ||
-                    u.kind == UnitKind::BertBlock;
+      m.layers =
+          std::count_if(checked.units.begin(), checked.units.end(),
+                        [](const Unit &u) { return isBlockKind(u.kind); });
     }
     return validateSchedule(std::move(checked), "test schedule");
   }

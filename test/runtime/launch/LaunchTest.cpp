@@ -114,20 +114,19 @@ TEST(RankFromEnvironment, OpenMpiWinsOverInheritedSlurm) {
 
 TEST(RankFromEnvironment, RanksOnThisHost) {
   EXPECT_EQ(rankFromEnvironment(envOf({})).localWorld, 1);
-  EXPECT_EQ(rankFromEnvironment(
-                envOf(with({{"RANK", "1"},
-                            {"WORLD_SIZE", "8"},
-                            {"LOCAL_WORLD_SIZE", "4"}},
-                           kMaster)))
+  EXPECT_EQ(rankFromEnvironment(envOf(with({{"RANK", "1"},
+                                            {"WORLD_SIZE", "8"},
+                                            {"LOCAL_WORLD_SIZE", "4"}},
+                                           kMaster)))
                 .localWorld,
             4);
-  EXPECT_EQ(rankFromEnvironment(
-                envOf(with({{"OMPI_COMM_WORLD_RANK", "1"},
-                            {"OMPI_COMM_WORLD_SIZE", "8"},
-                            {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}},
-                           kMaster)))
-                .localWorld,
-            2);
+  EXPECT_EQ(
+      rankFromEnvironment(envOf(with({{"OMPI_COMM_WORLD_RANK", "1"},
+                                      {"OMPI_COMM_WORLD_SIZE", "8"},
+                                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}},
+                                     kMaster)))
+          .localWorld,
+      2);
   auto slurm = with({{"SLURM_PROCID", "0"},
                      {"SLURM_NTASKS", "11"},
                      {"SLURM_TASKS_PER_NODE", "4(x2),3"}},

@@ -146,10 +146,26 @@ TEST(Options, UsageErrorsAreOneLine) {
 }
 
 TEST(Options, RankArgumentsRepeatTheRunWithoutNproc) {
-  RunOptions options = parseOk(
-      {"--nproc", "2", "x.plan", "--steps", "3", "--seed", "9", "--metrics",
-       "out.jsonl", "--timeout", "10", "--quiet", "--init", "w.safetensors",
-       "--data", "t.bin", "--memory-trace", "m.jsonl", "--threads", "3"});
+  RunOptions options = parseOk({"--nproc",
+                                "2",
+                                "x.plan",
+                                "--steps",
+                                "3",
+                                "--seed",
+                                "9",
+                                "--metrics",
+                                "out.jsonl",
+                                "--timeout",
+                                "10",
+                                "--quiet",
+                                "--init",
+                                "w.safetensors",
+                                "--data",
+                                "t.bin",
+                                "--memory-trace",
+                                "m.jsonl",
+                                "--threads",
+                                "3"});
   std::vector<std::string> args = rankArguments(options, "/tmp/x.sched");
   std::vector<std::string> withProgram = args;
   RunOptions rank = parseOk(withProgram);
@@ -189,9 +205,9 @@ TEST(Options, SetNeedsAPlan) {
   RunOptions options =
       parseOk({"x.plan", "--set", "train.micro_batch=2", "--set",
                "train.optimizer=adamw(lr = 1e-4)", "--nproc", "2"});
-  EXPECT_EQ(options.sets, (std::vector<std::string>{
-                              "train.micro_batch=2",
-                              "train.optimizer=adamw(lr = 1e-4)"}));
+  EXPECT_EQ(options.sets,
+            (std::vector<std::string>{"train.micro_batch=2",
+                                      "train.optimizer=adamw(lr = 1e-4)"}));
   // The launcher compiles the plan once; its ranks read that schedule.
   RunOptions rank = parseOk(rankArguments(options, "/tmp/x.sched"));
   EXPECT_TRUE(rank.sets.empty());
