@@ -161,8 +161,15 @@ private:
       bool direct = !scatter.getAccumulate() &&
                     elementType(src) == elementType(dst) &&
                     getRootAlloc(src) != getRootAlloc(dst);
+      int64_t held = 0;
       if (!direct && counted(src))
-        inFlight[scatter.getDone()] = numel(dst) * elementBytes(src);
+        held += numel(dst) * elementBytes(src);
+      // Gloo (the CPU backend) reduces a flat copy of the source on its
+      // worker thread, held until the wait at the latest.
+      if (cpuDevice && program.getGroupSize(scatter.getGroup()) > 1)
+        held += numel(src) * elementBytes(src);
+      if (held > 0)
+        inFlight[scatter.getDone()] = held;
       return int64_t{0};
     }
     if (auto gather = dyn_cast<AllGatherOp>(op)) {

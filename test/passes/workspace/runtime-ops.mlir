@@ -7,10 +7,11 @@
 // On a CPU device. Alive all step: the ids 2 * 8 tokens * 8 = 128 B and the
 // rope tables 2 * 8 * 4 * 4 = 256 B. The second reduce-scatter is issued
 // while the first is in flight: their staging copies, 1000 * 4 + 500 * 4 =
-// 6000 B, are the most at once (grad_norm 4000, check_finite 1000, the
-// clipping step's fp32 gradient 4000). 384 + 6000 = 6384.
+// 6000 B, and Gloo's flat copies of their sources, 2000 * 4 + 1000 * 4 =
+// 12000 B, are the most at once (grad_norm 4000, check_finite 1000, the
+// clipping step's fp32 gradient 4000). 384 + 6000 + 12000 = 18384.
 // CHECK-LABEL: sched.program @p.step
-// CHECK-SAME:    workspace_at = "reduce_scatter b.grad.full", workspace_bytes = 6384 : i64
+// CHECK-SAME:    workspace_at = "reduce_scatter b.grad.full", workspace_bytes = 18384 : i64
 #dev = #sched.space<device>
 shard.grid @mesh(shape = 1x2)
 plan.plan @p on @mesh
