@@ -101,19 +101,24 @@ int64_t gpt2Block(const ActivationShape &a, int64_t w) {
   return bytes(a.tokens, perToken, logsumexpBytes(a), 3 + 3 + 2 + 4 + 2 + 1);
 }
 
-// BERT is not run by the runtime (docs/models.md): an estimate of what its
-// ops would save, in the working type. Post-LN. Per token: input x, q, k, v,
-// SDPA output, logsumexp, attention.output.dense input, first LayerNorm
-// input, mean and rstd, its output, intermediate output (GELU input), GELU
-// output, second LayerNorm input, mean and rstd.
+// Post-LN. q, k and v (SDPA saves them), its output (also the
+// attention.output.dense input) and fp32 logsumexp (5 storages, plus 2 for
+// the CUDA kernels' RNG seed and offset); the first LayerNorm's input (the
+// residual sum), mean and rstd (3), its output h1 (the intermediate.dense
+// input, 1); the GELU input and output (2); the second LayerNorm's input,
+// mean and rstd (3); the block's output (1). The block's input is kept by
+// reference.
 int64_t bertBlock(const ActivationShape &a, int64_t w) {
-  return w * a.tokens * (9 * a.h + 2 * a.inter + 4 + a.heads);
+  int64_t perToken = w * (8 * a.h + 2 * a.inter) + 4 * kF32;
+  return bytes(a.tokens, perToken, logsumexpBytes(a),
+               5 + 2 + 3 + 1 + 2 + 3 + 1);
 }
 
 // The embedding's output (the first block's input); the gather's backward
 // needs only the token ids, which the runtime keeps by reference. GPT-2 also
-// saves the position ids (int64, one row of s). BERT (an estimate): token
-// type ids, position ids, the embedding LayerNorm's input, mean and rstd.
+// saves the position ids (int64, one row of s). BERT adds its token-type row
+// and position rows by broadcasting (nothing saved) and saves its
+// LayerNorm's input, mean and rstd.
 int64_t embedding(ModelFamily family, const ActivationShape &a, int64_t w) {
   switch (family) {
   case ModelFamily::Llama:
@@ -121,7 +126,7 @@ int64_t embedding(ModelFamily family, const ActivationShape &a, int64_t w) {
   case ModelFamily::GPT2:
     return bytes(a.tokens, w * a.h, 8 * a.s, 2);
   case ModelFamily::Bert:
-    return w * (a.tokens * (2 + a.h + 2) + a.s);
+    return bytes(a.tokens, 2 * w * a.h + 2 * kF32, 0, 4);
   }
   return 0;
 }
@@ -154,16 +159,27 @@ int64_t gpt2Head(const ActivationShape &a, int64_t w, bool ownInput) {
                3 + 2 * chunks + (ownInput ? 1 : 0));
 }
 
-// An estimate, in the working type. MaskedLM per token: transform.dense
-// input (the unit's input), GELU input, GELU output (LayerNorm input), mean
-// and rstd, decoder input, logits, log-softmax output, label.
-// SequenceClassification: the unit's input per token, then per sequence the
-// pooler input, tanh output, logits, log-softmax output and label.
-int64_t bertHead(ModelAttr model, const ActivationShape &a, int64_t w) {
-  if (model.getBertHead() == BertHead::SequenceClassification)
-    return w *
-           (a.tokens * a.h + a.b * (2 * a.h + 2 * model.getNumLabels() + 1));
-  return w * a.tokens * (4 * a.h + 2 + 2 * a.vocab + 1);
+// MaskedLM: the transform's GELU input and output (the LayerNorm's input),
+// the LayerNorm's mean, rstd and output (the decoder's input), then the loss
+// chunks as the other heads'. SequenceClassification, per sequence: the
+// pooler's tanh output (the classifier's input) and the fp32 log-softmax of
+// the logits with its total-weight scalar; with one label (a regression) the
+// fp32 logits instead. The pooler reads the first token of the unit's input,
+// which is kept by reference, or is the head's own (`ownInput`).
+int64_t bertHead(ModelAttr model, const ActivationShape &a, int64_t w,
+                 bool ownInput) {
+  const int64_t own = ownInput ? w * a.tokens * a.h : 0;
+  const int64_t ownStorages = ownInput ? 1 : 0;
+  if (model.getBertHead() == BertHead::SequenceClassification) {
+    if (model.getNumLabels() == 1)
+      return bytes(a.b, w * a.h + kF32, own, 2 + ownStorages);
+    return bytes(a.b, w * a.h + kF32 * model.getNumLabels(), own + kF32,
+                 3 + ownStorages);
+  }
+  int64_t chunks = lossChunks(a);
+  int64_t perToken = 3 * w * a.h + 2 * kF32 + kF32 * a.vocab;
+  return bytes(a.tokens, perToken, own + kF32 * chunks,
+               5 + 2 * chunks + ownStorages);
 }
 
 } // namespace
@@ -194,7 +210,7 @@ int64_t plan::activationBytes(UnitKind kind, ModelAttr model,
     total = gpt2Head(a, w, ownInput);
     break;
   case UnitKind::BertHead:
-    total = bertHead(model, a, w);
+    total = bertHead(model, a, w, ownInput);
     break;
   }
   return total;

@@ -137,23 +137,61 @@ int64_t headBackward(const Sizes &z, int64_t normBackwardPerToken) {
          4;
 }
 
+// BERT's block forward has GPT-2's moments (c_fc's output and the GELU
+// output next to h1; q, k, v, the SDPA output and the residual sums).
+// Backward starts at the output LayerNorm (post-LN): the MLP's moment of
+// GPT-2 (output.dense's weight gradient with the gradients of the GELU
+// output and input) holds the LayerNorm's input gradient and its weight and
+// bias gradients too; the attention half's moments are GPT-2's, with the
+// attention LayerNorm's input gradient.
+int64_t bertBlockBackward(const Sizes &z) {
+  return largest(
+      {z.w * (z.t * z.h + 2 * z.t * z.inter + z.inter * z.h + 3 * z.h),
+       gpt2BlockBackward(z) + z.t * z.w * z.h});
+}
+
+// BERT's classification head works on one token of each of the b sequences:
+// forward, the pooler's output, its tanh and the logits in the working type
+// and in fp32 with their log-probabilities; backward, every weight gradient
+// next to the input's gradient, which selecting the first token widens to
+// the whole micro-batch (zeros elsewhere).
+int64_t classificationForward(const Sizes &z, int64_t labels) {
+  int64_t b = z.t / std::max<int64_t>(z.s, 1);
+  return b * (2 * z.w * z.h + labels * (z.w + 2 * kF32)) + 8;
+}
+int64_t classificationBackward(const Sizes &z, int64_t labels) {
+  int64_t b = z.t / std::max<int64_t>(z.s, 1);
+  return z.w * (z.p + z.t * z.h) + b * labels * 2 * kF32 + 8;
+}
+
+bool isClassificationHead(UnitKind kind, ModelAttr model) {
+  return kind == UnitKind::BertHead &&
+         model.getBertHead() == BertHead::SequenceClassification;
+}
+
 } // namespace
 
 int64_t plan::forwardWorkspaceBytes(UnitKind kind, ModelAttr model,
                                     const WorkspaceShape &shape) {
   Sizes z = sizesOf(model, shape);
+  if (isClassificationHead(kind, model))
+    return classificationForward(z, model.getNumLabels());
   switch (kind) {
   case UnitKind::Embedding:
     // The gathered rows (the output, before it moves into the saves
     // buffer); GPT-2 also gathers the position rows, adds them and makes
     // the position ids (int64).
+    // BERT adds the token-type and position rows by broadcasting, then its
+    // LayerNorm writes the output (and mean and rstd) next to the sum.
     if (model.getFamily() == ModelFamily::Llama)
       return z.t * z.w * z.h;
+    if (model.getFamily() == ModelFamily::Bert)
+      return 2 * z.t * z.w * z.h + 2 * kF32 * z.t;
     return z.w * (2 * z.t * z.h + z.s * z.h) + 8 * z.s;
   case UnitKind::LlamaBlock:
     return llamaBlockForward(z);
   case UnitKind::GPT2Block:
-  case UnitKind::BertBlock: // not run by the runtime: GPT-2's as estimate
+  case UnitKind::BertBlock:
     return gpt2BlockForward(z);
   case UnitKind::LlamaHead:
   case UnitKind::GPT2Head:
@@ -166,23 +204,31 @@ int64_t plan::forwardWorkspaceBytes(UnitKind kind, ModelAttr model,
 int64_t plan::backwardWorkspaceBytes(UnitKind kind, ModelAttr model,
                                      const WorkspaceShape &shape) {
   Sizes z = sizesOf(model, shape);
+  if (isClassificationHead(kind, model))
+    return classificationBackward(z, model.getNumLabels());
   switch (kind) {
   case UnitKind::Embedding:
     // The dense gradient of the token table; GPT-2 also of the position
     // table, and the position rows' gradient summed over the batch.
+    // BERT: the LayerNorm's input gradient next to every table's gradient
+    // (word, position, token type) and the LayerNorm's.
     if (model.getFamily() == ModelFamily::Llama)
       return z.w * z.vocab * z.h;
+    if (model.getFamily() == ModelFamily::Bert)
+      return z.w * z.h * (z.vocab + z.maxPos + model.getTypeVocab() + 2 + z.t);
     return z.w * (z.vocab * z.h + z.maxPos * z.h + z.s * z.h);
   case UnitKind::LlamaBlock:
     return llamaBlockBackward(z);
   case UnitKind::GPT2Block:
-  case UnitKind::BertBlock:
     return gpt2BlockBackward(z);
+  case UnitKind::BertBlock:
+    return bertBlockBackward(z);
   case UnitKind::LlamaHead:
     return headBackward(z, rmsNormBackwardPerToken(z));
   case UnitKind::GPT2Head:
-  case UnitKind::BertHead:
     return headBackward(z, 3 * z.w * z.h);
+  case UnitKind::BertHead: // masked LM: the transform's gradients too
+    return headBackward(z, 4 * z.w * z.h);
   }
   return 0;
 }

@@ -340,6 +340,22 @@ std::vector<ModelPreset> buildPresets() {
            .nLayer = 2,
            .nPositions = 256,
            .vocabSize = 512});
+  // 154,176: embeddings 512*64 + 256*64 + 2*64 + LayerNorm 128 = 49,408; per
+  // layer Q, K, V, O 4 * (64^2 + 64) + intermediate 64*256 + 256 + output
+  // 256*64 + 64 + 2 LayerNorms 256 = 49,984, * 2; MLM head bias 512 +
+  // transform dense 4,160 + LayerNorm 128.
+  presets.push_back({"bert_tiny", "",
+                     "a 2-layer BERT (masked-LM head) for CPU runs and tests",
+                     fromConfig("bert_tiny",
+                                {.hiddenSize = 64,
+                                 .intermediateSize = 256,
+                                 .layerNormEps = 1e-12,
+                                 .maxPositionEmbeddings = 256,
+                                 .numAttentionHeads = 4,
+                                 .numHiddenLayers = 2,
+                                 .typeVocabSize = 2,
+                                 .vocabSize = 512},
+                                BertHead::MaskedLM)});
   return presets;
 }
 

@@ -28,6 +28,10 @@ import tempfile
 from runtime_bench import MODEL_SETS, PLAN
 
 TINY = ["train.seq_len=128", "train.micro_batch=4"]
+# bert_base_cased's structure at the size of the tiny models.
+BERT_TINY = ["model=bert_base_cased", "model.vocab=1024", "model.hidden=64",
+             "model.intermediate=256", "model.layers=2", "model.heads=4",
+             "model.max_seq_len=128"]
 CASES = [
     # name, world, --set flags
     ("llama_tiny fp32", 1, ["model=llama_tiny"] + TINY),
@@ -42,6 +46,12 @@ CASES = [
                                      "train.micro_batch=2", "train.precision=bf16_mixed",
                                      "parallel.sharding=zero1"]),
     ("gpt2_tiny bf16", 1, ["model=gpt2_tiny", "train.precision=bf16_mixed"] + TINY),
+    ("bert masked_lm fp32", 1, BERT_TINY + TINY),
+    ("bert masked_lm bf16 checkpointed", 1,
+     BERT_TINY + TINY + ["train.precision=bf16_mixed",
+                         "train.activation_checkpointing=full"]),
+    ("bert classification fp32 full_shard x2", 2,
+     BERT_TINY + TINY + ["model.head=sequence_classification", "model.num_labels=3"]),
     ("bench model fp32 (runtime_bench)", 1, MODEL_SETS),
     ("bench model bf16 vocab 32768", 1,
      MODEL_SETS + ["train.precision=bf16_mixed", "model.vocab=32768"]),

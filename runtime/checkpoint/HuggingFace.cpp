@@ -1,12 +1,14 @@
 //===- HuggingFace.cpp - A checkpoint as HuggingFace safetensors ----------===//
 //
 // docs/checkpoints.md ("Export"): the consolidated weights under their HF
-// names in one model.safetensors, and the config.json HF's LlamaForCausalLM
-// or GPT2LMHeadModel loads them with.
+// names in one model.safetensors, and the config.json HF's LlamaForCausalLM,
+// GPT2LMHeadModel, BertForMaskedLM or BertForSequenceClassification loads
+// them with.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CheckpointFormat.h"
+#include "Model.h"
 
 namespace plan::rt {
 
@@ -63,6 +65,35 @@ Json huggingFaceConfig(const ModelConfig &m, const char *dtype) {
     j["dtype"] = dtype;
     return j;
   }
+  if (m.family == ModelFamily::Bert) {
+    bool classifier = m.bertHead == BertHead::SequenceClassification;
+    j["architectures"] = Json::array(
+        {classifier ? "BertForSequenceClassification" : "BertForMaskedLM"});
+    j["model_type"] = "bert";
+    j["hidden_size"] = m.hidden;
+    j["intermediate_size"] = m.intermediate;
+    j["num_hidden_layers"] = m.layers;
+    j["num_attention_heads"] = m.heads;
+    j["vocab_size"] = m.vocab;
+    j["max_position_embeddings"] = m.maxSeqLen;
+    j["type_vocab_size"] = m.typeVocab;
+    j["layer_norm_eps"] = m.normEps;
+    j["hidden_act"] = "gelu";
+    j["position_embedding_type"] = "absolute";
+    j["pad_token_id"] = kBertPadToken;
+    j["tie_word_embeddings"] = true;
+    if (classifier) {
+      // num_labels is what id2label holds; one label is a regression.
+      Json labels = Json::object();
+      for (int64_t i = 0; i < m.numLabels; ++i)
+        labels[std::to_string(i)] = "LABEL_" + std::to_string(i);
+      j["id2label"] = labels;
+      if (m.numLabels == 1)
+        j["problem_type"] = "regression";
+    }
+    j["dtype"] = dtype;
+    return j;
+  }
   j["architectures"] = Json::array({"GPT2LMHeadModel"});
   j["model_type"] = "gpt2";
   j["n_embd"] = m.hidden;
@@ -85,11 +116,6 @@ Json huggingFaceConfig(const ModelConfig &m, const char *dtype) {
 void exportHuggingFace(const Checkpoint &checkpoint, const std::string &outDir,
                        at::ScalarType dtype) {
   const ModelConfig &m = checkpoint.model();
-  if (m.family != ModelFamily::Llama && m.family != ModelFamily::GPT2)
-    throw CheckpointError("checkpoint '" + checkpoint.directory() +
-                          "': export supports the llama and gpt2 families, "
-                          "not '" +
-                          toString(m.family) + "'");
   if (m.family == ModelFamily::GPT2 && !m.tieEmbeddings)
     throw CheckpointError("checkpoint '" + checkpoint.directory() +
                           "': GPT2LMHeadModel ties lm_head to wte, but this "

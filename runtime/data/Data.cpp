@@ -13,6 +13,7 @@
 #include "Data.h"
 #include "Seeds.h"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -36,6 +37,9 @@ class SequenceSource {
 public:
   virtual ~SequenceSource() = default;
   virtual void sequence(int64_t index, int64_t seqLen, int64_t *out) const = 0;
+  /// The label of global sequence `index`, for sources that have labels.
+  virtual bool hasLabels() const { return false; }
+  virtual int64_t label(int64_t /*index*/) const { return 0; }
 };
 
 // Affine recurrences t[n+1] = (a t[n] + c) mod m over m = min(vocab, 64)
@@ -51,7 +55,7 @@ public:
   SyntheticSource(int64_t vocab, uint64_t seed)
       : m_(std::min(vocab, kSyntheticAlphabet)), key_(splitmix64(seed)) {}
   void sequence(int64_t index, int64_t seqLen, int64_t *out) const override {
-    uint64_t h = splitmix64(key_ + static_cast<uint64_t>(index));
+    uint64_t h = hash(index);
     auto [a, c] = kSyntheticRules[h & 3];
     int64_t t = static_cast<int64_t>((h >> 8) % static_cast<uint64_t>(m_));
     for (int64_t n = 0; n <= seqLen; ++n) {
@@ -59,10 +63,71 @@ public:
       t = (a * t + c) % m_;
     }
   }
+  /// Which of the rules made the sequence: a task a classifier can learn.
+  bool hasLabels() const override { return true; }
+  int64_t label(int64_t index) const override { return hash(index) & 3; }
 
 private:
+  uint64_t hash(int64_t index) const {
+    return splitmix64(key_ + static_cast<uint64_t>(index));
+  }
+
   int64_t m_;
   uint64_t key_;
+};
+
+/// The masking of HF's DataCollatorForLanguageModeling as a function of
+/// (seed, global sequence, position) alone, so that every rank and world
+/// size masks a sequence the same way. docs/models.md ("Data") spells it out
+/// for the Python reference.
+class Masker {
+public:
+  Masker(uint64_t seed, const Objective &objective, int64_t vocab)
+      : key_(splitmix64(seed ^ kMaskSalt)), vocab_(vocab),
+        threshold_(static_cast<uint64_t>(objective.maskProbability *
+                                         static_cast<double>(kUnit))),
+        maskToken_(objective.maskToken) {}
+
+  /// Masks `tokens` (seqLen ids of global sequence `index`) in place and
+  /// writes `targets`.
+  void mask(int64_t index, int64_t seqLen, int64_t *tokens,
+            int64_t *targets) const {
+    const uint64_t base = splitmix64(key_ + static_cast<uint64_t>(index));
+    for (int64_t n = 0; n < seqLen; ++n) {
+      uint64_t u = splitmix64(base + static_cast<uint64_t>(n));
+      if (!chosen(u)) {
+        targets[n] = kIgnoreTarget;
+        continue;
+      }
+      targets[n] = tokens[n];
+      uint64_t how = (u >> 16) & (kUnit - 1);
+      if (how < kUnit / 10 * 8)
+        tokens[n] = maskToken_;
+      else if (how < kUnit / 10 * 9)
+        tokens[n] =
+            static_cast<int64_t>(splitmix64(u) % static_cast<uint64_t>(vocab_));
+    }
+  }
+
+  /// How many positions of global sequence `index` are chosen: a function
+  /// of the position alone, not of the tokens.
+  int64_t count(int64_t index, int64_t seqLen) const {
+    const uint64_t base = splitmix64(key_ + static_cast<uint64_t>(index));
+    int64_t n = 0;
+    for (int64_t p = 0; p < seqLen; ++p)
+      n += chosen(splitmix64(base + static_cast<uint64_t>(p))) ? 1 : 0;
+    return n;
+  }
+
+private:
+  bool chosen(uint64_t u) const { return (u >> 40) < threshold_; }
+
+  static constexpr uint64_t kMaskSalt = 0x6D61736B; // "mask"
+  static constexpr uint64_t kUnit = uint64_t(1) << 24;
+  uint64_t key_;
+  int64_t vocab_;
+  uint64_t threshold_;
+  int64_t maskToken_;
 };
 
 // llm.c's dev/data/data_common.py: 256 int32 header words (magic, version,
@@ -178,8 +243,10 @@ private:
 
 class SequenceDataSource final : public DataSource {
 public:
-  explicit SequenceDataSource(std::unique_ptr<SequenceSource> source)
-      : source_(std::move(source)) {}
+  SequenceDataSource(std::unique_ptr<SequenceSource> source,
+                     Objective objective, int64_t vocab, uint64_t seed)
+      : source_(std::move(source)), objective_(objective),
+        masker_(seed, objective, vocab) {}
 
   std::vector<MicroBatch> batches(int64_t step, int64_t microBatches,
                                   int64_t dpRank, int64_t dpSize,
@@ -198,28 +265,63 @@ public:
                       std::to_string(microBatch) + ", seq_len " +
                       std::to_string(seqLen));
     const int64_t global = microBatches * dpSize * microBatch;
+    using Kind = Objective::Kind;
+    const Kind kind = objective_.kind;
     std::vector<MicroBatch> out;
     std::vector<int64_t> window(seqLen + 1);
+    // Masked tokens: every micro-batch of every rank divides its loss by the
+    // global batch's masked positions per micro-batch (Model.h).
+    double divisor = 0;
+    if (kind == Kind::MaskedTokens) {
+      int64_t total = 0;
+      const int64_t first = firstSequence(step, global);
+      for (int64_t j = first; j < first + global; ++j)
+        total += masker_.count(j, seqLen);
+      divisor = std::max<double>(static_cast<double>(total), 1.0) /
+                static_cast<double>(microBatches * dpSize);
+    }
     for (int64_t i = 0; i < microBatches; ++i) {
       at::Tensor tokens = at::empty({microBatch, seqLen}, at::kLong);
-      at::Tensor targets = at::empty({microBatch, seqLen}, at::kLong);
-      int64_t *tp = tokens.data_ptr<int64_t>(),
-              *gp = targets.data_ptr<int64_t>();
+      at::Tensor targets =
+          kind == Kind::SequenceLabel
+              ? at::empty({microBatch},
+                          objective_.numLabels == 1 ? at::kFloat : at::kLong)
+              : at::empty({microBatch, seqLen}, at::kLong);
+      int64_t *tp = tokens.data_ptr<int64_t>();
       for (int64_t r = 0; r < microBatch; ++r) {
         int64_t j = firstSequence(step, global) +
                     ((i * dpSize) + dpRank) * microBatch + r;
         source_->sequence(j, seqLen, window.data());
-        std::memcpy(tp + r * seqLen, window.data(), seqLen * sizeof(int64_t));
-        std::memcpy(gp + r * seqLen, window.data() + 1,
-                    seqLen * sizeof(int64_t));
+        int64_t *row = tp + r * seqLen;
+        std::memcpy(row, window.data(), seqLen * sizeof(int64_t));
+        switch (kind) {
+        case Kind::NextToken:
+          std::memcpy(targets.data_ptr<int64_t>() + r * seqLen,
+                      window.data() + 1, seqLen * sizeof(int64_t));
+          break;
+        case Kind::MaskedTokens:
+          masker_.mask(j, seqLen, row,
+                       targets.data_ptr<int64_t>() + r * seqLen);
+          break;
+        case Kind::SequenceLabel: {
+          int64_t label = source_->label(j);
+          if (objective_.numLabels == 1)
+            targets.data_ptr<float>()[r] = static_cast<float>(label);
+          else
+            targets.data_ptr<int64_t>()[r] = label % objective_.numLabels;
+          break;
+        }
+        }
       }
-      out.push_back(MicroBatch{tokens.to(device), targets.to(device)});
+      out.push_back(MicroBatch{tokens.to(device), targets.to(device), divisor});
     }
     return out;
   }
 
 private:
   std::unique_ptr<SequenceSource> source_;
+  Objective objective_;
+  Masker masker_;
 };
 
 } // namespace
@@ -242,15 +344,45 @@ int64_t DataSource::sequencesConsumed(int64_t step, int64_t globalBatch) const {
   return consumed_ + (step - afterStep_) * globalBatch;
 }
 
+Objective Objective::of(const ModelConfig &model) {
+  Objective o;
+  if (model.family != ModelFamily::Bert)
+    return o;
+  if (model.bertHead == BertHead::SequenceClassification) {
+    o.kind = Kind::SequenceLabel;
+    o.numLabels = model.numLabels;
+    return o;
+  }
+  o.kind = Kind::MaskedTokens;
+  o.maskToken = std::min(kBertMaskToken, model.vocab - 1);
+  return o;
+}
+
 std::unique_ptr<DataSource> DataSource::open(const std::string &spec,
-                                             int64_t vocab, uint64_t seed) {
+                                             int64_t vocab, uint64_t seed,
+                                             Objective objective) {
   if (vocab < 1)
     throw DataError("vocab size " + std::to_string(vocab) + " is not positive");
+  if (objective.kind == Objective::Kind::MaskedTokens &&
+      (objective.maskToken < 0 || objective.maskToken >= vocab ||
+       !(objective.maskProbability > 0 && objective.maskProbability <= 1)))
+    throw DataError("masked-token data needs a mask token below the vocab "
+                    "size and a masking probability in (0, 1]");
+  if (objective.kind == Objective::Kind::SequenceLabel &&
+      objective.numLabels < 1)
+    throw DataError("sequence labels need num_labels >= 1");
+  std::unique_ptr<SequenceSource> source;
   if (spec == "synthetic")
-    return std::make_unique<SequenceDataSource>(
-        std::make_unique<SyntheticSource>(vocab, seed));
-  return std::make_unique<SequenceDataSource>(
-      std::make_unique<TokenFile>(spec, vocab));
+    source = std::make_unique<SyntheticSource>(vocab, seed);
+  else
+    source = std::make_unique<TokenFile>(spec, vocab);
+  if (objective.kind == Objective::Kind::SequenceLabel && !source->hasLabels())
+    throw DataError("token file '" + spec +
+                    "' has no labels, which a sequence-classification head "
+                    "trains on: use --data synthetic (labelled by the rule "
+                    "that made each sequence)");
+  return std::make_unique<SequenceDataSource>(std::move(source), objective,
+                                              vocab, seed);
 }
 
 } // namespace plan::rt

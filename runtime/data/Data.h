@@ -23,13 +23,43 @@
 
 namespace plan::rt {
 
+/// What the model learns from a sequence, and so what `MicroBatch::targets`
+/// holds (docs/models.md, "Data").
+struct Objective {
+  enum class Kind {
+    /// targets[i][j] = the token after tokens[i][j] (causal LM).
+    NextToken,
+    /// HF's DataCollatorForLanguageModeling: each position is chosen with
+    /// `maskProbability`; a chosen token becomes `maskToken` (80%), a random
+    /// token (10%) or stays (10%), and its target is the original token;
+    /// every other target is kIgnoreTarget.
+    MaskedTokens,
+    /// targets[i] = the label of sequence i: a class in [0, numLabels), or a
+    /// value to regress to (fp32) when numLabels is 1.
+    SequenceLabel
+  };
+  Kind kind = Kind::NextToken;
+  int64_t maskToken = 0;
+  double maskProbability = 0.15;
+  int64_t numLabels = 2;
+
+  /// The objective of `model`'s family and head. BERT's mask token is
+  /// `[MASK]` of the bert-base WordPiece vocabularies (kBertMaskToken), or the
+  /// last id of a vocabulary too small to hold it.
+  static Objective of(const ModelConfig &model);
+};
+
+/// `[MASK]` in bert-base-cased's and bert-base-uncased's vocabularies.
+constexpr int64_t kBertMaskToken = 103;
+
 class DataSource {
 public:
   /// `spec` is "synthetic" or a token file path. Throws std::runtime_error
   /// with a one-line reason (missing file, bad header, too short, a token
-  /// id >= vocab).
+  /// id >= vocab, labels asked of a token file, which has none).
   static std::unique_ptr<DataSource> open(const std::string &spec,
-                                          int64_t vocab, uint64_t seed);
+                                          int64_t vocab, uint64_t seed,
+                                          Objective objective = {});
   virtual ~DataSource() = default;
 
   /// This rank's micro-batches of step `step` (1-based): micro-batch i, row r

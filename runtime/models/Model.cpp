@@ -1,4 +1,4 @@
-//===- Model.cpp - Llama and GPT-2 units over flat parameter buffers ------===//
+//===- Model.cpp - Llama, GPT-2 and BERT units over flat buffers ----------===//
 //
 // Each unit runs as LibTorch ops with its own autograd graph: its input is a
 // fresh leaf (the previous unit's output, detached), so backward of one unit
@@ -28,6 +28,7 @@
 #include <cmath>
 #include <map>
 #include <numbers>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -46,7 +47,11 @@ enum class Layer {
   LlamaHead,
   Gpt2Embedding,
   Gpt2Block,
-  Gpt2Head
+  Gpt2Head,
+  BertEmbedding,
+  BertBlock,
+  BertMaskedLMHead,
+  BertClassificationHead
 };
 
 // Each kind's parameters, found by name suffix (HF names); the role index is
@@ -82,6 +87,35 @@ enum {
 namespace gpt2_head {
 enum { LnW, LnB, LmHead };
 } // namespace gpt2_head
+namespace bert_embedding {
+enum { Word, Position, TokenType, LnW, LnB };
+} // namespace bert_embedding
+namespace bert_block {
+enum {
+  Q,
+  QB,
+  K,
+  KB,
+  V,
+  VB,
+  AttnOut,
+  AttnOutB,
+  Ln1W,
+  Ln1B,
+  Inter,
+  InterB,
+  Out,
+  OutB,
+  Ln2W,
+  Ln2B
+};
+} // namespace bert_block
+namespace bert_mlm_head {
+enum { Bias, Dense, DenseB, LnW, LnB, Decoder };
+} // namespace bert_mlm_head
+namespace bert_cls_head {
+enum { Pooler, PoolerB, Classifier, ClassifierB };
+} // namespace bert_cls_head
 
 struct RoleSpec {
   const char *suffix;
@@ -125,6 +159,41 @@ std::vector<RoleSpec> roleSpecs(Layer kind, const ModelConfig &m) {
   case Layer::Gpt2Head:
     return {
         {"ln_f.weight", {h}}, {"ln_f.bias", {h}}, {"lm_head.weight", {v, h}}};
+  case Layer::BertEmbedding:
+    return {{"word_embeddings.weight", {v, h}},
+            {"position_embeddings.weight", {-1, h}},
+            {"token_type_embeddings.weight", {-1, h}},
+            {"embeddings.LayerNorm.weight", {h}},
+            {"embeddings.LayerNorm.bias", {h}}};
+  case Layer::BertBlock:
+    return {{".attention.self.query.weight", {h, h}},
+            {".attention.self.query.bias", {h}},
+            {".attention.self.key.weight", {h, h}},
+            {".attention.self.key.bias", {h}},
+            {".attention.self.value.weight", {h, h}},
+            {".attention.self.value.bias", {h}},
+            {".attention.output.dense.weight", {h, h}},
+            {".attention.output.dense.bias", {h}},
+            {".attention.output.LayerNorm.weight", {h}},
+            {".attention.output.LayerNorm.bias", {h}},
+            {".intermediate.dense.weight", {i, h}},
+            {".intermediate.dense.bias", {i}},
+            {".output.dense.weight", {h, i}},
+            {".output.dense.bias", {h}},
+            {".output.LayerNorm.weight", {h}},
+            {".output.LayerNorm.bias", {h}}};
+  case Layer::BertMaskedLMHead:
+    return {{"cls.predictions.bias", {v}},
+            {"cls.predictions.transform.dense.weight", {h, h}},
+            {"cls.predictions.transform.dense.bias", {h}},
+            {"cls.predictions.transform.LayerNorm.weight", {h}},
+            {"cls.predictions.transform.LayerNorm.bias", {h}},
+            {"cls.predictions.decoder.weight", {v, h}}};
+  case Layer::BertClassificationHead:
+    return {{"bert.pooler.dense.weight", {h, h}},
+            {"bert.pooler.dense.bias", {h}},
+            {"classifier.weight", {m.numLabels, h}},
+            {"classifier.bias", {m.numLabels}}};
   }
   return {};
 }
@@ -211,6 +280,17 @@ at::Tensor crossEntropy(const at::Tensor &logits, const at::Tensor &targets) {
                                 targets.reshape({-1}));
 }
 
+/// BERT's `hidden_act = "gelu"`: the exact (erf) GELU.
+at::Tensor geluErf(const at::Tensor &x) { return at::gelu(x, "none"); }
+
+/// SDPA over every position (BERT: no causal mask, no padding).
+at::Tensor fullAttention(const at::Tensor &q, const at::Tensor &k,
+                         const at::Tensor &v) {
+  return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{},
+                                          /*dropout_p=*/0.0,
+                                          /*is_causal=*/false);
+}
+
 class TransformerModel final : public Model {
 public:
   TransformerModel(const Schedule &schedule, at::Device device,
@@ -218,10 +298,6 @@ public:
       : config_(schedule.model), device_(device),
         lossChunkBytes_(lossChunkBytes) {
     const ModelConfig &m = config_;
-    if (m.family != ModelFamily::Llama && m.family != ModelFamily::GPT2)
-      throw ModelError(std::string("model family '") + toString(m.family) +
-                       "' is not implemented by the runtime (llama and gpt2 "
-                       "are)");
     if (m.hidden <= 0 || m.heads <= 0 || m.hidden % m.heads != 0)
       throw ModelError("hidden " + std::to_string(m.hidden) +
                        " is not a positive multiple of heads " +
@@ -259,6 +335,9 @@ public:
         value.normal_(0.0, 0.02,
                       at::make_generator<at::CPUGeneratorImpl>(
                           parameterSeed(seed, s.name)));
+      if (u.kind == Layer::BertEmbedding &&
+          &s == &u.slots[u.roles[bert_embedding::Word]])
+        value[kBertPadToken].zero_();
       out.narrow(0, s.offset, s.numel).copy_(value.reshape({-1}));
     }
   }
@@ -276,13 +355,21 @@ public:
   }
 
   void setMicroBatch(int64_t mb, MicroBatch batch) override {
+    const bool labels = config_.family == ModelFamily::Bert &&
+                        config_.bertHead == BertHead::SequenceClassification;
     if (!batch.tokens.defined() || batch.tokens.dim() != 2 ||
-        !batch.targets.defined() ||
-        batch.targets.sizes() != batch.tokens.sizes())
+        !batch.targets.defined())
       throw ModelError("micro-batch " + std::to_string(mb) +
-                       ": tokens and targets must both be [batch, seq_len]");
+                       ": tokens must be [batch, seq_len] and have targets");
+    if (labels ? batch.targets.dim() != 1 ||
+                     batch.targets.size(0) != batch.tokens.size(0)
+               : batch.targets.sizes() != batch.tokens.sizes())
+      throw ModelError("micro-batch " + std::to_string(mb) + ": targets must " +
+                       (labels ? "be [batch] sequence labels"
+                               : "be [batch, seq_len] like the tokens"));
     batch.tokens = batch.tokens.to(device_, at::kLong);
-    batch.targets = batch.targets.to(device_, at::kLong);
+    batch.targets = batch.targets.to(
+        device_, labels && config_.numLabels == 1 ? at::kFloat : at::kLong);
     batches_[mb] = std::move(batch);
   }
 
@@ -447,21 +534,12 @@ private:
     UnitModel u;
     u.name = unit.name;
     u.numel = unit.numel;
-    bool llama = config_.family == ModelFamily::Llama;
-    if (unit.kind == UnitKind::Embedding)
-      u.kind = llama ? Layer::LlamaEmbedding : Layer::Gpt2Embedding;
-    else if (llama && unit.kind == UnitKind::LlamaBlock)
-      u.kind = Layer::LlamaBlock;
-    else if (llama && unit.kind == UnitKind::LlamaHead)
-      u.kind = Layer::LlamaHead;
-    else if (!llama && unit.kind == UnitKind::GPT2Block)
-      u.kind = Layer::Gpt2Block;
-    else if (!llama && unit.kind == UnitKind::GPT2Head)
-      u.kind = Layer::Gpt2Head;
-    else
+    std::optional<Layer> kind = layerOf(unit.kind);
+    if (!kind)
       throw ModelError("unit '" + unit.name + "' has kind '" +
                        toString(unit.kind) + "', which the " +
                        toString(config_.family) + " model does not implement");
+    u.kind = *kind;
     for (const Param &p : unit.params) {
       Slot s;
       s.name = p.name;
@@ -490,9 +568,14 @@ private:
       u.slots.push_back(std::move(s));
     }
     for (const RoleSpec &spec : roleSpecs(u.kind, config_)) {
+      // Of the names that end in the suffix, the shortest: BERT's
+      // `output.dense.weight` is also the end of
+      // `attention.output.dense.weight`.
       size_t found = u.slots.size();
       for (size_t i = 0; i < u.slots.size(); ++i)
-        if (endsWith(u.slots[i].name, spec.suffix))
+        if (endsWith(u.slots[i].name, spec.suffix) &&
+            (found == u.slots.size() ||
+             u.slots[i].name.size() < u.slots[found].name.size()))
           found = i;
       if (found == u.slots.size())
         throw ModelError("unit '" + unit.name +
@@ -531,11 +614,47 @@ private:
     return it->second;
   }
 
+  /// What a unit of `kind` computes in this model's family, if it has one.
+  std::optional<Layer> layerOf(UnitKind kind) const {
+    switch (config_.family) {
+    case ModelFamily::Llama:
+      if (kind == UnitKind::Embedding)
+        return Layer::LlamaEmbedding;
+      if (kind == UnitKind::LlamaBlock)
+        return Layer::LlamaBlock;
+      if (kind == UnitKind::LlamaHead)
+        return Layer::LlamaHead;
+      break;
+    case ModelFamily::GPT2:
+      if (kind == UnitKind::Embedding)
+        return Layer::Gpt2Embedding;
+      if (kind == UnitKind::GPT2Block)
+        return Layer::Gpt2Block;
+      if (kind == UnitKind::GPT2Head)
+        return Layer::Gpt2Head;
+      break;
+    case ModelFamily::Bert:
+      if (kind == UnitKind::Embedding)
+        return Layer::BertEmbedding;
+      if (kind == UnitKind::BertBlock)
+        return Layer::BertBlock;
+      if (kind == UnitKind::BertHead)
+        return config_.bertHead == BertHead::MaskedLM
+                   ? Layer::BertMaskedLMHead
+                   : Layer::BertClassificationHead;
+      break;
+    }
+    return std::nullopt;
+  }
+
   static bool isEmbedding(const UnitModel &u) {
-    return u.kind == Layer::LlamaEmbedding || u.kind == Layer::Gpt2Embedding;
+    return u.kind == Layer::LlamaEmbedding || u.kind == Layer::Gpt2Embedding ||
+           u.kind == Layer::BertEmbedding;
   }
   static bool isHead(const UnitModel &u) {
-    return u.kind == Layer::LlamaHead || u.kind == Layer::Gpt2Head;
+    return u.kind == Layer::LlamaHead || u.kind == Layer::Gpt2Head ||
+           u.kind == Layer::BertMaskedLMHead ||
+           u.kind == Layer::BertClassificationHead;
   }
 
   static void checkFlat(const UnitModel &u, const at::Tensor &t,
@@ -658,7 +777,7 @@ private:
       return llamaBlock(u, x);
     case Layer::LlamaHead: {
       at::Tensor h = rmsNorm(x, u.param(llama_head::Norm), config_.normEps);
-      return headLoss(h, u.param(llama_head::LmHead), batch.targets);
+      return headLoss(h, u.param(llama_head::LmHead), {}, batch);
     }
     case Layer::Gpt2Block:
       return gpt2Block(u, x);
@@ -666,34 +785,47 @@ private:
       at::Tensor h =
           at::layer_norm(x, {config_.hidden}, u.param(gpt2_head::LnW),
                          u.param(gpt2_head::LnB), config_.normEps);
-      return headLoss(h, u.param(gpt2_head::LmHead), batch.targets);
+      return headLoss(h, u.param(gpt2_head::LmHead), {}, batch);
     }
+    case Layer::BertEmbedding:
+      return bertEmbedding(u, batch);
+    case Layer::BertBlock:
+      return bertBlock(u, x);
+    case Layer::BertMaskedLMHead:
+      return bertMaskedLM(u, x, batch);
+    case Layer::BertClassificationHead:
+      return bertClassification(u, x, batch);
     }
     throw ModelError("unit '" + u.name + "' has no implementation");
   }
 
-  /// Mean cross-entropy of the logits h W^T (in fp32) against `targets`. In
-  /// one piece when the fp32 logits fit the loss chunk, else chunk by chunk
-  /// of tokens (sum of each chunk's, over the tokens), so that only one
-  /// chunk's logits and their temporaries live at a time, in forward and in
-  /// backward.
+  /// Mean cross-entropy of the logits h W^T + bias (in fp32) against the
+  /// batch's targets: over its targets, or, for targets of which only some
+  /// count (kIgnoreTarget), the sum over those divided by the batch's
+  /// lossDivisor. In one piece when the fp32 logits fit the loss chunk, else
+  /// chunk by chunk of tokens (sum of each chunk's, then divided), so that
+  /// only one chunk's logits and their temporaries live at a time, in forward
+  /// and in backward.
   at::Tensor headLoss(const at::Tensor &h, const at::Tensor &w,
-                      const at::Tensor &targets) {
+                      const at::Tensor &bias, const MicroBatch &batch) {
+    const at::Tensor &targets = batch.targets;
     const int64_t tokens = targets.numel();
+    const bool mean = batch.lossDivisor <= 0;
     const int64_t chunk = lossChunkTokens(tokens, w.size(0), lossChunkBytes_);
-    if (chunk >= tokens)
-      return crossEntropy(at::linear(h, w).to(at::kFloat), targets);
+    if (chunk >= tokens && mean)
+      return crossEntropy(at::linear(h, w, bias).to(at::kFloat), targets);
     at::Tensor flat = h.reshape({tokens, h.size(-1)});
     at::Tensor labels = targets.reshape({tokens});
     at::Tensor sum;
     for (int64_t start = 0; start < tokens; start += chunk) {
       int64_t n = std::min(chunk, tokens - start);
       at::Tensor part = at::cross_entropy_loss(
-          at::linear(flat.narrow(0, start, n), w).to(at::kFloat),
-          labels.narrow(0, start, n), /*weight=*/{}, at::Reduction::Sum);
+          at::linear(flat.narrow(0, start, n), w, bias).to(at::kFloat),
+          labels.narrow(0, start, n), /*weight=*/{}, at::Reduction::Sum,
+          kIgnoreTarget);
       sum = sum.defined() ? sum + part : part;
     }
-    return sum / static_cast<double>(tokens);
+    return sum / (mean ? static_cast<double>(tokens) : batch.lossDivisor);
   }
 
   // A block is two halves, each in its own function: the intermediates of
@@ -784,6 +916,89 @@ private:
     at::Tensor act = at::gelu(fc, "tanh");
     fc.reset();
     return conv1d(act, u.param(MlpProjW), u.param(MlpProjB));
+  }
+
+  /// BertEmbeddings: LayerNorm(word[tokens] + token_type[0] + position[0..s)).
+  /// Every token has type 0 (HF's default token_type_ids, a single segment):
+  /// row 0 of the token-type table is added to every position, and its
+  /// gradient is the sum over them, as the lookup's would be.
+  at::Tensor bertEmbedding(const UnitModel &u, const MicroBatch &batch) {
+    using namespace bert_embedding;
+    const int64_t s = batch.tokens.size(1);
+    const at::Tensor &pos = u.param(Position);
+    if (s > pos.size(0))
+      throw ModelError("seq_len " + std::to_string(s) + " exceeds the " +
+                       std::to_string(pos.size(0)) + " learned positions");
+    at::Tensor x = at::embedding(u.param(Word), batch.tokens, kBertPadToken);
+    x = x + u.param(TokenType).narrow(0, 0, 1);
+    x = x + pos.narrow(0, 0, s);
+    return at::layer_norm(x, {config_.hidden}, u.param(LnW), u.param(LnB),
+                          config_.normEps);
+  }
+
+  at::Tensor bertBlock(const UnitModel &u, const at::Tensor &x) {
+    at::Tensor h1 = bertAttention(u, x);
+    return bertMlp(u, h1);
+  }
+
+  /// BertAttention (post-LN): LayerNorm(x + dense(attention(x))).
+  at::Tensor bertAttention(const UnitModel &u, const at::Tensor &x) {
+    using namespace bert_block;
+    const int64_t b = x.size(0), s = x.size(1), h = config_.hidden;
+    const int64_t heads = config_.heads, d = h / heads;
+    auto heads4 = [&](const at::Tensor &t) {
+      return t.view({b, s, heads, d}).transpose(1, 2);
+    };
+    at::Tensor q = heads4(at::linear(x, u.param(Q), u.param(QB)));
+    at::Tensor k = heads4(at::linear(x, u.param(K), u.param(KB)));
+    at::Tensor v = heads4(at::linear(x, u.param(V), u.param(VB)));
+    at::Tensor a =
+        fullAttention(q, k, v).transpose(1, 2).contiguous().reshape({b, s, h});
+    q.reset();
+    k.reset();
+    v.reset();
+    at::Tensor sum = x + at::linear(a, u.param(AttnOut), u.param(AttnOutB));
+    a.reset();
+    return at::layer_norm(sum, {h}, u.param(Ln1W), u.param(Ln1B),
+                          config_.normEps);
+  }
+
+  /// BertIntermediate + BertOutput: LayerNorm(h1 + dense(gelu(dense(h1)))).
+  at::Tensor bertMlp(const UnitModel &u, const at::Tensor &h1) {
+    using namespace bert_block;
+    at::Tensor act = geluErf(at::linear(h1, u.param(Inter), u.param(InterB)));
+    at::Tensor sum = h1 + at::linear(act, u.param(Out), u.param(OutB));
+    act.reset();
+    return at::layer_norm(sum, {config_.hidden}, u.param(Ln2W), u.param(Ln2B),
+                          config_.normEps);
+  }
+
+  /// BertOnlyMLMHead: the transform (dense, GELU, LayerNorm), then the
+  /// decoder (the word embeddings, tied) with the head's own bias, and the
+  /// cross-entropy over the masked positions.
+  at::Tensor bertMaskedLM(const UnitModel &u, const at::Tensor &x,
+                          const MicroBatch &batch) {
+    using namespace bert_mlm_head;
+    at::Tensor t = geluErf(at::linear(x, u.param(Dense), u.param(DenseB)));
+    t = at::layer_norm(t, {config_.hidden}, u.param(LnW), u.param(LnB),
+                       config_.normEps);
+    return headLoss(t, u.param(Decoder), u.param(Bias), batch);
+  }
+
+  /// BertPooler (dense and tanh on the first token) and the classifier:
+  /// BertForSequenceClassification's cross-entropy over the labels, or its
+  /// mean squared error with one label (a regression).
+  at::Tensor bertClassification(const UnitModel &u, const at::Tensor &x,
+                                const MicroBatch &batch) {
+    using namespace bert_cls_head;
+    at::Tensor pooled =
+        at::tanh(at::linear(x.select(1, 0), u.param(Pooler), u.param(PoolerB)));
+    at::Tensor logits =
+        at::linear(pooled, u.param(Classifier), u.param(ClassifierB))
+            .to(at::kFloat);
+    if (config_.numLabels == 1)
+      return at::mse_loss(logits.squeeze(-1), batch.targets);
+    return at::cross_entropy_loss(logits, batch.targets);
   }
 
   /// cos and sin of HF's LlamaRotaryEmbedding ([s, head_dim], computed in

@@ -4,7 +4,9 @@
 // The executor runs a schedule's compute ops (forward / recompute / loss /
 // backward of one unit for one micro-batch) through this interface. A Model
 // implements every unit kind of one family (Llama: embedding, llama_block,
-// llama_head; GPT-2: embedding, gpt2_block, gpt2_head) with LibTorch ops and
+// llama_head; GPT-2: embedding, gpt2_block, gpt2_head; BERT: embedding,
+// bert_block, bert_head with its masked-LM or classification head) with
+// LibTorch ops and
 // autograd, one unit at a time, over parameters that are views into the
 // schedule's flat buffers (see docs/runtime.md, "Units and autograd").
 //
@@ -45,10 +47,28 @@
 
 namespace plan::rt {
 
-/// One micro-batch of this rank: `tokens` and `targets` are [b, s] int64 on
-/// the compute device (targets[i][j] = the token after tokens[i][j]).
+/// A target the loss skips (a position that was not masked).
+constexpr int64_t kIgnoreTarget = -100;
+
+/// BERT's `pad_token_id`: its word embeddings' `padding_idx`, whose row
+/// starts at zero and gets no gradient from the lookup (the tied decoder
+/// still trains it), as in HF's BertEmbeddings.
+constexpr int64_t kBertPadToken = 0;
+
+/// One micro-batch of this rank, on the compute device: `tokens` is [b, s]
+/// int64; `targets` what the head's loss compares with (Data.h, Objective):
+/// [b, s] int64 token ids, kIgnoreTarget where there is none (next-token and
+/// masked-token objectives), or [b] sequence labels (int64 classes, fp32
+/// for a regression). `lossDivisor`, when positive, is what the head divides
+/// its summed loss by instead of the micro-batch's own count of targets: the
+/// counted targets (not kIgnoreTarget) of the step's whole global batch over
+/// the number of micro-batches in it (all ranks), so that every target of
+/// the step weighs the same whatever the micro-batch, rank or world size
+/// (Data.h); worked out where the batch was made, so that no loss waits for
+/// the device to count.
 struct MicroBatch {
   at::Tensor tokens, targets;
+  double lossDivisor = 0;
 };
 
 class Model {
@@ -56,7 +76,7 @@ public:
   virtual ~Model() = default;
 
   /// The model for `schedule` (family from schedule.model.family); throws for
-  /// families or unit kinds this runtime does not implement (bert, for now).
+  /// a unit kind its family does not have.
   /// `lossChunkBytes`: the heads' loss chunking (Schedule.h,
   /// lossChunkTokens); other than the default only in tests.
   static std::unique_ptr<Model>
@@ -86,7 +106,8 @@ public:
   virtual void recompute(int64_t unit, int64_t mb, const at::Tensor &params,
                          const at::Tensor &tied, const at::Tensor &input,
                          const at::Tensor &saves) = 0;
-  /// After the head's forward: returns the micro-batch's mean cross-entropy
+  /// After the head's forward: returns the micro-batch's mean loss (the
+  /// cross-entropy over its counted targets; a regression's squared error)
   /// (a 0-dim fp32 tensor on the compute device, unscaled, which the
   /// executor reads after the step, so that no loss op waits for the
   /// device) and seeds its backward with `scale * lossScale`.

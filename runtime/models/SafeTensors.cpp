@@ -5,6 +5,7 @@
 #include "Files.h"
 #include "Format.h"
 #include "Json.h"
+#include "Model.h"
 
 #include <nlohmann/json.hpp>
 
@@ -233,6 +234,18 @@ private:
       if (it != tensors_.end())
         return &it->second;
     }
+    // BERT checkpoints converted from TensorFlow (bert-base-cased's among
+    // them) name LayerNorm's weight and bias `gamma` and `beta`, which HF
+    // renames on load.
+    for (auto [modern, old] :
+         {std::pair{".LayerNorm.weight", ".LayerNorm.gamma"},
+          std::pair{".LayerNorm.bias", ".LayerNorm.beta"}})
+      if (name.ends_with(modern)) {
+        it = tensors_.find(name.substr(0, name.size() - std::strlen(modern)) +
+                           old);
+        if (it != tensors_.end())
+          return &it->second;
+      }
     return nullptr;
   }
 
@@ -340,6 +353,32 @@ void checkConfig(const std::string &path, const ModelConfig &model) {
               "GPT-2's activation");
     checkFlag("tie_word_embeddings", true, true,
               "tied embeddings (GPT-2's lm_head is wte)");
+    return;
+  }
+  if (model.family == ModelFamily::Bert) {
+    // BertConfig's defaults.
+    checkText("model_type", "bert", "bert", "a");
+    check("hidden_size", model.hidden, "hidden", 768);
+    check("num_hidden_layers", model.layers, "layers", 12);
+    check("num_attention_heads", model.heads, "heads", 12);
+    check("intermediate_size", model.intermediate, "intermediate", 3072);
+    check("vocab_size", model.vocab, "vocab", 30522);
+    check("max_position_embeddings", model.maxSeqLen, "max_seq_len", 512);
+    check("type_vocab_size", model.typeVocab, "type_vocab", 2);
+    checkReal("layer_norm_eps", real(cfg, "layer_norm_eps", 1e-12),
+              model.normEps, "norm_eps");
+    checkText("hidden_act", "gelu", "gelu", "BERT's activation");
+    checkText("position_embedding_type", "absolute", "absolute",
+              "BERT's learned");
+    check("pad_token_id", kBertPadToken, "padding row", 0);
+    checkFlag("tie_word_embeddings", true, true,
+              "a masked-LM decoder tied to the word embeddings");
+    if (model.bertHead == BertHead::SequenceClassification) {
+      int64_t labels = 2;
+      if (cfg.contains("id2label") && cfg["id2label"].is_object())
+        labels = static_cast<int64_t>(cfg["id2label"].size());
+      check("num_labels", model.numLabels, "num_labels", labels);
+    }
     return;
   }
   checkText("model_type", "llama", "llama", "a");

@@ -119,7 +119,8 @@ void Trainer::start(RunStart start, const TrainOptions &options) {
   } else {
     executor_->initState(seed_);
   }
-  data_ = DataSource::open(dataSpec_, schedule_->model.vocab, seed_);
+  data_ = DataSource::open(dataSpec_, schedule_->model.vocab, seed_,
+                           Objective::of(schedule_->model));
   if (start.checkpoint)
     data_->setPosition(resumedAfter_,
                        start.checkpoint->info().sequencesConsumed);

@@ -59,13 +59,21 @@ struct ExpectedCount {
 
 TEST(ModelPresets, ParameterCountsMatchHuggingFace) {
   const ExpectedCount expected[] = {
-      {"tinyllama_1_1b", 1'100'048'384}, {"llama2_7b", 6'738'415'616},
-      {"llama3_8b", 8'030'261'248},      {"llama3_1_8b", 8'030'261'248},
-      {"llama3_70b", 70'553'706'496},    {"llama3_405b", 405'853'388'800},
-      {"codellama_34b", 33'743'970'304}, {"gpt2", 124'439'808},
-      {"gpt2_medium", 354'823'168},      {"gpt2_large", 774'030'080},
-      {"gpt2_xl", 1'557'611'200},        {"bert_base_cased", 108'340'804},
-      {"llama_tiny", 158'016},           {"gpt2_tiny", 149'248},
+      {"tinyllama_1_1b", 1'100'048'384},
+      {"llama2_7b", 6'738'415'616},
+      {"llama3_8b", 8'030'261'248},
+      {"llama3_1_8b", 8'030'261'248},
+      {"llama3_70b", 70'553'706'496},
+      {"llama3_405b", 405'853'388'800},
+      {"codellama_34b", 33'743'970'304},
+      {"gpt2", 124'439'808},
+      {"gpt2_medium", 354'823'168},
+      {"gpt2_large", 774'030'080},
+      {"gpt2_xl", 1'557'611'200},
+      {"bert_base_cased", 108'340'804},
+      {"llama_tiny", 158'016},
+      {"gpt2_tiny", 149'248},
+      {"bert_tiny", 154'176},
   };
   for (const ExpectedCount &e : expected)
     EXPECT_EQ(countParams(preset(e.preset)), e.params) << e.preset;

@@ -284,4 +284,109 @@ TEST_F(DataTest, Errors) {
   EXPECT_EQ(e.find('\n'), std::string::npos);
 }
 
+Objective maskedTokens(int64_t maskToken) {
+  Objective o;
+  o.kind = Objective::Kind::MaskedTokens;
+  o.maskToken = maskToken;
+  return o;
+}
+
+// BERT's masked-LM data: HF's collator's proportions (15% of the positions
+// chosen; of those 80% [MASK], 10% a random token, 10% kept), the same
+// masking and loss divisor for every world size and accumulation, and the
+// divisor is the step's chosen positions per micro-batch.
+TEST_F(DataTest, MaskedTokensAsHuggingFaceCollates) {
+  const int64_t vocab = 1000, mask = 103, s = 256;
+  auto plain = DataSource::open("synthetic", vocab, 5);
+  auto masked = DataSource::open("synthetic", vocab, 5, maskedTokens(mask));
+  auto p = plain->batches(1, 1, 0, 1, 64, s, at::kCPU)[0];
+  auto m = masked->batches(1, 1, 0, 1, 64, s, at::kCPU)[0];
+  at::Tensor chosen = m.targets != kIgnoreTarget;
+  const double n = static_cast<double>(p.tokens.numel());
+  const double picked = chosen.sum().item<double>();
+  EXPECT_NEAR(picked / n, 0.15, 0.01);
+  // Targets are the original tokens where chosen.
+  EXPECT_TRUE(at::equal(at::where(chosen, p.tokens, kIgnoreTarget), m.targets));
+  // Unchosen tokens are kept; chosen ones are [MASK] (80%), kept (10%) or
+  // random (10%, which may hit the original token: 1 in 1000).
+  EXPECT_TRUE(at::equal(at::where(chosen, 0, m.tokens),
+                        at::where(chosen, 0, p.tokens)));
+  const double masks = (chosen & (m.tokens == mask)).sum().item<double>();
+  const double kept = (chosen & (m.tokens == p.tokens)).sum().item<double>();
+  EXPECT_NEAR(masks / picked, 0.8, 0.02);
+  EXPECT_NEAR(kept / picked, 0.1, 0.02);
+  EXPECT_NEAR(m.lossDivisor, picked, 1e-9);
+  EXPECT_EQ(p.lossDivisor, 0); // next-token targets: the plain mean
+
+  // 2 ranks x 2 micro-batches of 16 sequences: the same rows, masked the
+  // same, and every micro-batch divides by the step's total over 4.
+  auto rowsA = globalRows(*masked, 1, 1, 1, 64, s);
+  auto rowsB = globalRows(*masked, 1, 2, 2, 16, s);
+  auto targetsB = globalRows(*masked, 1, 2, 2, 16, s, true);
+  for (size_t r = 0; r < rowsA.size(); ++r) {
+    EXPECT_TRUE(at::equal(rowsA[r], rowsB[r])) << r;
+    EXPECT_TRUE(at::equal(m.targets[r], targetsB[r])) << r;
+  }
+  for (int64_t rank = 0; rank < 2; ++rank)
+    for (const MicroBatch &b : masked->batches(1, 2, rank, 2, 16, s, at::kCPU))
+      EXPECT_NEAR(b.lossDivisor, picked / 4, 1e-9);
+}
+
+// BERT's classification data: one label per sequence, the rule that made the
+// synthetic sequence (modulo the labels), fp32 values for a regression; a
+// token file has no labels.
+TEST_F(DataTest, SequenceLabels) {
+  Objective o;
+  o.kind = Objective::Kind::SequenceLabel;
+  o.numLabels = 3;
+  auto d = DataSource::open("synthetic", 64, 1, o);
+  auto b = d->batches(1, 1, 0, 1, 32, 8, at::kCPU)[0];
+  ASSERT_EQ(b.targets.sizes(), (std::vector<int64_t>{32}));
+  EXPECT_EQ(b.targets.scalar_type(), at::kLong);
+  EXPECT_GE(b.targets.min().item<int64_t>(), 0);
+  EXPECT_EQ(b.targets.max().item<int64_t>(), 2);
+  // The label follows the recurrence: t[1] = (a t[0] + c) mod 64 for the
+  // label's rule a, c (kSyntheticRules; rule 3 is label 0 with 3 labels).
+  const int64_t rules[4][2] = {{1, 1}, {3, 7}, {5, 13}, {7, 31}};
+  for (int64_t r = 0; r < 32; ++r) {
+    int64_t t0 = b.tokens[r][0].item<int64_t>(),
+            t1 = b.tokens[r][1].item<int64_t>();
+    int64_t label = b.targets[r].item<int64_t>();
+    bool fits = false;
+    for (int64_t rule = label; rule < 4; rule += 3)
+      fits |= (rules[rule][0] * t0 + rules[rule][1]) % 64 == t1;
+    EXPECT_TRUE(fits) << "row " << r;
+  }
+  o.numLabels = 1;
+  auto regression = DataSource::open("synthetic", 64, 1, o);
+  auto v = regression->batches(1, 1, 0, 1, 32, 8, at::kCPU)[0];
+  EXPECT_EQ(v.targets.scalar_type(), at::kFloat);
+  EXPECT_EQ(v.targets.max().item<float>(), 3.0f);
+  o.numLabels = 3;
+  std::string e = message([&] {
+    DataSource::open(writeTokens<uint16_t>("t.bin", std::vector<uint16_t>(64)),
+                     64, 0, o);
+  });
+  EXPECT_NE(e.find("has no labels"), std::string::npos) << e;
+  e = message([&] { DataSource::open("synthetic", 64, 0, maskedTokens(64)); });
+  EXPECT_NE(e.find("mask token below the vocab"), std::string::npos) << e;
+}
+
+// Objective::of follows the model: BERT's mask token is [MASK] = 103, or the
+// last id of a smaller vocabulary.
+TEST(Objective, FollowsTheModel) {
+  ModelConfig m;
+  EXPECT_EQ(Objective::of(m).kind, Objective::Kind::NextToken);
+  m.family = ModelFamily::Bert;
+  m.vocab = 28996;
+  EXPECT_EQ(Objective::of(m).kind, Objective::Kind::MaskedTokens);
+  EXPECT_EQ(Objective::of(m).maskToken, 103);
+  m.vocab = 64;
+  EXPECT_EQ(Objective::of(m).maskToken, 63);
+  m.bertHead = BertHead::SequenceClassification;
+  m.numLabels = 5;
+  EXPECT_EQ(Objective::of(m).kind, Objective::Kind::SequenceLabel);
+  EXPECT_EQ(Objective::of(m).numLabels, 5);
+}
+
 } // namespace

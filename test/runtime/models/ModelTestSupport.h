@@ -137,6 +137,79 @@ inline Schedule gpt2Schedule(const ModelConfig &m) {
   return s;
 }
 
+inline ModelConfig tinyBertConfig(BertHead head, int64_t numLabels = 3) {
+  ModelConfig m;
+  m.family = ModelFamily::Bert;
+  m.vocab = 64;
+  m.hidden = 32;
+  m.intermediate = 128;
+  m.layers = 2;
+  m.heads = 4;
+  m.kvHeads = 4;
+  m.maxSeqLen = 16;
+  m.normEps = 1e-12;
+  m.tieEmbeddings = true;
+  m.typeVocab = 2;
+  m.bertHead = head;
+  m.numLabels = numLabels;
+  return m;
+}
+
+/// BertForMaskedLM or BertForSequenceClassification, as
+/// frontend/Models.cpp lists them.
+inline Schedule bertSchedule(const ModelConfig &m) {
+  Schedule s;
+  s.model = m;
+  const int64_t h = m.hidden, i = m.intermediate;
+  s.units.push_back(makeUnit(
+      "embed", UnitKind::Embedding,
+      {{"bert.embeddings.word_embeddings.weight", {m.vocab, h}},
+       {"bert.embeddings.position_embeddings.weight", {m.maxSeqLen, h}},
+       {"bert.embeddings.token_type_embeddings.weight", {m.typeVocab, h}},
+       {"bert.embeddings.LayerNorm.weight", {h}},
+       {"bert.embeddings.LayerNorm.bias", {h}}}));
+  for (int64_t l = 0; l < m.layers; ++l) {
+    std::string p = "bert.encoder.layer." + std::to_string(l) + ".";
+    ParamList params;
+    auto linear = [&](const std::string &name, int64_t in, int64_t out) {
+      params.push_back({p + name + ".weight", {out, in}});
+      params.push_back({p + name + ".bias", {out}});
+    };
+    auto norm = [&](const std::string &name) {
+      params.push_back({p + name + ".weight", {h}});
+      params.push_back({p + name + ".bias", {h}});
+    };
+    linear("attention.self.query", h, h);
+    linear("attention.self.key", h, h);
+    linear("attention.self.value", h, h);
+    linear("attention.output.dense", h, h);
+    norm("attention.output.LayerNorm");
+    linear("intermediate.dense", h, i);
+    linear("output.dense", i, h);
+    norm("output.LayerNorm");
+    s.units.push_back(
+        makeUnit("layers." + std::to_string(l), UnitKind::BertBlock, params));
+  }
+  if (m.bertHead == BertHead::MaskedLM)
+    s.units.push_back(
+        makeUnit("head", UnitKind::BertHead,
+                 {{"cls.predictions.bias", {m.vocab}},
+                  {"cls.predictions.transform.dense.weight", {h, h}},
+                  {"cls.predictions.transform.dense.bias", {h}},
+                  {"cls.predictions.transform.LayerNorm.weight", {h}},
+                  {"cls.predictions.transform.LayerNorm.bias", {h}},
+                  {"cls.predictions.decoder.weight", {m.vocab, h}}},
+                 {{"cls.predictions.decoder.weight",
+                   "bert.embeddings.word_embeddings.weight"}}));
+  else
+    s.units.push_back(makeUnit("head", UnitKind::BertHead,
+                               {{"bert.pooler.dense.weight", {h, h}},
+                                {"bert.pooler.dense.bias", {h}},
+                                {"classifier.weight", {m.numLabels, h}},
+                                {"classifier.bias", {m.numLabels}}}));
+  return s;
+}
+
 } // namespace plan::rt::test
 
 #endif // PLAN_TEST_RUNTIME_MODELS_MODELTESTSUPPORT_H
