@@ -6,9 +6,9 @@
 // implements every unit kind of one family (Llama: embedding, llama_block,
 // llama_head; GPT-2: embedding, gpt2_block, gpt2_head; BERT: embedding,
 // bert_block, bert_head with its masked-LM or classification head) with
-// LibTorch ops and
-// autograd, one unit at a time, over parameters that are views into the
-// schedule's flat buffers (see docs/runtime.md, "Units and autograd").
+// LibTorch ops and autograd, one unit at a time, over parameters that are
+// views into the schedule's flat buffers (see docs/runtime.md, "Units and
+// autograd").
 //
 // Contract (the executor relies on each point):
 // - `params` is a 1-D tensor with exactly the unit's stored elements, in the
