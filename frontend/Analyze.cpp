@@ -816,6 +816,10 @@ std::vector<KeyRule> Analyzer::trainKeys() {
        oneOf<DType>(t.reduceDtype, spellingsOf<DType>(getMaxEnumValForDType()),
                     "reduce_dtype"),
        nullptr},
+      {"grad_dtype", Need::Optional,
+       oneOf<DType>(t.gradDtype, spellingsOf<DType>(getMaxEnumValForDType()),
+                    "grad_dtype"),
+       nullptr},
       {"activation_checkpointing", Need::Optional,
        oneOf<Checkpointing>(
            t.activationCheckpointing,
@@ -1367,6 +1371,21 @@ static int64_t saturatingProduct(int64_t a, int64_t b) {
   return llvm::MulOverflow(a, b, product) ? INT64_MAX : product;
 }
 
+/// The gradient layout that costs least for the strategy (docs/language.md,
+/// "Gradient layout"). DDP holds whole gradients on every rank: fp32
+/// gradients that backward adds into and the all-reduces run on in place
+/// (4 B a parameter) beat working-type gradients and the fp32 copies the
+/// reductions run on (2 + 4 B), also when each of several micro-batches is
+/// reduced on its own (its gradient then fp32 too, next to the step's).
+/// Sharded strategies keep a 1/N shard and reduce unit by unit:
+/// working-type shards (2 B a parameter of the shard, one group's fp32 copy
+/// at its step) cost less than fp32 shards.
+static DType defaultGradDtype(const PlanSpec &plan) {
+  if (plan.parallel.sharding == Sharding::NoShard)
+    return DType::F32;
+  return workingDtype(plan.train.precision);
+}
+
 void plan::applyDerivedDefaults(PlanSpec &plan) {
   ModelSpec &m = plan.model;
   switch (m.family) {
@@ -1443,4 +1462,7 @@ void plan::applyDerivedDefaults(PlanSpec &plan) {
         t.globalBatch % perMicroBatch == 0)
       t.gradAccum = t.globalBatch / perMicroBatch;
   }
+
+  if (!plan.isGiven("train.grad_dtype"))
+    t.gradDtype = defaultGradDtype(plan);
 }

@@ -513,6 +513,10 @@ TrainBuilder &TrainBuilder::reduceDtype(DType dtype) {
   keys.set("reduce_dtype", nameValue(stringify(dtype)));
   return *this;
 }
+TrainBuilder &TrainBuilder::gradDtype(DType dtype) {
+  keys.set("grad_dtype", nameValue(stringify(dtype)));
+  return *this;
+}
 TrainBuilder &TrainBuilder::activationCheckpointing(Checkpointing mode) {
   keys.set("activation_checkpointing", nameValue(stringify(mode)));
   return *this;
@@ -677,6 +681,7 @@ PlanBuilder PlanBuilder::resolved(const PlanSpec &plan) {
       .precision(t.precision)
       .lossScale(t.lossScale)
       .reduceDtype(t.reduceDtype)
+      .gradDtype(t.gradDtype)
       .activationCheckpointing(t.activationCheckpointing)
       .gradClip(t.gradClip)
       .lrSchedule(t.lrSchedule)

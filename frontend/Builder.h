@@ -237,6 +237,7 @@ public:
   TrainBuilder &precision(Precision precision);
   TrainBuilder &lossScale(const LossScaleSpec &scale);
   TrainBuilder &reduceDtype(DType dtype);
+  TrainBuilder &gradDtype(DType dtype);
   TrainBuilder &activationCheckpointing(Checkpointing mode);
   /// `grad_clip = N`, or `none` for std::nullopt.
   TrainBuilder &gradClip(std::optional<double> maxNorm);

@@ -611,6 +611,27 @@ void PlanChecker::checkRecipe() {
                     t.microBatch, t.seqLen, formatReal(elements)));
   }
 
+  if (plan.isGiven("train.grad_dtype") &&
+      reads({"train.precision", "train.grad_dtype"})) {
+    DType working = workingDtype(t.precision);
+    if (t.gradDtype != DType::F32 && t.gradDtype != working) {
+      auto d = error(
+          "train.grad_dtype",
+          t.precision == Precision::FP32
+              ? formatv("grad_dtype = {0} needs mixed precision: fp32 "
+                        "training keeps fp32 gradients",
+                        stringify(t.gradDtype))
+                    .str()
+              : formatv("grad_dtype = {0} is neither fp32 nor the working "
+                        "type of {1} ({2})",
+                        stringify(t.gradDtype), stringify(t.precision),
+                        stringify(working))
+                    .str());
+      note(d, "train.precision",
+           formatv("precision is {0} here", stringify(t.precision)));
+    }
+  }
+
   if (!reads({"train.precision", "train.loss_scale"}))
     return;
   bool fp16 = t.precision == Precision::FP16Mixed;

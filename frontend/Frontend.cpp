@@ -146,6 +146,14 @@ struct PlanImporter {
                                    F64(c.hostBandwidth), c.hostCores);
   }
 
+  /// fp32 gradients under mixed precision are the layout's other choice;
+  /// the working type is the default layout of the IR.
+  static GradDType gradDType(const TrainSpec &t) {
+    return t.precision != Precision::FP32 && t.gradDtype == DType::F32
+               ? GradDType::F32
+               : GradDType::Working;
+  }
+
   TrainAttr train() {
     const TrainSpec &t = plan.train;
     const OptimizerSpec &o = t.optimizer;
@@ -162,8 +170,9 @@ struct PlanImporter {
       return nullptr;
     return TrainAttr::getChecked(
         errorAt("train"), ctx, optimizer, t.microBatch, t.seqLen, t.gradAccum,
-        t.precision, lossScale, t.reduceDtype, t.activationCheckpointing,
-        F64(t.gradClip.value_or(0.0)), schedule, t.steps, t.seed);
+        t.precision, lossScale, t.reduceDtype, gradDType(t),
+        t.activationCheckpointing, F64(t.gradClip.value_or(0.0)), schedule,
+        t.steps, t.seed);
   }
 
   ParallelAttr parallel() {

@@ -147,6 +147,13 @@ struct LRScheduleSpec {
   bool operator==(const LRScheduleSpec &) const = default;
 };
 
+/// The element type a precision recipe computes in (fp32 for fp32).
+inline DType workingDtype(Precision precision) {
+  return precision == Precision::BF16Mixed   ? DType::BF16
+         : precision == Precision::FP16Mixed ? DType::F16
+                                             : DType::F32;
+}
+
 struct TrainSpec {
   OptimizerSpec optimizer;
   int64_t microBatch = 1;
@@ -158,6 +165,10 @@ struct TrainSpec {
   Precision precision = Precision::FP32;
   LossScaleSpec lossScale;
   DType reduceDtype = DType::F32;
+  /// What gradients are accumulated and kept in until the step: fp32 (a
+  /// Megatron main_grad) or the working type of mixed precision. Resolved
+  /// per strategy when not given (applyDerivedDefaults).
+  DType gradDtype = DType::F32;
   Checkpointing activationCheckpointing = Checkpointing::None;
   std::optional<double> gradClip; // max global L2 norm
   LRScheduleSpec lrSchedule;

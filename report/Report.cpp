@@ -251,6 +251,11 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module) {
     report.params += unit.getStoredNumel();
   report.sharding = parallel.getSharding();
   report.precision = train.getPrecision();
+  if (train.getPrecision() != Precision::FP32)
+    report.memory.gradDtype = train.getGradDtype() == GradDType::F32 ? "fp32"
+                              : train.getPrecision() == Precision::FP16Mixed
+                                  ? "fp16"
+                                  : "bf16";
   report.offloadParams = parallel.getOffload().getParams();
   report.offloadGrads = parallel.getOffload().getGrads();
   report.offloadOptimizer = parallel.getOffload().getOptimizer();
@@ -330,6 +335,21 @@ void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
                       formatBytes(memory.modelStatesBytes));
   os << llvm::formatv("  workspace {0} outside the arena, most at `{1}`\n",
                       formatBytes(memory.workspaceBytes), memory.workspaceAt);
+  if (!memory.gradDtype.empty()) {
+    os << llvm::formatv("  gradients kept in {0} until the step, {1}",
+                        memory.gradDtype,
+                        memory.gradDtypeChosen ? "the layout of lower peak"
+                                               : "as the plan says");
+    if (const auto &other = memory.otherGradLayout) {
+      int64_t delta = static_cast<int64_t>(other->devicePeakBytes) -
+                      static_cast<int64_t>(memory.devicePeakBytes());
+      os << llvm::formatv(
+          "; grad_dtype = {0} would peak at {1} ({2}{3})", other->gradDtype,
+          formatBytes(other->devicePeakBytes), delta < 0 ? "-" : "+",
+          formatBytes(static_cast<uint64_t>(delta < 0 ? -delta : delta)));
+    }
+    os << "\n";
+  }
   uint64_t need = memory.devicePeakBytes() + memory.deviceReserveBytes;
   os << llvm::formatv("  device: {0} arena + {1} workspace + {2} runtime "
                       "reserve = {3} of {4}: {5}\n",
@@ -462,6 +482,14 @@ llvm::json::Value plan::reportToJson(const ScheduleReport &r,
   deviceJson["capacity_bytes"] = bytesValue(memory.deviceCapacityBytes);
   deviceJson["reserve_bytes"] = bytesValue(memory.deviceReserveBytes);
   deviceJson["fits"] = memory.deviceFits;
+  if (!memory.gradDtype.empty()) {
+    deviceJson["grad_dtype"] = memory.gradDtype;
+    deviceJson["grad_dtype_chosen"] = memory.gradDtypeChosen;
+    if (const auto &other = memory.otherGradLayout)
+      deviceJson["other_grad_dtype"] = llvm::json::Object{
+          {"grad_dtype", other->gradDtype},
+          {"peak_bytes", bytesValue(other->devicePeakBytes)}};
+  }
 
   llvm::json::Object hostJson{
       {"peak_bytes", bytesValue(memory.hostBytesPerRank)},

@@ -90,6 +90,18 @@ struct MemoryReport {
   uint64_t hostCapacityBytes = 0;
   bool hostFits = true;
   bool fits() const { return deviceFits && hostFits; }
+  /// Mixed precision: what gradients are kept in between backward and the
+  /// step ("fp32", or the working type; docs/language.md `grad_dtype`), and
+  /// the device peak (arena + workspace) of the plan lowered again with the
+  /// other layout, which planc fills in. Empty under fp32 training.
+  std::string gradDtype;
+  struct GradLayout {
+    std::string gradDtype;
+    uint64_t devicePeakBytes = 0;
+  };
+  std::optional<GradLayout> otherGradLayout;
+  /// Whether planc chose the layout (the plan leaves grad_dtype open).
+  bool gradDtypeChosen = false;
 };
 
 struct CommTotals {

@@ -45,6 +45,13 @@ CASES = [
     ("llama_tiny bf16 zero1 x4", 4, ["model=llama_tiny", "train.seq_len=128",
                                      "train.micro_batch=2", "train.precision=bf16_mixed",
                                      "parallel.sharding=zero1"]),
+    # no_shard's default gradient layout: fp32 gradients backward adds into.
+    ("llama_tiny bf16 no_shard x2 (fp32 grads)", 2,
+     ["model=llama_tiny", "train.precision=bf16_mixed", "parallel.sharding=no_shard",
+      "train.grad_clip=1.0", "train.grad_accum=2"] + TINY),
+    ("llama_tiny bf16 full_shard x2 grad_dtype=fp32", 2,
+     ["model=llama_tiny", "train.precision=bf16_mixed", "train.grad_dtype=fp32",
+      "train.grad_clip=1.0"] + TINY),
     ("gpt2_tiny bf16", 1, ["model=gpt2_tiny", "train.precision=bf16_mixed"] + TINY),
     ("bert masked_lm fp32", 1, BERT_TINY + TINY),
     ("bert masked_lm bf16 checkpointed", 1,

@@ -235,7 +235,8 @@ LogicalResult LRScheduleAttr::verify(EmitErrorFn emitError, LRScheduleKind,
 LogicalResult TrainAttr::verify(EmitErrorFn emitError, OptimizerAttr optimizer,
                                 int64_t microBatch, int64_t seqLen,
                                 int64_t gradAccum, Precision precision,
-                                LossScaleAttr lossScale, DType, Checkpointing,
+                                LossScaleAttr lossScale, DType,
+                                GradDType gradDType, Checkpointing,
                                 F64 gradClip, LRScheduleAttr lrSchedule,
                                 int64_t steps, int64_t seed) {
   if (!optimizer || !lossScale || !lrSchedule)
@@ -257,6 +258,9 @@ LogicalResult TrainAttr::verify(EmitErrorFn emitError, OptimizerAttr optimizer,
   if (precision != Precision::FP16Mixed && scaled)
     return emitError() << "loss scaling is only for fp16_mixed, not "
                        << stringifyPrecision(precision);
+  if (precision == Precision::FP32 && gradDType != GradDType::Working)
+    return emitError() << "grad_dtype applies to mixed precision: fp32 "
+                          "training keeps fp32 gradients";
   return success();
 }
 

@@ -161,6 +161,7 @@ def Plan_TrainAttr : Plan_Attr<"Train", "train"> {
     EnumParam<Plan_Precision, "::plan::Precision::FP32">:$precision,
     AttrParameter<"::plan::LossScaleAttr", "">:$loss_scale,
     EnumParam<Plan_DType, "::plan::DType::F32">:$reduce_dtype,
+    EnumParam<Plan_GradDType, "::plan::GradDType::Working">:$grad_dtype,
     EnumParam<Plan_Checkpointing, "::plan::Checkpointing::None">:$activation_checkpointing,
     F64Param<"max global L2 norm; 0 = no clipping", "0.0">:$grad_clip,
     AttrParameter<"::plan::LRScheduleAttr", "">:$lr_schedule,

@@ -50,6 +50,11 @@ def Plan_DType : Plan_Enum<"DType", "floating-point element type", [
   I32EnumAttrCase<"BF16", 1, "bf16">,
   I32EnumAttrCase<"F16", 2, "fp16">]>;
 
+def Plan_GradDType : Plan_Enum<"GradDType",
+    "element type gradients are accumulated and kept in until the step", [
+  I32EnumAttrCase<"Working", 0, "working">,
+  I32EnumAttrCase<"F32", 1, "fp32">]>;
+
 def Plan_LossScaleKind : Plan_Enum<"LossScaleKind", "loss scaling", [
   I32EnumAttrCase<"None", 0, "none">,
   I32EnumAttrCase<"Dynamic", 1, "dynamic">,

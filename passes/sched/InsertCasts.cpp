@@ -76,6 +76,8 @@ public:
                   : Type(BFloat16Type::get(context));
     reduce = floatType(context, train.getReduceDtype());
     f32 = Float32Type::get(context);
+    gradType =
+        train.getGradDtype() == plan::GradDType::F32 ? Type(f32) : working;
   }
 
   LogicalResult run() {
@@ -87,10 +89,12 @@ public:
     retypeWorkingBuffers();
     if (failed(reduceInReduceType()))
       return failure();
-    castStepGradients();
+    // Loss scaling checks the gradients as they are, before their casts.
     if (train().getPrecision() == plan::Precision::FP16Mixed &&
-        train().getLossScale().getKind() != plan::LossScaleKind::None)
-      return scaleLoss();
+        train().getLossScale().getKind() != plan::LossScaleKind::None &&
+        failed(scaleLoss()))
+      return failure();
+    castStepGradients();
     return success();
   }
 
@@ -149,11 +153,13 @@ private:
       case sched::BufferRole::Param:
       case sched::BufferRole::Gathered:
       case sched::BufferRole::Activations:
+        retypeBuffer(alloc.getResult(), working);
+        break;
       case sched::BufferRole::UnshardedGrad:
       case sched::BufferRole::Grad:
       case sched::BufferRole::Bucket:
         retypeBuffer(alloc.getResult(),
-                     isReductionResult(alloc) ? reduce : working);
+                     isReductionResult(alloc) ? reduce : gradType);
         break;
       default:
         break;
@@ -173,11 +179,24 @@ private:
     return ((root ? root.getName() : StringRef("buffer")) + suffix).str();
   }
 
-  /// Gradient reductions in the working type instead run on a copy in the
-  /// reduce type, converted back once the reduction is waited for.
+  static bool isGradient(Value buffer) {
+    sched::AllocOp root = sched::getRootAlloc(buffer);
+    if (!root)
+      return false;
+    switch (root.getRole()) {
+    case sched::BufferRole::UnshardedGrad:
+    case sched::BufferRole::Grad:
+    case sched::BufferRole::Bucket:
+      return true;
+    default:
+      return false;
+    }
+  }
+
+  /// Gradient reductions of another type than the reduce type instead run
+  /// on a copy in the reduce type, converted back once the reduction is
+  /// waited for.
   LogicalResult reduceInReduceType() {
-    if (reduce == working)
-      return success();
     SmallVector<Operation *> reductions;
     for (Operation &op : body())
       if (isa<sched::AllReduceOp, sched::ReduceScatterOp>(op))
@@ -186,7 +205,7 @@ private:
       Value input = isa<sched::AllReduceOp>(op)
                         ? cast<sched::AllReduceOp>(op).getBuffer()
                         : cast<sched::ReduceScatterOp>(op).getSrc();
-      if (elementTypeOf(input) != working)
+      if (elementTypeOf(input) == reduce || !isGradient(input))
         continue;
       if (failed(settleAfterEvents(op)))
         return failure();
@@ -246,33 +265,18 @@ private:
   }
 
   /// The steps read fp32 gradients: each gradient not already fp32 is cast
-  /// into a transient fp32 buffer before the first op of the step section
-  /// that reads it (its grad_norm, or else the first step) and freed after
-  /// its step.
+  /// into a transient fp32 buffer right before its step and freed after it,
+  /// so one group's fp32 copy is alive at a time, not every group's (the
+  /// norm and the finite check read the gradients as they are).
   void castStepGradients() {
-    if (steps.empty())
-      return;
     for (sched::OptimizerStepOp step : steps) {
       Value grads = step.getGrads();
       if (elementTypeOf(grads) == f32)
         continue;
-      Operation *firstReader = steps.front();
-      for (Operation &op : body()) {
-        if (&op == steps.front().getOperation())
-          break;
-        if (auto norm = dyn_cast<sched::GradNormOp>(op);
-            norm && norm.getGrads() == grads) {
-          firstReader = norm;
-          break;
-        }
-      }
-      builder.setInsertionPoint(firstReader);
+      builder.setInsertionPoint(step);
       auto fp32 = allocLike(grads, f32, nameOf(grads, ".fp32"));
       sched::CastOp::create(builder, step.getLoc(), grads, fp32);
-      for (OpOperand &use : llvm::make_early_inc_range(grads.getUses()))
-        if (isa<sched::GradNormOp>(use.getOwner()) ||
-            use.getOwner() == step.getOperation())
-          use.set(fp32);
+      step.getGradsMutable().assign(fp32);
       // After the master -> parameter cast that follows the step.
       builder.setInsertionPointAfter(step->getNextNode());
       sched::FreeOp::create(builder, step.getLoc(), fp32);
@@ -313,7 +317,7 @@ private:
       step.getFoundInfMutable().assign(foundInf);
       step.getLossScaleMutable().assign(lossScale);
       afterSteps = step;
-      // The master -> parameter cast and the fp32 gradient's free.
+      // The master -> parameter cast that follows the step.
       while (afterSteps->getNextNode() &&
              isa<sched::CastOp, sched::FreeOp>(afterSteps->getNextNode()) &&
              (afterSteps->getNextNode()->getOperand(0) == step.getParams() ||
@@ -329,7 +333,9 @@ private:
 
   sched::ProgramOp program;
   OpBuilder builder;
-  Type working, reduce, f32;
+  /// What gradient buffers hold: the working type, or fp32 main gradients
+  /// that backward adds into and reductions run on in place.
+  Type working, reduce, f32, gradType;
   SmallVector<sched::OptimizerStepOp> steps;
   /// For each rewritten reduction, the last op of its conversion back.
   llvm::DenseMap<Operation *, Operation *> settled;

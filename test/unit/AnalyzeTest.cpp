@@ -825,7 +825,7 @@ TEST(AnalyzeKeys, UnknownKeyListsTheValidOnes) {
       errorsOf(withMinimal("train.colour = 1")),
       Diags{"4:7: error: unknown key 'colour' in 'train'; valid keys "
             "are: optimizer, micro_batch, seq_len, grad_accum, global_batch, "
-            "precision, loss_scale, reduce_dtype, "
+            "precision, loss_scale, reduce_dtype, grad_dtype, "
             "activation_checkpointing, grad_clip, lr_schedule, steps, "
             "seed"});
   EXPECT_EQ(errorsOf(withMinimal("zzz = 1")),

@@ -9,6 +9,7 @@
 
 #include "frontend/Frontend.h"
 #include "passes/Passes.h"
+#include "report/GradLayout.h"
 
 #include "mlir/Debug/Counter.h"
 #include "mlir/IR/AsmState.h"
@@ -73,6 +74,7 @@ static LogicalResult runOnPlanFile(llvm::StringRef inputFilename,
                        plan::defaultPlanName(inputFilename), diag);
     if (!spec)
       return failure();
+    (void)plan::chooseGradDtype(*spec);
     OwningOpRef<ModuleOp> module = plan::importPlan(*spec, diag);
     if (!module)
       return failure();

@@ -26,6 +26,7 @@
 #include "frontend/Frontend.h"
 #include "frontend/Models.h"
 #include "passes/Passes.h"
+#include "report/GradLayout.h"
 #include "report/Report.h"
 
 #include "Format.h"
@@ -189,6 +190,7 @@ reportWithOverrides(llvm::SourceMgr &sourceMgr, unsigned bufferId,
       sourceMgr, bufferId, sets, plan::defaultPlanName(inputFilename), diag);
   if (!spec)
     return std::nullopt;
+  (void)plan::chooseGradDtype(*spec);
   OwningOpRef<ModuleOp> module = plan::importPlan(*spec, diag);
   if (!module)
     return std::nullopt;
@@ -219,6 +221,33 @@ static FitCheck checkFit(const plan::ScheduleReport &report,
           {alternative,
            reportWithOverrides(sourceMgr, bufferId, alternative.overrides)});
   return check;
+}
+
+/// Mixed precision: the report shows what the other gradient layout
+/// (grad_dtype fp32 or the working type) would peak at: from the choice
+/// when planc made it, else lowered again.
+static void
+compareGradLayouts(plan::ScheduleReport &report, const plan::PlanSpec &spec,
+                   const std::optional<plan::GradLayoutChoice> &choice,
+                   llvm::SourceMgr &sourceMgr, unsigned bufferId) {
+  plan::MemoryReport &memory = report.memory;
+  if (memory.gradDtype.empty())
+    return;
+  if (choice) {
+    memory.gradDtypeChosen = true;
+    memory.otherGradLayout = plan::MemoryReport::GradLayout{
+        plan::stringify(choice->other).str(), choice->otherPeakBytes};
+    return;
+  }
+  llvm::StringRef other =
+      memory.gradDtype == "fp32"
+          ? plan::stringify(plan::workingDtype(spec.train.precision))
+          : llvm::StringRef("fp32");
+  std::optional<plan::ScheduleReport> lowered = reportWithOverrides(
+      sourceMgr, bufferId, {("train.grad_dtype=" + other).str()});
+  if (lowered)
+    memory.otherGradLayout = plan::MemoryReport::GradLayout{
+        other.str(), lowered->memory.devicePeakBytes()};
 }
 
 /// --report and --trace, about the plan as given: written whether it fits
@@ -304,12 +333,18 @@ int main(int argc, char **argv) {
                      plan::defaultPlanName(inputFilename), diag);
   if (!spec)
     return 1;
+  // Checking alone does not lower the plan; everything else shows the
+  // gradient layout of least peak when the plan leaves it open.
+  bool lowers = emit == Emit::Sched || emit == Emit::Schedule ||
+                emit == Emit::ScheduleJson ||
+                reportFormat != ReportFormat::None || !traceFilename.empty();
+  std::optional<plan::GradLayoutChoice> gradChoice;
+  if (emit != Emit::Summary || lowers)
+    gradChoice = plan::chooseGradDtype(*spec);
   OwningOpRef<ModuleOp> module = plan::importPlan(*spec, diag);
   if (!module)
     return 1;
-  if (emit == Emit::Sched || emit == Emit::Schedule ||
-      emit == Emit::ScheduleJson || reportFormat != ReportFormat::None ||
-      !traceFilename.empty()) {
+  if (lowers) {
     PassManager pm(&context);
     plan::buildPlanLowerPipeline(pm);
     if (failed(pm.run(*module)))
@@ -317,6 +352,8 @@ int main(int argc, char **argv) {
     FailureOr<plan::ScheduleReport> report = plan::analyzeSchedule(*module);
     if (failed(report))
       return 1;
+    if (reportFormat != ReportFormat::None)
+      compareGradLayouts(*report, *spec, gradChoice, sourceMgr, bufferId);
     FitCheck fit = checkFit(*report, sourceMgr, bufferId);
     if (!writeReportAndTrace(*report, fit))
       return 1;

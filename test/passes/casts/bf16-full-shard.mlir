@@ -132,17 +132,17 @@ sched.program @p.step for @p micro_batches 1
 // before its norm; the step updates the master, which is cast back.
 // CHECK:      [[N:%.+]] = sched.alloc "grad_norm"
 // CHECK-NEXT: sched.zero [[N]]
-// CHECK-NEXT: [[G32:%.+]] = sched.alloc "fsdp.root.grad.fp32" role {{ *}}staging : memref<18xf32
-// CHECK-NEXT: sched.cast [[G0]] into [[G32]] : memref<18xbf16, {{.*}}>, memref<18xf32
-// CHECK-NEXT: sched.grad_norm [[G32]] into [[N]]
-// CHECK-NEXT: [[G132:%.+]] = sched.alloc "fsdp.layers.0.grad.fp32"
-// CHECK-NEXT: sched.cast [[G1]] into [[G132]]
-// CHECK-NEXT: sched.grad_norm [[G132]] into [[N]]
+// CHECK-NEXT: sched.grad_norm [[G0]] into [[N]] : memref<18xbf16
+// CHECK-NEXT: sched.grad_norm [[G1]] into [[N]] : memref<8xbf16
 // CHECK-NEXT: [[EN:%.+]] = sched.all_reduce [[N]] group {{ *}}shard reduce {{ *}}sum : memref<1xf32
 // CHECK-NEXT: sched.wait [[EN]]
+// CHECK-NEXT: [[G32:%.+]] = sched.alloc "fsdp.root.grad.fp32" role {{ *}}staging : memref<18xf32
+// CHECK-NEXT: sched.cast [[G0]] into [[G32]] : memref<18xbf16, {{.*}}>, memref<18xf32
 // CHECK-NEXT: sched.optimizer_step @p::@fsdp.root params([[M0]] : memref<18xf32, {{.*}}) grads([[G32]] : memref<18xf32
 // CHECK-NEXT: sched.cast [[M0]] into [[P0]] : memref<18xf32, {{.*}}>, memref<18xbf16
 // CHECK-NEXT: sched.free [[G32]]
+// CHECK-NEXT: [[G132:%.+]] = sched.alloc "fsdp.layers.0.grad.fp32"
+// CHECK-NEXT: sched.cast [[G1]] into [[G132]]
 // CHECK-NEXT: sched.optimizer_step @p::@fsdp.layers.0 params([[M1]] {{.*}} grads([[G132]]
 // CHECK-NEXT: sched.cast [[M1]] into [[P1]]
 // CHECK-NEXT: sched.free [[G132]]

@@ -1,6 +1,10 @@
 // bf16_mixed with no_shard (DDP): full bf16 working parameters, fp32 masters
 // and state, the all-reduces in fp32 on a converted copy of the bf16 gradient.
 // RUN: plan-opt %s -sched-insert-casts | FileCheck %s
+// With grad_dtype = fp32 (Megatron's main_grad): backward adds into fp32
+// gradients, the all-reduce runs on them in place and the step reads them.
+// RUN: sed 's/precision = bf16_mixed,/precision = bf16_mixed, grad_dtype = fp32,/' %s \
+// RUN:   | plan-opt -sched-insert-casts | FileCheck %s --check-prefix=F32
 
 #dev = #sched.space<device>
 shard.grid @mesh(shape = 2x1)
@@ -85,9 +89,31 @@ sched.program @p.step for @p micro_batches 1
 // CHECK:      sched.wait [[E0]]
 // CHECK-NEXT: sched.cast [[R0]] into [[G0]] : memref<36xf32, {{.*}}>, memref<36xbf16
 // CHECK-NEXT: sched.free [[R0]]
-// CHECK:      [[G32:%.+]] = sched.alloc "fsdp.root.grad.fp32" role {{ *}}staging : memref<36xf32
+// The norm reads the bf16 gradients; each step's fp32 copy is made right
+// before it and freed after it, so one group's copy is alive at a time.
+// CHECK:      sched.grad_norm [[G0]] into {{.*}} : memref<36xbf16
+// CHECK-NEXT: sched.grad_norm [[G1:%.+]] into {{.*}} : memref<16xbf16
+// CHECK-NEXT: [[G32:%.+]] = sched.alloc "fsdp.root.grad.fp32" role {{ *}}staging : memref<36xf32
 // CHECK-NEXT: sched.cast [[G0]] into [[G32]]
-// CHECK-NEXT: sched.grad_norm [[G32]]
-// CHECK:      sched.optimizer_step @p::@fsdp.root params([[M0]] : memref<36xf32, {{.*}}) grads([[G32]] : memref<36xf32
+// CHECK-NEXT: sched.optimizer_step @p::@fsdp.root params([[M0]] : memref<36xf32, {{.*}}) grads([[G32]] : memref<36xf32
 // CHECK-NEXT: sched.cast [[M0]] into [[P0]] : memref<36xf32, {{.*}}>, memref<36xbf16
 // CHECK-NEXT: sched.free [[G32]]
+// CHECK-NEXT: [[G132:%.+]] = sched.alloc "fsdp.layers.0.grad.fp32" role {{ *}}staging : memref<16xf32
+// CHECK-NEXT: sched.cast [[G1]] into [[G132]]
+// CHECK-NEXT: sched.optimizer_step @p::@fsdp.layers.0 {{.*}} grads([[G132]] : memref<16xf32
+// CHECK-NEXT: sched.cast
+// CHECK-NEXT: sched.free [[G132]]
+
+// F32-LABEL: sched.program @p.step
+// F32:      [[P0:%.+]] = sched.alloc "fsdp.root.param" role {{ *}}param persistent : memref<36xbf16
+// F32-NEXT: [[M0:%.+]] = sched.alloc "fsdp.root.master" role {{ *}}master persistent : memref<36xf32
+// F32-NEXT: [[G0:%.+]] = sched.alloc "fsdp.root.grad" role {{ *}}grad persistent : memref<36xf32
+// F32:      [[GH:%.+]] = sched.view [[G0]][32] : memref<36xf32, {{.*}}> to memref<4xf32
+// F32:      sched.backward @p::@head mb 0 params({{%.+}} : memref<4xbf16, {{.*}}) {{.*}} grads([[GH]] : memref<4xf32
+// F32-NOT:  sched.cast
+// F32:      [[E0:%.+]] = sched.all_reduce [[G0]] group {{ *}}world reduce {{ *}}avg : memref<36xf32
+// F32-NOT:  sched.cast
+// F32:      sched.grad_norm [[G0]] into {{.*}} : memref<36xf32
+// F32-NOT:  .fp32
+// F32:      sched.optimizer_step @p::@fsdp.root params([[M0]] : memref<36xf32, {{.*}}) grads([[G0]] : memref<36xf32
+// F32-NEXT: sched.cast [[M0]] into [[P0]] : memref<36xf32, {{.*}}>, memref<36xbf16

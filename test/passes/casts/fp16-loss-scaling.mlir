@@ -103,20 +103,26 @@ sched.program @p.step for @p micro_batches 1
 // CHECK-NEXT: [[M0:%.+]] = sched.alloc "fsdp.root.master" {{.*}} : memref<18xf32
 // CHECK:      sched.alloc "embed.saves.mb0" {{.*}} : memref<8xf16
 // CHECK:      sched.loss @p::@head mb 0 scale {{.*}} loss_scale([[S]] : memref<1xf32
-// CHECK:      [[G32:%.+]] = sched.alloc "fsdp.root.grad.fp32"
-// CHECK:      [[G132:%.+]] = sched.alloc "fsdp.layers.0.grad.fp32"
-// CHECK:      [[EN:%.+]] = sched.all_reduce {{%.+}} group {{ *}}shard reduce {{ *}}sum
+// The norm and the overflow check read the fp16 gradients; each step reads
+// an fp32 copy made right before it.
+// CHECK:      sched.grad_norm [[G0:%.+]] into {{.*}} : memref<18xf16
+// CHECK-NEXT: sched.grad_norm [[G1:%.+]] into {{.*}} : memref<8xf16
+// CHECK-NEXT: [[EN:%.+]] = sched.all_reduce {{%.+}} group {{ *}}shard reduce {{ *}}sum
 // CHECK-NEXT: sched.wait [[EN]]
 // Every rank skips the step when any rank's gradients overflowed.
 // CHECK-NEXT: [[F:%.+]] = sched.alloc "found_inf" role {{ *}}scalar : memref<1xf32
 // CHECK-NEXT: sched.zero [[F]]
-// CHECK-NEXT: sched.check_finite [[G32]] into [[F]]
-// CHECK-NEXT: sched.check_finite [[G132]] into [[F]]
+// CHECK-NEXT: sched.check_finite [[G0]] into [[F]]
+// CHECK-NEXT: sched.check_finite [[G1]] into [[F]]
 // CHECK-NEXT: [[EF:%.+]] = sched.all_reduce [[F]] group {{ *}}world reduce {{ *}}max
 // CHECK-NEXT: sched.wait [[EF]]
+// CHECK-NEXT: [[G32:%.+]] = sched.alloc "fsdp.root.grad.fp32"
+// CHECK-NEXT: sched.cast [[G0]] into [[G32]]
 // CHECK-NEXT: sched.optimizer_step @p::@fsdp.root params([[M0]] {{.*}} grads([[G32]] {{.*}} found_inf([[F]] : memref<1xf32, {{.*}}>) loss_scale([[S]] : memref<1xf32
 // CHECK-NEXT: sched.cast [[M0]] into [[P0]] : memref<18xf32, {{.*}}>, memref<18xf16
 // CHECK-NEXT: sched.free [[G32]]
+// CHECK-NEXT: [[G132:%.+]] = sched.alloc "fsdp.layers.0.grad.fp32"
+// CHECK-NEXT: sched.cast [[G1]] into [[G132]]
 // CHECK-NEXT: sched.optimizer_step @p::@fsdp.layers.0 {{.*}} found_inf([[F]] {{.*}} loss_scale([[S]]
 // CHECK-NEXT: sched.cast
 // CHECK-NEXT: sched.free [[G132]]

@@ -109,9 +109,9 @@ sched.program @p.step for @p micro_batches 1
 // BF16:       [[G0:%.+]] = sched.alloc "fsdp.root.grad" {{.*}} : memref<36xbf16
 // BF16:       [[S0:%.+]] = sched.alloc "fsdp.root.grad.shard" role {{ *}}grad : memref<18xbf16
 // BF16-NEXT:  [[E0:%.+]] = sched.reduce_scatter [[G0]] into [[S0]] group {{ *}}shard reduce {{ *}}avg : memref<36xbf16, {{.*}}>, memref<18xbf16
+// BF16:       sched.grad_norm [[S0]] into {{.*}} : memref<18xbf16
 // BF16:       [[S32:%.+]] = sched.alloc "fsdp.root.grad.shard.fp32" role {{ *}}staging : memref<18xf32
 // BF16-NEXT:  sched.cast [[S0]] into [[S32]] : memref<18xbf16, {{.*}}>, memref<18xf32
-// BF16-NEXT:  sched.grad_norm [[S32]] into
-// BF16:       sched.optimizer_step @p::@fsdp.root params({{%.+}} : memref<18xf32, {{.*}}) grads([[S32]] : memref<18xf32
+// BF16-NEXT:  sched.optimizer_step @p::@fsdp.root params({{%.+}} : memref<18xf32, {{.*}}) grads([[S32]] : memref<18xf32
 // BF16-NEXT:  sched.cast
 // BF16-NEXT:  sched.free [[S32]]

@@ -1,0 +1,53 @@
+//===- GradLayout.cpp - The gradient layout of least peak -----------------===//
+
+#include "report/GradLayout.h"
+
+#include "frontend/Frontend.h"
+#include "passes/Passes.h"
+#include "report/Report.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+
+using namespace mlir;
+
+/// The device peak of `spec` lowered, or nothing when it does not lower.
+static std::optional<uint64_t> devicePeak(const plan::PlanSpec &spec) {
+  MLIRContext context;
+  ScopedDiagnosticHandler quiet(&context,
+                                [](Diagnostic &) { return success(); });
+  plan::DiagEmitter diag(&context, nullptr, UnknownLoc::get(&context));
+  OwningOpRef<ModuleOp> module = plan::importPlan(spec, diag);
+  if (!module)
+    return std::nullopt;
+  PassManager pm(&context);
+  plan::buildPlanLowerPipeline(pm);
+  if (failed(pm.run(*module)))
+    return std::nullopt;
+  FailureOr<plan::ScheduleReport> report = plan::analyzeSchedule(*module);
+  if (failed(report))
+    return std::nullopt;
+  return report->memory.devicePeakBytes();
+}
+
+std::optional<plan::GradLayoutChoice> plan::chooseGradDtype(PlanSpec &spec) {
+  if (spec.train.precision == Precision::FP32 ||
+      spec.isGiven("train.grad_dtype"))
+    return std::nullopt;
+  PlanSpec fp32 = spec, working = spec;
+  fp32.train.gradDtype = DType::F32;
+  working.train.gradDtype = workingDtype(spec.train.precision);
+  std::optional<uint64_t> fp32Peak = devicePeak(fp32);
+  std::optional<uint64_t> workingPeak = devicePeak(working);
+  if (!fp32Peak || !workingPeak)
+    return std::nullopt;
+  GradLayoutChoice choice;
+  bool fp32Wins = *fp32Peak <= *workingPeak;
+  choice.chosen = fp32Wins ? DType::F32 : working.train.gradDtype;
+  choice.chosenPeakBytes = fp32Wins ? *fp32Peak : *workingPeak;
+  choice.other = fp32Wins ? working.train.gradDtype : DType::F32;
+  choice.otherPeakBytes = fp32Wins ? *workingPeak : *fp32Peak;
+  spec.train.gradDtype = choice.chosen;
+  return choice;
+}
