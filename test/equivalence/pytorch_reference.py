@@ -9,7 +9,8 @@ trained for STEPS steps twice:
     parameter names, the same initialisation (it reproduces the runtime's generator bit for
     bit; --dump-init also writes it as safetensors, which plan-run --init then loads for a
     third run to check --init), torch.optim.AdamW and HF's cosine schedule with warmup.
-Also with weight decay, on the matrices only (the HF Trainer's parameter groups, the plan's
+BERT's masked-LM, classification and regression heads too, each at one rank and over two
+full_shard ranks (and from the reference's weights with --init). Also with weight decay, on the matrices only (the HF Trainer's parameter groups, the plan's
 default) and on every parameter (`decay = all`, one param group), each against the reference
 with the same groups. Every step's loss must agree within RTOL relative. Both run fp32 on the CPU with the same
 kernels (LibTorch is PyTorch's C++ core); the differences are summation order (micro-batch
@@ -117,6 +118,55 @@ def main():
                 continue
             ours = losses_of(metrics)
             ref = refs[decay]
+            rel = max(abs(a - b) / abs(b) for a, b in zip(ours, ref))
+            ok = len(ours) == len(ref) == args.steps and rel <= RTOL
+            print(f"{'PASS' if ok else 'FAIL'} {tag}: max rel diff {rel:.2e} over {len(ours)} steps "
+                  f"(loss {ours[0]:.5f} -> {ours[-1]:.5f}; PyTorch {ref[0]:.5f} -> {ref[-1]:.5f})")
+            if not ok:
+                print(f"  plan-run: {ours}\n  PyTorch:  {ref}")
+            passed += ok
+            failed += not ok
+    # BERT's three heads against BertForMaskedLM / BertForSequenceClassification
+    # written with HF's math and names: masked-LM loss over HF's collator's
+    # masking, divided by the step's masked positions; cross-entropy over 3
+    # labels; MSE with one label (a regression).
+    bert_heads = [
+        ("masked_lm", {}, []),
+        ("classification", {"head": "sequence_classification", "num_labels": 3},
+         ["model.head=sequence_classification", "model.num_labels=3"]),
+        ("regression", {"head": "sequence_classification", "num_labels": 1},
+         ["model.head=sequence_classification", "model.num_labels=1"]),
+    ]
+    for head, config, head_sets in bert_heads:
+        config_path = os.path.join(work, f"bert-{head}.json")
+        with open(config_path, "w") as f:
+            json.dump(config, f)
+        init = os.path.join(work, f"bert-{head}-init.safetensors")
+        ref = reference("bert_tiny", f"ref-{head}", ["--config", config_path], init)
+        for world, sharding, use_init in [(1, "no_shard", False), (2, "full_shard", False),
+                                          (2, "full_shard", True)]:
+            tag = f"bert_tiny {head} world={world} {sharding}" + (" --init" if use_init else "")
+            name = f"bert-{head}-{world}-{sharding}"
+            sched = os.path.join(work, f"{name}.sched")
+            metrics = os.path.join(work, f"{name}-{use_init}.jsonl")
+            sets = ["model=bert_tiny", f"train.seq_len={SEQ_LEN}",
+                    f"train.micro_batch={MICRO_BATCH_TOTAL // world}",
+                    f"parallel.sharding={sharding}", f"cluster.gpus_per_node={world}",
+                    "train.steps=0"] + head_sets
+            cmd = [args.planc, args.plan, "-o", sched]
+            for s_ in sets:
+                cmd += ["--set", s_]
+            subprocess.run(cmd, check=True)
+            cmd = [args.plan_run, "--nproc", str(world), sched, "--steps", str(args.steps),
+                   "--data", "synthetic", "--seed", "0", "--metrics", metrics, "--quiet"]
+            if use_init:
+                cmd += ["--init", init]
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode != 0:
+                print(f"FAIL {tag}: plan-run exited {p.returncode}\n{p.stdout}{p.stderr}")
+                failed += 1
+                continue
+            ours = losses_of(metrics)
             rel = max(abs(a - b) / abs(b) for a, b in zip(ours, ref))
             ok = len(ours) == len(ref) == args.steps and rel <= RTOL
             print(f"{'PASS' if ok else 'FAIL'} {tag}: max rel diff {rel:.2e} over {len(ours)} steps "

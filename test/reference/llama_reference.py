@@ -39,6 +39,9 @@ PRESETS = {
     "gpt2_tiny": dict(family="gpt2", vocab=512, hidden=64, intermediate=256,
                       layers=2, heads=4, kv_heads=4, max_seq_len=256,
                       rope_theta=10000.0, norm_eps=1e-5, tie=True),
+    "bert_tiny": dict(family="bert", vocab=512, hidden=64, intermediate=256,
+                      layers=2, heads=4, kv_heads=4, max_seq_len=256, type_vocab=2,
+                      norm_eps=1e-12, head="masked_lm", num_labels=2, tie=True),
 }
 
 # --------------------------------------------------------------------------
@@ -316,7 +319,170 @@ class GPT2LMHeadModel(nn.Module):
         return self.lm_head(self.transformer(tokens)).float()
 
 
+BERT_PAD_TOKEN = 0  # pad_token_id: nn.Embedding's padding_idx
+BERT_MASK_TOKEN = 103  # [MASK] in bert-base's vocabulary, else vocab - 1
+
+
+class BertEmbeddings(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden"]
+        self.word_embeddings = nn.Embedding(cfg["vocab"], h, padding_idx=BERT_PAD_TOKEN)
+        self.position_embeddings = nn.Embedding(cfg["max_seq_len"], h)
+        self.token_type_embeddings = nn.Embedding(cfg["type_vocab"], h)
+        self.LayerNorm = nn.LayerNorm(h, eps=cfg["norm_eps"])
+
+    def forward(self, tokens):
+        s = tokens.shape[1]
+        types = torch.zeros_like(tokens)  # HF's default token_type_ids
+        x = (self.word_embeddings(tokens) + self.token_type_embeddings(types)
+             + self.position_embeddings(torch.arange(s)))
+        return self.LayerNorm(x)
+
+
+class BertSelfAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        h = cfg["hidden"]
+        self.heads = cfg["heads"]
+        self.query = nn.Linear(h, h)
+        self.key = nn.Linear(h, h)
+        self.value = nn.Linear(h, h)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        split = lambda t: t.view(b, s, self.heads, h // self.heads).transpose(1, 2)
+        a = F.scaled_dot_product_attention(split(self.query(x)), split(self.key(x)),
+                                           split(self.value(x)))
+        return a.transpose(1, 2).reshape(b, s, h)
+
+
+class BertDenseLayerNorm(nn.Module):
+    """BertSelfOutput / BertOutput: LayerNorm(residual + dense(x))."""
+
+    def __init__(self, n_in, cfg):
+        super().__init__()
+        self.dense = nn.Linear(n_in, cfg["hidden"])
+        self.LayerNorm = nn.LayerNorm(cfg["hidden"], eps=cfg["norm_eps"])
+
+    def forward(self, x, residual):
+        return self.LayerNorm(residual + self.dense(x))
+
+
+class BertAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.self = BertSelfAttention(cfg)
+        self.output = BertDenseLayerNorm(cfg["hidden"], cfg)
+
+    def forward(self, x):
+        return self.output(self.self(x), x)
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.dense = nn.Linear(cfg["hidden"], cfg["intermediate"])
+
+    def forward(self, x):
+        return F.gelu(self.dense(x))  # exact (erf) GELU: hidden_act = "gelu"
+
+
+class BertLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.attention = BertAttention(cfg)
+        self.intermediate = BertIntermediate(cfg)
+        self.output = BertDenseLayerNorm(cfg["intermediate"], cfg)
+
+    def forward(self, x):
+        h1 = self.attention(x)
+        return self.output(self.intermediate(h1), h1)
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(cfg) for _ in range(cfg["layers"]))
+
+    def forward(self, x):
+        for layer in self.layer:
+            x = layer(x)
+        return x
+
+
+class BertPooler(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.dense = nn.Linear(cfg["hidden"], cfg["hidden"])
+
+    def forward(self, x):
+        return torch.tanh(self.dense(x[:, 0]))
+
+
+class BertModel(nn.Module):
+    def __init__(self, cfg, pooler):
+        super().__init__()
+        self.embeddings = BertEmbeddings(cfg)
+        self.encoder = BertEncoder(cfg)
+        if pooler:
+            self.pooler = BertPooler(cfg)
+
+    def forward(self, tokens):
+        return self.encoder(self.embeddings(tokens))
+
+
+class BertPredictionHeadTransform(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.dense = nn.Linear(cfg["hidden"], cfg["hidden"])
+        self.LayerNorm = nn.LayerNorm(cfg["hidden"], eps=cfg["norm_eps"])
+
+    def forward(self, x):
+        return self.LayerNorm(F.gelu(self.dense(x)))
+
+
+class BertLMPredictionHead(nn.Module):
+    """The decoder is the word embeddings (tied); `bias` is its own."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.transform = BertPredictionHeadTransform(cfg)
+        self.bias = nn.Parameter(torch.zeros(cfg["vocab"]))
+
+
+class BertOnlyMLMHead(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(cfg)
+
+
+class BertForMaskedLM(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.bert = BertModel(cfg, pooler=False)
+        self.cls = BertOnlyMLMHead(cfg)
+
+    def forward(self, tokens):
+        head = self.cls.predictions
+        t = head.transform(self.bert(tokens))
+        return F.linear(t, self.bert.embeddings.word_embeddings.weight, head.bias)
+
+
+class BertForSequenceClassification(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.bert = BertModel(cfg, pooler=True)
+        self.classifier = nn.Linear(cfg["hidden"], cfg["num_labels"])
+
+    def forward(self, tokens):
+        return self.classifier(self.bert.pooler(self.bert(tokens)))
+
+
 def build_model(cfg):
+    if cfg["family"] == "bert":
+        return (BertForMaskedLM(cfg) if cfg["head"] == "masked_lm"
+                else BertForSequenceClassification(cfg))
     return LlamaForCausalLM(cfg) if cfg["family"] == "llama" else GPT2LMHeadModel(cfg)
 
 
@@ -372,6 +538,51 @@ class TokenFile:
         return w.tolist()
 
 
+MASK_SALT = 0x6D61736B  # "mask"
+MASK_UNIT = 1 << 24
+IGNORE = -100
+
+
+class Masker:
+    """HF's DataCollatorForLanguageModeling as the runtime draws it: a pure
+    function of (seed, global sequence, position) (docs/models.md, "Data")."""
+
+    def __init__(self, seed, vocab, probability=0.15):
+        self.key = splitmix64((seed & M64) ^ MASK_SALT)
+        self.vocab = vocab
+        self.threshold = int(probability * MASK_UNIT)
+        self.mask_token = min(BERT_MASK_TOKEN, vocab - 1)
+
+    def draws(self, j, seq_len):
+        base = splitmix64((self.key + j) & M64)
+        return [splitmix64((base + n) & M64) for n in range(seq_len)]
+
+    def chosen(self, u):
+        return (u >> 40) < self.threshold
+
+    def count(self, j, seq_len):
+        return sum(self.chosen(u) for u in self.draws(j, seq_len))
+
+    def mask(self, j, tokens):
+        targets = []
+        for n, u in enumerate(self.draws(j, len(tokens))):
+            if not self.chosen(u):
+                targets.append(IGNORE)
+                continue
+            targets.append(tokens[n])
+            how = (u >> 16) & (MASK_UNIT - 1)
+            if how < MASK_UNIT // 10 * 8:
+                tokens[n] = self.mask_token
+            elif how < MASK_UNIT // 10 * 9:
+                tokens[n] = splitmix64(u) % self.vocab
+        return targets
+
+
+def synthetic_label(seed, j):
+    """The rule the synthetic data made sequence j with: its class label."""
+    return splitmix64((splitmix64(seed & M64) + j) & M64) & 3
+
+
 def global_batch(source, step, global_size, seq_len):
     """Rows of step `step` (1-based): global sequences [(k-1)G, kG)."""
     rows = [source(j, seq_len) for j in range((step - 1) * global_size, step * global_size)]
@@ -383,6 +594,26 @@ def global_batch(source, step, global_size, seq_len):
 # (cosine_with_min_lr for a non-zero ratio), as runtime/core/LRSchedule.cpp
 # computes them; optimizer step k (1-based) uses HF's current_step = k - 1.
 # --------------------------------------------------------------------------
+
+
+def bert_batch(cfg, args, source, masker, step, per_step):
+    """BERT's rows of step `step` with their targets: masked tokens and their
+    labels (-100 where not chosen), or one label per sequence; and the
+    masked-LM loss divisor, the step's masked positions per micro-batch."""
+    first = (step - 1) * per_step
+    rows, targets = [], []
+    for j in range(first, first + per_step):
+        tokens = source(j, args.seq_len)[:args.seq_len]
+        if cfg["head"] == "masked_lm":
+            targets.append(masker.mask(j, tokens))
+        else:
+            label = synthetic_label(args.seed, j)
+            targets.append(float(label) if cfg["num_labels"] == 1 else label % cfg["num_labels"])
+        rows.append(tokens)
+    masked = sum(masker.count(j, args.seq_len) for j in range(first, first + per_step))
+    divisor = max(masked, 1) / (per_step // args.micro_batch)
+    dtype = torch.float32 if cfg["head"] != "masked_lm" and cfg["num_labels"] == 1 else torch.int64
+    return torch.tensor(rows, dtype=torch.int64), torch.tensor(targets, dtype=dtype), divisor
 
 
 def lr_multiplier(kind, current, warmup, total, min_ratio):
@@ -450,6 +681,8 @@ def main():
         with torch.no_grad():
             for name, param in named:
                 param.copy_(init_parameter(args.init_seed, name, tuple(param.shape)))
+                if name == "bert.embeddings.word_embeddings.weight":
+                    param[BERT_PAD_TOKEN].zero_()  # as nn.Embedding(padding_idx) starts
     if args.dump_init:
         write_safetensors(args.dump_init, {n: t for n, t in named})
 
@@ -469,20 +702,38 @@ def main():
     opt = torch.optim.AdamW(groups, lr=args.lr, betas=tuple(args.betas), eps=args.eps,
                             weight_decay=args.weight_decay)
     per_step = args.grad_accum * args.dp * args.micro_batch
+    bert = cfg["family"] == "bert"
+    if bert and cfg["head"] != "masked_lm" and args.data != "synthetic":
+        sys.exit("a classification head needs labels: only synthetic data has them")
+    masker = Masker(args.seed, cfg["vocab"])
     for step in range(1, args.steps + 1):
         lr = args.lr * lr_multiplier(args.lr_schedule, step - 1, args.warmup, args.steps,
                                      args.min_lr_ratio)
         for group in opt.param_groups:
             group["lr"] = lr
-        tokens, targets = global_batch(source, step, per_step, args.seq_len)
+        if bert:
+            tokens, targets, divisor = bert_batch(cfg, args, source, masker, step, per_step)
+        else:
+            tokens, targets = global_batch(source, step, per_step, args.seq_len)
         opt.zero_grad(set_to_none=True)
         # The mean of the micro-batches' mean losses, as the runtime's
         # 1/micro_batches loss scale and its average over ranks give.
         total = 0.0
         for i in range(0, per_step, args.micro_batch):
             logits = model(tokens[i:i + args.micro_batch])
-            loss = F.cross_entropy(logits.reshape(-1, cfg["vocab"]),
-                                   targets[i:i + args.micro_batch].reshape(-1))
+            rows = targets[i:i + args.micro_batch]
+            if bert and cfg["head"] == "masked_lm":
+                # Summed over the masked positions, divided by the step's
+                # masked positions per micro-batch: the step's loss is the
+                # mean over all of them (HF's num_items_in_batch).
+                loss = F.cross_entropy(logits.reshape(-1, cfg["vocab"]), rows.reshape(-1),
+                                       ignore_index=IGNORE, reduction="sum") / divisor
+            elif bert and cfg["num_labels"] == 1:
+                loss = F.mse_loss(logits.squeeze(-1), rows)
+            elif bert:
+                loss = F.cross_entropy(logits, rows)
+            else:
+                loss = F.cross_entropy(logits.reshape(-1, cfg["vocab"]), rows.reshape(-1))
             (loss * (args.micro_batch / per_step)).backward()
             total += loss.item() * args.micro_batch / per_step
         norm = torch.sqrt(sum((q.grad.double() ** 2).sum() for q in params)).item()
