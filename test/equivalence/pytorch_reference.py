@@ -69,6 +69,32 @@ def main():
             subprocess.run(cmd, check=True, stdout=f)
         return losses_of(out)
 
+    def compare(tag, name, world, sets, init, ref):
+        """plan-run with `sets` on `world` ranks (from `init` when given)
+        against the reference's losses `ref`; True when every step agrees."""
+        sched = os.path.join(work, f"{name}.sched")
+        metrics = os.path.join(work, f"{name}-{bool(init)}.jsonl")
+        cmd = [args.planc, args.plan, "-o", sched]
+        for s in sets:
+            cmd += ["--set", s]
+        subprocess.run(cmd, check=True)
+        cmd = [args.plan_run, "--nproc", str(world), sched, "--steps", str(args.steps),
+               "--data", "synthetic", "--seed", "0", "--metrics", metrics, "--quiet"]
+        if init:
+            cmd += ["--init", init]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"FAIL {tag}: plan-run exited {p.returncode}\n{p.stdout}{p.stderr}")
+            return False
+        ours = losses_of(metrics)
+        rel = max(abs(a - b) / abs(b) for a, b in zip(ours, ref))
+        ok = len(ours) == len(ref) == args.steps and rel <= RTOL
+        print(f"{'PASS' if ok else 'FAIL'} {tag}: max rel diff {rel:.2e} over {len(ours)} steps "
+              f"(loss {ours[0]:.5f} -> {ours[-1]:.5f}; PyTorch {ref[0]:.5f} -> {ref[-1]:.5f})")
+        if not ok:
+            print(f"  plan-run: {ours}\n  PyTorch:  {ref}")
+        return ok
+
     for model in ("llama_tiny", "gpt2_tiny"):
         init = os.path.join(work, f"{model}-init.safetensors")
         refs = {
@@ -94,36 +120,14 @@ def main():
             tag = f"{model} world={world} {sharding}" + (" --init" if use_init else "")
             if decay != "none":
                 tag += f" weight_decay={WEIGHT_DECAY:g} decay={decay}"
-            name = f"{model}-{world}-{sharding}-{decay}"
-            sched = os.path.join(work, f"{name}.sched")
-            metrics = os.path.join(work, f"{name}-{use_init}.jsonl")
             sets = [f"model={model}", f"train.seq_len={SEQ_LEN}",
                     f"train.micro_batch={MICRO_BATCH_TOTAL // world}", f"parallel.sharding={sharding}",
                     f"cluster.gpus_per_node={world}", "train.steps=0"]
             if decay != "none":
                 sets.append(f"train.optimizer=adamw(lr = 1e-3, weight_decay = {WEIGHT_DECAY}, "
                             f"decay = {decay})")
-            cmd = [args.planc, args.plan, "-o", sched]
-            for s in sets:
-                cmd += ["--set", s]
-            subprocess.run(cmd, check=True)
-            cmd = [args.plan_run, "--nproc", str(world), sched, "--steps", str(args.steps),
-                   "--data", "synthetic", "--seed", "0", "--metrics", metrics, "--quiet"]
-            if use_init:
-                cmd += ["--init", init]
-            p = subprocess.run(cmd, capture_output=True, text=True)
-            if p.returncode != 0:
-                print(f"FAIL {tag}: plan-run exited {p.returncode}\n{p.stdout}{p.stderr}")
-                failed += 1
-                continue
-            ours = losses_of(metrics)
-            ref = refs[decay]
-            rel = max(abs(a - b) / abs(b) for a, b in zip(ours, ref))
-            ok = len(ours) == len(ref) == args.steps and rel <= RTOL
-            print(f"{'PASS' if ok else 'FAIL'} {tag}: max rel diff {rel:.2e} over {len(ours)} steps "
-                  f"(loss {ours[0]:.5f} -> {ours[-1]:.5f}; PyTorch {ref[0]:.5f} -> {ref[-1]:.5f})")
-            if not ok:
-                print(f"  plan-run: {ours}\n  PyTorch:  {ref}")
+            ok = compare(tag, f"{model}-{world}-{sharding}-{decay}", world, sets,
+                         init if use_init else None, refs[decay])
             passed += ok
             failed += not ok
     # BERT's three heads against BertForMaskedLM / BertForSequenceClassification
@@ -146,33 +150,12 @@ def main():
         for world, sharding, use_init in [(1, "no_shard", False), (2, "full_shard", False),
                                           (2, "full_shard", True)]:
             tag = f"bert_tiny {head} world={world} {sharding}" + (" --init" if use_init else "")
-            name = f"bert-{head}-{world}-{sharding}"
-            sched = os.path.join(work, f"{name}.sched")
-            metrics = os.path.join(work, f"{name}-{use_init}.jsonl")
             sets = ["model=bert_tiny", f"train.seq_len={SEQ_LEN}",
                     f"train.micro_batch={MICRO_BATCH_TOTAL // world}",
                     f"parallel.sharding={sharding}", f"cluster.gpus_per_node={world}",
                     "train.steps=0"] + head_sets
-            cmd = [args.planc, args.plan, "-o", sched]
-            for s_ in sets:
-                cmd += ["--set", s_]
-            subprocess.run(cmd, check=True)
-            cmd = [args.plan_run, "--nproc", str(world), sched, "--steps", str(args.steps),
-                   "--data", "synthetic", "--seed", "0", "--metrics", metrics, "--quiet"]
-            if use_init:
-                cmd += ["--init", init]
-            p = subprocess.run(cmd, capture_output=True, text=True)
-            if p.returncode != 0:
-                print(f"FAIL {tag}: plan-run exited {p.returncode}\n{p.stdout}{p.stderr}")
-                failed += 1
-                continue
-            ours = losses_of(metrics)
-            rel = max(abs(a - b) / abs(b) for a, b in zip(ours, ref))
-            ok = len(ours) == len(ref) == args.steps and rel <= RTOL
-            print(f"{'PASS' if ok else 'FAIL'} {tag}: max rel diff {rel:.2e} over {len(ours)} steps "
-                  f"(loss {ours[0]:.5f} -> {ours[-1]:.5f}; PyTorch {ref[0]:.5f} -> {ref[-1]:.5f})")
-            if not ok:
-                print(f"  plan-run: {ours}\n  PyTorch:  {ref}")
+            ok = compare(tag, f"bert-{head}-{world}-{sharding}", world, sets,
+                         init if use_init else None, ref)
             passed += ok
             failed += not ok
     print(f"{passed} passed, {failed} failed")

@@ -9,7 +9,7 @@
 
 #include "frontend/Frontend.h"
 #include "passes/Passes.h"
-#include "report/GradLayout.h"
+#include "report/Lowerings.h"
 
 #include "mlir/Debug/Counter.h"
 #include "mlir/IR/AsmState.h"

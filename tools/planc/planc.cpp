@@ -26,7 +26,7 @@
 #include "frontend/Frontend.h"
 #include "frontend/Models.h"
 #include "passes/Passes.h"
-#include "report/GradLayout.h"
+#include "report/Lowerings.h"
 #include "report/Report.h"
 
 #include "Format.h"
@@ -191,17 +191,7 @@ reportWithOverrides(llvm::SourceMgr &sourceMgr, unsigned bufferId,
   if (!spec)
     return std::nullopt;
   (void)plan::chooseGradDtype(*spec);
-  OwningOpRef<ModuleOp> module = plan::importPlan(*spec, diag);
-  if (!module)
-    return std::nullopt;
-  PassManager pm(&context);
-  plan::buildPlanLowerPipeline(pm);
-  if (failed(pm.run(*module)))
-    return std::nullopt;
-  FailureOr<plan::ScheduleReport> report = plan::analyzeSchedule(*module);
-  if (failed(report))
-    return std::nullopt;
-  return std::move(*report);
+  return plan::reportOfQuietLowering(*spec);
 }
 
 /// What the fit check found: nothing when the plan fits, or the

@@ -1,10 +1,9 @@
-//===- GradLayout.cpp - The gradient layout of least peak -----------------===//
+//===- Lowerings.cpp - Choices made by lowering a plan more ways ----------===//
 
-#include "report/GradLayout.h"
+#include "report/Lowerings.h"
 
 #include "frontend/Frontend.h"
 #include "passes/Passes.h"
-#include "report/Report.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -12,8 +11,8 @@
 
 using namespace mlir;
 
-/// The device peak of `spec` lowered, or nothing when it does not lower.
-static std::optional<uint64_t> devicePeak(const plan::PlanSpec &spec) {
+std::optional<plan::ScheduleReport>
+plan::reportOfQuietLowering(const PlanSpec &spec) {
   MLIRContext context;
   ScopedDiagnosticHandler quiet(&context,
                                 [](Diagnostic &) { return success(); });
@@ -27,6 +26,15 @@ static std::optional<uint64_t> devicePeak(const plan::PlanSpec &spec) {
     return std::nullopt;
   FailureOr<plan::ScheduleReport> report = plan::analyzeSchedule(*module);
   if (failed(report))
+    return std::nullopt;
+  return std::move(*report);
+}
+
+/// The device peak of `spec` lowered, or nothing when it does not lower.
+static std::optional<uint64_t> devicePeak(const plan::PlanSpec &spec) {
+  std::optional<plan::ScheduleReport> report =
+      plan::reportOfQuietLowering(spec);
+  if (!report)
     return std::nullopt;
   return report->memory.devicePeakBytes();
 }

@@ -1,0 +1,47 @@
+//===- Lowerings.h - Choices made by lowering a plan more ways --*- C++ -*-===//
+//
+// What planc and plan-opt learn by lowering a plan again, quietly, with
+// something changed: the fit check's alternatives (a plan with more
+// `--set`s) and the gradient layout. Mixed precision keeps gradients
+// between backward and the step either in fp32 or in the working type
+// (`train.grad_dtype`, docs/language.md "Gradient layout"); which costs
+// less depends on where the step's peak is, so when the plan does not say,
+// both are lowered and the layout of lower device peak is kept.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLAN_REPORT_LOWERINGS_H
+#define PLAN_REPORT_LOWERINGS_H
+
+#include "frontend/PlanSpec.h"
+#include "report/Report.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace plan {
+
+/// The report of `spec` after the whole plan-lower pipeline, in an
+/// MLIRContext of its own whose diagnostics are dropped; nothing when the
+/// plan does not import or lower (the lowering a tool reports on says why).
+std::optional<ScheduleReport> reportOfQuietLowering(const PlanSpec &spec);
+
+/// The two layouts' device peaks (arena + workspace per rank).
+struct GradLayoutChoice {
+  DType chosen = DType::F32;
+  uint64_t chosenPeakBytes = 0;
+  DType other = DType::F32;
+  uint64_t otherPeakBytes = 0;
+};
+
+/// With mixed precision and `train.grad_dtype` not given, lowers `spec`
+/// with fp32 gradients and with working-type ones (in contexts of their own,
+/// diagnostics dropped), sets `spec.train.gradDtype` to the one of lower
+/// device peak (fp32 on a tie: it keeps more of the gradient) and returns
+/// both peaks. Nothing, and `spec` unchanged, when the choice does not apply
+/// or either lowering fails (the lowering that follows reports why).
+std::optional<GradLayoutChoice> chooseGradDtype(PlanSpec &spec);
+
+} // namespace plan
+
+#endif // PLAN_REPORT_LOWERINGS_H
