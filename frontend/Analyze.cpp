@@ -1371,15 +1371,14 @@ static int64_t saturatingProduct(int64_t a, int64_t b) {
   return llvm::MulOverflow(a, b, product) ? INT64_MAX : product;
 }
 
-/// The gradient layout that costs least for the strategy (docs/language.md,
-/// "Gradient layout"). DDP holds whole gradients on every rank: fp32
-/// gradients that backward adds into and the all-reduces run on in place
-/// (4 B a parameter) beat working-type gradients and the fp32 copies the
-/// reductions run on (2 + 4 B), also when each of several micro-batches is
-/// reduced on its own (its gradient then fp32 too, next to the step's).
-/// Sharded strategies keep a 1/N shard and reduce unit by unit:
-/// working-type shards (2 B a parameter of the shard, one group's fp32 copy
-/// at its step) cost less than fp32 shards.
+/// The gradient layout a plan gets when nothing lowers it both ways
+/// (planc and plan-opt do, and keep the lower peak: report/Lowerings.h).
+/// The usual winner per strategy (docs/language.md, "Gradient layout"):
+/// DDP holds whole gradients on every rank, and fp32 gradients that the
+/// all-reduces run on in place (4 B a parameter) usually beat working-type
+/// ones plus the fp32 copies the reductions run on (2 + 4 B), unless
+/// activations make the peak; sharded strategies keep a 1/N shard, where
+/// working-type shards (2 B, one group's fp32 copy at its step) cost less.
 static DType defaultGradDtype(const PlanSpec &plan) {
   if (plan.parallel.sharding == Sharding::NoShard)
     return DType::F32;

@@ -166,8 +166,9 @@ struct TrainSpec {
   LossScaleSpec lossScale;
   DType reduceDtype = DType::F32;
   /// What gradients are accumulated and kept in until the step: fp32 (a
-  /// Megatron main_grad) or the working type of mixed precision. Resolved
-  /// per strategy when not given (applyDerivedDefaults).
+  /// Megatron main_grad) or the working type of mixed precision. When not
+  /// given: the layout of lower peak (chooseGradDtype), or the strategy's
+  /// usual one (applyDerivedDefaults) for a plan nothing lowered both ways.
   DType gradDtype = DType::F32;
   Checkpointing activationCheckpointing = Checkpointing::None;
   std::optional<double> gradClip; // max global L2 norm

@@ -56,6 +56,11 @@
 
 // -----
 
+// expected-error @below {{grad_dtype applies to mixed precision: fp32 training keeps fp32 gradients}}
+#bad = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_dtype = fp32, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+
+// -----
+
 // expected-error @below {{grad_accum must be >= 1, got 0}}
 #bad = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 0, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 
