@@ -137,18 +137,11 @@ inline Schedule gpt2Schedule(const ModelConfig &m) {
   return s;
 }
 
+/// The tiny GPT-2's shapes with BERT's own keys.
 inline ModelConfig tinyBertConfig(BertHead head, int64_t numLabels = 3) {
-  ModelConfig m;
+  ModelConfig m = tinyGpt2Config();
   m.family = ModelFamily::Bert;
-  m.vocab = 64;
-  m.hidden = 32;
-  m.intermediate = 128;
-  m.layers = 2;
-  m.heads = 4;
-  m.kvHeads = 4;
-  m.maxSeqLen = 16;
   m.normEps = 1e-12;
-  m.tieEmbeddings = true;
   m.typeVocab = 2;
   m.bertHead = head;
   m.numLabels = numLabels;
