@@ -76,7 +76,7 @@ GroupPlacement plan::placeGroup(ClusterAttr cluster, int64_t meshReplicate,
   if (placement.intraNode) {
     double nvlink = device.getNvlinkBandwidth().value;
     placement.bandwidth = nvlink > 0 ? nvlink : device.getPcieBandwidth().value;
-    placement.stepLatency = kIntraNodeStepLatency;
+    placement.stepLatency = device.getLinkLatency().value;
   } else {
     placement.bandwidth = cluster.getInterNodeBandwidth().value;
     placement.stepLatency = kInterNodeStepLatency;

@@ -10,6 +10,7 @@
 #ifndef PLAN_ANALYSIS_COMMMODEL_H
 #define PLAN_ANALYSIS_COMMMODEL_H
 
+#include "analysis/Efficiencies.h"
 #include "dialects/plan/PlanDialect.h"
 #include "dialects/sched/SchedDialect.h"
 
@@ -53,11 +54,8 @@ struct GroupPlacement {
 GroupPlacement placeGroup(ClusterAttr cluster, int64_t meshReplicate,
                           int64_t meshShard, sched::Group group);
 
-/// The fraction of a link's (or memory's) peak bandwidth a well-tuned
-/// transfer reaches (docs/report.md, "Constants").
-constexpr double kBandwidthEfficiency = 0.8;
-/// Per ring step, inside a node and across nodes (seconds).
-constexpr double kIntraNodeStepLatency = 5e-6;
+/// Per ring step across nodes (seconds); inside a node it is the device's
+/// `link_latency`.
 constexpr double kInterNodeStepLatency = 10e-6;
 
 /// Seconds one collective takes on `placement`: its ring steps' latency plus

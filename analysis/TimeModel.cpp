@@ -115,9 +115,7 @@ public:
 
 private:
   double secondsOfTraffic(const Traffic &traffic) const {
-    double bandwidth =
-        traffic.onHost ? hostBandwidth
-                       : device.getHbmBandwidth().value * kBandwidthEfficiency;
+    double bandwidth = traffic.onHost ? hostBandwidth : deviceBandwidth;
     double seconds = bandwidth > 0 ? traffic.local / bandwidth : 0;
     double pcie = device.getPcieBandwidth().value * kBandwidthEfficiency;
     if (pcie > 0)
@@ -147,6 +145,8 @@ private:
   sched::ProgramOp program;
   PlanOp plan;
   DeviceAttr device;
+  /// Achievable bytes/s of this rank's device memory and of its host work.
+  double deviceBandwidth = 0;
   double hostBandwidth = 0;
   std::array<GroupPlacement, kNumGroups> groups;
   StepTime time;
@@ -183,9 +183,8 @@ LogicalResult StepSimulation::runUnit(Operation *op, StringRef what,
                    static_cast<double>(train.getSeqLen()) *
                    static_cast<double>(plan.getModel().getHidden()) *
                    elementBytes * passes;
-    double hbm = device.getHbmBandwidth().value * kBandwidthEfficiency;
-    if (hbm > 0)
-      seconds += bytes / hbm;
+    if (deviceBandwidth > 0)
+      seconds += bytes / deviceBandwidth;
   }
   compute(llvm::formatv("{0} @{1} mb {2}", what,
                         ref.getLeafReference().getValue(), microBatch),
@@ -235,21 +234,30 @@ FailureOr<StepTime> StepSimulation::run() {
     return program.emitError("the time model needs the program's plan.plan");
   ClusterAttr cluster = plan.getCluster();
   device = cluster.getDevice();
-  // A CPU "device" is host memory. A GPU's host side is shared by the
-  // node's ranks: each gets its part of the memory bandwidth, and streams at
-  // most as fast as its part of the cores can.
+  // A node's host is shared by its ranks: each gets its part of the memory
+  // bandwidth, and streams at most as fast as its part of the cores can. A
+  // CPU "device" is that host: its figures are one core's, and a rank
+  // computes with its part of the cores (docs/language.md, "Devices").
   double nodeBandwidth = cluster.getHostBandwidth().value;
   double ranksPerNode = static_cast<double>(cluster.getGpusPerNode());
-  if (device.getName() == "cpu") {
-    hostBandwidth = device.getHbmBandwidth().value * kBandwidthEfficiency;
-  } else if (nodeBandwidth > 0 && cluster.getHostCores() > 0) {
-    double coresPerRank =
-        static_cast<double>(cluster.getHostCores()) / ranksPerNode;
-    hostBandwidth =
-        std::min(nodeBandwidth * kBandwidthEfficiency / ranksPerNode,
-                 coresPerRank * kHostBandwidthPerCore);
+  bool hostKnown = nodeBandwidth > 0 && cluster.getHostCores() > 0;
+  double coresPerRank =
+      hostKnown ? static_cast<double>(cluster.getHostCores()) / ranksPerNode
+                : 1.0;
+  auto shareOfHost = [&](double perCore) {
+    return std::min(nodeBandwidth * kBandwidthEfficiency / ranksPerNode,
+                    coresPerRank * perCore);
+  };
+  bool cpu = device.isCpu();
+  double flopsScale = cpu ? coresPerRank : 1.0;
+  if (cpu) {
+    double perCore = device.getHbmBandwidth().value * kBandwidthEfficiency;
+    deviceBandwidth = hostBandwidth =
+        hostKnown ? shareOfHost(perCore) : perCore;
   } else {
-    hostBandwidth = kHostBandwidthPerRank;
+    deviceBandwidth = device.getHbmBandwidth().value * kBandwidthEfficiency;
+    hostBandwidth =
+        hostKnown ? shareOfHost(kHostBandwidthPerCore) : kHostBandwidthPerRank;
   }
   int64_t replicate = program.getGroupSize(sched::Group::Replicate);
   int64_t shard = program.getGroupSize(sched::Group::Shard);
@@ -270,6 +278,7 @@ FailureOr<StepTime> StepSimulation::run() {
     time.peakFlops = device.getFp16Tflops().value * 1e12;
     break;
   }
+  time.peakFlops *= flopsScale;
   time.tokensPerStep = train.getMicroBatch() * train.getSeqLen() *
                        program.getMicroBatches() * cluster.getWorldSize();
 

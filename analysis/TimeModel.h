@@ -13,6 +13,7 @@
 #ifndef PLAN_ANALYSIS_TIMEMODEL_H
 #define PLAN_ANALYSIS_TIMEMODEL_H
 
+#include "analysis/Efficiencies.h"
 #include "dialects/plan/PlanDialect.h"
 #include "dialects/sched/SchedDialect.h"
 
@@ -30,9 +31,6 @@ constexpr int kNumStreams = 4;
 /// "compute", "comm", "h2d", "d2h".
 llvm::StringRef streamName(Stream stream);
 
-/// Fraction of the device's dense peak that forward, backward and recompute
-/// reach (docs/report.md, "Constants").
-constexpr double kComputeEfficiency = 0.5;
 /// Bytes/s one CPU core streams through host memory. A GPU rank's host work
 /// (element-wise ops and optimizer steps on offloaded state) gets its share
 /// of the node's host bandwidth (`cluster.host_bandwidth`, shared by the

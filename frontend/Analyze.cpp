@@ -96,7 +96,7 @@ static llvm::SmallVector<StringRef> namesOf(ArrayRef<Spelling<E>> spellings) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-enum class Quantity { Size, Bandwidth };
+enum class Quantity { Size, Bandwidth, Time };
 
 struct Unit {
   StringRef name;
@@ -131,6 +131,10 @@ static constexpr Unit units[] = {
     {"Mb/s", Quantity::Bandwidth, 1e6 / 8},
     {"Gb/s", Quantity::Bandwidth, 1e9 / 8},
     {"Tb/s", Quantity::Bandwidth, 1e12 / 8},
+    {"s", Quantity::Time, 1},
+    {"ms", Quantity::Time, 1e-3},
+    {"us", Quantity::Time, 1e-6},
+    {"ns", Quantity::Time, 1e-9},
 };
 
 static const Unit *lookupUnit(StringRef name) {
@@ -354,6 +358,7 @@ private:
   ValueReader boolean(bool &field);
   ValueReader size(int64_t &field);
   ValueReader bandwidth(double &field);
+  ValueReader time(double &field);
   template <typename E>
   ValueReader oneOf(E &field, llvm::SmallVector<Spelling<E>> spellings,
                     StringRef noun);
@@ -788,6 +793,8 @@ void Analyzer::readDevice(const KeyGroup &group) {
       {"hbm_bandwidth", need, bandwidth(d.hbmBandwidth), nullptr},
       {"nvlink_bandwidth", need, bandwidth(d.nvlinkBandwidth), nullptr},
       {"pcie_bandwidth", need, bandwidth(d.pcieBandwidth), nullptr},
+      // Optional even for a custom device, which keeps the default.
+      {"link_latency", Need::Optional, time(d.linkLatency), nullptr},
   };
   SectionWording wording;
   wording.missingReason = " (a device not in the table gives every key)";
@@ -1091,6 +1098,11 @@ ValueReader Analyzer::bandwidth(double &field) {
     return readQuantity(v, path, Quantity::Bandwidth, field);
   };
 }
+ValueReader Analyzer::time(double &field) {
+  return [this, &field](const Value &v, const std::string &path) {
+    return readQuantity(v, path, Quantity::Time, field);
+  };
+}
 template <typename E>
 ValueReader Analyzer::oneOf(E &field, llvm::SmallVector<Spelling<E>> spellings,
                             StringRef noun) {
@@ -1166,13 +1178,26 @@ bool Analyzer::readString(const Value &v, const std::string &path,
 
 bool Analyzer::readQuantity(const Value &v, const std::string &path,
                             Quantity quantity, double &out) {
-  bool isSize = quantity == Quantity::Size;
-  StringRef what = isSize ? "a size" : "a bandwidth";
+  auto noun = [](Quantity q) -> StringRef {
+    switch (q) {
+    case Quantity::Size:
+      return "a size";
+    case Quantity::Bandwidth:
+      return "a bandwidth";
+    case Quantity::Time:
+      return "a time";
+    }
+    return "";
+  };
+  StringRef what = noun(quantity);
   if (v.kind != ValueKind::Number)
     return typeError(v, path, what);
   if (v.unit.empty()) {
+    StringRef example = quantity == Quantity::Size        ? "GiB"
+                        : quantity == Quantity::Bandwidth ? "GB/s"
+                                                          : "us";
     diag.error(v.unitLoc, formatv("'{0}' needs {1} unit, e.g. {2}{3}", path,
-                                  what, v.spelling(), isSize ? "GiB" : "GB/s"));
+                                  what, v.spelling(), example));
     return false;
   }
   const Unit *unit = lookupUnit(v.unit);
@@ -1187,9 +1212,8 @@ bool Analyzer::readQuantity(const Value &v, const std::string &path,
     return false;
   }
   if (unit->quantity != quantity) {
-    diag.error(v.unitLoc,
-               formatv("'{0}' expects {1}, got {2} ({3})", path, what,
-                       isSize ? "a bandwidth" : "a size", v.spelling()));
+    diag.error(v.unitLoc, formatv("'{0}' expects {1}, got {2} ({3})", path,
+                                  what, noun(unit->quantity), v.spelling()));
     return false;
   }
   out = v.number * unit->factor;

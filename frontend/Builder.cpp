@@ -60,6 +60,9 @@ Value bandwidthValue(double bytesPerSecond) {
   return realValue(bytesPerSecond, "B/s");
 }
 
+/// Times stay in seconds, for the same reason.
+Value timeValue(double seconds) { return realValue(seconds, "s"); }
+
 Value nameValue(llvm::StringRef name) {
   Value v;
   v.kind = ValueKind::Identifier;
@@ -343,6 +346,8 @@ DeviceBuilder DeviceBuilder::from(const DeviceSpec &spec, bool everyKey) {
     device.nvlinkBandwidth(spec.nvlinkBandwidth);
   if (differs(&DeviceSpec::pcieBandwidth))
     device.pcieBandwidth(spec.pcieBandwidth);
+  if (differs(&DeviceSpec::linkLatency))
+    device.linkLatency(spec.linkLatency);
   return device;
 }
 
@@ -372,6 +377,10 @@ DeviceBuilder &DeviceBuilder::nvlinkBandwidth(double bytesPerSecond) {
 }
 DeviceBuilder &DeviceBuilder::pcieBandwidth(double bytesPerSecond) {
   keys.set("pcie_bandwidth", bandwidthValue(bytesPerSecond));
+  return *this;
+}
+DeviceBuilder &DeviceBuilder::linkLatency(double seconds) {
+  keys.set("link_latency", timeValue(seconds));
   return *this;
 }
 

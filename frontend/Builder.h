@@ -154,6 +154,7 @@ public:
   DeviceBuilder &hbmBandwidth(double bytesPerSecond);
   DeviceBuilder &nvlinkBandwidth(double bytesPerSecond);
   DeviceBuilder &pcieBandwidth(double bytesPerSecond);
+  DeviceBuilder &linkLatency(double seconds);
 
   /// The value of the `gpu` item.
   syntax::Value toSyntax() const;

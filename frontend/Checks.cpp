@@ -90,7 +90,7 @@ struct IntegerRange {
                                 // representable range
 };
 
-enum class Shown { Plain, Bytes, BytesPerSecond };
+enum class Shown { Plain, Bytes, BytesPerSecond, Seconds };
 
 /// A lower bound and an optional upper bound for one real of the plan.
 struct RealRange {
@@ -248,6 +248,9 @@ static const RealRange realRanges[] = {
     {"cluster.gpu.pcie_bandwidth", 0, true, unbounded, false,
      [](const PlanSpec &p) { return p.cluster.device.pcieBandwidth; }, nullptr,
      Shown::BytesPerSecond},
+    {"cluster.gpu.link_latency", 0, false, 1, false,
+     [](const PlanSpec &p) { return p.cluster.device.linkLatency; }, nullptr,
+     Shown::Seconds},
     // 0 means no NVLink: peers talk over PCIe.
     {"cluster.gpu.nvlink_bandwidth", 0, false, unbounded, false,
      [](const PlanSpec &p) { return p.cluster.device.nvlinkBandwidth; },
@@ -287,6 +290,8 @@ static std::string show(double x, Shown shown) {
     return bytesLiteral(static_cast<int64_t>(x));
   case Shown::BytesPerSecond:
     return formatBandwidth(x);
+  case Shown::Seconds:
+    return formatReal(x * 1e6) + "us";
   }
   llvm_unreachable("unknown format");
 }

@@ -142,26 +142,32 @@ llvm::ArrayRef<DeviceSpec> plan::deviceTable() {
        .hbmBandwidth = 864 * GBps,
        .nvlinkBandwidth = 0,
        .pcieBandwidth = pcieGen4},
-      // One CPU process of `plan-run --backend cpu`, several of which share a
-      // machine; modest, round figures so that predictions are in the right
-      // range on a workstation rather than exact anywhere:
+      // One CPU process of `plan-run --backend cpu`. The ranks of a node
+      // share its cores (`host_cores`) and memory bandwidth
+      // (`host_bandwidth`), so compute and memory figures are ONE CORE's; a
+      // rank gets host_cores / gpus_per_node of them. Round figures of a
+      // current x86 core, measured with LibTorch at one thread (`plan-run
+      // --calibrate` measures the host at hand):
       //  - memory: 16 GiB per rank;
-      //  - compute: 0.5 TFLOP/s, e.g. 8 cores at 2 GHz with two AVX-512 FMA
-      //    units are 1 TFLOP/s of fp32 peak, of which a LibTorch GEMM gets
-      //    about
-      //    half; bf16 and fp16 are no faster, since without AMX the kernels
-      //    convert to fp32;
-      //  - "HBM": 50 GB/s, one rank's share of a multi-channel DDR5 system;
-      //  - peers and "host" copies: 10 GB/s, the order of a Gloo ring over
-      //    loopback TCP; there is no NVLink.
+      //  - compute: 0.1 TFLOP/s, one core at ~3 GHz with two 256-bit FMA
+      //    units (96 GFLOP/s of fp32); a 1024^3 fp32 GEMM reached 110 GFLOP/s
+      //    on an AVX-512 core. bf16 and fp16 are taken as no faster: without
+      //    AMX the kernels convert to fp32;
+      //  - "HBM": 10 GB/s, what one core streams (a copy reached 16 GB/s
+      //    read + write);
+      //  - peers ("NVLink"): Gloo over loopback TCP, 2 GB/s and 100 us per
+      //    ring step (measured between 2 ranks: 1-1.4 GB/s and 250-350 us on
+      //    a loaded 2-core host, far less latency with idle cores);
+      //  - "PCIe": a host copy on the CPU backend is a memcpy, 10 GB/s.
       {.name = "cpu",
        .memoryBytes = 16 * GiB,
-       .bf16Tflops = 0.5,
-       .fp16Tflops = 0.5,
-       .fp32Tflops = 0.5,
-       .hbmBandwidth = 50 * GBps,
-       .nvlinkBandwidth = 0,
-       .pcieBandwidth = 10 * GBps},
+       .bf16Tflops = 0.1,
+       .fp16Tflops = 0.1,
+       .fp32Tflops = 0.1,
+       .hbmBandwidth = 10 * GBps,
+       .nvlinkBandwidth = 2 * GBps,
+       .pcieBandwidth = 10 * GBps,
+       .linkLatency = 100e-6},
   };
   return devices;
 }
@@ -188,9 +194,10 @@ HostSpec plan::typicalHost(llvm::StringRef deviceName) {
   // A workstation: one 32-core socket, 8 channels of DDR5-4800.
   if (deviceName == "a6000_ada")
     return {8 * ddr5_4800, 32};
-  // The CPU backend: the "device" is the host (its own hbm_bandwidth).
+  // The CPU backend: a laptop or CI machine, 4 cores and two channels of
+  // DDR4-3200.
   if (deviceName == "cpu")
-    return {50 * GBps, 8};
+    return {2 * ddr4_3200, 4};
   // An L40S server, and any custom device: two sockets of 32 cores, 16
   // channels of DDR4-3200.
   return {16 * ddr4_3200, 64};

@@ -137,7 +137,8 @@ struct PlanImporter {
     auto device = DeviceAttr::getChecked(
         errorAt("cluster.gpu"), ctx, llvm::StringRef(d.name), d.memoryBytes,
         F64(d.bf16Tflops), F64(d.fp16Tflops), F64(d.fp32Tflops),
-        F64(d.hbmBandwidth), F64(d.nvlinkBandwidth), F64(d.pcieBandwidth));
+        F64(d.hbmBandwidth), F64(d.nvlinkBandwidth), F64(d.pcieBandwidth),
+        F64(d.linkLatency));
     if (!device)
       return nullptr;
     return ClusterAttr::getChecked(errorAt("cluster"), ctx, c.nodes,

@@ -104,6 +104,9 @@ struct DeviceSpec {
   double nvlinkBandwidth =
       0;                    // bytes/s per direction; 0 = no NVLink (PCIe peer)
   double pcieBandwidth = 0; // bytes/s per direction, host <-> device
+  // Seconds per ring step between two ranks of a node (what a collective
+  // costs besides its bytes: n-1 steps, 2(n-1) for an all-reduce).
+  double linkLatency = kDefaultLinkLatency;
   bool operator==(const DeviceSpec &) const = default;
 };
 

@@ -166,7 +166,7 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
       device.persistent[static_cast<int>(MemoryCategory::Optimizer)];
 
   ClusterAttr cluster = plan.getCluster();
-  bool cpuDevice = cluster.getDevice().getName() == "cpu";
+  bool cpuDevice = cluster.getDevice().isCpu();
   memory.deviceCapacityBytes =
       static_cast<uint64_t>(cluster.getDevice().getMemory());
   memory.deviceReserveBytes = cpuDevice ? 0 : kGpuRuntimeReserveBytes;

@@ -161,7 +161,8 @@ LogicalResult ModelAttr::verify(EmitErrorFn emitError, ModelFamily family,
 LogicalResult DeviceAttr::verify(EmitErrorFn emitError, StringRef name,
                                  int64_t memory, F64 bf16Tflops, F64 fp16Tflops,
                                  F64 fp32Tflops, F64 hbmBandwidth,
-                                 F64 nvlinkBandwidth, F64 pcieBandwidth) {
+                                 F64 nvlinkBandwidth, F64 pcieBandwidth,
+                                 F64 linkLatency) {
   if (name.empty())
     return emitError() << "device name must not be empty";
   if (failed(checkPositive(emitError, "device memory", memory)) ||
@@ -171,7 +172,8 @@ LogicalResult DeviceAttr::verify(EmitErrorFn emitError, StringRef name,
       failed(checkPositive(emitError, "hbm_bandwidth", hbmBandwidth)) ||
       failed(
           checkNonNegative(emitError, "nvlink_bandwidth", nvlinkBandwidth)) ||
-      failed(checkPositive(emitError, "pcie_bandwidth", pcieBandwidth)))
+      failed(checkPositive(emitError, "pcie_bandwidth", pcieBandwidth)) ||
+      failed(checkNonNegative(emitError, "link_latency", linkLatency)))
     return failure();
   return success();
 }

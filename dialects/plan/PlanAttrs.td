@@ -94,8 +94,15 @@ def Plan_DeviceAttr : Plan_Attr<"Device", "device"> {
     F64Param<"TFLOP/s">:$fp32_tflops,
     F64Param<"bytes/s">:$hbm_bandwidth,
     F64Param<"bytes/s per direction; 0 = none">:$nvlink_bandwidth,
-    F64Param<"bytes/s per direction">:$pcie_bandwidth);
+    F64Param<"bytes/s per direction">:$pcie_bandwidth,
+    F64Param<"seconds per ring step between ranks of a node", "::plan::kDefaultLinkLatency">:$link_latency);
   let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The CPU backend's "device" (`gpu = cpu`, with or without overrides):
+    /// its compute and memory figures are one core's, and a rank gets its
+    /// node's `host_cores / gpus_per_node` of them (docs/language.md).
+    bool isCpu() const { return getName() == "cpu"; }
+  }];
 }
 
 def Plan_ClusterAttr : Plan_Attr<"Cluster", "cluster"> {

@@ -22,6 +22,10 @@ namespace plan {
 bool isBlockKind(UnitKind kind);
 /// The model's last unit, whose logits the loss is of.
 bool isHeadKind(UnitKind kind);
+
+/// A device's `link_latency` (#plan.device) when nothing sets it, in seconds:
+/// one NCCL ring step between GPUs of a node (NVLink or PCIe).
+constexpr double kDefaultLinkLatency = 5e-6;
 } // namespace plan
 
 #endif // PLAN_DIALECTS_PLAN_PLANENUMS_H

@@ -61,7 +61,7 @@ public:
   explicit WorkspaceWalk(ProgramOp program)
       : program(program), plan(program.getPlanOp()), model(program.getModel()) {
     plan::TrainAttr train = program.getTrain();
-    cpuDevice = program.getCluster().getDevice().getName() == "cpu";
+    cpuDevice = program.getCluster().getDevice().isCpu();
     tokens = train.getMicroBatch() * train.getSeqLen();
     shape.microBatch = train.getMicroBatch();
     shape.seqLen = train.getSeqLen();

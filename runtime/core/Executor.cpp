@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -678,11 +679,13 @@ StepResult Executor::runStep(int64_t step,
     }
     for (size_t i = 0; i < schedule.ops.size(); ++i) {
       OpMemory memory;
+      std::chrono::steady_clock::time_point start;
       if (s.traceMemory) {
         tracedPeak = std::max(tracedPeak, s.backend.peakAllocatedBytes());
         memory.op = static_cast<int64_t>(i);
         memory.liveBefore = s.backend.allocatedBytes();
         s.backend.resetPeak();
+        start = std::chrono::steady_clock::now();
       }
       try {
         s.execute(i);
@@ -693,6 +696,9 @@ StepResult Executor::runStep(int64_t step,
         throw ExecutionError(s.describe(i) + ": " + firstLine(e.what()));
       }
       if (s.traceMemory) {
+        memory.seconds = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
         memory.peak = s.backend.peakAllocatedBytes();
         memory.liveAfter = s.backend.allocatedBytes();
         result.opMemory.push_back(memory);

@@ -46,6 +46,10 @@ struct OpMemory {
   int64_t liveBefore = 0; // allocated when the op started
   int64_t peak = 0;       // the most allocated while it ran
   int64_t liveAfter = 0;  // allocated when it returned
+  // Wall time of the op on the rank's thread, from its start to its return:
+  // on the cpu backend the op's run (an asynchronous collective's issue
+  // only; its wait holds the time); on cuda its launch, unless it waits.
+  double seconds = 0;
 };
 
 struct StepResult {

@@ -274,7 +274,8 @@ model = llama {
 cluster {
   nodes = 2  gpus_per_node = 4  host_memory = 1TiB  inter_node_bandwidth = 400Gb/s
   gpu = { memory = 24GiB  bf16_tflops = 165  fp16_tflops = 165.5  fp32_tflops = 82.6
-          hbm_bandwidth = 1TB/s  nvlink_bandwidth = 0GB/s  pcie_bandwidth = 32GB/s }
+          hbm_bandwidth = 1TB/s  nvlink_bandwidth = 0GB/s  pcie_bandwidth = 32GB/s
+          link_latency = 8us }
 }
 train {
   optimizer = sgd(0.1, momentum = 0.9, weight_decay = 1e-4)
@@ -321,7 +322,8 @@ parallel {
                                   .fp32Tflops = 82.6,
                                   .hbmBandwidth = 1e12,
                                   .nvlinkBandwidth = 0,
-                                  .pcieBandwidth = 32e9}));
+                                  .pcieBandwidth = 32e9,
+                                  .linkLatency = 8e-6}));
 
   const TrainSpec &t = plan.train;
   EXPECT_EQ(t.optimizer.kind, OptimizerKind::SGD);
@@ -780,6 +782,35 @@ TEST(AnalyzeDevice, TableOverridesAndCustom) {
              "'pcie_bandwidth' (a device not in the table gives every key)"}));
 }
 
+// link_latency is a time: a number with s, ms, us or ns; optional even for a
+// custom device (kDefaultLinkLatency); at most a second.
+TEST(AnalyzeDevice, LinkLatencyIsATime) {
+  auto latency = [](const std::string &value) {
+    return planOf(withMinimal("cluster.gpu.link_latency = " + value))
+        .cluster.device.linkLatency;
+  };
+  EXPECT_DOUBLE_EQ(latency("250us"), 250e-6);
+  EXPECT_DOUBLE_EQ(latency("1.5ms"), 1.5e-3);
+  EXPECT_DOUBLE_EQ(latency("800ns"), 800e-9);
+  EXPECT_DOUBLE_EQ(latency("0s"), 0);
+  EXPECT_EQ(errorsOf(withMinimal("cluster.gpu.link_latency = 5")),
+            Diags{"4:29: error: 'cluster.gpu.link_latency' needs a time unit, "
+                  "e.g. 5us"});
+  EXPECT_EQ(errorsOf(withMinimal("cluster.gpu.link_latency = 5GB/s")),
+            Diags{"4:29: error: 'cluster.gpu.link_latency' expects a time, got "
+                  "a bandwidth (5GB/s)"});
+  EXPECT_EQ(errorsOf(withMinimal("cluster.gpu.memory = 5us")),
+            Diags{"4:23: error: 'cluster.gpu.memory' expects a size, got a "
+                  "time (5us)"});
+  EXPECT_EQ(errorsOf(withMinimal("cluster.gpu.link_latency = 2s")).size(), 1u);
+  PlanSpec custom = planOf(withCluster(
+      "gpus_per_node = 2  host_memory = 1TiB\n"
+      "  gpu = { memory = 24GiB  bf16_tflops = 165  fp16_tflops = 165  "
+      "fp32_tflops = 82  hbm_bandwidth = 1TB/s  nvlink_bandwidth = 0GB/s  "
+      "pcie_bandwidth = 32GB/s }"));
+  EXPECT_EQ(custom.cluster.device.linkLatency, kDefaultLinkLatency);
+}
+
 TEST(AnalyzeDevice, UnknownDevice) {
   EXPECT_EQ(errorsOf(withCluster(
                 "gpus_per_node = 2  gpu = h100  host_memory = 1TiB")),
@@ -797,7 +828,8 @@ TEST(AnalyzeDevice, UnknownDevice) {
   EXPECT_EQ(errorsOf(withMinimal("cluster.gpu.tflops = 1")),
             Diags{"4:13: error: unknown key 'tflops' in 'cluster.gpu'; valid "
                   "keys are: memory, bf16_tflops, fp16_tflops, fp32_tflops, "
-                  "hbm_bandwidth, nvlink_bandwidth, pcie_bandwidth"});
+                  "hbm_bandwidth, nvlink_bandwidth, pcie_bandwidth, "
+                  "link_latency"});
 }
 
 //===----------------------------------------------------------------------===//

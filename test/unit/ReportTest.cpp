@@ -43,7 +43,7 @@ protected:
   PlacementTest() { context.loadDialect<PlanDialect>(); }
   ClusterAttr cluster(int64_t nodes, int64_t perNode, double nvlink) {
     DeviceAttr device = DeviceAttr::get(&context, "test", 80ll << 30, 1000.0,
-                                        1000.0, 60.0, 3e12, nvlink, 50e9);
+                                        1000.0, 60.0, 3e12, nvlink, 50e9, 7e-6);
     return ClusterAttr::get(&context, nodes, perNode, device, 1ll << 40, 25e9,
                             409.6e9, 128);
   }
@@ -57,7 +57,7 @@ TEST_F(PlacementTest, GroupsFollowTheRankLayout) {
   EXPECT_EQ(shard.size, 8);
   EXPECT_TRUE(shard.intraNode);
   EXPECT_EQ(shard.bandwidth, 450e9);
-  EXPECT_EQ(shard.stepLatency, kIntraNodeStepLatency);
+  EXPECT_EQ(shard.stepLatency, 7e-6); // the device's link_latency
   GroupPlacement replicate =
       placeGroup(twoNodes, 2, 8, sched::Group::Replicate);
   EXPECT_EQ(replicate.size, 2);
@@ -80,10 +80,10 @@ TEST_F(PlacementTest, GroupsFollowTheRankLayout) {
 TEST_F(PlacementTest, CollectiveSeconds) {
   GroupPlacement shard =
       placeGroup(cluster(1, 8, 400e9), 1, 8, sched::Group::Shard);
-  // 7 steps of 5 us + 7/8 of 8e9 B at 0.8 * 400e9 B/s.
+  // 7 steps of the device's 7 us + 7/8 of 8e9 B at 0.8 * 400e9 B/s.
   EXPECT_DOUBLE_EQ(
       collectiveSeconds(CollectiveKind::AllGather, 8000000000ull, shard),
-      7 * 5e-6 + 7e9 / 320e9);
+      7 * 7e-6 + 7e9 / 320e9);
   GroupPlacement alone =
       placeGroup(cluster(1, 8, 400e9), 8, 1, sched::Group::Shard);
   EXPECT_EQ(collectiveSeconds(CollectiveKind::AllReduce, 1000, alone), 0);

@@ -78,10 +78,15 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
   if (!version.empty())
     app.set_version_flag("--version", version,
                          "Print the version and the backends of this build");
-  app.add_option("FILE", options.file,
-                 "Schedule (.sched) or plan (.plan) to run")
-      ->type_name("")
-      ->required();
+  CLI::Option *fileOption =
+      app.add_option("FILE", options.file,
+                     "Schedule (.sched) or plan (.plan) to run")
+          ->type_name("");
+  CLI::Option *calibrateOption = app.add_flag(
+      "--calibrate", options.calibrate,
+      "Measure this host (GEMMs, memory, Gloo between the --nproc ranks) and "
+      "print the `cluster { gpu = cpu { ... } }` block that makes planc's "
+      "time figures this host's; takes no FILE");
   app.add_option("--set", options.sets,
                  "With a .plan: override a key before planc compiles it, as "
                  "planc --set does (repeatable)")
@@ -182,6 +187,27 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
     return ExitRequest{1, "plan-run: " + plan::rt::support::oneLine(e.what()) +
                               " (see --help)"};
   }
+  if (options.calibrate) {
+    // Only the options that shape the ranks apply.
+    for (CLI::Option *option : app.get_options()) {
+      const std::string &name = option->get_name();
+      if (option->count() == 0 || option == calibrateOption ||
+          option == nprocOption || name == "--threads" || name == "--timeout" ||
+          name == "--quiet" || name == "--backend")
+        continue;
+      return ExitRequest{
+          1, "plan-run: --calibrate measures the host and takes no " +
+                 (option == fileOption ? std::string("FILE")
+                                       : option->get_name()) +
+                 " (see --help)"};
+    }
+    if (options.backend != "cpu")
+      return ExitRequest{1, "plan-run: --calibrate measures the cpu backend; "
+                            "a GPU's figures come from planc's device table "
+                            "(see --help)"};
+  } else if (fileOption->count() == 0) {
+    return ExitRequest{1, "plan-run: FILE is required (see --help)"};
+  }
   if (!options.sets.empty() && !isPlanFile(options.file))
     return ExitRequest{
         1, "plan-run: --set changes a plan, and " + options.file +
@@ -202,6 +228,15 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
 
 std::vector<std::string> rankArguments(const RunOptions &options,
                                        const std::string &file) {
+  if (options.calibrate) {
+    std::vector<std::string> args{"--calibrate", "--timeout",
+                                  formatSeconds(options.timeoutSeconds)};
+    if (options.quiet)
+      args.push_back("--quiet");
+    if (options.threads > 0)
+      args.insert(args.end(), {"--threads", std::to_string(options.threads)});
+    return args;
+  }
   std::vector<std::string> args{file, "--backend", options.backend};
   if (options.dataGiven)
     args.insert(args.end(), {"--data", options.data});

@@ -33,6 +33,8 @@ struct RunOptions {
   int keep = 0;                // newest checkpoints kept; 0: all
   std::string resume;          // checkpoint dir, root, or "auto"; "": none
   double stopTimeoutSeconds = 120; // after SIGTERM/SIGINT, to checkpoint
+  // --calibrate: measure this host for the cpu device, no FILE, no training.
+  bool calibrate = false;
 };
 
 /// What parsing the command line asks for: run with these options, or exit
@@ -49,7 +51,8 @@ parseOptions(int argc, const char *const *argv,
              const std::string &version = "");
 
 /// The command line a rank spawned by --nproc gets: the same run, reading
-/// `file` (the schedule the launcher compiled or checked), without --nproc.
+/// `file` (the schedule the launcher compiled or checked), without --nproc;
+/// with --calibrate, the calibration (`file` unused).
 std::vector<std::string> rankArguments(const RunOptions &options,
                                        const std::string &file);
 

@@ -31,7 +31,10 @@ if(_plan_run_missing)
   return()
 endif()
 
-add_executable(plan-run main.cpp Rank.cpp)
+add_executable(plan-run main.cpp Calibrate.cpp Rank.cpp)
+# Calibrate.cpp reads the time model's efficiencies from
+# analysis/Efficiencies.h, a plain header (no MLIR).
+target_include_directories(plan-run PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(plan-run PRIVATE PlanRunLaunch ${_plan_run_libs}
   PlanScheduleFormat PlanTorch)
 # Next to planc, which plan-run looks for beside itself; and where lit finds

@@ -216,35 +216,6 @@ std::unique_ptr<Watchdog> failureWatch(c10::intrusive_ptr<c10d::Store> store,
   });
 }
 
-c10::intrusive_ptr<c10d::Store> rendezvous(const RankInfo &rank,
-                                           std::chrono::milliseconds timeout) {
-  if (rank.world == 1)
-    return c10::make_intrusive<c10d::HashStore>();
-  c10d::TCPStoreOptions options;
-  options.port = rank.masterPort;
-  options.isServer = rank.rank == 0 && !rank.launcherServesStore;
-  options.numWorkers = static_cast<size_t>(rank.world);
-  options.waitWorkers = true;
-  options.timeout = timeout;
-  return c10::make_intrusive<c10d::TCPStore>(rank.masterAddr, options);
-}
-
-/// Rank 0 serves the store: it waits (bounded) until every rank is done with
-/// it before exiting, so no rank sees it vanish at the end of a good run.
-void finish(c10d::Store &store, const RankInfo &rank,
-            std::chrono::milliseconds timeout) {
-  store.add(kFinishedKey, 1);
-  if (rank.rank != 0)
-    return;
-  Clock::time_point deadline = Clock::now() + timeout;
-  while (store.add(kFinishedKey, 0) < rank.world) {
-    if (Clock::now() > deadline)
-      throw std::runtime_error(
-          "timed out waiting for the other ranks to finish");
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
 std::optional<FaultInjection> faultFromEnvironment() {
   const char *spec = std::getenv("PLAN_RUN_FAULT");
   if (!spec || !*spec)
@@ -312,10 +283,40 @@ std::string memoryTraceJson(const rt::Schedule &schedule, int64_t step,
   json["live_before"] = memory.liveBefore;
   json["peak"] = memory.peak;
   json["live_after"] = memory.liveAfter;
+  json["seconds"] = memory.seconds;
   return json.dump();
 }
 
 } // namespace
+
+c10::intrusive_ptr<c10d::Store> rendezvous(const RankInfo &rank,
+                                           std::chrono::milliseconds timeout) {
+  if (rank.world == 1)
+    return c10::make_intrusive<c10d::HashStore>();
+  c10d::TCPStoreOptions options;
+  options.port = rank.masterPort;
+  options.isServer = rank.rank == 0 && !rank.launcherServesStore;
+  options.numWorkers = static_cast<size_t>(rank.world);
+  options.waitWorkers = true;
+  options.timeout = timeout;
+  return c10::make_intrusive<c10d::TCPStore>(rank.masterAddr, options);
+}
+
+/// Rank 0 serves the store: it waits (bounded) until every rank is done with
+/// it before exiting, so no rank sees it vanish at the end of a good run.
+void finish(c10d::Store &store, const RankInfo &rank,
+            std::chrono::milliseconds timeout) {
+  store.add(kFinishedKey, 1);
+  if (rank.rank != 0)
+    return;
+  Clock::time_point deadline = Clock::now() + timeout;
+  while (store.add(kFinishedKey, 0) < rank.world) {
+    if (Clock::now() > deadline)
+      throw std::runtime_error(
+          "timed out waiting for the other ranks to finish");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
 
 std::string cudaDeviceMissing(int rank, int localRank, int visible) {
   return "--backend cuda: rank " + std::to_string(rank) +

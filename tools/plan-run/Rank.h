@@ -9,6 +9,9 @@
 #include "Schedule.h"
 #include "Trainer.h"
 
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
 #include <string>
 
 namespace plan::run {
@@ -36,6 +39,18 @@ std::string cudaDeviceMissing(int rank, int localRank, int visible);
 inline std::string cudaDeviceMissing(int localRank, int visible) {
   return cudaDeviceMissing(localRank, localRank, visible);
 }
+
+/// The rendezvous store of `rank`'s world: rank 0 serves a TCPStore at
+/// masterAddr:masterPort (unless the launcher does); one rank needs none
+/// and gets an in-process store.
+c10::intrusive_ptr<c10d::Store> rendezvous(const RankInfo &rank,
+                                           std::chrono::milliseconds timeout);
+
+/// Rank 0 serves the store: it waits (bounded by `timeout`) until every rank
+/// is done with it before exiting, so no rank sees it vanish at the end of a
+/// good run. Throws std::runtime_error on the timeout.
+void finish(c10d::Store &store, const RankInfo &rank,
+            std::chrono::milliseconds timeout);
 
 /// The runtime's options of a run (runtime/train/Trainer.h).
 rt::TrainOptions trainOptions(const RunOptions &options);

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Calibrate.h"
 #include "DeviceBackend.h"
 #include "Launch.h"
 #include "Options.h"
@@ -38,6 +39,14 @@ int fail(const std::string &message) {
 /// --nproc N: checks what every rank would check first, so that a bad file
 /// or a world-size mismatch is one message rather than N.
 int launchLocalRanks(const RunOptions &options, const std::string &executable) {
+  if (options.calibrate) {
+    LocalRanks ranks;
+    ranks.executable = executable;
+    ranks.arguments = rankArguments(options, "");
+    ranks.nproc = *options.nproc;
+    ranks.masterPort = pickFreePort();
+    return runLocalRanks(ranks);
+  }
   ScheduleInput input(options.file, executable, options.sets);
   plan::rt::ValidSchedule schedule = plan::rt::readScheduleFile(input.path());
   if (schedule->worldSize() != *options.nproc)
@@ -92,6 +101,8 @@ int main(int argc, char **argv) {
     if (options.nproc)
       return launchLocalRanks(options, executable);
     RankInfo rank = rankFromEnvironment();
+    if (options.calibrate)
+      return calibrateRank(options, rank);
     try {
       // Read at once, so that a compiled plan's temporary file is gone
       // before the run starts.

@@ -36,6 +36,11 @@
 
 // -----
 
+// expected-error @below {{link_latency must be >= 0, got -1.0e-6}}
+#bad = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0, link_latency = -1.0e-6>
+
+// -----
+
 // expected-error @below {{betas must be in [0, 1), got (0.9, 1.0)}}
 #bad = #plan.optimizer<kind = adamw, lr = 1.0e-3, beta2 = 1.0>
 

@@ -3,7 +3,8 @@ file of the same run (docs/launching.md, "Memory trace"): every step has one
 line per op of the schedule, in order, with the op's kind (and unit and
 micro-batch for compute ops); each op's peak is at least the bytes alive before
 and after it; and the largest peak of a step is the step's peak_bytes (the cpu
-backend). Prints one summary line, or `error: ...` and exits 1.
+backend); each op's wall time is >= 0 and a step's ops take no longer than the
+step (its step_time_s). Prints one summary line, or `error: ...` and exits 1.
 
 usage: check_memory_trace.py TRACE.jsonl METRICS.jsonl SCHEDULE.sched"""
 import json
@@ -38,6 +39,11 @@ for step, m in sorted(metrics.items()):
                 fail(f"step {step} op {t['op']}: unit {t.get('unit')} mb {t.get('mb')}")
         if t["peak"] < max(t["live_before"], t["live_after"]):
             fail(f"step {step} op {t['op']}: peak {t['peak']} below the bytes alive")
+        if not t.get("seconds", -1) >= 0:
+            fail(f"step {step} op {t['op']}: seconds {t.get('seconds')}")
+    if sum(t["seconds"] for t in lines) > m["step_time_s"]:
+        fail(f"step {step}: the ops take {sum(t['seconds'] for t in lines)} s, "
+             f"more than the step's {m['step_time_s']} s")
     top = max(lines, key=lambda t: t["peak"])
     if top["peak"] != m["peak_bytes"]:
         fail(f"step {step}: largest op peak {top['peak']}, metrics peak_bytes {m['peak_bytes']}")

@@ -311,3 +311,31 @@ TEST(FaultInjection, SaveTruncatesTheShardAndExits) {
 }
 
 } // namespace
+
+// --calibrate measures the host: no FILE, no training options, the cpu
+// backend only; its ranks get the calibration, not a run.
+TEST(Options, CalibrateTakesNoFileOrTrainingOptions) {
+  RunOptions options =
+      parseOk({"--calibrate", "--nproc", "2", "--threads", "1", "-q"});
+  EXPECT_TRUE(options.calibrate);
+  EXPECT_EQ(options.file, "");
+  RunOptions rank = parseOk(rankArguments(options, ""));
+  EXPECT_TRUE(rank.calibrate);
+  EXPECT_EQ(rank.threads, 1);
+  EXPECT_TRUE(rank.quiet);
+  EXPECT_FALSE(rank.nproc);
+
+  auto refused = [](std::vector<std::string> args, const std::string &what) {
+    ExitRequest exit = parseExit(args);
+    EXPECT_EQ(exit.code, 1);
+    EXPECT_NE(exit.output.find(what), std::string::npos) << exit.output;
+  };
+  refused({"--calibrate", "x.plan"},
+          "--calibrate measures the host and takes no FILE");
+  refused({"--calibrate", "--steps", "3"},
+          "--calibrate measures the host and takes no --steps");
+  refused({"--calibrate", "--backend", "cuda"},
+          "--calibrate measures the cpu backend");
+  // Without --calibrate a FILE is still required.
+  refused({"--nproc", "2"}, "plan-run: FILE is required (see --help)");
+}
