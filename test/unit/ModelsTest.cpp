@@ -425,8 +425,22 @@ TEST(DeviceTable, DatasheetValues) {
   EXPECT_DOUBLE_EQ(ada->hbmBandwidth, 960e9);
 
   // GPUs without NVLink talk to peers over PCIe.
-  for (const char *name : {"h100_pcie", "rtx4090", "a6000_ada", "l40s", "cpu"})
+  for (const char *name : {"h100_pcie", "rtx4090", "a6000_ada", "l40s"})
     EXPECT_EQ(lookupDevice(name)->nvlinkBandwidth, 0) << name;
+  // GPUs take NCCL's ring step; cpu ranks are one core each of a shared host
+  // and talk over Gloo (loopback TCP): slower and with more latency.
+  for (const DeviceSpec &device : deviceTable()) {
+    if (device.name != "cpu") {
+      EXPECT_EQ(device.linkLatency, kDefaultLinkLatency) << device.name;
+    }
+  }
+  const DeviceSpec *cpu = lookupDevice("cpu");
+  ASSERT_TRUE(cpu);
+  EXPECT_DOUBLE_EQ(cpu->fp32Tflops, 0.1);
+  EXPECT_DOUBLE_EQ(cpu->hbmBandwidth, 10e9);
+  EXPECT_DOUBLE_EQ(cpu->nvlinkBandwidth, 2e9);
+  EXPECT_DOUBLE_EQ(cpu->linkLatency, 100e-6);
+  EXPECT_EQ(typicalHost("cpu").cores, 4);
 }
 
 } // namespace
