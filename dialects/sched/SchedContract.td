@@ -125,6 +125,14 @@ class Sched_UnitStorage<string paramsName, string tiedName> : Sched_FileCheck {
 class Sched_OptimizerState<string stateName> : Sched_FileCheck {
   string state = stateName;
 }
+// Each buffer of the operands lies in an allocation of one of these roles
+// (`Sched_Role` keywords): what a file edited to point an op at the wrong
+// buffer (the parameters as a forward's saves, a moment as the gradients)
+// breaks, which no size or type check sees.
+class Sched_Roles<list<string> names, list<string> allowed> : Sched_FileCheck {
+  list<string> operands = names;
+  list<string> roles = allowed;
+}
 // Two optional operands are given together or not at all.
 class Sched_GivenTogether<string first, string second> : Sched_FileCheck {
   string a = first;

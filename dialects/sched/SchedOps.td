@@ -184,7 +184,9 @@ def Sched_AllGatherOp : Sched_AsyncOp<"all_gather"> {
   }];
   let hasVerifier = 1;
   let fileChecks = [Sched_SameElementType<["src", "dst"]>,
-                    Sched_NumelTimesGroup<"dst", "src">];
+                    Sched_NumelTimesGroup<"dst", "src">,
+                    Sched_Roles<["src"], ["param", "master", "staging"]>,
+                    Sched_Roles<["dst"], ["gathered", "param"]>];
 }
 
 def Sched_ReduceScatterOp : Sched_AsyncOp<"reduce_scatter"> {
@@ -205,7 +207,9 @@ def Sched_ReduceScatterOp : Sched_AsyncOp<"reduce_scatter"> {
   }];
   let hasVerifier = 1;
   let fileChecks = [Sched_SameElementType<["src", "dst"]>,
-                    Sched_NumelTimesGroup<"src", "dst">];
+                    Sched_NumelTimesGroup<"src", "dst">,
+                    Sched_Roles<["src"], ["unsharded_grad", "bucket", "staging"]>,
+                    Sched_Roles<["dst"], ["grad", "staging"]>];
 }
 
 def Sched_AllReduceOp : Sched_AsyncOp<"all_reduce"> {
@@ -312,7 +316,9 @@ def Sched_ForwardOp : Sched_ComputeOp<"forward"> {
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = computeExtraDeclaration;
-  let fileChecks = [Sched_UnitStorage<"params", "tied">];
+  let fileChecks = [Sched_UnitStorage<"params", "tied">,
+                    Sched_Roles<["params", "tied"], ["param", "gathered"]>,
+                    Sched_Roles<["saves"], ["activations"]>];
 }
 
 def Sched_RecomputeOp : Sched_ComputeOp<"recompute"> {
@@ -336,7 +342,9 @@ def Sched_RecomputeOp : Sched_ComputeOp<"recompute"> {
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = computeExtraDeclaration;
-  let fileChecks = [Sched_UnitStorage<"params", "tied">];
+  let fileChecks = [Sched_UnitStorage<"params", "tied">,
+                    Sched_Roles<["params", "tied"], ["param", "gathered"]>,
+                    Sched_Roles<["input", "saves"], ["activations"]>];
 }
 
 def Sched_LossOp : Sched_Op<"loss"> {
@@ -383,7 +391,10 @@ def Sched_BackwardOp : Sched_ComputeOp<"backward", [AttrSizedOperandSegments]> {
   let fileChecks = [Sched_UnitStorage<"params", "tied">,
                     Sched_SameNumel<["params", "grads"]>,
                     Sched_GivenTogether<"tied", "tied_grads">,
-                    Sched_SameNumel<["tied", "tied_grads"]>];
+                    Sched_SameNumel<["tied", "tied_grads"]>,
+                    Sched_Roles<["params", "tied"], ["param", "gathered"]>,
+                    Sched_Roles<["activations"], ["activations"]>,
+                    Sched_Roles<["grads", "tied_grads"], ["unsharded_grad", "bucket", "grad"]>];
 }
 
 //===----------------------------------------------------------------------===//
@@ -435,7 +446,10 @@ def Sched_OptimizerStepOp : Sched_Op<"optimizer_step", [AttrSizedOperandSegments
   let hasVerifier = 1;
   let fileChecks = [Sched_SameNumel<["params", "grads", "state"]>,
                     Sched_ElementTypeF32<["params", "grads", "state"]>,
-                    Sched_OptimizerState<"state">];
+                    Sched_OptimizerState<"state">,
+                    Sched_Roles<["params"], ["param", "master", "staging"]>,
+                    Sched_Roles<["grads"], ["grad", "unsharded_grad", "bucket", "staging"]>,
+                    Sched_Roles<["state"], ["exp_avg", "exp_avg_sq", "momentum"]>];
 }
 
 def Sched_UpdateLossScaleOp : Sched_Op<"update_loss_scale"> {

@@ -20,6 +20,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
@@ -536,6 +537,23 @@ public:
       fail(std::string(tied.name) + " " + v.bufferName(t) +
            " is not the stored elements of unit '" + v.s.units[tiedTo].name +
            "'");
+  }
+
+  void roles(std::initializer_list<field::NamedIds> operands,
+             std::initializer_list<std::string_view> allowed) {
+    for (const field::NamedIds &o : operands)
+      for (int64_t id : o.ids) {
+        if (id < 0)
+          continue;
+        std::string_view role = toString(v.s.buffers[v.root[id]].role);
+        if (std::find(allowed.begin(), allowed.end(), role) != allowed.end())
+          continue;
+        std::string expected;
+        for (std::string_view r : allowed)
+          expected += (expected.empty() ? "" : " or ") + std::string(r);
+        fail(std::string(o.name) + " " + v.bufferName(id) + " is " +
+             std::string(role) + " memory, not " + expected);
+      }
   }
 
   void optimizerState(field::NamedIds state) {

@@ -310,6 +310,22 @@ void collectChecks(RuntimeOp &op) {
                   "(adamw 2, sgd with momentum 1, sgd 0)",
                   state.name)
               .str());
+    } else if (check->isSubClassOf("Sched_Roles")) {
+      std::string roles, roleDocs;
+      for (StringRef role : check->getValueAsListOfStrings("roles")) {
+        roles += (roles.empty() ? "\"" : ", \"") + role.str() + "\"";
+        roleDocs += (roleDocs.empty() ? "`" : ", `") + role.str() + "`";
+      }
+      std::vector<std::string> names;
+      std::string args;
+      for (StringRef name : check->getValueAsListOfStrings("operands")) {
+        args += (args.empty() ? "" : ", ") + namedIds(fieldNamed(op, name));
+        names.push_back(name.str());
+      }
+      op.checks.push_back(
+          formatv("c.roles({{{0}}, {{{1}});", args, roles).str());
+      op.checkDocs.push_back(listNames(names) +
+                             " lie in allocations of role " + roleDocs);
     } else if (check->isSubClassOf("Sched_GivenTogether")) {
       const Field &a = fieldNamed(op, check->getValueAsString("a"));
       const Field &b = fieldNamed(op, check->getValueAsString("b"));

@@ -126,6 +126,8 @@ struct AllGather {
   static void check(const AllGather &op, Checker &c) {
     c.sameElementType({{"src", field::one(op.src)}, {"dst", field::one(op.dst)}});
     c.numelTimesGroup(op.group, {"dst", field::one(op.dst)}, {"src", field::one(op.src)});
+    c.roles({{"src", field::one(op.src)}}, {"param", "master", "staging"});
+    c.roles({{"dst", field::one(op.dst)}}, {"gathered", "param"});
   }
 };
 
@@ -156,6 +158,8 @@ struct ReduceScatter {
   static void check(const ReduceScatter &op, Checker &c) {
     c.sameElementType({{"src", field::one(op.src)}, {"dst", field::one(op.dst)}});
     c.numelTimesGroup(op.group, {"src", field::one(op.src)}, {"dst", field::one(op.dst)});
+    c.roles({{"src", field::one(op.src)}}, {"unsharded_grad", "bucket", "staging"});
+    c.roles({{"dst", field::one(op.dst)}}, {"grad", "staging"});
   }
 };
 
@@ -312,6 +316,8 @@ struct Forward {
   template <typename Checker>
   static void check(const Forward &op, Checker &c) {
     c.unitStorage(op.unit, {"params", field::one(op.params)}, {"tied", field::one(op.tied)});
+    c.roles({{"params", field::one(op.params)}, {"tied", field::one(op.tied)}}, {"param", "gathered"});
+    c.roles({{"saves", field::one(op.saves)}}, {"activations"});
   }
 };
 
@@ -339,6 +345,8 @@ struct Recompute {
   template <typename Checker>
   static void check(const Recompute &op, Checker &c) {
     c.unitStorage(op.unit, {"params", field::one(op.params)}, {"tied", field::one(op.tied)});
+    c.roles({{"params", field::one(op.params)}, {"tied", field::one(op.tied)}}, {"param", "gathered"});
+    c.roles({{"input", field::one(op.input)}, {"saves", field::one(op.saves)}}, {"activations"});
   }
 };
 
@@ -395,6 +403,9 @@ struct Backward {
     c.sameNumel({{"params", field::one(op.params)}, {"grads", field::one(op.grads)}});
     c.givenTogether({"tied", field::one(op.tied)}, {"tied_grads", field::one(op.tiedGrads)});
     c.sameNumel({{"tied", field::one(op.tied)}, {"tied_grads", field::one(op.tiedGrads)}});
+    c.roles({{"params", field::one(op.params)}, {"tied", field::one(op.tied)}}, {"param", "gathered"});
+    c.roles({{"activations", field::one(op.activations)}}, {"activations"});
+    c.roles({{"grads", field::one(op.grads)}, {"tied_grads", field::one(op.tiedGrads)}}, {"unsharded_grad", "bucket", "grad"});
   }
 };
 
@@ -466,6 +477,9 @@ struct OptimizerStep {
     c.sameNumel({{"params", field::one(op.params)}, {"grads", field::one(op.grads)}, {"state", op.state}});
     c.elementTypeF32({{"params", field::one(op.params)}, {"grads", field::one(op.grads)}, {"state", op.state}});
     c.optimizerState({"state", op.state});
+    c.roles({{"params", field::one(op.params)}}, {"param", "master", "staging"});
+    c.roles({{"grads", field::one(op.grads)}}, {"grad", "unsharded_grad", "bucket", "staging"});
+    c.roles({{"state", op.state}}, {"exp_avg", "exp_avg_sq", "momentum"});
   }
 };
 
