@@ -198,13 +198,7 @@ int calibrateRank(const RunOptions &options, const RankInfo &rank) {
   auto timeout =
       std::chrono::milliseconds(std::llround(options.timeoutSeconds * 1000.0));
   try {
-    ThreadChoice threads =
-        chooseThreads(options.threads, rank, [](const char *name) {
-          const char *value = std::getenv(name);
-          return value ? std::optional<std::string>(value) : std::nullopt;
-        });
-    if (threads.threads > 0)
-      at::set_num_threads(threads.threads);
+    useIntraOpThreads(options.threads, rank);
     const bool reports = rank.rank == 0;
     c10::intrusive_ptr<c10d::Store> store = rendezvous(rank, timeout);
     Group group(store, rank, timeout);

@@ -318,6 +318,16 @@ void finish(c10d::Store &store, const RankInfo &rank,
   }
 }
 
+ThreadChoice useIntraOpThreads(int requested, const RankInfo &rank) {
+  ThreadChoice threads = chooseThreads(requested, rank, [](const char *name) {
+    const char *value = std::getenv(name);
+    return value ? std::optional<std::string>(value) : std::nullopt;
+  });
+  if (threads.threads > 0)
+    at::set_num_threads(threads.threads);
+  return threads;
+}
+
 std::string cudaDeviceMissing(int rank, int localRank, int visible) {
   return "--backend cuda: rank " + std::to_string(rank) +
          " needs CUDA device " + std::to_string(localRank) + ", but " +
@@ -384,13 +394,7 @@ int runRank(const RunOptions &options, const RankInfo &rank,
     const bool reports = rank.rank == 0;
     // Before any kernel runs. Also with --backend cuda: a GPU rank's host
     // threads run the offloaded optimizer step and the data.
-    ThreadChoice threads =
-        chooseThreads(options.threads, rank, [](const char *name) {
-          const char *value = std::getenv(name);
-          return value ? std::optional<std::string>(value) : std::nullopt;
-        });
-    if (threads.threads > 0)
-      at::set_num_threads(threads.threads);
+    ThreadChoice threads = useIntraOpThreads(options.threads, rank);
     if (reports && !options.quiet) {
       int used = at::get_num_threads();
       std::printf("plan-run: %d intra-op thread%s per rank (%s)\n", used,

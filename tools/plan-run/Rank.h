@@ -52,6 +52,10 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const RankInfo &rank,
 void finish(c10d::Store &store, const RankInfo &rank,
             std::chrono::milliseconds timeout);
 
+/// Sets LibTorch's intra-op threads as chooseThreads says for this process's
+/// environment (before any kernel runs) and returns the choice.
+ThreadChoice useIntraOpThreads(int requested, const RankInfo &rank);
+
 /// The runtime's options of a run (runtime/train/Trainer.h).
 rt::TrainOptions trainOptions(const RunOptions &options);
 
