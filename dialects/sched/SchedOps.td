@@ -186,7 +186,7 @@ def Sched_AllGatherOp : Sched_AsyncOp<"all_gather"> {
   let fileChecks = [Sched_SameElementType<["src", "dst"]>,
                     Sched_NumelTimesGroup<"dst", "src">,
                     Sched_Roles<["src"], ["param", "master", "staging"]>,
-                    Sched_Roles<["dst"], ["gathered", "param"]>];
+                    Sched_Roles<["dst"], ["gathered", "param", "staging"]>];
 }
 
 def Sched_ReduceScatterOp : Sched_AsyncOp<"reduce_scatter"> {
@@ -208,7 +208,7 @@ def Sched_ReduceScatterOp : Sched_AsyncOp<"reduce_scatter"> {
   let hasVerifier = 1;
   let fileChecks = [Sched_SameElementType<["src", "dst"]>,
                     Sched_NumelTimesGroup<"src", "dst">,
-                    Sched_Roles<["src"], ["unsharded_grad", "bucket", "staging"]>,
+                    Sched_Roles<["src"], ["unsharded_grad", "bucket", "grad", "staging"]>,
                     Sched_Roles<["dst"], ["grad", "staging"]>];
 }
 
@@ -317,7 +317,7 @@ def Sched_ForwardOp : Sched_ComputeOp<"forward"> {
   let hasVerifier = 1;
   let extraClassDeclaration = computeExtraDeclaration;
   let fileChecks = [Sched_UnitStorage<"params", "tied">,
-                    Sched_Roles<["params", "tied"], ["param", "gathered"]>,
+                    Sched_Roles<["params", "tied"], ["param", "gathered", "staging"]>,
                     Sched_Roles<["saves"], ["activations"]>];
 }
 
@@ -343,7 +343,7 @@ def Sched_RecomputeOp : Sched_ComputeOp<"recompute"> {
   let hasVerifier = 1;
   let extraClassDeclaration = computeExtraDeclaration;
   let fileChecks = [Sched_UnitStorage<"params", "tied">,
-                    Sched_Roles<["params", "tied"], ["param", "gathered"]>,
+                    Sched_Roles<["params", "tied"], ["param", "gathered", "staging"]>,
                     Sched_Roles<["input", "saves"], ["activations"]>];
 }
 
@@ -392,9 +392,9 @@ def Sched_BackwardOp : Sched_ComputeOp<"backward", [AttrSizedOperandSegments]> {
                     Sched_SameNumel<["params", "grads"]>,
                     Sched_GivenTogether<"tied", "tied_grads">,
                     Sched_SameNumel<["tied", "tied_grads"]>,
-                    Sched_Roles<["params", "tied"], ["param", "gathered"]>,
+                    Sched_Roles<["params", "tied"], ["param", "gathered", "staging"]>,
                     Sched_Roles<["activations"], ["activations"]>,
-                    Sched_Roles<["grads", "tied_grads"], ["unsharded_grad", "bucket", "grad"]>];
+                    Sched_Roles<["grads", "tied_grads"], ["unsharded_grad", "bucket", "grad", "staging"]>];
 }
 
 //===----------------------------------------------------------------------===//

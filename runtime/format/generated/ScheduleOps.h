@@ -127,7 +127,7 @@ struct AllGather {
     c.sameElementType({{"src", field::one(op.src)}, {"dst", field::one(op.dst)}});
     c.numelTimesGroup(op.group, {"dst", field::one(op.dst)}, {"src", field::one(op.src)});
     c.roles({{"src", field::one(op.src)}}, {"param", "master", "staging"});
-    c.roles({{"dst", field::one(op.dst)}}, {"gathered", "param"});
+    c.roles({{"dst", field::one(op.dst)}}, {"gathered", "param", "staging"});
   }
 };
 
@@ -158,7 +158,7 @@ struct ReduceScatter {
   static void check(const ReduceScatter &op, Checker &c) {
     c.sameElementType({{"src", field::one(op.src)}, {"dst", field::one(op.dst)}});
     c.numelTimesGroup(op.group, {"src", field::one(op.src)}, {"dst", field::one(op.dst)});
-    c.roles({{"src", field::one(op.src)}}, {"unsharded_grad", "bucket", "staging"});
+    c.roles({{"src", field::one(op.src)}}, {"unsharded_grad", "bucket", "grad", "staging"});
     c.roles({{"dst", field::one(op.dst)}}, {"grad", "staging"});
   }
 };
@@ -316,7 +316,7 @@ struct Forward {
   template <typename Checker>
   static void check(const Forward &op, Checker &c) {
     c.unitStorage(op.unit, {"params", field::one(op.params)}, {"tied", field::one(op.tied)});
-    c.roles({{"params", field::one(op.params)}, {"tied", field::one(op.tied)}}, {"param", "gathered"});
+    c.roles({{"params", field::one(op.params)}, {"tied", field::one(op.tied)}}, {"param", "gathered", "staging"});
     c.roles({{"saves", field::one(op.saves)}}, {"activations"});
   }
 };
@@ -345,7 +345,7 @@ struct Recompute {
   template <typename Checker>
   static void check(const Recompute &op, Checker &c) {
     c.unitStorage(op.unit, {"params", field::one(op.params)}, {"tied", field::one(op.tied)});
-    c.roles({{"params", field::one(op.params)}, {"tied", field::one(op.tied)}}, {"param", "gathered"});
+    c.roles({{"params", field::one(op.params)}, {"tied", field::one(op.tied)}}, {"param", "gathered", "staging"});
     c.roles({{"input", field::one(op.input)}, {"saves", field::one(op.saves)}}, {"activations"});
   }
 };
@@ -403,9 +403,9 @@ struct Backward {
     c.sameNumel({{"params", field::one(op.params)}, {"grads", field::one(op.grads)}});
     c.givenTogether({"tied", field::one(op.tied)}, {"tied_grads", field::one(op.tiedGrads)});
     c.sameNumel({{"tied", field::one(op.tied)}, {"tied_grads", field::one(op.tiedGrads)}});
-    c.roles({{"params", field::one(op.params)}, {"tied", field::one(op.tied)}}, {"param", "gathered"});
+    c.roles({{"params", field::one(op.params)}, {"tied", field::one(op.tied)}}, {"param", "gathered", "staging"});
     c.roles({{"activations", field::one(op.activations)}}, {"activations"});
-    c.roles({{"grads", field::one(op.grads)}, {"tied_grads", field::one(op.tiedGrads)}}, {"unsharded_grad", "bucket", "grad"});
+    c.roles({{"grads", field::one(op.grads)}, {"tied_grads", field::one(op.tiedGrads)}}, {"unsharded_grad", "bucket", "grad", "staging"});
   }
 };
 
