@@ -4,8 +4,9 @@
 // offending item, so that a hand-edited or foreign file can be fixed from
 // the message alone. The ops are checked field by field from the generated
 // op table: every buffer id in range and alive (allocated, not freed) where
-// it is used, every event signalled once before it is waited for once, every
-// unit, group and micro-batch in range, and the relations each op's ODS
+// it is used, every event signalled once before it is waited for once, no
+// op racing with an asynchronous op still in flight, every unit, group and
+// micro-batch in range, and the relations each op's ODS
 // definition lists (`fileChecks`, OpChecker below). Once a schedule passes,
 // the executor indexes with its ids without checking them again.
 //
@@ -33,6 +34,123 @@ namespace {
 constexpr int64_t kMaxElements = int64_t(1) << 60;
 constexpr int64_t kMaxRanks = int64_t(1) << 24;
 
+/// The asynchronous ops in flight where the compute stream reaches each op,
+/// the rule the compiler's sched-verify-schedule enforces on the IR
+/// (docs/sched.md): an asynchronous op is in flight from its issue until a
+/// `wait` for its event, or for the event of an op that starts after it
+/// (directly or through others), since that op started only once it had
+/// finished. An op that writes elements an in-flight op reads or writes, or
+/// reads elements one writes, races with it, unless it is itself
+/// asynchronous and starts after that op.
+class InFlightOps {
+public:
+  /// Elements [begin, end) of the allocation `root`.
+  struct Access {
+    int64_t root, begin, end;
+    bool writes;
+  };
+  /// The op an access races with, and the event that would have ordered it.
+  struct Race {
+    int64_t op, event;
+    bool writes;
+  };
+
+  explicit InFlightOps(size_t buffers, int64_t events)
+      : inFlight(buffers), asyncOfEvent(events, -1) {}
+
+  /// An async op that signals `event` and starts after the ops that signal
+  /// `after` (each signalled earlier: the caller checked); returns its index.
+  size_t issue(int64_t op, int64_t event, const std::vector<int64_t> &after) {
+    Async a{op, event, {}, false};
+    for (int64_t e : after)
+      a.after.push_back(asyncOfEvent[e]);
+    asyncOfEvent[event] = static_cast<int64_t>(asyncs.size());
+    asyncs.push_back(std::move(a));
+    return asyncs.size() - 1;
+  }
+
+  /// What `access` races with, by the op that makes it (`async`: its index
+  /// when it is asynchronous itself).
+  std::optional<Race> race(const Access &access, std::optional<size_t> async) {
+    for (const Held &h : live(access.root)) {
+      if (h.begin >= access.end || access.begin >= h.end ||
+          !(h.writes || access.writes))
+        continue;
+      if (async && startsAfter(*async, h.async))
+        continue;
+      return Race{asyncs[h.async].op, asyncs[h.async].event, h.writes};
+    }
+    return std::nullopt;
+  }
+
+  /// An in-flight op that still uses allocation `root`, if any.
+  std::optional<Race> user(int64_t root) {
+    const std::vector<Held> &held = live(root);
+    if (held.empty())
+      return std::nullopt;
+    const Async &a = asyncs[held.front().async];
+    return Race{a.op, a.event, held.front().writes};
+  }
+
+  /// Records what async op `async` uses while it runs.
+  void hold(size_t async, const Access &access) {
+    inFlight[access.root].push_back(
+        {async, access.begin, access.end, access.writes});
+  }
+
+  /// The compute stream waited for `event`: its op is complete, and so is
+  /// every op it started after.
+  void wait(int64_t event) {
+    std::vector<size_t> work = {static_cast<size_t>(asyncOfEvent[event])};
+    while (!work.empty()) {
+      Async &a = asyncs[work.back()];
+      work.pop_back();
+      if (a.done)
+        continue;
+      a.done = true;
+      work.insert(work.end(), a.after.begin(), a.after.end());
+    }
+  }
+
+private:
+  struct Async {
+    int64_t op, event;
+    std::vector<size_t> after;
+    bool done;
+  };
+  struct Held {
+    size_t async;
+    int64_t begin, end;
+    bool writes;
+  };
+
+  /// `root`'s holds by ops not complete; drops the others.
+  const std::vector<Held> &live(int64_t root) {
+    std::vector<Held> &held = inFlight[root];
+    std::erase_if(held, [&](const Held &h) { return asyncs[h.async].done; });
+    return held;
+  }
+
+  /// Whether async op `later` starts only after `earlier` finished.
+  bool startsAfter(size_t later, size_t earlier) const {
+    std::vector<size_t> work = asyncs[later].after;
+    std::unordered_set<size_t> seen;
+    while (!work.empty()) {
+      size_t a = work.back();
+      work.pop_back();
+      if (a == earlier)
+        return true;
+      if (seen.insert(a).second)
+        work.insert(work.end(), asyncs[a].after.begin(), asyncs[a].after.end());
+    }
+    return false;
+  }
+
+  std::vector<std::vector<Held>> inFlight; // per allocation
+  std::vector<int64_t> asyncOfEvent;       // -1 until signalled
+  std::vector<Async> asyncs;
+};
+
 template <typename> inline constexpr bool isEnumField = false;
 template <typename E> inline constexpr bool isEnumField<field::Enum<E>> = true;
 
@@ -59,6 +177,9 @@ public:
   const std::string &name;
   std::vector<int64_t> tiedUnit; // per unit: the unit it ties, or -1
   std::vector<int64_t> root;     // per buffer: its allocation
+  // Per buffer: the elements of its allocation it stands for (a shard view
+  // stands for its whole source: some rank's slice is anywhere in it).
+  std::vector<std::pair<int64_t, int64_t>> rootRange;
 
   int64_t axisSize(GroupAxis axis) const {
     switch (axis) {
@@ -370,6 +491,7 @@ private:
 
   void checkBuffers() {
     root.resize(s.buffers.size());
+    rootRange.resize(s.buffers.size());
     for (size_t i = 0; i < s.buffers.size(); ++i) {
       const Buffer &b = s.buffers[i];
       std::string where = "buffer " + std::to_string(i);
@@ -382,6 +504,7 @@ private:
         error(where + ": numel " + std::to_string(b.numel) + " out of range");
       if (b.kind == Buffer::Kind::Alloc) {
         root[i] = static_cast<int64_t>(i);
+        rootRange[i] = {0, b.numel};
         where += " ('" + b.name + "')";
         auto arena = s.arenaBytes.find(b.space);
         if (arena == s.arenaBytes.end())
@@ -433,11 +556,15 @@ private:
           error(where + ": elements [" + std::to_string(b.viewOffset) + ", " +
                 std::to_string(b.viewOffset + b.numel) +
                 ") lie outside its source's " + std::to_string(src.numel));
+        rootRange[i] = {rootRange[b.source].first + b.viewOffset,
+                        rootRange[b.source].first + b.viewOffset + b.numel};
       } else if (__int128(b.numel) * axisSize(b.axis) != src.numel) {
         error(where + ": shard of " + std::to_string(b.numel) + " x " +
               std::to_string(axisSize(b.axis)) + " ranks is not its source's " +
               std::to_string(src.numel) + " elements");
       }
+      if (b.kind == Buffer::Kind::ShardView)
+        rootRange[i] = rootRange[b.source];
     }
   }
 
@@ -636,10 +763,20 @@ void ScheduleValidator::checkOps() {
     live[b.offset] = {end, id};
   };
 
+  InFlightOps inFlight(s.buffers.size(), s.numEvents);
   for (size_t i = 0; i < s.ops.size(); ++i) {
     const Op &op = s.ops[i];
     std::string where =
         "op " + std::to_string(i) + " (" + toString(op.kind()) + ")";
+    // What the op uses, for the races checked once its fields are.
+    struct Use {
+      const char *field;
+      int64_t buffer;
+      field::Access access;
+    };
+    std::vector<Use> uses;
+    std::vector<int64_t> after;
+    std::optional<int64_t> signals, waits;
     auto fail = [&](const std::string &what) { error(where + ": " + what); };
     // A field's name and its value: "src 7", "after event 3" (the noun
     // only where the name is not one).
@@ -670,6 +807,7 @@ void ScheduleValidator::checkOps() {
         fail(what + " is used after its free");
     };
     auto useBuffer = [&](const field::Buffer &d, int64_t b) {
+      uses.push_back({d.name, b, d.access});
       if (d.access == field::Access::Free) {
         allocation(b, d.name);
         alive(b, d.name);
@@ -718,18 +856,21 @@ void ScheduleValidator::checkOps() {
               if (events[value] == EventState::Waited)
                 fail("event " + std::to_string(value) + " is waited twice");
               events[value] = EventState::Waited;
+              waits = value;
             } else if constexpr (std::is_same_v<D, field::Events>) {
               for (int64_t e : value) {
                 eventId(e, d.name);
                 if (events[e] == EventState::NotYet)
                   fail(std::string(d.name) + " event " + std::to_string(e) +
                        " that no earlier op signals");
+                after.push_back(e);
               }
             } else if constexpr (std::is_same_v<D, field::SignalledEvent>) {
               eventId(value, d.name);
               if (events[value] != EventState::NotYet)
                 fail("event " + std::to_string(value) + " is signalled twice");
               events[value] = EventState::Signalled;
+              signals = value;
             } else if constexpr (std::is_same_v<D, field::Float>) {
               if (!std::isfinite(value))
                 fail(std::string(d.name) + " is not finite");
@@ -762,6 +903,41 @@ void ScheduleValidator::checkOps() {
             ++stepsOfGroup[o.group];
         },
         op.body);
+
+    // Races with asynchronous ops still in flight (InFlightOps): a dropped
+    // `after` or `wait` let a collective read a copy's staging buffer
+    // before the copy had filled it.
+    std::optional<size_t> async;
+    if (signals)
+      async = inFlight.issue(int64_t(i), *signals, after);
+    auto racer = [&](const InFlightOps::Race &r) {
+      return "op " + std::to_string(r.op) + " (" +
+             toString(s.ops[r.op].kind()) + ") still " +
+             (r.writes ? "writes" : "reads") + " it (its event " +
+             std::to_string(r.event) +
+             (async ? " is neither waited for nor in this op's after)"
+                    : " is not waited for yet)");
+    };
+    for (const Use &u : uses) {
+      if (u.access == field::Access::Free) {
+        if (auto r = inFlight.user(u.buffer))
+          fail(bufferName(u.buffer) + " is freed while " + racer(*r));
+        continue;
+      }
+      InFlightOps::Access a{root[u.buffer], rootRange[u.buffer].first,
+                            rootRange[u.buffer].second,
+                            field::writes(u.access)};
+      if (auto r = inFlight.race(a, async))
+        fail(std::string(u.field) + ", " + bufferName(u.buffer) + ", is " +
+             (a.writes ? "written" : "read") + " while " + racer(*r));
+    }
+    if (async)
+      for (const Use &u : uses)
+        inFlight.hold(*async,
+                      {root[u.buffer], rootRange[u.buffer].first,
+                       rootRange[u.buffer].second, field::writes(u.access)});
+    if (waits)
+      inFlight.wait(*waits);
   }
 
   // One step of every group's parameters per program: a second one would

@@ -1063,4 +1063,9 @@ std::unique_ptr<Model> Model::create(const Schedule &schedule,
   return std::make_unique<TransformerModel>(schedule, device, lossChunkBytes);
 }
 
+void Model::check(const Schedule &schedule) {
+  // Construction only resolves names and shapes; tensors come later.
+  TransformerModel(schedule, at::kCPU, kLossChunkBytes);
+}
+
 } // namespace plan::rt

@@ -83,6 +83,12 @@ public:
   create(const Schedule &schedule, at::Device device,
          int64_t lossChunkBytes = kLossChunkBytes);
 
+  /// Throws what create would (one line) when this runtime cannot compute
+  /// `schedule`'s model: a unit kind its family lacks, a parameter it
+  /// computes with missing (renamed) or of another shape. Allocates no
+  /// tensors, so a reader can say it once before any rank starts.
+  static void check(const Schedule &schedule);
+
   /// Writes the deterministic initial value of unit `unit`'s stored elements
   /// into `out` (1-D fp32, Unit::numel elements): each parameter is drawn
   /// from a generator seeded by (seed, parameter name) alone, so every

@@ -944,9 +944,27 @@ TEST(ScheduleFile, ValidationCatchesInconsistentPrograms) {
                s.ops.insert(s.ops.begin() + wait + 1, s.ops[wait]);
              }),
              "waited twice");
-  EXPECT_HAS(
-      errorAfter([&](Schedule &s) { s.ops.erase(s.ops.begin() + wait); }),
-      "is never waited");
+  // An all-reduce of a persistent gradient issued last and never waited.
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               ops::AllReduce reduce;
+               reduce.buffer = firstOf<ops::ReduceScatter>(s).second->dst;
+               reduce.done = s.numEvents++;
+               s.ops.push_back(Op{reduce});
+             }),
+             "event " + std::to_string(tiny().numEvents) + " is never waited");
+  // The first wait moved to the program's end: its gather is still in
+  // flight where the forward (one op earlier now) reads what it gathers.
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               Op waitOp = s.ops[wait];
+               s.ops.erase(s.ops.begin() + wait);
+               s.ops.push_back(waitOp);
+             }),
+             "op " + std::to_string(forward - 1) +
+                 " (forward): params, buffer 14 (view of "
+                 "'fsdp.root.gathered'), is read while op " +
+                 std::to_string(gather) +
+                 " (all_gather) still writes it (its event 0 is not waited "
+                 "for yet)");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
                opAt<ops::AllGather>(s, gather).after = {5};
              }),

@@ -10,6 +10,7 @@
 #include "Calibrate.h"
 #include "DeviceBackend.h"
 #include "Launch.h"
+#include "Model.h"
 #include "Options.h"
 #include "Rank.h"
 #include "ScheduleFile.h"
@@ -21,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <stdexcept>
 #include <thread>
 
 #ifndef PLAN_RUN_VERSION
@@ -36,6 +38,20 @@ int fail(const std::string &message) {
   return 1;
 }
 
+/// Reads the schedule `input` holds and checks that this runtime computes
+/// its model: a parameter renamed or reshaped in the file `file` is its
+/// one-line error, said once before any rank starts.
+plan::rt::ValidSchedule readRunnableSchedule(const ScheduleInput &input,
+                                             const std::string &file) {
+  plan::rt::ValidSchedule schedule = plan::rt::readScheduleFile(input.path());
+  try {
+    plan::rt::Model::check(schedule);
+  } catch (const std::runtime_error &e) {
+    throw std::runtime_error(file + ": " + e.what());
+  }
+  return schedule;
+}
+
 /// --nproc N: checks what every rank would check first, so that a bad file
 /// or a world-size mismatch is one message rather than N.
 int launchLocalRanks(const RunOptions &options, const std::string &executable) {
@@ -48,7 +64,7 @@ int launchLocalRanks(const RunOptions &options, const std::string &executable) {
     return runLocalRanks(ranks);
   }
   ScheduleInput input(options.file, executable, options.sets);
-  plan::rt::ValidSchedule schedule = plan::rt::readScheduleFile(input.path());
+  plan::rt::ValidSchedule schedule = readRunnableSchedule(input, options.file);
   if (schedule->worldSize() != *options.nproc)
     return fail(options.file + ": schedule is for " +
                 std::to_string(schedule->worldSize()) + " ranks (" +
@@ -108,7 +124,7 @@ int main(int argc, char **argv) {
       // before the run starts.
       plan::rt::ValidSchedule schedule = [&] {
         ScheduleInput input(options.file, executable, options.sets);
-        return plan::rt::readScheduleFile(input.path());
+        return readRunnableSchedule(input, options.file);
       }();
       return runRank(options, rank, schedule);
     } catch (const std::exception &e) {
