@@ -7,6 +7,8 @@ set -euo pipefail
 
 LLVM_VERSION=22
 TORCH_VERSION=2.11.0
+# Only the tests use it: plan-run against transformers' own models.
+TRANSFORMERS_VERSION=4.57.1
 
 APT_PACKAGES=(
   "libmlir-${LLVM_VERSION}-dev" "mlir-${LLVM_VERSION}-tools"
@@ -53,6 +55,12 @@ if [ "${SETUP_NO_TORCH:-0}" != "1" ]; then
     "$PY" -m pip install -q "torch==$TORCH_VERSION"
   else
     echo "setup: torch $TORCH_VERSION present"
+  fi
+  if ! pip_has transformers "$TRANSFORMERS_VERSION"; then
+    echo "setup: installing transformers==$TRANSFORMERS_VERSION (tests) from PyPI"
+    "$PY" -m pip install -q "transformers==$TRANSFORMERS_VERSION"
+  else
+    echo "setup: transformers $TRANSFORMERS_VERSION present"
   fi
 fi
 echo "setup: done"

@@ -17,6 +17,11 @@ kernels (LibTorch is PyTorch's C++ core); the differences are summation order (m
 and rank splits, per-unit vs whole-model autograd), so 1e-5 leaves two orders of magnitude
 of margin over fp32 roundoff accumulated over 10 steps.
 
+With --transformers, the reference is transformers' own LlamaForCausalLM, GPT2LMHeadModel,
+BertForMaskedLM and BertForSequenceClassification (one two-rank full_shard run per case), and
+bert-base-cased comes in from a checkpoint laid out as the Hub's (bert_base_cased_from_hub_layout)
+and goes out through plan-checkpoint export to transformers' from_pretrained.
+
 Ends with `N passed, N failed`.
 """
 import argparse
@@ -52,7 +57,25 @@ def main():
     ap.add_argument("--plan-run", required=True)
     ap.add_argument("--plan", required=True)
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--plan-checkpoint", help="with --transformers: exports the trained "
+                    "bert-base-cased for transformers to load")
+    ap.add_argument("--transformers", action="store_true",
+                    help="against transformers' own classes instead (fewer cases), and "
+                         "bert-base-cased from a Hub-layout checkpoint; exits 77 (skipped) "
+                         "without transformers")
     args = ap.parse_args()
+    if args.transformers:
+        try:
+            import transformers  # noqa: F401
+        except ImportError:
+            print("skipped: transformers is not installed")
+            return 77
+        if not args.plan_checkpoint:
+            ap.error("--transformers needs --plan-checkpoint")
+    # With --transformers: the reference is transformers' model, and one
+    # sharded run per case stands for the matrix (the plain reference's runs
+    # cover the others, and the two references agree).
+    ref_flags = ["--transformers"] if args.transformers else []
     work = tempfile.mkdtemp(prefix="plan-pytorch-ref-")
     passed = failed = 0
 
@@ -62,16 +85,17 @@ def main():
                "--init-seed", "0", "--data", "synthetic", "--seed", "0",
                "--steps", str(args.steps), "--micro-batch", str(MICRO_BATCH_TOTAL),
                "--seq-len", str(SEQ_LEN), "--lr", "1e-3", "--lr-schedule", "cosine",
-               "--warmup", "2", "--min-lr-ratio", "0.1"] + extra
+               "--warmup", "2", "--min-lr-ratio", "0.1"] + ref_flags + extra
         if init:
             cmd += ["--dump-init", init]
         with open(out, "w") as f:
             subprocess.run(cmd, check=True, stdout=f)
         return losses_of(out)
 
-    def compare(tag, name, world, sets, init, ref):
-        """plan-run with `sets` on `world` ranks (from `init` when given)
-        against the reference's losses `ref`; True when every step agrees."""
+    def compare(tag, name, world, sets, init, ref, extra=()):
+        """plan-run with `sets` on `world` ranks (from `init` when given, with
+        `extra` options) against the reference's losses `ref`; True when
+        every step agrees."""
         sched = os.path.join(work, f"{name}.sched")
         metrics = os.path.join(work, f"{name}-{bool(init)}.jsonl")
         cmd = [args.planc, args.plan, "-o", sched]
@@ -82,6 +106,7 @@ def main():
                "--data", "synthetic", "--seed", "0", "--metrics", metrics, "--quiet"]
         if init:
             cmd += ["--init", init]
+        cmd += list(extra)
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             print(f"FAIL {tag}: plan-run exited {p.returncode}\n{p.stdout}{p.stderr}")
@@ -97,6 +122,16 @@ def main():
 
     for model in ("llama_tiny", "gpt2_tiny"):
         init = os.path.join(work, f"{model}-init.safetensors")
+        if args.transformers:
+            ref = reference(model, "ref", [])
+            ok = compare(f"{model} world=2 full_shard vs transformers", f"{model}-tf", 2,
+                         [f"model={model}", f"train.seq_len={SEQ_LEN}",
+                          f"train.micro_batch={MICRO_BATCH_TOTAL // 2}",
+                          "parallel.sharding=full_shard", "cluster.gpus_per_node=2",
+                          "train.steps=0"], None, ref)
+            passed += ok
+            failed += not ok
+            continue
         refs = {
             "none": reference(model, "ref", [], init),
             # The HF Trainer's groups (no decay on 1-D parameters), and one
@@ -146,10 +181,13 @@ def main():
         with open(config_path, "w") as f:
             json.dump(config, f)
         init = os.path.join(work, f"bert-{head}-init.safetensors")
-        ref = reference("bert_tiny", f"ref-{head}", ["--config", config_path], init)
-        for world, sharding, use_init in [(1, "no_shard", False), (2, "full_shard", False),
-                                          (2, "full_shard", True)]:
+        ref = reference("bert_tiny", f"ref-{head}", ["--config", config_path],
+                        None if args.transformers else init)
+        runs = [(1, "no_shard", False), (2, "full_shard", False), (2, "full_shard", True)]
+        for world, sharding, use_init in runs[1:2] if args.transformers else runs:
             tag = f"bert_tiny {head} world={world} {sharding}" + (" --init" if use_init else "")
+            if args.transformers:
+                tag += " vs transformers"
             sets = ["model=bert_tiny", f"train.seq_len={SEQ_LEN}",
                     f"train.micro_batch={MICRO_BATCH_TOTAL // world}",
                     f"parallel.sharding={sharding}", f"cluster.gpus_per_node={world}",
@@ -158,8 +196,88 @@ def main():
                          init if use_init else None, ref)
             passed += ok
             failed += not ok
+    if args.transformers:
+        for ok in bert_base_cased_from_hub_layout(args, work, compare, reference):
+            passed += ok
+            failed += not ok
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+# bert-base-cased's config.json on the Hub (google-bert/bert-base-cased).
+BERT_BASE_CASED_CONFIG = {
+    "architectures": ["BertForMaskedLM"], "attention_probs_dropout_prob": 0.1,
+    "gradient_checkpointing": False, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+    "hidden_size": 768, "initializer_range": 0.02, "intermediate_size": 3072,
+    "layer_norm_eps": 1e-12, "max_position_embeddings": 512, "model_type": "bert",
+    "num_attention_heads": 12, "num_hidden_layers": 12, "pad_token_id": 0,
+    "position_embedding_type": "absolute", "transformers_version": "4.6.0.dev0",
+    "type_vocab_size": 2, "use_cache": True, "vocab_size": 28996,
+}
+
+
+def bert_base_cased_from_hub_layout(args, work, compare, reference):
+    """bert-base-cased as a user brings it (this machine cannot download it):
+    its config.json, and a model.safetensors laid out as the Hub's, which
+    was converted from TensorFlow: BertForPreTraining's tensors with
+    LayerNorm `gamma`/`beta`, the pooler and the next-sentence head the
+    masked-LM model does not use, `cls.predictions.bias` and no decoder
+    tensors (tied). Values are random (the norms and the head bias too, so
+    that loading them matters). plan-run --init reads the directory;
+    transformers' from_pretrained, with dropout off as the runtime has none,
+    is the reference. Yields one verdict per run."""
+    import safetensors.torch
+    import torch
+    import transformers
+
+    hub = os.path.join(work, "bert-base-cased")
+    os.makedirs(hub, exist_ok=True)
+    with open(os.path.join(hub, "config.json"), "w") as f:
+        json.dump(BERT_BASE_CASED_CONFIG, f, indent=2)
+    torch.manual_seed(0)
+    model = transformers.BertForPreTraining(transformers.BertConfig(**BERT_BASE_CASED_CONFIG))
+    tensors = {}
+    for name, t in model.state_dict().items():
+        if name.startswith("cls.predictions.decoder"):
+            continue
+        if "LayerNorm" in name or name == "cls.predictions.bias":
+            t = t + 0.1 * torch.randn_like(t)
+        name = name.replace("LayerNorm.weight", "LayerNorm.gamma")
+        name = name.replace("LayerNorm.bias", "LayerNorm.beta")
+        tensors[name] = t.contiguous()
+    safetensors.torch.save_file(tensors, os.path.join(hub, "model.safetensors"),
+                                metadata={"format": "pt"})
+    del model, tensors
+
+    def sets(world, sharding):
+        return ["model=bert_base_cased", "train.seq_len=32", f"train.micro_batch={2 // world}",
+                f"parallel.sharding={sharding}", f"cluster.gpus_per_node={world}",
+                "train.steps=0"]
+
+    batch = ["--micro-batch", "2", "--seq-len", "32"]
+    ref = reference("bert_base_cased", "ref-hub", ["--hf-dir", hub, "--steps", "3"] + batch)
+    checkpoints = os.path.join(work, "bert-base-cased-ckpt")
+    steps, args.steps = args.steps, 3
+    for world, sharding in [(1, "no_shard"), (2, "full_shard")]:
+        yield compare(f"bert-base-cased (Hub layout) world={world} {sharding} --init vs "
+                      "transformers from_pretrained", f"bert-base-cased-{world}", world,
+                      sets(world, sharding), hub, ref,
+                      ["--checkpoint-dir", checkpoints] if world == 2 else [])
+    # And out: the trained weights, exported, load into transformers with
+    # nothing missing, and are the model plan-run trains from them.
+    out = os.path.join(work, "bert-base-cased-trained")
+    subprocess.run([args.plan_checkpoint, "export", checkpoints, "-o", out], check=True,
+                   stdout=subprocess.DEVNULL)
+    _, info = transformers.BertForMaskedLM.from_pretrained(out, output_loading_info=True)
+    missing = info["missing_keys"] + info["unexpected_keys"] + info["mismatched_keys"]
+    print(f"{'FAIL' if missing else 'PASS'} bert-base-cased exported after 3 steps: "
+          f"transformers loads every tensor{f' (not: {missing})' if missing else ''}")
+    yield not missing
+    args.steps = 1
+    ref = reference("bert_base_cased", "ref-trained", ["--hf-dir", out, "--steps", "1"] + batch)
+    yield compare("bert-base-cased exported -> --init vs transformers from_pretrained",
+                  "bert-base-cased-trained", 1, sets(1, "no_shard"), out, ref)
+    args.steps = steps
 
 
 if __name__ == "__main__":

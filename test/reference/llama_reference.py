@@ -9,7 +9,9 @@ object per step: {"step": k, "loss": ..., "lr": ..., "grad_norm": ...}.
 
 Only torch and the standard library are needed (no numpy, transformers or
 safetensors): the safetensors reader/writer and the data generators are
-here, following docs/models.md.
+here, following docs/models.md. With --transformers (or --hf-dir) the model
+is transformers' own LlamaForCausalLM / GPT2LMHeadModel / BertForMaskedLM /
+BertForSequenceClassification instead, which needs transformers.
 
   llama_reference.py --model llama_tiny --init-seed 0 --data synthetic \
       --seed 0 --steps 20 --micro-batch 4 --seq-len 128 --lr 1e-3
@@ -42,6 +44,9 @@ PRESETS = {
     "bert_tiny": dict(family="bert", vocab=512, hidden=64, intermediate=256,
                       layers=2, heads=4, kv_heads=4, max_seq_len=256, type_vocab=2,
                       norm_eps=1e-12, head="masked_lm", num_labels=2, tie=True),
+    "bert_base_cased": dict(family="bert", vocab=28996, hidden=768, intermediate=3072,
+                            layers=12, heads=12, kv_heads=12, max_seq_len=512, type_vocab=2,
+                            norm_eps=1e-12, head="masked_lm", num_labels=2, tie=True),
 }
 
 # --------------------------------------------------------------------------
@@ -486,6 +491,84 @@ def build_model(cfg):
     return LlamaForCausalLM(cfg) if cfg["family"] == "llama" else GPT2LMHeadModel(cfg)
 
 
+# --------------------------------------------------------------------------
+# The same models built by HF transformers itself (--transformers, --hf-dir)
+# --------------------------------------------------------------------------
+
+
+def transformers_class(cfg):
+    """transformers' class for `cfg`'s model, with forward(tokens) -> logits
+    like the classes above. Its parameter names are the ones above."""
+    import transformers
+
+    # Its notes (unused pooler weights, no attention_mask) are expected here.
+    transformers.logging.set_verbosity_error()
+    if cfg["family"] == "llama":
+        base = transformers.LlamaForCausalLM
+    elif cfg["family"] == "gpt2":
+        base = transformers.GPT2LMHeadModel
+    elif cfg["head"] == "masked_lm":
+        base = transformers.BertForMaskedLM
+    else:
+        base = transformers.BertForSequenceClassification
+
+    class Logits(base):
+        def forward(self, tokens):
+            return super().forward(input_ids=tokens).logits
+
+    Logits.__name__ = base.__name__
+    return Logits
+
+
+def transformers_config(cfg):
+    """The HF config of `cfg`'s model; no dropout (the runtime has none)."""
+    import transformers
+
+    if cfg["family"] == "llama":
+        return transformers.LlamaConfig(
+            vocab_size=cfg["vocab"], hidden_size=cfg["hidden"],
+            intermediate_size=cfg["intermediate"], num_hidden_layers=cfg["layers"],
+            num_attention_heads=cfg["heads"], num_key_value_heads=cfg["kv_heads"],
+            max_position_embeddings=cfg["max_seq_len"], rope_theta=cfg["rope_theta"],
+            rms_norm_eps=cfg["norm_eps"], tie_word_embeddings=cfg["tie"])
+    if cfg["family"] == "gpt2":
+        return transformers.GPT2Config(
+            vocab_size=cfg["vocab"], n_embd=cfg["hidden"], n_inner=cfg["intermediate"],
+            n_layer=cfg["layers"], n_head=cfg["heads"], n_positions=cfg["max_seq_len"],
+            layer_norm_epsilon=cfg["norm_eps"], resid_pdrop=0.0, embd_pdrop=0.0,
+            attn_pdrop=0.0)
+    return transformers.BertConfig(
+        vocab_size=cfg["vocab"], hidden_size=cfg["hidden"],
+        intermediate_size=cfg["intermediate"], num_hidden_layers=cfg["layers"],
+        num_attention_heads=cfg["heads"], max_position_embeddings=cfg["max_seq_len"],
+        type_vocab_size=cfg["type_vocab"], layer_norm_eps=cfg["norm_eps"],
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        pad_token_id=BERT_PAD_TOKEN, num_labels=cfg["num_labels"])
+
+
+def transformers_model(cfg, hf_dir=None):
+    """transformers' model of `cfg`: fresh, or from_pretrained(hf_dir), the
+    way a user loads a Hub checkpoint (its key renames and tied weights),
+    with dropout off. Its sizes must be cfg's."""
+    cls = transformers_class(cfg)
+    if not hf_dir:
+        return cls(transformers_config(cfg))
+    drop = ({"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+            if cfg["family"] == "bert" else
+            {"resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+            if cfg["family"] == "gpt2" else {})
+    if cfg["family"] == "bert" and cfg["head"] != "masked_lm":
+        drop["num_labels"] = cfg["num_labels"]
+    model = cls.from_pretrained(hf_dir, **drop)
+    ours = transformers_config(cfg).to_dict()
+    for key, value in model.config.to_dict().items():
+        if key in ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
+                   "num_attention_heads", "n_embd", "n_layer", "n_head") \
+                and ours.get(key) != value:
+            sys.exit(f"{hf_dir}: {key} is {value}, the preset's is {ours.get(key)}")
+    return model
+
+
 def stored_parameters(model):
     """(name, parameter) of every stored parameter; a tied one once, under
     the name of the unit that defines it (the embedding)."""
@@ -635,6 +718,10 @@ def main():
     p.add_argument("--model", default="llama_tiny", choices=sorted(PRESETS))
     p.add_argument("--config", help="JSON object overriding preset keys (vocab, hidden, ...)")
     p.add_argument("--weights", help="initial weights (.safetensors, HF names)")
+    p.add_argument("--transformers", action="store_true",
+                   help="build the model with HF transformers' own classes, not the ones here")
+    p.add_argument("--hf-dir", help="an HF model directory, loaded by transformers' "
+                   "from_pretrained as a user would (implies --transformers)")
     p.add_argument("--init-seed", type=int, default=0,
                    help="without --weights: the runtime's initialisation with this seed")
     p.add_argument("--dump-init", help="write the initial weights to this .safetensors file")
@@ -663,10 +750,15 @@ def main():
     cfg = dict(PRESETS[args.model])
     if args.config:
         cfg.update(json.loads(open(args.config).read()))
-    model = build_model(cfg)
+    if args.transformers or args.hf_dir:
+        model = transformers_model(cfg, args.hf_dir)
+    else:
+        model = build_model(cfg)
 
     named = stored_parameters(model)
-    if args.weights:
+    if args.hf_dir:
+        pass  # from_pretrained loaded them
+    elif args.weights:
         stored = read_safetensors(args.weights)
         for name, param in named:
             key = name if name in stored else name.removeprefix("transformer.")
