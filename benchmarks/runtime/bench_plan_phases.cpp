@@ -80,8 +80,8 @@ public:
     inner_->initUnit(unit, seed, out);
   }
   void loadUnit(int64_t unit, const plan::rt::TensorSource &source,
-                at::Tensor out) override {
-    inner_->loadUnit(unit, source, out);
+                uint64_t seed, at::Tensor out) override {
+    inner_->loadUnit(unit, source, seed, out);
   }
   void setMicroBatch(int64_t mb, plan::rt::MicroBatch batch) override {
     inner_->setMicroBatch(mb, std::move(batch));

@@ -583,9 +583,9 @@ void Executor::initState(uint64_t seed) {
   });
 }
 
-void Executor::loadState(const TensorSource &source) {
+void Executor::loadState(const TensorSource &source, uint64_t seed) {
   impl_->fillState([&](int64_t unit, at::Tensor out) {
-    impl_->model.loadUnit(unit, source, out);
+    impl_->model.loadUnit(unit, source, seed, out);
   });
 }
 

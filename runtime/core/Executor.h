@@ -109,8 +109,9 @@ public:
   /// Fills every persistent state buffer (params, master weights) from the
   /// model's deterministic initialisation, or from `source` (--init), each
   /// rank keeping only its slice; zeroes gradients and optimizer state.
+  /// (`seed`: for a new task head's parameters, Model::loadUnit.)
   void initState(uint64_t seed);
-  void loadState(const TensorSource &source);
+  void loadState(const TensorSource &source, uint64_t seed);
   /// Zeroes every persistent buffer, sets the loss scale to its initial
   /// value and the counters to a fresh run's: the state a checkpoint restore
   /// then fills.

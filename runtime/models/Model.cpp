@@ -322,36 +322,34 @@ public:
   void initUnit(int64_t unit, uint64_t seed, at::Tensor out) override {
     const UnitModel &u = unitAt(unit);
     checkFlat(u, out, "initUnit");
-    for (const Slot &s : u.slots) {
-      if (s.fromTied)
-        continue;
-      at::Tensor value = at::empty(s.shape, at::kFloat);
-      // A 1-D weight is a norm's scale in both families.
-      if (endsWith(s.name, ".bias"))
-        value.zero_();
-      else if (s.shape.size() == 1)
-        value.fill_(1.0);
-      else
-        value.normal_(0.0, 0.02,
-                      at::make_generator<at::CPUGeneratorImpl>(
-                          parameterSeed(seed, s.name)));
-      if (u.kind == Layer::BertEmbedding &&
-          &s == &u.slots[u.roles[bert_embedding::Word]])
-        value[kBertPadToken].zero_();
-      out.narrow(0, s.offset, s.numel).copy_(value.reshape({-1}));
-    }
+    for (const Slot &s : u.slots)
+      if (!s.fromTied)
+        out.narrow(0, s.offset, s.numel)
+            .copy_(initialValue(u, s, seed).reshape({-1}));
   }
 
-  void loadUnit(int64_t unit, const TensorSource &source,
+  void loadUnit(int64_t unit, const TensorSource &source, uint64_t seed,
                 at::Tensor out) override {
     const UnitModel &u = unitAt(unit);
     checkFlat(u, out, "loadUnit");
     for (const Slot &s : u.slots) {
       if (s.fromTied)
         continue;
-      at::Tensor value = source.get(s.name, s.shape);
+      at::Tensor value = isNewTaskHead(s.name) && !source.contains(s.name)
+                             ? initialValue(u, s, seed)
+                             : source.get(s.name, s.shape);
       out.narrow(0, s.offset, s.numel).copy_(value.reshape({-1}));
     }
+  }
+
+  std::vector<std::string>
+  newTaskHeadParameters(const TensorSource &source) const override {
+    std::vector<std::string> names;
+    for (const UnitModel &u : units_)
+      for (const Slot &s : u.slots)
+        if (!s.fromTied && isNewTaskHead(s.name) && !source.contains(s.name))
+          names.push_back(s.name);
+    return names;
   }
 
   void setMicroBatch(int64_t mb, MicroBatch batch) override {
@@ -597,6 +595,38 @@ private:
       u.roles.push_back(found);
     }
     return u;
+  }
+
+  /// A parameter's deterministic initial value: drawn from a generator
+  /// seeded by (seed, name) alone (initUnit).
+  static at::Tensor initialValue(const UnitModel &u, const Slot &s,
+                                 uint64_t seed) {
+    at::Tensor value = at::empty(s.shape, at::kFloat);
+    // A 1-D weight is a norm's scale in both families.
+    if (endsWith(s.name, ".bias"))
+      value.zero_();
+    else if (s.shape.size() == 1)
+      value.fill_(1.0);
+    else
+      value.normal_(0.0, 0.02,
+                    at::make_generator<at::CPUGeneratorImpl>(
+                        parameterSeed(seed, s.name)));
+    if (u.kind == Layer::BertEmbedding &&
+        &s == &u.slots[u.roles[bert_embedding::Word]])
+      value[kBertPadToken].zero_();
+    return value;
+  }
+
+  /// Whether `name` belongs to a task head that a pretrained model's
+  /// checkpoint does not have: BERT's pooler and classifier under a
+  /// classification head (a masked-LM checkpoint has neither; the Hub's
+  /// bert-base-cased has the pooler). transformers' from_pretrained
+  /// initialises these afresh; so does loadUnit.
+  bool isNewTaskHead(const std::string &name) const {
+    return config_.family == ModelFamily::Bert &&
+           config_.bertHead == BertHead::SequenceClassification &&
+           (name.starts_with("classifier.") ||
+            name.starts_with("bert.pooler."));
   }
 
   UnitModel &unitAt(int64_t unit) {

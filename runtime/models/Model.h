@@ -97,9 +97,20 @@ public:
 
   /// Loads unit `unit`'s stored elements from HF-named tensors (see
   /// SafeTensors.h) into `out` (1-D fp32); throws naming a missing or
-  /// mis-shaped tensor.
+  /// mis-shaped tensor. The parameters of a new task head that `source`
+  /// lacks (newTaskHeadParameters) are initialised as initUnit does with
+  /// `seed`, as transformers' from_pretrained does when it puts a
+  /// classifier on a pretrained encoder.
   virtual void loadUnit(int64_t unit, const class TensorSource &source,
-                        at::Tensor out) = 0;
+                        uint64_t seed, at::Tensor out) = 0;
+
+  /// The parameters loadUnit initialises rather than loads from `source`
+  /// (BERT's classifier, and its pooler where `source` has none), for the
+  /// note a user gets; none by default.
+  virtual std::vector<std::string>
+  newTaskHeadParameters(const class TensorSource &) const {
+    return {};
+  }
 
   /// Sets the data of micro-batch `mb` for the coming step.
   virtual void setMicroBatch(int64_t mb, MicroBatch batch) = 0;

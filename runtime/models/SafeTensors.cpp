@@ -373,7 +373,15 @@ void checkConfig(const std::string &path, const ModelConfig &model) {
     check("pad_token_id", kBertPadToken, "padding row", 0);
     checkFlag("tie_word_embeddings", true, true,
               "a masked-LM decoder tied to the word embeddings");
-    if (model.bertHead == BertHead::SequenceClassification) {
+    // A pretrained encoder's config (BertForMaskedLM, BertForPreTraining)
+    // has PretrainedConfig's default 2 labels and no classifier: a new head
+    // of any size goes on it. Only a classifier's own count must agree.
+    bool classifier = false;
+    if (cfg.contains("architectures") && cfg["architectures"].is_array())
+      for (const support::Json &a : cfg["architectures"])
+        classifier |= a.is_string() && a.get<std::string>().ends_with(
+                                           "ForSequenceClassification");
+    if (model.bertHead == BertHead::SequenceClassification && classifier) {
       int64_t labels = 2;
       if (cfg.contains("id2label") && cfg["id2label"].is_object())
         labels = static_cast<int64_t>(cfg["id2label"].size());

@@ -115,7 +115,10 @@ void Trainer::start(RunStart start, const TrainOptions &options) {
     start.checkpoint->restore(schedule_, *executor_, comm_);
     resumedAfter_ = start.checkpoint->info().step;
   } else if (!options.init.empty()) {
-    executor_->loadState(*openTensorSource(options.init, schedule_->model));
+    std::unique_ptr<TensorSource> source =
+        openTensorSource(options.init, schedule_->model);
+    newTaskHead_ = model_->newTaskHeadParameters(*source);
+    executor_->loadState(*source, seed_);
   } else {
     executor_->initState(seed_);
   }

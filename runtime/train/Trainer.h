@@ -119,6 +119,9 @@ public:
   int64_t lastStep() const { return last_; }
   /// The step the run resumed after (0 for a fresh run).
   int64_t resumedAfter() const { return resumedAfter_; }
+  /// With `init`: the parameters of a new task head the weights lacked,
+  /// initialised from the seed instead (Model::newTaskHeadParameters).
+  const std::vector<std::string> &newTaskHead() const { return newTaskHead_; }
   /// Whether the run stopped early (afterStep saw an agreed stop), or ran
   /// its last step.
   bool finished() const { return stopped_ || next_ > last_; }
@@ -156,6 +159,7 @@ private:
   CheckpointPolicy checkpoints_;
   std::function<void(int64_t, const std::string &)> afterShardWritten_;
   uint64_t seed_ = 0;
+  std::vector<std::string> newTaskHead_;
   std::string dataSpec_;
   int64_t next_ = 1, last_ = 0, resumedAfter_ = 0;
   bool stopped_ = false;

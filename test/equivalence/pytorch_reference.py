@@ -263,6 +263,18 @@ def bert_base_cased_from_hub_layout(args, work, compare, reference):
                       "transformers from_pretrained", f"bert-base-cased-{world}", world,
                       sets(world, sharding), hub, ref,
                       ["--checkpoint-dir", checkpoints] if world == 2 else [])
+    # Fine-tuned for classification, the way Accelerate's example does: the
+    # checkpoint has no classifier; both draw it from the seed (transformers
+    # would draw it from torch's generator).
+    labels = os.path.join(work, "bert-base-cased-3-labels.json")
+    with open(labels, "w") as f:
+        json.dump({"head": "sequence_classification", "num_labels": 3}, f)
+    ref = reference("bert_base_cased", "ref-tune",
+                    ["--hf-dir", hub, "--config", labels, "--steps", "3"] + batch)
+    yield compare("bert-base-cased + new 3-label classifier world=2 full_shard --init vs "
+                  "transformers from_pretrained", "bert-base-cased-tune", 2,
+                  sets(2, "full_shard") + ["model.head=sequence_classification",
+                                           "model.num_labels=3"], hub, ref)
     # And out: the trained weights, exported, load into transformers with
     # nothing missing, and are the model plan-run trains from them.
     out = os.path.join(work, "bert-base-cased-trained")

@@ -546,10 +546,12 @@ def transformers_config(cfg):
         pad_token_id=BERT_PAD_TOKEN, num_labels=cfg["num_labels"])
 
 
-def transformers_model(cfg, hf_dir=None):
+def transformers_model(cfg, hf_dir=None, init_seed=0):
     """transformers' model of `cfg`: fresh, or from_pretrained(hf_dir), the
     way a user loads a Hub checkpoint (its key renames and tied weights),
-    with dropout off. Its sizes must be cfg's."""
+    with dropout off. Its sizes must be cfg's. A new task head the
+    checkpoint lacks (a classifier on a pretrained encoder) is drawn as the
+    runtime draws it, from `init_seed`, instead of by transformers."""
     cls = transformers_class(cfg)
     if not hf_dir:
         return cls(transformers_config(cfg))
@@ -559,7 +561,12 @@ def transformers_model(cfg, hf_dir=None):
             if cfg["family"] == "gpt2" else {})
     if cfg["family"] == "bert" and cfg["head"] != "masked_lm":
         drop["num_labels"] = cfg["num_labels"]
-    model = cls.from_pretrained(hf_dir, **drop)
+    model, info = cls.from_pretrained(hf_dir, output_loading_info=True, **drop)
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for name in info["missing_keys"]:
+            if name in params:
+                params[name].copy_(init_parameter(init_seed, name, tuple(params[name].shape)))
     ours = transformers_config(cfg).to_dict()
     for key, value in model.config.to_dict().items():
         if key in ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
@@ -751,7 +758,7 @@ def main():
     if args.config:
         cfg.update(json.loads(open(args.config).read()))
     if args.transformers or args.hf_dir:
-        model = transformers_model(cfg, args.hf_dir)
+        model = transformers_model(cfg, args.hf_dir, args.init_seed)
     else:
         model = build_model(cfg)
 

@@ -461,8 +461,20 @@ int runRank(const RunOptions &options, const RankInfo &rank,
     comm = createComm(store, rank, schedule, timeout, *backend);
     if (rank.world > 1)
       watch = failureWatch(store->clone(), prefix);
+    const uint64_t runSeed = start.seed;
     trainer = std::make_unique<rt::Trainer>(schedule, train, std::move(start),
                                             *comm, *backend);
+    if (reports && !trainer->newTaskHead().empty()) {
+      // transformers says as much ("Some weights ... newly initialized").
+      std::string names;
+      for (const std::string &name : trainer->newTaskHead())
+        names += (names.empty() ? "" : ", ") + name;
+      std::fprintf(stderr,
+                   "plan-run: warning: %s: no %s: a new task head, "
+                   "initialised from seed %llu (train it before use)\n",
+                   options.init.c_str(), names.c_str(),
+                   static_cast<unsigned long long>(runSeed));
+    }
     if (reports && !options.quiet && !resumeNote.empty()) {
       std::printf("%s\n", resumeNote.c_str());
       std::fflush(stdout);

@@ -33,7 +33,7 @@ public:
     for (int64_t i = 0; i < out.numel(); ++i)
       out[i] = initialValue(unit, i, seed);
   }
-  void loadUnit(int64_t, const TensorSource &, at::Tensor) override {
+  void loadUnit(int64_t, const TensorSource &, uint64_t, at::Tensor) override {
     throw std::runtime_error("the toy model loads nothing");
   }
   void setMicroBatch(int64_t mb, MicroBatch batch) override {

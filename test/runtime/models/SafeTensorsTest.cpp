@@ -174,7 +174,7 @@ TEST_F(SafeTensorsTest, HfDirectoryWithShardsAndConfig) {
   auto source = openTensorSource(dir_.path(), m);
   for (size_t u = 0; u < s.units.size(); ++u) {
     at::Tensor loaded = at::empty({s.units[u].numel});
-    model->loadUnit(static_cast<int64_t>(u), *source, loaded);
+    model->loadUnit(static_cast<int64_t>(u), *source, 0, loaded);
     EXPECT_TRUE(at::equal(loaded, flat[u].to(at::kBFloat16).to(at::kFloat)))
         << s.units[u].name;
   }
@@ -193,7 +193,7 @@ TEST_F(SafeTensorsTest, HfDirectoryWithShardsAndConfig) {
   }());
   auto widerModel = Model::create(wider, at::kCPU);
   at::Tensor out = at::empty({wider.units[0].numel});
-  e = message([&] { widerModel->loadUnit(0, *source, out); });
+  e = message([&] { widerModel->loadUnit(0, *source, 0, out); });
   EXPECT_NE(e.find("model.embed_tokens.weight"), std::string::npos) << e;
 }
 
