@@ -294,6 +294,7 @@ FailureOr<StepTime> StepSimulation::run() {
   };
 
   for (Operation &op : program.getBody().front()) {
+    time.opStart.push_back(now);
     LogicalResult result =
         llvm::TypeSwitch<Operation *, LogicalResult>(&op)
             .Case<sched::AllocOp, sched::FreeOp, sched::ViewOp,

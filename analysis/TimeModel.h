@@ -90,6 +90,10 @@ struct StepTime {
   double tokensPerSecond = 0;
   double mfu = 0;
   std::vector<TimelineSlice> slices;
+  /// When the compute stream reaches each op of the program, in order
+  /// (seconds from the step's start): where the memory curve of the
+  /// timeline (SpaceMemory::liveAtOp) is drawn.
+  std::vector<double> opStart;
 };
 
 /// Plays rank 0's step. Fails (with an error at the op) on an op it has no

@@ -137,8 +137,10 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
       liveTotal[space] += allocBytes(alloc);
     }
     for (int space = 0; space < kNumMemorySpaces; ++space)
-      if (memory.spaces[space].used)
+      if (memory.spaces[space].used) {
         record(space, op);
+        memory.spaces[space].liveAtOp.push_back(liveTotal[space]);
+      }
     if (auto free = dyn_cast<sched::FreeOp>(op)) {
       sched::AllocOp alloc = free.getBuffer().getDefiningOp<sched::AllocOp>();
       if (!alloc)
@@ -279,15 +281,15 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module) {
 // The table
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-std::string formatSeconds(double seconds) {
+std::string plan::formatSeconds(double seconds) {
   if (seconds >= 1)
     return llvm::formatv("{0:F3} s", seconds).str();
   if (seconds >= 1e-3)
     return llvm::formatv("{0:F2} ms", seconds * 1e3).str();
   return llvm::formatv("{0:F1} us", seconds * 1e6).str();
 }
+
+namespace {
 
 std::string offloadSummary(const ScheduleReport &r) {
   SmallVector<StringRef> offloaded;
@@ -607,6 +609,24 @@ void plan::writeChromeTrace(const ScheduleReport &r, llvm::raw_ostream &os) {
                                         {"tid", static_cast<int>(slice.stream)},
                                         {"ts", slice.start * 1e6},
                                         {"dur", slice.duration * 1e6}});
+  // The memory curve: a counter per space, where its live bytes change.
+  for (int space = 0; space < kNumMemorySpaces; ++space) {
+    const std::vector<uint64_t> &live = r.memory.spaces[space].liveAtOp;
+    if (live.size() != r.time.opStart.size())
+      continue;
+    std::string name =
+        (sched::stringifyMemorySpace(static_cast<sched::MemorySpace>(space)) +
+         " memory")
+            .str();
+    for (size_t i = 0; i < live.size(); ++i)
+      if (i == 0 || live[i] != live[i - 1])
+        events.push_back(llvm::json::Object{
+            {"name", name},
+            {"ph", "C"},
+            {"pid", 0},
+            {"ts", r.time.opStart[i] * 1e6},
+            {"args", llvm::json::Object{{"live_bytes", live[i]}}}});
+  }
   os << llvm::formatv("{0:2}\n", llvm::json::Value(llvm::json::Object{
                                      {"traceEvents", std::move(events)},
                                      {"displayTimeUnit", "ms"}}));

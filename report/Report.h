@@ -64,6 +64,9 @@ struct SpaceMemory {
   std::array<uint64_t, kNumBufferRoles> atPeakByRole{};
   /// Persistent bytes by category: the steady state between steps.
   std::array<uint64_t, kNumMemoryCategories> persistent{};
+  /// The bytes live at each op of the program, in order, as the peak
+  /// counts them: the memory curve of `--timeline` and `--trace`.
+  std::vector<uint64_t> liveAtOp;
 };
 
 struct MemoryReport {
@@ -156,8 +159,16 @@ mlir::FailureOr<ScheduleReport> analyzeSchedule(mlir::ModuleOp module);
 
 /// The readable table (`planc --report`).
 void printReportTable(const ScheduleReport &report, llvm::raw_ostream &os);
-/// Rank 0's predicted timeline as a Chrome trace (`planc --trace`).
+/// Rank 0's predicted timeline as a Chrome trace (`planc --trace`), with
+/// the memory curve of each space as a counter track.
 void writeChromeTrace(const ScheduleReport &report, llvm::raw_ostream &os);
+/// The same timeline as one SVG picture (`planc --timeline`, Timeline.cpp):
+/// a lane per stream with a box per op, the exposed waits marked, and the
+/// memory curve under it with the peak and what is live there.
+void writeTimelineSvg(const ScheduleReport &report, llvm::raw_ostream &os);
+
+/// "1.234 s", "5.58 ms", "12.0 us".
+std::string formatSeconds(double seconds);
 
 /// A change to the plan that lowers its memory, as `--set` overrides.
 struct FitAlternative {

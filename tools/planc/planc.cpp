@@ -9,14 +9,14 @@
 //   planc model.plan --emit=schedule-json   print that file's JSON body
 //   planc model.plan --set train.micro_batch=2 ...
 //   planc model.plan --error-limit=N     print at most N errors (0: all)
-//   planc model.plan --report[=json] [--trace=t.json]
+//   planc model.plan --report[=json] [--trace=t.json] [--timeline=t.svg]
 //                                    memory, communication and time per rank
 //                                    (docs/report.md)
 //
 // Exit codes: 0 success, 1 the plan (or a flag or file) has errors, 2 the
 // plan does not fit the cluster's memory (any mode that lowers it). A plan
 // that does not fit is still emitted (--emit=sched, --emit=schedule-json,
-// the report and the trace); the schedule file only with
+// the report, the trace and the timeline); the schedule file only with
 // --allow-oversubscribe.
 //
 //===----------------------------------------------------------------------===//
@@ -96,6 +96,13 @@ static cl::opt<std::string>
                   cl::desc("Write rank 0's predicted timeline as a Chrome "
                            "trace (Perfetto)"),
                   cl::value_desc("file.json"), cl::cat(plancCategory));
+
+static cl::opt<std::string> timelineFilename(
+    "timeline",
+    cl::desc("Draw rank 0's predicted step as an SVG picture: a lane per "
+             "stream, the exposed waits, the memory curve and its peak "
+             "(docs/report.md, \"Timeline\")"),
+    cl::value_desc("file.svg"), cl::cat(plancCategory));
 
 static cl::opt<unsigned>
     errorLimit("error-limit",
@@ -240,13 +247,18 @@ compareGradLayouts(plan::ScheduleReport &report, const plan::PlanSpec &spec,
         other.str(), lowered->memory.devicePeakBytes()};
 }
 
-/// --report and --trace, about the plan as given: written whether it fits
-/// or not. Returns false when an output cannot be opened.
+/// --report, --trace and --timeline, about the plan as given: written whether
+/// it fits or not. Returns false when an output cannot be opened.
 static bool writeReportAndTrace(const plan::ScheduleReport &report,
                                 const FitCheck &fit) {
   if (!traceFilename.empty() &&
       !writeOutput(traceFilename, [&](llvm::raw_ostream &os) {
         plan::writeChromeTrace(report, os);
+      }))
+    return false;
+  if (!timelineFilename.empty() &&
+      !writeOutput(timelineFilename, [&](llvm::raw_ostream &os) {
+        plan::writeTimelineSvg(report, os);
       }))
     return false;
   if (reportFormat == ReportFormat::None)
@@ -327,7 +339,8 @@ int main(int argc, char **argv) {
   // gradient layout of least peak when the plan leaves it open.
   bool lowers = emit == Emit::Sched || emit == Emit::Schedule ||
                 emit == Emit::ScheduleJson ||
-                reportFormat != ReportFormat::None || !traceFilename.empty();
+                reportFormat != ReportFormat::None || !traceFilename.empty() ||
+                !timelineFilename.empty();
   std::optional<plan::GradLayoutChoice> gradChoice;
   if (emit != Emit::Summary || lowers)
     gradChoice = plan::chooseGradDtype(*spec);
