@@ -15,6 +15,7 @@
 
 #include "runtime/support/Format.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -38,26 +39,11 @@ constexpr double kBottom = 70; // peak breakdown
 // A 10-unit sans-serif glyph is about this wide.
 constexpr double kCharWidth = 6.0;
 
+/// `text` as XML character data or an attribute value.
 std::string escape(llvm::StringRef text) {
   std::string out;
-  for (char c : text) {
-    switch (c) {
-    case '&':
-      out += "&amp;";
-      break;
-    case '<':
-      out += "&lt;";
-      break;
-    case '>':
-      out += "&gt;";
-      break;
-    case '"':
-      out += "&quot;";
-      break;
-    default:
-      out += c;
-    }
-  }
+  llvm::raw_string_ostream os(out);
+  llvm::printHTMLEscaped(text, os);
   return out;
 }
 
