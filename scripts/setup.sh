@@ -21,6 +21,8 @@ APT_PACKAGES=(
   # Gloo headers: the torch wheel ships ProcessGroupGloo.hpp but not the gloo
   # headers it includes (the code itself is inside libtorch_cpu.so).
   libgloo-dev
+  # planc --timeline=FILE.png renders its SVG with librsvg and cairo.
+  librsvg2-dev pkg-config
 )
 
 missing=()

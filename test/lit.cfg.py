@@ -53,5 +53,13 @@ if os.path.exists(os.path.join(config.plan_tools_dir, "plan-run")):
 if os.path.exists(os.path.join(config.plan_tools_dir, "plan-checkpoint")):
     tools.append("plan-checkpoint")
     config.available_features.add("plan-checkpoint")
+# planc renders --timeline=FILE.png when it was built with librsvg
+# (`planc --version` lists the timeline formats).
+import subprocess
+planc_version = subprocess.run(
+    [os.path.join(config.plan_tools_dir, "planc"), "--version"],
+    capture_output=True, text=True).stdout
+if "timeline formats: svg, png" in planc_version:
+    config.available_features.add("planc-png")
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.plan_tools_dir, append_path=True)

@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "SvgToPng.h"
 #include "export/ExportSchedule.h"
 #include "frontend/Builder.h"
 #include "frontend/Frontend.h"
@@ -99,10 +100,11 @@ static cl::opt<std::string>
 
 static cl::opt<std::string> timelineFilename(
     "timeline",
-    cl::desc("Draw rank 0's predicted step as an SVG picture: a lane per "
+    cl::desc("Draw rank 0's predicted step as a picture (.svg, or .png): a "
+             "lane per "
              "stream, the exposed waits, the memory curve and its peak "
              "(docs/report.md, \"Timeline\")"),
-    cl::value_desc("file.svg"), cl::cat(plancCategory));
+    cl::value_desc("file.svg|file.png"), cl::cat(plancCategory));
 
 static cl::opt<unsigned>
     errorLimit("error-limit",
@@ -247,6 +249,10 @@ compareGradLayouts(plan::ScheduleReport &report, const plan::PlanSpec &spec,
         other.str(), lowered->memory.devicePeakBytes()};
 }
 
+static bool isPng(llvm::StringRef path) {
+  return path.ends_with_insensitive(".png");
+}
+
 /// --report, --trace and --timeline, about the plan as given: written whether
 /// it fits or not. Returns false when an output cannot be opened.
 static bool writeReportAndTrace(const plan::ScheduleReport &report,
@@ -256,11 +262,24 @@ static bool writeReportAndTrace(const plan::ScheduleReport &report,
         plan::writeChromeTrace(report, os);
       }))
     return false;
-  if (!timelineFilename.empty() &&
-      !writeOutput(timelineFilename, [&](llvm::raw_ostream &os) {
-        plan::writeTimelineSvg(report, os);
-      }))
-    return false;
+  if (!timelineFilename.empty()) {
+    std::string picture;
+    llvm::raw_string_ostream svg(picture);
+    plan::writeTimelineSvg(report, svg);
+    if (isPng(timelineFilename)) {
+      std::string png, error;
+      // Twice the SVG's size: legible on a high-density screen.
+      if (!plan::renderSvgToPng(picture, 2.0, png, error)) {
+        llvm::errs() << "planc: error: --timeline=" << timelineFilename << ": "
+                     << error << "\n";
+        return false;
+      }
+      picture = std::move(png);
+    }
+    if (!writeOutput(timelineFilename,
+                     [&](llvm::raw_ostream &os) { os << picture; }))
+      return false;
+  }
   if (reportFormat == ReportFormat::None)
     return true;
   // With `-o FILE.sched` the file gets the schedule and stdout the report;
@@ -303,7 +322,9 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(plancCategory);
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "planc " PLAN_COMPILER_VERSION
-          "\n  built with LLVM/MLIR " LLVM_VERSION_STRING "\n";
+          "\n  built with LLVM/MLIR " LLVM_VERSION_STRING "\n"
+       << "  timeline formats: " << (plan::whyNoPng() ? "svg" : "svg, png")
+       << "\n";
   });
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -313,6 +334,21 @@ int main(int argc, char **argv) {
   if (!emit.getNumOccurrences() &&
       llvm::StringRef(outputFilename).ends_with(".sched"))
     emit.setValue(Emit::Schedule);
+
+  // The picture's format is its file's extension: said before any work.
+  if (!timelineFilename.empty()) {
+    llvm::StringRef path(timelineFilename);
+    if (!path.ends_with_insensitive(".svg") && !isPng(path)) {
+      llvm::errs() << "planc: error: --timeline=" << path
+                   << ": the file must end in .svg or .png\n";
+      return 1;
+    }
+    if (const char *why = plan::whyNoPng(); isPng(path) && why) {
+      llvm::errs() << "planc: error: --timeline=" << path << ": " << why
+                   << "\n";
+      return 1;
+    }
+  }
 
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =
