@@ -19,6 +19,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/CommandLine.h"
 
 #include <optional>
 #include <string>
@@ -32,6 +33,19 @@ namespace plan {
 using namespace mlir;
 
 namespace {
+
+/// Tests only (test/e2e/verify.test): reduces gradients with a sum instead of
+/// the mean over the ranks, a lowering bug `plan-run --verify` must catch.
+llvm::cl::opt<bool> testSumGradients(
+    "plan-test-sum-gradients",
+    llvm::cl::desc("Tests only: reduce gradients without averaging (a bug "
+                   "plan-run --verify must catch)"),
+    llvm::cl::Hidden, llvm::cl::init(false));
+
+/// How the gradient collectives combine the ranks' gradients: their mean.
+sched::ReduceOp gradientReduction() {
+  return testSumGradients ? sched::ReduceOp::Sum : sched::ReduceOp::Avg;
+}
 
 /// A group's persistent state as sched-lower allocates it.
 struct GroupState {
@@ -445,7 +459,7 @@ void ProgramDistribution::distributeNoShard() {
         builder.setInsertionPointAfter(span.last);
         Value done = sched::AllReduceOp::create(
             builder, loc, eventType, microBatchGrad, sched::Group::World,
-            sched::ReduceOp::Avg, ValueRange());
+            gradientReduction(), ValueRange());
         completions.push_back({afterBackward[mb],
                                done,
                                microBatchGrad,
@@ -458,7 +472,7 @@ void ProgramDistribution::distributeNoShard() {
     builder.setInsertionPointAfter(span.last);
     Value done = sched::AllReduceOp::create(builder, loc, eventType, state.grad,
                                             sched::Group::World,
-                                            sched::ReduceOp::Avg, ValueRange());
+                                            gradientReduction(), ValueRange());
     completions.push_back(
         {afterBackward[microBatches - 1], done, Value(), Value(), {}});
   }
@@ -496,7 +510,7 @@ void ProgramDistribution::distributeZero1() {
         builder.setInsertionPointAfter(span.last);
         Value scattered = sched::ReduceScatterOp::create(
             builder, loc, eventType, fullGrad, state.grad, sched::Group::Shard,
-            sched::ReduceOp::Avg, /*accumulate=*/true, ValueRange());
+            gradientReduction(), /*accumulate=*/true, ValueRange());
         completions.push_back(
             {afterBackward[mb], scattered, Value(), Value(), {fullGrad}});
       }
@@ -509,7 +523,7 @@ void ProgramDistribution::distributeZero1() {
           /*persistent=*/false, /*offset=*/IntegerAttr());
       Value reduced = sched::ReduceScatterOp::create(
           builder, loc, eventType, state.grad, gradShard, sched::Group::Shard,
-          sched::ReduceOp::Avg, /*accumulate=*/false, ValueRange());
+          gradientReduction(), /*accumulate=*/false, ValueRange());
       completions.push_back(
           {afterBackward[microBatches - 1], reduced, Value(), Value(), {}});
       for (Operation *user : llvm::make_early_inc_range(state.grad->getUsers()))
@@ -569,13 +583,13 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
       builder.setInsertionPointAfter(last);
       Value scattered = sched::ReduceScatterOp::create(
           builder, loc, eventType, fullGrad, state.grad, sched::Group::Shard,
-          sched::ReduceOp::Avg, /*accumulate=*/true, ValueRange());
+          gradientReduction(), /*accumulate=*/true, ValueRange());
       completions.push_back(
           {afterBackward[mb], scattered, Value(), Value(), {fullGrad}});
       if (reduceOverReplicas && mb == microBatches - 1) {
         Value replicated = sched::AllReduceOp::create(
             builder, loc, eventType, state.grad, sched::Group::Replicate,
-            sched::ReduceOp::Avg, ValueRange{scattered});
+            gradientReduction(), ValueRange{scattered});
         completions.push_back(
             {afterBackward[mb], replicated, Value(), Value(), {}});
       }

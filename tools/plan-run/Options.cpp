@@ -87,6 +87,16 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
       "Measure this host (GEMMs, memory, Gloo between the --nproc ranks) and "
       "print the `cluster { gpu = cpu { ... } }` block that makes planc's "
       "time figures this host's; takes no FILE");
+  CLI::Option *verifyOption = app.add_flag(
+      "--verify", options.verify,
+      "Check the .plan's parallel configuration: a shrunk model of the same "
+      "family and shape ratios on local CPU ranks of its mesh shape, a few "
+      "steps against the single-rank run, per-step loss and grad norm "
+      "compared (docs/verify.md)");
+  CLI::Option *plancFlagOption =
+      app.add_option("--verify-planc-flag", options.verifyPlancFlags,
+                     "tests only: passed to planc by --verify")
+          ->group("");
   app.add_option("--set", options.sets,
                  "With a .plan: override a key before planc compiles it, as "
                  "planc --set does (repeatable)")
@@ -207,6 +217,23 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
                             "(see --help)"};
   } else if (fileOption->count() == 0) {
     return ExitRequest{1, "plan-run: FILE is required (see --help)"};
+  }
+  if (!options.verify && plancFlagOption->count())
+    return ExitRequest{
+        1, "plan-run: --verify-planc-flag goes with --verify (see --help)"};
+  if (options.verify) {
+    // The check chooses its ranks, data and outputs itself.
+    for (CLI::Option *option : app.get_options()) {
+      const std::string &name = option->get_name();
+      if (option->count() == 0 || option == verifyOption ||
+          option == fileOption || name == "--set" || name == "--steps" ||
+          name == "--seed" || name == "--threads" || name == "--timeout" ||
+          option == plancFlagOption)
+        continue;
+      return ExitRequest{1, "plan-run: --verify runs the plan on local CPU "
+                            "ranks with synthetic data and takes no " +
+                                option->get_name() + " (see --help)"};
+    }
   }
   if (!options.sets.empty() && !isPlanFile(options.file))
     return ExitRequest{

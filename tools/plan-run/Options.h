@@ -35,6 +35,11 @@ struct RunOptions {
   double stopTimeoutSeconds = 120; // after SIGTERM/SIGINT, to checkpoint
   // --calibrate: measure this host for the cpu device, no FILE, no training.
   bool calibrate = false;
+  // --verify: the .plan's parallel configuration, shrunk, against one rank
+  // (Verify.h). `verifyPlancFlags`: passed to planc as they are; hidden, for
+  // the test that breaks a lowering on purpose.
+  bool verify = false;
+  std::vector<std::string> verifyPlancFlags;
 };
 
 /// What parsing the command line asks for: run with these options, or exit

@@ -31,7 +31,7 @@ if(_plan_run_missing)
   return()
 endif()
 
-add_executable(plan-run main.cpp Calibrate.cpp Rank.cpp)
+add_executable(plan-run main.cpp Calibrate.cpp Rank.cpp Verify.cpp)
 # Calibrate.cpp reads the time model's efficiencies from
 # analysis/Efficiencies.h, a plain header (no MLIR).
 target_include_directories(plan-run PRIVATE ${PROJECT_SOURCE_DIR})

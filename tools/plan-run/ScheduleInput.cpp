@@ -81,7 +81,8 @@ bool isPlanFile(const std::string &file) {
 
 ScheduleInput::ScheduleInput(const std::string &file,
                              const std::string &executable,
-                             const std::vector<std::string> &sets) {
+                             const std::vector<std::string> &sets,
+                             const std::vector<std::string> &plancFlags) {
   if (!isPlanFile(file)) {
     path_ = file;
     return;
@@ -103,7 +104,7 @@ ScheduleInput::ScheduleInput(const std::string &file,
   tempDir_ = pattern;
   path_ = tempDir_ + "/" + stemOf(file) + ".sched";
   try {
-    compile(planc, file, sets);
+    compile(planc, file, sets, plancFlags);
   } catch (...) {
     removeDirectory(tempDir_);
     throw;
@@ -111,10 +112,12 @@ ScheduleInput::ScheduleInput(const std::string &file,
 }
 
 void ScheduleInput::compile(const std::string &planc, const std::string &file,
-                            const std::vector<std::string> &sets) {
+                            const std::vector<std::string> &sets,
+                            const std::vector<std::string> &plancFlags) {
   std::vector<std::string> args{planc, file, "-o", path_};
   for (const std::string &set : sets)
     args.insert(args.end(), {"--set", set});
+  args.insert(args.end(), plancFlags.begin(), plancFlags.end());
   std::vector<char *> argv;
   for (std::string &arg : args)
     argv.push_back(arg.data());

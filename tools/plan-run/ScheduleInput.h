@@ -31,10 +31,12 @@ bool isPlanFile(const std::string &file);
 class ScheduleInput {
 public:
   /// `file` as is when it is not a .plan; otherwise compiled with planc (and
-  /// `sets`, each passed as `--set`) into a temporary directory that lives as
-  /// long as this object. Throws PlanCompileError.
+  /// `sets`, each passed as `--set`, then `plancFlags` as they are) into a
+  /// temporary directory that lives as long as this object. Throws
+  /// PlanCompileError.
   ScheduleInput(const std::string &file, const std::string &executable,
-                const std::vector<std::string> &sets = {});
+                const std::vector<std::string> &sets = {},
+                const std::vector<std::string> &plancFlags = {});
   ~ScheduleInput();
   ScheduleInput(const ScheduleInput &) = delete;
   ScheduleInput &operator=(const ScheduleInput &) = delete;
@@ -43,7 +45,8 @@ public:
 
 private:
   void compile(const std::string &planc, const std::string &file,
-               const std::vector<std::string> &sets);
+               const std::vector<std::string> &sets,
+               const std::vector<std::string> &plancFlags);
 
   std::string path_, tempDir_;
 };

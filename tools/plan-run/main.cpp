@@ -15,6 +15,7 @@
 #include "Rank.h"
 #include "ScheduleFile.h"
 #include "ScheduleInput.h"
+#include "Verify.h"
 
 #include <algorithm>
 #include <chrono>
@@ -114,6 +115,8 @@ int main(int argc, char **argv) {
 
   try {
     std::string executable = currentExecutable();
+    if (options.verify)
+      return verifyPlan(options, executable);
     if (options.nproc)
       return launchLocalRanks(options, executable);
     RankInfo rank = rankFromEnvironment();

@@ -1,0 +1,326 @@
+//===- Verify.cpp - plan-run --verify: the plan against one rank ----------===//
+//
+// docs/verify.md says what it proves. The shrunk model keeps what the
+// lowering depends on: the family, the ratio of query to key/value heads,
+// tied embeddings, RoPE settings, BERT's head; it gets 2 layers (or 1),
+// head dimension 8 and 2 key/value heads (or fewer), the intermediate size
+// in the plan's ratio to hidden, a 256-token vocabulary. The mesh keeps its
+// shape with each axis at most 2. The plan's optimizer, clipping, precision,
+// accumulation, offload and checkpointing stay; the learning rate is held
+// constant so that each of the few steps moves the weights. The reference is
+// that shrunk plan with no_shard on one rank, nothing offloaded, no
+// checkpointing, and the same sequences per step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Verify.h"
+
+#include "Launch.h"
+#include "ScheduleFile.h"
+#include "ScheduleInput.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace plan::run {
+namespace {
+
+namespace rt = plan::rt;
+
+/// fp32: the same kernels in another summation order (micro-batch and rank
+/// splits), far above fp32 roundoff over a few steps. Mixed precision: each
+/// sequence's bf16/fp16 math is the same, the fp32 reductions' order and
+/// where gradients round to the working type between micro-batches differ;
+/// test/equivalence measured at most 2.3e-5 over its cases, and a real fault
+/// (a skipped or doubled step, unaveraged gradients) is 1e-3 or more.
+constexpr double kFp32Tolerance = 1e-5;
+constexpr double kMixedTolerance = 2e-4;
+/// Mixed precision with gradients kept in the working type (`grad_dtype`
+/// bf16/fp16): each micro-batch's gradient is added into bf16 storage, and a
+/// rank that accumulates 4 micro-batches rounds at other points than the
+/// reference accumulating all of them (bf16's unit roundoff is 2^-8, 3.9e-3,
+/// per addition). Measured up to 2.8e-4 on the gradient norm (the RTX 4090
+/// offload example); an unaveraged reduction is 1, a doubled micro-batch
+/// 1e-1.
+constexpr double kWorkingTypeGradTolerance = 2e-3;
+
+struct Step {
+  double loss = 0;
+  std::optional<double> gradNorm;
+};
+
+std::vector<Step> readMetrics(const std::string &path) {
+  std::ifstream in(path);
+  std::vector<Step> steps;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty())
+      continue;
+    nlohmann::json j = nlohmann::json::parse(line);
+    Step s;
+    s.loss = j.at("loss").get<double>();
+    if (j.contains("grad_norm"))
+      s.gradNorm = j["grad_norm"].get<double>();
+    steps.push_back(s);
+  }
+  return steps;
+}
+
+double relDiff(double a, double b) {
+  double scale = std::max(std::fabs(b), 1e-30);
+  return std::fabs(a - b) / scale;
+}
+
+/// A temporary directory for the runs' metrics, removed with its files.
+class TempDir {
+public:
+  TempDir() {
+    const char *tmpdir = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") +
+                          "/plan-verify-XXXXXX";
+    if (!::mkdtemp(pattern.data()))
+      throw std::runtime_error("cannot create a temporary directory");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    for (const std::string &f : files_)
+      ::unlink(f.c_str());
+    ::rmdir(path_.c_str());
+  }
+  std::string file(const std::string &name) {
+    files_.push_back(path_ + "/" + name);
+    return files_.back();
+  }
+
+private:
+  std::string path_;
+  std::vector<std::string> files_;
+};
+
+} // namespace
+
+int verifyPlan(const RunOptions &options, const std::string &executable) {
+  if (!isPlanFile(options.file)) {
+    std::fprintf(stderr,
+                 "plan-run: --verify: %s is not a .plan: the check "
+                 "compiles shrunk copies of the plan itself\n",
+                 options.file.c_str());
+    return 1;
+  }
+  // The plan as written, for the sizes and the mesh to shrink.
+  rt::ValidSchedule original = [&] {
+    // Its sizes are read even when it does not fit its own cluster.
+    std::vector<std::string> flags = options.verifyPlancFlags;
+    flags.push_back("--allow-oversubscribe");
+    ScheduleInput input(options.file, executable, options.sets, flags);
+    return rt::readScheduleFile(input.path());
+  }();
+  const rt::Schedule &s = original;
+  const rt::ModelConfig &m = s.model;
+
+  int64_t group =
+      std::max<int64_t>(1, m.heads / std::max<int64_t>(1, m.kvHeads));
+  int64_t kvHeads = std::min<int64_t>(m.kvHeads, 2);
+  int64_t heads = kvHeads * group;
+  int64_t hidden = heads * 8;
+  int64_t intermediate =
+      std::max<int64_t>(1, std::llround(static_cast<double>(hidden) *
+                                        static_cast<double>(m.intermediate) /
+                                        static_cast<double>(m.hidden)));
+  int64_t layers = std::min<int64_t>(m.layers, 2);
+  int64_t seqLen = std::min<int64_t>(s.train.seqLen, 32);
+  int64_t microBatch = std::min<int64_t>(s.train.microBatch, 2);
+  int64_t accum = std::min<int64_t>(s.microBatches, 4);
+  int64_t replicate = std::min<int64_t>(s.replicate, 2);
+  int64_t shard = std::min<int64_t>(s.shard, 2);
+  int64_t world = replicate * shard;
+
+  std::vector<std::string> shrunk = options.sets;
+  // Mixed precision: both runs keep gradients as the plan does (planc picks
+  // the layout of lower peak, which differs between the two otherwise).
+  bool mixed = s.train.precision != rt::Precision::FP32;
+  bool workingTypeGrads =
+      mixed &&
+      std::any_of(s.buffers.begin(), s.buffers.end(), [](const rt::Buffer &b) {
+        return b.kind == rt::Buffer::Kind::Alloc &&
+               (b.role == rt::BufferRole::Grad ||
+                b.role == rt::BufferRole::UnshardedGrad) &&
+               b.type != rt::ElementType::F32;
+      });
+  if (mixed)
+    shrunk.push_back(std::string("train.grad_dtype=") +
+                     (!workingTypeGrads ? "fp32"
+                      : s.train.precision == rt::Precision::BF16Mixed
+                          ? "bf16"
+                          : "fp16"));
+  // A plan that does not clip computes no gradient norm; a bound no norm
+  // reaches makes both runs compute it (its coefficient is exactly 1).
+  if (s.train.gradClip <= 0)
+    shrunk.push_back("train.grad_clip=1e9");
+  for (std::string set :
+       {"model.hidden=" + std::to_string(hidden),
+        "model.heads=" + std::to_string(heads),
+        "model.intermediate=" + std::to_string(intermediate),
+        "model.layers=" + std::to_string(layers),
+        std::string("model.vocab=256"),
+        "train.seq_len=" + std::to_string(seqLen),
+        "train.micro_batch=" + std::to_string(microBatch),
+        std::string("train.lr_schedule=constant"),
+        std::string("cluster.gpu=cpu"), std::string("cluster.nodes=1")})
+    shrunk.push_back(set);
+  if (m.family == rt::ModelFamily::Llama) // GPT-2 and BERT have no GQA
+    shrunk.push_back("model.kv_heads=" + std::to_string(kvHeads));
+  std::vector<std::string> planSets = shrunk;
+  planSets.push_back("train.grad_accum=" + std::to_string(accum));
+  planSets.push_back("cluster.gpus_per_node=" + std::to_string(world));
+  if (s.sharding == rt::Sharding::HybridShard)
+    planSets.push_back("parallel.mesh=(" + std::to_string(replicate) + ", " +
+                       std::to_string(shard) + ")");
+  std::vector<std::string> referenceSets = shrunk;
+  for (std::string set : {"train.grad_accum=" + std::to_string(accum * world),
+                          std::string("cluster.gpus_per_node=1"),
+                          std::string("parallel.sharding=no_shard"),
+                          std::string("parallel.offload.params=device"),
+                          std::string("parallel.offload.grads=device"),
+                          std::string("parallel.offload.optimizer=device"),
+                          std::string("train.activation_checkpointing=none")})
+    referenceSets.push_back(set);
+
+  bool offloaded =
+      std::any_of(s.buffers.begin(), s.buffers.end(), [](const rt::Buffer &b) {
+        return b.kind == rt::Buffer::Kind::Alloc &&
+               b.space != rt::Space::Device;
+      });
+  double tolerance = !mixed             ? kFp32Tolerance
+                     : workingTypeGrads ? kWorkingTypeGradTolerance
+                                        : kMixedTolerance;
+  int64_t steps = options.steps > 0 ? options.steps : 5;
+  std::printf(
+      "plan-run: --verify %s: %s with %lld layers, hidden %lld, %lld heads "
+      "(%lld key/value), intermediate %lld, vocab 256; %lld x %lld tokens "
+      "per micro-batch\n",
+      options.file.c_str(), rt::toString(m.family),
+      static_cast<long long>(layers), static_cast<long long>(hidden),
+      static_cast<long long>(heads), static_cast<long long>(kvHeads),
+      static_cast<long long>(intermediate), static_cast<long long>(microBatch),
+      static_cast<long long>(seqLen));
+  std::printf(
+      "  the plan:      %s on mesh (%lld, %lld) = %lld local CPU "
+      "rank%s, %s%s, grad_accum %lld%s (the plan's: mesh (%lld, %lld), "
+      "grad_accum %lld)\n",
+      rt::toString(s.sharding), static_cast<long long>(replicate),
+      static_cast<long long>(shard), static_cast<long long>(world),
+      world == 1 ? "" : "s", rt::toString(s.train.precision),
+      !mixed             ? ""
+      : workingTypeGrads ? " with working-type gradients"
+                         : " with fp32 gradients",
+      static_cast<long long>(accum), offloaded ? ", offloaded as planned" : "",
+      static_cast<long long>(s.replicate), static_cast<long long>(s.shard),
+      static_cast<long long>(s.microBatches));
+  std::printf("  the reference: no_shard on 1 rank, %s, grad_accum %lld, "
+              "nothing offloaded, no checkpointing: the same %lld sequences "
+              "a step\n",
+              rt::toString(s.train.precision),
+              static_cast<long long>(accum * world),
+              static_cast<long long>(accum * world * microBatch));
+  std::fflush(stdout);
+
+  TempDir work;
+  auto train = [&](const std::vector<std::string> &sets, int64_t nproc,
+                   const std::string &metrics) {
+    ScheduleInput input(options.file, executable, sets,
+                        options.verifyPlancFlags);
+    RunOptions run;
+    run.file = input.path();
+    run.steps = steps;
+    run.metrics = metrics;
+    run.quiet = true;
+    run.threads = options.threads > 0 ? options.threads : 1;
+    run.timeoutSeconds = options.timeoutSeconds;
+    run.seed = options.seed;
+    LocalRanks ranks;
+    ranks.executable = executable;
+    ranks.arguments = rankArguments(run, input.path());
+    ranks.nproc = static_cast<int>(nproc);
+    ranks.masterPort = pickFreePort();
+    return runLocalRanks(ranks);
+  };
+  std::string planMetrics = work.file("plan.jsonl");
+  std::string refMetrics = work.file("reference.jsonl");
+  if (int rc = train(planSets, world, planMetrics); rc != 0) {
+    std::fprintf(stderr,
+                 "plan-run: --verify: the shrunk plan did not run "
+                 "(exit %d)\n",
+                 rc);
+    return 1;
+  }
+  if (int rc = train(referenceSets, 1, refMetrics); rc != 0) {
+    std::fprintf(stderr,
+                 "plan-run: --verify: the reference did not run "
+                 "(exit %d)\n",
+                 rc);
+    return 1;
+  }
+  std::vector<Step> ours = readMetrics(planMetrics);
+  std::vector<Step> ref = readMetrics(refMetrics);
+  if (ours.size() != static_cast<size_t>(steps) || ref.size() != ours.size()) {
+    std::fprintf(stderr,
+                 "plan-run: --verify: %zu and %zu steps were "
+                 "recorded, not %lld\n",
+                 ours.size(), ref.size(), static_cast<long long>(steps));
+    return 1;
+  }
+
+  std::printf("  step  loss (plan)   loss (reference)  rel diff   "
+              "grad norm (plan)  grad norm (reference)  rel diff\n");
+  double worst = 0;
+  // The first step and quantity beyond the tolerance, if any.
+  int64_t failStep = 0;
+  const char *failWhat = "loss";
+  double failDiff = 0;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    double dl = relDiff(ours[i].loss, ref[i].loss);
+    double dg = ours[i].gradNorm && ref[i].gradNorm
+                    ? relDiff(*ours[i].gradNorm, *ref[i].gradNorm)
+                    : 0;
+    std::printf("  %4zu  %12.6f  %16.6f  %8.1e   %16.6f  %21.6f  %8.1e\n",
+                i + 1, ours[i].loss, ref[i].loss, dl,
+                ours[i].gradNorm.value_or(NAN), ref[i].gradNorm.value_or(NAN),
+                dg);
+    for (auto [d, what] : {std::pair{dl, "loss"}, std::pair{dg, "grad norm"}}) {
+      // NaN counts as beyond any tolerance.
+      worst = std::isnan(d) || std::isnan(worst) ? NAN : std::max(worst, d);
+      if (failStep == 0 && !(d <= tolerance)) {
+        failStep = static_cast<int64_t>(i) + 1;
+        failWhat = what;
+        failDiff = d;
+      }
+    }
+  }
+  const char *why =
+      !mixed ? "fp32: the same kernels, reduced in another order"
+      : workingTypeGrads
+          ? "mixed precision with gradients accumulated in the working "
+            "type, rounded at other points; see docs/verify.md"
+          : "mixed precision: the fp32 reductions in another order; see "
+            "docs/verify.md";
+  if (failStep == 0) {
+    std::printf("verdict: equivalent: the largest relative difference is "
+                "%.1e, within %.0e (%s) over %lld steps\n",
+                worst, tolerance, why, static_cast<long long>(steps));
+    return 0;
+  }
+  std::printf("verdict: NOT equivalent: from step %lld the %s differs by "
+              "%.1e, more than %.0e (%s)\n",
+              static_cast<long long>(failStep), failWhat, failDiff, tolerance,
+              why);
+  return 1;
+}
+
+} // namespace plan::run
