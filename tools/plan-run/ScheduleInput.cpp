@@ -55,6 +55,18 @@ void removeDirectory(const std::string &dir) {
 
 } // namespace
 
+TemporaryDirectory::TemporaryDirectory() {
+  const char *tmpdir = std::getenv("TMPDIR");
+  std::string base = tmpdir && *tmpdir ? tmpdir : "/tmp";
+  std::string pattern = base + "/plan-run-XXXXXX";
+  if (!::mkdtemp(pattern.data()))
+    throw std::runtime_error("cannot create a temporary directory in " + base +
+                             ": " + std::strerror(errno));
+  path_ = pattern;
+}
+
+TemporaryDirectory::~TemporaryDirectory() { removeDirectory(path_); }
+
 std::string findPlanc(const std::string &executable) {
   if (!executable.empty()) {
     std::string sibling = directoryOf(executable) + "/planc";
@@ -95,20 +107,13 @@ ScheduleInput::ScheduleInput(const std::string &file,
                            "with `planc " +
                            file + " -o FILE.sched`");
 
-  const char *tmpdir = std::getenv("TMPDIR");
-  std::string base = tmpdir && *tmpdir ? tmpdir : "/tmp";
-  std::string pattern = base + "/plan-run-XXXXXX";
-  if (!::mkdtemp(pattern.data()))
-    throw PlanCompileError("cannot create a temporary directory in " + base +
-                           ": " + std::strerror(errno));
-  tempDir_ = pattern;
-  path_ = tempDir_ + "/" + stemOf(file) + ".sched";
   try {
-    compile(planc, file, sets, plancFlags);
-  } catch (...) {
-    removeDirectory(tempDir_);
-    throw;
+    tempDir_ = std::make_unique<TemporaryDirectory>();
+  } catch (const std::runtime_error &e) {
+    throw PlanCompileError(e.what());
   }
+  path_ = tempDir_->file(stemOf(file) + ".sched");
+  compile(planc, file, sets, plancFlags);
 }
 
 void ScheduleInput::compile(const std::string &planc, const std::string &file,
@@ -142,10 +147,6 @@ void ScheduleInput::compile(const std::string &planc, const std::string &file,
         ")");
 }
 
-ScheduleInput::~ScheduleInput() {
-  if (tempDir_.empty())
-    return;
-  removeDirectory(tempDir_);
-}
+ScheduleInput::~ScheduleInput() = default;
 
 } // namespace plan::run

@@ -9,6 +9,7 @@
 #ifndef PLAN_RUN_SCHEDULEINPUT_H
 #define PLAN_RUN_SCHEDULEINPUT_H
 
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,6 +21,24 @@ namespace plan::run {
 class PlanCompileError : public std::runtime_error {
 public:
   using std::runtime_error::runtime_error;
+};
+
+/// A new directory under $TMPDIR (else /tmp), `plan-run-XXXXXX`, removed
+/// with the files in it when this object goes (only files are put there).
+/// Throws std::runtime_error when it cannot be created.
+class TemporaryDirectory {
+public:
+  TemporaryDirectory();
+  ~TemporaryDirectory();
+  TemporaryDirectory(const TemporaryDirectory &) = delete;
+  TemporaryDirectory &operator=(const TemporaryDirectory &) = delete;
+
+  const std::string &path() const { return path_; }
+  /// `path()/name`.
+  std::string file(const std::string &name) const { return path_ + "/" + name; }
+
+private:
+  std::string path_;
 };
 
 /// planc next to `executable`, else on PATH; "" when there is none.
@@ -48,7 +67,8 @@ private:
                const std::vector<std::string> &sets,
                const std::vector<std::string> &plancFlags);
 
-  std::string path_, tempDir_;
+  std::string path_;
+  std::unique_ptr<TemporaryDirectory> tempDir_; // a compiled plan's
 };
 
 } // namespace plan::run

@@ -26,7 +26,6 @@
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
-#include <unistd.h>
 
 namespace plan::run {
 namespace {
@@ -76,32 +75,6 @@ double relDiff(double a, double b) {
   double scale = std::max(std::fabs(b), 1e-30);
   return std::fabs(a - b) / scale;
 }
-
-/// A temporary directory for the runs' metrics, removed with its files.
-class TempDir {
-public:
-  TempDir() {
-    const char *tmpdir = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") +
-                          "/plan-verify-XXXXXX";
-    if (!::mkdtemp(pattern.data()))
-      throw std::runtime_error("cannot create a temporary directory");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    for (const std::string &f : files_)
-      ::unlink(f.c_str());
-    ::rmdir(path_.c_str());
-  }
-  std::string file(const std::string &name) {
-    files_.push_back(path_ + "/" + name);
-    return files_.back();
-  }
-
-private:
-  std::string path_;
-  std::vector<std::string> files_;
-};
 
 } // namespace
 
@@ -231,7 +204,7 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
               static_cast<long long>(accum * world * microBatch));
   std::fflush(stdout);
 
-  TempDir work;
+  TemporaryDirectory work; // the runs' metrics
   auto train = [&](const std::vector<std::string> &sets, int64_t nproc,
                    const std::string &metrics) {
     ScheduleInput input(options.file, executable, sets,
