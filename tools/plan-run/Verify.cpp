@@ -150,14 +150,18 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
   if (m.family == rt::ModelFamily::Llama) // GPT-2 and BERT have no GQA
     shrunk.push_back("model.kv_heads=" + std::to_string(kvHeads));
   std::vector<std::string> planSets = shrunk;
+  // The global batch too: a plan that states it would otherwise disagree.
+  const std::string globalBatch =
+      "train.global_batch=" + std::to_string(microBatch * accum * world);
   planSets.push_back("train.grad_accum=" + std::to_string(accum));
+  planSets.push_back(globalBatch);
   planSets.push_back("cluster.gpus_per_node=" + std::to_string(world));
   if (s.sharding == rt::Sharding::HybridShard)
     planSets.push_back("parallel.mesh=(" + std::to_string(replicate) + ", " +
                        std::to_string(shard) + ")");
   std::vector<std::string> referenceSets = shrunk;
   for (std::string set : {"train.grad_accum=" + std::to_string(accum * world),
-                          std::string("cluster.gpus_per_node=1"),
+                          globalBatch, std::string("cluster.gpus_per_node=1"),
                           std::string("parallel.sharding=no_shard"),
                           std::string("parallel.offload.params=device"),
                           std::string("parallel.offload.grads=device"),
