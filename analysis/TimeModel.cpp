@@ -221,7 +221,8 @@ LogicalResult StepSimulation::wait(sched::WaitOp wait) {
   if (event.end <= now)
     return success();
   double stall = event.end - now;
-  time.slices.push_back({"wait " + event.name, Stream::Compute, now, stall});
+  time.slices.push_back(
+      {"wait " + event.name, Stream::Compute, now, stall, /*exposed=*/true});
   (event.stream == Stream::Comm ? time.exposedCommSeconds
                                 : time.exposedCopySeconds) += stall;
   now = event.end;

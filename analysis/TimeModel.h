@@ -66,6 +66,9 @@ struct TimelineSlice {
   Stream stream = Stream::Compute;
   double start = 0;
   double duration = 0;
+  /// A compute-stream wait for another stream: exposed communication or
+  /// copy time.
+  bool exposed = false;
 };
 
 struct StepTime {

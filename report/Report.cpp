@@ -126,6 +126,7 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
       return;
     usage.livePeakBytes = liveTotal[space];
     usage.peakAt = sched::describeOp(&op);
+    usage.peakOp = usage.liveAtOp.size(); // this op's entry, pushed next
     usage.atPeakByRole = live[space];
   };
   for (Operation &op : body) {

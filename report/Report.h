@@ -65,8 +65,10 @@ struct SpaceMemory {
   /// Persistent bytes by category: the steady state between steps.
   std::array<uint64_t, kNumMemoryCategories> persistent{};
   /// The bytes live at each op of the program, in order, as the peak
-  /// counts them: the memory curve of `--timeline` and `--trace`.
+  /// counts them: the memory curve of `--timeline` and `--trace` (one entry
+  /// per op, as StepTime::opStart). `peakOp`: the index of `peakAt`.
   std::vector<uint64_t> liveAtOp;
+  size_t peakOp = 0;
 };
 
 struct MemoryReport {

@@ -96,13 +96,6 @@ const char *laneTitle(Stream stream) {
   return "?";
 }
 
-/// A compute-stream slice that waits for another stream (TimeModel's
-/// `wait ...`): the exposed communication or copy time.
-bool isExposed(const TimelineSlice &slice) {
-  return slice.stream == Stream::Compute &&
-         llvm::StringRef(slice.name).starts_with("wait ");
-}
-
 } // namespace
 
 void plan::writeTimelineSvg(const ScheduleReport &r, llvm::raw_ostream &os) {
@@ -169,7 +162,7 @@ void plan::writeTimelineSvg(const ScheduleReport &r, llvm::raw_ostream &os) {
     for (const TimelineSlice &slice : time.slices) {
       if (slice.stream != s)
         continue;
-      bool exposed = isExposed(slice);
+      bool exposed = slice.exposed;
       double x0 = x(slice.start);
       double w = std::max(0.5, x(slice.start + slice.duration) - x0);
       os << llvm::formatv(
@@ -206,9 +199,14 @@ void plan::writeTimelineSvg(const ScheduleReport &r, llvm::raw_ostream &os) {
 
   // The memory curve of each arena, with the planned arena and the peak.
   const SpaceMemory &device = r.memory.device();
+  // analyzeSchedule gives a used space one entry per op, as opStart.
+  auto hasCurve = [&](const SpaceMemory &space) {
+    return space.used && !space.liveAtOp.empty() &&
+           space.liveAtOp.size() == time.opStart.size();
+  };
   uint64_t top = 1;
   for (const SpaceMemory &space : r.memory.spaces)
-    if (space.used && space.liveAtOp.size() == time.opStart.size()) {
+    if (hasCurve(space)) {
       top = std::max(top, space.arenaBytes);
       for (uint64_t b : space.liveAtOp)
         top = std::max(top, b);
@@ -230,8 +228,7 @@ void plan::writeTimelineSvg(const ScheduleReport &r, llvm::raw_ostream &os) {
   double legendX = kLeft + 8;
   for (int i = 0; i < kNumMemorySpaces; ++i) {
     const SpaceMemory &space = r.memory.spaces[i];
-    if (!space.used || space.liveAtOp.size() != time.opStart.size() ||
-        space.liveAtOp.empty())
+    if (!hasCurve(space))
       continue;
     std::string name =
         sched::stringifyMemorySpace(static_cast<sched::MemorySpace>(i)).str();
@@ -258,34 +255,30 @@ void plan::writeTimelineSvg(const ScheduleReport &r, llvm::raw_ostream &os) {
                         escape(formatBytes(space.arenaBytes)));
   }
   // The device's peak: where, how much, and of what.
-  if (device.used && device.liveAtOp.size() == time.opStart.size()) {
-    size_t at =
-        std::max_element(device.liveAtOp.begin(), device.liveAtOp.end()) -
-        device.liveAtOp.begin();
-    if (at < time.opStart.size()) {
-      double px = x(time.opStart[at]), py = y(device.liveAtOp[at]);
-      os << llvm::formatv("<g class=\"peak\"><circle cx=\"{0:F2}\" "
-                          "cy=\"{1:F2}\" r=\"4\" fill=\"#e15759\"/>\n",
-                          px, py);
-      std::string what;
-      for (int c = 0; c < kNumMemoryCategories; ++c)
-        if (device.atPeak[c] > 0)
-          what += (what.empty() ? "" : ", ") +
-                  memoryCategoryName(static_cast<MemoryCategory>(c)).str() +
-                  " " + formatBytes(device.atPeak[c]);
-      double textY = memoryBottom + kAxisHeight + 20;
-      os << llvm::formatv(
-          "<text x=\"{0}\" y=\"{1}\" font-size=\"11\">device peak {2} live "
-          "at `{3}` ({4} into the step)</text>\n",
-          kLeft, textY, escape(formatBytes(device.livePeakBytes)),
-          escape(device.peakAt), escape(formatSeconds(time.opStart[at])));
-      os << llvm::formatv(
-          "<text x=\"{0}\" y=\"{1}\" font-size=\"11\">at the peak, with the "
-          "arena's packing slack as other: {2}; workspace {3} outside the "
-          "arena</text></g>\n",
-          kLeft, textY + 16, escape(what),
-          escape(formatBytes(r.memory.workspaceBytes)));
-    }
+  if (hasCurve(device)) {
+    size_t at = device.peakOp;
+    double px = x(time.opStart[at]), py = y(device.liveAtOp[at]);
+    os << llvm::formatv("<g class=\"peak\"><circle cx=\"{0:F2}\" "
+                        "cy=\"{1:F2}\" r=\"4\" fill=\"#e15759\"/>\n",
+                        px, py);
+    std::string what;
+    for (int c = 0; c < kNumMemoryCategories; ++c)
+      if (device.atPeak[c] > 0)
+        what += (what.empty() ? "" : ", ") +
+                memoryCategoryName(static_cast<MemoryCategory>(c)).str() + " " +
+                formatBytes(device.atPeak[c]);
+    double textY = memoryBottom + kAxisHeight + 20;
+    os << llvm::formatv(
+        "<text x=\"{0}\" y=\"{1}\" font-size=\"11\">device peak {2} live "
+        "at `{3}` ({4} into the step)</text>\n",
+        kLeft, textY, escape(formatBytes(device.livePeakBytes)),
+        escape(device.peakAt), escape(formatSeconds(time.opStart[at])));
+    os << llvm::formatv(
+        "<text x=\"{0}\" y=\"{1}\" font-size=\"11\">at the peak, with the "
+        "arena's packing slack as other: {2}; workspace {3} outside the "
+        "arena</text></g>\n",
+        kLeft, textY + 16, escape(what),
+        escape(formatBytes(r.memory.workspaceBytes)));
   }
   axis(memoryBottom + 2);
   os << "</svg>\n";

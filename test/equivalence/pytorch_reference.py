@@ -79,11 +79,11 @@ def main():
     work = tempfile.mkdtemp(prefix="plan-pytorch-ref-")
     passed = failed = 0
 
-    def reference(model, name, extra, init=None):
+    def reference(model, name, extra, init=None, steps=None):
         out = os.path.join(work, f"{model}-{name}.jsonl")
         cmd = [sys.executable, "-W", "ignore", REFERENCE, "--model", model,
                "--init-seed", "0", "--data", "synthetic", "--seed", "0",
-               "--steps", str(args.steps), "--micro-batch", str(MICRO_BATCH_TOTAL),
+               "--steps", str(steps or args.steps), "--micro-batch", str(MICRO_BATCH_TOTAL),
                "--seq-len", str(SEQ_LEN), "--lr", "1e-3", "--lr-schedule", "cosine",
                "--warmup", "2", "--min-lr-ratio", "0.1"] + ref_flags + extra
         if init:
@@ -92,17 +92,18 @@ def main():
             subprocess.run(cmd, check=True, stdout=f)
         return losses_of(out)
 
-    def compare(tag, name, world, sets, init, ref, extra=()):
+    def compare(tag, name, world, sets, init, ref, extra=(), steps=None):
         """plan-run with `sets` on `world` ranks (from `init` when given, with
-        `extra` options) against the reference's losses `ref`; True when
-        every step agrees."""
+        `extra` options) for `steps` (default --steps) against the
+        reference's losses `ref`; True when every step agrees."""
+        steps = steps or args.steps
         sched = os.path.join(work, f"{name}.sched")
         metrics = os.path.join(work, f"{name}-{bool(init)}.jsonl")
         cmd = [args.planc, args.plan, "-o", sched]
         for s in sets:
             cmd += ["--set", s]
         subprocess.run(cmd, check=True)
-        cmd = [args.plan_run, "--nproc", str(world), sched, "--steps", str(args.steps),
+        cmd = [args.plan_run, "--nproc", str(world), sched, "--steps", str(steps),
                "--data", "synthetic", "--seed", "0", "--metrics", metrics, "--quiet"]
         if init:
             cmd += ["--init", init]
@@ -113,7 +114,7 @@ def main():
             return False
         ours = losses_of(metrics)
         rel = max(abs(a - b) / abs(b) for a, b in zip(ours, ref))
-        ok = len(ours) == len(ref) == args.steps and rel <= RTOL
+        ok = len(ours) == len(ref) == steps and rel <= RTOL
         print(f"{'PASS' if ok else 'FAIL'} {tag}: max rel diff {rel:.2e} over {len(ours)} steps "
               f"(loss {ours[0]:.5f} -> {ours[-1]:.5f}; PyTorch {ref[0]:.5f} -> {ref[-1]:.5f})")
         if not ok:
@@ -255,14 +256,13 @@ def bert_base_cased_from_hub_layout(args, work, compare, reference):
                 "train.steps=0"]
 
     batch = ["--micro-batch", "2", "--seq-len", "32"]
-    ref = reference("bert_base_cased", "ref-hub", ["--hf-dir", hub, "--steps", "3"] + batch)
+    ref = reference("bert_base_cased", "ref-hub", ["--hf-dir", hub] + batch, steps=3)
     checkpoints = os.path.join(work, "bert-base-cased-ckpt")
-    steps, args.steps = args.steps, 3
     for world, sharding in [(1, "no_shard"), (2, "full_shard")]:
         yield compare(f"bert-base-cased (Hub layout) world={world} {sharding} --init vs "
                       "transformers from_pretrained", f"bert-base-cased-{world}", world,
                       sets(world, sharding), hub, ref,
-                      ["--checkpoint-dir", checkpoints] if world == 2 else [])
+                      ["--checkpoint-dir", checkpoints] if world == 2 else [], steps=3)
     # Fine-tuned for classification, the way Accelerate's example does: the
     # checkpoint has no classifier; both draw it from the seed (transformers
     # would draw it from torch's generator).
@@ -270,11 +270,11 @@ def bert_base_cased_from_hub_layout(args, work, compare, reference):
     with open(labels, "w") as f:
         json.dump({"head": "sequence_classification", "num_labels": 3}, f)
     ref = reference("bert_base_cased", "ref-tune",
-                    ["--hf-dir", hub, "--config", labels, "--steps", "3"] + batch)
+                    ["--hf-dir", hub, "--config", labels] + batch, steps=3)
     yield compare("bert-base-cased + new 3-label classifier world=2 full_shard --init vs "
                   "transformers from_pretrained", "bert-base-cased-tune", 2,
                   sets(2, "full_shard") + ["model.head=sequence_classification",
-                                           "model.num_labels=3"], hub, ref)
+                                           "model.num_labels=3"], hub, ref, steps=3)
     # And out: the trained weights, exported, load into transformers with
     # nothing missing, and are the model plan-run trains from them.
     out = os.path.join(work, "bert-base-cased-trained")
@@ -285,11 +285,9 @@ def bert_base_cased_from_hub_layout(args, work, compare, reference):
     print(f"{'FAIL' if missing else 'PASS'} bert-base-cased exported after 3 steps: "
           f"transformers loads every tensor{f' (not: {missing})' if missing else ''}")
     yield not missing
-    args.steps = 1
-    ref = reference("bert_base_cased", "ref-trained", ["--hf-dir", out, "--steps", "1"] + batch)
+    ref = reference("bert_base_cased", "ref-trained", ["--hf-dir", out] + batch, steps=1)
     yield compare("bert-base-cased exported -> --init vs transformers from_pretrained",
-                  "bert-base-cased-trained", 1, sets(1, "no_shard"), out, ref)
-    args.steps = steps
+                  "bert-base-cased-trained", 1, sets(1, "no_shard"), out, ref, steps=1)
 
 
 if __name__ == "__main__":

@@ -15,17 +15,17 @@
 
 #include "Verify.h"
 
+#include "Files.h"
+#include "Json.h"
 #include "Launch.h"
 #include "ScheduleFile.h"
 #include "ScheduleInput.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <stdexcept>
+#include <string_view>
 
 namespace plan::run {
 namespace {
@@ -54,14 +54,18 @@ struct Step {
   std::optional<double> gradNorm;
 };
 
+/// The per-step lines plan-run's --metrics wrote (docs/launching.md).
 std::vector<Step> readMetrics(const std::string &path) {
-  std::ifstream in(path);
   std::vector<Step> steps;
-  std::string line;
-  while (std::getline(in, line)) {
+  std::string text = plan::rt::support::readFile(path);
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = std::min(text.find('\n', begin), text.size());
+    std::string_view line(text.data() + begin, end - begin);
+    begin = end + 1;
     if (line.empty())
       continue;
-    nlohmann::json j = nlohmann::json::parse(line);
+    plan::rt::support::Json j = plan::rt::support::parseJson(line, path);
     Step s;
     s.loss = j.at("loss").get<double>();
     if (j.contains("grad_norm"))

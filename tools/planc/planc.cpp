@@ -101,9 +101,8 @@ static cl::opt<std::string>
 static cl::opt<std::string> timelineFilename(
     "timeline",
     cl::desc("Draw rank 0's predicted step as a picture (.svg, or .png): a "
-             "lane per "
-             "stream, the exposed waits, the memory curve and its peak "
-             "(docs/report.md, \"Timeline\")"),
+             "lane per stream, the exposed waits, the memory curve and its "
+             "peak (docs/report.md, \"Timeline\")"),
     cl::value_desc("file.svg|file.png"), cl::cat(plancCategory));
 
 static cl::opt<unsigned>
@@ -255,8 +254,8 @@ static bool isPng(llvm::StringRef path) {
 
 /// --report, --trace and --timeline, about the plan as given: written whether
 /// it fits or not. Returns false when an output cannot be opened.
-static bool writeReportAndTrace(const plan::ScheduleReport &report,
-                                const FitCheck &fit) {
+static bool writeAnalyses(const plan::ScheduleReport &report,
+                          const FitCheck &fit) {
   if (!traceFilename.empty() &&
       !writeOutput(traceFilename, [&](llvm::raw_ostream &os) {
         plan::writeChromeTrace(report, os);
@@ -394,7 +393,7 @@ int main(int argc, char **argv) {
     if (reportFormat != ReportFormat::None)
       compareGradLayouts(*report, *spec, gradChoice, sourceMgr, bufferId);
     FitCheck fit = checkFit(*report, sourceMgr, bufferId);
-    if (!writeReportAndTrace(*report, fit))
+    if (!writeAnalyses(*report, fit))
       return 1;
     // The report is what planc emits, except next to the schedule file.
     // Otherwise what was asked is emitted first, then the fit failure: the
