@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/Analyze.h"
+#include "frontend/HuggingFaceConfig.h"
 #include "frontend/Models.h"
 
 #include "llvm/ADT/MapVector.h"
@@ -386,6 +387,8 @@ private:
   bool readWrap(const Value &v, const std::string &path);
   bool readMesh(const Value &v, const std::string &path);
   bool readRopeScaling(const Value &v, const std::string &path);
+  /// `model = hf("path")`: the model of an HF config.json.
+  bool readHuggingFace(const Value &v);
 
   bool typeError(const Value &v, const std::string &path,
                  const llvm::Twine &expected);
@@ -623,21 +626,27 @@ void Analyzer::readModel(const KeyGroup &group) {
     return;
   }
   plan.locs["model"] = v->loc();
-  if (v->kind != ValueKind::Identifier) {
-    diag.error(v->loc(), formatv("'model' expects a preset or a family "
-                                 "(llama, gpt2, bert), got {0}",
+  ModelSpec &m = plan.model;
+  bool fromPreset = false;
+  if (v->kind == ValueKind::Call && v->text == "hf") {
+    if (!readHuggingFace(*v)) {
+      unchecked.insert("model");
+      return;
+    }
+    fromPreset = true;
+  } else if (v->kind != ValueKind::Identifier) {
+    diag.error(v->loc(), formatv("'model' expects a preset, a family "
+                                 "(llama, gpt2, bert) or hf(\"config.json\"), "
+                                 "got {0}",
                                  describe(*v)));
     unchecked.insert("model");
     return;
-  }
-
-  ModelSpec &m = plan.model;
-  bool fromPreset = false;
-  // `gpt2` names both the family and its smallest preset; as a preset it
-  // gives every key a default, which is all a family block would add.
-  if (const ModelPreset *preset = lookupModelPreset(v->text)) {
+  } else if (const ModelPreset *preset = lookupModelPreset(v->text)) {
+    // `gpt2` names both the family and its smallest preset; as a preset it
+    // gives every key a default, which is all a family block would add.
     m = preset->spec;
     m.preset = preset->name.str();
+    plan.baseModel = m;
     fromPreset = true;
   } else if (std::optional<ModelFamily> family =
                  symbolizeModelFamily(v->text)) {
@@ -711,6 +720,33 @@ void Analyzer::readModel(const KeyGroup &group) {
     return std::string();
   };
   readKeys(group, rules, wording);
+}
+
+bool Analyzer::readHuggingFace(const Value &v) {
+  if (v.elements.size() != 1 || !v.elements[0].name.empty() ||
+      v.elements[0].value->kind != ValueKind::String) {
+    diag.error(v.loc(), "hf() takes one string, the path of a config.json or "
+                        "of the directory holding it: "
+                        "model = hf(\"meta-llama/Llama-3.1-8B\")");
+    return false;
+  }
+  llvm::SourceMgr *sourceMgr = diag.getSourceMgr();
+  if (!sourceMgr) {
+    diag.error(v.loc(), "hf() reads a file, which needs a plan read from "
+                        "a file; build the model with ModelBuilder instead");
+    return false;
+  }
+  const Value &path = *v.elements[0].value;
+  std::optional<HuggingFaceModel> model =
+      readHuggingFaceModel(*sourceMgr, diag, path.text, path.loc());
+  if (!model)
+    return false;
+  plan.model = model->spec;
+  plan.baseModel = model->spec;
+  plan.modelConfig = model->path;
+  for (const auto &entry : model->keyLocs)
+    plan.locs[entry.getKey()] = entry.getValue();
+  return true;
 }
 
 bool Analyzer::readRopeScaling(const Value &v, const std::string &path) {
@@ -971,9 +1007,7 @@ std::vector<KeyRule> Analyzer::parallelKeys() {
   };
 }
 
-/// FSDP's and Accelerate's settings that a user brings along: what the plan
-/// does instead, rather than only "unknown key".
-SectionWording Analyzer::parallelWording() {
+StringRef plan::foreignParallelKeyMeaning(StringRef key) {
   static const std::pair<StringRef, StringRef> foreign[] = {
       {"sync_module_states",
        "FSDP's sync_module_states does not apply: every rank initialises its "
@@ -1002,12 +1036,18 @@ SectionWording Analyzer::parallelWording() {
       {"activation_checkpointing",
        "use train.activation_checkpointing instead"},
   };
+  for (auto [name, reason] : foreign)
+    if (key == name)
+      return reason;
+  return "";
+}
+
+/// FSDP's and Accelerate's settings that a user brings along: what the plan
+/// does instead, rather than only "unknown key".
+SectionWording Analyzer::parallelWording() {
   SectionWording wording;
   wording.unknownKeyReason = [](StringRef key) {
-    for (auto [name, reason] : foreign)
-      if (key == name)
-        return reason.str();
-    return std::string();
+    return foreignParallelKeyMeaning(key).str();
   };
   return wording;
 }
@@ -1417,8 +1457,11 @@ void plan::applyDerivedDefaults(PlanSpec &plan) {
     // A preset with GQA keeps its kv_heads when `heads` is overridden.
     if (!plan.isGiven("model.kv_heads")) {
       const ModelPreset *preset = lookupModelPreset(m.preset);
-      bool presetHasGQA = preset && preset->spec.kvHeads != preset->spec.heads;
-      m.kvHeads = presetHasGQA ? preset->spec.kvHeads : m.heads;
+      const ModelSpec *base = plan.baseModel ? &*plan.baseModel
+                              : preset       ? &preset->spec
+                                             : nullptr;
+      bool baseHasGQA = base && base->kvHeads != base->heads;
+      m.kvHeads = baseHasGQA ? base->kvHeads : m.heads;
     }
     break;
   case ModelFamily::GPT2:

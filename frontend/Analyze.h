@@ -43,6 +43,12 @@ bool checkPlan(const PlanSpec &plan, DiagEmitter &diag);
 bool checkPlan(const PlanSpec &plan, DiagEmitter &diag,
                const llvm::StringSet<> &unchecked);
 
+/// What an FSDP or Accelerate setting that has no key of its own means for a
+/// plan (`use_orig_params`: "FSDP's use_orig_params does not apply: ..."),
+/// or "" for a key it does not know. The analyzer says it for such a key in
+/// `parallel`; `planc import` for the same key in an Accelerate config.
+llvm::StringRef foreignParallelKeyMeaning(llvm::StringRef key);
+
 } // namespace plan
 
 #endif // PLAN_FRONTEND_ANALYZE_H

@@ -10,8 +10,7 @@
 
 using namespace plan;
 
-DiagEmitter::DiagEmitter(mlir::MLIRContext *context,
-                         const llvm::SourceMgr *sourceMgr,
+DiagEmitter::DiagEmitter(mlir::MLIRContext *context, llvm::SourceMgr *sourceMgr,
                          mlir::Location fallback)
     : context(context), sourceMgr(sourceMgr), fallback(fallback) {}
 

@@ -28,12 +28,14 @@ class DiagEmitter {
 public:
   /// `sourceMgr` may be null (plans built through the C++ API): diagnostics
   /// then carry `fallback` as their location.
-  DiagEmitter(mlir::MLIRContext *context, const llvm::SourceMgr *sourceMgr,
+  DiagEmitter(mlir::MLIRContext *context, llvm::SourceMgr *sourceMgr,
               mlir::Location fallback);
 
   mlir::MLIRContext *getContext() const { return context; }
-  /// The buffers locations point into; null for plans built in C++.
-  const llvm::SourceMgr *getSourceMgr() const { return sourceMgr; }
+  /// The buffers locations point into; null for plans built in C++. Files a
+  /// plan refers to (an HF config.json) are read into it, so that their
+  /// diagnostics print as the plan's do.
+  llvm::SourceMgr *getSourceMgr() const { return sourceMgr; }
 
   /// The MLIR location of a point in one of the source manager's buffers; the
   /// fallback location for an invalid SMLoc.
@@ -48,7 +50,7 @@ public:
 
 private:
   mlir::MLIRContext *context;
-  const llvm::SourceMgr *sourceMgr;
+  llvm::SourceMgr *sourceMgr;
   mlir::Location fallback;
   unsigned errors = 0;
   /// The start of the line the last location was on (loc()).

@@ -14,7 +14,7 @@ APT_PACKAGES=(
   "libmlir-${LLVM_VERSION}-dev" "mlir-${LLVM_VERSION}-tools"
   "llvm-${LLVM_VERSION}-dev" "llvm-${LLVM_VERSION}-tools"
   cmake ninja-build g++ python3 python3-pip
-  libfmt-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev
   # LLVM's static Support library (plan-tblgen links it) needs zstd's.
   libzstd-dev

@@ -4,6 +4,7 @@
 
 #include "Files.h"
 #include "Format.h"
+#include "HuggingFaceDefaults.h"
 #include "Json.h"
 #include "Model.h"
 
@@ -269,6 +270,9 @@ std::string formatNumber(double value) { return support::Json(value).dump(); }
 /// model than the plan's without a word. A key config.json leaves out has
 /// the value HF's config class gives it (LlamaConfig, GPT2Config).
 void checkConfig(const std::string &path, const ModelConfig &model) {
+  using L = hf::LlamaDefaults;
+  using G = hf::GPT2Defaults;
+  using B = hf::BertDefaults;
   support::Json cfg = readJsonFile(path);
   if (!cfg.is_object())
     throw WeightsError("'" + path + "' is not a JSON object");
@@ -346,11 +350,12 @@ void checkConfig(const std::string &path, const ModelConfig &model) {
     check("n_head", model.heads, "heads");
     check("vocab_size", model.vocab, "vocab");
     check("n_inner", model.intermediate, "intermediate", 4 * model.hidden);
-    check("n_positions", model.maxSeqLen, "max_seq_len", 1024);
-    checkReal("layer_norm_epsilon", real(cfg, "layer_norm_epsilon", 1e-5),
+    check("n_positions", model.maxSeqLen, "max_seq_len", G::nPositions);
+    checkReal("layer_norm_epsilon",
+              real(cfg, "layer_norm_epsilon", G::layerNormEpsilon),
               model.normEps, "norm_eps");
-    checkText("activation_function", "gelu_new", "gelu_new",
-              "GPT-2's activation");
+    checkText("activation_function", G::activationFunction,
+              G::activationFunction, "GPT-2's activation");
     checkFlag("tie_word_embeddings", true, true,
               "tied embeddings (GPT-2's lm_head is wte)");
     return;
@@ -358,19 +363,21 @@ void checkConfig(const std::string &path, const ModelConfig &model) {
   if (model.family == ModelFamily::Bert) {
     // BertConfig's defaults.
     checkText("model_type", "bert", "bert", "a");
-    check("hidden_size", model.hidden, "hidden", 768);
-    check("num_hidden_layers", model.layers, "layers", 12);
-    check("num_attention_heads", model.heads, "heads", 12);
-    check("intermediate_size", model.intermediate, "intermediate", 3072);
-    check("vocab_size", model.vocab, "vocab", 30522);
-    check("max_position_embeddings", model.maxSeqLen, "max_seq_len", 512);
-    check("type_vocab_size", model.typeVocab, "type_vocab", 2);
-    checkReal("layer_norm_eps", real(cfg, "layer_norm_eps", 1e-12),
+    check("hidden_size", model.hidden, "hidden", B::hiddenSize);
+    check("num_hidden_layers", model.layers, "layers", B::numHiddenLayers);
+    check("num_attention_heads", model.heads, "heads", B::numAttentionHeads);
+    check("intermediate_size", model.intermediate, "intermediate",
+          B::intermediateSize);
+    check("vocab_size", model.vocab, "vocab", B::vocabSize);
+    check("max_position_embeddings", model.maxSeqLen, "max_seq_len",
+          B::maxPositionEmbeddings);
+    check("type_vocab_size", model.typeVocab, "type_vocab", B::typeVocabSize);
+    checkReal("layer_norm_eps", real(cfg, "layer_norm_eps", B::layerNormEps),
               model.normEps, "norm_eps");
-    checkText("hidden_act", "gelu", "gelu", "BERT's activation");
-    checkText("position_embedding_type", "absolute", "absolute",
-              "BERT's learned");
-    check("pad_token_id", kBertPadToken, "padding row", 0);
+    checkText("hidden_act", B::hiddenAct, B::hiddenAct, "BERT's activation");
+    checkText("position_embedding_type", B::positionEmbeddingType,
+              B::positionEmbeddingType, "BERT's learned");
+    check("pad_token_id", kBertPadToken, "padding row", B::padTokenId);
     checkFlag("tie_word_embeddings", true, true,
               "a masked-LM decoder tied to the word embeddings");
     // A pretrained encoder's config (BertForMaskedLM, BertForPreTraining)
@@ -382,7 +389,7 @@ void checkConfig(const std::string &path, const ModelConfig &model) {
         classifier |= a.is_string() && a.get<std::string>().ends_with(
                                            "ForSequenceClassification");
     if (model.bertHead == BertHead::SequenceClassification && classifier) {
-      int64_t labels = 2;
+      int64_t labels = B::numLabels;
       if (cfg.contains("id2label") && cfg["id2label"].is_object())
         labels = static_cast<int64_t>(cfg["id2label"].size());
       check("num_labels", model.numLabels, "num_labels", labels);
@@ -397,13 +404,13 @@ void checkConfig(const std::string &path, const ModelConfig &model) {
   check("num_key_value_heads", model.kvHeads, "kv_heads", heads);
   check("vocab_size", model.vocab, "vocab");
   check("intermediate_size", model.intermediate, "intermediate");
-  checkReal("rope_theta", real(cfg, "rope_theta", 10000.0), model.ropeTheta,
-            "rope_theta");
-  checkReal("rms_norm_eps", real(cfg, "rms_norm_eps", 1e-6), model.normEps,
-            "norm_eps");
-  checkFlag("tie_word_embeddings", false, model.tieEmbeddings,
+  checkReal("rope_theta", real(cfg, "rope_theta", L::ropeTheta),
+            model.ropeTheta, "rope_theta");
+  checkReal("rms_norm_eps", real(cfg, "rms_norm_eps", L::rmsNormEps),
+            model.normEps, "norm_eps");
+  checkFlag("tie_word_embeddings", L::tieWordEmbeddings, model.tieEmbeddings,
             "tie_embeddings");
-  checkText("hidden_act", "silu", "silu", "Llama's activation");
+  checkText("hidden_act", L::hiddenAct, L::hiddenAct, "Llama's activation");
   checkFlag("attention_bias", false, false, "no attention biases");
   checkFlag("mlp_bias", false, false, "no MLP biases");
   const support::Json none;
