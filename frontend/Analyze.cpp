@@ -727,7 +727,7 @@ bool Analyzer::readHuggingFace(const Value &v) {
       v.elements[0].value->kind != ValueKind::String) {
     diag.error(v.loc(), "hf() takes one string, the path of a config.json or "
                         "of the directory holding it: "
-                        "model = hf(\"meta-llama/Llama-3.1-8B\")");
+                        "model = hf(\"models/Llama-3.1-8B\")");
     return false;
   }
   llvm::SourceMgr *sourceMgr = diag.getSourceMgr();

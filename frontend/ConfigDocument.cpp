@@ -104,6 +104,9 @@ ConfigFormat plan::configFormatOf(StringRef path) {
 
 namespace {
 
+/// How deep a config may nest; real ones nest 3 or 4 levels.
+constexpr size_t kMaxDepth = 64;
+
 /// Reports a key given twice in one map, at the second, with a note at the
 /// first.
 void checkDuplicate(const ConfigNode &map, const ConfigMember &added,
@@ -280,6 +283,13 @@ private:
   }
   bool open(ConfigNode node) {
     node.loc = tokenStart();
+    // The tree is destroyed recursively: a hostile file must not nest deep.
+    if (stack.size() >= kMaxDepth) {
+      diag.error(node.loc,
+                 "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+      failed = true;
+      return false;
+    }
     ConfigNode *placed = place(std::move(node));
     if (!placed)
       return false;
@@ -366,8 +376,17 @@ public:
 
   bool build(const YAML::Node &yaml, ConfigNode &node, int depth) {
     node.loc = at(yaml.Mark());
-    if (depth > 64) {
-      diag.error(node.loc, "nested deeper than 64 levels");
+    // Aliases share nodes in yaml-cpp but are copied here: a few lines of
+    // nested aliases would otherwise expand into billions of values.
+    if (++built > kMaxValues) {
+      diag.error(node.loc, "more than " + std::to_string(kMaxValues) +
+                               " values (aliases expanded); a config has "
+                               "hundreds");
+      return false;
+    }
+    if (depth > static_cast<int>(kMaxDepth)) {
+      diag.error(node.loc,
+                 "nested deeper than " + std::to_string(kMaxDepth) + " levels");
       return false;
     }
     switch (yaml.Type()) {
@@ -424,8 +443,10 @@ public:
   }
 
 private:
+  static constexpr size_t kMaxValues = 1000000;
   StringRef text;
   DiagEmitter &diag;
+  size_t built = 0;
 };
 
 std::optional<ConfigNode> parseYamlDocument(StringRef text, DiagEmitter &diag) {
@@ -454,7 +475,14 @@ std::optional<ConfigNode> plan::readConfigDocument(llvm::SourceMgr &sourceMgr,
   if (!buffer)
     return std::nullopt;
   unsigned id = sourceMgr.AddNewSourceBuffer(std::move(buffer), SMLoc());
-  StringRef text = sourceMgr.getMemoryBuffer(id)->getBuffer();
+  return parseConfigDocument(sourceMgr, id, diag, format);
+}
+
+std::optional<ConfigNode> plan::parseConfigDocument(llvm::SourceMgr &sourceMgr,
+                                                    unsigned bufferId,
+                                                    DiagEmitter &diag,
+                                                    ConfigFormat format) {
+  StringRef text = sourceMgr.getMemoryBuffer(bufferId)->getBuffer();
   std::optional<ConfigNode> root = format == ConfigFormat::Json
                                        ? parseJsonDocument(text, diag)
                                        : parseYamlDocument(text, diag);

@@ -71,6 +71,12 @@ std::optional<ConfigNode> readConfigDocument(llvm::SourceMgr &sourceMgr,
                                              ConfigFormat format,
                                              std::string &fileError);
 
+/// Parses buffer `bufferId` of `sourceMgr`, as readConfigDocument does.
+std::optional<ConfigNode> parseConfigDocument(llvm::SourceMgr &sourceMgr,
+                                              unsigned bufferId,
+                                              DiagEmitter &diag,
+                                              ConfigFormat format);
+
 /// Typed reads of a value. Each reports "'KEY' expects an integer, got
 /// \"x\"" at the value and returns nothing when it is not one; a JSON or
 /// quoted YAML string that spells a number is not a number.

@@ -642,9 +642,12 @@ Item makeNestedItem(llvm::ArrayRef<PathSegment> path, Value &value) {
 }
 
 /// The block a path continues into through `v`: a block, or a name's block,
-/// which a bare name (a preset such as `model = llama3_8b`) gets on demand.
+/// which a bare name (a preset such as `model = llama3_8b`) gets on demand,
+/// as does `model = hf("...")`, whose keys are overridden the same way.
 Block *blockToDescend(Value &v, const PathSegment &at) {
-  if (v.kind != ValueKind::Block && v.kind != ValueKind::Identifier)
+  bool huggingFace = v.kind == ValueKind::Call && v.text == "hf";
+  if (v.kind != ValueKind::Block && v.kind != ValueKind::Identifier &&
+      !huggingFace)
     return nullptr;
   if (!v.block) {
     v.block = std::make_unique<Block>();

@@ -12,6 +12,9 @@
 //   planc model.plan --report[=json] [--trace=t.json] [--timeline=t.svg]
 //                                    memory, communication and time per rank
 //                                    (docs/report.md)
+//   planc import accelerate|deepspeed CONFIG --model M [-o job.plan]
+//                                    a .plan from a user's config
+//                                    (Import.cpp, docs/importing.md)
 //
 // Exit codes: 0 success, 1 the plan (or a flag or file) has errors, 2 the
 // plan does not fit the cluster's memory (any mode that lowers it). A plan
@@ -21,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Import.h"
 #include "SvgToPng.h"
 #include "export/ExportSchedule.h"
 #include "frontend/Builder.h"
@@ -328,7 +332,11 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "planc: the plan compiler\n\n"
-      "Checks a .plan file and prints what it was asked to emit.\n");
+      "Checks a .plan file and prints what it was asked to emit.\n"
+      "`planc import accelerate|deepspeed CONFIG` writes a .plan from an\n"
+      "Accelerate or DeepSpeed config (planc import --help).\n");
+  if (plan::importCommand)
+    return plan::runImport();
   // `planc model.plan -o model.sched` is how a schedule is compiled.
   if (!emit.getNumOccurrences() &&
       llvm::StringRef(outputFilename).ends_with(".sched"))

@@ -1,0 +1,792 @@
+//===- ImportDeepSpeed.cpp - planc import deepspeed -----------------------===//
+//
+// The keys of a DeepSpeed config (ds_config.json, DeepSpeed 0.14-0.16): the
+// batch, ZeRO and its offloads, fp16 / bf16 with loss scaling, clipping, the
+// optimizer and the scheduler. "auto" (what the HF Trainer fills in) takes,
+// in this order: the planc import option for the key, the Accelerate
+// config's value when the DeepSpeed config comes through one, the HF
+// Trainer's default. docs/importing.md has the table.
+//
+//===----------------------------------------------------------------------===//
+
+#include "frontend/ImportedPlan.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace plan;
+using namespace plan::import;
+using llvm::formatv;
+using llvm::StringRef;
+
+namespace {
+
+bool isAuto(const ConfigNode &value) {
+  return value.kind == ConfigNode::Kind::String && value.text == "auto";
+}
+
+std::string noEffect(StringRef why) { return ("no effect: " + why).str(); }
+
+class DeepSpeedReader {
+public:
+  explicit DeepSpeedReader(ImportContext &context)
+      : context(context), plan(context.plan), diag(context.diag),
+        options(context.options) {}
+
+  void read(const ConfigNode &root);
+
+private:
+  void readBatch(const ConfigNode &root);
+  void readPrecision(const ConfigMember &member, StringRef precision);
+  void readZero(const ConfigMember &zero);
+  void readOptimizer(const ConfigMember &optimizer);
+  void readScheduler(const ConfigMember &scheduler);
+
+  /// An integer, or nothing for "auto" (and after reporting a bad value).
+  std::optional<int64_t> integer(const ConfigMember &m) {
+    if (isAuto(m.value))
+      return std::nullopt;
+    return readConfigInteger(m.value, m.key, diag);
+  }
+  std::optional<double> number(const ConfigNode &value, StringRef key) {
+    if (isAuto(value))
+      return std::nullopt;
+    return readConfigNumber(value, key, diag);
+  }
+
+  ImportContext &context;
+  PlanWriter &plan;
+  DiagEmitter &diag;
+  const ImportOptions &options;
+  std::optional<double> lr; // the optimizer's, for the scheduler's checks
+  bool precisionSet = false;
+};
+
+void DeepSpeedReader::read(const ConfigNode &root) {
+  readBatch(root);
+  auto none = [&](StringRef why) {
+    return [this, why](const ConfigMember &m) {
+      context.noEffect(m, noEffect(why));
+    };
+  };
+  auto batch = [](const ConfigMember &) {}; // readBatch took them
+  KeyHandler handlers[] = {
+      {"train_batch_size", batch},
+      {"train_micro_batch_size_per_gpu", batch},
+      {"gradient_accumulation_steps", batch},
+      {"gradient_clipping",
+       [&](const ConfigMember &m) {
+         std::optional<double> clip = number(m.value, m.key);
+         std::string from = context.shown(m);
+         if (isAuto(m.value)) {
+           clip = context.accelerateGradClip;
+           from = clip ? "auto: the Accelerate config's gradient_clipping"
+                       : "auto: the HF Trainer's max_grad_norm";
+           if (!clip)
+             clip = 1.0;
+         }
+         if (!clip)
+           return;
+         if (*clip > 0)
+           plan.set("train.grad_clip", planNumber(*clip), from);
+         else
+           context.noEffect(m, "no clipping (the plan's default)");
+       }},
+      {"fp16", [&](const ConfigMember &m) { readPrecision(m, "fp16_mixed"); }},
+      {"bf16", [&](const ConfigMember &m) { readPrecision(m, "bf16_mixed"); }},
+      {"bfloat16",
+       [&](const ConfigMember &m) { readPrecision(m, "bf16_mixed"); }},
+      {"zero_optimization", [&](const ConfigMember &m) { readZero(m); }},
+      {"optimizer", [&](const ConfigMember &m) { readOptimizer(m); }},
+      {"scheduler", [&](const ConfigMember &m) { readScheduler(m); }},
+      {"communication_data_type",
+       [&](const ConfigMember &m) {
+         StringRef type = llvm::StringSwitch<StringRef>(m.value.text)
+                              .Cases({"fp32", "float32"}, "fp32")
+                              .Cases({"fp16", "float16"}, "fp16")
+                              .Cases({"bf16", "bfloat16"}, "bf16")
+                              .Default("");
+         if (type.empty())
+           context.badValue(m, "fp32, fp16 or bf16");
+         else
+           plan.set("train.reduce_dtype", type.str(), context.shown(m));
+       }},
+      {"data_types",
+       [&](const ConfigMember &m) {
+         const ConfigNode *accum =
+             m.value.isMap() ? m.value.find("grad_accum_dtype") : nullptr;
+         if (!accum || accum->isNull()) {
+           context.noEffect(m, "no effect: gradients kept in the layout of "
+                               "lower peak (train.grad_dtype's default)");
+           return;
+         }
+         StringRef type = llvm::StringSwitch<StringRef>(accum->text)
+                              .Case("fp32", "fp32")
+                              .Case("fp16", "fp16")
+                              .Case("bf16", "bf16")
+                              .Default("");
+         if (type.empty())
+           diag.error(accum->loc, "'grad_accum_dtype' is " + accum->describe() +
+                                      "; expected fp32, fp16 or bf16");
+         else
+           plan.set("train.grad_dtype", type.str(),
+                    "data_types.grad_accum_dtype: " + accum->text);
+       }},
+      {"prescale_gradients",
+       none("gradients are averaged once, in the reduction's dtype")},
+      {"gradient_predivide_factor",
+       none("gradients are averaged once, in the reduction's dtype")},
+      {"steps_per_print", none("plan-run prints every step's loss")},
+      {"wall_clock_breakdown",
+       none("planc --report and --trace give the step's breakdown")},
+      {"memory_breakdown", none("planc --report gives the memory plan")},
+      {"dump_state", none("a DeepSpeed debugging aid")},
+      {"zero_allow_untested_optimizer",
+       none("the plan's optimizers are all ZeRO's")},
+      {"zero_force_ds_cpu_optimizer",
+       none("an offloaded step always runs the runtime's CPU AdamW")},
+      {"activation_checkpointing",
+       none("configures deepspeed.checkpointing, which a script calls; set "
+            "train.activation_checkpointing = full for the plan's")},
+      {"flops_profiler", none("a profiler; planc --report predicts MFU")},
+      {"tensorboard", none("a monitor; plan-run --metrics writes JSON lines")},
+      {"wandb", none("a monitor; plan-run --metrics writes JSON lines")},
+      {"csv_monitor", none("a monitor; plan-run --metrics writes JSON lines")},
+      {"comms_logger", none("a monitor; planc --report lists every "
+                            "collective")},
+      {"amp",
+       [&](const ConfigMember &m) {
+         const ConfigNode *enabled =
+             m.value.isMap() ? m.value.find("enabled") : nullptr;
+         if (enabled && enabled->kind == ConfigNode::Kind::Bool &&
+             enabled->boolean)
+           context.unsupported(m, "NVIDIA Apex AMP is not supported; use "
+                                  "bf16 or fp16 mixed precision");
+         else
+           context.noEffect(m, noEffect("Apex AMP is off"));
+       }},
+      {"sparse_attention",
+       [&](const ConfigMember &m) {
+         context.unsupported(m, "sparse attention is not supported: the "
+                                "runtime's attention is dense and causal "
+                                "(bidirectional for BERT)");
+       }},
+  };
+  context.visit(root, "the DeepSpeed config", handlers);
+  if (!precisionSet && !context.acceleratePrecision.empty())
+    plan.set("train.precision", context.acceleratePrecision,
+             "the Accelerate config's mixed_precision");
+}
+
+/// train_batch_size = micro x accumulation x world; DeepSpeed derives the
+/// one of the three not given, and so does this from the options' world.
+void DeepSpeedReader::readBatch(const ConfigNode &root) {
+  auto member = [&](StringRef key) -> const ConfigMember * {
+    for (const ConfigMember &m : root.members)
+      if (m.key == key)
+        return &m;
+    return nullptr;
+  };
+  const ConfigMember *global = member("train_batch_size");
+  const ConfigMember *micro = member("train_micro_batch_size_per_gpu");
+  const ConfigMember *accum = member("gradient_accumulation_steps");
+
+  std::optional<int64_t> microValue, accumValue, globalValue;
+  if (options.microBatch) {
+    microValue = options.microBatch;
+    plan.set("train.micro_batch", std::to_string(*microValue),
+             micro && isAuto(micro->value)
+                 ? "auto: --micro-batch"
+                 : "--micro-batch, over the config's");
+  } else if (micro) {
+    microValue = integer(*micro);
+    if (microValue)
+      plan.set("train.micro_batch", std::to_string(*microValue),
+               context.shown(*micro));
+    else if (isAuto(micro->value)) {
+      microValue = 8;
+      plan.set("train.micro_batch", "8",
+               "auto: the HF Trainer's per_device_train_batch_size");
+    }
+  }
+  if (options.gradAccum) {
+    accumValue = options.gradAccum;
+  } else if (accum) {
+    accumValue = integer(*accum);
+    std::string from = context.shown(*accum);
+    if (!accumValue && isAuto(accum->value)) {
+      accumValue = context.accelerateGradAccum.value_or(1);
+      from = context.accelerateGradAccum
+                 ? "auto: the Accelerate config's gradient_accumulation_steps"
+                 : "auto: the HF Trainer's gradient_accumulation_steps";
+    }
+    if (accumValue)
+      plan.set("train.grad_accum", std::to_string(*accumValue), from);
+  } else if (context.accelerateGradAccum) {
+    accumValue = context.accelerateGradAccum;
+  }
+  if (global)
+    globalValue = integer(*global);
+  if (!globalValue) {
+    if (global && isAuto(global->value))
+      context.noEffect(*global, "follows: micro_batch x grad_accum x ranks");
+    return;
+  }
+
+  // The world size, when the options do not give it, is what the batch
+  // sizes imply.
+  std::optional<int64_t> world;
+  if (options.gpusPerNode)
+    world = *options.gpusPerNode * options.nodes.value_or(1);
+  if (microValue && accumValue) {
+    int64_t perRank = *microValue * *accumValue;
+    if (*globalValue % perRank != 0) {
+      diag.error(global->value.loc,
+                 formatv("'train_batch_size' {0} is not a multiple of "
+                         "micro_batch {1} x gradient_accumulation_steps {2}",
+                         *globalValue, *microValue, *accumValue));
+      return;
+    }
+    int64_t implied = *globalValue / perRank;
+    if (world && *world != implied) {
+      diag.error(global->value.loc,
+                 formatv("'train_batch_size' {0} = {1} x {2} x {3} ranks, but "
+                         "the options give {4} ranks",
+                         *globalValue, *microValue, *accumValue, implied,
+                         *world));
+      return;
+    }
+    if (!world) {
+      context.gpusPerNode = implied;
+      context.gpusPerNodeFrom =
+          formatv("train_batch_size {0} / (micro_batch {1} x "
+                  "gradient_accumulation_steps {2}), on one machine",
+                  *globalValue, *microValue, *accumValue);
+    }
+    context.noEffect(*global, formatv("{0} x {1} x {2} ranks, the plan's "
+                                      "micro_batch x grad_accum x ranks",
+                                      *microValue, *accumValue, implied)
+                                  .str());
+    return;
+  }
+  // The accumulation follows from the global batch (the plan's global_batch
+  // derives grad_accum the way DeepSpeed does).
+  plan.set("train.global_batch", std::to_string(*globalValue),
+           context.shown(*global));
+}
+
+void DeepSpeedReader::readPrecision(const ConfigMember &m,
+                                    StringRef precision) {
+  if (!m.value.isMap()) {
+    context.badValue(m, "a map with \"enabled\"");
+    return;
+  }
+  const ConfigNode *enabledNode = m.value.find("enabled");
+  bool enabled = false;
+  std::string from = m.key + ".enabled";
+  if (enabledNode && isAuto(*enabledNode)) {
+    enabled = context.acceleratePrecision == precision;
+    from += context.acceleratePrecision.empty()
+                ? ": auto, and the HF Trainer's default is off"
+                : ": auto: the Accelerate config's mixed_precision";
+  } else if (enabledNode) {
+    enabled = readConfigBool(*enabledNode, "enabled", diag).value_or(false);
+    from += enabled ? ": true" : ": false";
+  }
+  if (!enabled) {
+    context.noEffect(m, "off");
+    return;
+  }
+  if (precisionSet && *plan.get("train.precision") != precision) {
+    diag.error(m.keyLoc, "fp16 and bf16 are both enabled; enable one");
+    return;
+  }
+  precisionSet = true;
+  plan.set("train.precision", precision.str(), from);
+  if (precision != "fp16_mixed")
+    return;
+  PrefixScope scope(context, m.key + ".");
+
+  // DeepSpeed's loss scaler: loss_scale 0 is dynamic from
+  // 2^initial_scale_power, doubling after loss_scale_window clean steps.
+  double scale = 0;
+  int64_t power = 16, window = 1000;
+  for (const ConfigMember &k : m.value.members) {
+    if (k.key == "loss_scale")
+      scale = number(k.value, k.key).value_or(0);
+    else if (k.key == "initial_scale_power")
+      power = integer(k).value_or(power);
+    else if (k.key == "loss_scale_window")
+      window = integer(k).value_or(window);
+    else if (k.key == "hysteresis" || k.key == "consecutive_hysteresis" ||
+             k.key == "min_loss_scale")
+      context.noEffect(k, "not modelled: the plan's dynamic scale is "
+                          "torch.amp.GradScaler's, which halves on every "
+                          "overflow and has no floor");
+    else if (k.key == "auto_cast" || k.key == "fp16_master_weights_and_grads")
+      context.noEffect(k, "no effect: fp16_mixed computes in fp16 and keeps "
+                          "fp32 master weights");
+    else if (k.key != "enabled")
+      context.unsupported(k, "unknown key in fp16, left out");
+  }
+  if (scale > 0)
+    plan.set("train.loss_scale", "static(" + planNumber(scale) + ")",
+             "fp16.loss_scale: " + planNumber(scale));
+  else if (power < 0 || power > 62)
+    diag.error(m.keyLoc, formatv("'initial_scale_power' {0} is out of range "
+                                 "[0, 62]",
+                                 power));
+  else
+    plan.set("train.loss_scale",
+             formatv("dynamic(initial = {0}, growth_interval = {1})",
+                     int64_t(1) << power, window)
+                 .str(),
+             "fp16: loss_scale 0 (dynamic), 2^initial_scale_power, "
+             "loss_scale_window");
+}
+
+} // namespace
+
+void import::zeroStage(ImportContext &context, const ConfigMember &m) {
+  std::optional<int64_t> stage =
+      readConfigInteger(m.value, m.key, context.diag);
+  if (!stage)
+    return;
+  switch (*stage) {
+  case 0:
+    context.plan.set("parallel.sharding", "no_shard",
+                     context.shown(m) + ": DDP");
+    return;
+  case 1:
+    // Stage 1 shards the optimizer state only: whole gradients accumulate
+    // and are reduce-scattered once a step.
+    context.plan.set("parallel.sharding", "zero1", context.shown(m));
+    context.plan.set("parallel.grad_sync", "last_micro_batch",
+                     context.shown(m) + ": whole gradients until the step");
+    return;
+  case 2:
+    context.plan.set("parallel.sharding", "zero2", context.shown(m));
+    return;
+  case 3:
+    context.plan.set("parallel.sharding", "zero3", context.shown(m));
+    return;
+  default:
+    context.badValue(m, "0, 1, 2 or 3");
+  }
+}
+
+void import::offloadDevice(ImportContext &context, const ConfigMember &m,
+                           StringRef state, const ConfigNode *stage) {
+  std::string device =
+      m.value.kind == ConfigNode::Kind::Null ? "none" : m.value.text;
+  if (device == "none") {
+    context.noEffect(m, "nothing offloaded (the plan's default)");
+    return;
+  }
+  if (device == "nvme") {
+    context.unsupported(m, "NVMe offload is not supported yet: the plan "
+                           "offloads to CPU memory (cpu) only; left on the "
+                           "device");
+    return;
+  }
+  if (device != "cpu") {
+    context.badValue(m, "none, cpu or nvme");
+    return;
+  }
+  if (state == "params" && stage && stage->integer && *stage->integer != 3) {
+    // DeepSpeed refuses it too.
+    context.diag.error(m.value.loc,
+                       "parameters are offloaded only at ZeRO stage 3");
+    return;
+  }
+  context.plan.set(("parallel.offload." + state).str(), "cpu",
+                   context.shown(m));
+}
+
+namespace {
+
+void DeepSpeedReader::readZero(const ConfigMember &zero) {
+  if (!zero.value.isMap()) {
+    context.badValue(zero, "a map with \"stage\"");
+    return;
+  }
+  PrefixScope scope(context, "zero_optimization.");
+  const ConfigNode *stage = zero.value.find("stage");
+  int64_t hidden = context.model.hidden;
+  auto none = [&](StringRef why) {
+    return [this, why](const ConfigMember &m) {
+      context.noEffect(m, noEffect(why));
+    };
+  };
+  auto offload = [&](StringRef state) {
+    return [this, state, stage](const ConfigMember &m) {
+      if (!m.value.isMap()) {
+        context.badValue(m, "a map with \"device\"");
+        return;
+      }
+      PrefixScope scope(context, context.prefix + m.key + ".");
+      for (const ConfigMember &k : m.value.members) {
+        if (k.key == "device")
+          offloadDevice(context, k, state, stage);
+        else if (k.key == "pin_memory")
+          context.noEffect(k, "no effect: offloaded state is always in "
+                              "pinned memory");
+        else if (k.key == "nvme_path")
+          context.noEffect(k, "used only with device nvme");
+        else if (k.key == "buffer_count" || k.key == "buffer_size" ||
+                 k.key == "max_in_cpu" || k.key == "fast_init")
+          context.noEffect(k, "no effect: the plan stages whole units");
+        else if (k.key == "ratio")
+          context.unsupported(k, "a partial optimizer offload is not "
+                                 "supported: the whole optimizer state is "
+                                 "offloaded");
+        else
+          context.unsupported(k, "unknown key in offload_" + state.str() +
+                                     ", left out");
+      }
+    };
+  };
+  KeyHandler handlers[] = {
+      {"stage", [&](const ConfigMember &m) { zeroStage(context, m); }},
+      {"offload_optimizer", offload("optimizer")},
+      {"offload_param", offload("params")},
+      {"cpu_offload",
+       [&](const ConfigMember &m) {
+         if (m.value.kind == ConfigNode::Kind::Bool && m.value.boolean)
+           context.plan.set("parallel.offload.optimizer", "cpu",
+                            context.shown(m));
+         else
+           context.noEffect(m, "off");
+       }},
+      {"overlap_comm",
+       none("collectives always overlap compute where the schedule allows "
+            "(prefetch, asynchronous reductions)")},
+      {"contiguous_gradients",
+       none("each unit's gradients are one flat buffer")},
+      {"reduce_bucket_size",
+       [&, hidden, stage](const ConfigMember &m) {
+         std::optional<int64_t> elements =
+             isAuto(m.value) ? std::optional<int64_t>(hidden * hidden)
+                             : integer(m);
+         if (!elements)
+           return;
+         // DeepSpeed's stage defaults to 0, whose all-reduces it buckets.
+         bool stage0 = !stage || (stage->integer && *stage->integer == 0);
+         if (!stage0) {
+           context.noEffect(m, "no effect: sharded gradients are "
+                               "reduce-scattered a unit at a time");
+           return;
+         }
+         // Elements of the working dtype; the plan's bucket is bytes of
+         // the gradients DDP reduces (fp32).
+         context.plan.set(
+             "parallel.bucket", std::to_string(*elements * 4) + "B",
+             (isAuto(m.value) ? "auto: the HF Trainer's hidden^2 elements"
+                              : context.shown(m) + " elements") +
+                 ", of 4-byte gradients");
+       }},
+      {"allgather_bucket_size",
+       none("parameters are all-gathered a unit at a time")},
+      {"allgather_partitions",
+       none("parameters are all-gathered a unit at a time")},
+      {"reduce_scatter", none("sharded gradients are always reduce-scattered")},
+      {"round_robin_gradients",
+       none("gradients are not bucketed across units")},
+      {"sub_group_size",
+       none("the optimizer steps one group's shard at a time")},
+      {"elastic_checkpoint",
+       none("checkpoints reshard to any world size (plan-run --resume)")},
+      {"load_from_fp32_weights",
+       none("resume always restores the fp32 master weights")},
+      {"ignore_unused_parameters", none("every parameter is used")},
+      {"legacy_stage1", none("stage 1 is the plan's zero1")},
+      {"stage3_prefetch_bucket_size",
+       none("the closest key is parallel.max_inflight_gathers, which counts "
+            "units (default 2), not elements")},
+      {"stage3_param_persistence_threshold",
+       [&](const ConfigMember &m) {
+         context.unsupported(m, "not supported: every parameter of a unit is "
+                                "sharded, small ones too");
+       }},
+      {"stage3_max_live_parameters",
+       none("the closest key is parallel.max_inflight_gathers, which counts "
+            "units (default 2), not elements")},
+      {"stage3_max_reuse_distance",
+       none("a unit is gathered again for backward unless its parameters are "
+            "kept (shard_grad_op)")},
+      {"stage3_gather_16bit_weights_on_model_save",
+       none("plan-checkpoint export writes the whole model in bf16 or fp16")},
+      {"gather_16bit_weights_on_model_save",
+       none("plan-checkpoint export writes the whole model in bf16 or fp16")},
+      {"memory_efficient_linear", none("a DeepSpeed kernel choice")},
+      {"use_multi_rank_bucket_allreduce", none("a DeepSpeed kernel choice")},
+      {"zero_hpz_partition_size",
+       [&](const ConfigMember &m) {
+         std::optional<int64_t> size = integer(m);
+         if (size && *size > 1)
+           context.unsupported(m, "ZeRO++ hpZ is not supported; the closest "
+                                  "is sharding = hybrid_shard");
+         else
+           context.noEffect(m, "off");
+       }},
+      {"zero_quantized_weights",
+       [&](const ConfigMember &m) {
+         if (m.value.kind == ConfigNode::Kind::Bool && m.value.boolean)
+           context.unsupported(m, "ZeRO++ quantized weights are not "
+                                  "supported: gathers move the working dtype");
+         else
+           context.noEffect(m, "off");
+       }},
+      {"zero_quantized_gradients",
+       [&](const ConfigMember &m) {
+         if (m.value.kind == ConfigNode::Kind::Bool && m.value.boolean)
+           context.unsupported(m, "ZeRO++ quantized gradients are not "
+                                  "supported: reductions run in "
+                                  "train.reduce_dtype");
+         else
+           context.noEffect(m, "off");
+       }},
+      {"mics_shard_size",
+       [&](const ConfigMember &m) {
+         std::optional<int64_t> size = integer(m);
+         if (size && *size > 0)
+           context.unsupported(m, "MiCS is not supported; the closest is "
+                                  "sharding = hybrid_shard with mesh = "
+                                  "(replicate, shard)");
+         else
+           context.noEffect(m, "off");
+       }},
+  };
+  context.visit(zero.value, "zero_optimization", handlers);
+}
+
+void DeepSpeedReader::readOptimizer(const ConfigMember &optimizer) {
+  if (!optimizer.value.isMap()) {
+    context.badValue(optimizer, "a map with \"type\" and \"params\"");
+    return;
+  }
+  const ConfigNode *typeNode = optimizer.value.find("type");
+  std::string type =
+      typeNode ? readConfigString(*typeNode, "type", diag).value_or("") : "";
+  std::string lower = StringRef(type).lower();
+  const ConfigNode *params = optimizer.value.find("params");
+  auto param = [&](StringRef key) -> const ConfigNode * {
+    return params && params->isMap() ? params->find(key) : nullptr;
+  };
+  for (const ConfigMember &k : optimizer.value.members)
+    if (k.key != "type" && k.key != "params")
+      context.unsupported(k, "unknown key in optimizer, left out");
+
+  // Parameters other than `used` have no counterpart: what each means.
+  auto checkParams = [&](std::initializer_list<StringRef> used) {
+    if (!params || !params->isMap())
+      return;
+    PrefixScope scope(context, "optimizer.params.");
+    for (const ConfigMember &k : params->members) {
+      if (llvm::is_contained(used, k.key))
+        continue;
+      bool on = k.value.kind == ConfigNode::Kind::Bool && k.value.boolean;
+      if (k.key == "amsgrad" && on)
+        context.unsupported(k, "AMSGrad is not supported: the plan's AdamW "
+                               "is torch.optim.AdamW's without it");
+      else if (k.key == "nesterov" && on)
+        context.unsupported(k, "Nesterov momentum is not supported");
+      else if (llvm::is_contained({"torch_adam", "adam_w_mode",
+                                   "bias_correction", "fused", "amsgrad",
+                                   "nesterov", "dampening"},
+                                  k.key))
+        context.noEffect(k, "no effect: the plan's optimizer is "
+                            "torch.optim's math");
+      else
+        context.unsupported(k, "unknown optimizer parameter, left out");
+    }
+  };
+  std::vector<std::string> arguments;
+  std::vector<std::string> from;
+  auto value = [&](StringRef key, StringRef argument, double hfDefault,
+                   std::optional<double> option = std::nullopt,
+                   StringRef optionName = "") {
+    const ConfigNode *node = param(key);
+    std::optional<double> v;
+    if (option && (!node || isAuto(*node))) {
+      v = option;
+      from.push_back((key + ": " + optionName).str());
+    } else if (node && isAuto(*node)) {
+      v = hfDefault;
+      from.push_back((key + ": auto, the HF Trainer's").str());
+    } else if (node) {
+      v = number(*node, key);
+    }
+    if (v)
+      arguments.push_back((argument + " = " + planNumber(*v)).str());
+    return v;
+  };
+
+  if (lower == "adam" || lower == "adamw" || lower == "fusedadam" ||
+      lower == "cpuadam") {
+    if (const ConfigNode *mode = param("adam_w_mode");
+        mode && mode->kind == ConfigNode::Kind::Bool && !mode->boolean) {
+      diag.error(mode->loc, "Adam with L2 regularisation (adam_w_mode: "
+                            "false) is not supported; the plan's adamw "
+                            "decouples weight decay");
+      return;
+    }
+    lr = value("lr", "lr", 5e-5, options.lr, "--lr");
+    if (!lr) {
+      lr = 5e-5;
+      arguments.insert(arguments.begin(), "lr = 5e-05");
+      from.push_back("lr: not given, the HF Trainer's learning_rate");
+    }
+    if (const ConfigNode *betas = param("betas")) {
+      if (isAuto(*betas)) {
+        arguments.push_back("betas = (0.9, 0.999)");
+        from.push_back("betas: auto, the HF Trainer's");
+      } else if (betas->kind == ConfigNode::Kind::Sequence &&
+                 betas->elements.size() == 2) {
+        std::optional<double> b1 = number(betas->elements[0], "betas");
+        std::optional<double> b2 = number(betas->elements[1], "betas");
+        if (b1 && b2)
+          arguments.push_back("betas = (" + planNumber(*b1) + ", " +
+                              planNumber(*b2) + ")");
+      } else {
+        diag.error(betas->loc, "'betas' is " + betas->describe() +
+                                   "; expected a list of two numbers");
+      }
+    }
+    value("eps", "eps", 1e-8);
+    // DeepSpeed's Adam defaults weight_decay to 0, as the plan does.
+    value("weight_decay", "weight_decay", 0.0);
+    checkParams({"lr", "betas", "eps", "weight_decay"});
+    plan.set("train.optimizer", "adamw(" + llvm::join(arguments, ", ") + ")",
+             "optimizer: " + type +
+                 (from.empty() ? "" : "; " + llvm::join(from, "; ")));
+    return;
+  }
+  if (lower == "sgd") {
+    lr = value("lr", "lr", 5e-5, options.lr, "--lr");
+    if (!lr) {
+      diag.error(optimizer.keyLoc, "the SGD optimizer needs params.lr");
+      return;
+    }
+    value("momentum", "momentum", 0.0);
+    value("weight_decay", "weight_decay", 0.0);
+    checkParams({"lr", "momentum", "weight_decay"});
+    plan.set("train.optimizer", "sgd(" + llvm::join(arguments, ", ") + ")",
+             "optimizer: " + type);
+    return;
+  }
+  diag.error(typeNode ? typeNode->loc : optimizer.keyLoc,
+             formatv("optimizer '{0}' is not supported; the plan has Adam / "
+                     "AdamW (adamw) and SGD (sgd)",
+                     type));
+}
+
+void DeepSpeedReader::readScheduler(const ConfigMember &scheduler) {
+  if (!scheduler.value.isMap()) {
+    context.badValue(scheduler, "a map with \"type\" and \"params\"");
+    return;
+  }
+  const ConfigNode *typeNode = scheduler.value.find("type");
+  std::string type =
+      typeNode ? readConfigString(*typeNode, "type", diag).value_or("") : "";
+  const ConfigNode *params = scheduler.value.find("params");
+  auto param = [&](StringRef key) -> const ConfigNode * {
+    return params && params->isMap() ? params->find(key) : nullptr;
+  };
+  auto steps = [&](StringRef key, int64_t fallback) -> int64_t {
+    const ConfigNode *node = param(key);
+    if (!node || isAuto(*node))
+      return fallback;
+    return readConfigInteger(*node, key, diag).value_or(fallback);
+  };
+  // DeepSpeed's default is 1000 warmup steps; "auto" is the HF Trainer's
+  // warmup_steps, 0.
+  const ConfigNode *warmupSteps = param("warmup_num_steps");
+  int64_t warmup =
+      warmupSteps && isAuto(*warmupSteps) ? 0 : steps("warmup_num_steps", 1000);
+  // DeepSpeed's warmup is logarithmic unless warmup_type says "linear".
+  const ConfigNode *warmupType = param("warmup_type");
+  if (warmup > 0 && (!warmupType || warmupType->text != "linear"))
+    diag.warning(warmupType ? warmupType->loc : scheduler.keyLoc,
+                 "DeepSpeed's logarithmic warmup (warmup_type \"log\", its "
+                 "default) is written as the plan's linear warmup");
+  if (const ConfigNode *minLr = param("warmup_min_lr"))
+    if (std::optional<double> v = number(*minLr, "warmup_min_lr");
+        warmup > 0 && v && *v != 0)
+      diag.warning(minLr->loc, "the plan's warmup starts from 0, not from "
+                               "warmup_min_lr");
+  std::string from = "scheduler: " + type;
+  if (params && params->isMap()) {
+    PrefixScope scope(context, "scheduler.params.");
+    for (const ConfigMember &k : params->members) {
+      if (llvm::is_contained({"warmup_num_steps", "warmup_type",
+                              "warmup_min_lr", "total_num_steps",
+                              "cos_min_ratio"},
+                             k.key))
+        continue;
+      if (k.key == "warmup_max_lr")
+        context.noEffect(k, "no effect: the schedule rises to the "
+                            "optimizer's lr");
+      else if (k.key == "last_batch_iteration")
+        context.noEffect(k, "no effect: plan-run --resume restores the "
+                            "schedule's step");
+      else if (k.key == "warmup_min_ratio" && k.value.number == 0)
+        context.noEffect(k, "the plan's warmup starts from 0");
+      else
+        context.unsupported(k, "not supported by the plan's schedules, "
+                               "left out");
+    }
+  }
+  for (const ConfigMember &k : scheduler.value.members)
+    if (k.key != "type" && k.key != "params")
+      context.unsupported(k, "unknown key in scheduler, left out");
+  if (type == "WarmupLR") {
+    if (warmup == 0)
+      context.noEffect(scheduler, "no warmup: the plan's default constant "
+                                  "learning rate");
+    else
+      plan.set("train.lr_schedule", formatv("constant(warmup = {0})", warmup),
+               from);
+    return;
+  }
+  if (type == "WarmupDecayLR" || type == "WarmupCosineLR") {
+    const ConfigNode *total = param("total_num_steps");
+    if (!total || isAuto(*total)) {
+      diag.error(total ? total->loc : scheduler.keyLoc,
+                 type + " needs total_num_steps (\"auto\" is the script's "
+                        "max_steps, which the config does not hold)");
+      return;
+    }
+    int64_t totalSteps = steps("total_num_steps", 0);
+    plan.set("train.steps", std::to_string(totalSteps),
+             "scheduler.params.total_num_steps");
+    if (type == "WarmupDecayLR") {
+      plan.set("train.lr_schedule", formatv("linear(warmup = {0})", warmup),
+               from);
+      return;
+    }
+    double ratio = 0.0001; // WarmupCosineLR's cos_min_ratio default
+    if (const ConfigNode *node = param("cos_min_ratio"))
+      ratio = number(*node, "cos_min_ratio").value_or(ratio);
+    plan.set("train.lr_schedule",
+             formatv("cosine(warmup = {0}, min_lr_ratio = {1})", warmup,
+                     planNumber(ratio))
+                 .str(),
+             from);
+    return;
+  }
+  diag.error(typeNode ? typeNode->loc : scheduler.keyLoc,
+             formatv("scheduler '{0}' is not supported; the plan has "
+                     "WarmupLR, WarmupDecayLR and WarmupCosineLR",
+                     type));
+}
+
+} // namespace
+
+void import::importDeepSpeed(const ConfigNode &root, ImportContext &context) {
+  DeepSpeedReader(context).read(root);
+}
