@@ -737,13 +737,17 @@ bool Analyzer::readHuggingFace(const Value &v) {
     return false;
   }
   const Value &path = *v.elements[0].value;
+  if (path.text.empty()) {
+    diag.error(path.loc(), "hf() needs the path of a config.json or of the "
+                           "directory holding it, got \"\"");
+    return false;
+  }
   std::optional<HuggingFaceModel> model =
       readHuggingFaceModel(*sourceMgr, diag, path.text, path.loc());
   if (!model)
     return false;
   plan.model = model->spec;
   plan.baseModel = model->spec;
-  plan.modelConfig = model->path;
   for (const auto &entry : model->keyLocs)
     plan.locs[entry.getKey()] = entry.getValue();
   return true;

@@ -120,6 +120,14 @@ void checkDuplicate(const ConfigNode &map, const ConfigMember &added,
     }
 }
 
+/// A double as an integer when it is a whole number that fits.
+std::optional<int64_t> wholeNumber(double value) {
+  if (std::isfinite(value) && value == std::trunc(value) &&
+      std::fabs(value) < 9.2e18)
+    return static_cast<int64_t>(value);
+  return std::nullopt;
+}
+
 /// Sets `node` to a number if `text` reads as one entirely.
 bool readNumber(StringRef text, ConfigNode &node) {
   std::string digits = text.str();
@@ -139,8 +147,7 @@ bool readNumber(StringRef text, ConfigNode &node) {
     return false;
   node.kind = ConfigNode::Kind::Number;
   node.number = real;
-  if (real == std::trunc(real) && std::fabs(real) < 9.2e18)
-    node.integer = static_cast<int64_t>(real);
+  node.integer = wholeNumber(real);
   return true;
 }
 
@@ -212,9 +219,7 @@ public:
     ConfigNode node;
     node.kind = ConfigNode::Kind::Number;
     node.number = value;
-    if (std::isfinite(value) && value == std::trunc(value) &&
-        std::fabs(value) < 9.2e18)
-      node.integer = static_cast<int64_t>(value);
+    node.integer = wholeNumber(value);
     return add(std::move(node));
   }
   bool string(string_t &value) override {
@@ -435,6 +440,10 @@ public:
           return false;
         if (!build(entry.second, member.value, depth + 1))
           return false;
+        // yaml-cpp marks an empty value where the next token starts, often
+        // on a later line: point at its key instead.
+        if (member.value.isNull() && member.value.text.empty())
+          member.value.loc = member.keyLoc;
         node.members.push_back(std::move(member));
       }
       return true;

@@ -57,6 +57,12 @@ public:
     return value && !value->isNull() ? value : nullptr;
   }
 
+  /// Where `key` is written, or the top of the file for a default.
+  llvm::SMLoc locOf(StringRef key) const {
+    const ConfigNode *value = given(key);
+    return value ? value->loc : config.loc;
+  }
+
   /// Reads integer `key` into `field` (the default when left out) and
   /// records where `planKey` comes from.
   void integer(StringRef key, int64_t &field, int64_t fallback,
@@ -92,7 +98,7 @@ public:
                   StringRef what) {
     std::string value = text(key, fallback);
     if (value != expected)
-      diag.error(given(key)->loc,
+      diag.error(locOf(key),
                  formatv("'{0}' is \"{1}\", but the runtime computes {2} "
                          "(\"{3}\") only",
                          key, value, what, expected));
@@ -100,8 +106,8 @@ public:
   /// A boolean option the runtime implements one value of.
   void expectFlag(StringRef key, bool fallback, bool expected, StringRef what) {
     if (flag(key, fallback) != expected)
-      diag.error(given(key)->loc, formatv("'{0}' is {1}: {2}", key,
-                                          expected ? "false" : "true", what));
+      diag.error(locOf(key), formatv("'{0}' is {1}: {2}", key,
+                                     expected ? "false" : "true", what));
   }
 
   bool readLlama(bool mistral);

@@ -91,6 +91,11 @@ private:
   // size, min_num_params the wrap policy).
   std::optional<std::pair<std::string, bool>> strategy;
   std::string strategyFrom;
+  // fsdp_sharding_strategy and fsdp_reshard_after_forward say the same
+  // thing; FSDP2 reads the second, FSDP1 the first.
+  std::optional<std::pair<std::string, bool>> byStrategyKey, byReshardKey;
+  const ConfigMember *strategyMember = nullptr, *reshardMember = nullptr;
+  bool fsdp2 = false;
   std::string wrapPolicy; // TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP, NO_WRAP
   const ConfigMember *minNumParams = nullptr;
   const ConfigMember *layerClassNames = nullptr;
@@ -128,19 +133,25 @@ void AccelerateReader::read(const ConfigNode &root) {
                "HYBRID_SHARD_ZERO2: shard within each machine, replicate "
                "across machines");
   }
-  if (!wrapPolicy.empty()) {
+  if (distributedType == "FSDP") {
+    if (wrapPolicy.empty()) {
+      // Accelerate's FullyShardedDataParallelPlugin: NO_WRAP.
+      wrapPolicy = "NO_WRAP";
+      plan.set("parallel.wrap", "whole_model",
+               "no fsdp_auto_wrap_policy: Accelerate's default NO_WRAP");
+    }
     if (wrapPolicy == "SIZE_BASED_WRAP") {
-      std::string n = "100000000";
-      std::string from = "fsdp_auto_wrap_policy: SIZE_BASED_WRAP with "
-                         "Accelerate's default fsdp_min_num_params 1e8";
-      if (minNumParams) {
-        if (std::optional<int64_t> value = integer(*minNumParams)) {
-          n = std::to_string(*value);
-          from = "fsdp_auto_wrap_policy: SIZE_BASED_WRAP, " +
-                 context.shown(*minNumParams);
-        }
-      }
-      plan.set("parallel.wrap", "min_params(" + n + ")", from);
+      // Accelerate wraps nothing when min_num_params is 0 or not given.
+      std::optional<int64_t> n =
+          minNumParams ? integer(*minNumParams) : std::optional<int64_t>(0);
+      if (n && *n > 0)
+        plan.set("parallel.wrap", "min_params(" + std::to_string(*n) + ")",
+                 "fsdp_auto_wrap_policy: SIZE_BASED_WRAP, " +
+                     context.shown(*minNumParams));
+      else if (n)
+        plan.set("parallel.wrap", "whole_model",
+                 "fsdp_auto_wrap_policy: SIZE_BASED_WRAP without "
+                 "fsdp_min_num_params > 0, which Accelerate does not wrap");
     } else if (minNumParams) {
       context.noEffect(*minNumParams,
                        "no effect: used only with SIZE_BASED_WRAP");
@@ -175,11 +186,7 @@ void AccelerateReader::read(const ConfigNode &root) {
 
 void AccelerateReader::readTop(const ConfigNode &root) {
   auto launch = [&](const ConfigMember &m) { context.noEffect(m, kLaunch); };
-  auto none = [&](StringRef why) {
-    return [this, why](const ConfigMember &m) {
-      context.noEffect(m, ("no effect: " + why).str());
-    };
-  };
+  auto none = [&](StringRef why) { return context.noEffectBecause(why.str()); };
   KeyHandler handlers[] = {
       {"compute_environment",
        [&](const ConfigMember &m) {
@@ -258,12 +265,7 @@ void AccelerateReader::readTop(const ConfigNode &root) {
              formatv("num_processes: {0} over {1} machine(s)", *n, nodes);
        }},
       {"gradient_accumulation_steps",
-       [&](const ConfigMember &m) {
-         if (std::optional<int64_t> n = integer(m)) {
-           context.accelerateGradAccum = *n;
-           plan.set("train.grad_accum", std::to_string(*n), context.shown(m));
-         }
-       }},
+       [&](const ConfigMember &m) { context.readAccelerateGradAccum(m); }},
       {"use_cpu",
        [&](const ConfigMember &m) {
          if (std::optional<bool> cpu = flag(m)) {
@@ -322,25 +324,18 @@ void AccelerateReader::readFsdp(const ConfigMember &fsdp, bool used) {
                                  distributedType + ", not FSDP");
     return;
   }
-  bool fsdp2 = false;
   if (const ConfigNode *version = fsdp.value.find("fsdp_version"))
     fsdp2 = version->integer && *version->integer == 2;
   auto foreign = [&](const ConfigMember &m) {
     StringRef key = StringRef(m.key).drop_front(strlen("fsdp_"));
     context.noEffect(m, "no effect: " + foreignParallelKeyMeaning(key).str());
   };
-  auto setStrategy = [&](const ConfigMember &m) {
-    if (std::optional<std::pair<std::string, bool>> s = fsdpStrategy(m.value)) {
-      strategy = *s;
-      strategyFrom = context.shown(m);
-      return true;
-    }
-    return false;
-  };
   KeyHandler handlers[] = {
       {"fsdp_sharding_strategy",
        [&](const ConfigMember &m) {
-         if (!setStrategy(m))
+         byStrategyKey = fsdpStrategy(m.value);
+         strategyMember = &m;
+         if (!byStrategyKey)
            context.badValue(m, "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
                                "HYBRID_SHARD or HYBRID_SHARD_ZERO2 (or 1-5)");
        }},
@@ -348,14 +343,13 @@ void AccelerateReader::readFsdp(const ConfigMember &fsdp, bool used) {
        [&](const ConfigMember &m) {
          // FSDP2's bool; Accelerate's FSDP1 configs may hold the strategy
          // under this name instead.
-         if (m.value.kind == ConfigNode::Kind::Bool) {
-           strategy = std::make_pair(
+         reshardMember = &m;
+         if (m.value.kind == ConfigNode::Kind::Bool)
+           byReshardKey = std::make_pair(
                std::string(m.value.boolean ? "full_shard" : "shard_grad_op"),
                false);
-           strategyFrom = context.shown(m);
-         } else if (!setStrategy(m)) {
+         else if (!(byReshardKey = fsdpStrategy(m.value)))
            context.badValue(m, "true, false, or an FSDP sharding strategy");
-         }
        }},
       {"fsdp_version",
        [&](const ConfigMember &m) {
@@ -437,6 +431,30 @@ void AccelerateReader::readFsdp(const ConfigMember &fsdp, bool used) {
       {"fsdp_cpu_ram_efficient_loading", foreign},
   };
   context.visit(fsdp.value, "fsdp_config", handlers);
+
+  // Either key, wherever it is in the file; both: the one the FSDP version
+  // reads, and a warning when they disagree.
+  const ConfigMember *read = fsdp2 ? reshardMember : strategyMember;
+  const ConfigMember *other = fsdp2 ? strategyMember : reshardMember;
+  std::optional<std::pair<std::string, bool>> readValue =
+      fsdp2 ? byReshardKey : byStrategyKey;
+  std::optional<std::pair<std::string, bool>> otherValue =
+      fsdp2 ? byStrategyKey : byReshardKey;
+  if (!read) {
+    std::swap(read, other);
+    std::swap(readValue, otherValue);
+  }
+  if (read && readValue) {
+    strategy = readValue;
+    strategyFrom = context.shown(*read);
+  }
+  if (other && otherValue && readValue && *otherValue != *readValue)
+    context.unsupported(*other,
+                        formatv("disagrees with {0}, which FSDP{1} reads; "
+                                "the plan follows {0}",
+                                read->key, fsdp2 ? 2 : 1));
+  else if (other)
+    context.noEffect(*other, "the same as " + read->key);
 }
 
 void AccelerateReader::readDeepSpeed(const ConfigMember &deepspeed, bool used) {
@@ -457,10 +475,14 @@ void AccelerateReader::readDeepSpeed(const ConfigMember &deepspeed, bool used) {
         readConfigString(*file, "deepspeed_config_file", diag);
     if (!name)
       return;
+    // Accelerate opens it from the working directory; a config kept next to
+    // its YAML is found there too.
     llvm::SmallString<256> full(*name);
-    if (!llvm::sys::path::is_absolute(full)) {
-      full = llvm::sys::path::parent_path(path);
-      llvm::sys::path::append(full, *name);
+    if (!llvm::sys::path::is_absolute(full) && !llvm::sys::fs::exists(full)) {
+      llvm::SmallString<256> besideYaml = llvm::sys::path::parent_path(path);
+      llvm::sys::path::append(besideYaml, *name);
+      if (llvm::sys::fs::exists(besideYaml))
+        full = besideYaml;
     }
     std::string error;
     std::optional<ConfigNode> json = readConfigDocument(
@@ -481,11 +503,7 @@ void AccelerateReader::readDeepSpeed(const ConfigMember &deepspeed, bool used) {
     return;
   }
 
-  auto none = [&](StringRef why) {
-    return [this, why](const ConfigMember &m) {
-      context.noEffect(m, ("no effect: " + why).str());
-    };
-  };
+  auto none = [&](StringRef why) { return context.noEffectBecause(why.str()); };
   PrefixScope scope(context, "deepspeed_config.");
   const ConfigNode *stage = deepspeed.value.find("zero_stage");
   KeyHandler handlers[] = {
@@ -499,12 +517,7 @@ void AccelerateReader::readDeepSpeed(const ConfigMember &deepspeed, bool used) {
          offloadDevice(context, m, "params", stage);
        }},
       {"gradient_accumulation_steps",
-       [&](const ConfigMember &m) {
-         if (std::optional<int64_t> n = integer(m)) {
-           context.accelerateGradAccum = *n;
-           plan.set("train.grad_accum", std::to_string(*n), context.shown(m));
-         }
-       }},
+       [&](const ConfigMember &m) { context.readAccelerateGradAccum(m); }},
       {"gradient_clipping",
        [&](const ConfigMember &m) {
          if (std::optional<double> clip =
@@ -529,6 +542,9 @@ void AccelerateReader::readDeepSpeed(const ConfigMember &deepspeed, bool used) {
        none("used only with offload_param_device: nvme")},
   };
   context.visit(deepspeed.value, "deepspeed_config", handlers);
+  if (!stage)
+    plan.set("parallel.sharding", "zero2",
+             "no zero_stage: Accelerate's DeepSpeed default, stage 2");
 }
 
 } // namespace

@@ -62,17 +62,23 @@ private:
   PlanWriter &plan;
   DiagEmitter &diag;
   const ImportOptions &options;
-  std::optional<double> lr; // the optimizer's, for the scheduler's checks
+  /// Writes train.optimizer once the optimizer and the scheduler are read:
+  /// DeepSpeed's WarmupLR and WarmupDecayLR set the peak rate themselves.
+  void writeOptimizer();
+
+  std::string optimizerName; // adamw or sgd once read
+  std::vector<std::string> optimizerArguments, optimizerFrom; // but lr
+  std::optional<double> lr; // the optimizer's, as the config gives it
+  std::string lrFrom;
+  std::optional<double> warmupMaxLr; // the scheduler's peak rate
+  std::string warmupMaxLrFrom;
+  llvm::SMLoc warmupMaxLrLoc;
   bool precisionSet = false;
 };
 
 void DeepSpeedReader::read(const ConfigNode &root) {
   readBatch(root);
-  auto none = [&](StringRef why) {
-    return [this, why](const ConfigMember &m) {
-      context.noEffect(m, noEffect(why));
-    };
-  };
+  auto none = [&](StringRef why) { return context.noEffectBecause(why.str()); };
   auto batch = [](const ConfigMember &) {}; // readBatch took them
   KeyHandler handlers[] = {
       {"train_batch_size", batch},
@@ -119,6 +125,12 @@ void DeepSpeedReader::read(const ConfigNode &root) {
        [&](const ConfigMember &m) {
          const ConfigNode *accum =
              m.value.isMap() ? m.value.find("grad_accum_dtype") : nullptr;
+         if (m.value.isMap()) {
+           PrefixScope scope(context, "data_types.");
+           for (const ConfigMember &k : m.value.members)
+             if (k.key != "grad_accum_dtype")
+               context.unsupported(k, "unknown key in data_types, left out");
+         }
          if (!accum || accum->isNull()) {
            context.noEffect(m, "no effect: gradients kept in the layout of "
                                "lower peak (train.grad_dtype's default)");
@@ -177,6 +189,7 @@ void DeepSpeedReader::read(const ConfigNode &root) {
        }},
   };
   context.visit(root, "the DeepSpeed config", handlers);
+  writeOptimizer();
   if (!precisionSet && !context.acceleratePrecision.empty())
     plan.set("train.precision", context.acceleratePrecision,
              "the Accelerate config's mixed_precision");
@@ -237,11 +250,17 @@ void DeepSpeedReader::readBatch(const ConfigNode &root) {
     return;
   }
 
-  // The world size, when the options do not give it, is what the batch
-  // sizes imply.
+  // The world size: the options', else the Accelerate config's, else what
+  // the batch sizes imply, over the machines known (one by default).
+  std::optional<int64_t> nodes = options.nodes ? options.nodes : context.nodes;
+  std::optional<int64_t> gpus =
+      options.gpusPerNode ? options.gpusPerNode : context.gpusPerNode;
   std::optional<int64_t> world;
-  if (options.gpusPerNode)
-    world = *options.gpusPerNode * options.nodes.value_or(1);
+  std::string worldFrom;
+  if (gpus) {
+    world = *gpus * nodes.value_or(1);
+    worldFrom = options.gpusPerNode ? "the options" : "the Accelerate config";
+  }
   if (microValue && accumValue) {
     int64_t perRank = *microValue * *accumValue;
     if (*globalValue % perRank != 0) {
@@ -255,17 +274,25 @@ void DeepSpeedReader::readBatch(const ConfigNode &root) {
     if (world && *world != implied) {
       diag.error(global->value.loc,
                  formatv("'train_batch_size' {0} = {1} x {2} x {3} ranks, but "
-                         "the options give {4} ranks",
+                         "{4} give {5} ranks",
                          *globalValue, *microValue, *accumValue, implied,
-                         *world));
+                         worldFrom, *world));
       return;
     }
     if (!world) {
-      context.gpusPerNode = implied;
+      int64_t machines = nodes.value_or(1);
+      if (implied % machines != 0) {
+        diag.error(global->value.loc,
+                   formatv("'train_batch_size' {0} implies {1} ranks, which "
+                           "{2} machines cannot share evenly",
+                           *globalValue, implied, machines));
+        return;
+      }
+      context.gpusPerNode = implied / machines;
       context.gpusPerNodeFrom =
           formatv("train_batch_size {0} / (micro_batch {1} x "
-                  "gradient_accumulation_steps {2}), on one machine",
-                  *globalValue, *microValue, *accumValue);
+                  "gradient_accumulation_steps {2}) over {3} machine(s)",
+                  *globalValue, *microValue, *accumValue, machines);
     }
     context.noEffect(*global, formatv("{0} x {1} x {2} ranks, the plan's "
                                       "micro_batch x grad_accum x ranks",
@@ -273,10 +300,37 @@ void DeepSpeedReader::readBatch(const ConfigNode &root) {
                                   .str());
     return;
   }
-  // The accumulation follows from the global batch (the plan's global_batch
-  // derives grad_accum the way DeepSpeed does).
-  plan.set("train.global_batch", std::to_string(*globalValue),
-           context.shown(*global));
+  if (microValue) {
+    // The accumulation follows from the global batch (the plan's
+    // global_batch derives grad_accum the way DeepSpeed does).
+    plan.set("train.global_batch", std::to_string(*globalValue),
+             context.shown(*global));
+    return;
+  }
+  // No micro-batch: DeepSpeed takes train_batch_size / (accumulation x
+  // world), which needs the world size.
+  int64_t accumulation = accumValue.value_or(1);
+  if (!world) {
+    diag.error(global->value.loc,
+               "'train_batch_size' without train_micro_batch_size_per_gpu "
+               "needs the world size to give the micro-batch; pass "
+               "--gpus-per-node (and --nodes), or --micro-batch");
+    return;
+  }
+  if (*globalValue % (accumulation * *world) != 0) {
+    diag.error(global->value.loc,
+               formatv("'train_batch_size' {0} is not a multiple of "
+                       "gradient_accumulation_steps {1} x {2} ranks",
+                       *globalValue, accumulation, *world));
+    return;
+  }
+  plan.set("train.micro_batch",
+           std::to_string(*globalValue / (accumulation * *world)),
+           formatv("train_batch_size {0} / (gradient_accumulation_steps {1} "
+                   "x {2} ranks)",
+                   *globalValue, accumulation, *world)
+               .str());
+  context.noEffect(*global, "gives the micro-batch");
 }
 
 void DeepSpeedReader::readPrecision(const ConfigMember &m,
@@ -284,6 +338,13 @@ void DeepSpeedReader::readPrecision(const ConfigMember &m,
   if (!m.value.isMap()) {
     context.badValue(m, "a map with \"enabled\"");
     return;
+  }
+  // bf16 has no other keys; fp16's loss-scale keys are read below.
+  if (precision != "fp16_mixed") {
+    PrefixScope scope(context, m.key + ".");
+    for (const ConfigMember &k : m.value.members)
+      if (k.key != "enabled")
+        context.unsupported(k, "unknown key in " + m.key + ", left out");
   }
   const ConfigNode *enabledNode = m.value.find("enabled");
   bool enabled = false;
@@ -397,8 +458,9 @@ void import::offloadDevice(ImportContext &context, const ConfigMember &m,
     context.badValue(m, "none, cpu or nvme");
     return;
   }
-  if (state == "params" && stage && stage->integer && *stage->integer != 3) {
-    // DeepSpeed refuses it too.
+  // DeepSpeed refuses it too (its default stage is 0, Accelerate's 2).
+  if (state == "params" &&
+      (!stage || !stage->integer || *stage->integer != 3)) {
     context.diag.error(m.value.loc,
                        "parameters are offloaded only at ZeRO stage 3");
     return;
@@ -417,11 +479,7 @@ void DeepSpeedReader::readZero(const ConfigMember &zero) {
   PrefixScope scope(context, "zero_optimization.");
   const ConfigNode *stage = zero.value.find("stage");
   int64_t hidden = context.model.hidden;
-  auto none = [&](StringRef why) {
-    return [this, why](const ConfigMember &m) {
-      context.noEffect(m, noEffect(why));
-    };
-  };
+  auto none = [&](StringRef why) { return context.noEffectBecause(why.str()); };
   auto offload = [&](StringRef state) {
     return [this, state, stage](const ConfigMember &m) {
       if (!m.value.isMap()) {
@@ -605,25 +663,31 @@ void DeepSpeedReader::readOptimizer(const ConfigMember &optimizer) {
         context.unsupported(k, "unknown optimizer parameter, left out");
     }
   };
-  std::vector<std::string> arguments;
-  std::vector<std::string> from;
-  auto value = [&](StringRef key, StringRef argument, double hfDefault,
-                   std::optional<double> option = std::nullopt,
-                   StringRef optionName = "") {
+  std::vector<std::string> &arguments = optimizerArguments;
+  std::vector<std::string> &from = optimizerFrom;
+  auto value = [&](StringRef key, double hfDefault) {
     const ConfigNode *node = param(key);
     std::optional<double> v;
-    if (option && (!node || isAuto(*node))) {
-      v = option;
-      from.push_back((key + ": " + optionName).str());
-    } else if (node && isAuto(*node)) {
+    if (node && isAuto(*node)) {
       v = hfDefault;
       from.push_back((key + ": auto, the HF Trainer's").str());
     } else if (node) {
       v = number(*node, key);
     }
-    if (v)
-      arguments.push_back((argument + " = " + planNumber(*v)).str());
     return v;
+  };
+  auto argument = [&](StringRef key, double hfDefault) {
+    if (std::optional<double> v = value(key, hfDefault))
+      arguments.push_back((key + " = " + planNumber(*v)).str());
+  };
+  auto readLr = [&] {
+    const ConfigNode *node = param("lr");
+    lr = value("lr", 5e-5);
+    lrFrom = node && !isAuto(*node)
+                 ? "optimizer.params.lr: " + node->text
+                 : "optimizer.params.lr: auto, the HF Trainer's learning_rate";
+    if (!node)
+      lrFrom = "";
   };
 
   if (lower == "adam" || lower == "adamw" || lower == "fusedadam" ||
@@ -635,12 +699,8 @@ void DeepSpeedReader::readOptimizer(const ConfigMember &optimizer) {
                             "decouples weight decay");
       return;
     }
-    lr = value("lr", "lr", 5e-5, options.lr, "--lr");
-    if (!lr) {
-      lr = 5e-5;
-      arguments.insert(arguments.begin(), "lr = 5e-05");
-      from.push_back("lr: not given, the HF Trainer's learning_rate");
-    }
+    optimizerName = "adamw";
+    readLr();
     if (const ConfigNode *betas = param("betas")) {
       if (isAuto(*betas)) {
         arguments.push_back("betas = (0.9, 0.999)");
@@ -657,32 +717,66 @@ void DeepSpeedReader::readOptimizer(const ConfigMember &optimizer) {
                                    "; expected a list of two numbers");
       }
     }
-    value("eps", "eps", 1e-8);
+    argument("eps", 1e-8);
     // DeepSpeed's Adam defaults weight_decay to 0, as the plan does.
-    value("weight_decay", "weight_decay", 0.0);
+    argument("weight_decay", 0.0);
     checkParams({"lr", "betas", "eps", "weight_decay"});
-    plan.set("train.optimizer", "adamw(" + llvm::join(arguments, ", ") + ")",
-             "optimizer: " + type +
-                 (from.empty() ? "" : "; " + llvm::join(from, "; ")));
+    from.insert(from.begin(), "optimizer: " + type);
     return;
   }
   if (lower == "sgd") {
-    lr = value("lr", "lr", 5e-5, options.lr, "--lr");
-    if (!lr) {
+    optimizerName = "sgd";
+    readLr();
+    if (!lr && !options.lr) {
       diag.error(optimizer.keyLoc, "the SGD optimizer needs params.lr");
       return;
     }
-    value("momentum", "momentum", 0.0);
-    value("weight_decay", "weight_decay", 0.0);
+    argument("momentum", 0.0);
+    argument("weight_decay", 0.0);
     checkParams({"lr", "momentum", "weight_decay"});
-    plan.set("train.optimizer", "sgd(" + llvm::join(arguments, ", ") + ")",
-             "optimizer: " + type);
+    from.insert(from.begin(), "optimizer: " + type);
     return;
   }
   diag.error(typeNode ? typeNode->loc : optimizer.keyLoc,
              formatv("optimizer '{0}' is not supported; the plan has Adam / "
                      "AdamW (adamw) and SGD (sgd)",
                      type));
+}
+
+void DeepSpeedReader::writeOptimizer() {
+  if (optimizerName.empty() && !warmupMaxLr)
+    return; // the script's optimizer: fillTrain's default
+  std::optional<double> rate;
+  std::string rateFrom;
+  if (options.lr) {
+    rate = options.lr;
+    rateFrom = "lr: --lr";
+  } else if (warmupMaxLr) {
+    rate = warmupMaxLr;
+    rateFrom = "lr: " + warmupMaxLrFrom;
+    if (lr && *lr != *warmupMaxLr)
+      diag.warning(warmupMaxLrLoc,
+                   formatv("the scheduler's warmup_max_lr {0} is the peak "
+                           "learning rate, not the optimizer's lr {1}: "
+                           "DeepSpeed's scheduler sets the rate",
+                           planNumber(*warmupMaxLr), planNumber(*lr)));
+  } else if (lr) {
+    rate = lr;
+    rateFrom = lrFrom;
+  } else {
+    rate = 5e-5;
+    rateFrom = "lr: not given, the HF Trainer's learning_rate";
+  }
+  std::vector<std::string> arguments = optimizerArguments;
+  arguments.insert(arguments.begin(), "lr = " + planNumber(*rate));
+  std::vector<std::string> from = optimizerFrom;
+  if (!rateFrom.empty())
+    from.push_back(rateFrom);
+  std::string name = optimizerName.empty() ? "adamw" : optimizerName;
+  if (optimizerName.empty())
+    from.insert(from.begin(), "no optimizer section: the HF Trainer's AdamW");
+  plan.set("train.optimizer", name + "(" + llvm::join(arguments, ", ") + ")",
+           llvm::join(from, "; "));
 }
 
 void DeepSpeedReader::readScheduler(const ConfigMember &scheduler) {
@@ -720,6 +814,22 @@ void DeepSpeedReader::readScheduler(const ConfigMember &scheduler) {
       diag.warning(minLr->loc, "the plan's warmup starts from 0, not from "
                                "warmup_min_lr");
   std::string from = "scheduler: " + type;
+  // WarmupLR and WarmupDecayLR rise to warmup_max_lr (DeepSpeed's default
+  // 0.001), whatever the optimizer's lr; "auto" is the Trainer's
+  // learning_rate, which is the optimizer's too.
+  if (type == "WarmupLR" || type == "WarmupDecayLR") {
+    const ConfigNode *maxLr = param("warmup_max_lr");
+    if (!maxLr) {
+      warmupMaxLr = 0.001;
+      warmupMaxLrFrom = "DeepSpeed's default warmup_max_lr 0.001 (" + type +
+                        " sets the rate)";
+      warmupMaxLrLoc = scheduler.keyLoc;
+    } else if (!isAuto(*maxLr)) {
+      warmupMaxLr = number(*maxLr, "warmup_max_lr");
+      warmupMaxLrFrom = "scheduler.params.warmup_max_lr: " + maxLr->text;
+      warmupMaxLrLoc = maxLr->loc;
+    }
+  }
   if (params && params->isMap()) {
     PrefixScope scope(context, "scheduler.params.");
     for (const ConfigMember &k : params->members) {
@@ -729,8 +839,7 @@ void DeepSpeedReader::readScheduler(const ConfigMember &scheduler) {
                              k.key))
         continue;
       if (k.key == "warmup_max_lr")
-        context.noEffect(k, "no effect: the schedule rises to the "
-                            "optimizer's lr");
+        continue; // read below
       else if (k.key == "last_batch_iteration")
         context.noEffect(k, "no effect: plan-run --resume restores the "
                             "schedule's step");

@@ -10,6 +10,7 @@
 
 #include "frontend/ImportedPlan.h"
 
+#include "frontend/Frontend.h"
 #include "frontend/HuggingFaceConfig.h"
 #include "frontend/Models.h"
 
@@ -181,6 +182,21 @@ void ImportContext::noEffect(const ConfigMember &member,
   plan.explain(shown(member), why.str());
 }
 
+std::function<void(const ConfigMember &)>
+ImportContext::noEffectBecause(std::string why) {
+  return [this, why = "no effect: " + why](const ConfigMember &member) {
+    noEffect(member, why);
+  };
+}
+
+void ImportContext::readAccelerateGradAccum(const ConfigMember &member) {
+  if (std::optional<int64_t> n =
+          readConfigInteger(member.value, member.key, diag)) {
+    accelerateGradAccum = *n;
+    plan.set("train.grad_accum", std::to_string(*n), shown(member));
+  }
+}
+
 void ImportContext::badValue(const ConfigMember &member,
                              const llvm::Twine &expected) {
   diag.error(member.value.loc,
@@ -235,8 +251,14 @@ bool resolveModel(ImportContext &context, std::string &error) {
                 .str();
     return false;
   }
+  std::string unreadable;
+  if (!checkInput(path, unreadable)) {
+    error = "--model: " + unreadable;
+    return false;
+  }
+  // Resolved again the same way: from the working directory.
   std::optional<HuggingFaceModel> model = readHuggingFaceModel(
-      context.sourceMgr, context.diag, path, llvm::SMLoc());
+      context.sourceMgr, context.diag, options.model, llvm::SMLoc());
   if (!model)
     return false; // reported at config.json
   context.model = model->spec;

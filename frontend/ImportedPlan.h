@@ -98,6 +98,11 @@ struct ImportContext {
   void unsupported(const ConfigMember &member, const llvm::Twine &why);
   /// A key that has no effect on the plan: a line at the end of the plan.
   void noEffect(const ConfigMember &member, const llvm::Twine &why);
+  /// A handler for a key that has no effect on the plan, and why.
+  std::function<void(const ConfigMember &)> noEffectBecause(std::string why);
+  /// Accelerate's gradient_accumulation_steps (top level or DeepSpeed
+  /// plugin): train.grad_accum, and what DeepSpeed's "auto" takes.
+  void readAccelerateGradAccum(const ConfigMember &member);
   /// An error at the value: "'KEY' is X; expected one of A, B, C".
   void badValue(const ConfigMember &member, const llvm::Twine &expected);
 };

@@ -238,8 +238,6 @@ struct PlanSpec {
   /// plan's own model keys; derived defaults follow it (a model with
   /// grouped-query attention keeps its kv_heads when `heads` is changed).
   std::optional<ModelSpec> baseModel;
-  /// The config.json of `model = hf("...")`, "" otherwise.
-  std::string modelConfig;
 
   bool isGiven(llvm::StringRef path) const { return locs.count(path); }
   llvm::SMLoc locOf(llvm::StringRef path) const {

@@ -396,12 +396,17 @@ void checkConfig(const std::string &path, const ModelConfig &model) {
     }
     return;
   }
-  checkText("model_type", "llama", "llama", "a");
+  // A Mistral is a Llama whose sliding window the schedule's max_seq_len
+  // stays within (the compiler's hf() makes it so).
+  bool mistral = text("model_type", "llama") == "mistral";
+  if (!mistral)
+    checkText("model_type", "llama", "llama", "a");
   check("hidden_size", model.hidden, "hidden");
   check("num_hidden_layers", model.layers, "layers");
   check("num_attention_heads", model.heads, "heads");
   int64_t heads = cfg.value("num_attention_heads", model.heads);
-  check("num_key_value_heads", model.kvHeads, "kv_heads", heads);
+  check("num_key_value_heads", model.kvHeads, "kv_heads",
+        mistral ? hf::MistralDefaults::numKeyValueHeads : heads);
   check("vocab_size", model.vocab, "vocab");
   check("intermediate_size", model.intermediate, "intermediate");
   checkReal("rope_theta", real(cfg, "rope_theta", L::ropeTheta),

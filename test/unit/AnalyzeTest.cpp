@@ -746,8 +746,8 @@ TEST(AnalyzeModel, UnknownPreset) {
 
 TEST(AnalyzeModel, ModelNeedsAPresetOrFamily) {
   EXPECT_EQ(errorsOf(withModel("{ layers = 2 }")),
-            Diags{"1:9: error: 'model' expects a preset or a family (llama, "
-                  "gpt2, bert), got a block"});
+            Diags{"1:9: error: 'model' expects a preset, a family (llama, "
+                  "gpt2, bert) or hf(\"config.json\"), got a block"});
   EXPECT_EQ(
       errorsOf("cluster { gpus_per_node = 2  gpu = cpu  host_memory = 64GiB "
                "}\n"

@@ -272,7 +272,10 @@ TEST_F(SafeTensorsTest, ConfigKeysThatChangeTheMathMustAgree) {
   EXPECT_NE(openWith(ok + ",\"rope_theta\":\"big\"", m)
                 .find("rope_theta is not a number"),
             std::string::npos);
-  EXPECT_NE(openWith(ok + ",\"model_type\":\"mistral\"", m).find("model_type"),
+  // A Mistral is a Llama here (hf() caps its max_seq_len at the window);
+  // another family is not.
+  EXPECT_EQ(openWith(ok + ",\"model_type\":\"mistral\"", m), "(no error)");
+  EXPECT_NE(openWith(ok + ",\"model_type\":\"mixtral\"", m).find("model_type"),
             std::string::npos);
 }
 
