@@ -72,8 +72,11 @@ public:
 
 private:
   void readTop(const ConfigNode &root);
-  void readFsdp(const ConfigMember &fsdp, bool used);
-  void readDeepSpeed(const ConfigMember &deepspeed, bool used);
+  /// Whether a plugin section applies (distributed_type is `type`); it is
+  /// listed as having no effect otherwise.
+  bool pluginApplies(const ConfigMember &plugin, StringRef type);
+  void readFsdp(const ConfigMember &fsdp);
+  void readDeepSpeed(const ConfigMember &deepspeed);
 
   std::optional<bool> flag(const ConfigMember &member) {
     return readConfigBool(member.value, member.key, diag);
@@ -111,7 +114,7 @@ void AccelerateReader::read(const ConfigNode &root) {
   // After the top level, whose mixed_precision and gradient_accumulation_steps
   // fill DeepSpeed's "auto" values, wherever they are in the file.
   if (deepspeedConfig)
-    readDeepSpeed(*deepspeedConfig, distributedType == "DEEPSPEED");
+    readDeepSpeed(*deepspeedConfig);
 
   // Written once the world size and the wrap policy are known.
   if (strategy) {
@@ -274,8 +277,7 @@ void AccelerateReader::readTop(const ConfigNode &root) {
              context.noEffect(m, "no effect: the device is cluster.gpu");
          }
        }},
-      {"fsdp_config",
-       [&](const ConfigMember &m) { readFsdp(m, distributedType == "FSDP"); }},
+      {"fsdp_config", [&](const ConfigMember &m) { readFsdp(m); }},
       {"deepspeed_config",
        [&](const ConfigMember &m) { deepspeedConfig = &m; }},
       {"machine_rank", launch},
@@ -313,17 +315,23 @@ void AccelerateReader::readTop(const ConfigNode &root) {
   context.visit(root, "the Accelerate config", handlers);
 }
 
-void AccelerateReader::readFsdp(const ConfigMember &fsdp, bool used) {
-  if (!fsdp.value.isMap()) {
-    context.badValue(fsdp, "a map of fsdp_* keys");
-    return;
+bool AccelerateReader::pluginApplies(const ConfigMember &plugin,
+                                     StringRef type) {
+  if (!plugin.value.isMap()) {
+    context.badValue(plugin, "a map of " + type.str() + " plugin keys");
+    return false;
   }
-  if (!used) {
-    if (!fsdp.value.members.empty())
-      context.noEffect(fsdp, "no effect: distributed_type is " +
-                                 distributedType + ", not FSDP");
+  if (distributedType == type)
+    return true;
+  if (!plugin.value.members.empty())
+    context.noEffect(plugin, "no effect: distributed_type is " +
+                                 distributedType + ", not " + type.str());
+  return false;
+}
+
+void AccelerateReader::readFsdp(const ConfigMember &fsdp) {
+  if (!pluginApplies(fsdp, "FSDP"))
     return;
-  }
   if (const ConfigNode *version = fsdp.value.find("fsdp_version"))
     fsdp2 = version->integer && *version->integer == 2;
   auto foreign = [&](const ConfigMember &m) {
@@ -457,17 +465,9 @@ void AccelerateReader::readFsdp(const ConfigMember &fsdp, bool used) {
     context.noEffect(*other, "the same as " + read->key);
 }
 
-void AccelerateReader::readDeepSpeed(const ConfigMember &deepspeed, bool used) {
-  if (!deepspeed.value.isMap()) {
-    context.badValue(deepspeed, "a map of DeepSpeed plugin keys");
+void AccelerateReader::readDeepSpeed(const ConfigMember &deepspeed) {
+  if (!pluginApplies(deepspeed, "DEEPSPEED"))
     return;
-  }
-  if (!used) {
-    if (!deepspeed.value.members.empty())
-      context.noEffect(deepspeed, "no effect: distributed_type is " +
-                                      distributedType + ", not DEEPSPEED");
-    return;
-  }
   // With a config file, Accelerate takes everything from it and ignores the
   // plugin's other keys but the launcher's.
   if (const ConfigNode *file = deepspeed.value.find("deepspeed_config_file")) {

@@ -480,6 +480,15 @@ void DeepSpeedReader::readZero(const ConfigMember &zero) {
   const ConfigNode *stage = zero.value.find("stage");
   int64_t hidden = context.model.hidden;
   auto none = [&](StringRef why) { return context.noEffectBecause(why.str()); };
+  // A switch that is off, or on and not supported.
+  auto unsupportedIfOn = [&](std::string why) {
+    return [this, why](const ConfigMember &m) {
+      if (m.value.kind == ConfigNode::Kind::Bool && m.value.boolean)
+        context.unsupported(m, why);
+      else
+        context.noEffect(m, "off");
+    };
+  };
   auto offload = [&](StringRef state) {
     return [this, state, stage](const ConfigMember &m) {
       if (!m.value.isMap()) {
@@ -592,22 +601,11 @@ void DeepSpeedReader::readZero(const ConfigMember &zero) {
            context.noEffect(m, "off");
        }},
       {"zero_quantized_weights",
-       [&](const ConfigMember &m) {
-         if (m.value.kind == ConfigNode::Kind::Bool && m.value.boolean)
-           context.unsupported(m, "ZeRO++ quantized weights are not "
-                                  "supported: gathers move the working dtype");
-         else
-           context.noEffect(m, "off");
-       }},
+       unsupportedIfOn("ZeRO++ quantized weights are not supported: gathers "
+                       "move the working dtype")},
       {"zero_quantized_gradients",
-       [&](const ConfigMember &m) {
-         if (m.value.kind == ConfigNode::Kind::Bool && m.value.boolean)
-           context.unsupported(m, "ZeRO++ quantized gradients are not "
-                                  "supported: reductions run in "
-                                  "train.reduce_dtype");
-         else
-           context.noEffect(m, "off");
-       }},
+       unsupportedIfOn("ZeRO++ quantized gradients are not supported: "
+                       "reductions run in train.reduce_dtype")},
       {"mics_shard_size",
        [&](const ConfigMember &m) {
          std::optional<int64_t> size = integer(m);
