@@ -31,6 +31,17 @@ bool isAuto(const ConfigNode &value) {
 
 std::string noEffect(StringRef why) { return ("no effect: " + why).str(); }
 
+/// DeepSpeed's `{"type": ..., "params": {...}}` sections (optimizer,
+/// scheduler).
+struct TypedSection {
+  const ConfigNode *typeNode = nullptr;
+  std::string type;
+  const ConfigNode *params = nullptr;
+  const ConfigNode *param(StringRef key) const {
+    return params && params->isMap() ? params->find(key) : nullptr;
+  }
+};
+
 class DeepSpeedReader {
 public:
   explicit DeepSpeedReader(ImportContext &context)
@@ -43,6 +54,9 @@ private:
   void readBatch(const ConfigNode &root);
   void readPrecision(const ConfigMember &member, StringRef precision);
   void readZero(const ConfigMember &zero);
+  /// Reads `type` and `params`; any other key is a warning. Nothing when
+  /// the section is not a map.
+  std::optional<TypedSection> readTypedSection(const ConfigMember &section);
   void readOptimizer(const ConfigMember &optimizer);
   void readScheduler(const ConfigMember &scheduler);
 
@@ -620,22 +634,32 @@ void DeepSpeedReader::readZero(const ConfigMember &zero) {
   context.visit(zero.value, "zero_optimization", handlers);
 }
 
-void DeepSpeedReader::readOptimizer(const ConfigMember &optimizer) {
-  if (!optimizer.value.isMap()) {
-    context.badValue(optimizer, "a map with \"type\" and \"params\"");
-    return;
+std::optional<TypedSection>
+DeepSpeedReader::readTypedSection(const ConfigMember &section) {
+  if (!section.value.isMap()) {
+    context.badValue(section, "a map with \"type\" and \"params\"");
+    return std::nullopt;
   }
-  const ConfigNode *typeNode = optimizer.value.find("type");
-  std::string type =
-      typeNode ? readConfigString(*typeNode, "type", diag).value_or("") : "";
-  std::string lower = StringRef(type).lower();
-  const ConfigNode *params = optimizer.value.find("params");
-  auto param = [&](StringRef key) -> const ConfigNode * {
-    return params && params->isMap() ? params->find(key) : nullptr;
-  };
-  for (const ConfigMember &k : optimizer.value.members)
+  TypedSection typed;
+  typed.typeNode = section.value.find("type");
+  if (typed.typeNode)
+    typed.type = readConfigString(*typed.typeNode, "type", diag).value_or("");
+  typed.params = section.value.find("params");
+  for (const ConfigMember &k : section.value.members)
     if (k.key != "type" && k.key != "params")
-      context.unsupported(k, "unknown key in optimizer, left out");
+      context.unsupported(k, "unknown key in " + section.key + ", left out");
+  return typed;
+}
+
+void DeepSpeedReader::readOptimizer(const ConfigMember &optimizer) {
+  std::optional<TypedSection> section = readTypedSection(optimizer);
+  if (!section)
+    return;
+  const ConfigNode *typeNode = section->typeNode;
+  const std::string &type = section->type;
+  std::string lower = StringRef(type).lower();
+  const ConfigNode *params = section->params;
+  auto param = [&](StringRef key) { return section->param(key); };
 
   // Parameters other than `used` have no counterpart: what each means.
   auto checkParams = [&](std::initializer_list<StringRef> used) {
@@ -778,17 +802,13 @@ void DeepSpeedReader::writeOptimizer() {
 }
 
 void DeepSpeedReader::readScheduler(const ConfigMember &scheduler) {
-  if (!scheduler.value.isMap()) {
-    context.badValue(scheduler, "a map with \"type\" and \"params\"");
+  std::optional<TypedSection> section = readTypedSection(scheduler);
+  if (!section)
     return;
-  }
-  const ConfigNode *typeNode = scheduler.value.find("type");
-  std::string type =
-      typeNode ? readConfigString(*typeNode, "type", diag).value_or("") : "";
-  const ConfigNode *params = scheduler.value.find("params");
-  auto param = [&](StringRef key) -> const ConfigNode * {
-    return params && params->isMap() ? params->find(key) : nullptr;
-  };
+  const ConfigNode *typeNode = section->typeNode;
+  const std::string &type = section->type;
+  const ConfigNode *params = section->params;
+  auto param = [&](StringRef key) { return section->param(key); };
   auto steps = [&](StringRef key, int64_t fallback) -> int64_t {
     const ConfigNode *node = param(key);
     if (!node || isAuto(*node))
@@ -848,9 +868,6 @@ void DeepSpeedReader::readScheduler(const ConfigMember &scheduler) {
                                "left out");
     }
   }
-  for (const ConfigMember &k : scheduler.value.members)
-    if (k.key != "type" && k.key != "params")
-      context.unsupported(k, "unknown key in scheduler, left out");
   if (type == "WarmupLR") {
     if (warmup == 0)
       context.noEffect(scheduler, "no warmup: the plan's default constant "
