@@ -18,6 +18,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -47,24 +48,23 @@ cl::opt<std::string> gpu("gpu",
                          cl::value_desc("name"), cl::sub(plan::importCommand),
                          cl::cat(importCategory));
 cl::opt<int64_t> nodes("nodes", cl::desc("Machines, over the config's"),
-                       cl::sub(plan::importCommand), cl::cat(importCategory));
-cl::opt<int64_t>
-    gpusPerNode("gpus-per-node",
-                cl::desc("Processes per machine, over the config's"),
-                cl::sub(plan::importCommand), cl::cat(importCategory));
+                       cl::value_desc("N"), cl::sub(plan::importCommand),
+                       cl::cat(importCategory));
+cl::opt<int64_t> gpusPerNode(
+    "gpus-per-node", cl::desc("Processes per machine, over the config's"),
+    cl::value_desc("N"), cl::sub(plan::importCommand), cl::cat(importCategory));
 cl::opt<int64_t> microBatch("micro-batch",
                             cl::desc("Sequences per rank per micro-batch "
                                      "(default: the config's, else 8)"),
-                            cl::sub(plan::importCommand),
+                            cl::value_desc("N"), cl::sub(plan::importCommand),
                             cl::cat(importCategory));
-cl::opt<int64_t>
-    seqLen("seq-len",
-           cl::desc("Tokens per sequence (default min(1024, max_seq_len))"),
-           cl::sub(plan::importCommand), cl::cat(importCategory));
+cl::opt<int64_t> seqLen(
+    "seq-len", cl::desc("Tokens per sequence (default min(1024, max_seq_len))"),
+    cl::value_desc("N"), cl::sub(plan::importCommand), cl::cat(importCategory));
 cl::opt<int64_t> gradAccum("grad-accum",
                            cl::desc("Micro-batches per step, over the "
                                     "config's"),
-                           cl::sub(plan::importCommand),
+                           cl::value_desc("N"), cl::sub(plan::importCommand),
                            cl::cat(importCategory));
 cl::opt<double> lr("lr",
                    cl::desc("Learning rate (default: the config's, else "
@@ -110,6 +110,15 @@ int plan::runImport() {
   options.model = model;
   options.gpu = gpu;
   options.hostMemory = hostMemory;
+  // A size as a plan writes it, checked here rather than in the plan.
+  if (!hostMemory.empty() &&
+      !llvm::Regex("^[0-9]+(\\.[0-9]+)?(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
+           .match(hostMemory)) {
+    llvm::errs() << "planc: error: --host-memory expects a size such as "
+                    "512GiB or 1TB, got '"
+                 << hostMemory << "'\n";
+    return 1;
+  }
   if (lr.getNumOccurrences()) {
     if (!(lr > 0)) {
       llvm::errs() << "planc: error: --lr must be > 0, got " << lr << "\n";
