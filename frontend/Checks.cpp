@@ -106,10 +106,8 @@ struct RealRange {
 
 } // namespace
 
-// Counts and dimensions stay below 2^31 so that the products the planner
-// forms from them (bytes of a tensor, of a micro-batch's activations) fit in
-// 64 bits.
-static constexpr int64_t maxCount = std::numeric_limits<int32_t>::max();
+// Counts and dimensions stay below 2^31 (PlanSpec.h).
+static constexpr int64_t maxCount = kMaxCount;
 static constexpr int64_t maxInteger = std::numeric_limits<int64_t>::max();
 /// Layers the compiler lowers: each is a unit of the step program (its
 /// state, its compute per micro-batch), and lowering time grows with them.

@@ -57,14 +57,26 @@ std::string ConfigNode::describe() const {
 }
 
 std::optional<int64_t> plan::readConfigInteger(const ConfigNode &value,
-                                               StringRef key,
-                                               DiagEmitter &diag) {
-  if (value.kind == ConfigNode::Kind::Number && value.integer &&
-      static_cast<double>(*value.integer) == value.number)
-    return value.integer;
-  diag.error(value.loc,
-             "'" + key + "' expects an integer, got " + value.describe());
-  return std::nullopt;
+                                               StringRef key, DiagEmitter &diag,
+                                               int64_t min, int64_t max) {
+  if (value.kind != ConfigNode::Kind::Number || !value.integer ||
+      static_cast<double>(*value.integer) != value.number) {
+    diag.error(value.loc,
+               "'" + key + "' expects an integer, got " + value.describe());
+    return std::nullopt;
+  }
+  // The plan's own range checks word it the same way (Checks.cpp).
+  if (*value.integer < min) {
+    diag.error(value.loc, "'" + key + "' must be >= " + std::to_string(min) +
+                              ", got " + value.describe());
+    return std::nullopt;
+  }
+  if (*value.integer > max) {
+    diag.error(value.loc, "'" + key + "' must be <= " + std::to_string(max) +
+                              ", got " + value.describe());
+    return std::nullopt;
+  }
+  return value.integer;
 }
 
 std::optional<double> plan::readConfigNumber(const ConfigNode &value,
@@ -424,8 +436,13 @@ public:
           return false;
       }
       return true;
-    case YAML::NodeType::Map:
+    case YAML::NodeType::Map: {
       node.kind = ConfigNode::Kind::Map;
+      // YAML 1.1's merge key, `<<: *defaults`, which PyYAML applies and
+      // yaml-cpp leaves as a key named "<<": merged after the map's own
+      // keys, which take precedence.
+      std::optional<YAML::Node> merge;
+      SMLoc mergeLoc;
       for (const auto &entry : yaml) {
         ConfigMember member;
         member.keyLoc = at(entry.first.Mark());
@@ -434,6 +451,17 @@ public:
           return false;
         }
         member.key = entry.first.Scalar();
+        if (member.key == "<<" && entry.first.Tag() == "?") {
+          if (merge) {
+            diag.error(member.keyLoc, "duplicate key '<<'")
+                    .attachNote(diag.loc(mergeLoc))
+                << "first given here";
+            return false;
+          }
+          merge = entry.second;
+          mergeLoc = member.keyLoc;
+          continue;
+        }
         size_t errorsBefore = diag.numErrors();
         checkDuplicate(node, member, diag);
         if (diag.numErrors() != errorsBefore)
@@ -446,12 +474,46 @@ public:
           member.value.loc = member.keyLoc;
         node.members.push_back(std::move(member));
       }
-      return true;
+      return !merge || mergeInto(node, *merge, mergeLoc, depth);
+    }
     }
     return true;
   }
 
 private:
+  /// Merges `merge` (a map, or a list of maps of which the earlier take
+  /// precedence) into `node`, below the keys `node` already has.
+  bool mergeInto(ConfigNode &node, const YAML::Node &merge, SMLoc keyLoc,
+                 int depth) {
+    constexpr StringRef expected =
+        "'<<' merges a map, or a list of maps, into this one";
+    std::vector<YAML::Node> sources;
+    if (merge.IsMap()) {
+      sources.push_back(merge);
+    } else if (merge.IsSequence()) {
+      for (const YAML::Node &element : merge)
+        sources.push_back(element);
+    } else {
+      // yaml-cpp marks an empty value where the next token starts.
+      diag.error(merge.IsNull() ? keyLoc : at(merge.Mark()), expected);
+      return false;
+    }
+    for (const YAML::Node &source : sources)
+      if (!source.IsMap()) {
+        diag.error(at(source.Mark()), expected);
+        return false;
+      }
+    for (const YAML::Node &source : sources) {
+      ConfigNode merged;
+      if (!build(source, merged, depth + 1))
+        return false;
+      for (ConfigMember &member : merged.members)
+        if (!node.find(member.key))
+          node.members.push_back(std::move(member));
+    }
+    return true;
+  }
+
   static constexpr size_t kMaxValues = 1000000;
   StringRef text;
   DiagEmitter &diag;
@@ -460,15 +522,38 @@ private:
 
 std::optional<ConfigNode> parseYamlDocument(StringRef text, DiagEmitter &diag) {
   YamlBuilder builder(text, diag);
-  YAML::Node yaml;
+  std::vector<YAML::Node> documents;
   try {
-    yaml = YAML::Load(text.str());
+    // All of them: YAML::Load would read the first and drop the others.
+    documents = YAML::LoadAll(text.str());
   } catch (const YAML::Exception &e) {
     diag.error(builder.at(e.mark), "malformed YAML: " + e.msg);
     return std::nullopt;
   }
+  if (documents.size() > 1) {
+    // Accelerate reads its config with PyYAML's safe_load, which refuses a
+    // second document too. The error points at the `---` that starts it:
+    // between it and the document's first value there are only comments,
+    // and an empty document is marked at the end of the file.
+    SMLoc second = builder.at(documents[1].Mark());
+    StringRef before = text.take_front(second.getPointer() - text.data());
+    for (size_t line = before.size(); line != StringRef::npos && line > 0;) {
+      line = before.rfind('\n', line - 1);
+      StringRef rest = text.drop_front(line == StringRef::npos ? 0 : line + 1);
+      if (rest.starts_with("---") &&
+          (rest.size() == 3 || llvm::isSpace(rest[3]))) {
+        second = SMLoc::getFromPointer(rest.data());
+        break;
+      }
+    }
+    diag.error(second, "a second YAML document: a config is one document; "
+                       "merge this one into the first");
+    return std::nullopt;
+  }
+  // An empty file has no document: null, which the caller reports.
+  YAML::Node document = documents.empty() ? YAML::Node() : documents.front();
   ConfigNode root;
-  if (!builder.build(yaml, root, 0))
+  if (!builder.build(document, root, 0))
     return std::nullopt;
   return root;
 }

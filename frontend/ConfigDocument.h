@@ -18,6 +18,7 @@
 #include "llvm/Support/SMLoc.h"
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,10 +80,15 @@ std::optional<ConfigNode> parseConfigDocument(llvm::SourceMgr &sourceMgr,
 
 /// Typed reads of a value. Each reports "'KEY' expects an integer, got
 /// \"x\"" at the value and returns nothing when it is not one; a JSON or
-/// quoted YAML string that spells a number is not a number.
-std::optional<int64_t> readConfigInteger(const ConfigNode &value,
-                                         llvm::StringRef key,
-                                         DiagEmitter &diag);
+/// quoted YAML string that spells a number is not a number. An integer
+/// outside [min, max] is "'KEY' must be >= MIN, got V" at the value: a count
+/// (a batch size, a number of machines) is checked where it is written,
+/// before anything divides by it or writes it into a plan.
+std::optional<int64_t>
+readConfigInteger(const ConfigNode &value, llvm::StringRef key,
+                  DiagEmitter &diag,
+                  int64_t min = std::numeric_limits<int64_t>::min(),
+                  int64_t max = std::numeric_limits<int64_t>::max());
 std::optional<double> readConfigNumber(const ConfigNode &value,
                                        llvm::StringRef key, DiagEmitter &diag);
 std::optional<bool> readConfigBool(const ConfigNode &value, llvm::StringRef key,

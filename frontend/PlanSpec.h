@@ -19,6 +19,7 @@
 #include "llvm/Support/SMLoc.h"
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -48,6 +49,12 @@ PLAN_ENUM_STRINGIFY(Prefetch)
 PLAN_ENUM_STRINGIFY(GradSync)
 PLAN_ENUM_STRINGIFY(UnitKind)
 #undef PLAN_ENUM_STRINGIFY
+
+/// The largest count or dimension a plan takes (nodes, micro_batch, hidden,
+/// ...): below 2^31, so that the products the planner forms from a few of
+/// them (bytes of a tensor, of a micro-batch's activations) fit in 64 bits.
+/// `planc import` checks a config's counts against it at their key.
+constexpr int64_t kMaxCount = std::numeric_limits<int32_t>::max();
 
 //===----------------------------------------------------------------------===//
 // Model

@@ -136,6 +136,66 @@ TEST(ConfigDocument, RefusesWhatIsNotAConfig) {
   EXPECT_FALSE(Parsed(laughs, ConfigFormat::Yaml).root);
 }
 
+// PyYAML (which Accelerate reads with) applies merge keys and refuses a
+// second document; yaml-cpp does neither by itself.
+TEST(ConfigDocument, YamlMergesKeysAndRefusesASecondDocument) {
+  std::string text = "base: &base {a: 1, b: 2}\n"
+                     "more: &more {c: 3, a: 9}\n"
+                     "x:\n"
+                     "  b: 5\n"
+                     "  <<: [*base, *more]\n";
+  Parsed p(text, ConfigFormat::Yaml);
+  ASSERT_TRUE(p.root) << (p.errors.empty() ? "" : p.errors.front());
+  const ConfigNode &x = *p.root->find("x");
+  ASSERT_EQ(x.members.size(), 3u);
+  EXPECT_FALSE(x.find("<<"));
+  // The map's own key wins, then the earlier of the merged maps.
+  EXPECT_EQ(x.find("b")->integer, 5);
+  EXPECT_EQ(x.find("a")->integer, 1);
+  EXPECT_EQ(x.find("c")->integer, 3);
+  // A merged value is located where it is written, in the anchored map.
+  EXPECT_EQ(p.at(x.find("a")->loc), long(text.find("1,")));
+  // A quoted "<<" is an ordinary key.
+  Parsed quoted("'<<': 1\n", ConfigFormat::Yaml);
+  ASSERT_TRUE(quoted.root);
+  EXPECT_EQ(quoted.root->find("<<")->integer, 1);
+  EXPECT_FALSE(Parsed("x:\n  <<: 3\n", ConfigFormat::Yaml).root);
+  EXPECT_FALSE(
+      Parsed("a: &a {b: 1}\nx:\n  <<: [*a, [1]]\n", ConfigFormat::Yaml).root);
+
+  std::string two = "a: 1\n---\nb: 2\n";
+  Parsed second(two, ConfigFormat::Yaml);
+  EXPECT_FALSE(second.root);
+  ASSERT_EQ(second.errors.size(), 1u);
+  EXPECT_NE(second.errors.front().find("a second YAML document"),
+            std::string::npos);
+  EXPECT_TRUE(Parsed("---\na: 1\n", ConfigFormat::Yaml).root);
+  EXPECT_FALSE(Parsed("a: 1\n---\n", ConfigFormat::Yaml).root);
+}
+
+TEST(ConfigDocument, IntegersOutsideTheirRangeAreErrorsAtTheValue) {
+  Parsed p("{\"n\": 0, \"m\": -9223372036854775808, \"k\": 7}",
+           ConfigFormat::Json);
+  ASSERT_TRUE(p.root);
+  mlir::MLIRContext context{mlir::MLIRContext::Threading::DISABLED};
+  std::vector<std::string> errors;
+  context.getDiagEngine().registerHandler([&](mlir::Diagnostic &d) {
+    errors.push_back(d.str());
+    return mlir::success();
+  });
+  DiagEmitter diag(&context, &p.sourceMgr, mlir::UnknownLoc::get(&context));
+  EXPECT_FALSE(readConfigInteger(*p.root->find("n"), "n", diag, 1));
+  EXPECT_FALSE(readConfigInteger(*p.root->find("m"), "m", diag, 1));
+  EXPECT_FALSE(readConfigInteger(*p.root->find("k"), "k", diag, 1, 6));
+  EXPECT_EQ(readConfigInteger(*p.root->find("k"), "k", diag, 1, 7), 7);
+  EXPECT_EQ(readConfigInteger(*p.root->find("m"), "m", diag),
+            std::numeric_limits<int64_t>::min());
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_EQ(errors[0], "'n' must be >= 1, got 0");
+  EXPECT_EQ(errors[1], "'m' must be >= 1, got -9223372036854775808");
+  EXPECT_EQ(errors[2], "'k' must be <= 6, got 7");
+}
+
 // Every prefix of a real config, and random byte flips in it, parse or end
 // in an error; none crashes, and an error is reported whenever there is no
 // document.
