@@ -289,10 +289,14 @@ bool ModelReader::readBert(llvm::ArrayRef<std::string> architectures) {
     // transformers saves the labels as id2label; num_labels is derived.
     m.numLabels = B::numLabels;
     if (const ConfigNode *labels = given("id2label")) {
-      if (labels->isMap()) {
-        m.numLabels = static_cast<int64_t>(labels->members.size());
-        model.keyLocs["model.num_labels"] = labels->loc;
+      if (!labels->isMap()) {
+        diag.error(labels->loc, "'id2label' expects a map of label ids to "
+                                "names ({\"0\": \"NEGATIVE\", ...}), got " +
+                                    labels->describe());
+        return false;
       }
+      m.numLabels = static_cast<int64_t>(labels->members.size());
+      model.keyLocs["model.num_labels"] = labels->loc;
     } else if (const ConfigNode *count = given("num_labels")) {
       integer("num_labels", m.numLabels, B::numLabels, "model.num_labels");
       (void)count;
@@ -325,12 +329,24 @@ plan::readHuggingFaceModel(llvm::SourceMgr &sourceMgr, DiagEmitter &diag,
     return std::nullopt;
   }
 
+  // transformers writes a list of class names; anything else would pass
+  // the head checks below unread, so it is an error at the key.
   std::vector<std::string> architectures;
   if (const ConfigNode *list = config->find("architectures");
-      list && list->kind == ConfigNode::Kind::Sequence)
+      list && !list->isNull()) {
+    if (list->kind != ConfigNode::Kind::Sequence) {
+      diag.error(list->loc, "'architectures' expects a list of class names "
+                            "(\"LlamaForCausalLM\"), got " +
+                                list->describe());
+      return std::nullopt;
+    }
     for (const ConfigNode &name : list->elements)
-      if (name.kind == ConfigNode::Kind::String)
-        architectures.push_back(name.text);
+      if (std::optional<std::string> text =
+              readConfigString(name, "architectures", diag))
+        architectures.push_back(*text);
+    if (diag.numErrors() != errorsBefore)
+      return std::nullopt;
+  }
   std::string named =
       architectures.empty() ? "" : " (" + architectures.front() + ")";
 
