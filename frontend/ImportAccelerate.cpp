@@ -146,7 +146,9 @@ void AccelerateReader::read(const ConfigNode &root) {
     if (wrapPolicy == "SIZE_BASED_WRAP") {
       // Accelerate wraps nothing when min_num_params is 0 or not given.
       std::optional<int64_t> n =
-          minNumParams ? integer(*minNumParams) : std::optional<int64_t>(0);
+          minNumParams ? readConfigInteger(minNumParams->value,
+                                           minNumParams->key, diag, /*min=*/0)
+                       : std::optional<int64_t>(0);
       if (n && *n > 0)
         plan.set("parallel.wrap", "min_params(" + std::to_string(*n) + ")",
                  "fsdp_auto_wrap_policy: SIZE_BASED_WRAP, " +
@@ -241,21 +243,25 @@ void AccelerateReader::readTop(const ConfigNode &root) {
        }},
       {"num_machines",
        [&](const ConfigMember &m) {
-         if (std::optional<int64_t> n = integer(m)) {
+         if (std::optional<int64_t> n = context.count(m)) {
            context.nodes = *n;
            context.nodesFrom = context.shown(m);
          }
        }},
       {"num_processes",
        [&](const ConfigMember &m) {
-         std::optional<int64_t> n = integer(m);
+         std::optional<int64_t> n = context.count(m);
          if (!n)
            return;
+         // num_machines is checked at its own key; a bad one is not
+         // reported again here.
          const ConfigNode *machines = root.find("num_machines");
          int64_t nodes = 1;
          if (machines && machines->integer)
            nodes = *machines->integer;
-         if (nodes < 1 || *n < 1 || *n % nodes != 0) {
+         if (nodes < 1 || nodes > kMaxCount)
+           return;
+         if (*n % nodes != 0) {
            diag.error(m.value.loc,
                       formatv("'num_processes' is {0}, which {1} machine(s) "
                               "cannot share evenly; a plan runs the same "

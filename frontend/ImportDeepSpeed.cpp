@@ -14,6 +14,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
@@ -65,6 +66,13 @@ private:
     if (isAuto(m.value))
       return std::nullopt;
     return readConfigInteger(m.value, m.key, diag);
+  }
+  /// A count (at least 1), or nothing for "auto" (and after reporting a bad
+  /// value at it).
+  std::optional<int64_t> count(const ConfigMember &m) {
+    if (isAuto(m.value))
+      return std::nullopt;
+    return context.count(m);
   }
   std::optional<double> number(const ConfigNode &value, StringRef key) {
     if (isAuto(value))
@@ -141,9 +149,8 @@ void DeepSpeedReader::read(const ConfigNode &root) {
              m.value.isMap() ? m.value.find("grad_accum_dtype") : nullptr;
          if (m.value.isMap()) {
            PrefixScope scope(context, "data_types.");
-           for (const ConfigMember &k : m.value.members)
-             if (k.key != "grad_accum_dtype")
-               context.unsupported(k, "unknown key in data_types, left out");
+           context.visit(m.value, "data_types",
+                         {{"grad_accum_dtype", [](const ConfigMember &) {}}});
          }
          if (!accum || accum->isNull()) {
            context.noEffect(m, "no effect: gradients kept in the layout of "
@@ -222,6 +229,8 @@ void DeepSpeedReader::readBatch(const ConfigNode &root) {
   const ConfigMember *micro = member("train_micro_batch_size_per_gpu");
   const ConfigMember *accum = member("gradient_accumulation_steps");
 
+  // Each is checked at its key: what follows divides by them.
+  size_t errorsBefore = diag.numErrors();
   std::optional<int64_t> microValue, accumValue, globalValue;
   if (options.microBatch) {
     microValue = options.microBatch;
@@ -230,7 +239,7 @@ void DeepSpeedReader::readBatch(const ConfigNode &root) {
                  ? "auto: --micro-batch"
                  : "--micro-batch, over the config's");
   } else if (micro) {
-    microValue = integer(*micro);
+    microValue = count(*micro);
     if (microValue)
       plan.set("train.micro_batch", std::to_string(*microValue),
                context.shown(*micro));
@@ -243,7 +252,7 @@ void DeepSpeedReader::readBatch(const ConfigNode &root) {
   if (options.gradAccum) {
     accumValue = options.gradAccum;
   } else if (accum) {
-    accumValue = integer(*accum);
+    accumValue = count(*accum);
     std::string from = context.shown(*accum);
     if (!accumValue && isAuto(accum->value)) {
       accumValue = context.accelerateGradAccum.value_or(1);
@@ -257,7 +266,9 @@ void DeepSpeedReader::readBatch(const ConfigNode &root) {
     accumValue = context.accelerateGradAccum;
   }
   if (global)
-    globalValue = integer(*global);
+    globalValue = count(*global);
+  if (diag.numErrors() != errorsBefore)
+    return;
   if (!globalValue) {
     if (global && isAuto(global->value))
       context.noEffect(*global, "follows: micro_batch x grad_accum x ranks");
@@ -272,6 +283,8 @@ void DeepSpeedReader::readBatch(const ConfigNode &root) {
   std::optional<int64_t> world;
   std::string worldFrom;
   if (gpus) {
+    // Counts below 2^31 each (checked at their key or option), so this
+    // and micro x accumulation fit in 64 bits.
     world = *gpus * nodes.value_or(1);
     worldFrom = options.gpusPerNode ? "the options" : "the Accelerate config";
   }
@@ -331,15 +344,16 @@ void DeepSpeedReader::readBatch(const ConfigNode &root) {
                "--gpus-per-node (and --nodes), or --micro-batch");
     return;
   }
-  if (*globalValue % (accumulation * *world) != 0) {
+  // A product past 64 bits is past any train_batch_size too.
+  std::optional<int64_t> perStep = llvm::checkedMul(accumulation, *world);
+  if (!perStep || *globalValue % *perStep != 0) {
     diag.error(global->value.loc,
                formatv("'train_batch_size' {0} is not a multiple of "
                        "gradient_accumulation_steps {1} x {2} ranks",
                        *globalValue, accumulation, *world));
     return;
   }
-  plan.set("train.micro_batch",
-           std::to_string(*globalValue / (accumulation * *world)),
+  plan.set("train.micro_batch", std::to_string(*globalValue / *perStep),
            formatv("train_batch_size {0} / (gradient_accumulation_steps {1} "
                    "x {2} ranks)",
                    *globalValue, accumulation, *world)
@@ -353,27 +367,83 @@ void DeepSpeedReader::readPrecision(const ConfigMember &m,
     context.badValue(m, "a map with \"enabled\"");
     return;
   }
-  // bf16 has no other keys; fp16's loss-scale keys are read below.
-  if (precision != "fp16_mixed") {
-    PrefixScope scope(context, m.key + ".");
-    for (const ConfigMember &k : m.value.members)
-      if (k.key != "enabled")
-        context.unsupported(k, "unknown key in " + m.key + ", left out");
-  }
   const ConfigNode *enabledNode = m.value.find("enabled");
   bool enabled = false;
   std::string from = m.key + ".enabled";
   if (enabledNode && isAuto(*enabledNode)) {
     enabled = context.acceleratePrecision == precision;
-    from += context.acceleratePrecision.empty()
-                ? ": auto, and the HF Trainer's default is off"
-                : ": auto: the Accelerate config's mixed_precision";
+    if (context.acceleratePrecision.empty())
+      from += ": auto, and the HF Trainer's default is off";
+    else if (enabled)
+      from += ": auto: the Accelerate config's mixed_precision";
+    else
+      from += ": auto: the Accelerate config's mixed_precision gives " +
+              context.acceleratePrecision;
   } else if (enabledNode) {
     enabled = readConfigBool(*enabledNode, "enabled", diag).value_or(false);
     from += enabled ? ": true" : ": false";
+  } else {
+    from = "no " + from + ": DeepSpeed's default is off";
+  }
+
+  // DeepSpeed's loss scaler: loss_scale 0 is dynamic from
+  // 2^initial_scale_power, doubling after loss_scale_window clean steps.
+  double scale = 0;
+  int64_t power = 16, window = 1000;
+  {
+    PrefixScope scope(context, m.key + ".");
+    // The keys of a section that is off set nothing, but a misspelt one is
+    // still named. bf16 has none but enabled.
+    auto ifOn = [&](std::function<void(const ConfigMember &)> read) {
+      return [enabled, read](const ConfigMember &k) {
+        if (enabled)
+          read(k);
+      };
+    };
+    auto notModelled = ifOn([&](const ConfigMember &k) {
+      context.noEffect(k, "not modelled: the plan's dynamic scale is "
+                          "torch.amp.GradScaler's, which halves on every "
+                          "overflow and has no floor");
+    });
+    auto fp16Compute = ifOn([&](const ConfigMember &k) {
+      context.noEffect(k, "no effect: fp16_mixed computes in fp16 and keeps "
+                          "fp32 master weights");
+    });
+    std::vector<KeyHandler> handlers = {
+        {"enabled", [](const ConfigMember &) {}}};
+    if (precision == "fp16_mixed")
+      handlers.insert(
+          handlers.end(),
+          {{"loss_scale", ifOn([&](const ConfigMember &k) {
+              std::optional<double> v = number(k.value, k.key);
+              if (v && *v < 0)
+                diag.error(k.value.loc,
+                           "'loss_scale' must be >= 0 (0 is dynamic), got " +
+                               k.value.describe());
+              else if (v)
+                scale = *v;
+            }),
+            "0, dynamic"},
+           {"initial_scale_power", ifOn([&](const ConfigMember &k) {
+              // 2^62 is the largest power of two an int64_t holds.
+              if (std::optional<int64_t> v = readConfigInteger(
+                      k.value, k.key, diag, /*min=*/0, /*max=*/62))
+                power = *v;
+            }),
+            "DeepSpeed's default, 16"},
+           {"loss_scale_window", ifOn([&](const ConfigMember &k) {
+              window = count(k).value_or(window);
+            }),
+            "DeepSpeed's default, 1000"},
+           {"hysteresis", notModelled},
+           {"consecutive_hysteresis", notModelled},
+           {"min_loss_scale", notModelled},
+           {"auto_cast", fp16Compute},
+           {"fp16_master_weights_and_grads", fp16Compute}});
+    context.visit(m.value, m.key, handlers);
   }
   if (!enabled) {
-    context.noEffect(m, "off");
+    context.noEffect(m, "off (" + from + ")");
     return;
   }
   if (precisionSet && *plan.get("train.precision") != precision) {
@@ -384,37 +454,9 @@ void DeepSpeedReader::readPrecision(const ConfigMember &m,
   plan.set("train.precision", precision.str(), from);
   if (precision != "fp16_mixed")
     return;
-  PrefixScope scope(context, m.key + ".");
-
-  // DeepSpeed's loss scaler: loss_scale 0 is dynamic from
-  // 2^initial_scale_power, doubling after loss_scale_window clean steps.
-  double scale = 0;
-  int64_t power = 16, window = 1000;
-  for (const ConfigMember &k : m.value.members) {
-    if (k.key == "loss_scale")
-      scale = number(k.value, k.key).value_or(0);
-    else if (k.key == "initial_scale_power")
-      power = integer(k).value_or(power);
-    else if (k.key == "loss_scale_window")
-      window = integer(k).value_or(window);
-    else if (k.key == "hysteresis" || k.key == "consecutive_hysteresis" ||
-             k.key == "min_loss_scale")
-      context.noEffect(k, "not modelled: the plan's dynamic scale is "
-                          "torch.amp.GradScaler's, which halves on every "
-                          "overflow and has no floor");
-    else if (k.key == "auto_cast" || k.key == "fp16_master_weights_and_grads")
-      context.noEffect(k, "no effect: fp16_mixed computes in fp16 and keeps "
-                          "fp32 master weights");
-    else if (k.key != "enabled")
-      context.unsupported(k, "unknown key in fp16, left out");
-  }
   if (scale > 0)
     plan.set("train.loss_scale", "static(" + planNumber(scale) + ")",
              "fp16.loss_scale: " + planNumber(scale));
-  else if (power < 0 || power > 62)
-    diag.error(m.keyLoc, formatv("'initial_scale_power' {0} is out of range "
-                                 "[0, 62]",
-                                 power));
   else
     plan.set("train.loss_scale",
              formatv("dynamic(initial = {0}, growth_interval = {1})",
@@ -510,25 +552,31 @@ void DeepSpeedReader::readZero(const ConfigMember &zero) {
         return;
       }
       PrefixScope scope(context, context.prefix + m.key + ".");
-      for (const ConfigMember &k : m.value.members) {
-        if (k.key == "device")
-          offloadDevice(context, k, state, stage);
-        else if (k.key == "pin_memory")
-          context.noEffect(k, "no effect: offloaded state is always in "
-                              "pinned memory");
-        else if (k.key == "nvme_path")
-          context.noEffect(k, "used only with device nvme");
-        else if (k.key == "buffer_count" || k.key == "buffer_size" ||
-                 k.key == "max_in_cpu" || k.key == "fast_init")
-          context.noEffect(k, "no effect: the plan stages whole units");
-        else if (k.key == "ratio")
-          context.unsupported(k, "a partial optimizer offload is not "
-                                 "supported: the whole optimizer state is "
-                                 "offloaded");
-        else
-          context.unsupported(k, "unknown key in offload_" + state.str() +
-                                     ", left out");
-      }
+      auto staged = context.noEffectBecause("the plan stages whole units");
+      KeyHandler handlers[] = {
+          {"device",
+           [&](const ConfigMember &k) {
+             offloadDevice(context, k, state, stage);
+           }},
+          {"pin_memory",
+           context.noEffectBecause("offloaded state is always in pinned "
+                                   "memory")},
+          {"nvme_path",
+           [&](const ConfigMember &k) {
+             context.noEffect(k, "used only with device nvme");
+           }},
+          {"buffer_count", staged},
+          {"buffer_size", staged},
+          {"max_in_cpu", staged},
+          {"fast_init", staged},
+          {"ratio",
+           [&](const ConfigMember &k) {
+             context.unsupported(k, "a partial optimizer offload is not "
+                                    "supported: the whole optimizer state "
+                                    "is offloaded");
+           }},
+      };
+      context.visit(m.value, m.key, handlers);
     };
   };
   KeyHandler handlers[] = {
@@ -550,10 +598,14 @@ void DeepSpeedReader::readZero(const ConfigMember &zero) {
        none("each unit's gradients are one flat buffer")},
       {"reduce_bucket_size",
        [&, hidden, stage](const ConfigMember &m) {
+         // "auto" is the HF Trainer's hidden^2. An HF config's hidden_size
+         // is range-checked only when the plan compiles, so the products
+         // are checked here: past 64 bits the plan fails on hidden anyway.
          std::optional<int64_t> elements =
-             isAuto(m.value) ? std::optional<int64_t>(hidden * hidden)
-                             : integer(m);
-         if (!elements)
+             isAuto(m.value) ? llvm::checkedMul(hidden, hidden) : count(m);
+         std::optional<int64_t> bytes =
+             elements ? llvm::checkedMul(*elements, int64_t(4)) : std::nullopt;
+         if (!bytes)
            return;
          // DeepSpeed's stage defaults to 0, whose all-reduces it buckets.
          bool stage0 = !stage || (stage->integer && *stage->integer == 0);
@@ -564,11 +616,11 @@ void DeepSpeedReader::readZero(const ConfigMember &zero) {
          }
          // Elements of the working dtype; the plan's bucket is bytes of
          // the gradients DDP reduces (fp32).
-         context.plan.set(
-             "parallel.bucket", std::to_string(*elements * 4) + "B",
-             (isAuto(m.value) ? "auto: the HF Trainer's hidden^2 elements"
-                              : context.shown(m) + " elements") +
-                 ", of 4-byte gradients");
+         context.plan.set("parallel.bucket", std::to_string(*bytes) + "B",
+                          (isAuto(m.value)
+                               ? "auto: the HF Trainer's hidden^2 elements"
+                               : context.shown(m) + " elements") +
+                              ", of 4-byte gradients");
        }},
       {"allgather_bucket_size",
        none("parameters are all-gathered a unit at a time")},
@@ -590,8 +642,17 @@ void DeepSpeedReader::readZero(const ConfigMember &zero) {
             "units (default 2), not elements")},
       {"stage3_param_persistence_threshold",
        [&](const ConfigMember &m) {
-         context.unsupported(m, "not supported: every parameter of a unit is "
-                                "sharded, small ones too");
+         // 0 keeps no parameter whole, which is what the plan does.
+         std::optional<int64_t> threshold =
+             isAuto(m.value) ? std::optional<int64_t>(hidden * 10)
+                             : readConfigInteger(m.value, m.key, diag, 0);
+         if (!threshold)
+           return;
+         if (*threshold > 0)
+           context.unsupported(m, "not supported: every parameter of a unit "
+                                  "is sharded, small ones too");
+         else
+           context.noEffect(m, "no parameter is kept whole, as in the plan");
        }},
       {"stage3_max_live_parameters",
        none("the closest key is parallel.max_inflight_gathers, which counts "
@@ -645,9 +706,9 @@ DeepSpeedReader::readTypedSection(const ConfigMember &section) {
   if (typed.typeNode)
     typed.type = readConfigString(*typed.typeNode, "type", diag).value_or("");
   typed.params = section.value.find("params");
-  for (const ConfigMember &k : section.value.members)
-    if (k.key != "type" && k.key != "params")
-      context.unsupported(k, "unknown key in " + section.key + ", left out");
+  PrefixScope scope(context, section.key + ".");
+  auto read = [](const ConfigMember &) {}; // read above
+  context.visit(section.value, section.key, {{"type", read}, {"params", read}});
   return typed;
 }
 
@@ -661,30 +722,37 @@ void DeepSpeedReader::readOptimizer(const ConfigMember &optimizer) {
   const ConfigNode *params = section->params;
   auto param = [&](StringRef key) { return section->param(key); };
 
-  // Parameters other than `used` have no counterpart: what each means.
-  auto checkParams = [&](std::initializer_list<StringRef> used) {
+  // The parameters `used` are read above; the others have no counterpart:
+  // what each means.
+  auto checkParams = [&](std::initializer_list<KeyHandler> used) {
     if (!params || !params->isMap())
       return;
     PrefixScope scope(context, "optimizer.params.");
-    for (const ConfigMember &k : params->members) {
-      if (llvm::is_contained(used, k.key))
-        continue;
-      bool on = k.value.kind == ConfigNode::Kind::Bool && k.value.boolean;
-      if (k.key == "amsgrad" && on)
-        context.unsupported(k, "AMSGrad is not supported: the plan's AdamW "
-                               "is torch.optim.AdamW's without it");
-      else if (k.key == "nesterov" && on)
-        context.unsupported(k, "Nesterov momentum is not supported");
-      else if (llvm::is_contained({"torch_adam", "adam_w_mode",
-                                   "bias_correction", "fused", "amsgrad",
-                                   "nesterov", "dampening"},
-                                  k.key))
-        context.noEffect(k, "no effect: the plan's optimizer is "
-                            "torch.optim's math");
-      else
-        context.unsupported(k, "unknown optimizer parameter, left out");
-    }
+    auto math = context.noEffectBecause("the plan's optimizer is "
+                                        "torch.optim's math");
+    auto unsupportedIfOn = [&](StringRef why) {
+      return [this, math, why](const ConfigMember &k) {
+        if (k.value.kind == ConfigNode::Kind::Bool && k.value.boolean)
+          context.unsupported(k, why);
+        else
+          math(k);
+      };
+    };
+    std::vector<KeyHandler> handlers(used);
+    handlers.insert(
+        handlers.end(),
+        {{"amsgrad", unsupportedIfOn("AMSGrad is not supported: the plan's "
+                                     "AdamW is torch.optim.AdamW's without "
+                                     "it")},
+         {"nesterov", unsupportedIfOn("Nesterov momentum is not supported")},
+         {"torch_adam", math},
+         {"adam_w_mode", math},
+         {"bias_correction", math},
+         {"fused", math},
+         {"dampening", math}});
+    context.visit(*params, "optimizer.params", handlers);
   };
+  auto read = [](const ConfigMember &) {}; // by value() and argument()
   std::vector<std::string> &arguments = optimizerArguments;
   std::vector<std::string> &from = optimizerFrom;
   auto value = [&](StringRef key, double hfDefault) {
@@ -702,14 +770,14 @@ void DeepSpeedReader::readOptimizer(const ConfigMember &optimizer) {
     if (std::optional<double> v = value(key, hfDefault))
       arguments.push_back((key + " = " + planNumber(*v)).str());
   };
+  // Not by value(): writeOptimizer says where the rate comes from, once.
   auto readLr = [&] {
     const ConfigNode *node = param("lr");
-    lr = value("lr", 5e-5);
-    lrFrom = node && !isAuto(*node)
-                 ? "optimizer.params.lr: " + node->text
-                 : "optimizer.params.lr: auto, the HF Trainer's learning_rate";
     if (!node)
-      lrFrom = "";
+      return;
+    lr = isAuto(*node) ? std::optional<double>(5e-5) : number(*node, "lr");
+    lrFrom = isAuto(*node) ? "lr: auto, the HF Trainer's learning_rate"
+                           : "lr: optimizer.params.lr: " + node->text;
   };
 
   if (lower == "adam" || lower == "adamw" || lower == "fusedadam" ||
@@ -742,7 +810,10 @@ void DeepSpeedReader::readOptimizer(const ConfigMember &optimizer) {
     argument("eps", 1e-8);
     // DeepSpeed's Adam defaults weight_decay to 0, as the plan does.
     argument("weight_decay", 0.0);
-    checkParams({"lr", "betas", "eps", "weight_decay"});
+    checkParams({{"lr", read},
+                 {"betas", read},
+                 {"eps", read},
+                 {"weight_decay", read, "DeepSpeed's default, 0"}});
     from.insert(from.begin(), "optimizer: " + type);
     return;
   }
@@ -755,7 +826,9 @@ void DeepSpeedReader::readOptimizer(const ConfigMember &optimizer) {
     }
     argument("momentum", 0.0);
     argument("weight_decay", 0.0);
-    checkParams({"lr", "momentum", "weight_decay"});
+    checkParams({{"lr", read},
+                 {"momentum", read, "torch.optim.SGD's default, 0"},
+                 {"weight_decay", read, "torch.optim.SGD's default, 0"}});
     from.insert(from.begin(), "optimizer: " + type);
     return;
   }
@@ -792,11 +865,11 @@ void DeepSpeedReader::writeOptimizer() {
   std::vector<std::string> arguments = optimizerArguments;
   arguments.insert(arguments.begin(), "lr = " + planNumber(*rate));
   std::vector<std::string> from = optimizerFrom;
-  if (!rateFrom.empty())
-    from.push_back(rateFrom);
   std::string name = optimizerName.empty() ? "adamw" : optimizerName;
   if (optimizerName.empty())
     from.insert(from.begin(), "no optimizer section: the HF Trainer's AdamW");
+  // The rate's source after the optimizer's, as lr is its first argument.
+  from.insert(from.begin() + 1, rateFrom);
   plan.set("train.optimizer", name + "(" + llvm::join(arguments, ", ") + ")",
            llvm::join(from, "; "));
 }
@@ -809,17 +882,18 @@ void DeepSpeedReader::readScheduler(const ConfigMember &scheduler) {
   const std::string &type = section->type;
   const ConfigNode *params = section->params;
   auto param = [&](StringRef key) { return section->param(key); };
-  auto steps = [&](StringRef key, int64_t fallback) -> int64_t {
+  auto steps = [&](StringRef key, int64_t fallback, int64_t min) -> int64_t {
     const ConfigNode *node = param(key);
     if (!node || isAuto(*node))
       return fallback;
-    return readConfigInteger(*node, key, diag).value_or(fallback);
+    return readConfigInteger(*node, key, diag, min).value_or(fallback);
   };
   // DeepSpeed's default is 1000 warmup steps; "auto" is the HF Trainer's
   // warmup_steps, 0.
   const ConfigNode *warmupSteps = param("warmup_num_steps");
-  int64_t warmup =
-      warmupSteps && isAuto(*warmupSteps) ? 0 : steps("warmup_num_steps", 1000);
+  int64_t warmup = warmupSteps && isAuto(*warmupSteps)
+                       ? 0
+                       : steps("warmup_num_steps", 1000, /*min=*/0);
   // DeepSpeed's warmup is logarithmic unless warmup_type says "linear".
   const ConfigNode *warmupType = param("warmup_type");
   if (warmup > 0 && (!warmupType || warmupType->text != "linear"))
@@ -832,6 +906,8 @@ void DeepSpeedReader::readScheduler(const ConfigMember &scheduler) {
       diag.warning(minLr->loc, "the plan's warmup starts from 0, not from "
                                "warmup_min_lr");
   std::string from = "scheduler: " + type;
+  if (!warmupSteps)
+    from += ", warmup_num_steps not given: DeepSpeed's default 1000";
   // WarmupLR and WarmupDecayLR rise to warmup_max_lr (DeepSpeed's default
   // 0.001), whatever the optimizer's lr; "auto" is the Trainer's
   // learning_rate, which is the optimizer's too.
@@ -850,23 +926,27 @@ void DeepSpeedReader::readScheduler(const ConfigMember &scheduler) {
   }
   if (params && params->isMap()) {
     PrefixScope scope(context, "scheduler.params.");
-    for (const ConfigMember &k : params->members) {
-      if (llvm::is_contained({"warmup_num_steps", "warmup_type",
-                              "warmup_min_lr", "total_num_steps",
-                              "cos_min_ratio"},
-                             k.key))
-        continue;
-      if (k.key == "warmup_max_lr")
-        continue; // read below
-      else if (k.key == "last_batch_iteration")
-        context.noEffect(k, "no effect: plan-run --resume restores the "
-                            "schedule's step");
-      else if (k.key == "warmup_min_ratio" && k.value.number == 0)
-        context.noEffect(k, "the plan's warmup starts from 0");
-      else
-        context.unsupported(k, "not supported by the plan's schedules, "
-                               "left out");
-    }
+    auto read = [](const ConfigMember &) {}; // read above and below
+    KeyHandler handlers[] = {
+        {"warmup_num_steps", read, "DeepSpeed's default, 1000"},
+        {"warmup_type", read, "DeepSpeed's default, log"},
+        {"warmup_min_lr", read, "DeepSpeed's default, 0"},
+        {"warmup_max_lr", read, "DeepSpeed's default, 0.001"},
+        {"total_num_steps", read},
+        {"cos_min_ratio", read, "DeepSpeed's default, 0.0001"},
+        {"last_batch_iteration",
+         context.noEffectBecause("plan-run --resume restores the "
+                                 "schedule's step")},
+        {"warmup_min_ratio",
+         [&](const ConfigMember &k) {
+           if (k.value.kind == ConfigNode::Kind::Number && k.value.number == 0)
+             context.noEffect(k, "the plan's warmup starts from 0");
+           else
+             context.unsupported(k, "not supported by the plan's schedules, "
+                                    "left out");
+         }},
+    };
+    context.visit(*params, "scheduler.params", handlers);
   }
   if (type == "WarmupLR") {
     if (warmup == 0)
@@ -885,7 +965,7 @@ void DeepSpeedReader::readScheduler(const ConfigMember &scheduler) {
                         "max_steps, which the config does not hold)");
       return;
     }
-    int64_t totalSteps = steps("total_num_steps", 0);
+    int64_t totalSteps = steps("total_num_steps", 0, /*min=*/1);
     plan.set("train.steps", std::to_string(totalSteps),
              "scheduler.params.total_num_steps");
     if (type == "WarmupDecayLR") {

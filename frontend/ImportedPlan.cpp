@@ -161,14 +161,31 @@ void ImportContext::visit(const ConfigNode &map, StringRef where,
     StringRef close = closestMatch(member.key, known);
     std::string message =
         formatv("unknown key '{0}' in {1}", member.key, where).str();
-    if (!close.empty())
+    std::string listed = "unknown key, left out";
+    if (!close.empty()) {
       message += formatv("; did you mean '{0}'?", close).str();
-    diag.warning(member.keyLoc, message + "; it is left out of the plan");
-    plan.explain(shown(member),
-                 "unknown key, left out" +
-                     (close.empty() ? std::string()
-                                    : " (did you mean " + close.str() + "?)"));
+      listed += formatv(" (did you mean {0}?", close).str();
+    }
+    message += "; it is left out of the plan";
+    // A misspelt key usually means its intended one is not given either,
+    // and took a default the user did not choose: say which.
+    const KeyHandler *meant = llvm::find_if(
+        handlers, [&](const KeyHandler &h) { return h.key == close; });
+    if (!close.empty() && !meant->whenAbsent.empty() && !map.find(close)) {
+      message +=
+          formatv(", so '{0}' takes {1}", close, meant->whenAbsent).str();
+      listed += formatv(" it takes {0}", meant->whenAbsent).str();
+    }
+    if (!close.empty())
+      listed += ")";
+    diag.warning(member.keyLoc, message);
+    plan.explain(shown(member), listed);
   }
+}
+
+std::optional<int64_t> ImportContext::count(const ConfigMember &member,
+                                            int64_t min) {
+  return readConfigInteger(member.value, member.key, diag, min, kMaxCount);
 }
 
 void ImportContext::unsupported(const ConfigMember &member,
@@ -190,8 +207,7 @@ ImportContext::noEffectBecause(std::string why) {
 }
 
 void ImportContext::readAccelerateGradAccum(const ConfigMember &member) {
-  if (std::optional<int64_t> n =
-          readConfigInteger(member.value, member.key, diag)) {
+  if (std::optional<int64_t> n = count(member)) {
     accelerateGradAccum = *n;
     plan.set("train.grad_accum", std::to_string(*n), shown(member));
   }

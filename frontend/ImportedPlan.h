@@ -49,6 +49,10 @@ private:
 struct KeyHandler {
   llvm::StringRef key;
   std::function<void(const ConfigMember &)> read;
+  /// What the plan takes when the config leaves the key out ("DeepSpeed's
+  /// default, 1000"), when that is a value of the source's own: a misspelt
+  /// key then says that its intended one took the default.
+  llvm::StringRef whenAbsent = "";
 };
 
 /// A number as a plan writes it: an integer without a point, anything else
@@ -90,9 +94,15 @@ struct ImportContext {
   }
 
   /// Reads every member of `map` with its handler; a key no handler takes
-  /// is a warning ("did you mean" when one is close) and listed in the plan.
+  /// is a warning ("did you mean" when one is close, and the default that
+  /// one takes when it is not given) and listed in the plan. Every map of a
+  /// config is read through here, so that no misspelt key passes unnamed.
   void visit(const ConfigNode &map, llvm::StringRef where,
              llvm::ArrayRef<KeyHandler> handlers);
+  /// An integer that counts something (a batch size, machines, steps): at
+  /// least `min` and at most the plan's kMaxCount, else an error at the
+  /// value.
+  std::optional<int64_t> count(const ConfigMember &member, int64_t min = 1);
   /// A key the config sets that has no counterpart, or none that can be
   /// honoured: a warning at it, and a line at the end of the plan.
   void unsupported(const ConfigMember &member, const llvm::Twine &why);

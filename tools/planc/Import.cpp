@@ -13,6 +13,7 @@
 #include "frontend/Diagnostics.h"
 #include "frontend/Frontend.h"
 #include "frontend/Import.h"
+#include "frontend/PlanSpec.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
@@ -81,7 +82,8 @@ cl::opt<std::string> output("o", cl::desc("Where to write the plan"),
                             cl::sub(plan::importCommand),
                             cl::cat(importCategory));
 
-/// A count option: at least 1 when given.
+/// A count option: at least 1 when given, and no more than a plan takes
+/// (so that the world size and the batch's products fit in 64 bits).
 bool positive(const cl::opt<int64_t> &option, const char *name,
               std::optional<int64_t> &into) {
   if (!option.getNumOccurrences())
@@ -89,6 +91,11 @@ bool positive(const cl::opt<int64_t> &option, const char *name,
   if (option < 1) {
     llvm::errs() << "planc: error: --" << name << " must be at least 1, got "
                  << option << "\n";
+    return false;
+  }
+  if (option > plan::kMaxCount) {
+    llvm::errs() << "planc: error: --" << name << " must be at most "
+                 << plan::kMaxCount << ", got " << option << "\n";
     return false;
   }
   into = option;
