@@ -40,14 +40,20 @@ static std::optional<uint64_t> devicePeak(const plan::PlanSpec &spec) {
 }
 
 std::optional<plan::GradLayoutChoice> plan::chooseGradDtype(PlanSpec &spec) {
+  return chooseGradDtype(spec, devicePeak);
+}
+
+std::optional<plan::GradLayoutChoice> plan::chooseGradDtype(
+    PlanSpec &spec,
+    llvm::function_ref<std::optional<uint64_t>(const PlanSpec &)> peakOf) {
   if (spec.train.precision == Precision::FP32 ||
       spec.isGiven("train.grad_dtype"))
     return std::nullopt;
   PlanSpec fp32 = spec, working = spec;
   fp32.train.gradDtype = DType::F32;
   working.train.gradDtype = workingDtype(spec.train.precision);
-  std::optional<uint64_t> fp32Peak = devicePeak(fp32);
-  std::optional<uint64_t> workingPeak = devicePeak(working);
+  std::optional<uint64_t> fp32Peak = peakOf(fp32);
+  std::optional<uint64_t> workingPeak = peakOf(working);
   if (!fp32Peak || !workingPeak)
     return std::nullopt;
   GradLayoutChoice choice;

@@ -16,6 +16,8 @@
 #include "frontend/PlanSpec.h"
 #include "report/Report.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+
 #include <cstdint>
 #include <optional>
 
@@ -41,6 +43,12 @@ struct GradLayoutChoice {
 /// both peaks. Nothing, and `spec` unchanged, when the choice does not apply
 /// or either lowering fails (the lowering that follows reports why).
 std::optional<GradLayoutChoice> chooseGradDtype(PlanSpec &spec);
+/// The same choice with each layout's device peak from `peakOf` (nothing
+/// when that layout does not lower): the search lowers in a context it
+/// keeps.
+std::optional<GradLayoutChoice> chooseGradDtype(
+    PlanSpec &spec,
+    llvm::function_ref<std::optional<uint64_t>(const PlanSpec &)> peakOf);
 
 } // namespace plan
 

@@ -12,6 +12,9 @@
 //   planc model.plan --report[=json] [--trace=t.json] [--timeline=t.svg]
 //                                    memory, communication and time per rank
 //                                    (docs/report.md)
+//   planc model.plan --search[=json] [--search-out best.plan]
+//                                    the auto-planner (Search.cpp,
+//                                    docs/planner.md)
 //   planc import accelerate|deepspeed CONFIG --model M [-o job.plan]
 //                                    a .plan from a user's config
 //                                    (Import.cpp, docs/importing.md)
@@ -25,6 +28,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Import.h"
+#include "Search.h"
 #include "SvgToPng.h"
 #include "export/ExportSchedule.h"
 #include "frontend/Builder.h"
@@ -119,6 +123,40 @@ static cl::opt<bool> allowOversubscribe(
     "allow-oversubscribe",
     cl::desc("Write the schedule file (-o FILE.sched) even when the plan does "
              "not fit the cluster's memory (still exits 2)"),
+    cl::init(false), cl::cat(plancCategory));
+
+static cl::opt<ReportFormat> searchFormat(
+    "search",
+    cl::desc("Search sharding, offload, checkpointing, micro-batch x "
+             "accumulation, gradient layout and prefetch for the fastest "
+             "step that fits and keeps the global batch (docs/planner.md); "
+             "exits 2 when nothing fits"),
+    cl::ValueOptional, cl::init(ReportFormat::None),
+    cl::values(clEnumValN(ReportFormat::Table, "", "a readable table"),
+               clEnumValN(ReportFormat::Table, "table", "a readable table"),
+               clEnumValN(ReportFormat::Json, "json", "one JSON object")),
+    cl::cat(plancCategory));
+
+static cl::opt<unsigned>
+    searchTop("search-top", cl::desc("Candidates --search shows (default 5)"),
+              cl::init(5), cl::cat(plancCategory));
+
+static cl::opt<std::string>
+    searchOut("search-out",
+              cl::desc("Write --search's winner as a .plan: the input file "
+                       "with the keys it changes, comments kept"),
+              cl::value_desc("best.plan"), cl::cat(plancCategory));
+
+static cl::opt<int64_t> searchTokens(
+    "search-tokens",
+    cl::desc("The global batch --search keeps, in tokens (a whole number of "
+             "sequences); default: the plan's"),
+    cl::value_desc("N"), cl::init(0), cl::cat(plancCategory));
+
+static cl::opt<bool> searchExhaustive(
+    "search-exhaustive",
+    cl::desc("Analyze every candidate of --search whole, without pruning "
+             "(slow; checks the pruning)"),
     cl::init(false), cl::cat(plancCategory));
 
 static void printSummary(const plan::PlanSpec &p, llvm::raw_ostream &os) {
@@ -357,6 +395,34 @@ int main(int argc, char **argv) {
     }
   }
 
+  bool searching = searchFormat != ReportFormat::None;
+  if (!searching &&
+      (searchOut.getNumOccurrences() || searchTop.getNumOccurrences() ||
+       searchTokens.getNumOccurrences() || searchExhaustive)) {
+    llvm::errs() << "planc: error: --search-out, --search-top, "
+                    "--search-tokens and --search-exhaustive go with "
+                    "--search\n";
+    return 1;
+  }
+  if (searching &&
+      (emit.getNumOccurrences() || reportFormat.getNumOccurrences() ||
+       !traceFilename.empty() || !timelineFilename.empty() ||
+       allowOversubscribe)) {
+    llvm::errs() << "planc: error: --search prints its own table; compile "
+                    "the plan it writes (--search-out) for --emit, --report, "
+                    "--trace or --timeline\n";
+    return 1;
+  }
+  if (searching && searchTop == 0) {
+    llvm::errs() << "planc: error: --search-top=0: show at least one\n";
+    return 1;
+  }
+  if (searching && searchTokens < 0) {
+    llvm::errs() << "planc: error: --search-tokens=" << searchTokens
+                 << ": must be positive\n";
+    return 1;
+  }
+
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =
       plan::openInput(inputFilename, error);
@@ -372,6 +438,19 @@ int main(int argc, char **argv) {
   plan::DiagEmitter diag(
       &context, &sourceMgr,
       FileLineColLoc::get(&context, inputFilename, /*line=*/1, /*col=*/1));
+
+  if (searching) {
+    plan::SearchRequest request;
+    request.inputFilename = inputFilename;
+    request.overrides.assign(overrides.begin(), overrides.end());
+    request.json = searchFormat == ReportFormat::Json;
+    request.top = searchTop;
+    request.tokens = searchTokens;
+    request.exhaustive = searchExhaustive;
+    request.outputFilename = outputFilename;
+    request.planOut = searchOut;
+    return plan::runSearch(request, sourceMgr, bufferId, diag);
+  }
 
   std::optional<plan::PlanSpec> spec =
       plan::loadPlan(sourceMgr, bufferId, overrides,

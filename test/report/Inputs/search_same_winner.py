@@ -1,0 +1,20 @@
+"""Compares two `planc --search=json` outputs: the same winner (every knob)
+and the same predicted step, and prints the winner's settings."""
+import json
+import sys
+
+KNOBS = ("sharding", "mesh", "offload", "activation_checkpointing",
+         "micro_batch", "grad_accum", "grad_dtype", "backward_prefetch",
+         "forward_prefetch", "grad_sync")
+
+pruned, exhaustive = (json.load(open(path)) for path in sys.argv[1:3])
+a, b = pruned["best"][0], exhaustive["best"][0]
+for knob in KNOBS:
+    if a.get(knob) != b.get(knob):
+        sys.exit(f"winners differ in {knob}: {a.get(knob)} vs {b.get(knob)}")
+if a["step_seconds"] != b["step_seconds"]:
+    sys.exit(f"steps differ: {a['step_seconds']} vs {b['step_seconds']}")
+print("same winner:", " ".join(f"{k}={a.get(k)}" for k in KNOBS))
+print("lowerings: pruned", pruned["stats"]["lowerings"], "< exhaustive",
+      exhaustive["stats"]["lowerings"], ":",
+      pruned["stats"]["lowerings"] < exhaustive["stats"]["lowerings"])
