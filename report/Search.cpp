@@ -817,6 +817,12 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
     }
   }
 
+  for (SearchCandidate &c : result.best)
+    c.changes = changedOverrides(*given, c.knobs);
+  for (std::optional<SearchCandidate> *c : {&result.given, &result.closest})
+    if (*c)
+      (*c)->changes = changedOverrides(*given, (*c)->knobs);
+
   stats.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -997,8 +1003,7 @@ void plan::printSearchTable(const SearchResult &r, llvm::raw_ostream &os) {
   os << "\n";
 }
 
-static llvm::json::Object candidateJson(const SearchCandidate &c,
-                                        int64_t globalBatch) {
+static llvm::json::Object candidateJson(const SearchCandidate &c) {
   const SearchKnobs &k = c.knobs;
   const SearchMetrics &m = c.metrics;
   llvm::json::Object o;
@@ -1016,7 +1021,7 @@ static llvm::json::Object candidateJson(const SearchCandidate &c,
   o["backward_prefetch"] = stringify(k.backwardPrefetch);
   o["forward_prefetch"] = k.forwardPrefetch;
   o["grad_sync"] = stringify(k.gradSync);
-  o["set"] = llvm::json::Array(k.overrides(globalBatch));
+  o["set"] = llvm::json::Array(c.changes);
   if (!m.valid) {
     o["invalid"] = m.invalid;
     return o;
@@ -1037,7 +1042,7 @@ static llvm::json::Object candidateJson(const SearchCandidate &c,
 llvm::json::Value plan::searchToJson(const SearchResult &r) {
   llvm::json::Array best;
   for (const SearchCandidate &c : r.best)
-    best.push_back(candidateJson(c, r.globalBatch));
+    best.push_back(candidateJson(c));
   llvm::json::Array why;
   for (const KnobReason &reason : r.why)
     why.push_back(llvm::json::Object{
@@ -1063,8 +1068,8 @@ llvm::json::Value plan::searchToJson(const SearchResult &r) {
                                    {"estimated_to_fit", s.estimatedToFit},
                                    {"seconds", s.seconds}}}};
   if (r.given)
-    o["given"] = candidateJson(*r.given, r.globalBatch);
+    o["given"] = candidateJson(*r.given);
   if (r.closest)
-    o["closest"] = candidateJson(*r.closest, r.globalBatch);
+    o["closest"] = candidateJson(*r.closest);
   return o;
 }

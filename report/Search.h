@@ -97,6 +97,9 @@ struct SearchMetrics {
 struct SearchCandidate {
   SearchKnobs knobs;
   SearchMetrics metrics;
+  /// For the candidates a result shows: the `--set` overrides that turn the
+  /// plan as given into this one (changedOverrides).
+  std::vector<std::string> changes;
 };
 
 /// Why the winner has one of its settings: every other value of that
