@@ -290,19 +290,25 @@ std::string plan::formatSeconds(double seconds) {
   return llvm::formatv("{0:F1} us", seconds * 1e6).str();
 }
 
+std::string plan::offloadedStates(const OffloadSpec &offload) {
+  SmallVector<StringRef> offloaded;
+  if (offload.params == MemorySpace::Host)
+    offloaded.push_back("params");
+  if (offload.grads == MemorySpace::Host)
+    offloaded.push_back("grads");
+  if (offload.optimizer == MemorySpace::Host)
+    offloaded.push_back("optimizer");
+  return llvm::join(offloaded, "+");
+}
+
 namespace {
 
 std::string offloadSummary(const ScheduleReport &r) {
-  SmallVector<StringRef> offloaded;
-  if (r.offloadParams == MemorySpace::Host)
-    offloaded.push_back("params");
-  if (r.offloadGrads == MemorySpace::Host)
-    offloaded.push_back("grads");
-  if (r.offloadOptimizer == MemorySpace::Host)
-    offloaded.push_back("optimizer");
-  if (offloaded.empty())
+  std::string states = offloadedStates(
+      OffloadSpec{r.offloadParams, r.offloadGrads, r.offloadOptimizer});
+  if (states.empty())
     return "";
-  return ", offload " + llvm::join(offloaded, "+") + " to cpu";
+  return ", offload " + states + " to cpu";
 }
 
 } // namespace

@@ -13,6 +13,7 @@
 
 #include "analysis/CommModel.h"
 #include "analysis/TimeModel.h"
+#include "frontend/PlanSpec.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/JSON.h"
@@ -171,6 +172,9 @@ void writeTimelineSvg(const ScheduleReport &report, llvm::raw_ostream &os);
 
 /// "1.234 s", "5.58 ms", "12.0 us".
 std::string formatSeconds(double seconds);
+
+/// The states `offload` keeps on the CPU: "params+optimizer"; "" for none.
+std::string offloadedStates(const OffloadSpec &offload);
 
 /// A change to the plan that lowers its memory, as `--set` overrides.
 struct FitAlternative {

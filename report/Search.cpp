@@ -66,14 +66,8 @@ std::string SearchKnobs::shardingText() const {
 }
 
 std::string SearchKnobs::offloadText() const {
-  std::vector<std::string> states;
-  if (offload.params == MemorySpace::Host)
-    states.push_back("params");
-  if (offload.grads == MemorySpace::Host)
-    states.push_back("grads");
-  if (offload.optimizer == MemorySpace::Host)
-    states.push_back("optimizer");
-  return states.empty() ? "none" : llvm::join(states, "+");
+  std::string states = offloadedStates(offload);
+  return states.empty() ? "none" : states;
 }
 
 /// Parameters gathered per unit: the strategies prefetch applies to.
