@@ -812,10 +812,10 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
   }
 
   for (SearchCandidate &c : result.best)
-    c.changes = changedOverrides(*given, c.knobs);
+    c.changes = changedOverrides(*given, c.knobs, globalBatch);
   for (std::optional<SearchCandidate> *c : {&result.given, &result.closest})
     if (*c)
-      (*c)->changes = changedOverrides(*given, (*c)->knobs);
+      (*c)->changes = changedOverrides(*given, (*c)->knobs, globalBatch);
 
   stats.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -828,7 +828,8 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
 //===----------------------------------------------------------------------===//
 
 std::vector<std::string> plan::changedOverrides(const PlanSpec &given,
-                                                const SearchKnobs &knobs) {
+                                                const SearchKnobs &knobs,
+                                                int64_t globalBatch) {
   std::vector<std::string> sets;
   const ParallelSpec &p = given.parallel;
   const TrainSpec &t = given.train;
@@ -878,6 +879,9 @@ std::vector<std::string> plan::changedOverrides(const PlanSpec &given,
   if (knobs.gradAccum != t.gradAccum && (given.isGiven("train.grad_accum") ||
                                          !given.isGiven("train.global_batch")))
     sets.push_back("train.grad_accum=" + std::to_string(knobs.gradAccum));
+  // A plan that states its global batch states the searched one.
+  if (given.isGiven("train.global_batch") && globalBatch != t.globalBatch)
+    sets.push_back("train.global_batch=" + std::to_string(globalBatch));
   if (knobs.gradDtype && knobs.gradDtype != t.gradDtype)
     sets.push_back("train.grad_dtype=" + stringify(*knobs.gradDtype).str());
   else if (knobs.gradDtype && !given.isGiven("train.grad_dtype"))

@@ -156,10 +156,12 @@ searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
            llvm::ArrayRef<std::string> overrides, llvm::StringRef name,
            const SearchOptions &options, DiagEmitter &diag);
 
-/// The `--set` overrides that turn the plan as given into `knobs`: only the
-/// keys whose value changes, derived defaults left to derive.
+/// The `--set` overrides that turn the plan as given into `knobs` with
+/// `globalBatch` sequences a step: only the keys whose value changes,
+/// derived defaults left to derive.
 std::vector<std::string> changedOverrides(const PlanSpec &given,
-                                          const SearchKnobs &knobs);
+                                          const SearchKnobs &knobs,
+                                          int64_t globalBatch);
 
 /// The table `planc --search` prints.
 void printSearchTable(const SearchResult &result, llvm::raw_ostream &os);

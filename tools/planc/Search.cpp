@@ -67,13 +67,7 @@ bool writeWinner(const plan::SearchRequest &request,
                  const plan::SearchResult &result, llvm::SourceMgr &sourceMgr,
                  unsigned bufferId, plan::DiagEmitter &diag) {
   const plan::SearchCandidate &winner = result.best.front();
-  std::optional<plan::PlanSpec> given =
-      plan::loadPlan(sourceMgr, bufferId, request.overrides,
-                     plan::defaultPlanName(request.inputFilename), diag);
-  if (!given)
-    return false;
-  std::vector<std::string> changes =
-      plan::changedOverrides(*given, winner.knobs);
+  const std::vector<std::string> &changes = winner.changes;
   std::vector<std::string> settings = settingsFor(request.overrides, changes);
   std::optional<std::string> text =
       plan::editPlanText(sourceMgr, bufferId, settings, diag);
