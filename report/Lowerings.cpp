@@ -12,10 +12,7 @@
 using namespace mlir;
 
 std::optional<plan::ScheduleReport>
-plan::reportOfQuietLowering(const PlanSpec &spec) {
-  MLIRContext context;
-  ScopedDiagnosticHandler quiet(&context,
-                                [](Diagnostic &) { return success(); });
+plan::reportOfLowering(const PlanSpec &spec, MLIRContext &context) {
   plan::DiagEmitter diag(&context, nullptr, UnknownLoc::get(&context));
   OwningOpRef<ModuleOp> module = plan::importPlan(spec, diag);
   if (!module)
@@ -28,6 +25,14 @@ plan::reportOfQuietLowering(const PlanSpec &spec) {
   if (failed(report))
     return std::nullopt;
   return std::move(*report);
+}
+
+std::optional<plan::ScheduleReport>
+plan::reportOfQuietLowering(const PlanSpec &spec) {
+  MLIRContext context;
+  ScopedDiagnosticHandler quiet(&context,
+                                [](Diagnostic &) { return success(); });
+  return reportOfLowering(spec, context);
 }
 
 /// The device peak of `spec` lowered, or nothing when it does not lower.

@@ -27,6 +27,10 @@ namespace plan {
 /// MLIRContext of its own whose diagnostics are dropped; nothing when the
 /// plan does not import or lower (the lowering a tool reports on says why).
 std::optional<ScheduleReport> reportOfQuietLowering(const PlanSpec &spec);
+/// The same in `context`, whose diagnostic handlers see why a plan does not
+/// import or lower (the search keeps one context for all its candidates).
+std::optional<ScheduleReport> reportOfLowering(const PlanSpec &spec,
+                                               mlir::MLIRContext &context);
 
 /// The two layouts' device peaks (arena + workspace per rank).
 struct GradLayoutChoice {

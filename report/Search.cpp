@@ -7,7 +7,6 @@
 #include "report/Search.h"
 
 #include "frontend/Frontend.h"
-#include "passes/Passes.h"
 #include "report/Lowerings.h"
 #include "report/Report.h"
 
@@ -15,8 +14,8 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -134,8 +133,9 @@ public:
     context.disableMultithreading();
   }
 
-  /// The candidate's numbers: extrapolated over layers where that is exact,
-  /// else (or with `exact`) from the whole plan lowered.
+  /// The candidate's numbers: extended over layers where the short plans
+  /// lie on one line and the need is not within kExactMargin of the
+  /// device's memory, else (or with `exact`) from the whole plan lowered.
   const SearchMetrics &evaluate(const SearchKnobs &knobs, bool exact) {
     std::string key = keyOf(knobs);
     auto it = cache.find(key);
@@ -177,20 +177,8 @@ public:
     if (!spec)
       return std::nullopt;
     ++stats.lowerings;
-    OwningOpRef<ModuleOp> module = importPlan(*spec, diag);
-    if (!module)
-      return std::nullopt;
-    PassManager pm(&context);
-    buildPlanLowerPipeline(pm);
-    if (failed(pm.run(*module)))
-      return std::nullopt;
-    FailureOr<ScheduleReport> report = analyzeSchedule(*module);
-    if (failed(report))
-      return std::nullopt;
-    return std::move(*report);
+    return reportOfLowering(*spec, context);
   }
-
-  const std::string &lastError() const { return firstError; }
 
 private:
   static Extensive extensive(const ScheduleReport &r) {
@@ -574,8 +562,9 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
   std::vector<SearchKnobs> deviceFailures;
   std::vector<SearchCandidate> fitting;
   std::vector<SearchCandidate> misses;
+  llvm::StringSet<> considered;
   auto consider = [&](const SearchKnobs &k, const SearchMetrics &m) {
-    if (!m.valid)
+    if (!m.valid || !considered.insert(keyOf(k)).second)
       return;
     if (m.fits())
       fitting.push_back({k, m});
@@ -629,16 +618,8 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
                 continue;
               }
             }
-            bool seen = llvm::any_of(fitting,
-                                     [&](const SearchCandidate &c) {
-                                       return c.knobs == k;
-                                     }) ||
-                        llvm::any_of(misses, [&](const SearchCandidate &c) {
-                          return c.knobs == k;
-                        });
             const SearchMetrics &m = evaluator.evaluate(k, exhaustive);
-            if (!seen)
-              consider(k, m);
+            consider(k, m);
             if (m.fits())
               fitsWith.push_back(offload);
           }
