@@ -40,7 +40,9 @@ struct Case {
   const char *model;
   const char *gpu;
   int64_t nodes;
-  double targetSeconds;
+  /// The global batch, in sequences a rank: micro_batch x grad_accum.
+  int64_t sequencesPerRank;
+  double targetSeconds; // 0: none (printed for scale)
 };
 
 std::string planText(const Case &c) {
@@ -51,11 +53,12 @@ std::string planText(const Case &c) {
                        "  optimizer = adamw(lr = 8e-5, betas = (0.9, 0.95), "
                        "weight_decay = 0.1)\n"
                        "  micro_batch = 1\n"
+                       "  grad_accum = {3}\n"
                        "  seq_len = 8192\n"
                        "  precision = bf16_mixed\n"
                        "}\n"
                        "parallel {{ sharding = full_shard }\n",
-                       c.model, c.nodes, c.gpu)
+                       c.model, c.nodes, c.gpu, c.sequencesPerRank)
       .str();
 }
 
@@ -65,13 +68,16 @@ int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
   cl::ParseCommandLineOptions(argc, argv,
                               "Times planc --search on 70B and 405B plans\n");
+  // 70B: Llama 3's batch of 16M tokens (2,048 sequences of 8,192), and 16
+  // sequences a rank, where micro_batch x grad_accum has 5 splits.
   const Case cases[] = {
-      {"llama3_70b, 1,024 x h100_sxm", "llama3_70b", "h100_sxm", 128, 1.0},
-      {"llama3_405b, 16,384 x h200", "llama3_405b", "h200", 2048, 5.0},
+      {"llama3_70b, 1,024 x h100_sxm", "llama3_70b", "h100_sxm", 128, 2, 1.0},
+      {"llama3_70b, 16 seq a rank", "llama3_70b", "h100_sxm", 128, 16, 0},
+      {"llama3_405b, 16,384 x h200", "llama3_405b", "h200", 2048, 2, 5.0},
   };
-  llvm::outs() << llvm::formatv(
-      "{0,-32}{1,10}{2,8}{3,10}{4,11}{5,9}  {6}\n", "case", "median s",
-      "space", "analyzed", "lowerings", "target", "winner");
+  llvm::outs() << llvm::formatv("{0,-32}{1,10}{2,8}{3,10}{4,11}{5,9}  {6}\n",
+                                "case", "median s", "space", "analyzed",
+                                "lowerings", "target", "winner");
   bool allMet = true;
   for (const Case &c : cases) {
     std::vector<double> seconds;
@@ -97,7 +103,7 @@ int main(int argc, char **argv) {
     }
     std::sort(seconds.begin(), seconds.end());
     double median = seconds[seconds.size() / 2];
-    bool met = median < c.targetSeconds;
+    bool met = c.targetSeconds == 0 || median < c.targetSeconds;
     allMet &= met;
     std::string winner = "nothing fits";
     if (!last.best.empty()) {
@@ -112,7 +118,10 @@ int main(int argc, char **argv) {
     llvm::outs() << llvm::formatv(
         "{0,-32}{1,10:f3}{2,8}{3,10}{4,11}{5,9}  {6}\n", c.name, median,
         last.stats.spaceSize, last.stats.evaluated, last.stats.lowerings,
-        llvm::formatv("< {0} s{1}", c.targetSeconds, met ? "" : "!").str(),
+        c.targetSeconds == 0
+            ? std::string("-")
+            : llvm::formatv("< {0} s{1}", c.targetSeconds, met ? "" : "!")
+                  .str(),
         winner);
   }
   llvm::outs() << (allMet ? "every target met\n"

@@ -12,12 +12,14 @@
 using namespace mlir;
 
 std::optional<plan::ScheduleReport>
-plan::reportOfLowering(const PlanSpec &spec, MLIRContext &context) {
+plan::reportOfLowering(const PlanSpec &spec, MLIRContext &context,
+                       bool verifyEachPass) {
   plan::DiagEmitter diag(&context, nullptr, UnknownLoc::get(&context));
   OwningOpRef<ModuleOp> module = plan::importPlan(spec, diag);
   if (!module)
     return std::nullopt;
   PassManager pm(&context);
+  pm.enableVerifier(verifyEachPass);
   plan::buildPlanLowerPipeline(pm);
   if (failed(pm.run(*module)))
     return std::nullopt;

@@ -29,8 +29,12 @@ namespace plan {
 std::optional<ScheduleReport> reportOfQuietLowering(const PlanSpec &spec);
 /// The same in `context`, whose diagnostic handlers see why a plan does not
 /// import or lower (the search keeps one context for all its candidates).
+/// `verifyEachPass`: MLIR's structural verifier after every pass, as planc
+/// runs it; the search turns it off for the many short plans it lowers
+/// (the pipeline's own sched-verify-schedule pass still runs).
 std::optional<ScheduleReport> reportOfLowering(const PlanSpec &spec,
-                                               mlir::MLIRContext &context);
+                                               mlir::MLIRContext &context,
+                                               bool verifyEachPass = true);
 
 /// The two layouts' device peaks (arena + workspace per rank).
 struct GradLayoutChoice {

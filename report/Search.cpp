@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <type_traits>
 
 using namespace mlir;
 using namespace plan;
@@ -103,12 +104,56 @@ static std::string keyOf(const SearchKnobs &k) {
 
 namespace {
 
-/// The report's numbers that are extrapolated over layers. Bytes are exact
-/// integers; times and FLOPs doubles.
+/// The report's numbers that are extrapolated over layers and micro-batches.
+/// Bytes are exact integers; times, FLOPs and tokens doubles.
 struct Extensive {
   int64_t arena = 0, livePeak = 0, workspace = 0; // device
   int64_t hostBytesPerNode = 0;
   double step = 0, compute = 0, exposedComm = 0, exposedCopy = 0, flops = 0;
+  double tokens = 0;
+
+  /// Calls `f` on each field's pointer (the arena excepted: packing is not
+  /// linear, and the extrapolation adds it as slack over the live peak).
+  template <typename F> static void forEachLinear(F &&f) {
+    f(&Extensive::livePeak);
+    f(&Extensive::workspace);
+    f(&Extensive::hostBytesPerNode);
+    f(&Extensive::step);
+    f(&Extensive::compute);
+    f(&Extensive::exposedComm);
+    f(&Extensive::exposedCopy);
+    f(&Extensive::flops);
+    f(&Extensive::tokens);
+  }
+
+  /// Whether a, b, c (at x, x + 1, x + 2) lie on one line: bytes exactly,
+  /// doubles to 1e-9 of their size.
+  static bool affine(const Extensive &a, const Extensive &b,
+                     const Extensive &c) {
+    bool on = true;
+    forEachLinear([&](auto Extensive::*field) {
+      if constexpr (std::is_same_v<decltype(a.*field), const int64_t &>) {
+        on &= c.*field - b.*field == b.*field - a.*field;
+      } else {
+        double x = a.*field, y = b.*field, z = c.*field;
+        double scale = std::max({std::fabs(x), std::fabs(y), std::fabs(z)});
+        on &= std::fabs((z - y) - (y - x)) <= 1e-9 * scale + 1e-15;
+      }
+    });
+    return on;
+  }
+
+  /// The line through b (at x) and c (at x + 1), at x + 1 + `more`; the
+  /// arena is the live peak plus the slack packing left at c.
+  static Extensive extend(const Extensive &b, const Extensive &c,
+                          int64_t more) {
+    Extensive e;
+    forEachLinear([&](auto Extensive::*field) {
+      e.*field = c.*field + more * (c.*field - b.*field);
+    });
+    e.arena = e.livePeak + (c.arena - c.livePeak);
+    return e;
+  }
 };
 
 /// A candidate whose extrapolated need is within this fraction of the
@@ -121,9 +166,11 @@ class Evaluator {
 public:
   Evaluator(llvm::SourceMgr &sourceMgr, unsigned bufferId,
             llvm::ArrayRef<std::string> base, llvm::StringRef name,
-            int64_t layers, int64_t globalBatch, SearchStats &stats)
+            int64_t layers, int64_t globalBatch, bool checkExtensions,
+            SearchStats &stats)
       : sourceMgr(sourceMgr), bufferId(bufferId), base(base), name(name),
-        layers(layers), globalBatch(globalBatch), stats(stats),
+        layers(layers), globalBatch(globalBatch),
+        checkExtensions(checkExtensions), stats(stats),
         quiet(&context, [this](Diagnostic &diag) {
           if (diag.getSeverity() == DiagnosticSeverity::Error &&
               firstError.empty())
@@ -143,6 +190,8 @@ public:
       return it->second;
     bool counted = it != cache.end();
     SearchMetrics metrics = exact ? whole(knobs) : reduced(knobs);
+    if (exact && checkExtensions && metrics.valid && extends(knobs))
+      compareExtension(knobs, metrics);
     if (!metrics.exact && metrics.valid &&
         metrics.deviceLowerBytes <= metrics.deviceCapacityBytes &&
         metrics.deviceNeedBytes >
@@ -152,12 +201,18 @@ public:
       ++stats.evaluated;
       if (!metrics.valid)
         ++stats.invalid;
+      else if (!metrics.exact)
+        ++stats.extrapolated;
     }
     return cache[key] = std::move(metrics);
   }
 
   /// The plan with `extra` overrides after the command line's, lowered and
   /// analyzed; nothing (and the first error kept) when it is rejected.
+  /// MLIR's structural verifier does not run after every pass (two thirds
+  /// of a lowering's time): the pipeline is the one planc runs with it,
+  /// and the search's own checks (sched-verify-schedule, the report's
+  /// analysis) still run on every candidate.
   /// Each plan gets a SourceMgr of its own over the same text: every
   /// `--set` adds a buffer, and one manager for thousands of candidates
   /// would grow without end.
@@ -177,7 +232,7 @@ public:
     if (!spec)
       return std::nullopt;
     ++stats.lowerings;
-    return reportOfLowering(*spec, context);
+    return reportOfLowering(*spec, context, /*verifyEachPass=*/false);
   }
 
 private:
@@ -192,6 +247,7 @@ private:
     e.exposedComm = r.time.exposedCommSeconds;
     e.exposedCopy = r.time.exposedCopySeconds;
     e.flops = r.time.modelFlops;
+    e.tokens = r.time.tokensPerStep;
     return e;
   }
 
@@ -217,7 +273,7 @@ private:
     m.exposedCommSeconds = e.exposedComm;
     m.exposedCopySeconds = e.exposedCopy;
     if (e.step > 0) {
-      m.tokensPerSecond = r.time.tokensPerStep / e.step;
+      m.tokensPerSecond = e.tokens / e.step;
       if (r.time.peakFlops > 0)
         m.mfu = e.flops / (e.step * r.time.peakFlops);
     }
@@ -241,61 +297,101 @@ private:
     return m;
   }
 
-  /// Three lowerings of kFirst..kFirst+2 layers; their numbers extended to
-  /// `layers` when every one of them moves by the same step per layer.
+  /// Whether reduced() lowers `knobs` short and extends the numbers.
+  bool extends(const SearchKnobs &knobs) const {
+    return layers > kFirst + 3 || knobs.gradAccum >= kCutAccum;
+  }
+
+  /// Adds to stats.check how far `knobs`'s extended numbers are from
+  /// `exact`, those of its whole lowering.
+  void compareExtension(const SearchKnobs &knobs, const SearchMetrics &exact) {
+    SearchMetrics extended = reduced(knobs);
+    if (!extended.valid || extended.exact)
+      return;
+    SearchStats::ExtensionCheck &c = stats.check;
+    ++c.candidates;
+    auto error = [](double x, double of) {
+      return of != 0 ? std::fabs(x - of) / of : std::fabs(x);
+    };
+    c.maxStepError = std::max(c.maxStepError,
+                              error(extended.stepSeconds, exact.stepSeconds));
+    c.maxNeedError =
+        std::max(c.maxNeedError, error(double(extended.deviceNeedBytes),
+                                       double(exact.deviceNeedBytes)));
+    if (extended.deviceLowerBytes > exact.deviceNeedBytes)
+      ++c.boundFailures;
+  }
+
+  /// The candidate lowered short: at kFirst..kFirst+2 layers when the
+  /// model has more than kFirst + 3, and at kFirstAccum and kFirstAccum + 1
+  /// micro-batches when it accumulates kCutAccum or more (lowering time
+  /// grows with both: every micro-batch is unrolled). Each count of
+  /// micro-batches must give numbers on one line over the layers; a third
+  /// count, at kFirst layers, must continue the line over micro-batches.
+  /// The step is then a bilinear function of the two (each micro-batch
+  /// repeats the layers), extended to the plan's counts. Anything else, or
+  /// a short plan the checks reject, is lowered whole.
   static constexpr int64_t kFirst = 4;
+  static constexpr int64_t kFirstAccum = 2;
+  static constexpr int64_t kCutAccum = 8;
   SearchMetrics reduced(const SearchKnobs &knobs) {
-    if (layers <= kFirst + 3)
+    if (!extends(knobs))
       return whole(knobs);
-    std::vector<std::string> sets = knobs.overrides(globalBatch);
-    std::array<Extensive, 3> points;
+    bool cutLayers = layers > kFirst + 3;
+    bool cutAccum = knobs.gradAccum >= kCutAccum;
     std::optional<ScheduleReport> last;
-    for (int i = 0; i < 3; ++i) {
-      sets.push_back("model.layers=" + std::to_string(kFirst + i));
-      last = run(sets);
-      sets.pop_back();
-      // The whole plan says why (or is valid where the short one is not).
-      if (!last)
-        return whole(knobs);
-      points[i] = extensive(*last);
+    std::map<std::pair<int64_t, int64_t>, std::optional<Extensive>> points;
+    auto point = [&](int64_t atLayers,
+                     int64_t accum) -> std::optional<Extensive> {
+      auto [it, added] = points.try_emplace({atLayers, accum});
+      if (!added)
+        return it->second;
+      SearchKnobs k = knobs;
+      k.gradAccum = accum;
+      std::vector<std::string> sets =
+          k.overrides(globalBatch / knobs.gradAccum * accum);
+      sets.push_back("model.layers=" + std::to_string(atLayers));
+      if (std::optional<ScheduleReport> report = run(sets)) {
+        it->second = extensive(*report);
+        last = std::move(report);
+      }
+      return it->second;
+    };
+    // The numbers at the plan's layers for `accum` micro-batches.
+    auto overLayers = [&](int64_t accum) -> std::optional<Extensive> {
+      if (!cutLayers)
+        return point(layers, accum);
+      std::array<Extensive, 3> p;
+      for (int i = 0; i < 3; ++i) {
+        std::optional<Extensive> e = point(kFirst + i, accum);
+        if (!e)
+          return std::nullopt;
+        p[i] = *e;
+      }
+      if (!Extensive::affine(p[0], p[1], p[2]))
+        return std::nullopt;
+      return Extensive::extend(p[1], p[2], layers - (kFirst + 2));
+    };
+    std::optional<Extensive> e;
+    if (!cutAccum) {
+      e = overLayers(knobs.gradAccum);
+    } else if (std::optional<Extensive> first = overLayers(kFirstAccum)) {
+      if (std::optional<Extensive> second = overLayers(kFirstAccum + 1)) {
+        int64_t at = cutLayers ? kFirst : layers;
+        std::optional<Extensive> a = point(at, kFirstAccum),
+                                 b = point(at, kFirstAccum + 1),
+                                 c = point(at, kFirstAccum + 2);
+        if (a && b && c && Extensive::affine(*a, *b, *c))
+          e = Extensive::extend(*first, *second,
+                                knobs.gradAccum - (kFirstAccum + 1));
+      }
     }
-    auto affineInt = [](int64_t a, int64_t b, int64_t c) {
-      return c - b == b - a;
-    };
-    auto affine = [](double a, double b, double c) {
-      double scale = std::max({std::fabs(a), std::fabs(b), std::fabs(c)});
-      return std::fabs((c - b) - (b - a)) <= 1e-9 * scale + 1e-15;
-    };
-    const Extensive &a = points[0], &b = points[1], &c = points[2];
-    if (!affineInt(a.livePeak, b.livePeak, c.livePeak) ||
-        !affineInt(a.workspace, b.workspace, c.workspace) ||
-        !affineInt(a.hostBytesPerNode, b.hostBytesPerNode,
-                   c.hostBytesPerNode) ||
-        !affine(a.step, b.step, c.step) ||
-        !affine(a.compute, b.compute, c.compute) ||
-        !affine(a.exposedComm, b.exposedComm, c.exposedComm) ||
-        !affine(a.exposedCopy, b.exposedCopy, c.exposedCopy) ||
-        !affine(a.flops, b.flops, c.flops))
+    // The whole plan says why (or is valid where a short one is not).
+    if (!e)
       return whole(knobs);
-    int64_t more = layers - (kFirst + 2);
-    auto extend = [&](auto Extensive::*field) {
-      return c.*field + more * (c.*field - b.*field);
-    };
-    Extensive e;
-    // The live peak is the largest of sums that each grow linearly with
-    // the layers, so the line through the last points bounds it from
-    // below; the arena adds what packing left free at the last point.
-    e.livePeak = extend(&Extensive::livePeak);
-    e.arena = e.livePeak + (c.arena - c.livePeak);
-    e.workspace = extend(&Extensive::workspace);
-    e.hostBytesPerNode = extend(&Extensive::hostBytesPerNode);
-    e.step = extend(&Extensive::step);
-    e.compute = extend(&Extensive::compute);
-    e.exposedComm = extend(&Extensive::exposedComm);
-    e.exposedCopy = extend(&Extensive::exposedCopy);
-    e.flops = extend(&Extensive::flops);
-    ++stats.extrapolated;
-    return metricsOf(e, e.livePeak, *last);
+    // The live peak is the largest of sums that each grow linearly, so the
+    // line through the last points bounds it from below.
+    return metricsOf(*e, e->livePeak, *last);
   }
 
   llvm::SourceMgr &sourceMgr;
@@ -304,6 +400,7 @@ private:
   std::string name;
   int64_t layers;
   int64_t globalBatch;
+  bool checkExtensions;
   SearchStats &stats;
   MLIRContext context;
   std::string firstError;
@@ -532,7 +629,7 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
   result.worldSize = world;
   SearchStats &stats = result.stats;
   Evaluator evaluator(sourceMgr, bufferId, overrides, name, given->model.layers,
-                      globalBatch, stats);
+                      globalBatch, options.exhaustive, stats);
   bool exhaustive = options.exhaustive;
 
   // The plan as given, lowered as planc lowers it.
@@ -898,7 +995,7 @@ void plan::printSearchTable(const SearchResult &r, llvm::raw_ostream &os) {
       r.planName, s.spaceSize, r.globalBatch, r.seqLen, r.worldSize,
       formatSeconds(s.seconds));
   os << llvm::formatv(
-      "  analyzed {0} ({1} extrapolated over layers, {2} rejected by the "
+      "  analyzed {0} ({1} extended from shorter plans, {2} rejected by the "
       "plan's checks), {3} lowerings; not lowered: {4} need more memory "
       "than one that did not fit, {5} offload more than one that fits{6}\n",
       s.evaluated, s.extrapolated, s.invalid, s.lowerings, s.prunedMemory,
@@ -909,6 +1006,15 @@ void plan::printSearchTable(const SearchResult &r, llvm::raw_ostream &os) {
                           s.estimatedToFit)
                 .str()
           : std::string());
+  if (s.check.candidates)
+    os << llvm::formatv(
+        "  extensions checked: {0} candidates extended from shorter plans "
+        "and lowered whole: step within {1:e2}, device need within {2:e2} "
+        "(relative); the need's lower bound {3}\n",
+        s.check.candidates, s.check.maxStepError, s.check.maxNeedError,
+        s.check.boundFailures
+            ? llvm::formatv("failed for {0}", s.check.boundFailures).str()
+            : std::string("held for all"));
 
   auto row = [&](llvm::StringRef label, const SearchCandidate &c) {
     const SearchMetrics &m = c.metrics;
@@ -1046,6 +1152,12 @@ llvm::json::Value plan::searchToJson(const SearchResult &r) {
                                    {"pruned_offload", s.prunedOffload},
                                    {"estimated_to_fit", s.estimatedToFit},
                                    {"seconds", s.seconds}}}};
+  if (s.check.candidates)
+    o["extension_check"] =
+        llvm::json::Object{{"candidates", s.check.candidates},
+                           {"max_step_error", s.check.maxStepError},
+                           {"max_need_error", s.check.maxNeedError},
+                           {"bound_failures", s.check.boundFailures}};
   if (r.given)
     o["given"] = candidateJson(*r.given);
   if (r.closest)

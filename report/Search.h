@@ -16,8 +16,11 @@
 //  - Candidates are lowered with 4, 5 and 6 layers and the report's numbers
 //    extended along the line through them to the model's layer count, when
 //    all three lie on one line (every layer adds the same ops); otherwise
-//    the candidate is lowered whole. The live peak is a maximum of sums
-//    that each grow linearly, so its line is a lower bound; the arena adds
+//    the candidate is lowered whole. With 8 or more micro-batches a step,
+//    they are lowered with 2 and 3 (and 4, at 4 layers, to check the line)
+//    and extended bilinearly: the lowering's cost no longer grows with the
+//    accumulation a smaller micro-batch needs. The live peak is a maximum of
+//    sums that each grow linearly, so its line is a lower bound; the arena adds
 //    the packing slack of the 6-layer plan. A candidate whose estimate is
 //    within 5% of the device's memory, and every candidate shown, is
 //    lowered whole.
@@ -26,7 +29,8 @@
 //    checkpointing, no smaller micro-batch) is not lowered.
 //  - Offloading a state never makes a step faster in the time model, so
 //    supersets of an offload set that fits are not lowered.
-// `exhaustive` lowers every candidate (tests compare the two).
+// `exhaustive` lowers every candidate (tests compare the two), and checks
+// each extension against the whole lowering (SearchStats::check).
 //
 //===----------------------------------------------------------------------===//
 
@@ -131,6 +135,17 @@ struct SearchStats {
   int64_t prunedOffload = 0;  // not lowered: offloads more than a fitting one
   int64_t estimatedToFit = 0; // extrapolated to fit, did not when whole
   double seconds = 0;
+
+  /// With `exhaustive`: every candidate the search would have extended,
+  /// extended and lowered whole, compared.
+  struct ExtensionCheck {
+    int64_t candidates = 0;
+    double maxStepError = 0; // |extended - whole| / whole, of the step
+    double maxNeedError = 0; // the same, of the device need
+    /// Candidates whose extended lower bound on the device need is above
+    /// the whole plan's need (the bound failed): 0 when it holds.
+    int64_t boundFailures = 0;
+  } check;
 };
 
 struct SearchResult {
