@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/Analyze.h"
+#include "frontend/DeviceFile.h"
 #include "frontend/HuggingFaceConfig.h"
 #include "frontend/Models.h"
 
@@ -345,7 +346,14 @@ private:
                       SectionWording wording = {});
   void readModel(const KeyGroup &group);
   void readDevice(const KeyGroup &group);
-  std::vector<KeyRule> clusterKeys();
+  /// `gpu = "FILE"`: the device file's figures (DeviceFile.h).
+  void readDeviceFile(const Value &v);
+  /// `cluster`; `deviceFile`: whether `gpu` names a device file, whose
+  /// `host` may give host_memory.
+  void readCluster(const KeyGroup &group);
+  std::vector<KeyRule> clusterKeys(bool deviceFile);
+  /// The device file `gpu` named, once read.
+  std::optional<DeviceFile> deviceFile;
   std::vector<KeyRule> trainKeys();
   std::vector<KeyRule> parallelKeys();
   static SectionWording parallelWording();
@@ -416,7 +424,7 @@ std::optional<PlanSpec> Analyzer::run(const syntax::Block &root) {
       {"model", Need::Required, nullptr,
        [this](const KeyGroup &g) { readModel(g); }},
       {"cluster", Need::Required, nullptr,
-       section([this] { return clusterKeys(); })},
+       [this](const KeyGroup &g) { readCluster(g); }},
       {"train", Need::Required, nullptr,
        section([this] { return trainKeys(); })},
       {"parallel", Need::Optional, nullptr,
@@ -780,14 +788,43 @@ bool Analyzer::readRopeScaling(const Value &v, const std::string &path) {
 // cluster
 //===----------------------------------------------------------------------===//
 
-std::vector<KeyRule> Analyzer::clusterKeys() {
+void Analyzer::readCluster(const KeyGroup &group) {
+  bool fromFile = llvm::any_of(group.children, [](const Entry &e) {
+    return e.setsKey() && e.head() == "gpu" &&
+           e.value().kind == ValueKind::String;
+  });
+  section([this, fromFile] { return clusterKeys(fromFile); })(group);
+  if (!deviceFile)
+    return;
+  const ClusterSpec &c = plan.cluster;
+  SMLoc at = plan.locOf("cluster.gpu");
+  if (!plan.isGiven("cluster.host_memory"))
+    diag.error(group.keyLoc,
+               formatv("'cluster' is missing required key 'host_memory' "
+                       "(the device file {0} gives no host.memory)",
+                       deviceFile->path));
+  if (deviceFile->measuredRanksPerNode && !unchecked.count("cluster") &&
+      *deviceFile->measuredRanksPerNode != c.gpusPerNode)
+    diag.warning(at, formatv("the device file {0} was measured with {1} "
+                             "rank(s) a node and the plan runs {2}: the time "
+                             "model shares the same cores and memory among "
+                             "them, a linear extrapolation; measure again "
+                             "with plan-run --calibrate --nproc {2}",
+                             deviceFile->path,
+                             *deviceFile->measuredRanksPerNode, c.gpusPerNode)
+                         .str());
+}
+
+std::vector<KeyRule> Analyzer::clusterKeys(bool deviceFile) {
   ClusterSpec &c = plan.cluster;
   return {
       {"nodes", Need::Optional, integer(c.nodes), nullptr},
       {"gpus_per_node", Need::Required, integer(c.gpusPerNode), nullptr},
       {"gpu", Need::Required, nullptr,
        [this](const KeyGroup &g) { readDevice(g); }},
-      {"host_memory", Need::Required, size(c.hostMemoryBytes), nullptr},
+      // A device file may give it (readCluster says when neither does).
+      {"host_memory", deviceFile ? Need::Optional : Need::Required,
+       size(c.hostMemoryBytes), nullptr},
       {"inter_node_bandwidth", Need::Optional, bandwidth(c.interNodeBandwidth),
        nullptr},
       {"host_bandwidth", Need::Optional, bandwidth(c.hostBandwidth), nullptr},
@@ -812,10 +849,18 @@ void Analyzer::readDevice(const KeyGroup &group) {
     }
     d = *known;
     fromTable = true;
+  } else if (v && v->kind == ValueKind::String) {
+    readDeviceFile(*v);
+    if (!deviceFile) {
+      unchecked.insert(group.path);
+      return;
+    }
+    // The file's figures take overrides as a table device's do.
+    fromTable = true;
   } else if (v && v->kind != ValueKind::Block) {
     diag.error(v->loc(),
-               formatv("'{0}' expects a device name or a block {{ memory = "
-                       "... }, got {1}",
+               formatv("'{0}' expects a device name, a block {{ memory = "
+                       "... } or a device file \"FILE.json\", got {1}",
                        group.path, describe(*v)));
     unchecked.insert(group.path);
     return;
@@ -839,6 +884,39 @@ void Analyzer::readDevice(const KeyGroup &group) {
   SectionWording wording;
   wording.missingReason = " (a device not in the table gives every key)";
   readKeys(group, rules, wording);
+}
+
+void Analyzer::readDeviceFile(const Value &v) {
+  llvm::SourceMgr *sourceMgr = diag.getSourceMgr();
+  if (!sourceMgr) {
+    diag.error(v.loc(), "a device file is read beside the plan, which needs "
+                        "a plan read from a file");
+    return;
+  }
+  if (v.text.empty()) {
+    diag.error(v.loc(), "'cluster.gpu' needs the path of a device file, "
+                        "got \"\"");
+    return;
+  }
+  deviceFile = plan::readDeviceFile(*sourceMgr, diag, v.text, v.loc());
+  if (!deviceFile)
+    return;
+  ClusterSpec &c = plan.cluster;
+  c.device = deviceFile->device;
+  for (const auto &entry : deviceFile->keyLocs)
+    if (entry.getKey().starts_with("cluster.gpu."))
+      plan.locs[entry.getKey()] = entry.getValue();
+  // The node's figures where the plan does not give them: a key of the
+  // plan read after this one replaces them, and its location with them.
+  auto host = [&](StringRef key, auto &field, const auto &fromFile) {
+    if (!fromFile || plan.isGiven(key))
+      return;
+    field = *fromFile;
+    plan.locs[key] = deviceFile->keyLocs.lookup(key);
+  };
+  host("cluster.host_memory", c.hostMemoryBytes, deviceFile->hostMemoryBytes);
+  host("cluster.host_cores", c.hostCores, deviceFile->hostCores);
+  host("cluster.host_bandwidth", c.hostBandwidth, deviceFile->hostBandwidth);
 }
 
 //===----------------------------------------------------------------------===//

@@ -17,8 +17,10 @@
 #include "frontend/Frontend.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 
 #include <nlohmann/json.hpp>
@@ -590,4 +592,19 @@ std::optional<ConfigNode> plan::parseConfigDocument(llvm::SourceMgr &sourceMgr,
     return std::nullopt;
   }
   return root;
+}
+
+std::string plan::pathBesidePlan(const llvm::SourceMgr &sourceMgr, SMLoc at,
+                                 StringRef path) {
+  if (llvm::sys::path::is_absolute(path))
+    return path.str();
+  unsigned buffer = sourceMgr.FindBufferContainingLoc(at);
+  if (!buffer)
+    return path.str();
+  StringRef name = sourceMgr.getMemoryBuffer(buffer)->getBufferIdentifier();
+  if (name.starts_with("<")) // <stdin>, <--set #2>
+    return path.str();
+  llvm::SmallString<256> full = llvm::sys::path::parent_path(name);
+  llvm::sys::path::append(full, path);
+  return std::string(full);
 }

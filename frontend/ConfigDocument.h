@@ -101,6 +101,12 @@ std::optional<std::string> readConfigString(const ConfigNode &value,
 /// JSON.
 ConfigFormat configFormatOf(llvm::StringRef path);
 
+/// `path` as a plan that writes it at `at` means it: relative to the
+/// directory of the file holding `at`, unless absolute or written where
+/// there is no file (stdin, a --set).
+std::string pathBesidePlan(const llvm::SourceMgr &sourceMgr, llvm::SMLoc at,
+                           llvm::StringRef path);
+
 } // namespace plan
 
 #endif // PLAN_FRONTEND_CONFIGDOCUMENT_H

@@ -310,14 +310,8 @@ bool ModelReader::readBert(llvm::ArrayRef<std::string> architectures) {
 std::optional<HuggingFaceModel>
 plan::readHuggingFaceModel(llvm::SourceMgr &sourceMgr, DiagEmitter &diag,
                            StringRef path, SMLoc at) {
-  StringRef baseDir;
-  if (unsigned buffer = sourceMgr.FindBufferContainingLoc(at)) {
-    StringRef name = sourceMgr.getMemoryBuffer(buffer)->getBufferIdentifier();
-    if (!name.starts_with("<")) // not <stdin> or <--set>
-      baseDir = llvm::sys::path::parent_path(name);
-  }
   HuggingFaceModel model;
-  model.path = huggingFaceConfigPath(path, baseDir);
+  model.path = huggingFaceConfigPath(pathBesidePlan(sourceMgr, at, path), "");
 
   std::string fileError;
   size_t errorsBefore = diag.numErrors();

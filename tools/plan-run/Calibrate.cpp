@@ -9,6 +9,8 @@
 
 #include "Calibrate.h"
 
+#include "Files.h"
+#include "Json.h"
 #include "Rank.h"
 #include "analysis/Efficiencies.h"
 
@@ -158,39 +160,82 @@ std::string gib(double bytes) {
 
 } // namespace
 
-std::string calibratedCluster(const HostMeasurements &m) {
+CalibratedDevice calibratedDevice(const HostMeasurements &m) {
   double ranks = std::max(1, m.ranksPerNode);
   double coresPerRank = static_cast<double>(m.cores) / ranks;
-  auto perCoreTflops = [&](double flops) {
-    return number(flops / coresPerRank / 1e12);
-  };
   auto peak = [](double achieved) { return achieved / kBandwidthEfficiency; };
+  auto wholeGiB = [](double bytes) {
+    constexpr int64_t GiB = int64_t(1) << 30;
+    return std::max<int64_t>(1, static_cast<int64_t>(bytes / GiB)) * GiB;
+  };
+  CalibratedDevice d;
+  d.ranksPerNode = m.ranksPerNode;
+  d.threadsPerRank = m.threadsPerRank;
+  d.memoryBytes = wholeGiB(m.memoryBytes / ranks);
+  d.fp32Tflops = m.fp32Flops / coresPerRank / 1e12;
+  d.bf16Tflops = m.bf16Flops / coresPerRank / 1e12;
+  d.fp16Tflops = m.fp16Flops / coresPerRank / 1e12;
+  d.hbmBandwidth = peak(m.copyBandwidth) / coresPerRank;
+  // A host copy of the cpu backend is a memcpy: the model counts the bytes
+  // copied once.
+  d.pcieBandwidth = peak(m.copyBandwidth / 2);
+  if (m.linkBandwidth)
+    d.nvlinkBandwidth = peak(*m.linkBandwidth);
+  d.linkLatency = m.linkLatency;
+  d.hostMemoryBytes = wholeGiB(m.memoryBytes);
+  d.hostCores = m.cores;
+  d.hostBandwidth = peak(m.nodeCopyBandwidth);
+  return d;
+}
+
+std::string calibratedCluster(const CalibratedDevice &d) {
   auto gbps = [](double bytesPerSecond) {
     return number(bytesPerSecond / 1e9) + "GB/s";
   };
   std::ostringstream out;
   out << "cluster {\n"
-      << "  gpus_per_node = " << m.ranksPerNode << "\n"
+      << "  gpus_per_node = " << d.ranksPerNode << "\n"
       << "  gpu = cpu {\n"
-      << "    memory = " << gib(m.memoryBytes / ranks) << "\n"
-      << "    fp32_tflops = " << perCoreTflops(m.fp32Flops) << "\n"
-      << "    bf16_tflops = " << perCoreTflops(m.bf16Flops) << "\n"
-      << "    fp16_tflops = " << perCoreTflops(m.fp16Flops) << "\n"
-      << "    hbm_bandwidth = " << gbps(peak(m.copyBandwidth) / coresPerRank)
-      << "\n"
-      // A host copy of the cpu backend is a memcpy: the model counts the
-      // bytes copied once.
-      << "    pcie_bandwidth = " << gbps(peak(m.copyBandwidth / 2)) << "\n";
-  if (m.linkBandwidth)
-    out << "    nvlink_bandwidth = " << gbps(peak(*m.linkBandwidth)) << "\n";
-  if (m.linkLatency)
-    out << "    link_latency = " << number(*m.linkLatency * 1e6) << "us\n";
+      << "    memory = " << gib(static_cast<double>(d.memoryBytes)) << "\n"
+      << "    fp32_tflops = " << number(d.fp32Tflops) << "\n"
+      << "    bf16_tflops = " << number(d.bf16Tflops) << "\n"
+      << "    fp16_tflops = " << number(d.fp16Tflops) << "\n"
+      << "    hbm_bandwidth = " << gbps(d.hbmBandwidth) << "\n"
+      << "    pcie_bandwidth = " << gbps(d.pcieBandwidth) << "\n";
+  if (d.nvlinkBandwidth)
+    out << "    nvlink_bandwidth = " << gbps(*d.nvlinkBandwidth) << "\n";
+  if (d.linkLatency)
+    out << "    link_latency = " << number(*d.linkLatency * 1e6) << "us\n";
   out << "  }\n"
-      << "  host_memory = " << gib(m.memoryBytes) << "\n"
-      << "  host_cores = " << m.cores << "\n"
-      << "  host_bandwidth = " << gbps(peak(m.nodeCopyBandwidth)) << "\n"
+      << "  host_memory = " << gib(static_cast<double>(d.hostMemoryBytes))
+      << "\n"
+      << "  host_cores = " << d.hostCores << "\n"
+      << "  host_bandwidth = " << gbps(d.hostBandwidth) << "\n"
       << "}\n";
   return out.str();
+}
+
+std::string calibratedDeviceFile(const CalibratedDevice &d) {
+  using rt::support::Json;
+  Json device = {{"format", "plan-device"},
+                 {"version", 1},
+                 {"base", "cpu"},
+                 {"memory", d.memoryBytes},
+                 {"fp32_tflops", d.fp32Tflops},
+                 {"bf16_tflops", d.bf16Tflops},
+                 {"fp16_tflops", d.fp16Tflops},
+                 {"hbm_bandwidth", d.hbmBandwidth},
+                 {"pcie_bandwidth", d.pcieBandwidth}};
+  if (d.nvlinkBandwidth)
+    device["nvlink_bandwidth"] = *d.nvlinkBandwidth;
+  if (d.linkLatency)
+    device["link_latency"] = *d.linkLatency;
+  device["host"] = {{"memory", d.hostMemoryBytes},
+                    {"cores", d.hostCores},
+                    {"bandwidth", d.hostBandwidth}};
+  device["measured"] = {{"ranks_per_node", d.ranksPerNode},
+                        {"threads_per_rank", d.threadsPerRank}};
+  return device.dump(2) + "\n";
 }
 
 int calibrateRank(const RunOptions &options, const RankInfo &rank) {
@@ -249,11 +294,21 @@ int calibrateRank(const RunOptions &options, const RankInfo &rank) {
           "it); the cpu device's link figures stay");
     }
     group.barrier();
-    if (reports) {
-      std::fputs(calibratedCluster(m).c_str(), stdout);
-      std::fflush(stdout);
-    }
+    // Every rank is done before rank 0 writes: a file that cannot be
+    // written fails rank 0 alone, with its reason.
     finish(*store, rank, timeout);
+    if (reports) {
+      CalibratedDevice device = calibratedDevice(m);
+      if (options.deviceFile.empty()) {
+        std::fputs(calibratedCluster(device).c_str(), stdout);
+        std::fflush(stdout);
+      } else {
+        rt::support::writeFileAtomic(options.deviceFile,
+                                     calibratedDeviceFile(device));
+        say("wrote " + options.deviceFile + ": use it as cluster { gpu = \"" +
+            options.deviceFile + "\" }");
+      }
+    }
     return 0;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "%s%s\n", prefix.c_str(), e.what());

@@ -16,6 +16,7 @@
 #include "Launch.h"
 #include "Options.h"
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -39,13 +40,30 @@ struct HostMeasurements {
   std::optional<double> linkBandwidth;
 };
 
-/// The `cluster { ... }` block (docs/language.md) whose figures make the
-/// time model reproduce `m`: the GEMM rates as the peak of `ranksPerNode`
-/// ranks' cores (forward and backward reach 50% of it, as of any device),
-/// copy rates over the 80% a transfer reaches (a host copy moves each byte
-/// once, the memory model counts reads and writes), Gloo's measured latency.
-/// Without a link measurement the `cpu` table's link figures stay.
-std::string calibratedCluster(const HostMeasurements &m);
+/// The `cpu` device whose figures make the time model reproduce what was
+/// measured: the GEMM rates as the peak of one of the rank's cores (forward
+/// and backward reach 50% of a peak, as of any device), copy rates over the
+/// 80% a transfer reaches (a host copy moves each byte once, the memory
+/// model counts reads and writes), Gloo's measured latency. Without a link
+/// measurement (one rank) the `cpu` table's link figures stay.
+struct CalibratedDevice {
+  int ranksPerNode = 1, threadsPerRank = 1;
+  int64_t memoryBytes = 0; // a rank's share, whole GiB
+  double fp32Tflops = 0, bf16Tflops = 0, fp16Tflops = 0; // one core
+  double hbmBandwidth = 0, pcieBandwidth = 0;            // bytes/s
+  std::optional<double> nvlinkBandwidth;                 // bytes/s
+  std::optional<double> linkLatency;                     // seconds
+  int64_t hostMemoryBytes = 0;                           // whole GiB
+  int hostCores = 1;
+  double hostBandwidth = 0; // bytes/s
+};
+CalibratedDevice calibratedDevice(const HostMeasurements &m);
+
+/// The device as the `cluster { ... }` block of a plan (docs/language.md).
+std::string calibratedCluster(const CalibratedDevice &device);
+/// The device as a device file, `cluster { gpu = "FILE" }` (docs/language.md,
+/// "Device files"; frontend/DeviceFile.h reads it).
+std::string calibratedDeviceFile(const CalibratedDevice &device);
 
 /// Runs this rank's part of `plan-run --calibrate` and returns the exit
 /// code; rank 0 prints the measurements (stderr) and the block (stdout).

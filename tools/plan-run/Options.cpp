@@ -87,6 +87,12 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
       "Measure this host (GEMMs, memory, Gloo between the --nproc ranks) and "
       "print the `cluster { gpu = cpu { ... } }` block that makes planc's "
       "time figures this host's; takes no FILE");
+  CLI::Option *deviceFileOption =
+      app.add_option("--device-file", options.deviceFile,
+                     "With --calibrate: write the measured device to this "
+                     "JSON file, which a plan names as cluster { gpu = "
+                     "\"FILE\" }, instead of printing the cluster block")
+          ->type_name("FILE");
   CLI::Option *verifyOption = app.add_flag(
       "--verify", options.verify,
       "Check the .plan's parallel configuration: a shrunk model of the same "
@@ -202,8 +208,9 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
     for (CLI::Option *option : app.get_options()) {
       const std::string &name = option->get_name();
       if (option->count() == 0 || option == calibrateOption ||
-          option == nprocOption || name == "--threads" || name == "--timeout" ||
-          name == "--quiet" || name == "--backend")
+          option == deviceFileOption || option == nprocOption ||
+          name == "--threads" || name == "--timeout" || name == "--quiet" ||
+          name == "--backend")
         continue;
       return ExitRequest{
           1, "plan-run: --calibrate measures the host and takes no " +
@@ -218,6 +225,12 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
   } else if (fileOption->count() == 0) {
     return ExitRequest{1, "plan-run: FILE is required (see --help)"};
   }
+  if (deviceFileOption->count() && !options.calibrate)
+    return ExitRequest{
+        1, "plan-run: --device-file goes with --calibrate (see --help)"};
+  if (deviceFileOption->count() && options.deviceFile.empty())
+    return ExitRequest{1, "plan-run: --device-file needs a file name (see "
+                          "--help)"};
   if (!options.verify && plancFlagOption->count())
     return ExitRequest{
         1, "plan-run: --verify-planc-flag goes with --verify (see --help)"};
@@ -262,6 +275,8 @@ std::vector<std::string> rankArguments(const RunOptions &options,
       args.push_back("--quiet");
     if (options.threads > 0)
       args.insert(args.end(), {"--threads", std::to_string(options.threads)});
+    if (!options.deviceFile.empty())
+      args.insert(args.end(), {"--device-file", options.deviceFile});
     return args;
   }
   std::vector<std::string> args{file, "--backend", options.backend};

@@ -35,6 +35,9 @@ struct RunOptions {
   double stopTimeoutSeconds = 120; // after SIGTERM/SIGINT, to checkpoint
   // --calibrate: measure this host for the cpu device, no FILE, no training.
   bool calibrate = false;
+  // --device-file: where --calibrate writes the device file ("": it prints
+  // the cluster block instead).
+  std::string deviceFile;
   // --verify: the .plan's parallel configuration, shrunk, against one rank
   // (Verify.h). `verifyPlancFlags`: passed to planc as they are; hidden, for
   // the test that breaks a lowering on purpose.
