@@ -49,6 +49,7 @@ std::vector<std::string> SearchKnobs::overrides(int64_t globalBatch) const {
       "parallel.backward_prefetch=" + stringify(backwardPrefetch).str(),
       std::string("parallel.forward_prefetch=") +
           (forwardPrefetch ? "true" : "false"),
+      "parallel.max_inflight_gathers=" + std::to_string(maxInflightGathers),
       "parallel.grad_sync=" + stringify(gradSync).str(),
       "train.activation_checkpointing=" + stringify(checkpointing).str(),
       "train.micro_batch=" + std::to_string(microBatch),
@@ -70,6 +71,10 @@ std::string SearchKnobs::offloadText() const {
   return states.empty() ? "none" : states;
 }
 
+/// The values of max_inflight_gathers the search tries (2, FSDP's
+/// limit_all_gathers, is the language's default).
+constexpr int64_t kInflightGathers[] = {1, 2, 3};
+
 /// Parameters gathered per unit: the strategies prefetch applies to.
 static bool gathersPerUnit(Sharding sharding) {
   return sharding == Sharding::FullShard || sharding == Sharding::HybridShard;
@@ -80,13 +85,14 @@ static bool gathersPerUnit(Sharding sharding) {
 static SearchKnobs structureOf(SearchKnobs knobs, const SearchKnobs &given) {
   knobs.backwardPrefetch = given.backwardPrefetch;
   knobs.forwardPrefetch = given.forwardPrefetch;
+  knobs.maxInflightGathers = given.maxInflightGathers;
   knobs.gradSync = given.gradSync;
   return knobs;
 }
 
 static std::string keyOf(const SearchKnobs &k) {
   return llvm::formatv(
-             "{0}|{1}x{2}|{3}{4}{5}|{6}|{7}x{8}|{9}|{10}|{11}|{12}",
+             "{0}|{1}x{2}|{3}{4}{5}|{6}|{7}x{8}|{9}|{10}|{11}|{12}|{13}",
              static_cast<int>(k.sharding), k.replicate, k.shard,
              static_cast<int>(k.offload.params),
              static_cast<int>(k.offload.grads),
@@ -94,7 +100,8 @@ static std::string keyOf(const SearchKnobs &k) {
              static_cast<int>(k.checkpointing), k.microBatch, k.gradAccum,
              k.gradDtype ? static_cast<int>(*k.gradDtype) : -1,
              static_cast<int>(k.backwardPrefetch),
-             static_cast<int>(k.forwardPrefetch), static_cast<int>(k.gradSync))
+             static_cast<int>(k.forwardPrefetch), static_cast<int>(k.gradSync),
+             k.maxInflightGathers)
       .str();
 }
 
@@ -514,6 +521,7 @@ bool needsAtLeast(const SearchKnobs &c, const SearchKnobs &failed) {
   return c.gradDtype == failed.gradDtype &&
          c.backwardPrefetch == failed.backwardPrefetch &&
          c.forwardPrefetch == failed.forwardPrefetch &&
+         c.maxInflightGathers == failed.maxInflightGathers &&
          c.gradSync == failed.gradSync && keepsAtLeast(c, failed) &&
          offloadSubset(c.offload, failed.offload) &&
          (failed.checkpointing == Checkpointing::Full ||
@@ -589,6 +597,7 @@ SearchKnobs SearchKnobs::of(const PlanSpec &spec) {
     k.gradDtype = spec.train.gradDtype;
   k.backwardPrefetch = spec.parallel.backwardPrefetch;
   k.forwardPrefetch = spec.parallel.forwardPrefetch;
+  k.maxInflightGathers = spec.parallel.maxInflightGathers;
   k.gradSync = spec.parallel.gradSync;
   return k;
 }
@@ -754,6 +763,24 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
           if (m.fits())
             variants.push_back({k, m});
         }
+    // How many gathers may be in flight, for the fastest of these: more
+    // overlap against the memory of more gathered units.
+    if (!gathersPerUnit(base.sharding))
+      continue;
+    SearchCandidate best = fitting[i];
+    for (const SearchCandidate &v : variants)
+      if (structureOf(v.knobs, givenKnobs) == structureOf(base, givenKnobs) &&
+          faster(v, best))
+        best = v;
+    for (int64_t inflight : kInflightGathers) {
+      SearchKnobs k = best.knobs;
+      k.maxInflightGathers = inflight;
+      if (k == best.knobs)
+        continue;
+      const SearchMetrics &m = evaluator.evaluate(k, exhaustive);
+      if (m.fits())
+        variants.push_back({k, m});
+    }
   }
   fitting.insert(fitting.end(), variants.begin(), variants.end());
   llvm::stable_sort(fitting, faster);
@@ -873,6 +900,17 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
         }
       reason("backward_prefetch", stringify(w.backwardPrefetch).str(), others);
     }
+    if (gathersPerUnit(w.sharding)) {
+      others.clear();
+      for (int64_t inflight : kInflightGathers)
+        if (inflight != w.maxInflightGathers) {
+          SearchKnobs k = w;
+          k.maxInflightGathers = inflight;
+          others.push_back({std::to_string(inflight), k});
+        }
+      reason("max_inflight_gathers", std::to_string(w.maxInflightGathers),
+             others);
+    }
     if (gathersPerUnit(w.sharding) || w.sharding == Sharding::ShardGradOp) {
       SearchKnobs k = w;
       k.forwardPrefetch = !w.forwardPrefetch;
@@ -946,6 +984,9 @@ std::vector<std::string> plan::changedOverrides(const PlanSpec &given,
   if (knobs.forwardPrefetch != p.forwardPrefetch)
     sets.push_back(std::string("parallel.forward_prefetch=") +
                    (knobs.forwardPrefetch ? "true" : "false"));
+  if (knobs.maxInflightGathers != p.maxInflightGathers)
+    sets.push_back("parallel.max_inflight_gathers=" +
+                   std::to_string(knobs.maxInflightGathers));
   if (knobs.gradSync != p.gradSync)
     sets.push_back("parallel.grad_sync=" + stringify(knobs.gradSync).str());
   if (knobs.checkpointing != t.activationCheckpointing)
@@ -984,6 +1025,8 @@ static std::string prefetchText(const SearchKnobs &k) {
     text = stringify(k.backwardPrefetch).str();
   if (k.forwardPrefetch)
     text += text.empty() ? "fwd" : "+fwd";
+  if (gathersPerUnit(k.sharding))
+    text += "/" + std::to_string(k.maxInflightGathers);
   return text.empty() ? "-" : text;
 }
 
@@ -1019,7 +1062,7 @@ void plan::printSearchTable(const SearchResult &r, llvm::raw_ostream &os) {
   auto row = [&](llvm::StringRef label, const SearchCandidate &c) {
     const SearchMetrics &m = c.metrics;
     os << llvm::formatv(
-        "{0,-6}{1,-22}{2,-24}{3,-6}{4,-9}{5,-6}{6,-9}{7,12}{8,12}{9,12}"
+        "{0,-6}{1,-22}{2,-24}{3,-6}{4,-9}{5,-6}{6,-11}{7,12}{8,12}{9,12}"
         "{10,8}{11,12}\n",
         label, c.knobs.shardingText(), c.knobs.offloadText(),
         stringify(c.knobs.checkpointing), batchText(c.knobs),
@@ -1032,7 +1075,7 @@ void plan::printSearchTable(const SearchResult &r, llvm::raw_ostream &os) {
   };
   os << "\n";
   os << llvm::formatv(
-      "{0,-6}{1,-22}{2,-24}{3,-6}{4,-9}{5,-6}{6,-9}{7,12}{8,12}{9,12}{10,8}"
+      "{0,-6}{1,-22}{2,-24}{3,-6}{4,-9}{5,-6}{6,-11}{7,12}{8,12}{9,12}{10,8}"
       "{11,12}\n",
       "rank", "sharding", "offload", "ckpt", "mb x ga", "grads", "prefetch",
       "memory", "step", "tokens/s", "MFU", "exposed");
@@ -1105,6 +1148,7 @@ static llvm::json::Object candidateJson(const SearchCandidate &c) {
     o["grad_dtype"] = stringify(*k.gradDtype);
   o["backward_prefetch"] = stringify(k.backwardPrefetch);
   o["forward_prefetch"] = k.forwardPrefetch;
+  o["max_inflight_gathers"] = k.maxInflightGathers;
   o["grad_sync"] = stringify(k.gradSync);
   o["set"] = llvm::json::Array(c.changes);
   if (!m.valid) {

@@ -62,6 +62,8 @@ struct SearchKnobs {
   std::optional<DType> gradDtype;
   Prefetch backwardPrefetch = Prefetch::Pre;
   bool forwardPrefetch = false;
+  /// Gathered units in flight at once (parameters gathered per unit).
+  int64_t maxInflightGathers = 2;
   GradSync gradSync = GradSync::EveryMicroBatch;
   bool operator==(const SearchKnobs &) const = default;
 
