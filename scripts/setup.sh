@@ -9,6 +9,8 @@ LLVM_VERSION=22
 TORCH_VERSION=2.11.0
 # Only the tests use it: plan-run against transformers' own models.
 TRANSFORMERS_VERSION=4.57.1
+# Only the tests use it: the NF4 codec against bitsandbytes' (CPU build).
+BITSANDBYTES_VERSION=0.50.2
 
 APT_PACKAGES=(
   "libmlir-${LLVM_VERSION}-dev" "mlir-${LLVM_VERSION}-tools"
@@ -63,6 +65,12 @@ if [ "${SETUP_NO_TORCH:-0}" != "1" ]; then
     "$PY" -m pip install -q "transformers==$TRANSFORMERS_VERSION"
   else
     echo "setup: transformers $TRANSFORMERS_VERSION present"
+  fi
+  if ! pip_has bitsandbytes "$BITSANDBYTES_VERSION"; then
+    echo "setup: installing bitsandbytes==$BITSANDBYTES_VERSION (tests) from PyPI"
+    "$PY" -m pip install -q "bitsandbytes==$BITSANDBYTES_VERSION"
+  else
+    echo "setup: bitsandbytes $BITSANDBYTES_VERSION present"
   fi
 fi
 echo "setup: done"

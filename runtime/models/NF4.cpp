@@ -1,0 +1,203 @@
+//===- NF4.cpp - 4-bit NormalFloat weights, as QLoRA stores them ----------===//
+//
+// Where bitsandbytes computes with torch ops (the 4-bit indices, the mean
+// of the absmax, the dynamic map) this does the same ATen ops in the same
+// order, so every value rounds the same. The 8-bit quantization of the
+// absmax is bitsandbytes' rule (divide by the block's largest magnitude,
+// take the nearest value of the map, the lower at a tie); bitsandbytes'
+// CPU kernel for it resolves values within about 1e-5 of a midpoint between
+// two map values differently (test/runtime/models/nf4_bitsandbytes.py
+// measures how often).
+//
+//===----------------------------------------------------------------------===//
+
+#include "NF4.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <stdexcept>
+
+namespace plan::rt {
+
+const std::array<float, 16> &nf4Codebook() {
+  // The quantiles of N(0, 1) that give each bin equal mass, scaled to
+  // [-1, 1], with an exact zero (QLoRA's NormalFloat); as fp32.
+  static const std::array<float, 16> codebook = {-1.0f,
+                                                 -0.6961928009986877f,
+                                                 -0.5250730514526367f,
+                                                 -0.39491748809814453f,
+                                                 -0.28444138169288635f,
+                                                 -0.18477343022823334f,
+                                                 -0.09105003625154495f,
+                                                 0.0f,
+                                                 0.07958029955625534f,
+                                                 0.16093020141124725f,
+                                                 0.24611230194568634f,
+                                                 0.33791524171829224f,
+                                                 0.44070982933044434f,
+                                                 0.5626170039176941f,
+                                                 0.7229568362236023f,
+                                                 1.0f};
+  return codebook;
+}
+
+namespace {
+
+std::array<float, 256> makeDynamicMap() {
+  // Signed, 7 exponent bits, 8 bits in all: for each exponent e = 0..6, the
+  // midpoints of 2^e + 1 points spread evenly over [0.1, 1], times
+  // 10^(e - 6), with both signs; then 0 and 1. Computed with the ATen ops
+  // bitsandbytes computes it with (linspace, add, divide, a scalar
+  // multiply, all in fp32), so every value rounds the same.
+  static const double kPowers[] = {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1e0};
+  std::vector<float> values;
+  for (int e = 0; e < 7; ++e) {
+    at::Tensor bounds =
+        at::linspace(0.1, 1.0, (int64_t(1) << e) + 1, at::kFloat);
+    at::Tensor means = (bounds.slice(0, 0, -1) + bounds.slice(0, 1)) / 2.0;
+    at::Tensor positive = (means * kPowers[e]).contiguous();
+    at::Tensor negative = (means * -kPowers[e]).contiguous();
+    for (int64_t i = 0; i < means.numel(); ++i) {
+      values.push_back(positive.data_ptr<float>()[i]);
+      values.push_back(negative.data_ptr<float>()[i]);
+    }
+  }
+  values.push_back(0.0f);
+  values.push_back(1.0f);
+  std::sort(values.begin(), values.end());
+  std::array<float, 256> map{};
+  std::copy(values.begin(), values.end(), map.begin());
+  return map;
+}
+
+void checkInput(const at::Tensor &x) {
+  if (x.scalar_type() != at::kFloat && x.scalar_type() != at::kBFloat16 &&
+      x.scalar_type() != at::kHalf)
+    throw std::invalid_argument(
+        std::string("NF4 quantizes fp32, bf16 or fp16 tensors, got ") +
+        c10::toString(x.scalar_type()));
+  if (x.numel() == 0)
+    throw std::invalid_argument("NF4 quantizes a tensor with no elements");
+}
+
+int64_t blocksOf(int64_t n, int64_t block) { return (n + block - 1) / block; }
+
+/// The map index for `normed`, clamped to [-1, 1]: the nearest value, the
+/// lower one at a tie.
+uint8_t nearestInMap(float normed, const std::array<float, 256> &map) {
+  if (std::isnan(normed))
+    return 0; // a block whose absmax is 0: every index dequantizes to 0
+  normed = std::clamp(normed, -1.0f, 1.0f);
+  auto right = std::lower_bound(map.begin(), map.end(), normed);
+  if (right == map.begin())
+    return 0;
+  if (right == map.end())
+    return 255;
+  auto left = right - 1;
+  auto idx = static_cast<uint8_t>(right - map.begin());
+  return std::fabs(*right - normed) < std::fabs(normed - *left) ? idx : idx - 1;
+}
+
+} // namespace
+
+const std::array<float, 256> &dynamicMap() {
+  static const std::array<float, 256> map = makeDynamicMap();
+  return map;
+}
+
+NF4Tensor quantizeNF4(const at::Tensor &x) {
+  checkInput(x);
+  NF4Tensor q;
+  q.shape = x.sizes().vec();
+  q.numel = x.numel();
+  at::Tensor flat = x.detach().reshape(-1).to(at::kCPU, at::kFloat);
+  const int64_t n = q.numel, rem = n % kNF4BlockSize, full = n - rem;
+
+  // The 4-bit indices, as bitsandbytes' quantize_4bit does it with torch.
+  at::Tensor blocks = flat.slice(0, 0, full).reshape({-1, kNF4BlockSize});
+  at::Tensor absmax = std::get<0>(blocks.abs().max(-1));
+  at::Tensor scaled =
+      at::clamp(blocks * at::reciprocal(absmax.clamp_min(1e-38).view({-1, 1})),
+                -1, 1)
+          .reshape(-1);
+  if (rem) {
+    at::Tensor tail = flat.slice(0, full);
+    at::Tensor am = tail.abs().max().clamp_min(1e-38);
+    absmax = at::cat({absmax, am.unsqueeze(0)});
+    scaled = at::cat({scaled, at::clamp(tail / am, -1, 1)});
+  }
+  if (scaled.numel() % 2)
+    scaled = at::cat({scaled, at::zeros({1}, scaled.options())});
+  const std::array<float, 16> &code = nf4Codebook();
+  std::array<float, 15> mids;
+  for (size_t i = 0; i < mids.size(); ++i)
+    mids[i] = (code[i] + code[i + 1]) / 2.0f;
+  at::Tensor bounds = at::tensor(at::ArrayRef<float>(mids.data(), mids.size()));
+  at::Tensor idx =
+      at::bucketize(scaled, bounds, /*out_int32=*/true).to(at::kByte);
+  q.packed = at::bitwise_or(at::bitwise_left_shift(idx.slice(0, 0, {}, 2), 4),
+                            idx.slice(0, 1, {}, 2))
+                 .contiguous();
+
+  // Double quantization: the absmax less their mean, in 8 bits.
+  at::Tensor mean = absmax.mean();
+  q.absmaxOffset = mean.item<float>();
+  at::Tensor centered = (absmax - mean).contiguous();
+  const int64_t count = centered.numel();
+  const float *v = centered.data_ptr<float>();
+  q.absmaxCodes = at::empty({count}, at::kByte);
+  q.absmaxScales = at::empty({blocksOf(count, kNF4StatsBlockSize)}, at::kFloat);
+  uint8_t *codes = q.absmaxCodes.data_ptr<uint8_t>();
+  float *scales = q.absmaxScales.data_ptr<float>();
+  const std::array<float, 256> &map = dynamicMap();
+  for (int64_t start = 0; start < count; start += kNF4StatsBlockSize) {
+    int64_t end = std::min(count, start + kNF4StatsBlockSize);
+    float scale = -FLT_MAX;
+    for (int64_t i = start; i < end; ++i)
+      scale = std::fmax(scale, std::fabs(v[i]));
+    scales[start / kNF4StatsBlockSize] = scale;
+    for (int64_t i = start; i < end; ++i)
+      codes[i] = nearestInMap(v[i] / scale, map);
+  }
+  return q;
+}
+
+at::Tensor dequantizeNF4Absmax(const NF4Tensor &q) {
+  const int64_t count = q.absmaxCodes.numel();
+  at::Tensor absmax = at::empty({count}, at::kFloat);
+  const uint8_t *codes = q.absmaxCodes.data_ptr<uint8_t>();
+  const float *scales = q.absmaxScales.data_ptr<float>();
+  float *out = absmax.data_ptr<float>();
+  const std::array<float, 256> &map = dynamicMap();
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = map[codes[i]] * scales[i / kNF4StatsBlockSize];
+  return absmax + at::scalar_tensor(q.absmaxOffset, at::kFloat);
+}
+
+at::Tensor dequantizeNF4(const NF4Tensor &q, at::ScalarType dtype) {
+  if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf)
+    throw std::invalid_argument(
+        std::string("NF4 dequantizes to fp32, bf16 or fp16, not ") +
+        c10::toString(dtype));
+  at::Tensor absmax = dequantizeNF4Absmax(q);
+  const std::array<float, 16> &code = nf4Codebook();
+  at::Tensor out = at::empty({q.numel}, at::kFloat);
+  const uint8_t *packed = q.packed.data_ptr<uint8_t>();
+  const float *scale = absmax.data_ptr<float>();
+  float *o = out.data_ptr<float>();
+  for (int64_t i = 0; i < q.numel; ++i) {
+    uint8_t byte = packed[i / 2];
+    uint8_t index = i % 2 ? byte & 0x0F : byte >> 4;
+    o[i] = code[index] * scale[i / kNF4BlockSize];
+  }
+  return out.to(dtype).reshape(q.shape);
+}
+
+int64_t nf4StorageBytes(int64_t numel) {
+  int64_t blocks = blocksOf(numel, kNF4BlockSize);
+  return (numel + 1) / 2 + blocks + 4 * blocksOf(blocks, kNF4StatsBlockSize) +
+         4;
+}
+
+} // namespace plan::rt

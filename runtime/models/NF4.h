@@ -1,0 +1,72 @@
+//===- NF4.h - 4-bit NormalFloat weights, as QLoRA stores them --*- C++ -*-===//
+//
+// The base weights of a QLoRA run (issue 17): NF4 with double quantization
+// as bitsandbytes' `quantize_4bit(x, blocksize=64, quant_type="nf4",
+// compress_statistics=True)` stores it, so that a quantized base here is the
+// one QLoRA users get from HF + bitsandbytes:
+//
+// - Elements are taken in blocks of kNF4BlockSize (the last one may be
+//   shorter); each block is scaled by its largest magnitude (absmax) into
+//   [-1, 1] and each element stored as the 4-bit index of the nearest of
+//   the 16 NF4 values (nf4Codebook(); a value half-way between two goes to
+//   the lower one). Two indices a byte, the first in the high nibble.
+// - The absmax of the blocks, less their mean (absmaxOffset), are stored as
+//   8-bit indices into bitsandbytes' signed dynamic map (dynamicMap()), in
+//   blocks of kNF4StatsBlockSize with an fp32 scale each: the nearest value
+//   (the lower at a tie). bitsandbytes' CPU kernel picks the other one of
+//   two for values within about 1e-5 of their midpoint (NF4.cpp).
+//
+// Dequantized, an element is code[index] x (dynamicMap()[absmax index] x
+// scale + offset), computed in fp32 and then cast.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLAN_RUNTIME_MODELS_NF4_H
+#define PLAN_RUNTIME_MODELS_NF4_H
+
+#include <ATen/ATen.h>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace plan::rt {
+
+constexpr int64_t kNF4BlockSize = 64;
+constexpr int64_t kNF4StatsBlockSize = 256;
+
+/// The 16 NF4 values, ascending (QLoRA, appendix E; bitsandbytes' table).
+const std::array<float, 16> &nf4Codebook();
+
+/// bitsandbytes' signed 8-bit dynamic map (`create_dynamic_map(signed=True,
+/// max_exponent_bits=7, total_bits=8)`), ascending, -0.993 to 1: what
+/// double quantization stores the absmax as.
+const std::array<float, 256> &dynamicMap();
+
+/// A tensor in NF4 with double quantization (all CPU, contiguous).
+struct NF4Tensor {
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  at::Tensor packed;       // uint8 [(numel + 1) / 2]
+  at::Tensor absmaxCodes;  // uint8 [blocks]
+  at::Tensor absmaxScales; // fp32 [ceil(blocks / kNF4StatsBlockSize)]
+  float absmaxOffset = 0;  // the mean of the blocks' absmax
+};
+
+/// Quantizes `x` (fp32, bf16 or fp16, any device; read as fp32 on the CPU).
+/// Throws std::invalid_argument for another dtype or an empty tensor.
+NF4Tensor quantizeNF4(const at::Tensor &x);
+
+/// The blocks' absmax as double quantization stores them (fp32 [blocks]).
+at::Tensor dequantizeNF4Absmax(const NF4Tensor &q);
+
+/// `q` in `dtype` (fp32, bf16 or fp16), shaped as it was, on the CPU.
+at::Tensor dequantizeNF4(const NF4Tensor &q, at::ScalarType dtype);
+
+/// Bytes `numel` elements take in NF4: the packed indices, one absmax index
+/// a block, an fp32 scale a block of absmax, and the fp32 offset.
+int64_t nf4StorageBytes(int64_t numel);
+
+} // namespace plan::rt
+
+#endif // PLAN_RUNTIME_MODELS_NF4_H
