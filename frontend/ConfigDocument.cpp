@@ -594,6 +594,19 @@ std::optional<ConfigNode> plan::parseConfigDocument(llvm::SourceMgr &sourceMgr,
   return root;
 }
 
+std::optional<ConfigNode> plan::readNamedDocument(llvm::SourceMgr &sourceMgr,
+                                                  DiagEmitter &diag,
+                                                  StringRef path,
+                                                  ConfigFormat format, SMLoc at,
+                                                  StringRef what) {
+  std::string fileError;
+  std::optional<ConfigNode> root =
+      readConfigDocument(sourceMgr, diag, path, format, fileError);
+  if (!root && !fileError.empty())
+    diag.error(at, (what + ": " + fileError).str());
+  return root;
+}
+
 std::string plan::pathBesidePlan(const llvm::SourceMgr &sourceMgr, SMLoc at,
                                  StringRef path) {
   if (llvm::sys::path::is_absolute(path))

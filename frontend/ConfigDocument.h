@@ -101,6 +101,15 @@ std::optional<std::string> readConfigString(const ConfigNode &value,
 /// JSON.
 ConfigFormat configFormatOf(llvm::StringRef path);
 
+/// readConfigDocument for a file a plan names at `at`: one that cannot be
+/// read is an error at `at`, "WHAT: reason" (`what`: "hf()", "device
+/// file").
+std::optional<ConfigNode> readNamedDocument(llvm::SourceMgr &sourceMgr,
+                                            DiagEmitter &diag,
+                                            llvm::StringRef path,
+                                            ConfigFormat format, llvm::SMLoc at,
+                                            llvm::StringRef what);
+
 /// `path` as a plan that writes it at `at` means it: relative to the
 /// directory of the file holding `at`, unless absolute or written where
 /// there is no file (stdin, a --set).

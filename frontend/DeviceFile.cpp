@@ -55,15 +55,11 @@ std::optional<plan::DeviceFile> plan::readDeviceFile(llvm::SourceMgr &sourceMgr,
                                                      StringRef path, SMLoc at) {
   DeviceFile file;
   file.path = pathBesidePlan(sourceMgr, at, path);
-  std::string fileError;
   size_t errorsBefore = diag.numErrors();
-  std::optional<ConfigNode> root = readConfigDocument(
-      sourceMgr, diag, file.path, ConfigFormat::Json, fileError);
-  if (!root) {
-    if (!fileError.empty())
-      diag.error(at, "device file: " + fileError);
+  std::optional<ConfigNode> root = readNamedDocument(
+      sourceMgr, diag, file.path, ConfigFormat::Json, at, "device file");
+  if (!root)
     return std::nullopt;
-  }
 
   // What the file is, before what it says.
   const ConfigNode *format = root->find("format");

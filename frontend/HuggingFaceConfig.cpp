@@ -313,15 +313,11 @@ plan::readHuggingFaceModel(llvm::SourceMgr &sourceMgr, DiagEmitter &diag,
   HuggingFaceModel model;
   model.path = huggingFaceConfigPath(pathBesidePlan(sourceMgr, at, path), "");
 
-  std::string fileError;
   size_t errorsBefore = diag.numErrors();
-  std::optional<ConfigNode> config = readConfigDocument(
-      sourceMgr, diag, model.path, ConfigFormat::Json, fileError);
-  if (!config) {
-    if (!fileError.empty())
-      diag.error(at, "hf(): " + fileError);
+  std::optional<ConfigNode> config = readNamedDocument(
+      sourceMgr, diag, model.path, ConfigFormat::Json, at, "hf()");
+  if (!config)
     return std::nullopt;
-  }
 
   // transformers writes a list of class names; anything else would pass
   // the head checks below unread, so it is an error at the key.
