@@ -309,6 +309,10 @@ void AccelerateReader::readTop(const ConfigNode &root) {
       {"command_file", none("a TPU setting")},
       {"dynamo_config",
        [&](const ConfigMember &m) {
+         context.checkKeys(m.value, "dynamo_config",
+                           {"dynamo_backend", "dynamo_mode",
+                            "dynamo_use_fullgraph", "dynamo_use_dynamic",
+                            "dynamo_use_regional_compilation"});
          const ConfigNode *backend =
              m.value.isMap() ? m.value.find("dynamo_backend") : nullptr;
          if (!backend || backend->text == "NO")

@@ -61,12 +61,6 @@ private:
   void readOptimizer(const ConfigMember &optimizer);
   void readScheduler(const ConfigMember &scheduler);
 
-  /// An integer, or nothing for "auto" (and after reporting a bad value).
-  std::optional<int64_t> integer(const ConfigMember &m) {
-    if (isAuto(m.value))
-      return std::nullopt;
-    return readConfigInteger(m.value, m.key, diag);
-  }
   /// A count (at least 1), or nothing for "auto" (and after reporting a bad
   /// value at it).
   std::optional<int64_t> count(const ConfigMember &m) {
@@ -183,8 +177,17 @@ void DeepSpeedReader::read(const ConfigNode &root) {
       {"zero_force_ds_cpu_optimizer",
        none("an offloaded step always runs the runtime's CPU AdamW")},
       {"activation_checkpointing",
-       none("configures deepspeed.checkpointing, which a script calls; set "
-            "train.activation_checkpointing = full for the plan's")},
+       [&](const ConfigMember &m) {
+         context.checkKeys(m.value, "activation_checkpointing",
+                           {"partition_activations", "cpu_checkpointing",
+                            "contiguous_memory_optimization",
+                            "number_checkpoints",
+                            "synchronize_checkpoint_boundary", "profile"});
+         context.noEffect(m, "configures deepspeed.checkpointing, which a "
+                             "script calls; set "
+                             "train.activation_checkpointing = full for the "
+                             "plan's");
+       }},
       {"flops_profiler", none("a profiler; planc --report predicts MFU")},
       {"tensorboard", none("a monitor; plan-run --metrics writes JSON lines")},
       {"wandb", none("a monitor; plan-run --metrics writes JSON lines")},
@@ -193,6 +196,13 @@ void DeepSpeedReader::read(const ConfigNode &root) {
                             "collective")},
       {"amp",
        [&](const ConfigMember &m) {
+         // Apex's amp.initialize arguments, which DeepSpeed passes on.
+         context.checkKeys(m.value, "amp",
+                           {"enabled", "opt_level", "cast_model_type",
+                            "patch_torch_functions", "keep_batchnorm_fp32",
+                            "master_weights", "loss_scale",
+                            "cast_model_outputs", "num_losses", "verbosity",
+                            "min_loss_scale", "max_loss_scale"});
          const ConfigNode *enabled =
              m.value.isMap() ? m.value.find("enabled") : nullptr;
          if (enabled && enabled->kind == ConfigNode::Kind::Bool &&
@@ -545,6 +555,13 @@ void DeepSpeedReader::readZero(const ConfigMember &zero) {
         context.noEffect(m, "off");
     };
   };
+  // A size with no effect on the plan, still checked as a size.
+  auto noEffectSize = [&](StringRef why) {
+    return [this, why = why.str()](const ConfigMember &m) {
+      if (context.count(m))
+        context.noEffect(m, why);
+    };
+  };
   auto offload = [&](StringRef state) {
     return [this, state, stage](const ConfigMember &m) {
       if (!m.value.isMap()) {
@@ -623,14 +640,14 @@ void DeepSpeedReader::readZero(const ConfigMember &zero) {
                               ", of 4-byte gradients");
        }},
       {"allgather_bucket_size",
-       none("parameters are all-gathered a unit at a time")},
+       noEffectSize("parameters are all-gathered a unit at a time")},
       {"allgather_partitions",
        none("parameters are all-gathered a unit at a time")},
       {"reduce_scatter", none("sharded gradients are always reduce-scattered")},
       {"round_robin_gradients",
        none("gradients are not bucketed across units")},
       {"sub_group_size",
-       none("the optimizer steps one group's shard at a time")},
+       noEffectSize("the optimizer steps one group's shard at a time")},
       {"elastic_checkpoint",
        none("checkpoints reshard to any world size (plan-run --resume)")},
       {"load_from_fp32_weights",
@@ -668,7 +685,7 @@ void DeepSpeedReader::readZero(const ConfigMember &zero) {
       {"use_multi_rank_bucket_allreduce", none("a DeepSpeed kernel choice")},
       {"zero_hpz_partition_size",
        [&](const ConfigMember &m) {
-         std::optional<int64_t> size = integer(m);
+         std::optional<int64_t> size = context.count(m);
          if (size && *size > 1)
            context.unsupported(m, "ZeRO++ hpZ is not supported; the closest "
                                   "is sharding = hybrid_shard");
@@ -683,7 +700,9 @@ void DeepSpeedReader::readZero(const ConfigMember &zero) {
                        "reductions run in train.reduce_dtype")},
       {"mics_shard_size",
        [&](const ConfigMember &m) {
-         std::optional<int64_t> size = integer(m);
+         // -1, DeepSpeed's default, is off.
+         std::optional<int64_t> size =
+             readConfigInteger(m.value, m.key, diag, -1, kMaxCount);
          if (size && *size > 0)
            context.unsupported(m, "MiCS is not supported; the closest is "
                                   "sharding = hybrid_shard with mesh = "

@@ -146,6 +146,16 @@ std::string import::shown(const ConfigMember &member, StringRef prefix) {
   return (prefix + member.key + ": " + text).str();
 }
 
+void ImportContext::checkKeys(const ConfigNode &map, StringRef where,
+                              llvm::ArrayRef<StringRef> keys) {
+  if (!map.isMap())
+    return;
+  std::vector<KeyHandler> handlers;
+  for (StringRef key : keys)
+    handlers.push_back({key, [](const ConfigMember &) {}});
+  visit(map, where, handlers);
+}
+
 void ImportContext::visit(const ConfigNode &map, StringRef where,
                           llvm::ArrayRef<KeyHandler> handlers) {
   for (const ConfigMember &member : map.members) {

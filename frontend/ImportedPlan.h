@@ -99,6 +99,11 @@ struct ImportContext {
   /// config is read through here, so that no misspelt key passes unnamed.
   void visit(const ConfigNode &map, llvm::StringRef where,
              llvm::ArrayRef<KeyHandler> handlers);
+  /// The keys of a section whose verdict is the section's own (one that is
+  /// off, or not supported as a whole): `keys` are its known ones, and any
+  /// other is the warning visit gives. Nothing when `map` is not a map.
+  void checkKeys(const ConfigNode &map, llvm::StringRef where,
+                 llvm::ArrayRef<llvm::StringRef> keys);
   /// An integer that counts something (a batch size, machines, steps): at
   /// least `min` and at most the plan's kMaxCount, else an error at the
   /// value.
