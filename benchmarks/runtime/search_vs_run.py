@@ -2,8 +2,9 @@
 """The auto-planner's ranking against runs (docs/planner.md, "Honesty").
 
 For the tiny CPU Llama on 2 and 4 local ranks, `planc --search` ranks the candidates for
-one global batch, with the plan's `cluster` block calibrated on this host
-(`plan-run --calibrate`) so that the time model's figures are this machine's. Its top 3
+one global batch, with the device measured on this host (`plan-run --calibrate
+--device-file hostN.json`, which the plan names as `cluster { gpu = "hostN.json" }`) so
+that the time model's figures are this machine's. Its top 3
 are then trained with plan-run for --steps steps each, and the median `step_time_s`
 after --warmup steps is the measurement. Printed per case: each candidate's settings,
 predicted and measured step with their ratio, and whether the measured order is the
@@ -61,11 +62,13 @@ def main():
     agreed = 0
     worlds = (2, 4)
     for world in worlds:
-        cmd = [args.plan_run, "--calibrate", "--quiet", "--nproc", str(world)]
-        block = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        device = f"host{world}.json"
+        subprocess.run([args.plan_run, "--calibrate", "--quiet", "--nproc", str(world),
+                        "--device-file", os.path.join(work, device)], check=True)
         plan = os.path.join(work, f"calibrated{world}.plan")
         with open(plan, "w") as f:
-            f.write(with_cluster(plan_text, block))
+            f.write(with_cluster(plan_text, f'cluster {{\n  gpus_per_node = {world}\n'
+                                 f'  gpu = "{device}"\n}}\n'))
         sets = SETS + [f"cluster.gpus_per_node={world}",
                        f"train.global_batch={GLOBAL_BATCH}", "train.grad_accum=1"]
         # micro_batch x grad_accum x world must be the global batch before the
