@@ -17,13 +17,15 @@
 //    extended along the line through them to the model's layer count, when
 //    all three lie on one line (every layer adds the same ops); otherwise
 //    the candidate is lowered whole. With 8 or more micro-batches a step,
-//    they are lowered with 2 and 3 (and 4, at 4 layers, to check the line)
-//    and extended bilinearly: the lowering's cost no longer grows with the
-//    accumulation a smaller micro-batch needs. The live peak is a maximum of
-//    sums that each grow linearly, so its line is a lower bound; the arena adds
-//    the packing slack of the 6-layer plan. A candidate whose estimate is
-//    within 5% of the device's memory, and every candidate shown, is
-//    lowered whole.
+//    they are lowered with 2 and 3 (and 4, at 4 layers or the plan's own,
+//    to check the line) and extended bilinearly: the lowering's cost no
+//    longer grows with the accumulation a smaller micro-batch needs. The
+//    whole plan is always loaded and checked. The live peak is a maximum of
+//    sums that each grow linearly with the layers, so its line over layers
+//    is a lower bound (over micro-batches it is checked, not proven); the
+//    arena adds the packing slack of the 6-layer plan. A candidate whose
+//    estimate is within 5% of the device's memory, and every candidate shown,
+//    is lowered whole.
 //  - A candidate that needs at least as much device memory as one that did
 //    not fit (same gradient layout, no more sharding, offload or
 //    checkpointing, no smaller micro-batch) is not lowered.

@@ -5,7 +5,7 @@ import sys
 
 KNOBS = ("sharding", "mesh", "offload", "activation_checkpointing",
          "micro_batch", "grad_accum", "grad_dtype", "backward_prefetch",
-         "forward_prefetch", "grad_sync")
+         "forward_prefetch", "max_inflight_gathers", "grad_sync")
 
 pruned, exhaustive = (json.load(open(path)) for path in sys.argv[1:3])
 a, b = pruned["best"][0], exhaustive["best"][0]
