@@ -794,8 +794,16 @@ void Analyzer::readCluster(const KeyGroup &group) {
            e.value().kind == ValueKind::String;
   });
   section([this, fromFile] { return clusterKeys(fromFile); })(group);
-  if (!deviceFile)
+  if (!deviceFile) {
+    // The file's error is the error: the node's figures it would have
+    // given are not checked as missing or zero.
+    if (fromFile)
+      for (const char *key : {"cluster.host_memory", "cluster.host_cores",
+                              "cluster.host_bandwidth"})
+        if (!plan.isGiven(key))
+          unchecked.insert(key);
     return;
+  }
   const ClusterSpec &c = plan.cluster;
   SMLoc at = plan.locOf("cluster.gpu");
   if (!plan.isGiven("cluster.host_memory"))
@@ -803,7 +811,10 @@ void Analyzer::readCluster(const KeyGroup &group) {
                formatv("'cluster' is missing required key 'host_memory' "
                        "(the device file {0} gives no host.memory)",
                        deviceFile->path));
-  if (deviceFile->measuredRanksPerNode && !unchecked.count("cluster") &&
+  // The cpu device's figures are a share of the node's cores and memory,
+  // which depends on how many ranks share them.
+  if (c.device.name == "cpu" && deviceFile->measuredRanksPerNode &&
+      !unchecked.count("cluster") &&
       *deviceFile->measuredRanksPerNode != c.gpusPerNode)
     diag.warning(at, formatv("the device file {0} was measured with {1} "
                              "rank(s) a node and the plan runs {2}: the time "

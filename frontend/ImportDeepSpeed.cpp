@@ -555,10 +555,11 @@ void DeepSpeedReader::readZero(const ConfigMember &zero) {
         context.noEffect(m, "off");
     };
   };
-  // A size with no effect on the plan, still checked as a size.
+  // A size with no effect on the plan, still checked as DeepSpeed checks
+  // it: an integer, at least 0.
   auto noEffectSize = [&](StringRef why) {
     return [this, why = why.str()](const ConfigMember &m) {
-      if (context.count(m))
+      if (readConfigInteger(m.value, m.key, diag, 0))
         context.noEffect(m, why);
     };
   };
@@ -685,7 +686,9 @@ void DeepSpeedReader::readZero(const ConfigMember &zero) {
       {"use_multi_rank_bucket_allreduce", none("a DeepSpeed kernel choice")},
       {"zero_hpz_partition_size",
        [&](const ConfigMember &m) {
-         std::optional<int64_t> size = context.count(m);
+         // At least 0, as DeepSpeed checks it; 0 and 1 are off.
+         std::optional<int64_t> size =
+             readConfigInteger(m.value, m.key, diag, 0);
          if (size && *size > 1)
            context.unsupported(m, "ZeRO++ hpZ is not supported; the closest "
                                   "is sharding = hybrid_shard");
@@ -700,9 +703,9 @@ void DeepSpeedReader::readZero(const ConfigMember &zero) {
                        "reductions run in train.reduce_dtype")},
       {"mics_shard_size",
        [&](const ConfigMember &m) {
-         // -1, DeepSpeed's default, is off.
-         std::optional<int64_t> size =
-             readConfigInteger(m.value, m.key, diag, -1, kMaxCount);
+         // Any integer, as DeepSpeed takes it: -1, its default, and 0 are
+         // off.
+         std::optional<int64_t> size = readConfigInteger(m.value, m.key, diag);
          if (size && *size > 0)
            context.unsupported(m, "MiCS is not supported; the closest is "
                                   "sharding = hybrid_shard with mesh = "

@@ -71,6 +71,8 @@ std::array<float, 256> makeDynamicMap() {
   return map;
 }
 
+int64_t blocksOf(int64_t n, int64_t block) { return (n + block - 1) / block; }
+
 void checkInput(const at::Tensor &x) {
   if (x.scalar_type() != at::kFloat && x.scalar_type() != at::kBFloat16 &&
       x.scalar_type() != at::kHalf)
@@ -81,13 +83,26 @@ void checkInput(const at::Tensor &x) {
     throw std::invalid_argument("NF4 quantizes a tensor with no elements");
 }
 
-int64_t blocksOf(int64_t n, int64_t block) { return (n + block - 1) / block; }
+/// That `q` holds what quantizeNF4 stores for `q.numel` elements.
+void checkStored(const NF4Tensor &q) {
+  auto is = [](const at::Tensor &t, at::ScalarType dtype, int64_t numel) {
+    return t.defined() && t.device().is_cpu() && t.scalar_type() == dtype &&
+           t.is_contiguous() && t.numel() == numel;
+  };
+  int64_t blocks = blocksOf(q.numel, kNF4BlockSize);
+  if (q.numel <= 0 || !is(q.packed, at::kByte, (q.numel + 1) / 2) ||
+      !is(q.absmaxCodes, at::kByte, blocks) ||
+      !is(q.absmaxScales, at::kFloat, blocksOf(blocks, kNF4StatsBlockSize)))
+    throw std::invalid_argument(
+        "an NF4 tensor's packed indices, absmax codes and scales do not have "
+        "the sizes and dtypes its element count needs");
+}
 
 /// The map index for `normed`, clamped to [-1, 1]: the nearest value, the
 /// lower one at a tie.
 uint8_t nearestInMap(float normed, const std::array<float, 256> &map) {
   if (std::isnan(normed))
-    return 0; // a block whose absmax is 0: every index dequantizes to 0
+    return 0; // a block of equal absmax, scale 0: every index gives 0
   normed = std::clamp(normed, -1.0f, 1.0f);
   auto right = std::lower_bound(map.begin(), map.end(), normed);
   if (right == map.begin())
@@ -112,6 +127,11 @@ NF4Tensor quantizeNF4(const at::Tensor &x) {
   q.shape = x.sizes().vec();
   q.numel = x.numel();
   at::Tensor flat = x.detach().reshape(-1).to(at::kCPU, at::kFloat);
+  // One NaN or infinity would make the mean of the absmax, and so every
+  // element, NaN (bitsandbytes stores it so).
+  if (!at::isfinite(flat).all().item<bool>())
+    throw std::invalid_argument("NF4 quantizes finite values; the tensor has "
+                                "a NaN or an infinity");
   const int64_t n = q.numel, rem = n % kNF4BlockSize, full = n - rem;
 
   // The 4-bit indices, as bitsandbytes' quantize_4bit does it with torch.
@@ -164,6 +184,7 @@ NF4Tensor quantizeNF4(const at::Tensor &x) {
 }
 
 at::Tensor dequantizeNF4Absmax(const NF4Tensor &q) {
+  checkStored(q);
   const int64_t count = q.absmaxCodes.numel();
   at::Tensor absmax = at::empty({count}, at::kFloat);
   const uint8_t *codes = q.absmaxCodes.data_ptr<uint8_t>();

@@ -54,10 +54,13 @@ struct NF4Tensor {
 };
 
 /// Quantizes `x` (fp32, bf16 or fp16, any device; read as fp32 on the CPU).
-/// Throws std::invalid_argument for another dtype or an empty tensor.
+/// Throws std::invalid_argument for another dtype, an empty tensor, or a
+/// NaN or infinity in it.
 NF4Tensor quantizeNF4(const at::Tensor &x);
 
 /// The blocks' absmax as double quantization stores them (fp32 [blocks]).
+/// This and dequantizeNF4 throw std::invalid_argument for a tensor whose
+/// parts do not have the sizes and dtypes quantizeNF4 gives them.
 at::Tensor dequantizeNF4Absmax(const NF4Tensor &q);
 
 /// `q` in `dtype` (fp32, bf16 or fp16), shaped as it was, on the CPU.

@@ -305,8 +305,9 @@ int calibrateRank(const RunOptions &options, const RankInfo &rank) {
       } else {
         rt::support::writeFileAtomic(options.deviceFile,
                                      calibratedDeviceFile(device));
-        say("wrote " + options.deviceFile + ": use it as cluster { gpu = \"" +
-            options.deviceFile + "\" }");
+        say("wrote " + options.deviceFile +
+            ": a plan names it as cluster { gpu = \"PATH\" }, the path "
+            "taken from the plan's directory");
       }
     }
     return 0;

@@ -7,9 +7,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <sstream>
 
@@ -231,6 +234,17 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
   if (deviceFileOption->count() && options.deviceFile.empty())
     return ExitRequest{1, "plan-run: --device-file needs a file name (see "
                           "--help)"};
+  if (!options.deviceFile.empty()) {
+    // Said before the measurement, not after it.
+    std::string::size_type slash = options.deviceFile.rfind('/');
+    std::string dir = slash == std::string::npos
+                          ? std::string(".")
+                          : options.deviceFile.substr(0, slash + 1);
+    if (::access(dir.c_str(), W_OK) != 0)
+      return ExitRequest{1, "plan-run: --device-file " + options.deviceFile +
+                                ": cannot write in " + dir + ": " +
+                                std::strerror(errno)};
+  }
   if (!options.verify && plancFlagOption->count())
     return ExitRequest{
         1, "plan-run: --verify-planc-flag goes with --verify (see --help)"};

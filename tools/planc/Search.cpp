@@ -86,20 +86,36 @@ bool writeWinner(const plan::SearchRequest &request,
                       : llvm::join(changes, "  "));
   *text = header + *text;
 
-  // What is written must compile to the winner.
+  // What is written must compile to the winner, read from where it is
+  // written: a relative path in it (a device file, hf()) is taken from the
+  // output's directory.
   {
     MLIRContext context;
     ScopedDiagnosticHandler quiet(&context,
                                   [](Diagnostic &) { return success(); });
-    llvm::SourceMgr written;
-    written.AddNewSourceBuffer(
-        llvm::MemoryBuffer::getMemBufferCopy(
-            *text, sourceMgr.getMemoryBuffer(bufferId)->getBufferIdentifier()),
-        llvm::SMLoc());
-    plan::DiagEmitter quietDiag(&context, &written, UnknownLoc::get(&context));
-    std::optional<plan::PlanSpec> back =
-        plan::loadPlan(written, 1, {},
-                       plan::defaultPlanName(request.inputFilename), quietDiag);
+    auto loadAs = [&](llvm::StringRef identifier) {
+      llvm::SourceMgr written;
+      written.AddNewSourceBuffer(
+          llvm::MemoryBuffer::getMemBufferCopy(*text, identifier),
+          llvm::SMLoc());
+      plan::DiagEmitter quietDiag(&context, &written,
+                                  UnknownLoc::get(&context));
+      return plan::loadPlan(written, 1, {},
+                            plan::defaultPlanName(request.inputFilename),
+                            quietDiag);
+    };
+    std::optional<plan::PlanSpec> back = loadAs(request.planOut);
+    if (!back &&
+        loadAs(sourceMgr.getMemoryBuffer(bufferId)->getBufferIdentifier())) {
+      llvm::errs() << "planc: error: --search-out=" << request.planOut
+                   << ": the plan names a file by a path relative to its own "
+                      "directory (cluster.gpu or hf()), which does not "
+                      "resolve from the output's directory; write the winner "
+                      "beside "
+                   << request.inputFilename
+                   << ", or name that file by an absolute path\n";
+      return false;
+    }
     plan::SearchKnobs expected = winner.knobs;
     if (!back || plan::SearchKnobs::of(*back) != expected) {
       llvm::errs() << "planc: error: --search-out=" << request.planOut

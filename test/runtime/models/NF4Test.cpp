@@ -122,4 +122,13 @@ TEST(NF4Test, RejectsWhatItCannotQuantize) {
   EXPECT_THROW(quantizeNF4(at::ones({0})), std::invalid_argument);
   NF4Tensor q = quantizeNF4(at::ones({4}));
   EXPECT_THROW(dequantizeNF4(q, at::kInt), std::invalid_argument);
+  EXPECT_THROW(quantizeNF4(at::tensor({1.0f, NAN})), std::invalid_argument);
+  EXPECT_THROW(quantizeNF4(at::tensor({1.0f, INFINITY})),
+               std::invalid_argument);
+  NF4Tensor broken = q;
+  broken.absmaxCodes = at::empty({0}, at::kByte);
+  EXPECT_THROW(dequantizeNF4(broken, at::kFloat), std::invalid_argument);
+  broken = q;
+  broken.numel = 1000;
+  EXPECT_THROW(dequantizeNF4(broken, at::kFloat), std::invalid_argument);
 }
