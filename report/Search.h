@@ -94,7 +94,7 @@ struct SearchMetrics {
   uint64_t hostBytesPerNode = 0, hostCapacityBytes = 0;
   double stepSeconds = 0, computeSeconds = 0, exposedCommSeconds = 0;
   double exposedCopySeconds = 0, tokensPerSecond = 0, mfu = 0;
-  /// From a whole lowering (not extrapolated over layers).
+  /// From a whole lowering (not extended from shorter plans).
   bool exact = false;
 
   bool deviceFits() const { return deviceNeedBytes <= deviceCapacityBytes; }
@@ -133,7 +133,7 @@ struct SearchStats {
   int64_t spaceSize = 0;      // candidates the knobs span
   int64_t evaluated = 0;      // candidates analyzed (lowered or extrapolated)
   int64_t lowerings = 0;      // whole pipelines run, reduced ones included
-  int64_t extrapolated = 0;   // candidates whose numbers were extrapolated
+  int64_t extrapolated = 0;   // candidates whose numbers were extended from shorter plans
   int64_t invalid = 0;        // candidates the plan's checks reject
   int64_t prunedMemory = 0;   // not lowered: needs more than a failed one
   int64_t prunedOffload = 0;  // not lowered: offloads more than a fitting one
