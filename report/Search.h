@@ -130,11 +130,10 @@ struct SearchOptions {
 };
 
 struct SearchStats {
-  int64_t spaceSize = 0; // candidates the knobs span
-  int64_t evaluated = 0; // candidates analyzed (lowered or extrapolated)
-  int64_t lowerings = 0; // whole pipelines run, reduced ones included
-  int64_t extrapolated =
-      0; // candidates whose numbers were extended from shorter plans
+  int64_t spaceSize = 0;      // candidates the knobs span
+  int64_t evaluated = 0;      // candidates analyzed (lowered or extrapolated)
+  int64_t lowerings = 0;      // whole pipelines run, reduced ones included
+  int64_t extrapolated = 0;   // candidates extended from short plans
   int64_t invalid = 0;        // candidates the plan's checks reject
   int64_t prunedMemory = 0;   // not lowered: needs more than a failed one
   int64_t prunedOffload = 0;  // not lowered: offloads more than a fitting one
