@@ -716,6 +716,50 @@ Block plan::parsePlanSyntax(const llvm::SourceMgr &sourceMgr, unsigned bufferId,
   return parser.parseFile();
 }
 
+namespace {
+
+/// A path written without quotes in a --set value (`cluster.gpu=host.json`,
+/// `model=hf(models/llama)`), which the shell has taken the quotes off or
+/// the user never wrote: said as such, with the setting to write, rather
+/// than as the lexer's complaint about its '.', '/' or '-'. A path is a run
+/// of name characters with a '/' in it or a .json/.yaml/.yml ending.
+bool reportUnquotedPath(StringRef text, DiagEmitter &diag) {
+  auto [key, value] = text.split('=');
+  if (value.empty() || value.contains('"'))
+    return false;
+  auto isPathChar = [](char c) {
+    return llvm::isAlnum(c) || llvm::is_contained("_./~-", c);
+  };
+  for (size_t i = 0; i < value.size();) {
+    if (!isPathChar(value[i])) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < value.size() && isPathChar(value[end]))
+      ++end;
+    StringRef token = value.slice(i, end);
+    // A bandwidth (100GB/s) is a number with a unit, not a path.
+    bool bandwidth = llvm::isDigit(token.front()) && token.ends_with("/s");
+    if ((token.contains('/') && !bandwidth) || token.ends_with(".json") ||
+        token.ends_with(".yaml") || token.ends_with(".yml")) {
+      std::string quoted =
+          (value.take_front(i) + "\"" + token + "\"" + value.drop_front(end))
+              .str();
+      const char *at = value.data() + i;
+      diag.error(SMLoc::getFromPointer(at),
+                 "a path in a --set value is a string in double quotes, "
+                 "which the shell keeps inside single ones: --set '" +
+                     key.str() + "=" + quoted + "'");
+      return true;
+    }
+    i = end;
+  }
+  return false;
+}
+
+} // namespace
+
 bool plan::applyOverride(Block &root, StringRef setting,
                          llvm::SourceMgr &sourceMgr, DiagEmitter &diag) {
   // Diagnostic printers find a location's source line by buffer name, so a
@@ -732,6 +776,9 @@ bool plan::applyOverride(Block &root, StringRef setting,
           : "<--set #" + std::to_string(earlierSettings + 1) + ">";
   unsigned bufferId = sourceMgr.AddNewSourceBuffer(
       llvm::MemoryBuffer::getMemBufferCopy(setting, name), SMLoc());
+  if (reportUnquotedPath(sourceMgr.getMemoryBuffer(bufferId)->getBuffer(),
+                         diag))
+    return false;
   PlanParser parser(sourceMgr.getMemoryBuffer(bufferId)->getBuffer(), diag);
   std::optional<Setting> parsed = parser.parseSetting();
   if (!parsed)
