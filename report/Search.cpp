@@ -309,9 +309,14 @@ private:
     return m;
   }
 
-  /// Whether reduced() lowers `knobs` short and extends the numbers.
+  /// Whether reduced() lowers `knobs` with fewer layers, and with fewer
+  /// micro-batches; extends() when either.
+  bool cutsLayers() const { return layers > kFirst + 3; }
+  static bool cutsAccum(const SearchKnobs &knobs) {
+    return knobs.gradAccum >= kCutAccum;
+  }
   bool extends(const SearchKnobs &knobs) const {
-    return layers > kFirst + 3 || knobs.gradAccum >= kCutAccum;
+    return cutsLayers() || cutsAccum(knobs);
   }
 
   /// Adds to stats.check how far `knobs`'s extended numbers are from
@@ -341,11 +346,11 @@ private:
   /// grows with both: every micro-batch is unrolled). Each count of
   /// micro-batches must give numbers on one line over the layers; a third
   /// count, at kFirst layers (or the plan's own when they are not cut),
-  /// must continue the line over micro-batches. The whole plan is loaded
-  /// and checked first, not lowered.
-  /// The step is then a bilinear function of the two (each micro-batch
-  /// repeats the layers), extended to the plan's counts. Anything else, or
-  /// a short plan the checks reject, is lowered whole.
+  /// must continue the line over micro-batches. The step is then a
+  /// bilinear function of the two (each micro-batch repeats the layers),
+  /// extended to the plan's counts. The whole plan is loaded and checked
+  /// first, not lowered; when the short plans are rejected or off the line
+  /// it is lowered whole.
   static constexpr int64_t kFirst = 4;
   static constexpr int64_t kFirstAccum = 2;
   static constexpr int64_t kCutAccum = 8;
@@ -364,8 +369,8 @@ private:
   /// The numbers of `knobs` extended from its short plans, or nothing when
   /// a short plan is rejected or they do not lie on one line.
   std::optional<SearchMetrics> extendedMetrics(const SearchKnobs &knobs) {
-    bool cutLayers = layers > kFirst + 3;
-    bool cutAccum = knobs.gradAccum >= kCutAccum;
+    bool cutLayers = cutsLayers();
+    bool cutAccum = cutsAccum(knobs);
     std::optional<ScheduleReport> last;
     std::map<std::pair<int64_t, int64_t>, std::optional<Extensive>> points;
     auto point = [&](int64_t atLayers,

@@ -13,15 +13,12 @@ predicted one.
 usage: search_vs_run.py --planc PLANC --plan-run PLAN_RUN [--steps 20] [--warmup 5]
                         [--top 3] [--work DIR]
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
-import tempfile
 
-from runtime_bench import PLAN
-from time_vs_plan import measured_step, with_cluster
+from time_vs_plan import measured_run_args, measured_step, with_cluster
 
 # The demo's model and batch, with the data-parallel degree changed per case.
 SETS = ["train.seq_len=128", "train.micro_batch=4", "train.steps=0",
@@ -42,21 +39,9 @@ def describe(candidate):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--planc", required=True)
-    parser.add_argument("--plan-run", required=True)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--top", type=int, default=3)
-    parser.add_argument("--work", help="directory for plans and metrics (default: a "
-                        "temporary one)")
-    args = parser.parse_args()
-    if args.steps <= args.warmup:
-        raise SystemExit("--steps must be more than --warmup")
-    work = args.work or tempfile.mkdtemp(prefix="search_vs_run.")
-    os.makedirs(work, exist_ok=True)
-    with open(PLAN) as f:
-        plan_text = f.read()
+    args, work, plan_text = measured_run_args(
+        __doc__.splitlines()[0], "search_vs_run.",
+        lambda parser: parser.add_argument("--top", type=int, default=3))
     metrics = os.path.join(work, "metrics.jsonl")
 
     agreed = 0

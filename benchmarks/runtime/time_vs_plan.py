@@ -73,21 +73,31 @@ def measured_step(plan_run, plan, world, sets, steps, warmup, metrics):
     return statistics.median(times[warmup:])
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def measured_run_args(description, prefix, extra=None):
+    """The options of a script that measures plan-run on the demo's plan:
+    --planc, --plan-run, --steps, --warmup, --work, and `extra(parser)`'s.
+    Returns the options, the work directory (made) and the plan's text."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--planc", required=True)
     parser.add_argument("--plan-run", required=True)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--work", help="directory for plans and metrics (default: a "
                         "temporary one)")
+    if extra:
+        extra(parser)
     args = parser.parse_args()
     if args.steps <= args.warmup:
         raise SystemExit("--steps must be more than --warmup")
-    work = args.work or tempfile.mkdtemp(prefix="time_vs_plan.")
+    work = args.work or tempfile.mkdtemp(prefix=prefix)
     os.makedirs(work, exist_ok=True)
     with open(PLAN) as f:
         plan_text = f.read()
+    return args, work, plan_text
+
+
+def main():
+    args, work, plan_text = measured_run_args(__doc__.splitlines()[0], "time_vs_plan.")
 
     calibrated = {}
     for world in sorted({world for _, world, _ in CASES}):
