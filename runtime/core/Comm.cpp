@@ -31,6 +31,12 @@ public:
         c10::make_intrusive<c10d::PrefixStore>(
             "replicate/" + std::to_string(shardIndex), store),
         replicaIndex, replicateSize_, options);
+    // Gloo's connectFullMesh can return on one side of a pair while the
+    // other is still reading its handshake: a rank that then exited at once
+    // (an error found on opening a checkpoint, say) failed its peer's
+    // connect with "Connection closed by peer". A barrier over the world
+    // group returns only once every rank has connected every group.
+    worldGroup_->barrier()->wait();
   }
 
 private:
