@@ -395,6 +395,11 @@ private:
   bool readWrap(const Value &v, const std::string &path);
   bool readMesh(const Value &v, const std::string &path);
   bool readRopeScaling(const Value &v, const std::string &path);
+  /// `model.lora { ... }` and `model.base`, once the family is known.
+  GroupReader loraSection(ModelFamily family);
+  bool readLoraTargets(const Value &v, const std::string &path,
+                       ModelFamily family, std::vector<std::string> &out);
+  void finishLora(ModelFamily family, std::optional<BaseStorage> base);
   /// `model = hf("path")`: the model of an HF config.json.
   bool readHuggingFace(const Value &v);
 
@@ -714,6 +719,23 @@ void Analyzer::readModel(const KeyGroup &group) {
         {"num_labels", Need::Optional, integer(m.numLabels), nullptr});
   }
 
+  // LoRA: `lora { ... }` and the storage of its frozen base.
+  std::optional<BaseStorage> base;
+  rules.push_back({"lora", Need::Optional, nullptr, loraSection(family)});
+  rules.push_back(
+      {"base", Need::Optional,
+       [this, &base](const Value &value, const std::string &path) {
+         BaseStorage storage = BaseStorage::F32;
+         if (!readEnum<BaseStorage>(
+                 value, path,
+                 spellingsOf<BaseStorage>(getMaxEnumValForBaseStorage()),
+                 "base storage", storage))
+           return false;
+         base = storage;
+         return true;
+       },
+       nullptr});
+
   SectionWording wording;
   StringRef familyName = stringify(family);
   wording.missingReason =
@@ -728,6 +750,137 @@ void Analyzer::readModel(const KeyGroup &group) {
     return std::string();
   };
   readKeys(group, rules, wording);
+  finishLora(family, base);
+}
+
+GroupReader Analyzer::loraSection(ModelFamily family) {
+  return [this, family](const KeyGroup &group) {
+    LoraSpec &lora = plan.lora.emplace();
+    // PEFT's LoraConfig names are accepted as they are; each pair is one
+    // key (finishLora refuses both).
+    std::vector<KeyRule> rules = {
+        {"rank", Need::Optional, integer(lora.rank), nullptr},
+        {"r", Need::Optional, integer(lora.rank), nullptr},
+        {"alpha", Need::Optional, real(lora.alpha), nullptr},
+        {"lora_alpha", Need::Optional, real(lora.alpha), nullptr},
+        {"dropout", Need::Optional, real(lora.dropout), nullptr},
+        {"lora_dropout", Need::Optional, real(lora.dropout), nullptr},
+    };
+    for (const char *key : {"targets", "target_modules"})
+      rules.push_back({key, Need::Optional,
+                       [this, family, &lora](const Value &v,
+                                             const std::string &path) {
+                         return readLoraTargets(v, path, family, lora.targets);
+                       },
+                       nullptr});
+    section([rules] { return rules; })(group);
+  };
+}
+
+/// `[q_proj, v_proj]` (names or strings), one name, or `all_linear` (PEFT's
+/// "all-linear": every linear layer of the blocks).
+bool Analyzer::readLoraTargets(const Value &v, const std::string &path,
+                               ModelFamily family,
+                               std::vector<std::string> &out) {
+  std::vector<std::string> modules = loraModules(family);
+  std::vector<const Value *> names;
+  if (v.kind == ValueKind::List) {
+    for (const syntax::Argument &element : v.elements)
+      names.push_back(element.value.get());
+    if (names.empty()) {
+      diag.error(v.loc(),
+                 formatv("'{0}' needs at least one module; leave it out for "
+                         "PEFT's default ({1})",
+                         path, llvm::join(defaultLoraTargets(family), ", ")));
+      return false;
+    }
+  } else if (v.kind == ValueKind::Identifier && !v.block &&
+             (v.text == "all_linear" || v.text == "all-linear")) {
+    out = modules;
+    return true;
+  } else {
+    names.push_back(&v);
+  }
+
+  // Candidates for "did you mean": each module's own name and its dotted
+  // name in the block.
+  llvm::SmallVector<StringRef> candidates;
+  for (const std::string &module : modules) {
+    candidates.push_back(module);
+    candidates.push_back(StringRef(module).rsplit('.').second);
+  }
+  llvm::sort(candidates);
+  candidates.erase(std::unique(candidates.begin(), candidates.end()),
+                   candidates.end());
+
+  bool ok = true;
+  std::vector<std::string> targets;
+  for (const Value *name : names) {
+    if ((name->kind != ValueKind::Identifier &&
+         name->kind != ValueKind::String) ||
+        name->block) {
+      ok = typeError(*name, path,
+                     "module names, e.g. [q_proj, v_proj], or all_linear");
+      continue;
+    }
+    StringRef target = name->text;
+    if (llvm::any_of(modules, [&](const std::string &module) {
+          return loraTargetMatches(module, target);
+        })) {
+      if (!llvm::is_contained(targets, target))
+        targets.push_back(target.str());
+      continue;
+    }
+    std::string message =
+        formatv("'{0}' is no linear layer of a {1} block", target,
+                stringify(family));
+    if (target.contains("embed") || target.contains("lm_head") ||
+        target.contains("wte") || target.contains("wpe") ||
+        target.contains("classifier") || target.contains("cls"))
+      message += formatv("; LoRA adapters go on the blocks' linear layers "
+                         "only: {0}",
+                         llvm::join(modules, ", "));
+    else
+      message += suggestOrList(target, candidates, "the layers are");
+    diag.error(name->loc(), message);
+    ok = false;
+  }
+  if (ok)
+    out = std::move(targets);
+  return ok;
+}
+
+void Analyzer::finishLora(ModelFamily family, std::optional<BaseStorage> base) {
+  if (!plan.lora) {
+    if (base)
+      diag.error(plan.locOf("model.base"),
+                 "'model.base' says how the frozen base of a LoRA run is "
+                 "stored, and this plan has no 'model.lora': a full "
+                 "fine-tune trains every weight");
+    return;
+  }
+  LoraSpec &lora = *plan.lora;
+  lora.base = base;
+  // PEFT's names are the same keys (their ranges are checked under the name
+  // the plan wrote, Checks.cpp).
+  for (auto [ours, peft] : {std::pair{"rank", "r"},
+                            std::pair{"alpha", "lora_alpha"},
+                            std::pair{"dropout", "lora_dropout"},
+                            std::pair{"targets", "target_modules"}}) {
+    std::string ourPath = std::string("model.lora.") + ours;
+    std::string peftPath = std::string("model.lora.") + peft;
+    if (plan.isGiven(ourPath) && plan.isGiven(peftPath)) {
+      diag.error(plan.locOf(peftPath),
+                 formatv("'{0}' is PEFT's name for '{1}', which is also "
+                         "given; give one of them",
+                         peftPath, ourPath));
+      unchecked.insert(ourPath);
+      unchecked.insert(peftPath);
+    }
+  }
+  if (!plan.isGiven("model.lora.targets") &&
+      !plan.isGiven("model.lora.target_modules"))
+    lora.targets = defaultLoraTargets(family);
 }
 
 bool Analyzer::readHuggingFace(const Value &v) {
@@ -1582,6 +1735,9 @@ void plan::applyDerivedDefaults(PlanSpec &plan) {
     c.hostCores = host.cores;
 
   TrainSpec &t = plan.train;
+  // A frozen base not said otherwise is kept in the working type.
+  if (plan.lora && !plan.lora->base)
+    plan.lora->base = workingStorage(t.precision);
   if (!plan.isGiven("train.loss_scale"))
     t.lossScale = t.precision == Precision::FP16Mixed
                       ? LossScaleSpec{.kind = LossScaleKind::Dynamic}

@@ -146,6 +146,17 @@ static bool decays(const PlanSpec &p) {
   return p.train.lrSchedule.kind != LRScheduleKind::Constant;
 }
 static bool clips(const PlanSpec &p) { return p.train.gradClip.has_value(); }
+/// A LoRA key given under this name (ours or PEFT's).
+template <const char *Path> static bool givesLora(const PlanSpec &p) {
+  return p.lora && p.isGiven(Path);
+}
+static constexpr char loraRank[] = "model.lora.rank";
+static constexpr char loraR[] = "model.lora.r";
+static constexpr char loraAlpha[] = "model.lora.alpha";
+static constexpr char loraLoraAlpha[] = "model.lora.lora_alpha";
+static constexpr char loraDropout[] = "model.lora.dropout";
+static constexpr char loraLoraDropout[] = "model.lora.lora_dropout";
+
 static bool wrapsByParams(const PlanSpec &p) {
   return p.parallel.wrap.kind == WrapKind::MinParams;
 }
@@ -174,6 +185,10 @@ static const IntegerRange integerRanges[] = {
     {"model.rope_scaling.original_max_seq_len", 1, maxCount,
      [](const PlanSpec &p) { return p.model.ropeScaling->originalMaxSeqLen; },
      hasRopeScaling},
+    {loraRank, 1, maxCount, [](const PlanSpec &p) { return p.lora->rank; },
+     givesLora<loraRank>},
+    {loraR, 1, maxCount, [](const PlanSpec &p) { return p.lora->rank; },
+     givesLora<loraR>},
     {"cluster.nodes", 1, maxCount,
      [](const PlanSpec &p) { return p.cluster.nodes; }},
     {"cluster.gpus_per_node", 1, maxCount,
@@ -222,6 +237,18 @@ static const RealRange realRanges[] = {
     {"model.rope_scaling.high_freq_factor", 0, true, unbounded, false,
      [](const PlanSpec &p) { return p.model.ropeScaling->highFreqFactor; },
      hasRopeScaling},
+    // The adapter's update is scaled by alpha / rank.
+    {loraAlpha, 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.lora->alpha; }, givesLora<loraAlpha>},
+    {loraLoraAlpha, 0, true, unbounded, false,
+     [](const PlanSpec &p) { return p.lora->alpha; },
+     givesLora<loraLoraAlpha>},
+    {loraDropout, 0, false, 1, true,
+     [](const PlanSpec &p) { return p.lora->dropout; },
+     givesLora<loraDropout>},
+    {loraLoraDropout, 0, false, 1, true,
+     [](const PlanSpec &p) { return p.lora->dropout; },
+     givesLora<loraLoraDropout>},
     {"cluster.host_memory", 0, true, unbounded, false,
      [](const PlanSpec &p) { return double(p.cluster.hostMemoryBytes); },
      nullptr, Shown::Bytes},

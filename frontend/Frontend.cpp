@@ -5,6 +5,7 @@
 #include "dialects/plan/PlanDialect.h"
 #include "dialects/sched/SchedDialect.h"
 #include "frontend/Analyze.h"
+#include "frontend/Models.h"
 #include "frontend/Parser.h"
 
 #include "mlir/IR/Builders.h"
@@ -124,11 +125,23 @@ struct PlanImporter {
           errorAt("model"), ctx, F64(m.ropeScaling->factor),
           F64(m.ropeScaling->lowFreqFactor), F64(m.ropeScaling->highFreqFactor),
           m.ropeScaling->originalMaxSeqLen);
+    LoraAttr lora;
+    if (const std::optional<LoraSpec> &l = plan.lora) {
+      llvm::SmallVector<Attribute> targets;
+      for (const std::string &target : l->targets)
+        targets.push_back(StringAttr::get(ctx, target));
+      lora = LoraAttr::getChecked(
+          errorAt("model.lora"), ctx, l->rank, F64(l->alpha), F64(l->dropout),
+          ArrayAttr::get(ctx, targets),
+          l->base.value_or(workingStorage(plan.train.precision)));
+      if (!lora)
+        return nullptr;
+    }
     return ModelAttr::getChecked(
         errorAt("model"), ctx, m.family, llvm::StringRef(m.preset), m.vocab,
         m.hidden, m.intermediate, m.layers, m.heads, m.kvHeads, m.maxSeqLen,
         F64(m.ropeTheta), rope, F64(m.normEps), m.tieEmbeddings, m.typeVocab,
-        m.bertHead, m.numLabels);
+        m.bertHead, m.numLabels, lora);
   }
 
   ClusterAttr cluster() {

@@ -185,6 +185,12 @@ Token Lexer::lex() {
   case ')':
     kind = Token::RParen;
     break;
+  case '[':
+    kind = Token::LBracket;
+    break;
+  case ']':
+    kind = Token::RBracket;
+    break;
   case '{':
     kind = Token::LBrace;
     break;

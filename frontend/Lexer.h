@@ -38,6 +38,8 @@ struct Token {
     Semicolon,
     LParen,
     RParen,
+    LBracket,
+    RBracket,
     LBrace,
     RBrace,
     EndOfFile,

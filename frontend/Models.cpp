@@ -359,27 +359,37 @@ std::vector<ModelPreset> buildPresets() {
   return presets;
 }
 
+/// A LoRA run's choices, as enumerating the units applies them.
+struct LoraLayout {
+  const LoraSpec *spec = nullptr; // null: every parameter trains
+  BaseStorage dense = BaseStorage::F32;
+  bool everyModule = false; // adapters on every linear layer (loraModules)
+};
+
 /// One unit being assembled: its parameters get the unit's name prefix.
 class UnitParams {
 public:
-  UnitParams(std::string name, UnitKind kind, std::string prefix)
-      : unit{std::move(name), kind, {}}, prefix(std::move(prefix)) {}
+  UnitParams(std::string name, UnitKind kind, std::string prefix,
+             LoraLayout lora = {})
+      : unit{std::move(name), kind, {}}, prefix(std::move(prefix)),
+        lora(lora) {}
 
   void add(llvm::StringRef name, llvm::ArrayRef<int64_t> shape,
            llvm::StringRef tiedTo = "") {
-    unit.params.push_back({(llvm::Twine(prefix) + name).str(),
-                           llvm::SmallVector<int64_t, 2>(shape), tiedTo.str()});
+    addStored(name, shape, tiedTo, frozenDense());
   }
   /// An nn.Linear: weight [out, in], then bias [out] when it has one.
   void linear(llvm::StringRef name, int64_t in, int64_t out, bool bias) {
-    add((name + ".weight").str(), {out, in});
+    addStored((name + ".weight").str(), {out, in}, "", frozenWeight());
     if (bias)
       add((name + ".bias").str(), {out});
+    addAdapters(name, in, out);
   }
   /// GPT-2's Conv1D: weight [in, out], bias [out].
   void conv1d(llvm::StringRef name, int64_t in, int64_t out) {
-    add((name + ".weight").str(), {in, out});
+    addStored((name + ".weight").str(), {in, out}, "", frozenWeight());
     add((name + ".bias").str(), {out});
+    addAdapters(name, in, out);
   }
   void layerNorm(llvm::StringRef name, int64_t dim) {
     add((name + ".weight").str(), {dim});
@@ -391,8 +401,45 @@ public:
   }
 
 private:
+  bool isBlock() const {
+    return unit.kind == UnitKind::LlamaBlock ||
+           unit.kind == UnitKind::GPT2Block || unit.kind == UnitKind::BertBlock;
+  }
+  std::optional<BaseStorage> frozenDense() const {
+    if (!lora.spec)
+      return std::nullopt;
+    return lora.spec->base == BaseStorage::NF4 ? lora.dense : *lora.spec->base;
+  }
+  /// bitsandbytes quantizes the blocks' linear layers, not the head.
+  std::optional<BaseStorage> frozenWeight() const {
+    if (lora.spec && isBlock() && lora.spec->base == BaseStorage::NF4)
+      return BaseStorage::NF4;
+    return frozenDense();
+  }
+  void addStored(llvm::StringRef name, llvm::ArrayRef<int64_t> shape,
+                 llvm::StringRef tiedTo, std::optional<BaseStorage> frozen) {
+    unit.params.push_back({(llvm::Twine(prefix) + name).str(),
+                           llvm::SmallVector<int64_t, 2>(shape), tiedTo.str(),
+                           tiedTo.empty() ? frozen : std::nullopt});
+  }
+  /// PEFT's lora_A (an nn.Linear in -> rank) and lora_B (rank -> out) on a
+  /// targeted linear layer of a block, after the layer's own parameters.
+  void addAdapters(llvm::StringRef module, int64_t in, int64_t out) {
+    if (!lora.spec || !isBlock() ||
+        (!lora.everyModule &&
+         !llvm::any_of(lora.spec->targets, [&](const std::string &target) {
+           return loraTargetMatches(module, target);
+         })))
+      return;
+    int64_t rank = lora.spec->rank;
+    addStored((module + ".lora_A.weight").str(), {rank, in}, "", std::nullopt);
+    addStored((module + ".lora_B.weight").str(), {out, rank}, "",
+              std::nullopt);
+  }
+
   ModelUnit unit;
   std::string prefix;
+  LoraLayout lora;
 };
 
 std::string layerUnitName(int64_t i) {
@@ -403,16 +450,16 @@ std::string layerUnitName(int64_t i) {
 // mlp gate/up/down, input_layernorm, post_attention_layernorm), model.norm,
 // lm_head. No biases (attention_bias and mlp_bias are false in every preset);
 // RoPE's inv_freq is a non-persistent buffer.
-void enumerateLlama(const ModelSpec &m, std::vector<ModelUnit> &units) {
+void enumerateLlama(const ModelSpec &m, std::vector<ModelUnit> &units,
+                   LoraLayout lora) {
   const int64_t kvDim = m.kvHeads * m.headDim();
   const int64_t qDim = m.heads * m.headDim();
-  UnitParams embed("embed", UnitKind::Embedding, "model.");
+  UnitParams embed("embed", UnitKind::Embedding, "model.", lora);
   embed.add("embed_tokens.weight", {m.vocab, m.hidden});
   embed.appendTo(units);
 
   for (int64_t i = 0; i < m.layers; ++i) {
-    UnitParams layer(layerUnitName(i), UnitKind::LlamaBlock,
-                     ("model.layers." + llvm::Twine(i) + ".").str());
+    UnitParams layer(layerUnitName(i), UnitKind::LlamaBlock, ("model.layers." + llvm::Twine(i) + ".").str(), lora);
     layer.linear("self_attn.q_proj", m.hidden, qDim, /*bias=*/false);
     layer.linear("self_attn.k_proj", m.hidden, kvDim, /*bias=*/false);
     layer.linear("self_attn.v_proj", m.hidden, kvDim, /*bias=*/false);
@@ -425,7 +472,7 @@ void enumerateLlama(const ModelSpec &m, std::vector<ModelUnit> &units) {
     layer.appendTo(units);
   }
 
-  UnitParams head("head", UnitKind::LlamaHead, "");
+  UnitParams head("head", UnitKind::LlamaHead, "", lora);
   head.add("model.norm.weight", {m.hidden});
   head.add("lm_head.weight", {m.vocab, m.hidden},
            m.tieEmbeddings ? "model.embed_tokens.weight" : "");
@@ -435,15 +482,15 @@ void enumerateLlama(const ModelSpec &m, std::vector<ModelUnit> &units) {
 // GPT2LMHeadModel: transformer.wte, wpe, h.N (ln_1, attn.c_attn, attn.c_proj,
 // ln_2, mlp.c_fc, mlp.c_proj), ln_f, then lm_head, always tied to wte. The
 // causal-mask buffers (attn.bias, attn.masked_bias) are not parameters.
-void enumerateGPT2(const ModelSpec &m, std::vector<ModelUnit> &units) {
-  UnitParams embed("embed", UnitKind::Embedding, "transformer.");
+void enumerateGPT2(const ModelSpec &m, std::vector<ModelUnit> &units,
+                   LoraLayout lora) {
+  UnitParams embed("embed", UnitKind::Embedding, "transformer.", lora);
   embed.add("wte.weight", {m.vocab, m.hidden});
   embed.add("wpe.weight", {m.maxSeqLen, m.hidden});
   embed.appendTo(units);
 
   for (int64_t i = 0; i < m.layers; ++i) {
-    UnitParams layer(layerUnitName(i), UnitKind::GPT2Block,
-                     ("transformer.h." + llvm::Twine(i) + ".").str());
+    UnitParams layer(layerUnitName(i), UnitKind::GPT2Block, ("transformer.h." + llvm::Twine(i) + ".").str(), lora);
     layer.layerNorm("ln_1", m.hidden);
     layer.conv1d("attn.c_attn", m.hidden, 3 * m.hidden);
     layer.conv1d("attn.c_proj", m.hidden, m.hidden);
@@ -453,7 +500,7 @@ void enumerateGPT2(const ModelSpec &m, std::vector<ModelUnit> &units) {
     layer.appendTo(units);
   }
 
-  UnitParams head("head", UnitKind::GPT2Head, "");
+  UnitParams head("head", UnitKind::GPT2Head, "", lora);
   head.layerNorm("transformer.ln_f", m.hidden);
   head.add("lm_head.weight", {m.vocab, m.hidden}, "transformer.wte.weight");
   head.appendTo(units);
@@ -468,8 +515,9 @@ void enumerateGPT2(const ModelSpec &m, std::vector<ModelUnit> &units) {
 // nn.Parameter, in the same unit), so it is listed once, under that name; a
 // tie stands for storage in another unit. The position_ids / token_type_ids
 // buffers are not parameters.
-void enumerateBert(const ModelSpec &m, std::vector<ModelUnit> &units) {
-  UnitParams embed("embed", UnitKind::Embedding, "bert.embeddings.");
+void enumerateBert(const ModelSpec &m, std::vector<ModelUnit> &units,
+                   LoraLayout lora) {
+  UnitParams embed("embed", UnitKind::Embedding, "bert.embeddings.", lora);
   embed.add("word_embeddings.weight", {m.vocab, m.hidden});
   embed.add("position_embeddings.weight", {m.maxSeqLen, m.hidden});
   embed.add("token_type_embeddings.weight", {m.typeVocab, m.hidden});
@@ -477,8 +525,7 @@ void enumerateBert(const ModelSpec &m, std::vector<ModelUnit> &units) {
   embed.appendTo(units);
 
   for (int64_t i = 0; i < m.layers; ++i) {
-    UnitParams layer(layerUnitName(i), UnitKind::BertBlock,
-                     ("bert.encoder.layer." + llvm::Twine(i) + ".").str());
+    UnitParams layer(layerUnitName(i), UnitKind::BertBlock, ("bert.encoder.layer." + llvm::Twine(i) + ".").str(), lora);
     layer.linear("attention.self.query", m.hidden, m.hidden, /*bias=*/true);
     layer.linear("attention.self.key", m.hidden, m.hidden, /*bias=*/true);
     layer.linear("attention.self.value", m.hidden, m.hidden, /*bias=*/true);
@@ -491,7 +538,7 @@ void enumerateBert(const ModelSpec &m, std::vector<ModelUnit> &units) {
     layer.appendTo(units);
   }
 
-  UnitParams head("head", UnitKind::BertHead, "");
+  UnitParams head("head", UnitKind::BertHead, "", lora);
   switch (m.bertHead) {
   case BertHead::MaskedLM:
     head.add("cls.predictions.bias", {m.vocab});
@@ -530,21 +577,90 @@ int64_t ParamInfo::numel() const {
   return n;
 }
 
-std::vector<ModelUnit> plan::enumerateUnits(const ModelSpec &model) {
+static std::vector<ModelUnit> unitsWith(const ModelSpec &model,
+                                        LoraLayout lora) {
   std::vector<ModelUnit> units;
   units.reserve(model.layers + 2);
   switch (model.family) {
   case ModelFamily::Llama:
-    enumerateLlama(model, units);
+    enumerateLlama(model, units, lora);
     break;
   case ModelFamily::GPT2:
-    enumerateGPT2(model, units);
+    enumerateGPT2(model, units, lora);
     break;
   case ModelFamily::Bert:
-    enumerateBert(model, units);
+    enumerateBert(model, units, lora);
     break;
   }
   return units;
+}
+
+std::vector<ModelUnit> plan::enumerateUnits(const ModelSpec &model) {
+  return unitsWith(model, LoraLayout{});
+}
+
+std::vector<ModelUnit> plan::enumerateUnits(const ModelSpec &model,
+                                            const LoraSpec &lora,
+                                            BaseStorage dense) {
+  assert(lora.base && "the analyzer resolves the base storage");
+  return unitsWith(model, LoraLayout{&lora, dense});
+}
+
+BaseStorage plan::workingStorage(Precision precision) {
+  switch (precision) {
+  case Precision::FP32:
+    return BaseStorage::F32;
+  case Precision::BF16Mixed:
+    return BaseStorage::BF16;
+  case Precision::FP16Mixed:
+    return BaseStorage::F16;
+  }
+  llvm_unreachable("unknown precision");
+}
+
+std::vector<std::string> plan::loraModules(ModelFamily family) {
+  // The linear layers of one block of a one-layer model of the family.
+  ModelSpec tiny;
+  tiny.family = family;
+  tiny.vocab = tiny.hidden = tiny.intermediate = tiny.maxSeqLen = 8;
+  tiny.layers = tiny.heads = tiny.kvHeads = 1;
+  LoraSpec lora;
+  lora.base = BaseStorage::F32;
+  std::vector<std::string> modules;
+  for (const ModelUnit &unit :
+       unitsWith(tiny, LoraLayout{&lora, BaseStorage::F32, true}))
+    for (const ParamInfo &param : unit.params) {
+      llvm::StringRef name = param.name;
+      if (!name.consume_back(".lora_A.weight"))
+        continue;
+      // Relative to the block: drop "model.layers.0." and the like.
+      size_t layer = name.find(".0.");
+      modules.push_back(name.drop_front(layer + 3).str());
+    }
+  return modules;
+}
+
+std::vector<std::string> plan::defaultLoraTargets(ModelFamily family) {
+  switch (family) {
+  case ModelFamily::Llama:
+    return {"q_proj", "v_proj"};
+  case ModelFamily::GPT2:
+    return {"c_attn"};
+  case ModelFamily::Bert:
+    return {"query", "value"};
+  }
+  llvm_unreachable("unknown family");
+}
+
+bool plan::loraTargetMatches(llvm::StringRef module, llvm::StringRef target) {
+  return !target.empty() && (module == target ||
+         (module.ends_with(target) &&
+          module.drop_back(target.size()).ends_with(".")));
+}
+
+bool plan::isLoraAdapter(llvm::StringRef paramName) {
+  return paramName.ends_with(".lora_A.weight") ||
+         paramName.ends_with(".lora_B.weight");
 }
 
 int64_t plan::countParams(const ModelSpec &model) {

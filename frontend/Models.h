@@ -15,6 +15,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,9 @@ struct ParamInfo {
   std::string name; // HF state_dict name
   llvm::SmallVector<int64_t, 2> shape;
   std::string tiedTo; // HF name of the parameter it shares storage with, or ""
+  /// How a frozen parameter (the base of a LoRA run) is stored; none for one
+  /// that trains, and for a tied one (stored as what it ties to is).
+  std::optional<BaseStorage> frozen;
   int64_t numel() const;
 };
 
@@ -63,6 +67,37 @@ struct ModelUnit {
 };
 
 std::vector<ModelUnit> enumerateUnits(const ModelSpec &model);
+
+/// The units of a LoRA run (`lora` with its base and targets resolved): the
+/// model's parameters frozen, and after each targeted linear layer of a
+/// block its adapters as PEFT names them in a saved adapter
+/// (`<module>.lora_A.weight` [rank, in], `<module>.lora_B.weight` [out,
+/// rank]). With `base = nf4` the blocks' linear weights are stored in NF4,
+/// as bitsandbytes quantizes them for QLoRA, and every other frozen
+/// parameter (norms, biases, embeddings, the head) in `dense`; otherwise
+/// all of them in `base`.
+std::vector<ModelUnit> enumerateUnits(const ModelSpec &model,
+                                      const LoraSpec &lora, BaseStorage dense);
+
+/// The storage of a precision's working type: what a frozen base is kept
+/// in when the plan does not say (`model.base`).
+BaseStorage workingStorage(Precision precision);
+
+/// The linear modules of a family's blocks, as PEFT's target_modules names
+/// them relative to a block ("self_attn.q_proj"), in state_dict order.
+std::vector<std::string> loraModules(ModelFamily family);
+
+/// PEFT's target_modules when a LoraConfig gives none (its
+/// TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING).
+std::vector<std::string> defaultLoraTargets(ModelFamily family);
+
+/// Whether PEFT's `target` selects `module`: the same name, or a suffix of
+/// it after a '.'.
+bool loraTargetMatches(llvm::StringRef module, llvm::StringRef target);
+
+/// Whether a parameter is a LoRA adapter (its name ends in
+/// ".lora_A.weight" or ".lora_B.weight").
+bool isLoraAdapter(llvm::StringRef paramName);
 
 /// Trainable parameters, each tied group counted once (what HF's
 /// `model.num_parameters()` prints).

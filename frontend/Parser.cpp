@@ -51,6 +51,7 @@ bool startsValue(const Token &tok) {
   case Token::String:
   case Token::Identifier:
   case Token::LParen:
+  case Token::LBracket:
   case Token::LBrace:
     return true;
   default:
@@ -196,7 +197,7 @@ private:
   //===--------------------------------------------------------------------===//
 
   void recoverItem(const char *itemStart);
-  void skipPastCloseParen();
+  void skipPastClose(Token::Kind close);
 
   /// RAII for one level of '{' or '('; refuses (and stops the parse) past
   /// kMaxNesting.
@@ -347,6 +348,17 @@ bool PlanParser::parseValue(Value &v, StringRef owner) {
     v.kind = ValueKind::Identifier;
     v.text = tok.text.str();
     advance();
+    // A dotted name written without spaces (`mlp.down_proj`, a module of a
+    // LoRA target list) is one name.
+    while (tok.is(Token::Dot) && tok.loc() == prevEnd) {
+      Token next = peek();
+      if (!next.is(Token::Identifier) ||
+          next.loc().getPointer() != tok.text.end())
+        break;
+      advance();
+      v.text += "." + tok.text.str();
+      advance();
+    }
     // No item starts with '(' or '{', so these belong to the name even on a
     // later line.
     if (tok.is(Token::LParen)) {
@@ -359,6 +371,10 @@ bool PlanParser::parseValue(Value &v, StringRef owner) {
     break;
   case Token::LParen:
     v.kind = ValueKind::Tuple;
+    ok = parseParenthesized(v);
+    break;
+  case Token::LBracket:
+    v.kind = ValueKind::List;
     ok = parseParenthesized(v);
     break;
   case Token::LBrace:
@@ -399,32 +415,38 @@ bool PlanParser::parseBlockBody(Block &block, StringRef owner) {
   return false;
 }
 
-/// Parses a tuple's elements or a call's arguments at the current '('.
+/// Parses a tuple's elements or a call's arguments at the current '(', or a
+/// list's elements at the current '['.
 bool PlanParser::parseParenthesized(Value &v) {
   SMLoc open = tok.loc();
   Nesting nesting(*this);
   if (!nesting)
     return false;
   bool isCall = v.kind == ValueKind::Call;
+  bool isList = v.kind == ValueKind::List;
+  Token::Kind close = isList ? Token::RBracket : Token::RParen;
+  StringRef closeText = isList ? "']'" : "')'";
   advance();
-  if (!isCall && tok.is(Token::RParen)) {
+  if (!isCall && !isList && tok.is(Token::RParen)) {
     error(open, "empty tuple '()'; a tuple needs at least one value");
     advance();
     return false;
   }
 
+  std::string what = isCall   ? std::string("call")
+                      : isList ? std::string("list")
+                               : std::string("tuple");
   auto reportUnclosed = [&] {
     std::string note =
         isCall ? ("call to '" + Twine(v.text) + "' opened here").str()
-               : std::string("tuple opened here");
+               : what + " opened here";
     error(where(),
-          Twine("expected ')' to close the ") + (isCall ? "call" : "tuple") +
-              " opened here",
+          "expected " + closeText + " to close the " + what + " opened here",
           open, note);
   };
 
   while (true) {
-    if (tok.is(Token::RParen)) {
+    if (tok.is(close)) {
       advance();
       return true;
     }
@@ -443,13 +465,13 @@ bool PlanParser::parseParenthesized(Value &v) {
         if (!tok.is(Token::Invalid))
           error(tok.is(Token::EndOfFile) ? prevEnd : tok.loc(),
                 "expected a value after '='");
-        skipPastCloseParen();
+        skipPastClose(close);
         return false;
       }
     }
     arg.value = std::make_unique<Value>();
     if (!parseValue(*arg.value, arg.name)) {
-      skipPastCloseParen();
+      skipPastClose(close);
       return false;
     }
     v.elements.push_back(std::move(arg));
@@ -458,18 +480,21 @@ bool PlanParser::parseParenthesized(Value &v) {
       advance();
       continue;
     }
-    if (tok.is(Token::RParen))
+    if (tok.is(close))
       continue;
-    if (tok.is(Token::EndOfFile) || tok.is(Token::RBrace)) {
+    // A new line that does not go on with the elements: the bracket was
+    // never closed (the next item, or the block's end, is not an element).
+    if (tok.is(Token::EndOfFile) || tok.is(Token::RBrace) || tok.atLineStart) {
       reportUnclosed();
       return false;
     }
     if (!tok.is(Token::Invalid))
-      error(where(), "expected ',' or ')' after " +
-                         (isCall ? "an argument of '" + v.text + "'"
-                                 : std::string("a tuple element")) +
+      error(where(), "expected ',' or " + closeText + " after " +
+                         (isCall   ? "an argument of '" + v.text + "'"
+                          : isList ? std::string("a list element")
+                                   : std::string("a tuple element")) +
                          ", got " + describe(tok));
-    skipPastCloseParen();
+    skipPastClose(close);
     return false;
   }
 }
@@ -521,10 +546,12 @@ void PlanParser::recoverItem(const char *itemStart) {
       break;
     switch (tok.kind) {
     case Token::LParen:
+    case Token::LBracket:
     case Token::LBrace:
       ++level;
       break;
     case Token::RParen:
+    case Token::RBracket:
     case Token::RBrace:
       if (level > 0)
         --level;
@@ -537,13 +564,13 @@ void PlanParser::recoverItem(const char *itemStart) {
   reportProblems();
 }
 
-/// Skips past the ')' that closes the tuple or call being parsed. Stops
-/// without consuming at a '}' that closes the enclosing block: the ')' is
-/// missing, and that block must still close.
-void PlanParser::skipPastCloseParen() {
+/// Skips past the `close` (')' or ']') that closes the tuple, call or list
+/// being parsed. Stops without consuming at a '}' that closes the enclosing
+/// block: the `close` is missing, and that block must still close.
+void PlanParser::skipPastClose(Token::Kind close) {
   unsigned level = 0;
   while (!tok.is(Token::EndOfFile)) {
-    if (level == 0 && tok.is(Token::RParen)) {
+    if (level == 0 && tok.is(close)) {
       advance();
       return;
     }
@@ -551,12 +578,15 @@ void PlanParser::skipPastCloseParen() {
       break;
     switch (tok.kind) {
     case Token::LParen:
+    case Token::LBracket:
     case Token::LBrace:
       ++level;
       break;
     case Token::RParen:
+    case Token::RBracket:
     case Token::RBrace:
-      --level;
+      if (level > 0)
+        --level;
       break;
     default:
       break;

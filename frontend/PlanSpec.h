@@ -22,6 +22,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace plan {
 
@@ -48,6 +49,7 @@ PLAN_ENUM_STRINGIFY(WrapKind)
 PLAN_ENUM_STRINGIFY(Prefetch)
 PLAN_ENUM_STRINGIFY(GradSync)
 PLAN_ENUM_STRINGIFY(UnitKind)
+PLAN_ENUM_STRINGIFY(BaseStorage)
 #undef PLAN_ENUM_STRINGIFY
 
 /// The largest count or dimension a plan takes (nodes, micro_batch, hidden,
@@ -94,6 +96,24 @@ struct ModelSpec {
 
   int64_t headDim() const { return heads ? hidden / heads : 0; }
   bool operator==(const ModelSpec &) const = default;
+};
+
+/// LoRA (`model.lora`, HF PEFT's LoraConfig): the base weights are frozen
+/// and each targeted linear layer of the blocks gains a trainable low-rank
+/// update x * A^T * B^T * (alpha / rank).
+struct LoraSpec {
+  int64_t rank = 8;     // r
+  double alpha = 8;     // lora_alpha
+  double dropout = 0.0; // lora_dropout, on the adapter's input
+  /// The block's linear layers the adapters go on, as PEFT's
+  /// target_modules names them: "q_proj" matches every module whose name
+  /// ends in it, "self_attn.q_proj" one. The analyzer fills in the family's
+  /// PEFT default (llama: q_proj, v_proj) when the plan gives none.
+  std::vector<std::string> targets;
+  /// How the frozen base is stored (`model.base`); the working precision's
+  /// type when not given.
+  std::optional<BaseStorage> base;
+  bool operator==(const LoraSpec &) const = default;
 };
 
 //===----------------------------------------------------------------------===//
@@ -229,6 +249,7 @@ struct ParallelSpec {
 struct PlanSpec {
   std::string name;
   ModelSpec model;
+  std::optional<LoraSpec> lora; // model.lora: fine-tune adapters only
   ClusterSpec cluster;
   TrainSpec train;
   ParallelSpec parallel;

@@ -48,8 +48,9 @@ void appendQuoted(std::string &out, llvm::StringRef text) {
 
 void appendSpelling(std::string &out, const Value &v);
 
-void appendArguments(std::string &out, const std::vector<Argument> &args) {
-  out += '(';
+void appendArguments(std::string &out, const std::vector<Argument> &args,
+                     char open = '(', char close = ')') {
+  out += open;
   llvm::interleave(
       args,
       [&](const Argument &arg) {
@@ -61,7 +62,7 @@ void appendArguments(std::string &out, const std::vector<Argument> &args) {
           appendSpelling(out, *arg.value);
       },
       [&] { out += ", "; });
-  out += ')';
+  out += close;
 }
 
 // Blocks are abbreviated: a message quoting a whole model block would bury
@@ -94,6 +95,9 @@ void appendSpelling(std::string &out, const Value &v) {
   case ValueKind::Tuple:
     appendArguments(out, v.elements);
     return;
+  case ValueKind::List:
+    appendArguments(out, v.elements, '[', ']');
+    return;
   case ValueKind::Call:
     out += v.text;
     appendArguments(out, v.elements);
@@ -122,6 +126,8 @@ llvm::StringRef Value::kindName() const {
     return block ? "a name with a block" : "a name";
   case ValueKind::Tuple:
     return "a tuple";
+  case ValueKind::List:
+    return "a list";
   case ValueKind::Call:
     return "a call";
   case ValueKind::Block:

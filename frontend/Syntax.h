@@ -31,6 +31,7 @@ enum class ValueKind {
   Identifier, // llama3_8b, full_shard, true, cpu; may carry a block: llama {
               // ... }
   Tuple,      // (0.9, 0.95)
+  List,       // [q_proj, v_proj]; may be empty
   Call,       // adamw(lr = 2e-5, betas = (0.9, 0.95)), min_params(1e8)
   Block,      // { key = value ... }
 };

@@ -116,6 +116,24 @@ LogicalResult RopeScalingAttr::verify(EmitErrorFn emitError, F64 factor,
   return success();
 }
 
+LogicalResult LoraAttr::verify(EmitErrorFn emitError, int64_t rank, F64 alpha,
+                               F64 dropout, ArrayAttr targets, BaseStorage) {
+  if (failed(checkPositive(emitError, "lora rank", rank)))
+    return failure();
+  if (!std::isfinite(alpha.value))
+    return emitError() << "lora alpha must be a finite number";
+  if (!(dropout.value >= 0.0 && dropout.value < 1.0))
+    return emitError() << "lora dropout must be in [0, 1), got "
+                       << dropout.value;
+  if (!targets || targets.empty())
+    return emitError() << "lora needs at least one target module";
+  for (Attribute target : targets)
+    if (!isa<StringAttr>(target) || cast<StringAttr>(target).empty())
+      return emitError() << "lora targets must be module names (non-empty "
+                            "strings)";
+  return success();
+}
+
 LogicalResult ModelAttr::verify(EmitErrorFn emitError, ModelFamily family,
                                 StringRef, int64_t vocab, int64_t hidden,
                                 int64_t intermediate, int64_t layers,
@@ -123,7 +141,7 @@ LogicalResult ModelAttr::verify(EmitErrorFn emitError, ModelFamily family,
                                 int64_t maxSeqLen, F64 ropeTheta,
                                 RopeScalingAttr ropeScaling, F64 normEps,
                                 bool tieEmbeddings, int64_t typeVocab, BertHead,
-                                int64_t numLabels) {
+                                int64_t numLabels, LoraAttr) {
   if (failed(checkPositive(emitError, "vocab", vocab)) ||
       failed(checkPositive(emitError, "hidden", hidden)) ||
       failed(checkPositive(emitError, "intermediate", intermediate)) ||

@@ -53,6 +53,22 @@ def Plan_RopeScalingAttr : Plan_Attr<"RopeScaling", "rope_scaling"> {
   let genVerifyDecl = 1;
 }
 
+def Plan_LoraAttr : Plan_Attr<"Lora", "lora"> {
+  let summary = "LoRA adapters on a frozen base (HF PEFT's LoraConfig)";
+  let description = [{
+    `targets` are the blocks' linear modules that get adapters, as PEFT's
+    `target_modules` (a name matches every module whose dotted name ends in
+    it); `base` is how the frozen base weights are stored.
+  }];
+  let parameters = (ins
+    I64Param<"">:$rank,
+    F64Param<"">:$alpha,
+    F64Param<"", "0.0">:$dropout,
+    AttrParameter<"::mlir::ArrayAttr", "module names">:$targets,
+    EnumParam<Plan_BaseStorage>:$base);
+  let genVerifyDecl = 1;
+}
+
 def Plan_ModelAttr : Plan_Attr<"Model", "model"> {
   let summary = "A model architecture and its sizes";
   let description = [{
@@ -76,7 +92,8 @@ def Plan_ModelAttr : Plan_Attr<"Model", "model"> {
     BoolParam<"", "false">:$tie_embeddings,
     I64Param<"", "2">:$type_vocab,
     EnumParam<Plan_BertHead, "::plan::BertHead::MaskedLM">:$bert_head,
-    I64Param<"", "2">:$num_labels);
+    I64Param<"", "2">:$num_labels,
+    OptionalParameter<"::plan::LoraAttr">:$lora);
   let genVerifyDecl = 1;
 }
 

@@ -95,6 +95,13 @@ def Plan_GradSync : Plan_Enum<"GradSync",
   I32EnumAttrCase<"EveryMicroBatch", 0, "every_micro_batch">,
   I32EnumAttrCase<"LastMicroBatch", 1, "last_micro_batch">]>;
 
+def Plan_BaseStorage : Plan_Enum<"BaseStorage",
+    "how the frozen base weights of a LoRA run are stored", [
+  I32EnumAttrCase<"NF4", 0, "nf4">,
+  I32EnumAttrCase<"BF16", 1, "bf16">,
+  I32EnumAttrCase<"F16", 2, "fp16">,
+  I32EnumAttrCase<"F32", 3, "fp32">]>;
+
 def Plan_UnitKind : Plan_Enum<"UnitKind", "kind of model unit", [
   I32EnumAttrCase<"Embedding", 0, "embedding">,
   I32EnumAttrCase<"LlamaBlock", 1, "llama_block">,

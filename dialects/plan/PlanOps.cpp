@@ -258,6 +258,11 @@ LogicalResult ParamOp::verify() {
     if (*tied == getParamName())
       return emitOpError("parameter '")
              << getParamName() << "' cannot be tied to itself";
+    if (getFrozen())
+      return emitOpError("tied parameter '")
+             << getParamName()
+             << "' cannot say how it is stored: it is stored as '" << *tied
+             << "' is";
   }
   return success();
 }

@@ -10,6 +10,8 @@ include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/EnumAttr.td"
 
 def Plan_UnitKindAttr : EnumAttr<Plan_Dialect, Plan_UnitKind, "unit_kind">;
+def Plan_BaseStorageAttr
+    : EnumAttr<Plan_Dialect, Plan_BaseStorage, "base_storage">;
 
 class Plan_Op<string mnemonic, list<Trait> traits = []>
     : Op<Plan_Dialect, mnemonic, traits>;
@@ -120,18 +122,24 @@ def Plan_ParamOp : Plan_Op<"param", [HasParent<"UnitOp">]> {
   let description = [{
     `type` is the full (unsharded) shape with the dtype of the master copy.
     `tied_to` names the parameter whose storage it shares (GPT-2's lm_head
-    and wte); a tied parameter is stored once.
+    and wte); a tied parameter is stored once. `frozen` marks a parameter
+    that does not train (the base of a LoRA run) and says how it is stored:
+    it has no gradient and no optimizer state. A tied parameter is frozen
+    when the one it ties to is.
 
     ```mlir
     plan.param "lm_head.weight" : tensor<50257x768xf32> tied_to "transformer.wte.weight"
+    plan.param "model.layers.0.self_attn.q_proj.weight" : tensor<4096x4096xf32> frozen nf4
     ```
   }];
   let arguments = (ins
     StrAttr:$param_name,
     TypeAttrOf<AnyRankedTensor>:$type,
-    OptionalAttr<StrAttr>:$tied_to);
+    OptionalAttr<StrAttr>:$tied_to,
+    OptionalAttr<Plan_BaseStorageAttr>:$frozen);
   let assemblyFormat = [{
-    $param_name `:` $type (`tied_to` $tied_to^)? attr-dict
+    $param_name `:` $type (`tied_to` $tied_to^)?
+    (`frozen` custom<EnumKeyword>($frozen)^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

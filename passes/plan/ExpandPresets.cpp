@@ -14,6 +14,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace plan {
 #define GEN_PASS_DEF_PLANEXPANDPRESETS
@@ -54,12 +55,45 @@ ModelSpec toModelSpec(ModelAttr model) {
   return spec;
 }
 
+/// The lora attribute as the LoraSpec that `enumerateUnits` reads, or a
+/// target no module of the family's blocks has.
+FailureOr<LoraSpec> toLoraSpec(PlanOp plan, LoraAttr attr) {
+  LoraSpec lora;
+  lora.rank = attr.getRank();
+  lora.alpha = attr.getAlpha();
+  lora.dropout = attr.getDropout();
+  lora.base = attr.getBase();
+  ModelFamily family = plan.getModel().getFamily();
+  std::vector<std::string> modules = loraModules(family);
+  for (auto target : attr.getTargets().getAsValueRange<StringAttr>()) {
+    if (llvm::none_of(modules, [&](const std::string &module) {
+          return loraTargetMatches(module, target);
+        }))
+      return plan.emitError("lora target '")
+             << target << "' is no linear layer of a "
+             << stringifyModelFamily(family)
+             << " block; they are: " << llvm::join(modules, ", ");
+    lora.targets.push_back(target.str());
+  }
+  return lora;
+}
+
 LogicalResult expandPlan(PlanOp plan) {
   Block &body = plan.getBody().front();
   if (!body.empty())
     return success();
 
-  std::vector<ModelUnit> units = enumerateUnits(toModelSpec(plan.getModel()));
+  ModelSpec model = toModelSpec(plan.getModel());
+  std::vector<ModelUnit> units;
+  if (LoraAttr loraAttr = plan.getModel().getLora()) {
+    FailureOr<LoraSpec> lora = toLoraSpec(plan, loraAttr);
+    if (failed(lora))
+      return failure();
+    units = enumerateUnits(model, *lora,
+                           workingStorage(plan.getTrain().getPrecision()));
+  } else {
+    units = enumerateUnits(model);
+  }
   // Check every shape before building anything, so a model the verifier let
   // through with a degenerate size fails with a message, not invalid IR.
   for (const ModelUnit &unit : units)
@@ -79,8 +113,11 @@ LogicalResult expandPlan(PlanOp plan) {
       StringAttr tiedTo = param.tiedTo.empty()
                               ? StringAttr()
                               : builder.getStringAttr(param.tiedTo);
+      BaseStorageAttr frozen =
+          param.frozen ? BaseStorageAttr::get(builder.getContext(), *param.frozen)
+                       : BaseStorageAttr();
       ParamOp::create(paramBuilder, loc, param.name,
-                      RankedTensorType::get(param.shape, f32), tiedTo);
+                      RankedTensorType::get(param.shape, f32), tiedTo, frozen);
     }
   }
   return success();

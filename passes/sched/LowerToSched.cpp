@@ -67,6 +67,15 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
     slot.ref = SymbolRefAttr::get(
         planName, {FlatSymbolRefAttr::get(unit.getSymNameAttr())});
     for (auto param : unit.getBody().getOps<plan::ParamOp>()) {
+      // The frozen base of a LoRA run needs its own storage (no gradient,
+      // no optimizer state, its storage dtype, NF4 dequantization), which
+      // this lowering does not build yet.
+      if (param.getFrozen())
+        return mlir::emitError(param.getLoc(), "parameter '")
+               << param.getParamName()
+               << "' is frozen (the base of a LoRA run), and lowering "
+                  "frozen parameters to a schedule is not implemented yet; "
+                  "plan-opt --plan-expand-presets shows the LoRA parameters";
       if (param.getTiedTo())
         continue;
       slot.storedNumel += param.getTensorType().getNumElements();
