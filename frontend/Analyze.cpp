@@ -767,12 +767,12 @@ GroupReader Analyzer::loraSection(ModelFamily family) {
         {"lora_dropout", Need::Optional, real(lora.dropout), nullptr},
     };
     for (const char *key : {"targets", "target_modules"})
-      rules.push_back({key, Need::Optional,
-                       [this, family, &lora](const Value &v,
-                                             const std::string &path) {
-                         return readLoraTargets(v, path, family, lora.targets);
-                       },
-                       nullptr});
+      rules.push_back(
+          {key, Need::Optional,
+           [this, family, &lora](const Value &v, const std::string &path) {
+             return readLoraTargets(v, path, family, lora.targets);
+           },
+           nullptr});
     section([rules] { return rules; })(group);
   };
 }
@@ -831,9 +831,8 @@ bool Analyzer::readLoraTargets(const Value &v, const std::string &path,
         targets.push_back(target.str());
       continue;
     }
-    std::string message =
-        formatv("'{0}' is no linear layer of a {1} block", target,
-                stringify(family));
+    std::string message = formatv("'{0}' is no linear layer of a {1} block",
+                                  target, stringify(family));
     if (target.contains("embed") || target.contains("lm_head") ||
         target.contains("wte") || target.contains("wpe") ||
         target.contains("classifier") || target.contains("cls"))
@@ -863,10 +862,10 @@ void Analyzer::finishLora(ModelFamily family, std::optional<BaseStorage> base) {
   lora.base = base;
   // PEFT's names are the same keys (their ranges are checked under the name
   // the plan wrote, Checks.cpp).
-  for (auto [ours, peft] : {std::pair{"rank", "r"},
-                            std::pair{"alpha", "lora_alpha"},
-                            std::pair{"dropout", "lora_dropout"},
-                            std::pair{"targets", "target_modules"}}) {
+  for (auto [ours, peft] :
+       {std::pair{"rank", "r"}, std::pair{"alpha", "lora_alpha"},
+        std::pair{"dropout", "lora_dropout"},
+        std::pair{"targets", "target_modules"}}) {
     std::string ourPath = std::string("model.lora.") + ours;
     std::string peftPath = std::string("model.lora.") + peft;
     if (plan.isGiven(ourPath) && plan.isGiven(peftPath)) {

@@ -312,6 +312,24 @@ ModelBuilder &ModelBuilder::numLabels(int64_t n) {
   return *this;
 }
 
+ModelBuilder &ModelBuilder::lora(const LoraSpec &lora) {
+  detail::SyntaxItems block;
+  block.set("rank", integerValue(lora.rank));
+  block.set("alpha", realValue(lora.alpha));
+  block.set("dropout", realValue(lora.dropout));
+  if (!lora.targets.empty()) {
+    Value targets;
+    targets.kind = ValueKind::List;
+    for (const std::string &target : lora.targets)
+      targets.elements.push_back(argument("", nameValue(target)));
+    block.set("targets", std::move(targets));
+  }
+  keys.set("lora", blockValue(block.getBlock()));
+  if (lora.base)
+    keys.set("base", nameValue(stringify(*lora.base)));
+  return *this;
+}
+
 Value ModelBuilder::toSyntax() const {
   return nameWithBlock(name, keys.getBlock());
 }
@@ -661,7 +679,10 @@ syntax::Block PlanBuilder::toSyntax() const {
 PlanBuilder PlanBuilder::resolved(const PlanSpec &plan) {
   PlanBuilder out(plan.name);
   out.fileName = plan.name;
-  out.model(ModelBuilder::from(plan.model, /*everyKey=*/true));
+  ModelBuilder model = ModelBuilder::from(plan.model, /*everyKey=*/true);
+  if (plan.lora)
+    model.lora(*plan.lora);
+  out.model(model);
 
   const ClusterSpec &c = plan.cluster;
   ClusterBuilder cluster;

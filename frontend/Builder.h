@@ -120,6 +120,9 @@ public:
   ModelBuilder &typeVocab(int64_t n);
   ModelBuilder &head(BertHead head);
   ModelBuilder &numLabels(int64_t n);
+  /// `lora { rank alpha dropout targets }`, and `base` when `lora` gives
+  /// one (empty targets: PEFT's default for the family).
+  ModelBuilder &lora(const LoraSpec &lora);
 
   /// The value of the `model` item.
   syntax::Value toSyntax() const;

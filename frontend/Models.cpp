@@ -371,8 +371,8 @@ class UnitParams {
 public:
   UnitParams(std::string name, UnitKind kind, std::string prefix,
              LoraLayout lora = {})
-      : unit{std::move(name), kind, {}}, prefix(std::move(prefix)),
-        lora(lora) {}
+      : unit{std::move(name), kind, {}}, prefix(std::move(prefix)), lora(lora) {
+  }
 
   void add(llvm::StringRef name, llvm::ArrayRef<int64_t> shape,
            llvm::StringRef tiedTo = "") {
@@ -433,8 +433,7 @@ private:
       return;
     int64_t rank = lora.spec->rank;
     addStored((module + ".lora_A.weight").str(), {rank, in}, "", std::nullopt);
-    addStored((module + ".lora_B.weight").str(), {out, rank}, "",
-              std::nullopt);
+    addStored((module + ".lora_B.weight").str(), {out, rank}, "", std::nullopt);
   }
 
   ModelUnit unit;
@@ -451,7 +450,7 @@ std::string layerUnitName(int64_t i) {
 // lm_head. No biases (attention_bias and mlp_bias are false in every preset);
 // RoPE's inv_freq is a non-persistent buffer.
 void enumerateLlama(const ModelSpec &m, std::vector<ModelUnit> &units,
-                   LoraLayout lora) {
+                    LoraLayout lora) {
   const int64_t kvDim = m.kvHeads * m.headDim();
   const int64_t qDim = m.heads * m.headDim();
   UnitParams embed("embed", UnitKind::Embedding, "model.", lora);
@@ -459,7 +458,8 @@ void enumerateLlama(const ModelSpec &m, std::vector<ModelUnit> &units,
   embed.appendTo(units);
 
   for (int64_t i = 0; i < m.layers; ++i) {
-    UnitParams layer(layerUnitName(i), UnitKind::LlamaBlock, ("model.layers." + llvm::Twine(i) + ".").str(), lora);
+    UnitParams layer(layerUnitName(i), UnitKind::LlamaBlock,
+                     ("model.layers." + llvm::Twine(i) + ".").str(), lora);
     layer.linear("self_attn.q_proj", m.hidden, qDim, /*bias=*/false);
     layer.linear("self_attn.k_proj", m.hidden, kvDim, /*bias=*/false);
     layer.linear("self_attn.v_proj", m.hidden, kvDim, /*bias=*/false);
@@ -490,7 +490,8 @@ void enumerateGPT2(const ModelSpec &m, std::vector<ModelUnit> &units,
   embed.appendTo(units);
 
   for (int64_t i = 0; i < m.layers; ++i) {
-    UnitParams layer(layerUnitName(i), UnitKind::GPT2Block, ("transformer.h." + llvm::Twine(i) + ".").str(), lora);
+    UnitParams layer(layerUnitName(i), UnitKind::GPT2Block,
+                     ("transformer.h." + llvm::Twine(i) + ".").str(), lora);
     layer.layerNorm("ln_1", m.hidden);
     layer.conv1d("attn.c_attn", m.hidden, 3 * m.hidden);
     layer.conv1d("attn.c_proj", m.hidden, m.hidden);
@@ -525,7 +526,9 @@ void enumerateBert(const ModelSpec &m, std::vector<ModelUnit> &units,
   embed.appendTo(units);
 
   for (int64_t i = 0; i < m.layers; ++i) {
-    UnitParams layer(layerUnitName(i), UnitKind::BertBlock, ("bert.encoder.layer." + llvm::Twine(i) + ".").str(), lora);
+    UnitParams layer(layerUnitName(i), UnitKind::BertBlock,
+                     ("bert.encoder.layer." + llvm::Twine(i) + ".").str(),
+                     lora);
     layer.linear("attention.self.query", m.hidden, m.hidden, /*bias=*/true);
     layer.linear("attention.self.key", m.hidden, m.hidden, /*bias=*/true);
     layer.linear("attention.self.value", m.hidden, m.hidden, /*bias=*/true);
@@ -653,9 +656,9 @@ std::vector<std::string> plan::defaultLoraTargets(ModelFamily family) {
 }
 
 bool plan::loraTargetMatches(llvm::StringRef module, llvm::StringRef target) {
-  return !target.empty() && (module == target ||
-         (module.ends_with(target) &&
-          module.drop_back(target.size()).ends_with(".")));
+  return !target.empty() &&
+         (module == target || (module.ends_with(target) &&
+                               module.drop_back(target.size()).ends_with(".")));
 }
 
 bool plan::isLoraAdapter(llvm::StringRef paramName) {

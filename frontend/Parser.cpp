@@ -434,8 +434,8 @@ bool PlanParser::parseParenthesized(Value &v) {
   }
 
   std::string what = isCall   ? std::string("call")
-                      : isList ? std::string("list")
-                               : std::string("tuple");
+                     : isList ? std::string("list")
+                              : std::string("tuple");
   auto reportUnclosed = [&] {
     std::string note =
         isCall ? ("call to '" + Twine(v.text) + "' opened here").str()

@@ -114,8 +114,9 @@ LogicalResult expandPlan(PlanOp plan) {
                               ? StringAttr()
                               : builder.getStringAttr(param.tiedTo);
       BaseStorageAttr frozen =
-          param.frozen ? BaseStorageAttr::get(builder.getContext(), *param.frozen)
-                       : BaseStorageAttr();
+          param.frozen
+              ? BaseStorageAttr::get(builder.getContext(), *param.frozen)
+              : BaseStorageAttr();
       ParamOp::create(paramBuilder, loc, param.name,
                       RankedTensorType::get(param.shape, f32), tiedTo, frozen);
     }

@@ -269,3 +269,22 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 // expected-error @below {{expected one of [embedding, llama_block, gpt2_block, bert_block, llama_head, gpt2_head, bert_head] for kind of model unit, got: transformer}}
 plan.unit @a kind transformer {
 }
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64, lora = <rank = 2, alpha = 4.0, targets = ["q_proj"], base = bf16>>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 2, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x2)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
+  plan.unit @a kind embedding {
+    plan.param "w" : tensor<3x8xf32> frozen bf16
+  }
+  plan.unit @b kind llama_head {
+    // expected-error @below {{tied parameter 't' cannot say how it is stored: it is stored as 'w' is}}
+    plan.param "t" : tensor<3x8xf32> tied_to "w" frozen bf16
+  }
+}

@@ -88,3 +88,23 @@
 
 // expected-error @below {{zero1 keeps full parameters on the device; they cannot be offloaded}}
 #bad = #plan.parallel<sharding = zero1, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<params = cpu>, optimizer_step = cpu>
+
+// -----
+
+// expected-error @below {{lora rank must be >= 1, got 0}}
+#bad = #plan.lora<rank = 0, alpha = 8.0, targets = ["q_proj"], base = bf16>
+
+// -----
+
+// expected-error @below {{lora dropout must be in [0, 1), got 1}}
+#bad = #plan.lora<rank = 8, alpha = 8.0, dropout = 1.0, targets = ["q_proj"], base = bf16>
+
+// -----
+
+// expected-error @below {{lora needs at least one target module}}
+#bad = #plan.lora<rank = 8, alpha = 8.0, targets = [], base = nf4>
+
+// -----
+
+// expected-error @below {{lora targets must be module names (non-empty strings)}}
+#bad = #plan.lora<rank = 8, alpha = 8.0, targets = [3], base = nf4>
