@@ -1544,6 +1544,12 @@ bool Analyzer::readEnum(const Value &v, const std::string &path,
 
 bool Analyzer::readPair(const Value &v, const std::string &path,
                         StringRef shape, const ValueReader &element) {
+  if (v.kind == ValueKind::List) {
+    diag.error(v.loc(), formatv("'{0}' expects a tuple {1}, written with "
+                                "parentheses; got a list",
+                                path, shape));
+    return false;
+  }
   if (v.kind != ValueKind::Tuple)
     return typeError(v, path, shape);
   if (v.elements.size() != 2) {

@@ -79,7 +79,6 @@ bool isUnitSpelling(StringRef text) {
 StringRef hintFor(StringRef character) {
   return llvm::StringSwitch<StringRef>(character)
       .Case(":", "; items are written 'key = value'")
-      .Cases({"[", "]"}, "; tuples are written '(a, b)'")
       .Case("'", "; strings use double quotes")
       .Cases({"\u201C", "\u201D", "\u201E", "\u2018", "\u2019"},
              "; strings use plain double quotes '\"'")

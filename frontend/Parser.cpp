@@ -356,7 +356,8 @@ bool PlanParser::parseValue(Value &v, StringRef owner) {
           next.loc().getPointer() != tok.text.end())
         break;
       advance();
-      v.text += "." + tok.text.str();
+      v.text.push_back('.');
+      v.text.append(tok.text.begin(), tok.text.end());
       advance();
     }
     // No item starts with '(' or '{', so these belong to the name even on a
@@ -482,9 +483,7 @@ bool PlanParser::parseParenthesized(Value &v) {
     }
     if (tok.is(close))
       continue;
-    // A new line that does not go on with the elements: the bracket was
-    // never closed (the next item, or the block's end, is not an element).
-    if (tok.is(Token::EndOfFile) || tok.is(Token::RBrace) || tok.atLineStart) {
+    if (tok.is(Token::EndOfFile) || tok.is(Token::RBrace)) {
       reportUnclosed();
       return false;
     }

@@ -588,9 +588,9 @@ TEST(ParserErrors, ExactMessagesAndLocations) {
       {"nodes: 1",
        {"test.plan:1:6: error: unexpected character ':'; items are written "
         "'key = value'"}},
-      {"mesh = [1, 2]",
-       {"test.plan:1:8: error: unexpected character '['; tuples are written "
-        "'(a, b)'"}},
+      {"targets = [q_proj, 2",
+       {"test.plan:1:21: error: expected ']' to close the list opened here",
+        "test.plan:1:11: note: list opened here"}},
       {"name = 'x'",
        {"test.plan:1:8: error: unexpected character '''; strings use double "
         "quotes"}},
