@@ -11,6 +11,8 @@
 
 #include "frontend/Models.h"
 
+#include "runtime/support/NF4Layout.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"
 
@@ -609,6 +611,34 @@ std::vector<ModelUnit> plan::enumerateUnits(const ModelSpec &model,
   return unitsWith(model, LoraLayout{&lora, dense});
 }
 
+int64_t plan::storageBytes(BaseStorage storage, int64_t numel) {
+  switch (storage) {
+  case BaseStorage::NF4:
+    return rt::nf4StorageBytes(numel);
+  case BaseStorage::BF16:
+  case BaseStorage::F16:
+    return 2 * numel;
+  case BaseStorage::F32:
+    return 4 * numel;
+  }
+  llvm_unreachable("unknown storage");
+}
+
+ParamCounts plan::countParams(const std::vector<ModelUnit> &units) {
+  ParamCounts counts;
+  for (const ModelUnit &unit : units)
+    for (const ParamInfo &param : unit.params) {
+      if (!param.tiedTo.empty())
+        continue;
+      counts.total += param.numel();
+      if (param.frozen)
+        counts.frozenBytes += storageBytes(*param.frozen, param.numel());
+      else
+        counts.trainable += param.numel();
+    }
+  return counts;
+}
+
 BaseStorage plan::workingStorage(Precision precision) {
   switch (precision) {
   case Precision::FP32:
@@ -667,12 +697,5 @@ bool plan::isLoraAdapter(llvm::StringRef paramName) {
 }
 
 int64_t plan::countParams(const ModelSpec &model) {
-  // A tied parameter always names one listed before it, so skipping the tied
-  // entries counts every shared storage exactly once.
-  int64_t total = 0;
-  for (const ModelUnit &unit : enumerateUnits(model))
-    for (const ParamInfo &param : unit.params)
-      if (param.tiedTo.empty())
-        total += param.numel();
-  return total;
+  return countParams(enumerateUnits(model)).total;
 }

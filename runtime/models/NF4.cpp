@@ -71,8 +71,6 @@ std::array<float, 256> makeDynamicMap() {
   return map;
 }
 
-int64_t blocksOf(int64_t n, int64_t block) { return (n + block - 1) / block; }
-
 void checkInput(const at::Tensor &x) {
   if (x.scalar_type() != at::kFloat && x.scalar_type() != at::kBFloat16 &&
       x.scalar_type() != at::kHalf)
@@ -89,10 +87,10 @@ void checkStored(const NF4Tensor &q) {
     return t.defined() && t.device().is_cpu() && t.scalar_type() == dtype &&
            t.is_contiguous() && t.numel() == numel;
   };
-  int64_t blocks = blocksOf(q.numel, kNF4BlockSize);
+  int64_t blocks = nf4BlocksOf(q.numel, kNF4BlockSize);
   if (q.numel <= 0 || !is(q.packed, at::kByte, (q.numel + 1) / 2) ||
       !is(q.absmaxCodes, at::kByte, blocks) ||
-      !is(q.absmaxScales, at::kFloat, blocksOf(blocks, kNF4StatsBlockSize)))
+      !is(q.absmaxScales, at::kFloat, nf4BlocksOf(blocks, kNF4StatsBlockSize)))
     throw std::invalid_argument(
         "an NF4 tensor's packed indices, absmax codes and scales do not have "
         "the sizes and dtypes its element count needs");
@@ -167,7 +165,8 @@ NF4Tensor quantizeNF4(const at::Tensor &x) {
   const int64_t count = centered.numel();
   const float *v = centered.data_ptr<float>();
   q.absmaxCodes = at::empty({count}, at::kByte);
-  q.absmaxScales = at::empty({blocksOf(count, kNF4StatsBlockSize)}, at::kFloat);
+  q.absmaxScales =
+      at::empty({nf4BlocksOf(count, kNF4StatsBlockSize)}, at::kFloat);
   uint8_t *codes = q.absmaxCodes.data_ptr<uint8_t>();
   float *scales = q.absmaxScales.data_ptr<float>();
   const std::array<float, 256> &map = dynamicMap();
@@ -213,12 +212,6 @@ at::Tensor dequantizeNF4(const NF4Tensor &q, at::ScalarType dtype) {
     o[i] = code[index] * scale[i / kNF4BlockSize];
   }
   return out.to(dtype).reshape(q.shape);
-}
-
-int64_t nf4StorageBytes(int64_t numel) {
-  int64_t blocks = blocksOf(numel, kNF4BlockSize);
-  return (numel + 1) / 2 + blocks + 4 * blocksOf(blocks, kNF4StatsBlockSize) +
-         4;
 }
 
 } // namespace plan::rt

@@ -24,6 +24,8 @@
 #ifndef PLAN_RUNTIME_MODELS_NF4_H
 #define PLAN_RUNTIME_MODELS_NF4_H
 
+#include "NF4Layout.h"
+
 #include <ATen/ATen.h>
 
 #include <array>
@@ -32,8 +34,7 @@
 
 namespace plan::rt {
 
-constexpr int64_t kNF4BlockSize = 64;
-constexpr int64_t kNF4StatsBlockSize = 256;
+// kNF4BlockSize, kNF4StatsBlockSize and nf4StorageBytes are in NF4Layout.h.
 
 /// The 16 NF4 values, ascending (QLoRA, appendix E; bitsandbytes' table).
 const std::array<float, 16> &nf4Codebook();
@@ -65,10 +66,6 @@ at::Tensor dequantizeNF4Absmax(const NF4Tensor &q);
 
 /// `q` in `dtype` (fp32, bf16 or fp16), shaped as it was, on the CPU.
 at::Tensor dequantizeNF4(const NF4Tensor &q, at::ScalarType dtype);
-
-/// Bytes `numel` elements take in NF4: the packed indices, one absmax index
-/// a block, an fp32 scale a block of absmax, and the fp32 offset.
-int64_t nf4StorageBytes(int64_t numel);
 
 } // namespace plan::rt
 

@@ -172,6 +172,21 @@ static void printSummary(const plan::PlanSpec &p, llvm::raw_ostream &os) {
       plan::rt::support::withThousands(plan::countParams(m)), c.nodes,
       c.gpusPerNode, c.device.name, plan::stringify(p.parallel.sharding),
       plan::stringify(t.precision), globalBatch, t.seqLen);
+  if (const std::optional<plan::LoraSpec> &lora = p.lora) {
+    plan::ParamCounts counts = plan::countParams(
+        plan::enumerateUnits(m, *lora, plan::workingStorage(t.precision)));
+    os << llvm::formatv(
+        "  LoRA rank {0}, alpha {1} on {2}: {3} trainable parameters of {4} "
+        "({5:f2}%); frozen base in {6}: {7}\n",
+        lora->rank, plan::formatF64(lora->alpha),
+        llvm::join(lora->targets, ", "),
+        plan::rt::support::withThousands(counts.trainable),
+        plan::rt::support::withThousands(counts.total),
+        100.0 * static_cast<double>(counts.trainable) /
+            static_cast<double>(counts.total),
+        plan::stringify(*lora->base),
+        plan::rt::support::formatBytes(counts.frozenBytes));
+  }
 }
 
 /// Opens `path` ("-": stdout), lets `write` fill it and keeps it; a file that
