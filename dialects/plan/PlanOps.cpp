@@ -183,31 +183,49 @@ LogicalResult GroupOp::verify() {
   if (getUnits().empty())
     return emitOpError("must hold at least one unit");
   auto plan = (*this)->getParentOfType<PlanOp>();
-  int64_t stored = 0;
+  int64_t stored = 0, frozen = 0;
   for (auto unit : getUnits().getAsRange<FlatSymbolRefAttr>()) {
     UnitOp op = plan.lookupUnit(unit.getValue());
     if (!op)
       return emitOpError("'") << unit.getValue() << "' is not a plan.unit";
     stored += op.getStoredNumel();
+    frozen += op.getFrozenNumel();
   }
-  std::optional<int64_t> numel = getNumel(), padded = getPaddedNumel(),
-                         shard = getShardNumel();
-  if (numel && *numel != stored)
-    return emitOpError("numel ")
-           << *numel << " is not the " << stored << " elements its units store";
-  if (padded && (!numel || *padded < *numel))
-    return emitOpError("padded_numel must be at least numel");
-  if (shard) {
-    if (!padded || *shard < 1 || *padded % *shard != 0)
-      return emitOpError("shard_numel must divide padded_numel");
-    int64_t shards = *padded / *shard;
-    int64_t groupSize =
-        plan.getGridOp() ? plan.getGridOp().getShape().back() : shards;
-    if (shards != groupSize)
-      return emitOpError("padded_numel / shard_numel = ")
-             << shards << " shards, but the mesh's shard axis has " << groupSize
-             << " ranks";
-  }
+  int64_t groupSize = plan.getGridOp() && !plan.getGridOp().getShape().empty()
+                          ? plan.getGridOp().getShape().back()
+                          : 0;
+  // One flat buffer's sizes: `what` is "" for the trainable one, "frozen_"
+  // for the frozen one.
+  auto verifySizes = [&](StringRef what, int64_t holds,
+                         std::optional<int64_t> numel,
+                         std::optional<int64_t> padded,
+                         std::optional<int64_t> shard) -> LogicalResult {
+    if (numel && *numel != holds)
+      return emitOpError() << what << "numel " << *numel << " is not the "
+                           << holds << " elements its units store"
+                           << (what.empty() ? " that train" : " frozen");
+    if (padded && (!numel || *padded < *numel))
+      return emitOpError() << what << "padded_numel must be at least " << what
+                           << "numel";
+    if (shard) {
+      if (!padded || *shard < 0 || (*shard == 0 && *padded != 0) ||
+          (*shard > 0 && *padded % *shard != 0))
+        return emitOpError()
+               << what << "shard_numel must divide " << what << "padded_numel";
+      int64_t shards = *shard ? *padded / *shard : groupSize;
+      if (groupSize && shards != groupSize)
+        return emitOpError() << what << "padded_numel / " << what
+                             << "shard_numel = " << shards
+                             << " shards, but the mesh's shard axis has "
+                             << groupSize << " ranks";
+    }
+    return success();
+  };
+  if (failed(verifySizes("", stored, getNumel(), getPaddedNumel(),
+                         getShardNumel())) ||
+      failed(verifySizes("frozen_", frozen, getFrozenNumel(),
+                         getFrozenPaddedNumel(), getFrozenShardNumel())))
+    return failure();
   return success();
 }
 
@@ -218,7 +236,15 @@ LogicalResult GroupOp::verify() {
 int64_t UnitOp::getStoredNumel() {
   int64_t numel = 0;
   for (auto param : getBody().getOps<ParamOp>())
-    if (!param.getTiedTo())
+    if (!param.getTiedTo() && !param.getFrozen())
+      numel += param.getTensorType().getNumElements();
+  return numel;
+}
+
+int64_t UnitOp::getFrozenNumel() {
+  int64_t numel = 0;
+  for (auto param : getBody().getOps<ParamOp>())
+    if (!param.getTiedTo() && param.getFrozen())
       numel += param.getTensorType().getNumElements();
   return numel;
 }

@@ -85,9 +85,12 @@ def Plan_UnitOp : Plan_Op<"unit", [
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    /// Elements this unit stores: its parameters except those tied to a
-    /// parameter of another unit (stored once, where they are defined).
+    /// Elements this unit stores that train: its parameters except frozen
+    /// ones and those tied to a parameter of another unit (stored once,
+    /// where they are defined).
     int64_t getStoredNumel();
+    /// Elements of its frozen parameters (a LoRA base), tied ones excluded.
+    int64_t getFrozenNumel();
     /// Elements of all the parameters this unit computes with, tied ones
     /// included.
     int64_t getParamNumel();
@@ -100,8 +103,12 @@ def Plan_GroupOp : Plan_Op<"group", [Symbol, HasParent<"PlanOp">]> {
     The FlatParameter of FSDP: the stored parameters of `units`, concatenated
     in order into one flat buffer, so one collective moves all of them. The
     wrap policy forms groups (`plan-wrap-units`); `plan-assign-sharding` adds
-    `numel` (stored elements), `padded_numel` (rounded up to a multiple of the
-    shard group size so every rank holds an equal shard) and `shard_numel`.
+    `numel` (stored elements that train), `padded_numel` (rounded up to a
+    multiple of the shard group size so every rank holds an equal shard) and
+    `shard_numel`. Frozen parameters (a LoRA base) are a second flat buffer
+    of the group, sized the same way by `frozen_numel`,
+    `frozen_padded_numel` and `frozen_shard_numel`; a group of a LoRA run may
+    train nothing (`numel = 0`, the embeddings and the head).
 
     ```mlir
     plan.group @fsdp.root units [@embed, @head] {numel = 65600, padded_numel = 65600, shard_numel = 32800}
@@ -112,7 +119,10 @@ def Plan_GroupOp : Plan_Op<"group", [Symbol, HasParent<"PlanOp">]> {
     TypedArrayAttrBase<FlatSymbolRefAttr, "unit symbols">:$units,
     OptionalAttr<I64Attr>:$numel,
     OptionalAttr<I64Attr>:$padded_numel,
-    OptionalAttr<I64Attr>:$shard_numel);
+    OptionalAttr<I64Attr>:$shard_numel,
+    OptionalAttr<I64Attr>:$frozen_numel,
+    OptionalAttr<I64Attr>:$frozen_padded_numel,
+    OptionalAttr<I64Attr>:$frozen_shard_numel);
   let assemblyFormat = "$sym_name `units` $units attr-dict";
   let hasVerifier = 1;
 }

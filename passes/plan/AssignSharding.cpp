@@ -41,14 +41,15 @@ LogicalResult assignSharding(PlanOp plan) {
 
   Builder builder(plan.getContext());
   for (GroupOp group : groups) {
-    int64_t numel = 0;
+    int64_t numel = 0, frozen = 0;
     for (auto ref : group.getUnits().getAsRange<FlatSymbolRefAttr>()) {
       UnitOp unit = plan.lookupUnit(ref.getValue());
       if (!unit)
         return group.emitError("'") << ref.getValue() << "' is not a plan.unit";
       numel += unit.getStoredNumel();
+      frozen += unit.getFrozenNumel();
     }
-    if (numel == 0)
+    if (numel == 0 && frozen == 0)
       return group.emitError("group '")
              << group.getSymName()
              << "' stores no elements (all its parameters are tied to other "
@@ -57,6 +58,14 @@ LogicalResult assignSharding(PlanOp plan) {
     group.setNumelAttr(builder.getI64IntegerAttr(numel));
     group.setPaddedNumelAttr(builder.getI64IntegerAttr(padded));
     group.setShardNumelAttr(builder.getI64IntegerAttr(padded / shardRanks));
+    // The frozen base (LoRA) is sharded as the trainable parameters are.
+    if (frozen) {
+      int64_t frozenPadded = llvm::divideCeil(frozen, shardRanks) * shardRanks;
+      group.setFrozenNumelAttr(builder.getI64IntegerAttr(frozen));
+      group.setFrozenPaddedNumelAttr(builder.getI64IntegerAttr(frozenPadded));
+      group.setFrozenShardNumelAttr(
+          builder.getI64IntegerAttr(frozenPadded / shardRanks));
+    }
   }
   return success();
 }

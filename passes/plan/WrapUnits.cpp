@@ -130,7 +130,7 @@ LogicalResult wrapPlan(PlanOp plan) {
         });
     GroupOp::create(builder, plan.getLoc(), group.name,
                     builder.getArrayAttr(refs), IntegerAttr(), IntegerAttr(),
-                    IntegerAttr());
+                    IntegerAttr(), IntegerAttr(), IntegerAttr(), IntegerAttr());
   }
   return success();
 }

@@ -288,3 +288,38 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp 
     plan.param "t" : tensor<3x8xf32> tied_to "w" frozen bf16
   }
 }
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64, lora = <rank = 2, alpha = 4.0, targets = ["q_proj"], base = bf16>>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 2, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x2)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
+  plan.unit @a kind embedding {
+    plan.param "w" : tensor<3x8xf32> frozen bf16
+    plan.param "w.lora_A.weight" : tensor<2x8xf32>
+  }
+  // expected-error @below {{frozen_numel 20 is not the 24 elements its units store frozen}}
+  plan.group @g units [@a] {numel = 16, padded_numel = 16, shard_numel = 8, frozen_numel = 20, frozen_padded_numel = 20, frozen_shard_numel = 10}
+}
+
+// -----
+
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64, lora = <rank = 2, alpha = 4.0, targets = ["q_proj"], base = bf16>>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 2, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x2)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
+  plan.unit @a kind embedding {
+    plan.param "w" : tensor<3x8xf32> frozen bf16
+  }
+  // expected-error @below {{frozen_padded_numel / frozen_shard_numel = 3 shards, but the mesh's shard axis has 2 ranks}}
+  plan.group @g units [@a] {numel = 0, padded_numel = 0, shard_numel = 0, frozen_numel = 24, frozen_padded_numel = 24, frozen_shard_numel = 8}
+}
