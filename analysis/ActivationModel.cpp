@@ -231,12 +231,36 @@ static int64_t inWorkingElements(int64_t bytes, TrainAttr train) {
   return std::max<int64_t>((bytes + working - 1) / working, 1);
 }
 
-int64_t plan::savesElements(UnitKind kind, ModelAttr model, TrainAttr train,
+int64_t plan::loraActivationBytes(UnitOp unit, ModelAttr model,
+                                  int64_t microBatch, int64_t seqLen,
+                                  int64_t workingBytes) {
+  LoraAttr lora = model.getLora();
+  if (!lora)
+    return 0;
+  int64_t tokens = microBatch * seqLen, total = 0;
+  bool dropout = lora.getDropout().value > 0;
+  for (auto param : unit.getBody().getOps<ParamOp>()) {
+    // lora_A: [rank, in].
+    if (!param.getParamName().ends_with(".lora_A.weight"))
+      continue;
+    llvm::ArrayRef<int64_t> shape = param.getTensorType().getShape();
+    int64_t rank = shape.front(), in = shape.back();
+    total += tokens * rank * workingBytes;
+    if (dropout)
+      total += tokens * in * (workingBytes + 1);
+  }
+  return total;
+}
+
+int64_t plan::savesElements(UnitOp unit, ModelAttr model, TrainAttr train,
                             bool ownInput) {
-  return inWorkingElements(activationBytes(kind, model, train.getMicroBatch(),
-                                           train.getSeqLen(),
-                                           workingBytes(train), ownInput),
-                           train);
+  int64_t w = workingBytes(train);
+  return inWorkingElements(
+      activationBytes(unit.getKind(), model, train.getMicroBatch(),
+                      train.getSeqLen(), w, ownInput) +
+          loraActivationBytes(unit, model, train.getMicroBatch(),
+                              train.getSeqLen(), w),
+      train);
 }
 
 int64_t plan::checkpointElements(ModelAttr model, TrainAttr train) {

@@ -20,6 +20,15 @@ int64_t activationBytes(UnitKind kind, ModelAttr model, int64_t microBatch,
                         int64_t seqLen, int64_t workingBytes,
                         bool ownInput = false);
 
+/// Bytes the LoRA adapters of `unit` add to what it keeps for backward (0
+/// without adapters): for each adapted layer, the rank-wide intermediate
+/// x A^T that B's gradient reads and, with dropout, the dropped input and
+/// its mask (one byte an element). The base's own saves are counted as a
+/// full fine-tune's (activationBytes), which a frozen weight needs no more
+/// of: an upper bound until the runtime's LoRA units are measured.
+int64_t loraActivationBytes(UnitOp unit, ModelAttr model, int64_t microBatch,
+                            int64_t seqLen, int64_t workingBytes);
+
 /// Bytes a checkpointed block saves: its input hidden states.
 int64_t checkpointBytes(ModelAttr model, int64_t microBatch, int64_t seqLen,
                         int64_t workingBytes);
@@ -29,10 +38,10 @@ int64_t checkpointBytes(ModelAttr model, int64_t microBatch, int64_t seqLen,
 int64_t workingBytes(TrainAttr train);
 
 /// Elements of a saves buffer of `train`'s micro-batch: `activationBytes`
-/// (or, `checkpointed`, `checkpointBytes`) in the working type, rounded up,
-/// at least one. sched-lower and sched-activation-checkpointing size the
+/// and `loraActivationBytes` (or, `checkpointed`, `checkpointBytes`) in the
+/// working type, rounded up, at least one. sched-lower and sched-activation-checkpointing size the
 /// buffers with it; sched-insert-casts retypes them to the working type.
-int64_t savesElements(UnitKind kind, ModelAttr model, TrainAttr train,
+int64_t savesElements(UnitOp unit, ModelAttr model, TrainAttr train,
                       bool ownInput = false);
 int64_t checkpointElements(ModelAttr model, TrainAttr train);
 

@@ -35,6 +35,24 @@ llvm::StringRef plan::streamName(Stream stream) {
   return "";
 }
 
+/// Elements of the frozen parameters `unit` computes with, tied ones
+/// included (a LoRA head reads the frozen embedding).
+static int64_t frozenParamNumel(UnitOp unit) {
+  auto plan = unit->getParentOfType<PlanOp>();
+  int64_t numel = 0;
+  for (auto param : unit.getBody().getOps<ParamOp>()) {
+    bool frozen = param.getFrozen().has_value();
+    if (std::optional<StringRef> tied = param.getTiedTo())
+      for (auto other : plan.getBody().getOps<UnitOp>())
+        for (auto p : other.getBody().getOps<ParamOp>())
+          if (p.getParamName() == *tied)
+            frozen = p.getFrozen().has_value();
+    if (frozen)
+      numel += param.getTensorType().getNumElements();
+  }
+  return numel;
+}
+
 UnitFlops plan::unitForwardFlops(UnitOp unit, ModelAttr model,
                                  int64_t microBatch, int64_t seqLen) {
   UnitFlops flops;
@@ -48,6 +66,7 @@ UnitFlops plan::unitForwardFlops(UnitOp unit, ModelAttr model,
       model.getBertHead() == BertHead::SequenceClassification)
     rows = b; // the pooler and classifier read the first token only
   flops.model = flops.executed = 2 * params * rows;
+  flops.frozen = 2 * static_cast<double>(frozenParamNumel(unit)) * rows;
   if (kind == UnitKind::LlamaBlock || kind == UnitKind::GPT2Block ||
       kind == UnitKind::BertBlock) {
     // QK^T and AV: 2 FLOPs per multiply-add, s x s per head dimension.
@@ -170,10 +189,13 @@ LogicalResult StepSimulation::runUnit(Operation *op, StringRef what,
   TrainAttr train = plan.getTrain();
   UnitFlops flops = unitForwardFlops(unit, plan.getModel(),
                                      train.getMicroBatch(), train.getSeqLen());
+  // A forward and its backward (which skips a frozen base's weight
+  // gradients).
   if (countModel)
-    time.modelFlops += 3 * flops.model;
-  time.executedFlops += passes * flops.executed;
-  double seconds = secondsOfFlops(passes * flops.executed);
+    time.modelFlops += 3 * flops.model - flops.frozen;
+  double executed = passes == 2 ? flops.backward() : flops.executed;
+  time.executedFlops += executed;
+  double seconds = secondsOfFlops(executed);
   if (unit.getKind() == UnitKind::Embedding) {
     // No matmul: a gather of one row per token (forward) or a scatter-add
     // into the gradient (backward), each reading and writing T x hidden

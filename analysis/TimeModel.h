@@ -49,6 +49,14 @@ struct UnitFlops {
   /// the kernels compute (half of 4 b s^2 h per causal block). The same as
   /// `executed` for one forward; the step's totals differ by recompute.
   double model = 0;
+  /// The part of both that multiplies by frozen weights (a LoRA base):
+  /// backward computes only the input's gradient for it, one pass, where
+  /// the rest takes two.
+  double frozen = 0;
+
+  /// Backward's FLOPs: twice the forward's, less the weight gradients a
+  /// frozen base does not have.
+  double backward() const { return 2 * executed - frozen; }
 };
 
 /// Forward FLOPs of `unit` for `microBatch` sequences of `seqLen` tokens:

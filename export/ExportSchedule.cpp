@@ -476,6 +476,14 @@ FailureOr<rt::Schedule> exportSchedule(ModuleOp module) {
   if (!plan)
     return program.emitError("its plan ")
            << program.getPlanAttr() << " is not in the module";
+  // The file format has no frozen base and the runtime no adapters yet
+  // (issue 17): a file it would refuse, or misread, is not written.
+  if (plan.getModel().getLora())
+    return mlir::emitError(program.getLoc(),
+                           "a LoRA plan's schedule file is not written yet: "
+                           "plan-run does not train adapters; planc "
+                           "--report and plan-opt --plan-lower show its "
+                           "schedule");
   return ScheduleExporter(program, plan).run();
 }
 

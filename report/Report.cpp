@@ -43,8 +43,10 @@ llvm::StringRef plan::memoryCategoryName(MemoryCategory category) {
 
 MemoryCategory plan::memoryCategoryOf(sched::BufferRole role) {
   switch (role) {
+  // A LoRA run's frozen base is parameters too.
   case sched::BufferRole::Param:
   case sched::BufferRole::Gathered:
+  case sched::BufferRole::Frozen:
     return MemoryCategory::Params;
   case sched::BufferRole::Grad:
   case sched::BufferRole::UnshardedGrad:
@@ -250,8 +252,12 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module) {
   report.worldSize = cluster.getWorldSize();
   report.meshReplicate = program.getGroupSize(sched::Group::Replicate);
   report.meshShard = program.getGroupSize(sched::Group::Shard);
-  for (UnitOp unit : plan.getBody().front().getOps<UnitOp>())
+  for (UnitOp unit : plan.getBody().front().getOps<UnitOp>()) {
     report.params += unit.getStoredNumel();
+    report.frozenParams += unit.getFrozenNumel();
+  }
+  if (LoraAttr lora = plan.getModel().getLora())
+    report.frozenStorage = stringifyBaseStorage(lora.getBase()).str();
   report.sharding = parallel.getSharding();
   report.precision = train.getPrecision();
   if (train.getPrecision() != Precision::FP32)
@@ -322,8 +328,11 @@ void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
                       r.gpusPerNode, r.deviceName, r.meshReplicate, r.meshShard,
                       stringifySharding(r.sharding),
                       stringifyPrecision(r.precision), offloadSummary(r));
-  os << llvm::formatv("  parameters      {0} trainable\n",
-                      withThousands(r.params));
+  os << llvm::formatv("  parameters      {0} trainable", withThousands(r.params));
+  if (r.frozenParams)
+    os << llvm::formatv(", {0} frozen in {1} (LoRA)",
+                        withThousands(r.frozenParams), r.frozenStorage);
+  os << "\n";
   os << llvm::formatv("  tokens/step     {0} = micro_batch {1} x seq_len {2} "
                       "x grad_accum {3} x {4} rank(s); checkpointing {5}\n",
                       withThousands(r.time.tokensPerStep), r.microBatch,
@@ -566,6 +575,7 @@ llvm::json::Value plan::reportToJson(const ScheduleReport &r,
       {"sharding", stringifySharding(r.sharding)},
       {"precision", stringifyPrecision(r.precision)},
       {"params", r.params},
+      {"frozen_params", r.frozenParams},
       {"memory", llvm::json::Object{{"device", std::move(deviceJson)},
                                     {"host", std::move(hostJson)},
                                     {"fits", memory.fits()},

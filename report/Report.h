@@ -29,16 +29,17 @@ namespace plan {
 /// The memory report's categories; each sched.BufferRole belongs to one
 /// (docs/report.md, "Memory").
 enum class MemoryCategory {
-  Params,      // param, gathered
+  Params,      // param, gathered, frozen
   Grads,       // grad, unsharded_grad, bucket
   Optimizer,   // master, exp_avg, exp_avg_sq, momentum
   Activations, // activations
   CommBuffers, // staging
-  Other,       // scalar (and, at the peak, the arena's slack)
+  Other,       // scalar, loss_scale (and, at the peak, the arena's slack)
 };
 constexpr int kNumMemoryCategories = 6;
-constexpr int kNumBufferRoles = 12;
-constexpr int kNumMemorySpaces = 3; // sched::MemorySpace
+// From the enums, so that a new role or space is counted.
+constexpr int kNumBufferRoles = sched::getMaxEnumValForBufferRole() + 1;
+constexpr int kNumMemorySpaces = sched::getMaxEnumValForMemorySpace() + 1;
 
 /// "params", "grads", "optimizer", "activations", "comm_buffers", "other".
 llvm::StringRef memoryCategoryName(MemoryCategory category);
@@ -139,6 +140,9 @@ struct ScheduleReport {
   int64_t meshShard = 1;
   /// Trainable parameters (tied ones once).
   int64_t params = 0;
+  /// Frozen ones (a LoRA base; tied ones once), and how they are stored.
+  int64_t frozenParams = 0;
+  std::string frozenStorage;
   /// The settings the fit check's alternatives change.
   Sharding sharding = Sharding::NoShard;
   Precision precision = Precision::FP32;

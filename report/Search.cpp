@@ -638,13 +638,6 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
       loadPlan(sourceMgr, bufferId, overrides, name, diag);
   if (!given)
     return std::nullopt;
-  if (given->lora) {
-    // Every candidate would fail the same way and read as "nothing fits".
-    diag.error(given->locOf("model.lora"),
-               "--search ranks plans by their lowering, and lowering a LoRA "
-               "plan (its frozen base) is not implemented yet");
-    return std::nullopt;
-  }
   int64_t world = given->cluster.worldSize();
   int64_t globalBatch = options.globalBatch
                             ? options.globalBatch

@@ -113,12 +113,16 @@ class Sched_NumelTimesGroup<string wholeName, string partName>
 class Sched_RankOfGroup<string attrName> : Sched_FileCheck {
   string attr = attrName;
 }
-// `params` holds exactly the stored elements of the op's unit; `tied` is
-// given exactly when the unit ties a parameter stored in another unit, and
-// then holds that unit's stored elements.
-class Sched_UnitStorage<string paramsName, string tiedName> : Sched_FileCheck {
+// `params` holds exactly the stored elements of the op's unit that train,
+// given exactly when it has some; `frozen` its frozen stored elements (the
+// base of a LoRA run), given exactly when it has some; `tied` is given
+// exactly when the unit ties a parameter stored in another unit, and then
+// holds that unit's stored elements (its frozen ones in a LoRA run).
+class Sched_UnitStorage<string paramsName, string tiedName,
+                        string frozenName> : Sched_FileCheck {
   string params = paramsName;
   string tied = tiedName;
+  string frozen = frozenName;
 }
 // The variadic operand holds as many buffers as the schedule's optimizer
 // keeps (adamw 2, sgd with momentum 1, sgd 0).

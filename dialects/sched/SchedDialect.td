@@ -82,7 +82,8 @@ def Sched_BufferRole : Sched_Enum<"BufferRole", "what a buffer holds", [
   I32EnumAttrCase<"Bucket", 9, "bucket">,            // gradient reduction bucket
   I32EnumAttrCase<"Staging", 10, "staging">,         // a copy in another memory space or dtype
   I32EnumAttrCase<"Scalar", 11, "scalar">,           // a norm, a found-inf flag
-  I32EnumAttrCase<"LossScale", 12, "loss_scale">]>;  // fp16's loss scale (persistent)
+  I32EnumAttrCase<"LossScale", 12, "loss_scale">,    // fp16's loss scale (persistent)
+  I32EnumAttrCase<"Frozen", 13, "frozen">]>;         // weights that do not train (a LoRA base)
 
 def Sched_BufferRoleAttr : EnumAttr<Sched_Dialect, Sched_BufferRole, "role"> {
 }

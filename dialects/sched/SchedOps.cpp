@@ -277,9 +277,10 @@ static LogicalResult verifyUnitAndMicroBatch(Operation *op,
   return success();
 }
 
-/// The stored elements of the unit holding the parameter `unit` ties to, or
-/// 0 when it ties nothing.
-static int64_t tiedNumel(plan::UnitOp unit) {
+/// What `unit` ties to: the stored elements of the unit holding that
+/// parameter (its frozen ones when the parameter is frozen), 0 when it ties
+/// nothing; and whether the parameter is frozen.
+static std::pair<int64_t, bool> tiedStorage(plan::UnitOp unit) {
   auto plan = unit->getParentOfType<plan::PlanOp>();
   for (auto param : unit.getBody().getOps<plan::ParamOp>()) {
     std::optional<StringRef> tied = param.getTiedTo();
@@ -288,24 +289,48 @@ static int64_t tiedNumel(plan::UnitOp unit) {
     for (auto other : plan.getBody().getOps<plan::UnitOp>())
       for (auto p : other.getBody().getOps<plan::ParamOp>())
         if (p.getParamName() == *tied)
-          return other.getStoredNumel();
+          return p.getFrozen() ? std::pair(other.getFrozenNumel(), true)
+                               : std::pair(other.getStoredNumel(), false);
   }
-  return 0;
+  return {0, false};
 }
+
+/// Whether `unit` ties to a frozen parameter (then its tied buffer gets no
+/// gradient).
+static bool tiesFrozen(plan::UnitOp unit) { return tiedStorage(unit).second; }
 
 /// Checks a compute op's unit, micro-batch and parameter operands.
 static LogicalResult verifyCompute(Operation *op, SymbolRefAttr unitRef,
                                    int64_t microBatch, Value params, Value tied,
-                                   plan::UnitOp &unit) {
+                                   Value frozen, plan::UnitOp &unit) {
   if (failed(verifyUnitAndMicroBatch(op, unitRef, microBatch, unit)))
     return failure();
   if (!unit)
     return success();
-  if (numel(params) != unit.getStoredNumel())
+  int64_t stored = unit.getStoredNumel(), frozenStored = unit.getFrozenNumel();
+  if (bool(params) != (stored > 0))
     return op->emitOpError("unit '")
-           << unit.getSymName() << "' stores " << unit.getStoredNumel()
+           << unit.getSymName() << "' stores " << stored
+           << " elements that train: `params` is given exactly when it "
+              "stores some";
+  if (params && numel(params) != stored)
+    return op->emitOpError("unit '")
+           << unit.getSymName() << "' stores " << stored
            << " elements, its params buffer has " << numel(params);
-  int64_t tiedElements = tiedNumel(unit);
+  if (bool(frozen) != (frozenStored > 0))
+    return op->emitOpError("unit '")
+           << unit.getSymName() << "' stores " << frozenStored
+           << " frozen elements: `frozen` is given exactly when it stores "
+              "some";
+  if (frozen && numel(frozen) != frozenStored)
+    return op->emitOpError("unit '")
+           << unit.getSymName() << "' stores " << frozenStored
+           << " frozen elements, its frozen buffer has " << numel(frozen);
+  if (params && frozen && elementType(frozen) != elementType(params))
+    return op->emitOpError(
+        "`frozen` and `params` must share an element type (compute reads "
+        "both in the working type)");
+  int64_t tiedElements = tiedStorage(unit).first;
   if (tiedElements && !tied)
     return op->emitOpError("unit '")
            << unit.getSymName()
@@ -316,7 +341,8 @@ static LogicalResult verifyCompute(Operation *op, SymbolRefAttr unitRef,
   if (tied && numel(tied) != tiedElements)
     return op->emitOpError("the unit holding the tied parameter stores ")
            << tiedElements << " elements, `tied` has " << numel(tied);
-  if (tied && elementType(tied) != elementType(params))
+  Value own = params ? params : frozen;
+  if (tied && own && elementType(tied) != elementType(own))
     return op->emitOpError("`tied` and `params` must share an element type");
   return success();
 }
@@ -328,24 +354,29 @@ plan::UnitOp BackwardOp::getUnitOp() { return lookupUnit(*this, getUnit()); }
 LogicalResult ForwardOp::verify() {
   plan::UnitOp unit;
   return verifyCompute(*this, getUnit(), getMicroBatch(), getParams(),
-                       getTied(), unit);
+                       getTied(), getFrozen(), unit);
 }
 
 LogicalResult RecomputeOp::verify() {
   plan::UnitOp unit;
   return verifyCompute(*this, getUnit(), getMicroBatch(), getParams(),
-                       getTied(), unit);
+                       getTied(), getFrozen(), unit);
 }
 
 LogicalResult BackwardOp::verify() {
   plan::UnitOp unit;
   if (failed(verifyCompute(*this, getUnit(), getMicroBatch(), getParams(),
-                           getTied(), unit)))
+                           getTied(), getFrozen(), unit)))
     return failure();
-  if (numel(getGrads()) != numel(getParams()))
+  if (bool(getGrads()) != bool(getParams()))
+    return emitOpError("`grads` goes with `params`");
+  if (getGrads() && numel(getGrads()) != numel(getParams()))
     return emitOpError("grads must have the layout of params: ")
            << numel(getGrads()) << " elements, not " << numel(getParams());
-  if (bool(getTied()) != bool(getTiedGrads()))
+  bool tiedTrains = getTied() && !(unit && tiesFrozen(unit));
+  if (getTiedGrads() && getTied() && !tiedTrains)
+    return emitOpError("`tied` is frozen: it gets no `tied_grads`");
+  if (tiedTrains != bool(getTiedGrads()))
     return emitOpError("`tied_grads` goes with `tied`");
   if (getTiedGrads() && numel(getTiedGrads()) != numel(getTied()))
     return emitOpError("`tied_grads` must have the layout of `tied`");

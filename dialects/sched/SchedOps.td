@@ -295,33 +295,37 @@ class Sched_ComputeOp<string mnemonic, list<Trait> traits = []>
   }];
 }
 
-def Sched_ForwardOp : Sched_ComputeOp<"forward"> {
+def Sched_ForwardOp : Sched_ComputeOp<"forward", [AttrSizedOperandSegments]> {
   let summary = "Forward of one unit for one micro-batch";
   let description = [{
-    Reads the unit's parameters (`params`: exactly its stored elements, in
-    its parameters' order; `tied`: the unit that stores a parameter this one
-    ties to) and writes what backward needs into `saves`. The embedding's
-    input is the micro-batch's tokens; every other unit's input is the
-    previous unit's output, which its `saves` holds.
+    Reads the unit's parameters (`params`: exactly its stored elements that
+    train, in its parameters' order; `frozen`: its frozen ones, the base of
+    a LoRA run, in the working type; `tied`: the unit that stores a
+    parameter this one ties to) and writes what backward needs into
+    `saves`. The embedding's input is the micro-batch's tokens; every other
+    unit's input is the previous unit's output, which its `saves` holds.
   }];
   let arguments = (ins Sched_UnitRefAttr:$unit,
                        Sched_MicroBatchAttr:$micro_batch,
-                       Arg<Sched_Buffer, "", [Sched_Reads]>:$params,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$params,
                        Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$tied,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$frozen,
                        Arg<Sched_Buffer, "", [Sched_Writes]>:$saves);
   let assemblyFormat = [{
-    $unit `mb` $micro_batch `params` `(` $params `:` type($params) `)`
+    $unit `mb` $micro_batch (`params` `(` $params^ `:` type($params) `)`)?
     (`tied` `(` $tied^ `:` type($tied) `)`)?
+    (`frozen` `(` $frozen^ `:` type($frozen) `)`)?
     `saves` `(` $saves `:` type($saves) `)` attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = computeExtraDeclaration;
-  let fileChecks = [Sched_UnitStorage<"params", "tied">,
-                    Sched_Roles<["params", "tied"], ["param", "gathered", "staging"]>,
+  let fileChecks = [Sched_UnitStorage<"params", "tied", "frozen">,
+                    Sched_Roles<["params"], ["param", "gathered", "staging"]>,
+                    Sched_Roles<["tied", "frozen"], ["param", "gathered", "staging", "frozen"]>,
                     Sched_Roles<["saves"], ["activations"]>];
 }
 
-def Sched_RecomputeOp : Sched_ComputeOp<"recompute"> {
+def Sched_RecomputeOp : Sched_ComputeOp<"recompute", [AttrSizedOperandSegments]> {
   let summary = "Forward again in backward (activation checkpointing)";
   let description = [{
     With activation checkpointing the forward of a block saves only its
@@ -330,20 +334,23 @@ def Sched_RecomputeOp : Sched_ComputeOp<"recompute"> {
   }];
   let arguments = (ins Sched_UnitRefAttr:$unit,
                        Sched_MicroBatchAttr:$micro_batch,
-                       Arg<Sched_Buffer, "", [Sched_Reads]>:$params,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$params,
                        Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$tied,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$frozen,
                        Arg<Sched_Buffer, "", [Sched_Reads]>:$input,
                        Arg<Sched_Buffer, "", [Sched_Writes]>:$saves);
   let assemblyFormat = [{
-    $unit `mb` $micro_batch `params` `(` $params `:` type($params) `)`
+    $unit `mb` $micro_batch (`params` `(` $params^ `:` type($params) `)`)?
     (`tied` `(` $tied^ `:` type($tied) `)`)?
+    (`frozen` `(` $frozen^ `:` type($frozen) `)`)?
     `from` `(` $input `:` type($input) `)`
     `saves` `(` $saves `:` type($saves) `)` attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = computeExtraDeclaration;
-  let fileChecks = [Sched_UnitStorage<"params", "tied">,
-                    Sched_Roles<["params", "tied"], ["param", "gathered", "staging"]>,
+  let fileChecks = [Sched_UnitStorage<"params", "tied", "frozen">,
+                    Sched_Roles<["params"], ["param", "gathered", "staging"]>,
+                    Sched_Roles<["tied", "frozen"], ["param", "gathered", "staging", "frozen"]>,
                     Sched_Roles<["input", "saves"], ["activations"]>];
 }
 
@@ -367,32 +374,36 @@ def Sched_LossOp : Sched_Op<"loss"> {
 def Sched_BackwardOp : Sched_ComputeOp<"backward", [AttrSizedOperandSegments]> {
   let summary = "Backward of one unit for one micro-batch";
   let description = [{
-    Adds the gradients of the unit's stored parameters into `grads` (same
-    layout as `params`) and, when it ties a parameter stored elsewhere, that
-    parameter's gradient into `tied_grads`. Reads and then no longer needs
-    `activations`.
+    Adds the gradients of the unit's stored parameters that train into
+    `grads` (same layout as `params`, given together with it) and, when it
+    ties a parameter stored elsewhere that trains, that parameter's gradient
+    into `tied_grads`. Frozen parameters (`frozen`, and `tied` when it is
+    frozen) get no gradient. Reads and then no longer needs `activations`.
   }];
   let arguments = (ins Sched_UnitRefAttr:$unit,
                        Sched_MicroBatchAttr:$micro_batch,
-                       Arg<Sched_Buffer, "", [Sched_Reads]>:$params,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$params,
                        Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$tied,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$frozen,
                        Arg<Sched_Buffer, "", [Sched_Reads]>:$activations,
-                       Arg<Sched_Buffer, "", [Sched_Updates]>:$grads,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Updates]>:$grads,
                        Arg<Optional<Sched_Buffer>, "", [Sched_Updates]>:$tied_grads);
   let assemblyFormat = [{
-    $unit `mb` $micro_batch `params` `(` $params `:` type($params) `)`
+    $unit `mb` $micro_batch (`params` `(` $params^ `:` type($params) `)`)?
     (`tied` `(` $tied^ `:` type($tied) `)`)?
+    (`frozen` `(` $frozen^ `:` type($frozen) `)`)?
     `activations` `(` $activations `:` type($activations) `)`
-    `grads` `(` $grads `:` type($grads) `)`
+    (`grads` `(` $grads^ `:` type($grads) `)`)?
     (`tied_grads` `(` $tied_grads^ `:` type($tied_grads) `)`)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = computeExtraDeclaration;
-  let fileChecks = [Sched_UnitStorage<"params", "tied">,
+  let fileChecks = [Sched_UnitStorage<"params", "tied", "frozen">,
+                    Sched_GivenTogether<"params", "grads">,
                     Sched_SameNumel<["params", "grads"]>,
-                    Sched_GivenTogether<"tied", "tied_grads">,
                     Sched_SameNumel<["tied", "tied_grads"]>,
-                    Sched_Roles<["params", "tied"], ["param", "gathered", "staging"]>,
+                    Sched_Roles<["params"], ["param", "gathered", "staging"]>,
+                    Sched_Roles<["tied", "frozen"], ["param", "gathered", "staging", "frozen"]>,
                     Sched_Roles<["activations"], ["activations"]>,
                     Sched_Roles<["grads", "tied_grads"], ["unsharded_grad", "bucket", "grad", "staging"]>];
 }

@@ -131,7 +131,8 @@ struct SchedActivationCheckpointingPass
     sched::RecomputeOp::create(
         builder, forward.getLoc(), forward.getUnit(),
         forward.getMicroBatchAttr(), saves.backward.getParams(),
-        saves.backward.getTied(), input, saves.alloc.getBuffer());
+        saves.backward.getTied(), saves.backward.getFrozen(), input,
+        saves.alloc.getBuffer());
     builder.setInsertionPointAfter(saves.free);
     sched::FreeOp::create(builder, saves.free.getLoc(), input);
   }
@@ -143,7 +144,7 @@ struct SchedActivationCheckpointingPass
     builder.setInsertionPoint(saves.alloc);
     sched::AllocOp larger =
         allocLike(builder, saves.alloc, saves.alloc.getName(),
-                  plan::savesElements(unit.getKind(), program.getModel(),
+                  plan::savesElements(unit, program.getModel(),
                                       program.getTrain(), /*ownInput=*/true));
     saves.alloc.getBuffer().replaceAllUsesWith(larger.getBuffer());
     saves.alloc->erase();

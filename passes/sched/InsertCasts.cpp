@@ -153,6 +153,9 @@ private:
       case sched::BufferRole::Param:
       case sched::BufferRole::Gathered:
       case sched::BufferRole::Activations:
+      // A frozen base is stored in the working type (sched-lower refuses
+      // another storage): no master copy, no cast.
+      case sched::BufferRole::Frozen:
         retypeBuffer(alloc.getResult(), working);
         break;
       case sched::BufferRole::UnshardedGrad:

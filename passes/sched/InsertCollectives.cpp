@@ -47,18 +47,25 @@ sched::ReduceOp gradientReduction() {
   return testSumGradients ? sched::ReduceOp::Sum : sched::ReduceOp::Avg;
 }
 
-/// A group's persistent state as sched-lower allocates it.
+/// A group's persistent state as sched-lower allocates it: what trains
+/// (`param`, `grad`, `step`; none when nothing of the group does) and the
+/// frozen base of a LoRA run (`frozen`), which is gathered like the
+/// parameters and never reduced.
 struct GroupState {
   plan::GroupOp group;
   std::string name;
   int64_t paddedNumel = 0;
   int64_t shardNumel = 0;
+  int64_t frozenPaddedNumel = 0;
+  int64_t frozenShardNumel = 0;
   sched::AllocOp param;
   sched::AllocOp grad;
+  sched::AllocOp frozen;
   sched::OptimizerStepOp step;
+  bool trains() const { return paddedNumel > 0; }
 };
 
-enum class BufferKind { Param, Grad };
+enum class BufferKind { Param, Grad, Frozen };
 
 /// What a compute operand reads or writes: elements [offset, offset + numel)
 /// of a group's parameter or gradient buffer.
@@ -109,12 +116,14 @@ int64_t microBatchOf(Operation *op) {
   return cast<sched::BackwardOp>(op).getMicroBatch();
 }
 
-/// An operand of a compute op: the unit's parameters or gradients (a view of
-/// a group's state of that kind) or activations (`state` empty).
+/// An operand of a compute op: the unit's parameters, frozen base or
+/// gradients (a view of a group's state of that kind) or activations
+/// (`state` empty). `tied` may be either parameters or a frozen base.
 struct ComputeOperand {
   Value value;
   StringRef name;
   std::optional<BufferKind> state;
+  bool orFrozen = false;
 };
 
 SmallVector<ComputeOperand> computeOperands(Operation *op) {
@@ -122,19 +131,22 @@ SmallVector<ComputeOperand> computeOperands(Operation *op) {
   return TypeSwitch<Operation *, Operands>(op)
       .Case([](sched::ForwardOp forward) {
         return Operands{{forward.getParams(), "params", BufferKind::Param},
-                        {forward.getTied(), "tied", BufferKind::Param},
+                        {forward.getTied(), "tied", BufferKind::Param, true},
+                        {forward.getFrozen(), "frozen", BufferKind::Frozen},
                         {forward.getSaves(), "saves", std::nullopt}};
       })
       .Case([](sched::RecomputeOp recompute) {
         return Operands{{recompute.getParams(), "params", BufferKind::Param},
-                        {recompute.getTied(), "tied", BufferKind::Param},
+                        {recompute.getTied(), "tied", BufferKind::Param, true},
+                        {recompute.getFrozen(), "frozen", BufferKind::Frozen},
                         {recompute.getInput(), "from", std::nullopt},
                         {recompute.getSaves(), "saves", std::nullopt}};
       })
       .Case([](sched::BackwardOp backward) {
         return Operands{
             {backward.getParams(), "params", BufferKind::Param},
-            {backward.getTied(), "tied", BufferKind::Param},
+            {backward.getTied(), "tied", BufferKind::Param, true},
+            {backward.getFrozen(), "frozen", BufferKind::Frozen},
             {backward.getActivations(), "activations", std::nullopt},
             {backward.getGrads(), "grads", BufferKind::Grad},
             {backward.getTiedGrads(), "tied_grads", BufferKind::Grad}};
@@ -222,6 +234,8 @@ LogicalResult ProgramDistribution::analyze() {
                                "plan-assign-sharding first");
     state.paddedNumel = *group.getPaddedNumel();
     state.shardNumel = *group.getShardNumel();
+    state.frozenPaddedNumel = group.getFrozenPaddedNumel().value_or(0);
+    state.frozenShardNumel = group.getFrozenShardNumel().value_or(0);
     groups.push_back(state);
   }
   if (groups.empty())
@@ -230,12 +244,18 @@ LogicalResult ProgramDistribution::analyze() {
 
   bool sharded = parallel.getSharding() != plan::Sharding::NoShard;
   int64_t shards = program.getGroupSize(sched::Group::Shard);
-  for (GroupState &state : groups)
+  for (GroupState &state : groups) {
     if (sharded && state.shardNumel * shards != state.paddedNumel)
       return state.group.emitOpError("shard_numel ")
              << state.shardNumel << " times the " << shards
              << " ranks of the shard group is not padded_numel "
              << state.paddedNumel;
+    if (sharded && state.frozenShardNumel * shards != state.frozenPaddedNumel)
+      return state.group.emitOpError("frozen_shard_numel ")
+             << state.frozenShardNumel << " times the " << shards
+             << " ranks of the shard group is not frozen_padded_numel "
+             << state.frozenPaddedNumel;
+  }
 
   llvm::StringMap<sched::AllocOp> allocsByName;
   for (auto alloc : body.getOps<sched::AllocOp>())
@@ -249,10 +269,13 @@ LogicalResult ProgramDistribution::analyze() {
                              << sched::stringifyBufferRole(role);
       return {};
     }
-    if (alloc && numelOf(alloc) != state.paddedNumel) {
+    bool frozen = role == sched::BufferRole::Frozen;
+    int64_t padded = frozen ? state.frozenPaddedNumel : state.paddedNumel;
+    if (alloc && numelOf(alloc) != padded) {
       alloc.emitOpError("'")
-          << name << "' has " << numelOf(alloc)
-          << " elements, the group's padded_numel is " << state.paddedNumel;
+          << name << "' has " << numelOf(alloc) << " elements, the group's "
+          << (frozen ? "frozen_padded_numel" : "padded_numel") << " is "
+          << padded;
       return {};
     }
     if (alloc)
@@ -263,6 +286,13 @@ LogicalResult ProgramDistribution::analyze() {
     return {};
   };
   for (GroupState &state : groups) {
+    if (state.frozenPaddedNumel) {
+      state.frozen = findState(state, ".frozen", sched::BufferRole::Frozen);
+      if (!state.frozen)
+        return failure();
+    }
+    if (!state.trains())
+      continue;
     state.param = findState(state, ".param", sched::BufferRole::Param);
     if (!state.param)
       return failure();
@@ -282,6 +312,9 @@ LogicalResult ProgramDistribution::analyze() {
     if (state->step)
       return step.emitOpError("is the second step of group '")
              << groupName << "'";
+    if (!state->trains())
+      return step.emitOpError("steps group '")
+             << groupName << "', which has nothing that trains";
     if (step.getParams() != state->param.getResult() ||
         step.getGrads() != state->grad.getResult())
       return step.emitOpError("must step '")
@@ -300,15 +333,18 @@ LogicalResult ProgramDistribution::analyze() {
     state->step = step;
   }
   for (GroupState &state : groups)
-    if (!state.step)
+    if (state.trains() && !state.step)
       return program.emitOpError("has no sched.optimizer_step for group '")
              << state.name << "'";
 
   // The per-unit views of the state, and what else may touch the state.
   for (auto [index, state] : llvm::enumerate(groups)) {
     for (auto [alloc, kind] : {std::pair(state.param, BufferKind::Param),
-                               std::pair(state.grad, BufferKind::Grad)}) {
-      refs[alloc] = {unsigned(index), kind, 0, state.paddedNumel};
+                               std::pair(state.grad, BufferKind::Grad),
+                               std::pair(state.frozen, BufferKind::Frozen)}) {
+      if (!alloc)
+        continue;
+      refs[alloc] = {unsigned(index), kind, 0, numelOf(alloc)};
       for (Operation *user : alloc->getUsers()) {
         if (auto view = dyn_cast<sched::ViewOp>(user)) {
           refs[view] = {unsigned(index), kind, int64_t(view.getOffset()),
@@ -346,11 +382,19 @@ LogicalResult ProgramDistribution::analyze() {
         return op.emitOpError("'")
                << operand.name
                << "' must be an activation buffer, not a group's state";
+      auto suffixOf = [](BufferKind kind) {
+        return kind == BufferKind::Param  ? ".param"
+               : kind == BufferKind::Grad ? ".grad"
+                                          : ".frozen";
+      };
       if (operand.state &&
-          (it == refs.end() || it->second.kind != *operand.state))
+          (it == refs.end() ||
+           (it->second.kind != *operand.state &&
+            !(operand.orFrozen && it->second.kind == BufferKind::Frozen))))
         return op.emitOpError("'")
                << operand.name << "' must be a unit view of a group's '"
-               << (*operand.state == BufferKind::Param ? ".param" : ".grad")
+               << suffixOf(*operand.state)
+               << (operand.orFrozen ? "' or '.frozen" : "")
                << "' buffer, as sched-lower makes it";
     }
   }
@@ -444,6 +488,8 @@ LogicalResult ProgramDistribution::run() {
 void ProgramDistribution::distributeNoShard() {
   Location loc = program.getLoc();
   for (auto [index, state] : llvm::enumerate(groups)) {
+    if (!state.trains())
+      continue;
     if (syncsEveryMicroBatch() && microBatches > 1) {
       for (int64_t mb = 0; mb < microBatches; ++mb) {
         Span span = backwardSpans[index][mb];
@@ -491,6 +537,8 @@ void ProgramDistribution::distributeZero1() {
   Location loc = program.getLoc();
   bool shardedAccumulation = syncsEveryMicroBatch();
   for (auto [index, state] : llvm::enumerate(groups)) {
+    if (!state.trains())
+      continue;
     resizeStateToShards(state, /*paramsAndGrads=*/false);
     Value gradShard;
     if (shardedAccumulation) {
@@ -562,7 +610,9 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
     // Gradients first, so that a span's gathered parameters are freed before
     // its gradients are reduced (FSDP reshards, then reduce-scatters).
     SmallVector<std::tuple<Operation *, Operation *, int64_t>> gradSpans;
-    if (syncsEveryMicroBatch()) {
+    if (!state.trains()) {
+      // A frozen base alone: nothing to reduce.
+    } else if (syncsEveryMicroBatch()) {
       for (int64_t mb = 0; mb < microBatches; ++mb)
         gradSpans.push_back({backwardSpans[index][mb].first,
                              backwardSpans[index][mb].last, mb});
@@ -607,19 +657,29 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
       paramSpans.push_back({forwardSpans[index][0].first,
                             backwardSpans[index][microBatches - 1].last});
     }
+    // The frozen base is gathered alongside, in its own buffer: it moves
+    // in its storage type and is never reduced.
     for (auto [first, last] : paramSpans) {
-      builder.setInsertionPoint(first);
-      Value gathered = sched::AllocOp::create(
-          builder, loc, withNumel(state.param, state.paddedNumel),
-          state.name + ".gathered", sched::BufferRole::Gathered,
-          /*persistent=*/false, /*offset=*/IntegerAttr());
-      Value done = sched::AllGatherOp::create(
-          builder, loc, eventType, state.param, gathered, sched::Group::Shard,
-          ValueRange());
-      auto wait = sched::WaitOp::create(builder, loc, done);
-      redirect(index, BufferKind::Param, first, last, gathered, wait);
-      builder.setInsertionPointAfter(last);
-      sched::FreeOp::create(builder, loc, gathered);
+      for (auto [shard, padded, kind, suffix] :
+           {std::tuple(state.param, state.paddedNumel, BufferKind::Param,
+                       ".gathered"),
+            std::tuple(state.frozen, state.frozenPaddedNumel,
+                       BufferKind::Frozen, ".frozen.gathered")}) {
+        if (!shard)
+          continue;
+        builder.setInsertionPoint(first);
+        Value gathered = sched::AllocOp::create(
+            builder, loc, withNumel(shard, padded), state.name + suffix,
+            sched::BufferRole::Gathered,
+            /*persistent=*/false, /*offset=*/IntegerAttr());
+        Value done = sched::AllGatherOp::create(
+            builder, loc, eventType, shard, gathered, sched::Group::Shard,
+            ValueRange());
+        auto wait = sched::WaitOp::create(builder, loc, done);
+        redirect(index, kind, first, last, gathered, wait);
+        builder.setInsertionPointAfter(last);
+        sched::FreeOp::create(builder, loc, gathered);
+      }
     }
   }
 }
@@ -692,6 +752,11 @@ void ProgramDistribution::redirect(unsigned group, BufferKind kind,
 
 void ProgramDistribution::resizeStateToShards(GroupState &state,
                                               bool paramsAndGrads) {
+  if (paramsAndGrads && state.frozen)
+    state.frozen.getResult().setType(
+        withNumel(state.frozen, state.frozenShardNumel));
+  if (!state.trains())
+    return;
   SmallVector<Value> buffers(state.step.getState());
   if (paramsAndGrads) {
     buffers.push_back(state.param);

@@ -147,7 +147,9 @@ private:
     for (auto alloc : body().getOps<sched::AllocOp>()) {
       bool toHost = false;
       switch (alloc.getRole()) {
+      // A LoRA run's frozen base is offloaded with the parameters.
       case sched::BufferRole::Param:
+      case sched::BufferRole::Frozen:
         toHost = alloc.getPersistent() && paramsOnHost;
         break;
       // no_shard and zero1 accumulate full gradients that backward adds

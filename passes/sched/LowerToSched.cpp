@@ -16,6 +16,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/Twine.h"
 
 namespace plan {
@@ -35,21 +36,51 @@ struct UnitSlot {
   plan::UnitOp op;
   plan::UnitKind kind;
   SymbolRefAttr ref; // @plan::@unit
-  int64_t storedNumel = 0;
+  int64_t storedNumel = 0, frozenNumel = 0;
   unsigned group = kNone;
-  int64_t offset = 0;         // in its group's flat buffer
+  int64_t offset = 0, frozenOffset = 0; // in its group's flat buffers
   unsigned tiedOwner = kNone; // the unit storing the parameter this one ties
-  Value params, grads;        // views of the group's buffers
+  bool tiesFrozen = false;    // ... which is frozen (a LoRA base)
+  Value params, grads;        // views of the group's buffers; null when the
+  Value frozen;               // unit stores none of that kind
 };
 
-/// A group's persistent buffers.
+/// A group's persistent buffers: those of what trains (none when nothing
+/// does), and the frozen base (none outside a LoRA run).
 struct GroupSlot {
   plan::GroupOp op;
   SymbolRefAttr ref;           // @plan::@group
   SmallVector<unsigned> units; // in layout order
-  Value param, grad;
+  Value param, grad, frozen;
   SmallVector<Value, 2> state;
 };
+
+/// The frozen base is read by compute in the working type; storing it in
+/// another type needs a conversion in the schedule (a cast, NF4's
+/// dequantization) that the lowering does not build yet.
+LogicalResult checkFrozenStorage(plan::PlanOp planOp, plan::ParamOp param) {
+  std::optional<plan::BaseStorage> storage = param.getFrozen();
+  if (!storage)
+    return success();
+  plan::Precision precision = planOp.getTrain().getPrecision();
+  plan::BaseStorage working = precision == plan::Precision::FP32
+                                  ? plan::BaseStorage::F32
+                              : precision == plan::Precision::BF16Mixed
+                                  ? plan::BaseStorage::BF16
+                                  : plan::BaseStorage::F16;
+  if (*storage == working)
+    return success();
+  return mlir::emitError(param.getLoc(), "parameter '")
+         << param.getParamName() << "' is frozen in "
+         << plan::stringifyBaseStorage(*storage) << ", and "
+         << plan::stringifyPrecision(precision) << " computes in "
+         << plan::stringifyBaseStorage(working)
+         << ": converting a frozen base for compute ("
+         << (*storage == plan::BaseStorage::NF4 ? "NF4 dequantization"
+                                                : "a cast")
+         << ") is not lowered yet; store it in "
+         << plan::stringifyBaseStorage(working);
+}
 
 /// Resolves the plan's units and groups into slots, or explains which pass
 /// the plan still needs.
@@ -60,6 +91,7 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
   llvm::StringMap<unsigned> unitIndex;
   // Parameter name -> the unit that stores it (tied parameters excluded).
   llvm::StringMap<unsigned> storedIn;
+  llvm::StringSet<> frozenParams;
   for (auto unit : planOp.getBody().getOps<plan::UnitOp>()) {
     UnitSlot slot;
     slot.op = unit;
@@ -67,19 +99,15 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
     slot.ref = SymbolRefAttr::get(
         planName, {FlatSymbolRefAttr::get(unit.getSymNameAttr())});
     for (auto param : unit.getBody().getOps<plan::ParamOp>()) {
-      // The frozen base of a LoRA run needs its own storage (no gradient,
-      // no optimizer state, its storage dtype, NF4 dequantization), which
-      // this lowering does not build yet.
-      if (param.getFrozen())
-        return mlir::emitError(param.getLoc(), "parameter '")
-               << param.getParamName()
-               << "' is frozen (the base of a LoRA run), and lowering "
-                  "frozen parameters to a schedule is not implemented yet; "
-                  "plan-opt --plan-expand-presets shows the LoRA parameters";
       if (param.getTiedTo())
         continue;
-      slot.storedNumel += param.getTensorType().getNumElements();
+      if (failed(checkFrozenStorage(planOp, param)))
+        return failure();
+      (param.getFrozen() ? slot.frozenNumel : slot.storedNumel) +=
+          param.getTensorType().getNumElements();
       storedIn[param.getParamName()] = units.size();
+      if (param.getFrozen())
+        frozenParams.insert(param.getParamName());
     }
     unitIndex[unit.getSymName()] = units.size();
     units.push_back(slot);
@@ -96,7 +124,7 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
              << "' has no padded_numel: run plan-assign-sharding first";
     unsigned index = groups.size();
     GroupSlot slot;
-    int64_t offset = 0;
+    int64_t offset = 0, frozenOffset = 0;
     for (auto ref : group.getUnits().getAsRange<FlatSymbolRefAttr>()) {
       auto it = unitIndex.find(ref.getValue());
       if (it == unitIndex.end())
@@ -105,13 +133,21 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
       slot.units.push_back(it->second);
       unit.group = index;
       unit.offset = offset;
+      unit.frozenOffset = frozenOffset;
       offset += unit.storedNumel;
+      frozenOffset += unit.frozenNumel;
     }
     if (offset > static_cast<int64_t>(*group.getPaddedNumel()))
       return group.emitError("group '")
              << group.getSymName() << "' stores " << offset
              << " elements, more than its padded_numel "
              << *group.getPaddedNumel();
+    if (frozenOffset > static_cast<int64_t>(group.getFrozenPaddedNumel().value_or(0)))
+      return group.emitError("group '")
+             << group.getSymName() << "' stores " << frozenOffset
+             << " frozen elements, more than its frozen_padded_numel "
+             << group.getFrozenPaddedNumel().value_or(0)
+             << ": run plan-assign-sharding";
     slot.op = group;
     slot.ref = SymbolRefAttr::get(
         planName, {FlatSymbolRefAttr::get(context, group.getSymName())});
@@ -149,6 +185,7 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
                << "' ties parameters of two other units; a unit may tie "
                   "parameters of one";
       unit.tiedOwner = owner->second;
+      unit.tiesFrozen = frozenParams.contains(*tied);
     }
   }
 
@@ -204,7 +241,8 @@ void StepBuilder::build(MutableArrayRef<UnitSlot> units,
                         MutableArrayRef<GroupSlot> groups) {
   buildState(units, groups);
   for (GroupSlot &group : groups)
-    sched::ZeroOp::create(b, loc, group.grad);
+    if (group.grad)
+      sched::ZeroOp::create(b, loc, group.grad);
   int64_t microBatches = planOp.getTrain().getGradAccum();
   for (int64_t i = 0; i < microBatches; ++i)
     buildMicroBatch(units, i);
@@ -216,7 +254,19 @@ void StepBuilder::buildState(MutableArrayRef<UnitSlot> units,
   plan::OptimizerAttr optimizer = planOp.getTrain().getOptimizer();
   for (GroupSlot &group : groups) {
     StringRef name = group.op.getSymName();
+    // The frozen base: read by compute, never reduced or stepped.
+    if (int64_t frozen = group.op.getFrozenPaddedNumel().value_or(0)) {
+      group.frozen = alloc(name + ".frozen", sched::BufferRole::Frozen, frozen,
+                           /*persistent=*/true);
+      for (unsigned member : group.units) {
+        UnitSlot &unit = units[member];
+        if (unit.frozenNumel)
+          unit.frozen = view(group.frozen, unit.frozenOffset, unit.frozenNumel);
+      }
+    }
     int64_t numel = static_cast<int64_t>(*group.op.getPaddedNumel());
+    if (numel == 0)
+      continue;
     group.param = alloc(name + ".param", sched::BufferRole::Param, numel,
                         /*persistent=*/true);
     group.grad = alloc(name + ".grad", sched::BufferRole::Grad, numel,
@@ -234,6 +284,8 @@ void StepBuilder::buildState(MutableArrayRef<UnitSlot> units,
     }
     for (unsigned member : group.units) {
       UnitSlot &unit = units[member];
+      if (!unit.storedNumel)
+        continue;
       unit.params = view(group.param, unit.offset, unit.storedNumel);
       unit.grads = view(group.grad, unit.offset, unit.storedNumel);
     }
@@ -245,8 +297,15 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
   plan::TrainAttr train = planOp.getTrain();
   IntegerAttr mb = b.getI64IntegerAttr(microBatch);
   std::string suffix = (".mb" + Twine(microBatch)).str();
+  // A tie to a frozen parameter reads the owner's frozen base and gets no
+  // gradient.
   auto tiedOf = [&](const UnitSlot &unit, Value UnitSlot::*view) {
-    return unit.tiedOwner == kNone ? Value() : units[unit.tiedOwner].*view;
+    if (unit.tiedOwner == kNone)
+      return Value();
+    if (unit.tiesFrozen)
+      return view == &UnitSlot::params ? units[unit.tiedOwner].frozen
+                                       : Value();
+    return units[unit.tiedOwner].*view;
   };
 
   // What each unit's forward saves for its backward, in the working type
@@ -257,10 +316,11 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
     saved[index] =
         alloc(unit.op.getSymName() + ".saves" + suffix,
               sched::BufferRole::Activations,
-              plan::savesElements(unit.kind, planOp.getModel(), train),
+              plan::savesElements(unit.op, planOp.getModel(), train),
               /*persistent=*/false);
     sched::ForwardOp::create(b, loc, unit.ref, mb, unit.params,
-                             tiedOf(unit, &UnitSlot::params), saved[index]);
+                             tiedOf(unit, &UnitSlot::params), unit.frozen,
+                             saved[index]);
   }
 
   double scale = 1.0 / static_cast<double>(train.getGradAccum());
@@ -270,8 +330,9 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
   for (int64_t index = units.size() - 1; index >= 0; --index) {
     UnitSlot &unit = units[index];
     sched::BackwardOp::create(b, loc, unit.ref, mb, unit.params,
-                              tiedOf(unit, &UnitSlot::params), saved[index],
-                              unit.grads, tiedOf(unit, &UnitSlot::grads));
+                              tiedOf(unit, &UnitSlot::params), unit.frozen,
+                              saved[index], unit.grads,
+                              tiedOf(unit, &UnitSlot::grads));
     sched::FreeOp::create(b, loc, saved[index]);
   }
 }
@@ -283,10 +344,12 @@ void StepBuilder::buildStep(MutableArrayRef<GroupSlot> groups) {
                  /*persistent=*/false);
     sched::ZeroOp::create(b, loc, norm);
     for (GroupSlot &group : groups)
-      sched::GradNormOp::create(b, loc, group.grad, norm);
+      if (group.grad)
+        sched::GradNormOp::create(b, loc, group.grad, norm);
   }
   for (GroupSlot &group : groups)
-    sched::OptimizerStepOp::create(b, loc, group.ref, group.param, group.grad,
+    if (group.param)
+      sched::OptimizerStepOp::create(b, loc, group.ref, group.param, group.grad,
                                    group.state, norm, /*found_inf=*/Value(),
                                    /*loss_scale=*/Value());
   if (norm)

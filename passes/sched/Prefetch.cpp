@@ -61,27 +61,36 @@ void collectWrites(Operation *op, SmallVectorImpl<Value> &writes) {
 enum class Phase { Forward, Backward };
 
 /// A unit's compute for one micro-batch: its phase (a recompute belongs to
-/// backward), micro-batch and the root of the parameters it reads.
+/// backward), micro-batch and the roots of the parameters it reads (null
+/// where it has none of a kind).
 struct Compute {
   Phase phase;
   int64_t microBatch;
   Value params;
   Value tied;
+  Value frozen;
+  bool reads(Value gathered) const {
+    return gathered && (params == gathered || tied == gathered ||
+                        frozen == gathered);
+  }
 };
+
+Value rootOrNull(Value buffer) { return buffer ? rootBuffer(buffer) : Value(); }
+
+template <typename ComputeOp>
+Compute computeOf(ComputeOp op, Phase phase) {
+  return Compute{phase, static_cast<int64_t>(op.getMicroBatch()),
+                 rootOrNull(op.getParams()), rootOrNull(op.getTied()),
+                 rootOrNull(op.getFrozen())};
+}
 
 std::optional<Compute> asCompute(Operation *op) {
   if (auto fwd = dyn_cast<sched::ForwardOp>(op))
-    return Compute{Phase::Forward, static_cast<int64_t>(fwd.getMicroBatch()),
-                   rootBuffer(fwd.getParams()),
-                   fwd.getTied() ? rootBuffer(fwd.getTied()) : Value()};
+    return computeOf(fwd, Phase::Forward);
   if (auto re = dyn_cast<sched::RecomputeOp>(op))
-    return Compute{Phase::Backward, static_cast<int64_t>(re.getMicroBatch()),
-                   rootBuffer(re.getParams()),
-                   re.getTied() ? rootBuffer(re.getTied()) : Value()};
+    return computeOf(re, Phase::Backward);
   if (auto bwd = dyn_cast<sched::BackwardOp>(op))
-    return Compute{Phase::Backward, static_cast<int64_t>(bwd.getMicroBatch()),
-                   rootBuffer(bwd.getParams()),
-                   bwd.getTied() ? rootBuffer(bwd.getTied()) : Value()};
+    return computeOf(bwd, Phase::Backward);
   return std::nullopt;
 }
 
@@ -245,7 +254,7 @@ void SchedPrefetchPass::hoist(sched::AllGatherOp gather, int64_t inflight,
        op = op->getNextNode())
     span = asCompute(op);
   Value gathered = gather.getDst();
-  if (!span || (span->params != gathered && span->tied != gathered))
+  if (!span || !span->reads(gathered))
     return;
 
   bool backwardPost = false;
@@ -277,7 +286,8 @@ void SchedPrefetchPass::hoist(sched::AllGatherOp gather, int64_t inflight,
       continue;
     if (compute->phase != previous->phase ||
         compute->microBatch != previous->microBatch ||
-        compute->params != previous->params)
+        compute->params != previous->params ||
+        compute->frozen != previous->frozen)
       break;
     first = op;
   }
@@ -304,7 +314,8 @@ void SchedPrefetchPass::hoist(sched::AllGatherOp gather, int64_t inflight,
       // FSDP's post order: release the previous group's parameters, then
       // prefetch, then reduce its gradients.
       if (auto free = dyn_cast<sched::FreeOp>(op);
-          free && rootBuffer(free.getBuffer()) == previous->params)
+          free && (rootBuffer(free.getBuffer()) == previous->params ||
+                   rootBuffer(free.getBuffer()) == previous->frozen))
         break;
     } else if (crossedFirst && !isWaitOrStagingFree(op)) {
       // Above the previous group's first compute op only what prepares it

@@ -35,7 +35,8 @@ namespace plan::rt {
 /// 2: ops are the generated op table's (fields named as in the sched
 /// dialect), configuration strings are checked keywords.
 /// 3: the optimizer's `decay` (which parameters weight decay applies to).
-inline constexpr uint32_t kScheduleFormatVersion = 3;
+/// 4: compute ops' `frozen` (a LoRA base), optional `params` / `grads`.
+inline constexpr uint32_t kScheduleFormatVersion = 4;
 
 /// A buffer's element type: the IR's float types, spelled as in MLIR.
 enum class ElementType : uint8_t { F32, BF16, F16 };

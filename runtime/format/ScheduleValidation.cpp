@@ -621,9 +621,19 @@ public:
            std::to_string(v.axisSize(group)) + " ranks)");
   }
 
-  void unitStorage(int64_t unit, field::NamedIds params, field::NamedIds tied) {
+  void unitStorage(int64_t unit, field::NamedIds params, field::NamedIds tied,
+                   field::NamedIds frozen) {
     const Unit &u = v.s.units[unit];
     int64_t p = params.ids[0], t = tied.ids[0];
+    // This format has no frozen base (a LoRA run's), and every unit's
+    // parameters train.
+    if (frozen.ids[0] >= 0)
+      fail(std::string(frozen.name) + " " + v.bufferName(frozen.ids[0]) +
+           " is a frozen base, which this schedule format does not hold");
+    if (p < 0) {
+      fail("unit '" + u.name + "' has no " + std::string(params.name));
+      return;
+    }
     if (numel(p) != u.numel)
       fail(std::string(params.name) + " " + v.bufferName(p) + " has " +
            std::to_string(numel(p)) + " elements, unit '" + u.name +

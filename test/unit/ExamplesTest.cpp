@@ -118,6 +118,39 @@ TEST_F(ExamplesTest, CodeLlamaFullShardOnFourAdaGPUs) {
   EXPECT_EQ(plan->parallel.optimizerStep, MemorySpace::Host);
 }
 
+// The published LoRA cases (issue 17): the same machines, adapters on every
+// linear layer, the base frozen in the working type.
+TEST_F(ExamplesTest, TinyLlamaLoraDDPOnFourAdaGPUs) {
+  auto plan = load("tinyllama_1_1b_lora_ddp.plan");
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->model.preset, "tinyllama_1_1b");
+  EXPECT_EQ(plan->cluster.device.name, "a6000_ada");
+  EXPECT_EQ(plan->cluster.worldSize(), 4);
+  EXPECT_EQ(plan->train.microBatch, 16);
+  EXPECT_EQ(plan->train.gradAccum, 2);
+  EXPECT_EQ(plan->train.seqLen, 1024);
+  EXPECT_EQ(plan->parallel.sharding, Sharding::NoShard);
+  ASSERT_TRUE(plan->lora);
+  EXPECT_EQ(plan->lora->rank, 8);
+  EXPECT_EQ(plan->lora->alpha, 16);
+  EXPECT_EQ(plan->lora->targets.size(), 7u);
+  EXPECT_EQ(plan->lora->base, BaseStorage::BF16);
+}
+
+TEST_F(ExamplesTest, CodeLlamaLoraFullShardOnFourAdaGPUs) {
+  auto plan = load("codellama_34b_lora_fsdp.plan");
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->model.preset, "codellama_34b");
+  EXPECT_EQ(plan->cluster.device.name, "a6000_ada");
+  EXPECT_EQ(plan->cluster.worldSize(), 4);
+  EXPECT_EQ(plan->train.microBatch, 4);
+  EXPECT_EQ(plan->train.gradAccum, 4);
+  EXPECT_EQ(plan->parallel.sharding, Sharding::FullShard);
+  ASSERT_TRUE(plan->lora);
+  EXPECT_EQ(plan->lora->targets, loraModules(ModelFamily::Llama));
+  EXPECT_EQ(plan->lora->base, BaseStorage::BF16);
+}
+
 TEST_F(ExamplesTest, Llama3OffloadOnTwoRTX4090) {
   auto plan = load("llama3_8b_offload_rtx4090.plan");
   ASSERT_TRUE(plan);

@@ -368,7 +368,7 @@ template <typename E> void expectKeywordsRoundTrip(E last) {
 
 TEST(ScheduleFile, EnumKeywordsRoundTrip) {
   expectKeywordsRoundTrip(OpKind::UpdateLossScale);
-  expectKeywordsRoundTrip(BufferRole::LossScale);
+  expectKeywordsRoundTrip(BufferRole::Frozen);
   expectKeywordsRoundTrip(Space::PinnedHost);
   expectKeywordsRoundTrip(ElementType::F16);
   expectKeywordsRoundTrip(GroupAxis::World);
@@ -665,23 +665,26 @@ TEST(ScheduleFile, NewerVersionAsksForANewerReader) {
 }
 
 // Older files (version 1: ops with keys such as "axis" and "event"; version
-// 2: no optimizer decay scope, so every parameter was decayed) are refused by
-// their header, before their body is read: the plan must be compiled again.
+// 2: no optimizer decay scope, so every parameter was decayed; version 3:
+// compute ops without `frozen`) are refused by their header, before their
+// body is read: the plan must be compiled again.
 TEST(ScheduleFile, OlderVersionsAskToRecompile) {
-  ASSERT_EQ(kScheduleFormatVersion, 3u);
+  ASSERT_EQ(kScheduleFormatVersion, 4u);
   std::string body(std::string_view(serializeSchedule(tiny())).substr(kHeader));
   std::string error = parseError(wrap(body, 1));
   EXPECT_HAS(error, "t.sched: schedule format version 1 is not supported");
-  EXPECT_HAS(error, "this reader reads version 3");
+  EXPECT_HAS(error, "this reader reads version 4");
   EXPECT_HAS(error, "recompile the plan with planc");
   EXPECT_HAS(parseError(wrap(body, 2)),
              "schedule format version 2 is not supported");
+  EXPECT_HAS(parseError(wrap(body, 3)),
+             "schedule format version 3 is not supported");
   // Even with a body that a version 1 reader would have read.
   EXPECT_HAS(parseError(wrap("{}", 1)), "recompile the plan with planc");
   // In memory, a schedule of another version is neither valid nor written.
   Schedule old = tiny();
   old.version = 1;
-  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 3");
+  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 4");
   EXPECT_THROW(serializeSchedule(old), ScheduleFileError);
 }
 

@@ -292,14 +292,18 @@ void collectChecks(RuntimeOp &op) {
       const Field &unit = fieldOfKind(op, FieldKind::UnitRef, "", "unit");
       const Field &params = fieldNamed(op, check->getValueAsString("params"));
       const Field &tied = fieldNamed(op, check->getValueAsString("tied"));
-      op.checks.push_back(formatv("c.unitStorage(op.{0}, {1}, {2});",
-                                  unit.member, namedIds(params), namedIds(tied))
+      const Field &frozen = fieldNamed(op, check->getValueAsString("frozen"));
+      op.checks.push_back(formatv("c.unitStorage(op.{0}, {1}, {2}, {3});",
+                                  unit.member, namedIds(params), namedIds(tied),
+                                  namedIds(frozen))
                               .str());
       op.checkDocs.push_back(
-          formatv("`{0}` holds exactly the stored elements of `{1}`; `{2}` is "
-                  "given exactly when `{1}` ties a parameter of another unit, "
-                  "and holds that unit's stored elements",
-                  params.name, unit.name, tied.name)
+          formatv("`{0}` holds exactly the stored elements of `{1}` that "
+                  "train and `{3}` its frozen ones, each given exactly when "
+                  "there are some; `{2}` is given exactly when `{1}` ties a "
+                  "parameter of another unit, and holds that unit's stored "
+                  "elements (its frozen ones when they are frozen)",
+                  params.name, unit.name, tied.name, frozen.name)
               .str());
     } else if (check->isSubClassOf("Sched_OptimizerState")) {
       const Field &state = fieldNamed(op, check->getValueAsString("state"));

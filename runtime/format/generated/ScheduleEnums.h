@@ -77,9 +77,10 @@ enum class BufferRole : uint8_t {
   Staging,
   Scalar,
   LossScale,
+  Frozen,
 };
 template <> struct EnumKeywords<BufferRole> {
-  static constexpr std::array<const char *, 13> keywords = {"param", "master", "grad", "exp_avg", "exp_avg_sq", "momentum", "gathered", "unsharded_grad", "activations", "bucket", "staging", "scalar", "loss_scale"};
+  static constexpr std::array<const char *, 14> keywords = {"param", "master", "grad", "exp_avg", "exp_avg_sq", "momentum", "gathered", "unsharded_grad", "activations", "bucket", "staging", "scalar", "loss_scale", "frozen"};
 };
 /// The keyword of `value`; "?" for no value of the enumeration.
 inline const char *toString(BufferRole value) {

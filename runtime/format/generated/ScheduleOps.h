@@ -301,6 +301,7 @@ struct Forward {
   int64_t microBatch = 0;
   int64_t params = -1;
   int64_t tied = -1;
+  int64_t frozen = -1;
   int64_t saves = -1;
 
   /// Calls visit(descriptor, member) for each field, in order.
@@ -308,15 +309,17 @@ struct Forward {
   static void fields(Op &op, Visitor &&visit) {
     visit(field::UnitRef{"unit"}, op.unit);
     visit(field::MicroBatch{"micro_batch"}, op.microBatch);
-    visit(field::Buffer{"params", 0, field::Access::Read, nullptr, false}, op.params);
+    visit(field::OptionalBuffer{{"params", 0, field::Access::Read, nullptr, false}}, op.params);
     visit(field::OptionalBuffer{{"tied", 1, field::Access::Read, nullptr, false}}, op.tied);
-    visit(field::Buffer{"saves", 2, field::Access::Write, nullptr, false}, op.saves);
+    visit(field::OptionalBuffer{{"frozen", 2, field::Access::Read, nullptr, false}}, op.frozen);
+    visit(field::Buffer{"saves", 3, field::Access::Write, nullptr, false}, op.saves);
   }
   /// The reader's checks beyond ids, lifetimes and events.
   template <typename Checker>
   static void check(const Forward &op, Checker &c) {
-    c.unitStorage(op.unit, {"params", field::one(op.params)}, {"tied", field::one(op.tied)});
-    c.roles({{"params", field::one(op.params)}, {"tied", field::one(op.tied)}}, {"param", "gathered", "staging"});
+    c.unitStorage(op.unit, {"params", field::one(op.params)}, {"tied", field::one(op.tied)}, {"frozen", field::one(op.frozen)});
+    c.roles({{"params", field::one(op.params)}}, {"param", "gathered", "staging"});
+    c.roles({{"tied", field::one(op.tied)}, {"frozen", field::one(op.frozen)}}, {"param", "gathered", "staging", "frozen"});
     c.roles({{"saves", field::one(op.saves)}}, {"activations"});
   }
 };
@@ -328,6 +331,7 @@ struct Recompute {
   int64_t microBatch = 0;
   int64_t params = -1;
   int64_t tied = -1;
+  int64_t frozen = -1;
   int64_t input = -1;
   int64_t saves = -1;
 
@@ -336,16 +340,18 @@ struct Recompute {
   static void fields(Op &op, Visitor &&visit) {
     visit(field::UnitRef{"unit"}, op.unit);
     visit(field::MicroBatch{"micro_batch"}, op.microBatch);
-    visit(field::Buffer{"params", 0, field::Access::Read, nullptr, false}, op.params);
+    visit(field::OptionalBuffer{{"params", 0, field::Access::Read, nullptr, false}}, op.params);
     visit(field::OptionalBuffer{{"tied", 1, field::Access::Read, nullptr, false}}, op.tied);
-    visit(field::Buffer{"input", 2, field::Access::Read, nullptr, false}, op.input);
-    visit(field::Buffer{"saves", 3, field::Access::Write, nullptr, false}, op.saves);
+    visit(field::OptionalBuffer{{"frozen", 2, field::Access::Read, nullptr, false}}, op.frozen);
+    visit(field::Buffer{"input", 3, field::Access::Read, nullptr, false}, op.input);
+    visit(field::Buffer{"saves", 4, field::Access::Write, nullptr, false}, op.saves);
   }
   /// The reader's checks beyond ids, lifetimes and events.
   template <typename Checker>
   static void check(const Recompute &op, Checker &c) {
-    c.unitStorage(op.unit, {"params", field::one(op.params)}, {"tied", field::one(op.tied)});
-    c.roles({{"params", field::one(op.params)}, {"tied", field::one(op.tied)}}, {"param", "gathered", "staging"});
+    c.unitStorage(op.unit, {"params", field::one(op.params)}, {"tied", field::one(op.tied)}, {"frozen", field::one(op.frozen)});
+    c.roles({{"params", field::one(op.params)}}, {"param", "gathered", "staging"});
+    c.roles({{"tied", field::one(op.tied)}, {"frozen", field::one(op.frozen)}}, {"param", "gathered", "staging", "frozen"});
     c.roles({{"input", field::one(op.input)}, {"saves", field::one(op.saves)}}, {"activations"});
   }
 };
@@ -381,6 +387,7 @@ struct Backward {
   int64_t microBatch = 0;
   int64_t params = -1;
   int64_t tied = -1;
+  int64_t frozen = -1;
   int64_t activations = -1;
   int64_t grads = -1;
   int64_t tiedGrads = -1;
@@ -390,20 +397,22 @@ struct Backward {
   static void fields(Op &op, Visitor &&visit) {
     visit(field::UnitRef{"unit"}, op.unit);
     visit(field::MicroBatch{"micro_batch"}, op.microBatch);
-    visit(field::Buffer{"params", 0, field::Access::Read, nullptr, false}, op.params);
+    visit(field::OptionalBuffer{{"params", 0, field::Access::Read, nullptr, false}}, op.params);
     visit(field::OptionalBuffer{{"tied", 1, field::Access::Read, nullptr, false}}, op.tied);
-    visit(field::Buffer{"activations", 2, field::Access::Read, nullptr, false}, op.activations);
-    visit(field::Buffer{"grads", 3, field::Access::ReadWrite, nullptr, false}, op.grads);
-    visit(field::OptionalBuffer{{"tied_grads", 4, field::Access::ReadWrite, nullptr, false}}, op.tiedGrads);
+    visit(field::OptionalBuffer{{"frozen", 2, field::Access::Read, nullptr, false}}, op.frozen);
+    visit(field::Buffer{"activations", 3, field::Access::Read, nullptr, false}, op.activations);
+    visit(field::OptionalBuffer{{"grads", 4, field::Access::ReadWrite, nullptr, false}}, op.grads);
+    visit(field::OptionalBuffer{{"tied_grads", 5, field::Access::ReadWrite, nullptr, false}}, op.tiedGrads);
   }
   /// The reader's checks beyond ids, lifetimes and events.
   template <typename Checker>
   static void check(const Backward &op, Checker &c) {
-    c.unitStorage(op.unit, {"params", field::one(op.params)}, {"tied", field::one(op.tied)});
+    c.unitStorage(op.unit, {"params", field::one(op.params)}, {"tied", field::one(op.tied)}, {"frozen", field::one(op.frozen)});
+    c.givenTogether({"params", field::one(op.params)}, {"grads", field::one(op.grads)});
     c.sameNumel({{"params", field::one(op.params)}, {"grads", field::one(op.grads)}});
-    c.givenTogether({"tied", field::one(op.tied)}, {"tied_grads", field::one(op.tiedGrads)});
     c.sameNumel({{"tied", field::one(op.tied)}, {"tied_grads", field::one(op.tiedGrads)}});
-    c.roles({{"params", field::one(op.params)}, {"tied", field::one(op.tied)}}, {"param", "gathered", "staging"});
+    c.roles({{"params", field::one(op.params)}}, {"param", "gathered", "staging"});
+    c.roles({{"tied", field::one(op.tied)}, {"frozen", field::one(op.frozen)}}, {"param", "gathered", "staging", "frozen"});
     c.roles({{"activations", field::one(op.activations)}}, {"activations"});
     c.roles({{"grads", field::one(op.grads)}, {"tied_grads", field::one(op.tiedGrads)}}, {"unsharded_grad", "bucket", "grad", "staging"});
   }

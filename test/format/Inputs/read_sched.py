@@ -23,7 +23,7 @@ def main(path):
     magic, version, flags, size, crc, reserved = HEADER.unpack_from(data)
     if magic != b"PLANSCHD":
         fail(f"bad magic {magic!r}")
-    if version != 3 or flags != 0 or reserved != 0:
+    if version != 4 or flags != 0 or reserved != 0:
         fail(f"version {version} flags {flags} reserved {reserved}")
     body = data[HEADER.size:]
     if len(body) != size:
@@ -56,7 +56,7 @@ def main(path):
             fail(f"buffer {i} ({b['name']}) is outside its arena")
     # docs/generated/schedule-ops.md: the keys that hold buffer ids, and
     # those that hold event ids.
-    id_fields = ("buffer", "src", "dst", "params", "tied", "saves", "input",
+    id_fields = ("buffer", "src", "dst", "params", "tied", "frozen", "saves", "input",
                  "activations", "grads", "tied_grads", "norm", "found_inf",
                  "loss_scale")
     for i, op in enumerate(ops):
