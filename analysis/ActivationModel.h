@@ -39,8 +39,9 @@ int64_t workingBytes(TrainAttr train);
 
 /// Elements of a saves buffer of `train`'s micro-batch: `activationBytes`
 /// and `loraActivationBytes` (or, `checkpointed`, `checkpointBytes`) in the
-/// working type, rounded up, at least one. sched-lower and sched-activation-checkpointing size the
-/// buffers with it; sched-insert-casts retypes them to the working type.
+/// working type, rounded up, at least one. sched-lower and
+/// sched-activation-checkpointing size the buffers with it; sched-insert-casts
+/// retypes them to the working type.
 int64_t savesElements(UnitOp unit, ModelAttr model, TrainAttr train,
                       bool ownInput = false);
 int64_t checkpointElements(ModelAttr model, TrainAttr train);

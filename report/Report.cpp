@@ -328,7 +328,8 @@ void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
                       r.gpusPerNode, r.deviceName, r.meshReplicate, r.meshShard,
                       stringifySharding(r.sharding),
                       stringifyPrecision(r.precision), offloadSummary(r));
-  os << llvm::formatv("  parameters      {0} trainable", withThousands(r.params));
+  os << llvm::formatv("  parameters      {0} trainable",
+                      withThousands(r.params));
   if (r.frozenParams)
     os << llvm::formatv(", {0} frozen in {1} (LoRA)",
                         withThousands(r.frozenParams), r.frozenStorage);

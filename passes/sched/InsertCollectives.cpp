@@ -672,9 +672,9 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
             builder, loc, withNumel(shard, padded), state.name + suffix,
             sched::BufferRole::Gathered,
             /*persistent=*/false, /*offset=*/IntegerAttr());
-        Value done = sched::AllGatherOp::create(
-            builder, loc, eventType, shard, gathered, sched::Group::Shard,
-            ValueRange());
+        Value done =
+            sched::AllGatherOp::create(builder, loc, eventType, shard, gathered,
+                                       sched::Group::Shard, ValueRange());
         auto wait = sched::WaitOp::create(builder, loc, done);
         redirect(index, kind, first, last, gathered, wait);
         builder.setInsertionPointAfter(last);

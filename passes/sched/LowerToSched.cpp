@@ -63,11 +63,10 @@ LogicalResult checkFrozenStorage(plan::PlanOp planOp, plan::ParamOp param) {
   if (!storage)
     return success();
   plan::Precision precision = planOp.getTrain().getPrecision();
-  plan::BaseStorage working = precision == plan::Precision::FP32
-                                  ? plan::BaseStorage::F32
-                              : precision == plan::Precision::BF16Mixed
-                                  ? plan::BaseStorage::BF16
-                                  : plan::BaseStorage::F16;
+  plan::BaseStorage working =
+      precision == plan::Precision::FP32        ? plan::BaseStorage::F32
+      : precision == plan::Precision::BF16Mixed ? plan::BaseStorage::BF16
+                                                : plan::BaseStorage::F16;
   if (*storage == working)
     return success();
   return mlir::emitError(param.getLoc(), "parameter '")
@@ -142,7 +141,8 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
              << group.getSymName() << "' stores " << offset
              << " elements, more than its padded_numel "
              << *group.getPaddedNumel();
-    if (frozenOffset > static_cast<int64_t>(group.getFrozenPaddedNumel().value_or(0)))
+    if (frozenOffset >
+        static_cast<int64_t>(group.getFrozenPaddedNumel().value_or(0)))
       return group.emitError("group '")
              << group.getSymName() << "' stores " << frozenOffset
              << " frozen elements, more than its frozen_padded_numel "
@@ -303,8 +303,7 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
     if (unit.tiedOwner == kNone)
       return Value();
     if (unit.tiesFrozen)
-      return view == &UnitSlot::params ? units[unit.tiedOwner].frozen
-                                       : Value();
+      return view == &UnitSlot::params ? units[unit.tiedOwner].frozen : Value();
     return units[unit.tiedOwner].*view;
   };
 
@@ -313,11 +312,10 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
   // turns a block's into its input alone.
   SmallVector<Value> saved(units.size());
   for (auto [index, unit] : llvm::enumerate(units)) {
-    saved[index] =
-        alloc(unit.op.getSymName() + ".saves" + suffix,
-              sched::BufferRole::Activations,
-              plan::savesElements(unit.op, planOp.getModel(), train),
-              /*persistent=*/false);
+    saved[index] = alloc(unit.op.getSymName() + ".saves" + suffix,
+                         sched::BufferRole::Activations,
+                         plan::savesElements(unit.op, planOp.getModel(), train),
+                         /*persistent=*/false);
     sched::ForwardOp::create(b, loc, unit.ref, mb, unit.params,
                              tiedOf(unit, &UnitSlot::params), unit.frozen,
                              saved[index]);
@@ -329,10 +327,9 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
 
   for (int64_t index = units.size() - 1; index >= 0; --index) {
     UnitSlot &unit = units[index];
-    sched::BackwardOp::create(b, loc, unit.ref, mb, unit.params,
-                              tiedOf(unit, &UnitSlot::params), unit.frozen,
-                              saved[index], unit.grads,
-                              tiedOf(unit, &UnitSlot::grads));
+    sched::BackwardOp::create(
+        b, loc, unit.ref, mb, unit.params, tiedOf(unit, &UnitSlot::params),
+        unit.frozen, saved[index], unit.grads, tiedOf(unit, &UnitSlot::grads));
     sched::FreeOp::create(b, loc, saved[index]);
   }
 }
@@ -350,8 +347,8 @@ void StepBuilder::buildStep(MutableArrayRef<GroupSlot> groups) {
   for (GroupSlot &group : groups)
     if (group.param)
       sched::OptimizerStepOp::create(b, loc, group.ref, group.param, group.grad,
-                                   group.state, norm, /*found_inf=*/Value(),
-                                   /*loss_scale=*/Value());
+                                     group.state, norm, /*found_inf=*/Value(),
+                                     /*loss_scale=*/Value());
   if (norm)
     sched::FreeOp::create(b, loc, norm);
 }

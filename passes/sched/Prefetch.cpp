@@ -70,15 +70,14 @@ struct Compute {
   Value tied;
   Value frozen;
   bool reads(Value gathered) const {
-    return gathered && (params == gathered || tied == gathered ||
-                        frozen == gathered);
+    return gathered &&
+           (params == gathered || tied == gathered || frozen == gathered);
   }
 };
 
 Value rootOrNull(Value buffer) { return buffer ? rootBuffer(buffer) : Value(); }
 
-template <typename ComputeOp>
-Compute computeOf(ComputeOp op, Phase phase) {
+template <typename ComputeOp> Compute computeOf(ComputeOp op, Phase phase) {
   return Compute{phase, static_cast<int64_t>(op.getMicroBatch()),
                  rootOrNull(op.getParams()), rootOrNull(op.getTied()),
                  rootOrNull(op.getFrozen())};

@@ -253,10 +253,56 @@ plan.plan @p on @mesh
   // work; PaLM's formula counts all of it).
   EXPECT_EQ(block.model, 2.0 * 46208 * 16 + 16384);
   EXPECT_EQ(block.executed, 2.0 * 46208 * 16 + 16384);
+  EXPECT_EQ(block.frozen, 0);
+  EXPECT_EQ(block.backward(), 2 * block.executed);
   UnitFlops embed =
       unitForwardFlops(plan.lookupUnit("embed"), plan.getModel(), 2, 8);
   EXPECT_EQ(embed.model, 0);
   EXPECT_EQ(embed.executed, 0);
+}
+
+// LoRA: a frozen weight's backward computes the input's gradient only, one
+// pass where a trained weight takes two; the head tied to a frozen
+// embedding multiplies by frozen weights too.
+TEST(TimeModel, FrozenWeightsHaveNoWeightGradients) {
+  mlir::DialectRegistry registry;
+  registerPlanDialects(registry);
+  mlir::MLIRContext context(registry);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+shard.grid @mesh(shape = 1x1)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, tie_embeddings = true, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = fp32>>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 1000000000, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 1000000000, inter_node_bandwidth = 1.0e10>
+    train #plan.train<optimizer = <kind = adamw, lr = 0.001>, micro_batch = 1, seq_len = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>> {
+  plan.unit @embed kind embedding {
+    plan.param "model.embed_tokens.weight" : tensor<8x4xf32> frozen fp32
+  }
+  plan.unit @layers.0 kind llama_block {
+    plan.param "model.layers.0.self_attn.q_proj.weight" : tensor<4x4xf32> frozen fp32
+    plan.param "model.layers.0.self_attn.q_proj.lora_A.weight" : tensor<1x4xf32>
+    plan.param "model.layers.0.self_attn.q_proj.lora_B.weight" : tensor<4x1xf32>
+  }
+  plan.unit @head kind llama_head {
+    plan.param "model.norm.weight" : tensor<4xf32> frozen fp32
+    plan.param "lm_head.weight" : tensor<8x4xf32> tied_to "model.embed_tokens.weight"
+  }
+}
+)mlir",
+                                              &context);
+  ASSERT_TRUE(module);
+  PlanOp plan = *module->getOps<PlanOp>().begin();
+  // 2 tokens: the frozen q_proj 16 elements, the adapters 4 + 4.
+  UnitFlops block =
+      unitForwardFlops(plan.lookupUnit("layers.0"), plan.getModel(), 1, 2);
+  EXPECT_EQ(block.frozen, 2.0 * 16 * 2);
+  EXPECT_EQ(block.backward(), 2 * block.executed - 2.0 * 16 * 2);
+  // The head: the norm and the tied lm_head, 4 + 32, all frozen.
+  UnitFlops head =
+      unitForwardFlops(plan.lookupUnit("head"), plan.getModel(), 1, 2);
+  EXPECT_EQ(head.frozen, 2.0 * 36 * 2);
+  EXPECT_EQ(head.backward(), head.executed);
 }
 
 } // namespace

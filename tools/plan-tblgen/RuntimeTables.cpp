@@ -328,8 +328,8 @@ void collectChecks(RuntimeOp &op) {
       }
       op.checks.push_back(
           formatv("c.roles({{{0}}, {{{1}});", args, roles).str());
-      op.checkDocs.push_back(listNames(names) +
-                             " lie in allocations of role " + roleDocs);
+      op.checkDocs.push_back(listNames(names) + " lie in allocations of role " +
+                             roleDocs);
     } else if (check->isSubClassOf("Sched_GivenTogether")) {
       const Field &a = fieldNamed(op, check->getValueAsString("a"));
       const Field &b = fieldNamed(op, check->getValueAsString("b"));

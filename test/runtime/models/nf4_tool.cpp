@@ -44,10 +44,10 @@ int main(int argc, char **argv) {
     if (bytes.empty() || bytes.size() % 4)
       throw std::runtime_error(std::string("cannot read fp32 values from ") +
                                argv[1]);
-    at::Tensor x = at::from_blob(bytes.data(),
-                                 {static_cast<int64_t>(bytes.size() / 4)},
-                                 at::kFloat)
-                       .clone();
+    at::Tensor x =
+        at::from_blob(bytes.data(), {static_cast<int64_t>(bytes.size() / 4)},
+                      at::kFloat)
+            .clone();
     if (argc == 4)
       x = x.to(at::kBFloat16);
     plan::rt::NF4Tensor q = plan::rt::quantizeNF4(x);
