@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "analysis/ActivationModel.h"
+#include "frontend/Models.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -63,10 +64,7 @@ LogicalResult checkFrozenStorage(plan::PlanOp planOp, plan::ParamOp param) {
   if (!storage)
     return success();
   plan::Precision precision = planOp.getTrain().getPrecision();
-  plan::BaseStorage working =
-      precision == plan::Precision::FP32        ? plan::BaseStorage::F32
-      : precision == plan::Precision::BF16Mixed ? plan::BaseStorage::BF16
-                                                : plan::BaseStorage::F16;
+  plan::BaseStorage working = plan::workingStorage(precision);
   if (*storage == working)
     return success();
   return mlir::emitError(param.getLoc(), "parameter '")
