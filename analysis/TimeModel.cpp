@@ -41,13 +41,9 @@ static int64_t frozenParamNumel(UnitOp unit) {
   auto plan = unit->getParentOfType<PlanOp>();
   int64_t numel = 0;
   for (auto param : unit.getBody().getOps<ParamOp>()) {
-    bool frozen = param.getFrozen().has_value();
-    if (std::optional<StringRef> tied = param.getTiedTo())
-      for (auto other : plan.getBody().getOps<UnitOp>())
-        for (auto p : other.getBody().getOps<ParamOp>())
-          if (p.getParamName() == *tied)
-            frozen = p.getFrozen().has_value();
-    if (frozen)
+    ParamOp stored =
+        param.getTiedTo() ? plan.lookupTiedTo(param).second : param;
+    if (stored && stored.getFrozen())
       numel += param.getTensorType().getNumElements();
   }
   return numel;

@@ -400,6 +400,8 @@ private:
   bool readLoraTargets(const Value &v, const std::string &path,
                        ModelFamily family, std::vector<std::string> &out);
   void finishLora(ModelFamily family, std::optional<BaseStorage> base);
+  /// What `model.lora` gives under PEFT's names (r, lora_alpha, ...).
+  LoraSpec loraPeftSpelling;
   /// `model = hf("path")`: the model of an HF config.json.
   bool readHuggingFace(const Value &v);
 
@@ -756,25 +758,36 @@ void Analyzer::readModel(const KeyGroup &group) {
 GroupReader Analyzer::loraSection(ModelFamily family) {
   return [this, family](const KeyGroup &group) {
     LoraSpec &lora = plan.lora.emplace();
-    // PEFT's LoraConfig names are accepted as they are; each pair is one
-    // key (finishLora refuses both).
+    // PEFT's LoraConfig names are accepted as they are, read apart: each
+    // pair is one key, which finishLora settles.
+    LoraSpec &peft = loraPeftSpelling;
     std::vector<KeyRule> rules = {
         {"rank", Need::Optional, integer(lora.rank), nullptr},
-        {"r", Need::Optional, integer(lora.rank), nullptr},
+        {"r", Need::Optional, integer(peft.rank), nullptr},
         {"alpha", Need::Optional, real(lora.alpha), nullptr},
-        {"lora_alpha", Need::Optional, real(lora.alpha), nullptr},
+        {"lora_alpha", Need::Optional, real(peft.alpha), nullptr},
         {"dropout", Need::Optional, real(lora.dropout), nullptr},
-        {"lora_dropout", Need::Optional, real(lora.dropout), nullptr},
+        {"lora_dropout", Need::Optional, real(peft.dropout), nullptr},
     };
-    for (const char *key : {"targets", "target_modules"})
+    for (auto [key, targets] : {std::pair{"targets", &lora.targets},
+                                std::pair{"target_modules", &peft.targets}})
       rules.push_back(
           {key, Need::Optional,
-           [this, family, &lora](const Value &v, const std::string &path) {
-             return readLoraTargets(v, path, family, lora.targets);
+           [this, family, targets](const Value &v, const std::string &path) {
+             return readLoraTargets(v, path, family, *targets);
            },
            nullptr});
     section([rules] { return rules; })(group);
   };
+}
+
+/// `all_linear`, or PEFT's own string "all-linear": every linear layer of the
+/// blocks.
+static bool isAllLinear(const Value &v) {
+  return (v.kind == ValueKind::Identifier && !v.block &&
+          v.text == "all_linear") ||
+         (v.kind == ValueKind::String &&
+          (v.text == "all-linear" || v.text == "all_linear"));
 }
 
 /// `[q_proj, v_proj]` (names or strings), one name, or `all_linear` (PEFT's
@@ -794,8 +807,7 @@ bool Analyzer::readLoraTargets(const Value &v, const std::string &path,
                          path, llvm::join(defaultLoraTargets(family), ", ")));
       return false;
     }
-  } else if (v.kind == ValueKind::Identifier && !v.block &&
-             (v.text == "all_linear" || v.text == "all-linear")) {
+  } else if (isAllLinear(v)) {
     out = modules;
     return true;
   } else {
@@ -821,6 +833,12 @@ bool Analyzer::readLoraTargets(const Value &v, const std::string &path,
         name->block) {
       ok = typeError(*name, path,
                      "module names, e.g. [q_proj, v_proj], or all_linear");
+      continue;
+    }
+    if (isAllLinear(*name)) {
+      for (const std::string &module : modules)
+        if (!llvm::is_contained(targets, module))
+          targets.push_back(module);
       continue;
     }
     StringRef target = name->text;
@@ -859,24 +877,44 @@ void Analyzer::finishLora(ModelFamily family, std::optional<BaseStorage> base) {
     return;
   }
   LoraSpec &lora = *plan.lora;
+  const LoraSpec &peft = loraPeftSpelling;
   lora.base = base;
-  // PEFT's names are the same keys (their ranges are checked under the name
-  // the plan wrote, Checks.cpp).
-  for (auto [ours, peft] :
-       {std::pair{"rank", "r"}, std::pair{"alpha", "lora_alpha"},
-        std::pair{"dropout", "lora_dropout"},
-        std::pair{"targets", "target_modules"}}) {
+  // PEFT's names are the same keys. Given under both names, the one a
+  // `--set` gives overrides the file's; two in the file are an error. The
+  // name that loses is no longer given (its range is checked under the
+  // name that holds the value, Checks.cpp).
+  auto fromSet = [&](SMLoc loc) {
+    llvm::SourceMgr *sourceMgr = diag.getSourceMgr();
+    unsigned id = sourceMgr ? sourceMgr->FindBufferContainingLoc(loc) : 0;
+    return id &&
+           sourceMgr->getMemoryBuffer(id)->getBufferIdentifier().starts_with(
+               "<--set");
+  };
+  auto settle = [&](const char *ours, const char *peftName, auto field) {
     std::string ourPath = std::string("model.lora.") + ours;
-    std::string peftPath = std::string("model.lora.") + peft;
-    if (plan.isGiven(ourPath) && plan.isGiven(peftPath)) {
-      diag.error(plan.locOf(peftPath),
-                 formatv("'{0}' is PEFT's name for '{1}', which is also "
-                         "given; give one of them",
-                         peftPath, ourPath));
-      unchecked.insert(ourPath);
-      unchecked.insert(peftPath);
+    std::string peftPath = std::string("model.lora.") + peftName;
+    bool oursGiven = plan.isGiven(ourPath), peftGiven = plan.isGiven(peftPath);
+    if (oursGiven && peftGiven) {
+      bool oursSet = fromSet(plan.locOf(ourPath));
+      if (oursSet == fromSet(plan.locOf(peftPath))) {
+        diag.error(plan.locOf(peftPath),
+                   formatv("'{0}' is PEFT's name for '{1}', which is also "
+                           "given; give one of them",
+                           peftPath, ourPath));
+        unchecked.insert(ourPath);
+        unchecked.insert(peftPath);
+        return;
+      }
+      plan.locs.erase(oursSet ? peftPath : ourPath);
+      peftGiven = !oursSet;
     }
-  }
+    if (peftGiven)
+      lora.*field = peft.*field;
+  };
+  settle("rank", "r", &LoraSpec::rank);
+  settle("alpha", "lora_alpha", &LoraSpec::alpha);
+  settle("dropout", "lora_dropout", &LoraSpec::dropout);
+  settle("targets", "target_modules", &LoraSpec::targets);
   if (!plan.isGiven("model.lora.targets") &&
       !plan.isGiven("model.lora.target_modules"))
     lora.targets = defaultLoraTargets(family);

@@ -691,11 +691,6 @@ bool plan::loraTargetMatches(llvm::StringRef module, llvm::StringRef target) {
                                module.drop_back(target.size()).ends_with(".")));
 }
 
-bool plan::isLoraAdapter(llvm::StringRef paramName) {
-  return paramName.ends_with(".lora_A.weight") ||
-         paramName.ends_with(".lora_B.weight");
-}
-
 int64_t plan::countParams(const ModelSpec &model) {
   return countParams(enumerateUnits(model)).total;
 }

@@ -109,10 +109,6 @@ std::vector<std::string> defaultLoraTargets(ModelFamily family);
 /// it after a '.'.
 bool loraTargetMatches(llvm::StringRef module, llvm::StringRef target);
 
-/// Whether a parameter is a LoRA adapter (its name ends in
-/// ".lora_A.weight" or ".lora_B.weight").
-bool isLoraAdapter(llvm::StringRef paramName);
-
 /// Trainable parameters, each tied group counted once (what HF's
 /// `model.num_parameters()` prints).
 int64_t countParams(const ModelSpec &model);

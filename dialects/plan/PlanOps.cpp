@@ -102,6 +102,17 @@ GroupOp PlanOp::lookupGroup(StringRef name) {
       mlir::SymbolTable::lookupSymbolIn(*this, name));
 }
 
+std::pair<UnitOp, ParamOp> PlanOp::lookupTiedTo(ParamOp param) {
+  std::optional<StringRef> tied = param.getTiedTo();
+  if (!tied)
+    return {};
+  for (auto unit : getBody().getOps<UnitOp>())
+    for (auto p : unit.getBody().getOps<ParamOp>())
+      if (p.getParamName() == *tied)
+        return {unit, p};
+  return {};
+}
+
 shard::GridOp PlanOp::getGridOp() {
   // The plan is a symbol table of its units; the mesh is a sibling.
   return mlir::SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(

@@ -56,6 +56,9 @@ def Plan_PlanOp : Plan_Op<"plan", [
   let extraClassDeclaration = [{
     UnitOp lookupUnit(::llvm::StringRef name);
     GroupOp lookupGroup(::llvm::StringRef name);
+    /// The unit holding the parameter `param` ties to, and that parameter;
+    /// nulls when it ties nothing or the name resolves to nothing.
+    std::pair<UnitOp, ParamOp> lookupTiedTo(ParamOp param);
     /// The data-parallel mesh this plan runs on.
     ::mlir::shard::GridOp getGridOp();
     int64_t getWorldSize() { return getCluster().getWorldSize(); }

@@ -282,16 +282,10 @@ static LogicalResult verifyUnitAndMicroBatch(Operation *op,
 /// nothing; and whether the parameter is frozen.
 static std::pair<int64_t, bool> tiedStorage(plan::UnitOp unit) {
   auto plan = unit->getParentOfType<plan::PlanOp>();
-  for (auto param : unit.getBody().getOps<plan::ParamOp>()) {
-    std::optional<StringRef> tied = param.getTiedTo();
-    if (!tied)
-      continue;
-    for (auto other : plan.getBody().getOps<plan::UnitOp>())
-      for (auto p : other.getBody().getOps<plan::ParamOp>())
-        if (p.getParamName() == *tied)
-          return p.getFrozen() ? std::pair(other.getFrozenNumel(), true)
-                               : std::pair(other.getStoredNumel(), false);
-  }
+  for (auto param : unit.getBody().getOps<plan::ParamOp>())
+    if (auto [other, p] = plan.lookupTiedTo(param); p)
+      return p.getFrozen() ? std::pair(other.getFrozenNumel(), true)
+                           : std::pair(other.getStoredNumel(), false);
   return {0, false};
 }
 

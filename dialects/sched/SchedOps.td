@@ -400,6 +400,9 @@ def Sched_BackwardOp : Sched_ComputeOp<"backward", [AttrSizedOperandSegments]> {
   let extraClassDeclaration = computeExtraDeclaration;
   let fileChecks = [Sched_UnitStorage<"params", "tied", "frozen">,
                     Sched_GivenTogether<"params", "grads">,
+                    // A file holds no frozen base yet (version 4): every tie
+                    // trains.
+                    Sched_GivenTogether<"tied", "tied_grads">,
                     Sched_SameNumel<["params", "grads"]>,
                     Sched_SameNumel<["tied", "tied_grads"]>,
                     Sched_Roles<["params"], ["param", "gathered", "staging"]>,

@@ -101,7 +101,9 @@ LogicalResult wrapPlan(PlanOp plan) {
     if (pending.units.empty())
       pending.firstUnit = index;
     pending.units.push_back(unit);
-    pendingNumel += unit.getStoredNumel();
+    // Every stored element counts, frozen ones too (a LoRA base), as
+    // PyTorch's size_based_auto_wrap_policy counts them.
+    pendingNumel += unit.getStoredNumel() + unit.getFrozenNumel();
     // transformer_block closes a group after every block, min_params once it
     // holds enough elements. Groups are runs of consecutive blocks, so a run
     // that the head (or any non-block unit) cuts short stays a smaller group.

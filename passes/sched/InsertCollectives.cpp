@@ -657,8 +657,8 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
       paramSpans.push_back({forwardSpans[index][0].first,
                             backwardSpans[index][microBatches - 1].last});
     }
-    // The frozen base is gathered alongside, in its own buffer: it moves
-    // in its storage type and is never reduced.
+    // The frozen base is gathered alongside, in its own buffer, and never
+    // reduced.
     for (auto [first, last] : paramSpans) {
       for (auto [shard, padded, kind, suffix] :
            {std::tuple(state.param, state.paddedNumel, BufferKind::Param,

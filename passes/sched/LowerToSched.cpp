@@ -69,9 +69,9 @@ LogicalResult checkFrozenStorage(plan::PlanOp planOp, plan::ParamOp param) {
     return success();
   return mlir::emitError(param.getLoc(), "parameter '")
          << param.getParamName() << "' is frozen in "
-         << plan::stringifyBaseStorage(*storage) << ", and "
-         << plan::stringifyPrecision(precision) << " computes in "
-         << plan::stringifyBaseStorage(working)
+         << plan::stringifyBaseStorage(*storage)
+         << ", and train.precision = " << plan::stringifyPrecision(precision)
+         << " computes in " << plan::stringifyBaseStorage(working)
          << ": converting a frozen base for compute ("
          << (*storage == plan::BaseStorage::NF4 ? "NF4 dequantization"
                                                 : "a cast")

@@ -409,6 +409,7 @@ struct Backward {
   static void check(const Backward &op, Checker &c) {
     c.unitStorage(op.unit, {"params", field::one(op.params)}, {"tied", field::one(op.tied)}, {"frozen", field::one(op.frozen)});
     c.givenTogether({"params", field::one(op.params)}, {"grads", field::one(op.grads)});
+    c.givenTogether({"tied", field::one(op.tied)}, {"tied_grads", field::one(op.tiedGrads)});
     c.sameNumel({{"params", field::one(op.params)}, {"grads", field::one(op.grads)}});
     c.sameNumel({{"tied", field::one(op.tied)}, {"tied_grads", field::one(op.tiedGrads)}});
     c.roles({{"params", field::one(op.params)}}, {"param", "gathered", "staging"});

@@ -20,9 +20,9 @@
 // CHECK-NEXT:  sched.alloc "fsdp.layers.0.exp_avg_sq"
 // CHECK-NEXT:  [[PV:%.*]] = sched.view [[LP]][0]
 // CHECK-NEXT:  [[GV:%.*]] = sched.view [[LG]][0]
-// CHECK-NOT:   sched.alloc "fsdp.root.param"
-// CHECK-NOT:   sched.alloc "fsdp.root.grad"
+// The root trains nothing: no state, and one zero (the block's gradient).
 // CHECK-NEXT:  sched.zero [[LG]]
+// CHECK-NEXT:  sched.alloc "embed.saves.mb0"
 // CHECK:       sched.forward @tiny_llama_cpu::@embed mb 0 frozen([[EMBED]] : {{.*}}) saves(
 // CHECK:       sched.forward @tiny_llama_cpu::@layers.0 mb 0 params([[PV]] : {{.*}}) frozen([[BLOCK]] : {{.*}}) saves(
 // CHECK:       sched.forward @tiny_llama_cpu::@head mb 0 tied([[EMBED]] : {{.*}}) frozen([[HEAD]] : {{.*}}) saves(

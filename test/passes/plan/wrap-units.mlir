@@ -156,3 +156,11 @@ plan.plan @grouped on @mesh
   }
   plan.group @mine units [@embed, @layers.0, @layers.1, @head]
 }
+
+// min_params counts frozen elements too (a LoRA base, as PyTorch's
+// size_based_auto_wrap_policy does): each llama_tiny block stores 46208
+// frozen elements, enough for a group of its own at 40000.
+// RUN: plan-opt %examples/tiny_llama_cpu.plan --set model.lora.rank=2 --set 'parallel.wrap=min_params(40000)' --plan-expand-presets --plan-wrap-units | FileCheck %s --check-prefix=LORA
+// LORA: plan.group @fsdp.root units [@embed, @head]
+// LORA-NEXT: plan.group @fsdp.layers.0 units [@layers.0]
+// LORA-NEXT: plan.group @fsdp.layers.1 units [@layers.1]
