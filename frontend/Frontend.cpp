@@ -5,7 +5,6 @@
 #include "dialects/plan/PlanDialect.h"
 #include "dialects/sched/SchedDialect.h"
 #include "frontend/Analyze.h"
-#include "frontend/Models.h"
 #include "frontend/Parser.h"
 
 #include "mlir/IR/Builders.h"
@@ -126,14 +125,14 @@ struct PlanImporter {
           F64(m.ropeScaling->lowFreqFactor), F64(m.ropeScaling->highFreqFactor),
           m.ropeScaling->originalMaxSeqLen);
     LoraAttr lora;
+    // The analyzer resolves the base's storage (applyDerivedDefaults).
     if (const std::optional<LoraSpec> &l = plan.lora) {
       llvm::SmallVector<Attribute> targets;
       for (const std::string &target : l->targets)
         targets.push_back(StringAttr::get(ctx, target));
-      lora = LoraAttr::getChecked(
-          errorAt("model.lora"), ctx, l->rank, F64(l->alpha), F64(l->dropout),
-          ArrayAttr::get(ctx, targets),
-          l->base.value_or(workingStorage(plan.train.precision)));
+      lora = LoraAttr::getChecked(errorAt("model.lora"), ctx, l->rank,
+                                  F64(l->alpha), F64(l->dropout),
+                                  ArrayAttr::get(ctx, targets), *l->base);
       if (!lora)
         return nullptr;
     }

@@ -403,10 +403,7 @@ public:
   }
 
 private:
-  bool isBlock() const {
-    return unit.kind == UnitKind::LlamaBlock ||
-           unit.kind == UnitKind::GPT2Block || unit.kind == UnitKind::BertBlock;
-  }
+  bool isBlock() const { return isBlockKind(unit.kind); }
   std::optional<BaseStorage> frozenDense() const {
     if (!lora.spec)
       return std::nullopt;

@@ -1092,6 +1092,24 @@ TEST(ScheduleFile, ValidationCatchesBadBuffers) {
              "numel 0 out of range");
 }
 
+// Version 4 made a compute op's parameter operands optional (a LoRA base);
+// a file still holds no frozen base, so every tie trains and a backward
+// that reads `tied` must add into `tied_grads`.
+TEST(ScheduleFile, ValidationCatchesATiedBackwardWithoutItsGradients) {
+  Schedule gpt2 = compile({"model=gpt2_tiny"});
+  bool edited = false;
+  for (Op &op : gpt2.ops)
+    if (auto *backward = op.as<ops::Backward>();
+        backward && backward->tied >= 0) {
+      backward->tiedGrads = -1;
+      edited = true;
+      break;
+    }
+  ASSERT_TRUE(edited);
+  EXPECT_HAS(validateError(gpt2),
+             "tied and tied_grads must be given together or not at all");
+}
+
 TEST(ScheduleFile, ValidationCatchesBadUnitsAndGroups) {
   EXPECT_HAS(errorAfter([](Schedule &s) { s.units[1].numel += 1; }),
              "unit 'layers.0': numel 46209 is not the 46208 elements");
