@@ -10,6 +10,7 @@
 #                       (fp32 and bf16_mixed; test/equivalence/equivalence.py)
 # OUT_DIR/peak/         schedules whose measured peak must be within 2% of the
 #                       plan (test/equivalence/gpu_peak.py)
+# Each peak and bench schedule has planc's report beside it (NAME.sched.report.json).
 # OUT_DIR/bench/        the benchmark schedules (benchmarks/runtime/gpu_vs_fsdp2.py):
 #   llama_1b.sched             TinyLlama-1.1B, bf16_mixed, one H100 SXM,
 #                              8 x 2048 tokens a step, no recomputation
@@ -49,25 +50,37 @@ BENCH_1B=("$EX/llama3_8b_fsdp_h100.plan" "${ONE_H100[@]}" --set model=tinyllama_
   --set parallel.sharding=no_shard
   --set train.micro_batch=8 --set train.seq_len=2048 --set train.grad_accum=1
   --set train.activation_checkpointing=none --set train.lr_schedule=constant
-  --set train.steps=0)
+  --set parallel.backward_prefetch=none --set train.steps=0)
 OFFLOAD_8B=("$EX/llama3_8b_offload_rtx4090.plan" "${ONE_H100[@]}"
   --set cluster.host_memory=192GiB --set train.lr_schedule=constant
   --set train.steps=0)
 
+# compile OUT.sched PLAN ARGS...: the schedule, and next to it OUT.sched.report.json,
+# planc's report of the same plan (predicted step time and peak), which
+# gpu_vs_fsdp2.py and gpu_peak.py print against the measurements.
+compile() {
+  local out=$1
+  shift
+  "$PLANC" "$@" -o "$out"
+  "$PLANC" "$@" --report=json > "$out.report.json" 2> /dev/null || {
+    local code=$?
+    # 2: the plan does not fit; the report is still written.
+    [[ $code == 2 ]] || { echo "make-gpu-scheds.sh: planc --report=json failed for $out" >&2; exit 1; }
+  }
+}
+
 echo "== peak-vs-plan schedules -> $OUT/peak"
 TINY=("$EX/tiny_llama_cpu.plan" "${ONE_H100[@]}" --set train.steps=0)
-"$PLANC" "${TINY[@]}" --set train.precision=fp32 -o "$OUT/peak/tiny-fp32.sched"
-"$PLANC" "${TINY[@]}" --set train.precision=bf16_mixed -o "$OUT/peak/tiny-bf16.sched"
-"$PLANC" "${TINY[@]}" --set train.precision=bf16_mixed \
-  --set parallel.offload.optimizer=cpu --set parallel.optimizer_step=cpu \
-  -o "$OUT/peak/tiny-bf16-offload.sched"
-"$PLANC" "${BENCH_1B[@]}" -o "$OUT/peak/llama_1b.sched"
+compile "$OUT/peak/tiny-fp32.sched" "${TINY[@]}" --set train.precision=fp32
+compile "$OUT/peak/tiny-bf16.sched" "${TINY[@]}" --set train.precision=bf16_mixed
+compile "$OUT/peak/tiny-bf16-offload.sched" "${TINY[@]}" --set train.precision=bf16_mixed \
+  --set parallel.offload.optimizer=cpu --set parallel.optimizer_step=cpu
+compile "$OUT/peak/llama_1b.sched" "${BENCH_1B[@]}"
 
 echo "== benchmark schedules -> $OUT/bench"
-"$PLANC" "${BENCH_1B[@]}" -o "$OUT/bench/llama_1b.sched"
-"$PLANC" "${OFFLOAD_8B[@]}" -o "$OUT/bench/llama3_8b_offload.sched"
-"$PLANC" "${OFFLOAD_8B[@]}" --set model.layers=16 \
-  -o "$OUT/bench/llama3_8b_l16_offload.sched"
+compile "$OUT/bench/llama_1b.sched" "${BENCH_1B[@]}"
+compile "$OUT/bench/llama3_8b_offload.sched" "${OFFLOAD_8B[@]}"
+compile "$OUT/bench/llama3_8b_l16_offload.sched" "${OFFLOAD_8B[@]}" --set model.layers=16
 
 ls -l "$OUT"/peak "$OUT"/bench
 echo "make-gpu-scheds.sh: $(find "$OUT" -name '*.sched' | wc -l) schedules in $OUT"
