@@ -232,13 +232,16 @@ void Executor::Impl::allocate() {
     int64_t bytes = schedule.arenaSize(space);
     try {
       arenas[static_cast<size_t>(space)] = backend.allocateArena(space, bytes);
-    } catch (const std::exception &) {
-      // The allocator's own message is several lines of its internals
-      // (c10's "[enforce fail at alloc_cpu.cpp...]", std::bad_alloc).
+    } catch (const std::exception &e) {
+      // The allocator's own message can be several lines of its internals
+      // (c10's "[enforce fail at alloc_cpu.cpp...]"): its first line says why.
+      std::string why = e.what();
+      why = why.substr(0, why.find('\n'));
       throw ExecutionError(
           "cannot allocate the " + std::to_string(bytes) + "-byte " +
           toString(space) + " arena the schedule plans (" +
-          support::formatBytes(bytes) + "): not enough memory on this machine");
+          support::formatBytes(bytes) +
+          "): not enough memory on this machine (" + why + ")");
     }
   }
   buffers.resize(schedule.buffers.size());

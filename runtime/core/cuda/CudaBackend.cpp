@@ -18,7 +18,11 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <cuda_runtime_api.h>
+
 #include <optional>
+#include <stdexcept>
+#include <string>
 
 namespace plan::rt {
 namespace {
@@ -47,8 +51,8 @@ public:
       c10::cuda::CUDAStreamGuard onCompute(compute_);
       return at::empty({bytes}, options.device(device()));
     }
-    if (space == Space::PinnedHost)
-      options = options.pinned_memory(true);
+    if (space == Space::PinnedHost && bytes > 0)
+      return allocatePinned(bytes);
     return at::empty({bytes}, options);
   }
 
@@ -118,6 +122,24 @@ public:
   }
 
 private:
+  // Page-locked memory of exactly `bytes`, from cudaHostAlloc. Not LibTorch's
+  // pinned_memory(true): its caching host allocator rounds every request up
+  // to a power of two, so a 72 GiB arena asked for 128 GiB (and failed on a
+  // 126 GiB node), and a smaller one held up to twice what the plan says.
+  static at::Tensor allocatePinned(int64_t bytes) {
+    void *ptr = nullptr;
+    cudaError_t err =
+        cudaHostAlloc(&ptr, static_cast<size_t>(bytes), cudaHostAllocDefault);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError(); // clear the sticky error for later calls
+      throw std::runtime_error(std::string("cudaHostAlloc: ") +
+                               cudaGetErrorString(err));
+    }
+    return at::from_blob(
+        ptr, {bytes}, [](void *p) { (void)cudaFreeHost(p); },
+        at::TensorOptions().dtype(at::kByte).device(at::kCPU));
+  }
+
   static c10::cuda::CUDAStream pool(c10::DeviceIndex index) {
     c10::cuda::CUDAGuard onDevice(index);
     return c10::cuda::getStreamFromPool(false, index);
