@@ -307,9 +307,19 @@ TEST(Optimizer, FusedAdamWOnCudaMatchesAdamWStep) {
     optimizerUpdate(config, p, in.grads[t - 1].to(cuda), state, 1e-3, t);
     adamwStep(rp, in.grads[t - 1], rm, rv, config, 1e-3, t);
   }
-  // The fused kernel computes the same formula in fp32 in another order.
+  // The fused kernel computes the same formula in fp32 in another order,
+  // with fused multiply-adds: m = b1 m + (1 - b1) g rounds once where the
+  // CPU rounds twice. Where the two terms nearly cancel, m is tiny and the
+  // difference is a rounding of the terms, not of m (seen on an H100: m off
+  // by more than 1e-9 absolute): so m's absolute tolerance is 8 fp32 ulps
+  // (1e-6 relative) of the largest gradient that entered it.
   EXPECT_TRUE(at::allclose(p.cpu(), rp, 1e-5, 1e-7));
-  EXPECT_TRUE(at::allclose(m.cpu(), rm, 1e-5, 1e-9));
+  at::Tensor gmax = in.grads[0].abs();
+  for (int t = 1; t < 3; ++t)
+    gmax = at::maximum(gmax, in.grads[t].abs());
+  EXPECT_TRUE(((m.cpu() - rm).abs() <= 1e-5 * rm.abs() + 1e-6 * gmax + 1e-9)
+                  .all()
+                  .item<bool>());
   EXPECT_TRUE(at::allclose(v.cpu(), rv, 1e-5, 1e-12));
   EXPECT_FALSE(at::allclose(p.cpu(), in.p, 1e-7, 0));
   // With a mask: two fused calls, as torch's two param groups.
