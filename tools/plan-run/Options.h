@@ -24,7 +24,8 @@ struct RunOptions {
   std::optional<uint64_t> seed; // overrides train.seed
   std::string metrics;          // JSONL path; "": none
   std::string memoryTrace;      // JSONL path, one line per op; "": none
-  double timeoutSeconds = 300;  // rendezvous and every collective
+  std::string profile; // Chrome trace of the last step (rank 0); "": none
+  double timeoutSeconds = 300; // rendezvous and every collective
   bool quiet = false;
   int threads = 0; // intra-op threads per rank; 0: chooseThreads' default
   // Checkpoints (docs/launching.md, "Checkpoints").

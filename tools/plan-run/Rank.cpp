@@ -20,6 +20,7 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -28,13 +29,17 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <type_traits>
 
@@ -261,6 +266,32 @@ std::unique_ptr<rt::Comm> createComm(c10::intrusive_ptr<c10d::Store> store,
                               timeout);
 }
 
+/// --profile: LibTorch's Kineto profiler around one step: the operators on
+/// the host and, on a CUDA device, every kernel, copy and collective of every
+/// stream (CUPTI), without shapes, stacks or memory events, which would slow
+/// the step it measures.
+void startProfiler(bool cuda) {
+  namespace prof = torch::profiler::impl;
+  prof::ProfilerConfig config(prof::ProfilerState::KINETO);
+  std::set<prof::ActivityType> activities{prof::ActivityType::CPU};
+  if (cuda)
+    activities.insert(prof::ActivityType::CUDA);
+  else // Kineto logs that it found no GPU, an error line that is no error.
+    ::setenv("KINETO_LOG_LEVEL", "5", /*overwrite=*/0);
+  torch::autograd::profiler::prepareProfiler(config, activities);
+  torch::autograd::profiler::enableProfiler(config, activities);
+}
+
+void stopProfiler(const std::string &path) {
+  std::unique_ptr<torch::autograd::profiler::ProfilerResult> result =
+      torch::autograd::profiler::disableProfiler();
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  result->save(path);
+  if (!std::filesystem::exists(path))
+    throw std::runtime_error(path + ": cannot write the profile");
+}
+
 /// One line of --memory-trace: the op and its unit and micro-batch (compute
 /// ops), then the allocator's bytes around it (docs/launching.md).
 std::string memoryTraceJson(const rt::Schedule &schedule, int64_t step,
@@ -439,6 +470,10 @@ int runRank(const RunOptions &options, const RankInfo &rank,
           options.metrics, start.checkpoint
                                ? std::optional<int64_t>(resumedAfter)
                                : std::nullopt);
+    if (reports && !options.profile.empty() &&
+        !std::ofstream(options.profile, std::ios::app))
+      throw std::runtime_error(options.profile + ": cannot open the profile: " +
+                               std::strerror(errno));
     if (reports && !options.memoryTrace.empty())
       memoryTrace = std::make_unique<MetricsFile>(
           options.memoryTrace,
@@ -490,10 +525,16 @@ int runRank(const RunOptions &options, const RankInfo &rank,
     int64_t tokens = 0, ran = 0;
     while (!trainer->finished()) {
       injectFault(fault, rank.rank, trainer->nextStep());
+      const bool profiled = reports && !options.profile.empty() &&
+                            trainer->nextStep() == trainer->lastStep();
+      if (profiled)
+        startProfiler(options.backend == "cuda");
       Clock::time_point stepStart = Clock::now();
       rt::StepResult result = trainer->step();
       double stepTime =
           std::chrono::duration<double>(Clock::now() - stepStart).count();
+      if (profiled)
+        stopProfiler(options.profile);
       // Every rank: the units that overflow may be on any of them.
       if (result.unplannedSaveBytes > 0 && !warnedUnplanned) {
         warnedUnplanned = true;
