@@ -158,6 +158,15 @@ LogicalResult ScheduleExporter::exportPlan() {
   m.typeVocab = model.getTypeVocab();
   m.bertHead = sched::toRuntime(model.getBertHead());
   m.numLabels = model.getNumLabels();
+  if (LoraAttr lora = model.getLora()) {
+    rt::LoraConfig l;
+    l.rank = lora.getRank();
+    l.alpha = lora.getAlpha();
+    l.dropout = lora.getDropout();
+    for (Attribute target : lora.getTargets())
+      l.targets.push_back(cast<StringAttr>(target).getValue().str());
+    m.lora = std::move(l);
+  }
 
   ClusterAttr cluster = plan.getCluster();
   DeviceAttr device = cluster.getDevice();
@@ -206,10 +215,12 @@ LogicalResult ScheduleExporter::exportPlan() {
   t.seed = train.getSeed();
   s.sharding = sched::toRuntime(plan.getParallel().getSharding());
 
-  // Units: stored parameters are laid out in parameter order; a tied one is
-  // stored in the unit that defines it and takes that parameter's offset
-  // (its place inside the `tied` buffer the compute ops receive).
-  llvm::StringMap<int64_t> storedOffset;
+  // Units: stored parameters are laid out in parameter order, the trainable
+  // ones and a LoRA run's frozen base each in their own elements; a tied one
+  // is stored in the unit that defines it and takes that parameter's offset
+  // (its place inside the `tied` buffer the compute ops receive) and
+  // frozenness.
+  llvm::StringMap<std::pair<int64_t, bool>> storedOffset;
   for (UnitOp unitOp : plan.getBody().getOps<UnitOp>()) {
     rt::Unit u;
     u.name = unitOp.getSymName().str();
@@ -221,16 +232,21 @@ LogicalResult ScheduleExporter::exportPlan() {
       if (std::optional<StringRef> tied = param.getTiedTo()) {
         p.tiedTo = tied->str();
       } else {
-        p.offset = u.numel;
-        storedOffset[p.name] = p.offset;
-        u.numel += param.getTensorType().getNumElements();
+        p.frozen = param.getFrozen().has_value();
+        int64_t &next = p.frozen ? u.frozenNumel : u.numel;
+        p.offset = next;
+        storedOffset[p.name] = {p.offset, p.frozen};
+        next += param.getTensorType().getNumElements();
       }
       u.params.push_back(std::move(p));
     }
-    if (u.numel != unitOp.getStoredNumel())
+    if (u.numel != unitOp.getStoredNumel() ||
+        u.frozenNumel != unitOp.getFrozenNumel())
       return unitOp.emitError("stores ")
-             << unitOp.getStoredNumel() << " elements, the export counted "
-             << u.numel;
+             << unitOp.getStoredNumel() << " trainable and "
+             << unitOp.getFrozenNumel()
+             << " frozen elements, the export counted " << u.numel << " and "
+             << u.frozenNumel;
     unitIndex[u.name] = static_cast<int64_t>(s.units.size());
     s.units.push_back(std::move(u));
   }
@@ -243,7 +259,8 @@ LogicalResult ScheduleExporter::exportPlan() {
         return plan.emitError("parameter '")
                << p.name << "' is tied to '" << p.tiedTo
                << "', which no unit stores";
-      p.offset = it->second;
+      p.offset = it->second.first;
+      p.frozen = it->second.second;
     }
 
   for (GroupOp groupOp : plan.getBody().getOps<GroupOp>()) {
@@ -258,6 +275,9 @@ LogicalResult ScheduleExporter::exportPlan() {
     g.numel = groupOp.getNumel().value_or(0);
     g.paddedNumel = groupOp.getPaddedNumel().value_or(0);
     g.shardNumel = groupOp.getShardNumel().value_or(0);
+    g.frozenNumel = groupOp.getFrozenNumel().value_or(0);
+    g.frozenPaddedNumel = groupOp.getFrozenPaddedNumel().value_or(0);
+    g.frozenShardNumel = groupOp.getFrozenShardNumel().value_or(0);
     groupIndex[g.name] = static_cast<int64_t>(s.groups.size());
     s.groups.push_back(std::move(g));
   }
@@ -320,7 +340,7 @@ LogicalResult ScheduleExporter::defineAlloc(sched::AllocOp alloc) {
       (b.role == rt::BufferRole::Param || b.role == rt::BufferRole::Master ||
        b.role == rt::BufferRole::Grad || b.role == rt::BufferRole::ExpAvg ||
        b.role == rt::BufferRole::ExpAvgSq ||
-       b.role == rt::BufferRole::Momentum);
+       b.role == rt::BufferRole::Momentum || b.role == rt::BufferRole::Frozen);
   if (groupState) {
     std::string suffix = std::string(".") + rt::toString(b.role);
     StringRef name = alloc.getName();
@@ -334,15 +354,18 @@ LogicalResult ScheduleExporter::defineAlloc(sched::AllocOp alloc) {
              << "' after a group of the plan";
     const rt::Group &group = schedule.groups[it->second];
     b.group = group.name;
-    if (schedule.shard > 1 && b.numel == group.shardNumel)
+    const bool frozen = b.role == rt::BufferRole::Frozen;
+    int64_t shardNumel = frozen ? group.frozenShardNumel : group.shardNumel;
+    int64_t paddedNumel = frozen ? group.frozenPaddedNumel : group.paddedNumel;
+    if (schedule.shard > 1 && b.numel == shardNumel)
       b.sharded = true;
-    else if (b.numel == group.paddedNumel)
+    else if (b.numel == paddedNumel)
       b.sharded = false;
     else
       return alloc.emitError("'")
              << name << "' has " << b.numel << " elements: neither group '"
-             << group.name << "''s shard (" << group.shardNumel
-             << ") nor all of it (" << group.paddedNumel << ")";
+             << group.name << "''s shard (" << shardNumel << ") nor all of it ("
+             << paddedNumel << ")";
   }
 
   bufferIds[alloc.getResult()] = static_cast<int64_t>(schedule.buffers.size());
@@ -476,14 +499,6 @@ FailureOr<rt::Schedule> exportSchedule(ModuleOp module) {
   if (!plan)
     return program.emitError("its plan ")
            << program.getPlanAttr() << " is not in the module";
-  // The file format has no frozen base and the runtime no adapters yet
-  // (issue 17): a file it would refuse, or misread, is not written.
-  if (plan.getModel().getLora())
-    return mlir::emitError(program.getLoc(),
-                           "a LoRA plan's schedule file is not written yet: "
-                           "plan-run does not train adapters; planc "
-                           "--report and plan-opt --plan-lower show its "
-                           "schedule");
   return ScheduleExporter(program, plan).run();
 }
 

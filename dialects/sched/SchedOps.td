@@ -185,8 +185,8 @@ def Sched_AllGatherOp : Sched_AsyncOp<"all_gather"> {
   let hasVerifier = 1;
   let fileChecks = [Sched_SameElementType<["src", "dst"]>,
                     Sched_NumelTimesGroup<"dst", "src">,
-                    Sched_Roles<["src"], ["param", "master", "staging"]>,
-                    Sched_Roles<["dst"], ["gathered", "param", "staging"]>];
+                    Sched_Roles<["src"], ["param", "master", "staging", "frozen"]>,
+                    Sched_Roles<["dst"], ["gathered", "param", "staging", "frozen"]>];
 }
 
 def Sched_ReduceScatterOp : Sched_AsyncOp<"reduce_scatter"> {
@@ -400,9 +400,7 @@ def Sched_BackwardOp : Sched_ComputeOp<"backward", [AttrSizedOperandSegments]> {
   let extraClassDeclaration = computeExtraDeclaration;
   let fileChecks = [Sched_UnitStorage<"params", "tied", "frozen">,
                     Sched_GivenTogether<"params", "grads">,
-                    // A file holds no frozen base yet (version 4): every tie
-                    // trains.
-                    Sched_GivenTogether<"tied", "tied_grads">,
+                    Sched_TiedGrads<"tied", "tied_grads">,
                     Sched_SameNumel<["params", "grads"]>,
                     Sched_SameNumel<["tied", "tied_grads"]>,
                     Sched_Roles<["params"], ["param", "gathered", "staging"]>,

@@ -36,7 +36,8 @@ namespace plan::rt {
 /// dialect), configuration strings are checked keywords.
 /// 3: the optimizer's `decay` (which parameters weight decay applies to).
 /// 4: compute ops' `frozen` (a LoRA base), optional `params` / `grads`.
-inline constexpr uint32_t kScheduleFormatVersion = 4;
+/// 5: LoRA: model.lora, params' `frozen`, units' and groups' frozen sizes.
+inline constexpr uint32_t kScheduleFormatVersion = 5;
 
 /// A buffer's element type: the IR's float types, spelled as in MLIR.
 enum class ElementType : uint8_t { F32, BF16, F16 };
@@ -60,6 +61,17 @@ struct RopeScaling { // Llama-3.1 "llama3" rope scaling; absent = none
   int64_t originalMaxSeqLen = 0;
 };
 
+/// LoRA (model.lora): adapters `<module>.lora_A.weight` [rank, in] and
+/// `<module>.lora_B.weight` [out, rank] on the target modules train, every
+/// other parameter is the frozen base; a target's output gains
+/// x A^T B^T alpha/rank (PEFT's LoRA).
+struct LoraConfig {
+  int64_t rank = 0;
+  double alpha = 0;
+  double dropout = 0;
+  std::vector<std::string> targets; // as the plan resolved them
+};
+
 struct ModelConfig {
   ModelFamily family = ModelFamily::Llama;
   std::string preset; // "" when written out explicitly
@@ -72,6 +84,7 @@ struct ModelConfig {
   int64_t typeVocab = 2; // bert
   BertHead bertHead = BertHead::MaskedLM;
   int64_t numLabels = 2; // bert sequence classification
+  std::optional<LoraConfig> lora;
 };
 
 /// The alignment of every copy the runtime makes into a unit's saves buffer
@@ -159,12 +172,15 @@ struct ClusterConfig {
 };
 
 /// One parameter tensor of a unit, HF-named; `offset` is in elements within
-/// the unit's stored elements (unit order, then parameter order).
+/// the unit's stored elements (unit order, then parameter order): its
+/// trainable ones, or, for a `frozen` parameter (a LoRA run's base), its
+/// frozen ones.
 struct Param {
   std::string name;           // "model.layers.0.self_attn.q_proj.weight"
   std::vector<int64_t> shape; // row-major
   int64_t offset = 0;
   std::string tiedTo; // "" or the defining parameter's name (stored there)
+  bool frozen = false;
 };
 
 /// Whether units of `kind` are the model's layers (a transformer block):
@@ -176,15 +192,19 @@ struct Unit {
   std::string name; // "layers.0"
   UnitKind kind = UnitKind::Embedding;
   std::vector<Param> params;
-  int64_t numel = 0; // stored elements (tied parameters excluded)
+  int64_t numel = 0;       // stored trainable elements (tied ones excluded)
+  int64_t frozenNumel = 0; // stored frozen elements (a LoRA base)
 };
 
 /// An FSDP unit (FlatParameter): its units' stored elements concatenated in
 /// unit order, zero-padded to `paddedNumel` (a multiple of the shard axis).
+/// A LoRA run's frozen base is a second flat vector laid out the same way
+/// (`frozen*`); a group without trainable elements has paddedNumel 0.
 struct Group {
   std::string name;               // "fsdp.layers.0"
   std::vector<std::string> units; // in storage order
   int64_t numel = 0, paddedNumel = 0, shardNumel = 0;
+  int64_t frozenNumel = 0, frozenPaddedNumel = 0, frozenShardNumel = 0;
 };
 
 //===----------------------------------------------------------------------===//

@@ -130,6 +130,13 @@ Json modelToJson(const ModelConfig &m) {
   j["type_vocab"] = m.typeVocab;
   j["bert_head"] = toString(m.bertHead);
   j["num_labels"] = m.numLabels;
+  if (m.lora)
+    j["lora"] = Json{{"rank", m.lora->rank},
+                     {"alpha", m.lora->alpha},
+                     {"dropout", m.lora->dropout},
+                     {"targets", m.lora->targets}};
+  else
+    j["lora"] = nullptr;
   return j;
 }
 
@@ -161,6 +168,16 @@ ModelConfig modelFromJson(const JsonReader &r, const Json &j,
   m.typeVocab = r.getInt(j, at, "type_vocab");
   m.bertHead = r.getKeyword<BertHead>(j, at, "bert_head");
   m.numLabels = r.getInt(j, at, "num_labels");
+  const Json &lora = r.member(j, at, "lora");
+  if (!lora.is_null()) {
+    JsonPath p = at.member("lora");
+    LoraConfig l;
+    l.rank = r.getInt(lora, p, "rank");
+    l.alpha = r.getNumber(lora, p, "alpha");
+    l.dropout = r.getNumber(lora, p, "dropout");
+    l.targets = r.getStrings(lora, p, "targets");
+    m.lora = std::move(l);
+  }
   return m;
 }
 
@@ -364,10 +381,12 @@ Json unitsToJson(const std::vector<Unit> &units) {
       params.push_back(Json{{"name", p.name},
                             {"shape", p.shape},
                             {"offset", p.offset},
-                            {"tied_to", p.tiedTo}});
+                            {"tied_to", p.tiedTo},
+                            {"frozen", p.frozen}});
     out.push_back(Json{{"name", u.name},
                        {"kind", toString(u.kind)},
                        {"numel", u.numel},
+                       {"frozen_numel", u.frozenNumel},
                        {"params", std::move(params)}});
   }
   return out;
@@ -384,6 +403,7 @@ std::vector<Unit> unitsFromJson(const JsonReader &r, const Json &j,
     u.name = r.getString(j[i], p, "name");
     u.kind = r.getKeyword<UnitKind>(j[i], p, "kind");
     u.numel = r.getInt(j[i], p, "numel");
+    u.frozenNumel = r.getInt(j[i], p, "frozen_numel");
     JsonPath pp = p.member("params");
     const Json &params = r.getArray(j[i], p, "params");
     for (size_t k = 0; k < params.size(); ++k) {
@@ -393,6 +413,7 @@ std::vector<Unit> unitsFromJson(const JsonReader &r, const Json &j,
       param.shape = r.getInts(params[k], q, "shape");
       param.offset = r.getInt(params[k], q, "offset");
       param.tiedTo = r.getString(params[k], q, "tied_to");
+      param.frozen = r.getBool(params[k], q, "frozen");
       u.params.push_back(std::move(param));
     }
     units.push_back(std::move(u));
@@ -407,7 +428,10 @@ Json groupsToJson(const std::vector<Group> &groups) {
                        {"units", g.units},
                        {"numel", g.numel},
                        {"padded_numel", g.paddedNumel},
-                       {"shard_numel", g.shardNumel}});
+                       {"shard_numel", g.shardNumel},
+                       {"frozen_numel", g.frozenNumel},
+                       {"frozen_padded_numel", g.frozenPaddedNumel},
+                       {"frozen_shard_numel", g.frozenShardNumel}});
   return out;
 }
 
@@ -423,6 +447,9 @@ std::vector<Group> groupsFromJson(const JsonReader &r, const Json &j,
     g.numel = r.getInt(j[i], p, "numel");
     g.paddedNumel = r.getInt(j[i], p, "padded_numel");
     g.shardNumel = r.getInt(j[i], p, "shard_numel");
+    g.frozenNumel = r.getInt(j[i], p, "frozen_numel");
+    g.frozenPaddedNumel = r.getInt(j[i], p, "frozen_padded_numel");
+    g.frozenShardNumel = r.getInt(j[i], p, "frozen_shard_numel");
     groups.push_back(std::move(g));
   }
   return groups;

@@ -176,7 +176,9 @@ public:
   const Schedule &s;
   const std::string &name;
   std::vector<int64_t> tiedUnit; // per unit: the unit it ties, or -1
-  std::vector<int64_t> root;     // per buffer: its allocation
+  std::vector<bool>
+      tiedFrozen; // per unit: whether that tie is to a frozen parameter
+  std::vector<int64_t> root; // per buffer: its allocation
   // Per buffer: the elements of its allocation it stands for (a shard view
   // stands for its whole source: some rank's slice is anywhere in it).
   std::vector<std::pair<int64_t, int64_t>> rootRange;
@@ -340,6 +342,7 @@ private:
     // Stored parameters first: a tied parameter may name one in a later unit.
     struct Stored {
       int64_t unit, offset;
+      bool frozen = false;
     };
     std::unordered_map<std::string, Stored> stored;
     std::unordered_set<std::string> paramNames;
@@ -353,7 +356,12 @@ private:
       if (unit.numel < 0 || unit.numel > kMaxElements)
         error(where + ": numel " + std::to_string(unit.numel) +
               " out of range");
-      int64_t next = 0;
+      if (unit.frozenNumel < 0 || unit.frozenNumel > kMaxElements)
+        error(where + ": frozen_numel " + std::to_string(unit.frozenNumel) +
+              " out of range");
+      if (unit.frozenNumel > 0 && !s.model.lora)
+        error(where + ": frozen parameters, but the model has no lora");
+      int64_t next = 0, nextFrozen = 0;
       for (const Param &p : unit.params) {
         if (!paramNames.insert(p.name).second)
           error(where + ": duplicate parameter '" + p.name + "'");
@@ -371,12 +379,26 @@ private:
         paramNumel[p.name] = static_cast<int64_t>(numel);
         if (!p.tiedTo.empty())
           continue;
+        if (p.frozen) {
+          // The frozen base: contiguous, in order, in the frozen elements.
+          if (p.offset != nextFrozen)
+            error(where + ": frozen parameter '" + p.name + "' is at offset " +
+                  std::to_string(p.offset) + ", expected " +
+                  std::to_string(nextFrozen));
+          stored.emplace(p.name, Stored{int64_t(u), p.offset, true});
+          nextFrozen += static_cast<int64_t>(numel);
+          if (nextFrozen > unit.frozenNumel)
+            error(where + ": frozen parameter '" + p.name +
+                  "' ends past the unit's frozen_numel " +
+                  std::to_string(unit.frozenNumel));
+          continue;
+        }
         if (p.offset != next)
           error(where + ": parameter '" + p.name + "' is at offset " +
                 std::to_string(p.offset) + ", expected " +
                 std::to_string(next) +
                 " (stored parameters are contiguous, in order)");
-        stored.emplace(p.name, Stored{int64_t(u), p.offset});
+        stored.emplace(p.name, Stored{int64_t(u), p.offset, false});
         next += static_cast<int64_t>(numel);
         if (next > unit.numel)
           error(where + ": parameter '" + p.name +
@@ -385,6 +407,10 @@ private:
       if (next != unit.numel)
         error(where + ": numel " + std::to_string(unit.numel) + " is not the " +
               std::to_string(next) + " elements its parameters store");
+      if (nextFrozen != unit.frozenNumel)
+        error(where + ": frozen_numel " + std::to_string(unit.frozenNumel) +
+              " is not the " + std::to_string(nextFrozen) +
+              " elements its frozen parameters store");
     }
     if (s.units.empty())
       return;
@@ -395,6 +421,7 @@ private:
       error("model.layers is " + std::to_string(s.model.layers) +
             ", but the units hold " + std::to_string(blocks) + " layers");
     tiedUnit.assign(s.units.size(), -1);
+    tiedFrozen.assign(s.units.size(), false);
     for (size_t u = 0; u < s.units.size(); ++u) {
       for (const Param &p : s.units[u].params) {
         if (p.tiedTo.empty())
@@ -412,11 +439,16 @@ private:
         if (paramNumel[p.name] != paramNumel[p.tiedTo])
           error(where + ": parameter '" + p.name + "' has another size than '" +
                 p.tiedTo + "'");
+        if (p.frozen != it->second.frozen)
+          error(where + ": tied parameter '" + p.name + "' is " +
+                (p.frozen ? "" : "not ") + "frozen, '" + p.tiedTo + "' is " +
+                (it->second.frozen ? "" : "not"));
         if (p.offset != it->second.offset)
           error(where + ": tied parameter '" + p.name + "' has offset " +
                 std::to_string(p.offset) + ", but '" + p.tiedTo + "' is at " +
                 std::to_string(it->second.offset));
         tiedUnit[u] = it->second.unit;
+        tiedFrozen[u] = it->second.frozen;
       }
     }
     bool tied = std::any_of(tiedUnit.begin(), tiedUnit.end(),
@@ -443,36 +475,56 @@ private:
         error(where + " has no units");
       // Each unit holds at most kMaxElements; a sum over many needs more
       // than 64 bits.
-      __int128 numel = 0;
+      __int128 numel = 0, frozenNumel = 0;
       for (const std::string &unit : group.units) {
         auto it = unitIndex.find(unit);
         if (it == unitIndex.end())
           error(where + ": unknown unit '" + unit + "'");
         ++unitGroups[it->second];
         numel += s.units[it->second].numel;
+        frozenNumel += s.units[it->second].frozenNumel;
       }
-      if (numel > kMaxElements)
-        error(where + " holds more than 2^60 elements");
-      if (group.numel != numel)
-        error(where + ": numel " + std::to_string(group.numel) +
-              " is not the " + std::to_string(static_cast<int64_t>(numel)) +
-              " elements its units store");
-      if (group.paddedNumel < group.numel || group.paddedNumel % s.shard != 0)
-        error(where + ": padded_numel " + std::to_string(group.paddedNumel) +
-              " is not numel rounded up to a multiple of the shard axis " +
-              std::to_string(s.shard));
-      if (group.paddedNumel - group.numel >= s.shard)
-        error(where + ": padded_numel " + std::to_string(group.paddedNumel) +
-              " pads more than the shard axis needs");
-      if (__int128(group.shardNumel) * s.shard != group.paddedNumel)
-        error(where + ": shard_numel " + std::to_string(group.shardNumel) +
-              " x shard " + std::to_string(s.shard) + " is not padded_numel " +
-              std::to_string(group.paddedNumel));
+      checkFlatLayout(where, "", numel, group.numel, group.paddedNumel,
+                      group.shardNumel);
+      checkFlatLayout(where, "frozen_", frozenNumel, group.frozenNumel,
+                      group.frozenPaddedNumel, group.frozenShardNumel);
     }
     for (size_t u = 0; u < s.units.size(); ++u)
       if (unitGroups[u] != 1)
         error("unit '" + s.units[u].name + "' is in " +
               std::to_string(unitGroups[u]) + " groups, not one");
+  }
+
+  /// A group's flat vector (its trainable elements, or with `prefix`
+  /// "frozen_" its frozen base): `numel` is what its units store, padded to
+  /// the next multiple of the shard axis, split evenly into shards.
+  void checkFlatLayout(const std::string &where, const std::string &prefix,
+                       __int128 unitsNumel, int64_t numel, int64_t paddedNumel,
+                       int64_t shardNumel) {
+    {
+      const Group group{"", {}, numel, paddedNumel, shardNumel};
+      if (unitsNumel > kMaxElements)
+        error(where + " holds more than 2^60 " + prefix + "elements");
+      if (group.numel != unitsNumel)
+        error(where + ": " + prefix + "numel " + std::to_string(group.numel) +
+              " is not the " +
+              std::to_string(static_cast<int64_t>(unitsNumel)) +
+              " elements its units store");
+      if (group.paddedNumel < group.numel || group.paddedNumel % s.shard != 0)
+        error(where + ": " + prefix + "padded_numel " +
+              std::to_string(group.paddedNumel) + " is not " + prefix +
+              "numel rounded up to a multiple of the shard axis " +
+              std::to_string(s.shard));
+      if (group.paddedNumel - group.numel >= s.shard)
+        error(where + ": " + prefix + "padded_numel " +
+              std::to_string(group.paddedNumel) +
+              " pads more than the shard axis needs");
+      if (__int128(group.shardNumel) * s.shard != group.paddedNumel)
+        error(where + ": " + prefix + "shard_numel " +
+              std::to_string(group.shardNumel) + " x shard " +
+              std::to_string(s.shard) + " is not " + prefix + "padded_numel " +
+              std::to_string(group.paddedNumel));
+    }
   }
 
   void checkArenas() {
@@ -532,7 +584,11 @@ private:
           if (g == groupIndex.end())
             error(where + ": unknown group '" + b.group + "'");
           const Group &group = s.groups[g->second];
-          int64_t expected = b.sharded ? group.shardNumel : group.paddedNumel;
+          bool frozen = b.role == BufferRole::Frozen;
+          int64_t expected =
+              b.sharded
+                  ? (frozen ? group.frozenShardNumel : group.shardNumel)
+                  : (frozen ? group.frozenPaddedNumel : group.paddedNumel);
           if (b.numel != expected)
             error(where + ": " + (b.sharded ? "a shard" : "all") +
                   " of group '" + b.group + "' must have " +
@@ -624,23 +680,49 @@ public:
   void unitStorage(int64_t unit, field::NamedIds params, field::NamedIds tied,
                    field::NamedIds frozen) {
     const Unit &u = v.s.units[unit];
-    int64_t p = params.ids[0], t = tied.ids[0];
-    // This format has no frozen base (a LoRA run's), and every unit's
-    // parameters train.
-    if (frozen.ids[0] >= 0)
-      fail(std::string(frozen.name) + " " + v.bufferName(frozen.ids[0]) +
-           " is a frozen base, which this schedule format does not hold");
-    if (p < 0) {
-      fail("unit '" + u.name + "' has no " + std::string(params.name));
+    int64_t p = params.ids[0], t = tied.ids[0], f = frozen.ids[0];
+    // The trainable elements, and a LoRA run's frozen base: each given
+    // exactly when the unit stores some.
+    flatOperand(u, params, p, u.numel, "");
+    flatOperand(u, frozen, f, u.frozenNumel, "frozen_");
+    int64_t tiedTo = v.tiedUnit[unit];
+    if ((t >= 0) != (tiedTo >= 0))
+      fail("unit '" + u.name + "' " +
+           (tiedTo >= 0
+                ? "ties parameters but has no " + std::string(tied.name)
+                : "ties no parameter but has " + std::string(tied.name)));
+    if (t >= 0) {
+      const Unit &to = v.s.units[tiedTo];
+      bool toFrozen = v.tiedFrozen[unit];
+      if (numel(t) != (toFrozen ? to.frozenNumel : to.numel))
+        fail(std::string(tied.name) + " " + v.bufferName(t) + " is not the " +
+             (toFrozen ? "frozen" : "stored") + " elements of unit '" +
+             to.name + "'");
+    }
+  }
+
+  /// `id` (operand `o`): given iff the unit stores elements of this kind
+  /// (`unitNumel` > 0), of that size, and when it is a view into a group's
+  /// whole persistent vector, the unit's own elements (another unit's of
+  /// the same size would train, or compute with, the wrong weights).
+  void flatOperand(const Unit &u, field::NamedIds o, int64_t id,
+                   int64_t unitNumel, const char *prefix) {
+    std::string name = std::string(o.name);
+    if (unitNumel == 0) {
+      if (id >= 0)
+        fail(name + " " + v.bufferName(id) + " given, but unit '" + u.name +
+             "' stores no " + prefix + "elements");
       return;
     }
-    if (numel(p) != u.numel)
-      fail(std::string(params.name) + " " + v.bufferName(p) + " has " +
-           std::to_string(numel(p)) + " elements, unit '" + u.name +
-           "' stores " + std::to_string(u.numel));
-    // Views into a group's whole persistent vector: the unit's own elements
-    // (another unit's of the same size would train the wrong weights).
-    int64_t offset = 0, b = p;
+    if (id < 0) {
+      fail("unit '" + u.name + "' has no " + name);
+      return;
+    }
+    if (numel(id) != unitNumel)
+      fail(name + " " + v.bufferName(id) + " has " + std::to_string(numel(id)) +
+           " elements, unit '" + u.name + "' stores " +
+           std::to_string(unitNumel) + " " + prefix + "elements");
+    int64_t offset = 0, b = id;
     while (v.s.buffers[b].kind == Buffer::Kind::View) {
       offset += v.s.buffers[b].viewOffset;
       b = v.s.buffers[b].source;
@@ -649,31 +731,23 @@ public:
     if (root.kind == Buffer::Kind::Alloc && !root.group.empty() &&
         !root.sharded) {
       const Group &g = v.s.groups[v.groupIndex.at(root.group)];
+      const bool frozenBase = root.role == BufferRole::Frozen;
       int64_t start = 0;
       bool found = false;
-      for (const std::string &name : g.units) {
-        if (name == u.name) {
+      for (const std::string &member : g.units) {
+        if (member == u.name) {
           found = true;
           break;
         }
-        start += v.s.units[v.unitIndex.at(name)].numel;
+        const Unit &before = v.s.units[v.unitIndex.at(member)];
+        start += frozenBase ? before.frozenNumel : before.numel;
       }
       if (!found || offset != start)
-        fail(std::string(params.name) + " " + v.bufferName(p) +
-             " are elements [" + std::to_string(offset) + ", " +
-             std::to_string(offset + numel(p)) + ") of group '" + g.name +
+        fail(name + " " + v.bufferName(id) + " are elements [" +
+             std::to_string(offset) + ", " +
+             std::to_string(offset + numel(id)) + ") of group '" + g.name +
              "', not unit '" + u.name + "'s");
     }
-    int64_t tiedTo = v.tiedUnit[unit];
-    if ((t >= 0) != (tiedTo >= 0))
-      fail("unit '" + u.name + "' " +
-           (tiedTo >= 0
-                ? "ties parameters but has no " + std::string(tied.name)
-                : "ties no parameter but has " + std::string(tied.name)));
-    if (t >= 0 && numel(t) != v.s.units[tiedTo].numel)
-      fail(std::string(tied.name) + " " + v.bufferName(t) +
-           " is not the stored elements of unit '" + v.s.units[tiedTo].name +
-           "'");
   }
 
   void roles(std::initializer_list<field::NamedIds> operands,
@@ -702,6 +776,18 @@ public:
                                                              : "") +
            " keeps " + std::to_string(expected) + " " + state.name +
            " buffers, not " + std::to_string(state.ids.size()));
+  }
+
+  void tiedGrads(int64_t unit, field::NamedIds tied, field::NamedIds grads) {
+    bool trains = tied.ids[0] >= 0 && !v.tiedFrozen[unit];
+    if ((grads.ids[0] >= 0) != trains)
+      fail(std::string(grads.name) + " must be given exactly when " +
+           tied.name + " is and the tied parameters train" +
+           (tied.ids[0] >= 0 ? " (these are " +
+                                   std::string(v.tiedFrozen[unit]
+                                                   ? "a frozen base)"
+                                                   : "trained)")
+                             : ""));
   }
 
   void givenTogether(field::NamedIds a, field::NamedIds b) {
@@ -952,11 +1038,14 @@ void ScheduleValidator::checkOps() {
 
   // One step of every group's parameters per program: a second one would
   // apply the update twice, a missing one leave the group untrained. (A
-  // program that steps no group at all is a test's fragment.)
+  // program that steps no group at all is a test's fragment.) A group of
+  // only frozen elements (a LoRA base) has nothing to step.
   bool steps = std::any_of(stepsOfGroup.begin(), stepsOfGroup.end(),
                            [](int64_t n) { return n > 0; });
   for (size_t g = 0; g < s.groups.size(); ++g)
-    if (stepsOfGroup[g] > 1 || (steps && stepsOfGroup[g] == 0))
+    if (stepsOfGroup[g] > 1 ||
+        (steps && stepsOfGroup[g] == 0 && s.groups[g].numel > 0) ||
+        (stepsOfGroup[g] > 0 && s.groups[g].numel == 0))
       error("group '" + s.groups[g].name + "' has " +
             std::to_string(stepsOfGroup[g]) + " optimizer_step ops, not one");
 

@@ -666,25 +666,27 @@ TEST(ScheduleFile, NewerVersionAsksForANewerReader) {
 
 // Older files (version 1: ops with keys such as "axis" and "event"; version
 // 2: no optimizer decay scope, so every parameter was decayed; version 3:
-// compute ops without `frozen`) are refused by their header, before their
-// body is read: the plan must be compiled again.
+// compute ops without `frozen`; version 4: no frozen layout) are refused by
+// their header, before their body is read: the plan must be compiled again.
 TEST(ScheduleFile, OlderVersionsAskToRecompile) {
-  ASSERT_EQ(kScheduleFormatVersion, 4u);
+  ASSERT_EQ(kScheduleFormatVersion, 5u);
   std::string body(std::string_view(serializeSchedule(tiny())).substr(kHeader));
   std::string error = parseError(wrap(body, 1));
   EXPECT_HAS(error, "t.sched: schedule format version 1 is not supported");
-  EXPECT_HAS(error, "this reader reads version 4");
+  EXPECT_HAS(error, "this reader reads version 5");
   EXPECT_HAS(error, "recompile the plan with planc");
   EXPECT_HAS(parseError(wrap(body, 2)),
              "schedule format version 2 is not supported");
   EXPECT_HAS(parseError(wrap(body, 3)),
              "schedule format version 3 is not supported");
+  EXPECT_HAS(parseError(wrap(body, 4)),
+             "schedule format version 4 is not supported");
   // Even with a body that a version 1 reader would have read.
   EXPECT_HAS(parseError(wrap("{}", 1)), "recompile the plan with planc");
   // In memory, a schedule of another version is neither valid nor written.
   Schedule old = tiny();
   old.version = 1;
-  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 4");
+  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 5");
   EXPECT_THROW(serializeSchedule(old), ScheduleFileError);
 }
 
@@ -1092,9 +1094,8 @@ TEST(ScheduleFile, ValidationCatchesBadBuffers) {
              "numel 0 out of range");
 }
 
-// Version 4 made a compute op's parameter operands optional (a LoRA base);
-// a file still holds no frozen base, so every tie trains and a backward
-// that reads `tied` must add into `tied_grads`.
+// A backward that reads trained `tied` parameters must add into
+// `tied_grads`; one whose tie is a LoRA base (frozen) must not.
 TEST(ScheduleFile, ValidationCatchesATiedBackwardWithoutItsGradients) {
   Schedule gpt2 = compile({"model=gpt2_tiny"});
   bool edited = false;
@@ -1107,7 +1108,56 @@ TEST(ScheduleFile, ValidationCatchesATiedBackwardWithoutItsGradients) {
     }
   ASSERT_TRUE(edited);
   EXPECT_HAS(validateError(gpt2),
-             "tied and tied_grads must be given together or not at all");
+             "tied_grads must be given exactly when tied is and the tied "
+             "parameters train (these are trained)");
+
+  Schedule lora = compile({"model=gpt2_tiny", "model.lora.rank=4"});
+  EXPECT_NO_THROW(validateSchedule(lora, "lora"));
+  edited = false;
+  for (Op &op : lora.ops)
+    if (auto *backward = op.as<ops::Backward>();
+        backward && backward->tied >= 0) {
+      ASSERT_LT(backward->tiedGrads, 0);
+      backward->tiedGrads = backward->tied;
+      edited = true;
+      break;
+    }
+  ASSERT_TRUE(edited);
+  EXPECT_HAS(validateError(lora), "(these are a frozen base)");
+}
+
+// A LoRA schedule: frozen parameters in their own elements, groups with
+// their frozen layout, frozen operands where a unit has a base.
+TEST(ScheduleFile, ValidationCatchesBadLoraLayouts) {
+  Schedule lora = compile({"model.lora.rank=4"});
+  auto errorIn = [&](const std::function<void(Schedule &)> &edit) {
+    Schedule s = lora;
+    edit(s);
+    return validateError(s);
+  };
+  EXPECT_HAS(errorIn([](Schedule &s) { s.units[1].frozenNumel += 1; }),
+             "unit 'layers.0': frozen_numel");
+  EXPECT_HAS(errorIn([](Schedule &s) { s.groups[0].frozenPaddedNumel += 2; }),
+             "frozen_padded_numel");
+  EXPECT_HAS(errorIn([](Schedule &s) {
+               for (Param &p : s.units[1].params)
+                 if (p.frozen) {
+                   p.frozen = false;
+                   break;
+                 }
+             }),
+             "unit 'layers.0'");
+  EXPECT_HAS(errorIn([](Schedule &s) { s.model.lora.reset(); }),
+             "frozen parameters, but the model has no lora");
+  EXPECT_HAS(errorIn([](Schedule &s) {
+               for (Op &op : s.ops)
+                 if (auto *forward = op.as<ops::Forward>();
+                     forward && forward->frozen >= 0) {
+                   forward->frozen = -1;
+                   break;
+                 }
+             }),
+             "has no frozen");
 }
 
 TEST(ScheduleFile, ValidationCatchesBadUnitsAndGroups) {

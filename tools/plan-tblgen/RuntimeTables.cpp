@@ -305,6 +305,18 @@ void collectChecks(RuntimeOp &op) {
                   "elements (its frozen ones when they are frozen)",
                   params.name, unit.name, tied.name, frozen.name)
               .str());
+    } else if (check->isSubClassOf("Sched_TiedGrads")) {
+      const Field &unit = fieldOfKind(op, FieldKind::UnitRef, "", "unit");
+      const Field &tied = fieldNamed(op, check->getValueAsString("tied"));
+      const Field &grads = fieldNamed(op, check->getValueAsString("grads"));
+      op.checks.push_back(formatv("c.tiedGrads(op.{0}, {1}, {2});",
+                                  unit.member, namedIds(tied), namedIds(grads))
+                              .str());
+      op.checkDocs.push_back(
+          formatv("`{0}` is given exactly when `{1}` is and the parameters "
+                  "`{2}` ties train (a tie to a LoRA base gets no gradient)",
+                  grads.name, tied.name, unit.name)
+              .str());
     } else if (check->isSubClassOf("Sched_OptimizerState")) {
       const Field &state = fieldNamed(op, check->getValueAsString("state"));
       op.checks.push_back(

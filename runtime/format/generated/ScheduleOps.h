@@ -126,8 +126,8 @@ struct AllGather {
   static void check(const AllGather &op, Checker &c) {
     c.sameElementType({{"src", field::one(op.src)}, {"dst", field::one(op.dst)}});
     c.numelTimesGroup(op.group, {"dst", field::one(op.dst)}, {"src", field::one(op.src)});
-    c.roles({{"src", field::one(op.src)}}, {"param", "master", "staging"});
-    c.roles({{"dst", field::one(op.dst)}}, {"gathered", "param", "staging"});
+    c.roles({{"src", field::one(op.src)}}, {"param", "master", "staging", "frozen"});
+    c.roles({{"dst", field::one(op.dst)}}, {"gathered", "param", "staging", "frozen"});
   }
 };
 
@@ -409,7 +409,7 @@ struct Backward {
   static void check(const Backward &op, Checker &c) {
     c.unitStorage(op.unit, {"params", field::one(op.params)}, {"tied", field::one(op.tied)}, {"frozen", field::one(op.frozen)});
     c.givenTogether({"params", field::one(op.params)}, {"grads", field::one(op.grads)});
-    c.givenTogether({"tied", field::one(op.tied)}, {"tied_grads", field::one(op.tiedGrads)});
+    c.tiedGrads(op.unit, {"tied", field::one(op.tied)}, {"tied_grads", field::one(op.tiedGrads)});
     c.sameNumel({{"params", field::one(op.params)}, {"grads", field::one(op.grads)}});
     c.sameNumel({{"tied", field::one(op.tied)}, {"tied_grads", field::one(op.tiedGrads)}});
     c.roles({{"params", field::one(op.params)}}, {"param", "gathered", "staging"});
