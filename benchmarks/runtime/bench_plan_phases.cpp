@@ -76,25 +76,24 @@ public:
     return phases_;
   }
 
-  void initUnit(int64_t unit, uint64_t seed, at::Tensor out) override {
-    inner_->initUnit(unit, seed, out);
+  void initUnit(int64_t unit, uint64_t seed, at::Tensor out,
+                at::Tensor frozen) override {
+    inner_->initUnit(unit, seed, out, frozen);
   }
   void loadUnit(int64_t unit, const plan::rt::TensorSource &source,
-                uint64_t seed, at::Tensor out) override {
-    inner_->loadUnit(unit, source, seed, out);
+                uint64_t seed, at::Tensor out, at::Tensor frozen) override {
+    inner_->loadUnit(unit, source, seed, out, frozen);
   }
   void setMicroBatch(int64_t mb, plan::rt::MicroBatch batch) override {
     inner_->setMicroBatch(mb, std::move(batch));
   }
-  void forward(int64_t unit, int64_t mb, const at::Tensor &params,
-               const at::Tensor &tied, const at::Tensor &saves,
-               bool keepGraph) override {
-    timed([&] { inner_->forward(unit, mb, params, tied, saves, keepGraph); });
+  void forward(int64_t unit, int64_t mb, const plan::rt::UnitWeights &weights,
+               const at::Tensor &saves, bool keepGraph) override {
+    timed([&] { inner_->forward(unit, mb, weights, saves, keepGraph); });
   }
-  void recompute(int64_t unit, int64_t mb, const at::Tensor &params,
-                 const at::Tensor &tied, const at::Tensor &input,
-                 const at::Tensor &saves) override {
-    timed([&] { inner_->recompute(unit, mb, params, tied, input, saves); });
+  void recompute(int64_t unit, int64_t mb, const plan::rt::UnitWeights &weights,
+                 const at::Tensor &input, const at::Tensor &saves) override {
+    timed([&] { inner_->recompute(unit, mb, weights, input, saves); });
   }
   at::Tensor loss(int64_t unit, int64_t mb, double scale,
                   double lossScale) override {
@@ -105,11 +104,11 @@ public:
     }
     return value;
   }
-  void backward(int64_t unit, int64_t mb, const at::Tensor &params,
-                const at::Tensor &tied, const at::Tensor &activations,
-                const at::Tensor &grads, const at::Tensor &tiedGrads) override {
+  void backward(int64_t unit, int64_t mb, const plan::rt::UnitWeights &weights,
+                const at::Tensor &activations, const at::Tensor &grads,
+                const at::Tensor &tiedGrads) override {
     timed([&] {
-      inner_->backward(unit, mb, params, tied, activations, grads, tiedGrads);
+      inner_->backward(unit, mb, weights, activations, grads, tiedGrads);
     });
   }
   void reset() override { inner_->reset(); }

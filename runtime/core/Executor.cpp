@@ -131,7 +131,8 @@ struct Executor::Impl {
 
   void allocate();
   void prepare();
-  void fillState(const std::function<void(int64_t, at::Tensor)> &fillUnit);
+  void fillState(
+      const std::function<void(int64_t, at::Tensor, at::Tensor)> &fillUnit);
 
   std::string describe(size_t index) const {
     const Op &op = schedule.ops[index];
@@ -193,21 +194,24 @@ struct Executor::Impl {
     buffers[op.dst].add_(buffers[op.src].to(buffers[op.dst].device()));
   }
   void run(const ops::Forward &op) {
-    model.forward(op.unit, op.microBatch, operand(op.params), operand(op.tied),
-                  operand(op.saves), keepGraph[current]);
+    model.forward(op.unit, op.microBatch, weights(op), operand(op.saves),
+                  keepGraph[current]);
   }
   void run(const ops::Recompute &op) {
-    model.recompute(op.unit, op.microBatch, operand(op.params),
-                    operand(op.tied), operand(op.input), operand(op.saves));
+    model.recompute(op.unit, op.microBatch, weights(op), operand(op.input),
+                    operand(op.saves));
+  }
+  template <typename ComputeOp> UnitWeights weights(const ComputeOp &op) {
+    return UnitWeights{operand(op.params), operand(op.tied),
+                       operand(op.frozen)};
   }
   void run(const ops::Loss &op) {
     double lossScale = op.lossScale >= 0 ? stepScalar(op.lossScale) : 1.0;
     losses.push_back(model.loss(op.unit, op.microBatch, op.scale, lossScale));
   }
   void run(const ops::Backward &op) {
-    model.backward(op.unit, op.microBatch, operand(op.params), operand(op.tied),
-                   operand(op.activations), operand(op.grads),
-                   operand(op.tiedGrads));
+    model.backward(op.unit, op.microBatch, weights(op), operand(op.activations),
+                   operand(op.grads), operand(op.tiedGrads));
   }
   void run(const ops::GradNorm &op) {
     buffers[op.norm].add_(buffers[op.grads].to(at::kFloat).square().sum());
@@ -305,27 +309,32 @@ void Executor::Impl::prepare() {
 }
 
 void Executor::Impl::fillState(
-    const std::function<void(int64_t, at::Tensor)> &fillUnit) {
+    const std::function<void(int64_t, at::Tensor, at::Tensor)> &fillUnit) {
   std::map<std::string, int64_t> unitIndex, groupIndex;
   for (size_t u = 0; u < schedule.units.size(); ++u)
     unitIndex[schedule.units[u].name] = static_cast<int64_t>(u);
   for (size_t g = 0; g < schedule.groups.size(); ++g)
     groupIndex[schedule.groups[g].name] = static_cast<int64_t>(g);
 
-  std::map<std::string, at::Tensor> fullGroups;
-  auto fullGroup = [&](const Group &group) -> at::Tensor {
+  // A group's full flat vectors: its trainable elements, and a LoRA run's
+  // frozen base.
+  std::map<std::string, std::pair<at::Tensor, at::Tensor>> fullGroups;
+  auto fullGroup = [&](const Group &group) {
     auto it = fullGroups.find(group.name);
     if (it != fullGroups.end())
       return it->second;
     at::Tensor flat = at::zeros({group.paddedNumel}, at::kFloat);
-    int64_t offset = 0;
+    at::Tensor frozen = at::zeros({group.frozenPaddedNumel}, at::kFloat);
+    int64_t offset = 0, frozenOffset = 0;
     for (const std::string &name : group.units) {
       int64_t unit = unitIndex.at(name);
-      int64_t numel = schedule.units[unit].numel;
-      fillUnit(unit, flat.narrow(0, offset, numel));
-      offset += numel;
+      const Unit &u = schedule.units[unit];
+      fillUnit(unit, flat.narrow(0, offset, u.numel),
+               frozen.narrow(0, frozenOffset, u.frozenNumel));
+      offset += u.numel;
+      frozenOffset += u.frozenNumel;
     }
-    return fullGroups[group.name] = flat;
+    return fullGroups[group.name] = {flat, frozen};
   };
 
   for (size_t id = 0; id < schedule.buffers.size(); ++id) {
@@ -335,13 +344,16 @@ void Executor::Impl::fillState(
     at::Tensor &t = buffers[id];
     bool holdsWeights = isTrainingState(b) && (b.role == BufferRole::Param ||
                                                b.role == BufferRole::Master);
-    if (holdsWeights) {
+    bool frozenBase = b.role == BufferRole::Frozen && !b.group.empty();
+    if (holdsWeights || frozenBase) {
       const Group &group = schedule.groups[groupIndex.at(b.group)];
-      at::Tensor flat = fullGroup(group);
+      at::Tensor flat =
+          frozenBase ? fullGroup(group).second : fullGroup(group).first;
+      int64_t shardNumel =
+          frozenBase ? group.frozenShardNumel : group.shardNumel;
       if (b.sharded)
-        flat =
-            flat.narrow(0, comm.groupRank(GroupAxis::Shard) * group.shardNumel,
-                        group.shardNumel);
+        flat = flat.narrow(0, comm.groupRank(GroupAxis::Shard) * shardNumel,
+                           shardNumel);
       t.copy_(flat);
     } else if (b.role == BufferRole::LossScale) {
       t.fill_(schedule.train.lossScale.initial);
@@ -581,14 +593,14 @@ void Executor::setTotalSteps(int64_t steps) { impl_->totalSteps = steps; }
 void Executor::setMemoryTrace(bool on) { impl_->traceMemory = on; }
 
 void Executor::initState(uint64_t seed) {
-  impl_->fillState([&](int64_t unit, at::Tensor out) {
-    impl_->model.initUnit(unit, seed, out);
+  impl_->fillState([&](int64_t unit, at::Tensor out, at::Tensor frozen) {
+    impl_->model.initUnit(unit, seed, out, frozen);
   });
 }
 
 void Executor::loadState(const TensorSource &source, uint64_t seed) {
-  impl_->fillState([&](int64_t unit, at::Tensor out) {
-    impl_->model.loadUnit(unit, source, seed, out);
+  impl_->fillState([&](int64_t unit, at::Tensor out, at::Tensor frozen) {
+    impl_->model.loadUnit(unit, source, seed, out, frozen);
   });
 }
 
@@ -611,14 +623,17 @@ void Executor::clearState() {
 ExecutorCounters Executor::counters() const {
   const Impl &s = *impl_;
   ExecutorCounters c;
+  bool first = true;
   for (size_t g = 0; g < s.stepsTaken.size(); ++g) {
-    if (g > 0 && s.stepsTaken[g] != c.optimizerSteps)
+    if (s.schedule.groups[g].numel == 0)
+      continue; // a LoRA base's group: nothing of it steps
+    if (!first && s.stepsTaken[g] != c.optimizerSteps)
       throw ExecutionError("group '" + s.schedule.groups[g].name + "' took " +
                            std::to_string(s.stepsTaken[g]) +
-                           " optimizer steps, but group '" +
-                           s.schedule.groups[0].name + "' took " +
+                           " optimizer steps, but an earlier group took " +
                            std::to_string(c.optimizerSteps));
     c.optimizerSteps = s.stepsTaken[g];
+    first = false;
   }
   if (s.lossScaleBuffer >= 0)
     c.lossScale = s.scalarValue(s.lossScaleBuffer);

@@ -28,7 +28,8 @@ DecayMask decayMask(const Schedule &schedule, const Group &group, int64_t first,
       throw std::runtime_error("group '" + group.name + "' names unit '" +
                                unitName + "', which the schedule lacks");
     for (const Param &param : unit->params) {
-      if (!param.tiedTo.empty() || param.shape.size() < 2)
+      // Frozen parameters (a LoRA base) are not in the trained elements.
+      if (!param.tiedTo.empty() || param.frozen || param.shape.size() < 2)
         continue;
       int64_t size = 1;
       for (int64_t d : param.shape)

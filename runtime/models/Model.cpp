@@ -208,18 +208,44 @@ struct Slot {
   std::string name;
   std::vector<int64_t> shape;
   int64_t numel = 0;
-  int64_t offset = 0;    // elements into `params`, or into `tied`
+  int64_t offset = 0;    // elements into `params`, `frozen` or `tied`
   bool fromTied = false; // stored in another unit, passed as `tied`
+  bool frozen = false;   // a LoRA base: in `frozen` (or a frozen `tied`)
   at::Tensor leaf;       // storage re-pointed at every call; requires grad
+                         // unless frozen
+};
+
+/// A LoRA target's adapters: the slots of its lora_A and lora_B.
+struct Adapter {
+  size_t a = 0, b = 0;
 };
 
 struct UnitModel {
   std::string name;
   Layer kind;
-  int64_t numel = 0;
+  int64_t numel = 0, frozenNumel = 0;
   std::vector<Slot> slots;
   std::vector<size_t> roles; // role index -> slot index
+  // role index -> the adapters of that weight's module (LoRA targets only)
+  std::vector<std::optional<Adapter>> adapters;
+  double loraScale = 0; // alpha / rank
   const at::Tensor &param(int role) const { return slots[roles[role]].leaf; }
+
+  /// `y`, the output of role `role`'s module on `x`, plus its LoRA path
+  /// x A^T B^T alpha/rank when the module is a target (PEFT's Linear; a
+  /// GPT-2 Conv1D's adapters are laid out the same way).
+  at::Tensor adapted(int role, const at::Tensor &x, at::Tensor y) const {
+    const std::optional<Adapter> &ad = adapters[role];
+    if (!ad)
+      return y;
+    return y + at::linear(at::linear(x, slots[ad->a].leaf), slots[ad->b].leaf) *
+                   loraScale;
+  }
+  /// nn.Linear of role `role` (with `bias` when given), LoRA included.
+  at::Tensor linear(int role, const at::Tensor &x,
+                    const at::Tensor &bias = {}) const {
+    return adapted(role, x, at::linear(x, param(role), bias));
+  }
 };
 
 /// What one unit's forward (or recompute) of one micro-batch keeps until its
@@ -309,6 +335,16 @@ public:
                        " is not a multiple of kv_heads " +
                        std::to_string(m.kvHeads) +
                        ", or the head dimension is odd");
+    if (m.lora && m.lora->rank < 1)
+      throw ModelError("lora rank " + std::to_string(m.lora->rank) +
+                       " is below 1");
+    // A dropout mask must be the same in a unit's forward and its
+    // recompute, and the same for a sequence whatever rank computes it:
+    // not there yet.
+    if (m.lora && m.lora->dropout != 0)
+      throw ModelError("LoRA dropout " + std::to_string(m.lora->dropout) +
+                       ": plan-run does not apply LoRA dropout yet; "
+                       "compile with model.lora.dropout = 0");
     // Where each defining parameter is stored, for the units that tie to it.
     std::map<std::string, std::pair<const Param *, const Unit *>> defined;
     for (const Unit &unit : schedule.units)
@@ -319,26 +355,34 @@ public:
       units_.push_back(makeUnit(unit, defined));
   }
 
-  void initUnit(int64_t unit, uint64_t seed, at::Tensor out) override {
+  void initUnit(int64_t unit, uint64_t seed, at::Tensor out,
+                at::Tensor frozen) override {
     const UnitModel &u = unitAt(unit);
-    checkFlat(u, out, "initUnit");
+    checkFlat(u, out, u.numel, "initUnit");
+    checkFlat(u, frozen, u.frozenNumel, "initUnit's frozen");
     for (const Slot &s : u.slots)
       if (!s.fromTied)
-        out.narrow(0, s.offset, s.numel)
+        (s.frozen ? frozen : out)
+            .narrow(0, s.offset, s.numel)
             .copy_(initialValue(u, s, seed).reshape({-1}));
   }
 
   void loadUnit(int64_t unit, const TensorSource &source, uint64_t seed,
-                at::Tensor out) override {
+                at::Tensor out, at::Tensor frozen) override {
     const UnitModel &u = unitAt(unit);
-    checkFlat(u, out, "loadUnit");
+    checkFlat(u, out, u.numel, "loadUnit");
+    checkFlat(u, frozen, u.frozenNumel, "loadUnit's frozen");
     for (const Slot &s : u.slots) {
       if (s.fromTied)
         continue;
-      at::Tensor value = isNewTaskHead(s.name) && !source.contains(s.name)
-                             ? initialValue(u, s, seed)
-                             : source.get(s.name, s.shape);
-      out.narrow(0, s.offset, s.numel).copy_(value.reshape({-1}));
+      // A pretrained base has no adapters: they start as initUnit's.
+      bool fresh = (isNewTaskHead(s.name) || isAdapter(s.name)) &&
+                   !source.contains(s.name);
+      at::Tensor value =
+          fresh ? initialValue(u, s, seed) : source.get(s.name, s.shape);
+      (s.frozen ? frozen : out)
+          .narrow(0, s.offset, s.numel)
+          .copy_(value.reshape({-1}));
     }
   }
 
@@ -371,12 +415,11 @@ public:
     batches_[mb] = std::move(batch);
   }
 
-  void forward(int64_t unit, int64_t mb, const at::Tensor &params,
-               const at::Tensor &tied, const at::Tensor &saves,
-               bool keepGraph) override {
+  void forward(int64_t unit, int64_t mb, const UnitWeights &weights,
+               const at::Tensor &saves, bool keepGraph) override {
     UnitModel &u = unitAt(unit);
     const MicroBatch &batch = batchAt(mb);
-    bind(u, params, tied);
+    bind(u, weights);
     at::Tensor x;
     bool planned = false;
     if (!isEmbedding(u)) {
@@ -409,12 +452,11 @@ public:
     finish(unit, mb, compute(u, x, batch));
   }
 
-  void recompute(int64_t unit, int64_t mb, const at::Tensor &params,
-                 const at::Tensor &tied, const at::Tensor &input,
-                 const at::Tensor &saves) override {
+  void recompute(int64_t unit, int64_t mb, const UnitWeights &weights,
+                 const at::Tensor &input, const at::Tensor &saves) override {
     UnitModel &u = unitAt(unit);
     const MicroBatch &batch = batchAt(mb);
-    bind(u, params, tied);
+    bind(u, weights);
     at::Tensor x;
     if (!isEmbedding(u)) {
       int64_t b = batch.tokens.size(0), s = batch.tokens.size(1);
@@ -431,7 +473,7 @@ public:
       at::Tensor planned = input.narrow(0, 0, n);
       x = at::from_blob(planned.data_ptr(), {b, s, config_.hidden},
                         planned.options())
-              .to(params.scalar_type())
+              .to(computeType(weights))
               .requires_grad_(true);
     }
     // The input stays in its planned buffer until after the backward.
@@ -455,16 +497,17 @@ public:
     return it->second;
   }
 
-  void backward(int64_t unit, int64_t mb, const at::Tensor &params,
-                const at::Tensor &tied, const at::Tensor & /*activations*/,
-                const at::Tensor &grads, const at::Tensor &tiedGrads) override {
+  void backward(int64_t unit, int64_t mb, const UnitWeights &weights,
+                const at::Tensor & /*activations*/, const at::Tensor &grads,
+                const at::Tensor &tiedGrads) override {
     UnitModel &u = unitAt(unit);
     auto run = runs_.find({unit, mb});
     if (run == runs_.end())
       throw ModelError("backward of unit '" + u.name + "' micro-batch " +
                        std::to_string(mb) +
                        " has no graph (no forward with a graph or recompute)");
-    checkFlat(u, grads, "backward's grads");
+    if (u.numel > 0)
+      checkFlat(u, grads, u.numel, "backward's grads");
     at::Tensor seed;
     if (isHead(u)) {
       auto it = seeds_.find(mb);
@@ -481,18 +524,31 @@ public:
                          units_[unit + 1].name + "'");
       seed = it->second.value;
     }
-    bind(u, params, tied);
+    bind(u, weights);
+    // The trained parameters' leaves (a LoRA base's have no gradient), then
+    // the unit's input.
     std::vector<at::Tensor> inputs;
-    for (const Slot &s : u.slots)
-      inputs.push_back(s.leaf);
+    std::vector<size_t> trained;
+    for (size_t i = 0; i < u.slots.size(); ++i)
+      if (!u.slots[i].frozen) {
+        inputs.push_back(u.slots[i].leaf);
+        trained.push_back(i);
+      }
     if (run->second.input.defined())
       inputs.push_back(run->second.input);
-    std::vector<at::Tensor> g = torch::autograd::grad(
-        {run->second.output}, inputs, {seed}, /*retain_graph=*/false,
-        /*create_graph=*/false, /*allow_unused=*/true);
-    for (size_t i = 0; i < u.slots.size(); ++i) {
-      const Slot &s = u.slots[i];
-      if (!g[i].defined())
+    // Nothing to differentiate: an embedding whose weights are all a LoRA
+    // base (the lowering schedules its backward all the same).
+    std::vector<at::Tensor> g =
+        inputs.empty()
+            ? std::vector<at::Tensor>{}
+            : torch::autograd::grad({run->second.output}, inputs, {seed},
+                                    /*retain_graph=*/false,
+                                    /*create_graph=*/false,
+                                    /*allow_unused=*/true);
+    for (size_t k = 0; k < trained.size(); ++k) {
+      const Slot &s = u.slots[trained[k]];
+      const at::Tensor &gi = g[k];
+      if (!gi.defined())
         continue;
       const at::Tensor &dst = s.fromTied ? tiedGrads : grads;
       if (s.fromTied && (!dst.defined() || dst.numel() < s.offset + s.numel))
@@ -500,7 +556,7 @@ public:
                          "' needs tied_grads "
                          "holding '" +
                          s.name + "'");
-      dst.narrow(0, s.offset, s.numel).view(s.shape).add_(g[i]);
+      dst.narrow(0, s.offset, s.numel).view(s.shape).add_(gi);
     }
     runs_.erase(run);
     if (isHead(u))
@@ -532,6 +588,7 @@ private:
     UnitModel u;
     u.name = unit.name;
     u.numel = unit.numel;
+    u.frozenNumel = unit.frozenNumel;
     std::optional<Layer> kind = layerOf(unit.kind);
     if (!kind)
       throw ModelError("unit '" + unit.name + "' has kind '" +
@@ -558,13 +615,20 @@ private:
                            support::shapeString(it->second.first->shape));
         s.fromTied = true;
         s.offset = it->second.first->offset;
-      } else if (p.offset < 0 || p.offset + s.numel > unit.numel) {
-        throw ModelError("parameter '" + p.name + "' lies outside unit '" +
-                         unit.name + "'s " + std::to_string(unit.numel) +
-                         " elements");
+        s.frozen = it->second.first->frozen;
+      } else {
+        s.frozen = p.frozen;
+        int64_t stored = p.frozen ? unit.frozenNumel : unit.numel;
+        if (p.offset < 0 || p.offset + s.numel > stored)
+          throw ModelError("parameter '" + p.name + "' lies outside unit '" +
+                           unit.name + "'s " + std::to_string(stored) +
+                           (p.frozen ? " frozen" : "") + " elements");
       }
       u.slots.push_back(std::move(s));
     }
+    if (config_.lora)
+      u.loraScale =
+          config_.lora->alpha / static_cast<double>(config_.lora->rank);
     for (const RoleSpec &spec : roleSpecs(u.kind, config_)) {
       // Of the names that end in the suffix, the shortest: BERT's
       // `output.dense.weight` is also the end of
@@ -594,6 +658,49 @@ private:
                          support::shapeString(spec.shape));
       u.roles.push_back(found);
     }
+    // LoRA targets: a role's weight `M.weight` with `M.lora_A.weight` [r, in]
+    // and `M.lora_B.weight` [out, r] in the unit.
+    u.adapters.assign(u.roles.size(), std::nullopt);
+    for (size_t role = 0; role < u.roles.size(); ++role) {
+      const Slot &w = u.slots[u.roles[role]];
+      if (!endsWith(w.name, ".weight") || w.shape.size() != 2)
+        continue;
+      std::string module = w.name.substr(0, w.name.size() - 7);
+      std::optional<size_t> a, b;
+      for (size_t i = 0; i < u.slots.size(); ++i) {
+        if (u.slots[i].name == module + ".lora_A.weight")
+          a = i;
+        else if (u.slots[i].name == module + ".lora_B.weight")
+          b = i;
+      }
+      if (!a && !b)
+        continue;
+      if (!a || !b || !config_.lora)
+        throw ModelError("unit '" + unit.name + "': module '" + module +
+                         "' has " + (a ? "lora_A" : "lora_B") +
+                         " without its other half, or the model has no lora");
+      // nn.Linear's weight is [out, in], GPT-2's Conv1D's [in, out].
+      bool conv = u.kind == Layer::Gpt2Block;
+      int64_t in = conv ? w.shape[0] : w.shape[1];
+      int64_t out = conv ? w.shape[1] : w.shape[0];
+      int64_t r = config_.lora->rank;
+      if (u.slots[*a].shape != std::vector<int64_t>{r, in} ||
+          u.slots[*b].shape != std::vector<int64_t>{out, r})
+        throw ModelError(
+            "unit '" + unit.name + "': the adapters of '" + module + "' are " +
+            support::shapeString(u.slots[*a].shape) + " and " +
+            support::shapeString(u.slots[*b].shape) + ", not [" +
+            std::to_string(r) + ", " + std::to_string(in) + "] and [" +
+            std::to_string(out) + ", " + std::to_string(r) + "]");
+      u.adapters[role] = Adapter{*a, *b};
+    }
+    for (const Slot &s : u.slots)
+      if (isAdapter(s.name) &&
+          !std::any_of(u.adapters.begin(), u.adapters.end(), [&](auto &ad) {
+            return ad && (&u.slots[ad->a] == &s || &u.slots[ad->b] == &s);
+          }))
+        throw ModelError("unit '" + unit.name + "': adapter '" + s.name +
+                         "' belongs to no module this runtime computes");
     return u;
   }
 
@@ -603,7 +710,15 @@ private:
                                  uint64_t seed) {
     at::Tensor value = at::empty(s.shape, at::kFloat);
     // A 1-D weight is a norm's scale in both families.
-    if (endsWith(s.name, ".bias"))
+    if (endsWith(s.name, ".lora_B.weight"))
+      value.zero_(); // PEFT: the adapted model starts as the base
+    else if (endsWith(s.name, ".lora_A.weight"))
+      // PEFT: kaiming_uniform_(a = sqrt(5)), bound sqrt(6 / ((1 + 5) in)).
+      value.uniform_(-1.0 / std::sqrt(static_cast<double>(s.shape[1])),
+                     1.0 / std::sqrt(static_cast<double>(s.shape[1])),
+                     at::make_generator<at::CPUGeneratorImpl>(
+                         parameterSeed(seed, s.name)));
+    else if (endsWith(s.name, ".bias"))
       value.zero_();
     else if (s.shape.size() == 1)
       value.fill_(1.0);
@@ -687,13 +802,26 @@ private:
            u.kind == Layer::BertClassificationHead;
   }
 
-  static void checkFlat(const UnitModel &u, const at::Tensor &t,
+  /// `t` holds `numel` elements of unit `u`: a contiguous 1-D tensor, or,
+  /// where the unit stores none of them, nothing (undefined or empty).
+  static void checkFlat(const UnitModel &u, const at::Tensor &t, int64_t numel,
                         const char *what) {
-    if (!t.defined() || t.dim() != 1 || t.numel() != u.numel ||
+    if (numel == 0 && (!t.defined() || t.numel() == 0))
+      return;
+    if (!t.defined() || t.dim() != 1 || t.numel() != numel ||
         !t.is_contiguous())
       throw ModelError(std::string(what) + " of unit '" + u.name +
                        "' must be a contiguous 1-D tensor of " +
-                       std::to_string(u.numel) + " elements");
+                       std::to_string(numel) + " elements");
+  }
+
+  /// The dtype a unit computes in: its parameters', trainable or frozen.
+  static at::ScalarType computeType(const UnitWeights &w) {
+    return (w.params.defined() ? w.params : w.frozen).scalar_type();
+  }
+
+  static bool isAdapter(const std::string &name) {
+    return endsWith(name, ".lora_A.weight") || endsWith(name, ".lora_B.weight");
   }
 
   bool inFlight(int64_t unit) const {
@@ -704,11 +832,13 @@ private:
   }
 
   /// Points every parameter leaf of `u` at this call's buffers.
-  void bind(UnitModel &u, const at::Tensor &params, const at::Tensor &tied) {
-    checkFlat(u, params, "params");
+  void bind(UnitModel &u, const UnitWeights &w) {
+    checkFlat(u, w.params, u.numel, "params");
+    checkFlat(u, w.frozen, u.frozenNumel, "frozen");
     int64_t index = &u - units_.data();
     for (Slot &s : u.slots) {
-      const at::Tensor &src = s.fromTied ? tied : params;
+      const at::Tensor &src =
+          s.fromTied ? w.tied : (s.frozen ? w.frozen : w.params);
       if (s.fromTied && (!src.defined() || !src.is_contiguous() ||
                          src.numel() < s.offset + s.numel))
         throw ModelError("unit '" + u.name +
@@ -730,7 +860,7 @@ private:
       s.leaf = at::from_blob(
           ptr, s.shape,
           at::TensorOptions().dtype(src.scalar_type()).device(src.device()));
-      s.leaf.set_requires_grad(true);
+      s.leaf.set_requires_grad(!s.frozen);
     }
   }
 
@@ -874,12 +1004,9 @@ private:
     const int64_t heads = config_.heads, kvHeads = config_.kvHeads;
     const int64_t d = h / heads;
     at::Tensor n = rmsNorm(x, u.param(InputNorm), config_.normEps);
-    at::Tensor q =
-        at::linear(n, u.param(Q)).view({b, s, heads, d}).transpose(1, 2);
-    at::Tensor k =
-        at::linear(n, u.param(K)).view({b, s, kvHeads, d}).transpose(1, 2);
-    at::Tensor v =
-        at::linear(n, u.param(V)).view({b, s, kvHeads, d}).transpose(1, 2);
+    at::Tensor q = u.linear(Q, n).view({b, s, heads, d}).transpose(1, 2);
+    at::Tensor k = u.linear(K, n).view({b, s, kvHeads, d}).transpose(1, 2);
+    at::Tensor v = u.linear(V, n).view({b, s, kvHeads, d}).transpose(1, 2);
     n.reset();
     auto [cos, sin] = ropeTables(s, x.scalar_type(), x.device());
     q = q * cos + rotateHalf(q) * sin;
@@ -892,20 +1019,20 @@ private:
     q.reset();
     k.reset();
     v.reset();
-    return x + at::linear(a, u.param(O));
+    return x + u.linear(O, a);
   }
 
   /// down_proj(silu(gate_proj(n)) * up_proj(n)) of n = RMSNorm(h1).
   at::Tensor llamaMlp(const UnitModel &u, const at::Tensor &h1) {
     using namespace llama_block;
     at::Tensor n = rmsNorm(h1, u.param(PostNorm), config_.normEps);
-    at::Tensor gate = at::silu(at::linear(n, u.param(Gate)));
-    at::Tensor up = at::linear(n, u.param(Up));
+    at::Tensor gate = at::silu(u.linear(Gate, n));
+    at::Tensor up = u.linear(Up, n);
     n.reset();
     at::Tensor product = gate * up;
     gate.reset();
     up.reset();
-    return at::linear(product, u.param(Down));
+    return u.linear(Down, product);
   }
 
   at::Tensor gpt2Block(const UnitModel &u, const at::Tensor &x) {
@@ -920,7 +1047,8 @@ private:
     const int64_t heads = config_.heads, d = h / heads;
     at::Tensor n =
         at::layer_norm(x, {h}, u.param(Ln1W), u.param(Ln1B), config_.normEps);
-    at::Tensor qkv = conv1d(n, u.param(AttnW), u.param(AttnB));
+    at::Tensor qkv =
+        u.adapted(AttnW, n, conv1d(n, u.param(AttnW), u.param(AttnB)));
     n.reset();
     auto split = qkv.split(h, 2);
     qkv.reset();
@@ -933,7 +1061,8 @@ private:
             .contiguous()
             .reshape({b, s, h});
     split.clear();
-    return x + conv1d(a, u.param(AttnProjW), u.param(AttnProjB));
+    return x + u.adapted(AttnProjW, a,
+                         conv1d(a, u.param(AttnProjW), u.param(AttnProjB)));
   }
 
   /// mlp.c_proj(gelu(mlp.c_fc(ln_2(h1)))).
@@ -941,11 +1070,12 @@ private:
     using namespace gpt2_block;
     at::Tensor n = at::layer_norm(h1, {config_.hidden}, u.param(Ln2W),
                                   u.param(Ln2B), config_.normEps);
-    at::Tensor fc = conv1d(n, u.param(FcW), u.param(FcB));
+    at::Tensor fc = u.adapted(FcW, n, conv1d(n, u.param(FcW), u.param(FcB)));
     n.reset();
     at::Tensor act = at::gelu(fc, "tanh");
     fc.reset();
-    return conv1d(act, u.param(MlpProjW), u.param(MlpProjB));
+    return u.adapted(MlpProjW, act,
+                     conv1d(act, u.param(MlpProjW), u.param(MlpProjB)));
   }
 
   /// BertEmbeddings: LayerNorm(word[tokens] + token_type[0] + position[0..s)).
@@ -979,15 +1109,15 @@ private:
     auto heads4 = [&](const at::Tensor &t) {
       return t.view({b, s, heads, d}).transpose(1, 2);
     };
-    at::Tensor q = heads4(at::linear(x, u.param(Q), u.param(QB)));
-    at::Tensor k = heads4(at::linear(x, u.param(K), u.param(KB)));
-    at::Tensor v = heads4(at::linear(x, u.param(V), u.param(VB)));
+    at::Tensor q = heads4(u.linear(Q, x, u.param(QB)));
+    at::Tensor k = heads4(u.linear(K, x, u.param(KB)));
+    at::Tensor v = heads4(u.linear(V, x, u.param(VB)));
     at::Tensor a =
         fullAttention(q, k, v).transpose(1, 2).contiguous().reshape({b, s, h});
     q.reset();
     k.reset();
     v.reset();
-    at::Tensor sum = x + at::linear(a, u.param(AttnOut), u.param(AttnOutB));
+    at::Tensor sum = x + u.linear(AttnOut, a, u.param(AttnOutB));
     a.reset();
     return at::layer_norm(sum, {h}, u.param(Ln1W), u.param(Ln1B),
                           config_.normEps);
@@ -996,8 +1126,8 @@ private:
   /// BertIntermediate + BertOutput: LayerNorm(h1 + dense(gelu(dense(h1)))).
   at::Tensor bertMlp(const UnitModel &u, const at::Tensor &h1) {
     using namespace bert_block;
-    at::Tensor act = geluErf(at::linear(h1, u.param(Inter), u.param(InterB)));
-    at::Tensor sum = h1 + at::linear(act, u.param(Out), u.param(OutB));
+    at::Tensor act = geluErf(u.linear(Inter, h1, u.param(InterB)));
+    at::Tensor sum = h1 + u.linear(Out, act, u.param(OutB));
     act.reset();
     return at::layer_norm(sum, {config_.hidden}, u.param(Ln2W), u.param(Ln2B),
                           config_.normEps);

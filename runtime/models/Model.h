@@ -15,6 +15,9 @@
 //   schedule's parameter order and offsets (Unit::params[i].offset), in the
 //   dtype the schedule computes in (f32, bf16 or f16). `tied` is the tying
 //   unit's stored elements (GPT-2 head: the embedding's), or undefined.
+//   Under LoRA, `frozen` holds the unit's frozen base the same way
+//   (Unit::frozenNumel elements, frozen parameters' offsets); the base gets
+//   no gradient, and a target module's output gains x A^T B^T alpha/rank.
 // - The buffer behind `params` at backward may differ from the one at
 //   forward (FSDP gathers again into another arena slot): backward must read
 //   the parameters from the tensors it is given, never from ones kept since
@@ -71,6 +74,14 @@ struct MicroBatch {
   double lossDivisor = 0;
 };
 
+/// The weights a compute op hands a unit: its trainable stored elements
+/// (`params`), the tying unit's stored elements (`tied`: GPT-2's head gets
+/// the embedding's, frozen ones under LoRA), and its frozen base (`frozen`,
+/// a LoRA run's). Each is undefined where the unit stores none.
+struct UnitWeights {
+  at::Tensor params, tied, frozen;
+};
+
 class Model {
 public:
   virtual ~Model() = default;
@@ -90,10 +101,15 @@ public:
   static void check(const Schedule &schedule);
 
   /// Writes the deterministic initial value of unit `unit`'s stored elements
-  /// into `out` (1-D fp32, Unit::numel elements): each parameter is drawn
-  /// from a generator seeded by (seed, parameter name) alone, so every
-  /// strategy, world size and rank gets the same full weights.
-  virtual void initUnit(int64_t unit, uint64_t seed, at::Tensor out) = 0;
+  /// into `out` (1-D fp32, Unit::numel elements) and of its frozen ones into
+  /// `frozen` (Unit::frozenNumel; undefined or empty when it has none): each
+  /// parameter is drawn from a generator seeded by (seed, parameter name)
+  /// alone, so every strategy, world size and rank gets the same full
+  /// weights, and a LoRA run's base is the full model's. LoRA adapters as
+  /// PEFT initialises them: lora_A Kaiming-uniform (bound 1/sqrt(in)),
+  /// lora_B zero.
+  virtual void initUnit(int64_t unit, uint64_t seed, at::Tensor out,
+                        at::Tensor frozen = {}) = 0;
 
   /// Loads unit `unit`'s stored elements from HF-named tensors (see
   /// SafeTensors.h) into `out` (1-D fp32); throws naming a missing or
@@ -101,8 +117,10 @@ public:
   /// lacks (newTaskHeadParameters) are initialised as initUnit does with
   /// `seed`, as transformers' from_pretrained does when it puts a
   /// classifier on a pretrained encoder.
+  /// LoRA adapters that `source` lacks are initialised as initUnit does.
   virtual void loadUnit(int64_t unit, const class TensorSource &source,
-                        uint64_t seed, at::Tensor out) = 0;
+                        uint64_t seed, at::Tensor out,
+                        at::Tensor frozen = {}) = 0;
 
   /// The parameters loadUnit initialises rather than loads from `source`
   /// (BERT's classifier, and its pooler where `source` has none), for the
@@ -117,12 +135,10 @@ public:
 
   /// `keepGraph` is false when a later recompute op rebuilds this unit's
   /// graph for this micro-batch (activation checkpointing).
-  virtual void forward(int64_t unit, int64_t mb, const at::Tensor &params,
-                       const at::Tensor &tied, const at::Tensor &saves,
-                       bool keepGraph) = 0;
-  virtual void recompute(int64_t unit, int64_t mb, const at::Tensor &params,
-                         const at::Tensor &tied, const at::Tensor &input,
-                         const at::Tensor &saves) = 0;
+  virtual void forward(int64_t unit, int64_t mb, const UnitWeights &weights,
+                       const at::Tensor &saves, bool keepGraph) = 0;
+  virtual void recompute(int64_t unit, int64_t mb, const UnitWeights &weights,
+                         const at::Tensor &input, const at::Tensor &saves) = 0;
   /// After the head's forward: returns the micro-batch's mean loss (the
   /// cross-entropy over its counted targets; a regression's squared error)
   /// (a 0-dim fp32 tensor on the compute device, unscaled, which the
@@ -130,9 +146,8 @@ public:
   /// device) and seeds its backward with `scale * lossScale`.
   virtual at::Tensor loss(int64_t unit, int64_t mb, double scale,
                           double lossScale) = 0;
-  virtual void backward(int64_t unit, int64_t mb, const at::Tensor &params,
-                        const at::Tensor &tied, const at::Tensor &activations,
-                        const at::Tensor &grads,
+  virtual void backward(int64_t unit, int64_t mb, const UnitWeights &weights,
+                        const at::Tensor &activations, const at::Tensor &grads,
                         const at::Tensor &tiedGrads) = 0;
 
   /// Drops everything kept for micro-batches (end of a step or an error).

@@ -29,20 +29,22 @@ public:
            0.1f * static_cast<float>(unit) + 0.001f * static_cast<float>(seed);
   }
 
-  void initUnit(int64_t unit, uint64_t seed, at::Tensor out) override {
+  void initUnit(int64_t unit, uint64_t seed, at::Tensor out,
+                at::Tensor) override {
     for (int64_t i = 0; i < out.numel(); ++i)
       out[i] = initialValue(unit, i, seed);
   }
-  void loadUnit(int64_t, const TensorSource &, uint64_t, at::Tensor) override {
+  void loadUnit(int64_t, const TensorSource &, uint64_t, at::Tensor,
+                at::Tensor) override {
     throw std::runtime_error("the toy model loads nothing");
   }
   void setMicroBatch(int64_t mb, MicroBatch batch) override {
     inputs_[mb] = batch.tokens.to(at::kFloat).reshape(-1);
     targets_[mb] = batch.targets.to(at::kFloat).reshape(-1);
   }
-  void forward(int64_t unit, int64_t mb, const at::Tensor &params,
-               const at::Tensor &, const at::Tensor &saves,
-               bool keepGraph) override {
+  void forward(int64_t unit, int64_t mb, const UnitWeights &weights,
+               const at::Tensor &saves, bool keepGraph) override {
+    const at::Tensor &params = weights.params;
     keepGraphLog.push_back({unit, mb, keepGraph});
     at::Tensor x = unit == 0 ? inputs_.at(mb) : outputs_.at({unit - 1, mb});
     if (saves.defined() && saves.numel() >= x.numel())
@@ -50,9 +52,8 @@ public:
     saved_[{unit, mb}] = x.clone();
     outputs_[{unit, mb}] = x * params.to(at::kFloat);
   }
-  void recompute(int64_t unit, int64_t mb, const at::Tensor &,
-                 const at::Tensor &, const at::Tensor &input,
-                 const at::Tensor &) override {
+  void recompute(int64_t unit, int64_t mb, const UnitWeights &,
+                 const at::Tensor &input, const at::Tensor &) override {
     recomputeLog.push_back({unit, mb});
     saved_[{unit, mb}] = input.to(at::kFloat)
                              .narrow(0, 0, saved_.at({unit, mb}).numel())
@@ -65,9 +66,10 @@ public:
         diff / static_cast<double>(diff.numel()) * (scale * lossScale);
     return 0.5 * diff.square().mean();
   }
-  void backward(int64_t unit, int64_t mb, const at::Tensor &params,
-                const at::Tensor &, const at::Tensor &, const at::Tensor &grads,
+  void backward(int64_t unit, int64_t mb, const UnitWeights &weights,
+                const at::Tensor &, const at::Tensor &grads,
                 const at::Tensor &) override {
+    const at::Tensor &params = weights.params;
     at::Tensor up = upstream_.at(mb);
     grads.add_((up * saved_.at({unit, mb})).to(grads.scalar_type()));
     upstream_[mb] = up * params.to(at::kFloat);

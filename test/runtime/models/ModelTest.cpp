@@ -327,7 +327,7 @@ double runUnits(Model &model, const Schedule &s,
       } else {
         saves = savesBuffer();
       }
-      model.forward(u, mb, fwd[u], tiedOf(fwd, u), saves, !ckpt);
+      model.forward(u, mb, {fwd[u], tiedOf(fwd, u)}, saves, !ckpt);
     }
     loss += model.loss(n - 1, mb, 1.0 / mbs, 1.0).item<double>() / mbs;
   }
@@ -343,9 +343,9 @@ double runUnits(Model &model, const Schedule &s,
     int64_t mb = o.reverseMicroBatches ? mbs - 1 - i : i;
     for (int64_t u = n - 1; u >= 0; --u) {
       if (o.checkpoint && isBlock(s.units[u]))
-        model.recompute(u, mb, bwd[u], tiedOf(bwd, u), inputs.at({u, mb}),
+        model.recompute(u, mb, {bwd[u], tiedOf(bwd, u)}, inputs.at({u, mb}),
                         savesBuffer());
-      model.backward(u, mb, bwd[u], tiedOf(bwd, u), {}, grads[u],
+      model.backward(u, mb, {bwd[u], tiedOf(bwd, u)}, {}, grads[u],
                      tiedOf(grads, u));
     }
   }
@@ -772,19 +772,19 @@ TEST(ModelErrors, OneLineMessages) {
   model->setMicroBatch(0, batches[0]);
   at::Tensor g = at::zeros({s.units[1].numel});
   try {
-    model->backward(1, 0, flat[1], {}, {}, g, {});
+    model->backward(1, 0, {flat[1]}, {}, g, {});
     FAIL() << "backward without forward";
   } catch (const std::runtime_error &e) {
     EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
   }
   // A block's forward before the embedding's.
-  EXPECT_THROW(model->forward(1, 0, flat[1], {}, {}, true), std::runtime_error);
+  EXPECT_THROW(model->forward(1, 0, {flat[1]}, {}, true), std::runtime_error);
   // Wrong number of elements.
-  EXPECT_THROW(model->forward(0, 0, flat[1], {}, {}, true), std::runtime_error);
-  model->forward(0, 0, flat[0], {}, {}, true);
+  EXPECT_THROW(model->forward(0, 0, {flat[1]}, {}, true), std::runtime_error);
+  model->forward(0, 0, {flat[0]}, {}, true);
   EXPECT_THROW(model->loss(0, 0, 1.0, 1.0), std::runtime_error);
   model->reset();
-  EXPECT_THROW(model->forward(0, 0, flat[0], {}, {}, true), std::runtime_error);
+  EXPECT_THROW(model->forward(0, 0, {flat[0]}, {}, true), std::runtime_error);
 }
 
 } // namespace
