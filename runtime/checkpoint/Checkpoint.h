@@ -40,7 +40,8 @@ namespace plan::rt {
 
 /// 2: checkpoint.json carries a `checksum` of its own contents. Version 1
 /// checkpoints (without one) are still read.
-inline constexpr int kCheckpointFormatVersion = 2;
+/// 3: `base`, where a LoRA run's frozen base comes from (it is not saved).
+inline constexpr int kCheckpointFormatVersion = 3;
 
 /// A checkpoint that cannot be written or used (missing or truncated shard,
 /// bad checksum, malformed metadata, another model): one line that names the
@@ -57,6 +58,10 @@ struct CheckpointInfo {
   std::string data;              // the run's --data ("synthetic" or a path)
   int64_t sequencesConsumed = 0; // global sequences read by steps 1..step
   int64_t globalBatch = 0;       // sequences per step when saved
+  // A LoRA run's frozen base, which the checkpoint does not hold (only what
+  // trains): "seed" (initialised from `seed`), or the absolute path of the
+  // --init weights it was loaded from; "" for a full fine-tune.
+  std::string base;
 };
 
 struct SaveOptions {

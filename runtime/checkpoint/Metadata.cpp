@@ -174,6 +174,7 @@ std::string metadataText(const CheckpointInfo &info, const Schedule &schedule,
   j["data"] = info.data;
   j["sequences_consumed"] = info.sequencesConsumed;
   j["global_batch"] = info.globalBatch;
+  j["base"] = info.base;
   const OptimizerConfig &o = schedule.train.optimizer;
   j["optimizer"] = Json{{"kind", toString(o.kind)},
                         {"lr", o.lr},
@@ -249,6 +250,8 @@ Metadata readMetadata(const JsonReader &r, const Json &j) {
   m.info.data = r.getString(j, at, "data");
   m.info.sequencesConsumed = r.getInt(j, at, "sequences_consumed");
   m.info.globalBatch = r.getInt(j, at, "global_batch");
+  if (version >= 3)
+    m.info.base = r.getString(j, at, "base");
   const Json &optimizer = r.getObject(j, at, "optimizer");
   m.optimizer =
       r.getKeyword<OptimizerKind>(optimizer, at.member("optimizer"), "kind");
@@ -281,11 +284,12 @@ Metadata readMetadata(const JsonReader &r, const Json &j) {
       int64_t numel = 1;
       for (int64_t d : p.shape)
         numel *= d;
+      int64_t stored = p.frozen ? u.frozenNumel : u.numel;
       if (p.tiedTo.empty() &&
-          (p.offset < 0 || numel < 0 || p.offset + numel > u.numel))
+          (p.offset < 0 || numel < 0 || p.offset + numel > stored))
         r.fail(up.element(i).member("params").element(k),
-               "lies outside its unit's " + std::to_string(u.numel) +
-                   " elements");
+               "lies outside its unit's " + std::to_string(stored) +
+                   (p.frozen ? " frozen" : "") + " elements");
     }
   }
   JsonPath gp = at.member("groups");

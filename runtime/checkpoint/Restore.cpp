@@ -201,7 +201,7 @@ std::vector<CheckpointParam> Checkpoint::params() const {
   std::vector<CheckpointParam> out;
   for (const Unit &u : impl_->meta.units)
     for (const Param &p : u.params)
-      if (p.tiedTo.empty())
+      if (p.tiedTo.empty() && !p.frozen) // a LoRA base is not saved
         out.push_back({p.name, p.shape});
   return out;
 }
@@ -282,6 +282,10 @@ void Checkpoint::checkCompatible(const Schedule &schedule) const {
       if (p.tiedTo != q.tiedTo)
         differ("the tie of '" + p.name + "'", "'" + q.tiedTo + "'",
                "'" + p.tiedTo + "'");
+      if (p.frozen != q.frozen)
+        differ("whether '" + p.name + "' is frozen (a LoRA base)",
+               q.frozen ? "frozen" : "trained",
+               p.frozen ? "frozen" : "trained");
       if (p.tiedTo.empty() && p.offset != q.offset)
         differ("the offset of '" + p.name + "'", num(q.offset), num(p.offset));
     }
@@ -412,14 +416,16 @@ std::vector<std::pair<std::string, at::Tensor>> Checkpoint::weights() const {
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const Unit &u : c.meta.units) {
     bool stored = false;
+    // A LoRA run's frozen base is not in the checkpoint: its weights are
+    // the adapters.
     for (const Param &p : u.params)
-      stored |= p.tiedTo.empty();
+      stored |= p.tiedTo.empty() && !p.frozen;
     if (!stored)
       continue;
     at::Tensor flat = at::empty({u.numel}, at::kFloat);
     c.readUnit(u.name, role, 0, flat);
     for (const Param &p : u.params) {
-      if (!p.tiedTo.empty())
+      if (!p.tiedTo.empty() || p.frozen)
         continue;
       int64_t numel = 1;
       for (int64_t d : p.shape)

@@ -6,6 +6,8 @@
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include <filesystem>
+
 namespace plan::rt {
 
 bool CheckpointPolicy::due(int64_t step, int64_t last, bool stopping) const {
@@ -111,7 +113,31 @@ void Trainer::start(RunStart start, const TrainOptions &options) {
   dataSpec_ = start.data;
   executor_->setTotalSteps(last_);
   executor_->setMemoryTrace(options.memoryTrace);
+  if (schedule_->model.lora)
+    base_ = options.init.empty()
+                ? std::string("seed")
+                : std::filesystem::absolute(options.init)
+                      .lexically_normal()
+                      .string();
   if (start.checkpoint) {
+    // A LoRA checkpoint holds what trains; the frozen base comes from where
+    // the run took it, before the trained state is restored over it.
+    const std::string &base = start.checkpoint->info().base;
+    if (schedule_->model.lora) {
+      if (base.empty())
+        throw TrainError(start.checkpoint->directory() +
+                         " holds no LoRA run (its checkpoint.json has no "
+                         "base): resume it with the schedule it was saved "
+                         "with");
+      if (base == "seed") {
+        executor_->initState(start.checkpoint->info().seed);
+      } else {
+        std::unique_ptr<TensorSource> source =
+            openTensorSource(base, schedule_->model);
+        executor_->loadState(*source, start.checkpoint->info().seed);
+      }
+      base_ = base;
+    }
     start.checkpoint->restore(schedule_, *executor_, comm_);
     resumedAfter_ = start.checkpoint->info().step;
   } else if (!options.init.empty()) {
@@ -180,6 +206,7 @@ SaveResult Trainer::save() {
   info.step = step;
   info.seed = seed_;
   info.data = dataSpec_;
+  info.base = base_;
   info.globalBatch = s.microBatches * comm_.world() * s.train.microBatch;
   info.sequencesConsumed = data_->sequencesConsumed(step, info.globalBatch);
   SaveOptions options;

@@ -161,6 +161,7 @@ private:
   uint64_t seed_ = 0;
   std::vector<std::string> newTaskHead_;
   std::string dataSpec_;
+  std::string base_; // a LoRA run's frozen base: CheckpointInfo::base
   int64_t next_ = 1, last_ = 0, resumedAfter_ = 0;
   bool stopped_ = false;
 };
