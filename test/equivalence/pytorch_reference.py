@@ -12,7 +12,11 @@ trained for STEPS steps twice:
 BERT's masked-LM, classification and regression heads too, each at one rank and over two
 full_shard ranks (and from the reference's weights with --init). Also with weight decay, on the matrices only (the HF Trainer's parameter groups, the plan's
 default) and on every parameter (`decay = all`, one param group), each against the reference
-with the same groups. Every step's loss must agree within RTOL relative. Both run fp32 on the CPU with the same
+with the same groups. LoRA too (`model.lora`): rank-4 adapters on the frozen tiny Llama (its
+default targets q_proj and v_proj, and all_linear) and GPT-2 (its default, c_attn), against
+the reference's adapters (PEFT's: lora_A uniform(+-1/sqrt(in)) from the parameter's seed,
+lora_B zero, y = M(x) + B(A(x)) * alpha / rank, only the adapters train); --lora=skip leaves
+them out, --lora=only runs them alone. Every step's loss must agree within RTOL relative. Both run fp32 on the CPU with the same
 kernels (LibTorch is PyTorch's C++ core); the differences are summation order (micro-batch
 and rank splits, per-unit vs whole-model autograd), so 1e-5 leaves two orders of magnitude
 of margin over fp32 roundoff accumulated over 10 steps.
@@ -50,6 +54,22 @@ def losses_of(path):
 # weights and biases too changes the losses far beyond RTOL.
 WEIGHT_DECAY = 10.0
 
+# LoRA's adapters: alpha / rank = 4, so that a runtime scaling by alpha alone
+# or not at all shows. Cases: (model, targets (None: the family's default),
+# weight decay (0: none; else on the matrices, the adapters), [(world, sharding)]).
+LORA_RANK = 4
+LORA_ALPHA = 16
+LORA_RUNS = [(1, "no_shard"), (2, "full_shard")]
+LORA_CASES = [
+    ("llama_tiny", None, 0.0, LORA_RUNS),
+    ("llama_tiny", "all_linear", 0.0, LORA_RUNS),
+    ("gpt2_tiny", None, 0.0, LORA_RUNS),
+    # BERT's masked-LM head (its masking as above), adapters on every linear.
+    ("bert_tiny", "all_linear", 0.0, [(2, "full_shard")]),
+    # The adapters decay; the frozen base must not.
+    ("llama_tiny", None, WEIGHT_DECAY, [(2, "full_shard")]),
+]
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -63,6 +83,8 @@ def main():
                     help="against transformers' own classes instead (fewer cases), and "
                          "bert-base-cased from a Hub-layout checkpoint; exits 77 (skipped) "
                          "without transformers")
+    ap.add_argument("--lora", choices=["include", "skip", "only"], default="include",
+                    help="the LoRA cases: with the others (default), left out, or alone")
     args = ap.parse_args()
     if args.transformers:
         try:
@@ -121,7 +143,8 @@ def main():
             print(f"  plan-run: {ours}\n  PyTorch:  {ref}")
         return ok
 
-    for model in ("llama_tiny", "gpt2_tiny"):
+    full_refs = {}  # model: the reference's losses with every parameter training
+    for model in () if args.lora == "only" else ("llama_tiny", "gpt2_tiny"):
         init = os.path.join(work, f"{model}-init.safetensors")
         if args.transformers:
             ref = reference(model, "ref", [])
@@ -142,6 +165,7 @@ def main():
             "all": reference(model, "ref-all",
                              ["--weight-decay", str(WEIGHT_DECAY), "--decay", "all"]),
         }
+        full_refs[model] = refs["none"]
         # The check below can tell the two apart.
         apart = max(abs(a - b) / abs(b) for a, b in zip(refs["matrices"], refs["all"]))
         ok = apart > 100 * RTOL
@@ -170,7 +194,7 @@ def main():
     # written with HF's math and names: masked-LM loss over HF's collator's
     # masking, divided by the step's masked positions; cross-entropy over 3
     # labels; MSE with one label (a regression).
-    bert_heads = [
+    bert_heads = [] if args.lora == "only" else [
         ("masked_lm", {}, []),
         ("classification", {"head": "sequence_classification", "num_labels": 3},
          ["model.head=sequence_classification", "model.num_labels=3"]),
@@ -197,7 +221,50 @@ def main():
                          init if use_init else None, ref)
             passed += ok
             failed += not ok
-    if args.transformers:
+    # LoRA: adapters on the frozen model, from the runtime's initialisation
+    # (the base's as above; lora_A uniform, lora_B zero), the plan's recipe
+    # otherwise. With --transformers the reference is transformers' model
+    # with the same adapters (one sharded run per case).
+    for model, targets, decay, runs in LORA_CASES if args.lora != "skip" else []:
+        label = (targets or "default") + (f"-decay{decay:g}" if decay else "")
+        lora_ref = ["--lora-rank", str(LORA_RANK), "--lora-alpha", f"{LORA_ALPHA:g}"]
+        lora_sets = [f"model.lora.rank={LORA_RANK}", f"model.lora.alpha={LORA_ALPHA:g}"]
+        if targets:
+            lora_ref += ["--lora-targets", targets]
+            lora_sets.append(f"model.lora.targets=[{targets}]")
+        if decay:
+            lora_ref += ["--weight-decay", str(decay), "--decay", "matrices"]
+            lora_sets.append(f"train.optimizer=adamw(lr = 1e-3, weight_decay = {decay}, "
+                             "decay = matrices)")
+        ref = reference(model, f"ref-lora-{label}", lora_ref)
+        if not args.transformers and not decay:
+            # B = 0: the first step is the full model's to the bit; then
+            # only the adapters move, so the curves part by far more than RTOL.
+            if model not in full_refs:
+                full_refs[model] = reference(model, "ref", [])
+            full = full_refs[model]
+            apart = max(abs(a - b) / abs(b) for a, b in zip(ref, full))
+            ok = ref[0] == full[0] and apart > 100 * RTOL
+            print(f"{'PASS' if ok else 'FAIL'} {model} LoRA targets={targets or 'default'}: "
+                  f"step 1 equals the full model's ({ref[0]:.7f} vs {full[0]:.7f}), then "
+                  f"they differ by {apart:.2e} (more than 100 x {RTOL:g})")
+            passed += ok
+            failed += not ok
+        for world, sharding in runs[-1:] if args.transformers else runs:
+            tag = (f"{model} LoRA r={LORA_RANK} alpha={LORA_ALPHA:g} "
+                   f"targets={targets or 'default'} world={world} {sharding}")
+            if decay:
+                tag += f" weight_decay={decay:g} decay=matrices"
+            if args.transformers:
+                tag += " vs transformers"
+            sets = [f"model={model}", f"train.seq_len={SEQ_LEN}",
+                    f"train.micro_batch={MICRO_BATCH_TOTAL // world}",
+                    f"parallel.sharding={sharding}", f"cluster.gpus_per_node={world}",
+                    "train.steps=0"] + lora_sets
+            ok = compare(tag, f"{model}-lora-{label}-{world}-{sharding}", world, sets, None, ref)
+            passed += ok
+            failed += not ok
+    if args.transformers and args.lora != "only":
         for ok in bert_base_cased_from_hub_layout(args, work, compare, reference):
             passed += ok
             failed += not ok

@@ -17,6 +17,15 @@ BertForSequenceClassification instead, which needs transformers.
       --seed 0 --steps 20 --micro-batch 4 --seq-len 128 --lr 1e-3
 
   llama_reference.py --model gpt2_tiny --weights init.safetensors ...
+
+With --lora-rank R (and --lora-alpha, --lora-targets) it trains LoRA adapters
+on the frozen model, as plan-run does with model.lora (HF PEFT's LoraConfig
+with dropout 0): `M.lora_A.weight` [r, in] and `M.lora_B.weight` [out, r] on
+each targeted linear layer M of the blocks, y = M(x) + B(A(x)) * alpha / r;
+only the adapters train.
+
+  llama_reference.py --model llama_tiny --lora-rank 4 --lora-alpha 8 \
+      --lora-targets q_proj v_proj ...
 """
 
 import argparse
@@ -116,11 +125,16 @@ def fnv1a64(s):
 
 
 def init_parameter(seed, name, shape):
-    if name.endswith(".bias"):
+    if name.endswith(".bias") or name.endswith(".lora_B.weight"):
         return torch.zeros(shape)
     if len(shape) == 1:
         return torch.ones(shape)
     g = torch.Generator().manual_seed(splitmix64((seed & M64) ^ fnv1a64(name)))
+    if name.endswith(".lora_A.weight"):
+        # PEFT's kaiming_uniform_(a=sqrt(5)) on an nn.Linear(in, r): bound
+        # 1/sqrt(in), drawn from the parameter's own generator.
+        bound = 1.0 / math.sqrt(shape[1])
+        return torch.empty(shape).uniform_(-bound, bound, generator=g)
     return torch.empty(shape).normal_(0.0, 0.02, generator=g)
 
 # --------------------------------------------------------------------------
@@ -492,6 +506,87 @@ def build_model(cfg):
 
 
 # --------------------------------------------------------------------------
+# LoRA (frontend/Models.cpp: loraModules, defaultLoraTargets, loraTargetMatches)
+# --------------------------------------------------------------------------
+
+# The family's targets when the plan names none (PEFT's defaults).
+LORA_DEFAULT_TARGETS = {"llama": ["q_proj", "v_proj"], "gpt2": ["c_attn"],
+                        "bert": ["query", "value"]}
+LORA_ALL_LINEAR = "all_linear"
+
+
+def model_blocks(model, cfg):
+    """The blocks (decoder layers) of `model`, ours or transformers'."""
+    if cfg["family"] == "llama":
+        return model.model.layers
+    if cfg["family"] == "gpt2":
+        return model.transformer.h
+    return model.bert.encoder.layer
+
+
+def block_linears(block):
+    """(name relative to the block, module, in, out) of every linear layer of
+    a block, in parameter order: nn.Linear (weight [out, in]) and GPT-2's
+    Conv1D (weight [in, out]), ours or transformers'."""
+    out = []
+    for name, module in block.named_modules():
+        if ".lora_" in f".{name}":
+            continue
+        if isinstance(module, nn.Linear):
+            out.append((name, module, module.in_features, module.out_features))
+        elif type(module).__name__ == "Conv1D":
+            n_in, n_out = module.weight.shape
+            out.append((name, module, n_in, n_out))
+    return out
+
+
+def lora_target_matches(module, target):
+    """PEFT's suffix match: `target` is the module's name relative to the
+    block or a suffix of it after a dot."""
+    return bool(target) and (module == target or module.endswith("." + target))
+
+
+def lora_forward_hook(module, inputs, output):
+    x = inputs[0]
+    return output + module.lora_B(module.lora_A(x)) * module.lora_scaling
+
+
+def add_lora(model, cfg, rank, alpha, targets=None):
+    """Adds `M.lora_A` (nn.Linear in -> rank) and `M.lora_B` (rank -> out),
+    no bias, to each targeted linear layer M of the blocks (all of them with
+    "all_linear"), so that their weights follow M's own in named_parameters,
+    and makes M compute M(x) + lora_B(lora_A(x)) * alpha / rank. Their values
+    are set later (init_parameter, or a checkpoint). Every parameter but the
+    adapters is frozen. Returns the adapters' parameters."""
+    targets = list(targets or LORA_DEFAULT_TARGETS[cfg["family"]])
+    every = LORA_ALL_LINEAR in targets
+    adapters, matched = [], set()
+    for block in model_blocks(model, cfg):
+        for name, module, n_in, n_out in block_linears(block):
+            hits = [t for t in targets if lora_target_matches(name, t)]
+            if not (every or hits):
+                continue
+            matched.update(hits)
+            ref = module.weight
+            module.lora_A = nn.Linear(n_in, rank, bias=False, device=ref.device, dtype=ref.dtype)
+            module.lora_B = nn.Linear(rank, n_out, bias=False, device=ref.device, dtype=ref.dtype)
+            module.lora_scaling = alpha / rank
+            module.register_forward_hook(lora_forward_hook)
+            adapters += [module.lora_A.weight, module.lora_B.weight]
+    unmatched = [t for t in targets if t != LORA_ALL_LINEAR and t not in matched]
+    if unmatched:
+        names = [n for n, *_ in block_linears(model_blocks(model, cfg)[0])]
+        sys.exit(f"LoRA targets {unmatched} match no linear layer of a block ({names})")
+    ids = {id(t) for t in adapters}
+    for param in model.parameters():
+        param.requires_grad_(id(param) in ids)
+    return adapters
+
+
+def is_lora_adapter(name):
+    return name.endswith(".lora_A.weight") or name.endswith(".lora_B.weight")
+
+# --------------------------------------------------------------------------
 # The same models built by HF transformers itself (--transformers, --hf-dir)
 # --------------------------------------------------------------------------
 
@@ -750,7 +845,20 @@ def main():
     p.add_argument("--warmup", type=int, default=0)
     p.add_argument("--min-lr-ratio", type=float, default=0.0)
     p.add_argument("--grad-clip", type=float, default=0.0)
+    p.add_argument("--lora-rank", type=int, default=0,
+                   help="train LoRA adapters of this rank on the frozen model (0: no LoRA, "
+                        "every parameter trains)")
+    p.add_argument("--lora-alpha", type=float, help="LoRA's alpha (scale alpha / rank); "
+                   "default: the rank")
+    p.add_argument("--lora-targets", nargs="+", metavar="MODULE",
+                   help="linear layers of the blocks that get adapters: names or name "
+                        "suffixes (q_proj, attn.c_attn), or all_linear; default: the "
+                        "family's (llama: q_proj v_proj, gpt2: c_attn, bert: query value)")
     args = p.parse_args()
+    if args.lora_rank < 0:
+        p.error("--lora-rank must be positive")
+    if not args.lora_rank and (args.lora_alpha is not None or args.lora_targets):
+        p.error("--lora-alpha and --lora-targets need --lora-rank")
 
     torch.manual_seed(0)
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
@@ -761,14 +869,27 @@ def main():
         model = transformers_model(cfg, args.hf_dir, args.init_seed)
     else:
         model = build_model(cfg)
+    if args.lora_rank:
+        lora_alpha = args.lora_rank if args.lora_alpha is None else args.lora_alpha
+        add_lora(model, cfg, args.lora_rank, lora_alpha, args.lora_targets)
 
     named = stored_parameters(model)
     if args.hf_dir:
-        pass  # from_pretrained loaded them
+        # from_pretrained loaded the base; the adapters are new, drawn as
+        # the runtime draws them.
+        with torch.no_grad():
+            for name, param in named:
+                if is_lora_adapter(name):
+                    param.copy_(init_parameter(args.init_seed, name, tuple(param.shape)))
     elif args.weights:
         stored = read_safetensors(args.weights)
         for name, param in named:
             key = name if name in stored else name.removeprefix("transformer.")
+            if key not in stored and is_lora_adapter(name):
+                # A base model's weights: its adapters start as the runtime's.
+                with torch.no_grad():
+                    param.copy_(init_parameter(args.init_seed, name, tuple(param.shape)))
+                continue
             if key not in stored:
                 sys.exit(f"{args.weights}: no tensor '{name}'")
             if tuple(stored[key].shape) != tuple(param.shape):
@@ -791,13 +912,16 @@ def main():
     else:
         source = TokenFile(args.data, cfg["vocab"]).sequence
 
-    params = [t for _, t in named]
+    # With LoRA only the adapters train: the frozen base has no gradient,
+    # no optimizer state and no part in the gradient norm or its clipping.
+    trained = [(n, t) for n, t in named if t.requires_grad]
+    params = [t for _, t in trained]
     if args.decay == "all":
-        groups = [{"params": [t for _, t in named]}]
+        groups = [{"params": [t for _, t in trained]}]
     else:
         # The HF Trainer's groups: no decay on biases and norm weights.
-        groups = [{"params": [t for _, t in named if t.dim() >= 2]},
-                  {"params": [t for _, t in named if t.dim() < 2], "weight_decay": 0.0}]
+        groups = [{"params": [t for _, t in trained if t.dim() >= 2]},
+                  {"params": [t for _, t in trained if t.dim() < 2], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=args.lr, betas=tuple(args.betas), eps=args.eps,
                             weight_decay=args.weight_decay)
     per_step = args.grad_accum * args.dp * args.micro_batch
