@@ -11,6 +11,8 @@ TORCH_VERSION=2.11.0
 TRANSFORMERS_VERSION=4.57.1
 # Only the tests use it: the NF4 codec against bitsandbytes' (CPU build).
 BITSANDBYTES_VERSION=0.50.2
+# Only the tests use it: exported LoRA adapters loaded by HF PEFT.
+PEFT_VERSION=0.17.1
 
 APT_PACKAGES=(
   "libmlir-${LLVM_VERSION}-dev" "mlir-${LLVM_VERSION}-tools"
@@ -65,6 +67,12 @@ if [ "${SETUP_NO_TORCH:-0}" != "1" ]; then
     "$PY" -m pip install -q "transformers==$TRANSFORMERS_VERSION"
   else
     echo "setup: transformers $TRANSFORMERS_VERSION present"
+  fi
+  if ! pip_has peft "$PEFT_VERSION"; then
+    echo "setup: installing peft==$PEFT_VERSION (tests) from PyPI"
+    "$PY" -m pip install -q "peft==$PEFT_VERSION"
+  else
+    echo "setup: peft $PEFT_VERSION present"
   fi
   if ! pip_has bitsandbytes "$BITSANDBYTES_VERSION"; then
     echo "setup: installing bitsandbytes==$BITSANDBYTES_VERSION (tests) from PyPI"

@@ -127,6 +127,9 @@ public:
   const CheckpointInfo &info() const;
   const ExecutorCounters &counters() const;
   const ModelConfig &model() const;
+  /// The saving schedule's units: parameter names, shapes, layout (a LoRA
+  /// run's frozen ones too, which the checkpoint does not hold).
+  const std::vector<Unit> &units() const;
   const std::string &planName() const;
   Sharding sharding() const;
   Precision precision() const; // the saving schedule's precision
@@ -168,13 +171,27 @@ private:
   std::unique_ptr<Impl> impl_;
 };
 
+/// What `plan-checkpoint export` writes (docs/checkpoints.md, "Export").
+enum class ExportKind {
+  Model,   // the model: HF model.safetensors + config.json
+  Adapter, // a LoRA run's adapters: PEFT's adapter_model.safetensors +
+           // adapter_config.json
+  Merged,  // a LoRA run's base with its adapters merged in, as Model
+};
+
 /// Writes `outDir`/model.safetensors (the weights in `dtype`: kFloat,
 /// kBFloat16 or kHalf) and `outDir`/config.json (HuggingFace's config for the
 /// family: LlamaForCausalLM or GPT2LMHeadModel), creating `outDir`. The result
 /// loads with `plan-run --init outDir` to the same fp32 weights (bitwise for
 /// kFloat) and with transformers' from_pretrained.
+/// A LoRA checkpoint holds adapters, not a model: `Adapter` writes them as
+/// PEFT saves them (PeftModel.from_pretrained loads them onto the base),
+/// `Merged` the base (from the checkpoint's base reference: the seed, or
+/// the --init weights) with W + B A alpha/rank in place of each target's
+/// weight. Each kind refuses the other kind of checkpoint.
 void exportHuggingFace(const Checkpoint &checkpoint, const std::string &outDir,
-                       at::ScalarType dtype);
+                       at::ScalarType dtype,
+                       ExportKind kind = ExportKind::Model);
 
 } // namespace plan::rt
 

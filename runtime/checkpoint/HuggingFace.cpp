@@ -113,11 +113,132 @@ Json huggingFaceConfig(const ModelConfig &m, const char *dtype) {
 
 } // namespace
 
+namespace {
+
+/// Writes `weights` (in `dtype`) as `outDir`/`file` (atomically) and `json`
+/// as `outDir`/`jsonFile`, creating `outDir`.
+void writeExport(const std::string &outDir, const std::string &file,
+                 std::vector<std::pair<std::string, at::Tensor>> weights,
+                 at::ScalarType dtype, const std::string &jsonFile,
+                 const Json &json) {
+  for (auto &entry : weights)
+    entry.second = entry.second.to(dtype).contiguous();
+  const std::string path = support::joinPath(outDir, file);
+  checkpointFiles([&] { support::makeDirectories(outDir); });
+  try {
+    writeSafeTensors(path + ".tmp", weights, {{"format", "pt"}});
+  } catch (const WeightsError &e) {
+    throw CheckpointError(e.what());
+  }
+  checkpointFiles([&] {
+    support::syncPath(path + ".tmp", false);
+    support::renamePath(path + ".tmp", path);
+    support::writeFileAtomic(support::joinPath(outDir, jsonFile),
+                             json.dump(2) + "\n");
+  });
+}
+
+bool isAdapterName(const std::string &name) {
+  return name.ends_with(".lora_A.weight") || name.ends_with(".lora_B.weight");
+}
+
+/// The module of an adapter parameter: "M" of "M.lora_A.weight".
+std::string adapterModule(const std::string &name) {
+  return name.substr(0, name.size() - std::string(".lora_A.weight").size());
+}
+
+/// adapter_config.json as PEFT writes it for a LoraConfig. target_modules
+/// lists every adapted module by its full name, so that PEFT puts adapters on
+/// exactly those (a suffix such as BERT's "dense" would also match the
+/// masked-LM head's).
+Json peftConfig(const ModelConfig &m, const CheckpointInfo &info,
+                const std::vector<std::string> &modules) {
+  const LoraConfig &l = *m.lora;
+  Json j;
+  j["peft_type"] = "LORA";
+  if (m.family == ModelFamily::Bert)
+    j["task_type"] = m.bertHead == BertHead::SequenceClassification
+                         ? Json("SEQ_CLS")
+                         : Json(nullptr);
+  else
+    j["task_type"] = "CAUSAL_LM";
+  j["base_model_name_or_path"] =
+      info.base == "seed" ? Json(nullptr) : Json(info.base);
+  j["r"] = l.rank;
+  j["lora_alpha"] = l.alpha;
+  j["lora_dropout"] = l.dropout;
+  j["target_modules"] = modules;
+  j["bias"] = "none";
+  // GPT-2's Conv1D stores its weight [in, out].
+  j["fan_in_fan_out"] = m.family == ModelFamily::GPT2;
+  j["use_rslora"] = false;
+  j["use_dora"] = false;
+  j["init_lora_weights"] = true;
+  j["inference_mode"] = true;
+  j["modules_to_save"] = nullptr;
+  j["revision"] = nullptr;
+  return j;
+}
+
+/// A LoRA checkpoint's frozen base, as its checkpoint.json's `base` names
+/// it: the runtime's initialisation from the seed, or the --init weights.
+std::map<std::string, at::Tensor> baseWeights(const Checkpoint &c) {
+  const CheckpointInfo &info = c.info();
+  std::map<std::string, at::Tensor> out;
+  if (info.base != "seed") {
+    std::unique_ptr<TensorSource> source;
+    try {
+      source = openTensorSource(info.base, c.model());
+    } catch (const std::exception &e) {
+      throw CheckpointError("the base of checkpoint '" + c.directory() +
+                            "' is " + info.base +
+                            ", which cannot be read: " + e.what());
+    }
+    for (const Unit &u : c.units())
+      for (const Param &p : u.params)
+        if (p.frozen && p.tiedTo.empty())
+          out[p.name] = source->get(p.name, p.shape);
+    return out;
+  }
+  Schedule schedule;
+  schedule.model = c.model();
+  schedule.units = c.units();
+  std::unique_ptr<Model> model = Model::create(schedule, at::kCPU);
+  for (size_t i = 0; i < schedule.units.size(); ++i) {
+    const Unit &u = schedule.units[i];
+    at::Tensor trained = at::empty({u.numel}, at::kFloat);
+    at::Tensor frozen = at::empty({u.frozenNumel}, at::kFloat);
+    model->initUnit(static_cast<int64_t>(i), info.seed, trained, frozen);
+    for (const Param &p : u.params)
+      if (p.frozen && p.tiedTo.empty()) {
+        int64_t numel = 1;
+        for (int64_t d : p.shape)
+          numel *= d;
+        out[p.name] = frozen.narrow(0, p.offset, numel).reshape(p.shape);
+      }
+  }
+  return out;
+}
+
+} // namespace
+
 void exportHuggingFace(const Checkpoint &checkpoint, const std::string &outDir,
-                       at::ScalarType dtype) {
+                       at::ScalarType dtype, ExportKind kind) {
   const ModelConfig &m = checkpoint.model();
+  const std::string &dir = checkpoint.directory();
+  if (kind == ExportKind::Model && m.lora)
+    throw CheckpointError("checkpoint '" + dir +
+                          "' is a LoRA run's: it holds the adapters, not a "
+                          "model; export them with --adapter (PEFT), or "
+                          "the model with them merged in with --merged");
+  if (kind != ExportKind::Model && !m.lora)
+    throw CheckpointError(
+        std::string("checkpoint '") + dir +
+        "' is a full fine-tune's, with no LoRA adapters: " +
+        (kind == ExportKind::Adapter ? "--adapter" : "--merged") +
+        " exports a LoRA run's; leave it out");
   if (m.family == ModelFamily::GPT2 && !m.tieEmbeddings)
-    throw CheckpointError("checkpoint '" + checkpoint.directory() +
+    throw CheckpointError("checkpoint '" + dir +
                           "': GPT2LMHeadModel ties lm_head to wte, but this "
                           "gpt2 model does not");
   const char *dtypeName = torchDtypeName(dtype);
@@ -125,22 +246,52 @@ void exportHuggingFace(const Checkpoint &checkpoint, const std::string &outDir,
     throw CheckpointError(std::string("cannot export in dtype ") +
                           c10::toString(dtype) +
                           " (float32, bfloat16 and float16 are supported)");
-  auto weights = checkpoint.weights();
-  for (auto &entry : weights)
-    entry.second = entry.second.to(dtype).contiguous();
-  const std::string model = support::joinPath(outDir, "model.safetensors");
-  checkpointFiles([&] { support::makeDirectories(outDir); });
-  try {
-    writeSafeTensors(model + ".tmp", weights, {{"format", "pt"}});
-  } catch (const WeightsError &e) {
-    throw CheckpointError(e.what());
+  std::vector<std::pair<std::string, at::Tensor>> weights =
+      checkpoint.weights();
+  if (kind == ExportKind::Model)
+    return writeExport(outDir, "model.safetensors", std::move(weights), dtype,
+                       "config.json", huggingFaceConfig(m, dtypeName));
+
+  if (kind == ExportKind::Adapter) {
+    // PEFT saves `base_model.model.<module>.lora_A.weight` (the adapter's
+    // name, "default", left out).
+    std::vector<std::string> modules;
+    for (auto &[name, tensor] : weights) {
+      if (name.ends_with(".lora_A.weight"))
+        modules.push_back(adapterModule(name));
+      name = "base_model.model." + name;
+    }
+    return writeExport(outDir, "adapter_model.safetensors", std::move(weights),
+                       dtype, "adapter_config.json",
+                       peftConfig(m, checkpoint.info(), modules));
   }
-  checkpointFiles([&] {
-    support::syncPath(model + ".tmp", false);
-    support::renamePath(model + ".tmp", model);
-    support::writeFileAtomic(support::joinPath(outDir, "config.json"),
-                             huggingFaceConfig(m, dtypeName).dump(2) + "\n");
-  });
+
+  // Merged: every base weight, with W + B A alpha/rank for a target's.
+  std::map<std::string, at::Tensor> adapters(weights.begin(), weights.end());
+  std::map<std::string, at::Tensor> base = baseWeights(checkpoint);
+  const double scale = m.lora->alpha / static_cast<double>(m.lora->rank);
+  std::vector<std::pair<std::string, at::Tensor>> merged;
+  for (const Unit &u : checkpoint.units())
+    for (const Param &p : u.params) {
+      if (!p.tiedTo.empty() || isAdapterName(p.name))
+        continue;
+      auto it = base.find(p.name);
+      at::Tensor w = it != base.end() ? it->second : adapters.at(p.name);
+      const std::string module =
+          p.name.ends_with(".weight")
+              ? p.name.substr(0, p.name.size() - std::string(".weight").size())
+              : "";
+      auto a = adapters.find(module + ".lora_A.weight");
+      if (!module.empty() && a != adapters.end()) {
+        at::Tensor delta =
+            at::matmul(adapters.at(module + ".lora_B.weight"), a->second) *
+            scale; // [out, in]
+        w = w + (m.family == ModelFamily::GPT2 ? delta.t() : delta);
+      }
+      merged.push_back({p.name, w});
+    }
+  writeExport(outDir, "model.safetensors", std::move(merged), dtype,
+              "config.json", huggingFaceConfig(m, dtypeName));
 }
 
 } // namespace plan::rt

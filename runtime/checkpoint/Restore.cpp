@@ -190,6 +190,7 @@ const ExecutorCounters &Checkpoint::counters() const {
   return impl_->meta.counters;
 }
 const ModelConfig &Checkpoint::model() const { return impl_->meta.model; }
+const std::vector<Unit> &Checkpoint::units() const { return impl_->meta.units; }
 const std::string &Checkpoint::planName() const { return impl_->meta.plan; }
 Sharding Checkpoint::sharding() const { return impl_->meta.sharding; }
 Precision Checkpoint::precision() const { return impl_->meta.precision; }

@@ -608,7 +608,9 @@ void Executor::clearState() {
   Impl &s = *impl_;
   for (size_t id = 0; id < s.schedule.buffers.size(); ++id) {
     const Buffer &b = s.schedule.buffers[id];
-    if (b.kind != Buffer::Kind::Alloc || !b.persistent)
+    // A LoRA run's frozen base is no training state: it stays.
+    if (b.kind != Buffer::Kind::Alloc || !b.persistent ||
+        b.role == BufferRole::Frozen)
       continue;
     if (b.role == BufferRole::LossScale)
       s.buffers[id].fill_(s.schedule.train.lossScale.initial);

@@ -112,9 +112,9 @@ public:
   /// (`seed`: for a new task head's parameters, Model::loadUnit.)
   void initState(uint64_t seed);
   void loadState(const TensorSource &source, uint64_t seed);
-  /// Zeroes every persistent buffer, sets the loss scale to its initial
-  /// value and the counters to a fresh run's: the state a checkpoint restore
-  /// then fills.
+  /// Zeroes every persistent buffer but a LoRA run's frozen base, sets the
+  /// loss scale to its initial value and the counters to a fresh run's: the
+  /// state a checkpoint restore then fills.
   void clearState();
 
   /// The counters after the last step; setCounters restores them (and writes

@@ -29,6 +29,11 @@ are written in shortest round-trip form, so == below is bitwise on the doubles):
               one step at lr = 1e-30 (too small to move any weight) from them,
               checkpointed and exported again, gives a byte-identical model.safetensors.
   keep:       --keep 2 leaves only the two newest checkpoints.
+  lora:       a LoRA run's checkpoint holds the adapters and their state, names its frozen
+              base (the seed, or the --init weights), resumes bitwise and on another mesh;
+              export refuses a plain model, --adapter writes PEFT's adapter files, --merged
+              the base with W + B A alpha/r, and PEFT (where installed) loading the adapter
+              onto the base computes the merged model's logits.
 
 The script prints one line per case and ends with `N passed, N failed`.
 
@@ -156,7 +161,13 @@ RESUME_CASES = {
                                                     "parallel.optimizer_step=cpu",
                                                     "parallel.offload.grads=cpu"]),
     "bf16 full_shard world 1": (1, ["parallel.sharding=full_shard", "train.precision=bf16_mixed"]),
+    # The checkpoint holds the adapters and their state; the resume rebuilds the
+    # frozen base from the seed it names.
+    "lora full_shard": (2, ["parallel.sharding=full_shard", "model.lora.rank=4",
+                            "model.lora.alpha=16", "model.lora.targets=[all_linear]"]),
 }
+
+LORA_SETS = ["model.lora.rank=4", "model.lora.alpha=16", "model.lora.targets=[all_linear]"]
 
 
 def case_resume(r, name, spec):
@@ -351,6 +362,109 @@ def case_export(r):
     return f"{count} tensors bitwise the master; --init round trip byte-identical{extra}"
 
 
+def case_lora_reshard(r):
+    """A LoRA checkpoint: only what trains (the adapters), its base named, and a resume
+    on another mesh within fp32 tolerance."""
+    src = r.compile("lora-w2", 2, ["parallel.sharding=full_shard"] + LORA_SETS + batch_sets(2))
+    ref = fresh(os.path.join(r.work, "lora-ref.jsonl"))
+    root = fresh(os.path.join(r.work, "lora-ckpt"))
+    r.run(src, 2, ["--steps", "6", "--metrics", ref, "--checkpoint-dir", root, "--checkpoint-every", "4"])
+    ckpt = os.path.join(root, "step-00000004")
+    meta = json.load(open(os.path.join(ckpt, "checkpoint.json")))
+    if meta.get("base") != "seed":
+        raise Failure(f"checkpoint.json's base is {meta.get('base')!r}, expected 'seed'")
+    roles = {t["role"] for t in meta["tensors"]}
+    adapters = sum(1 for u in meta["units"] for p in u["params"] if not p["frozen"])
+    if "frozen" in roles or sum(u["numel"] for u in meta["units"]) == 0:
+        raise Failure(f"the checkpoint holds roles {sorted(roles)}")
+    dst = r.compile("lora-w1", 1, ["parallel.sharding=no_shard"] + LORA_SETS + batch_sets(1, 2))
+    out = fresh(os.path.join(r.work, "lora-w1.jsonl"))
+    r.run(dst, 1, ["--steps", "6", "--metrics", out, "--resume", ckpt])
+    w = close(metrics(out), metrics(ref), (5, 6), FP32_RTOL)
+    size = sum(f["bytes"] for f in meta["files"])
+    return (f"{adapters} adapter tensors and their AdamW state, {size} bytes; "
+            f"2 ranks full_shard -> 1 rank no_shard: max rel diff {w:.1e}")
+
+
+def case_lora_export(r):
+    """A LoRA run on a base from --init (an exported full model): resume bitwise with the
+    base read again from that path; export refuses a plain model, --adapter writes PEFT's
+    files, --merged the base with W + B A alpha/r, which PEFT (where installed) agrees with."""
+    import torch
+    full = r.compile("lora-base", 2, ["parallel.sharding=no_shard"] + batch_sets(2))
+    root = fresh(os.path.join(r.work, "lora-base-ckpt"))
+    r.run(full, 2, ["--steps", "2", "--checkpoint-dir", root])
+    base = fresh(os.path.join(r.work, "lora-base-hf"))
+    r.tool("export", root, "-o", base)
+    sched = r.compile("lora-init", 2, ["parallel.sharding=full_shard"] + LORA_SETS + batch_sets(2))
+    ref = fresh(os.path.join(r.work, "lora-init-ref.jsonl"))
+    r.run(sched, 2, ["--steps", "4", "--init", base, "--metrics", ref])
+    ck = fresh(os.path.join(r.work, "lora-init-ckpt"))
+    got = fresh(os.path.join(r.work, "lora-init.jsonl"))
+    r.run(sched, 2, ["--steps", "2", "--init", base, "--metrics", got, "--checkpoint-dir", ck])
+    meta = json.load(open(os.path.join(ck, "step-00000002", "checkpoint.json")))
+    if meta.get("base") != os.path.abspath(base):
+        raise Failure(f"checkpoint.json's base is {meta.get('base')!r}, expected {os.path.abspath(base)!r}")
+    r.run(sched, 2, ["--steps", "4", "--resume", ck, "--metrics", got])
+    same_bitwise(metrics(got), metrics(ref), range(1, 5))
+
+    p = r.tool("export", ck, "-o", fresh(os.path.join(r.work, "lora-plain")), expect=1)
+    if "--adapter" not in p.stderr or "--merged" not in p.stderr:
+        raise Failure(f"a plain export of a LoRA checkpoint: {p.stderr}")
+    adapter = fresh(os.path.join(r.work, "lora-adapter"))
+    r.tool("export", ck, "-o", adapter, "--adapter")
+    merged = fresh(os.path.join(r.work, "lora-merged"))
+    r.tool("export", ck, "-o", merged, "--merged")
+    config = json.load(open(os.path.join(adapter, "adapter_config.json")))
+    if (config["peft_type"], config["r"], config["lora_alpha"]) != ("LORA", 4, 16.0):
+        raise Failure(f"adapter_config.json: {config}")
+    _, lora = read_safetensors(os.path.join(adapter, "adapter_model.safetensors"))
+    _, base_w = read_safetensors(os.path.join(base, "model.safetensors"))
+    _, merged_w = read_safetensors(os.path.join(merged, "model.safetensors"))
+    prefix = "base_model.model."
+    modules = {k[len(prefix):-len(".lora_A.weight")] for k in lora if k.endswith(".lora_A.weight")}
+    if not all(k.startswith(prefix) for k in lora) or set(config["target_modules"]) != modules:
+        raise Failure(f"adapter names {sorted(lora)[:3]}..., targets {config['target_modules'][:3]}...")
+    if set(merged_w) != set(base_w):
+        raise Failure(f"the merged model has other tensors than the base: {sorted(set(merged_w) ^ set(base_w))}")
+    worst = 0.0
+    for name, (w, _) in merged_w.items():
+        module = name[:-len(".weight")]
+        want = base_w[name][0]
+        if module in modules:
+            a = lora[prefix + module + ".lora_A.weight"][0]
+            b = lora[prefix + module + ".lora_B.weight"][0]
+            want = want + (b @ a) * (16.0 / 4)
+            worst = max(worst, float((w - want).abs().max() / want.abs().max()))
+        elif not torch.equal(w, want):
+            raise Failure(f"merged {name} is not the base's, and it has no adapter")
+    if worst > 1e-6:
+        raise Failure(f"merged weights differ from W + B A alpha/r by {worst:.1e}")
+    try:
+        import peft
+        import transformers
+    except ImportError:
+        return (f"resume bitwise from the --init base; {len(modules)} adapted modules; merged = "
+                f"W + B A alpha/r within {worst:.1e}; PEFT check skipped: peft is not installed")
+    torch.manual_seed(0)
+    tokens = torch.randint(0, 512, (2, SEQ_LEN))
+    with torch.no_grad():
+        plain = transformers.AutoModelForCausalLM.from_pretrained(base)
+        before = plain(tokens).logits
+        with_adapter = peft.PeftModel.from_pretrained(plain, adapter)
+        via_peft = with_adapter(tokens).logits
+        via_merged = transformers.AutoModelForCausalLM.from_pretrained(merged)(tokens).logits
+    agree = float((via_peft - via_merged).abs().max() / via_merged.abs().max())
+    moved = float((via_peft - before).abs().max() / before.abs().max())
+    if agree > 1e-5 or moved < 1e-4:
+        raise Failure(f"PEFT with the adapter vs the merged model: {agree:.1e} apart; "
+                      f"the adapter moves the logits by {moved:.1e}")
+    return (f"resume bitwise from the --init base; {len(modules)} adapted modules; merged = "
+            f"W + B A alpha/r within {worst:.1e}; PEFT {peft.__version__} loads the adapter: "
+            f"its logits match the merged model's within {agree:.1e} (the base's differ by "
+            f"{moved:.1e})")
+
+
 def case_keep(r):
     sched = r.compile("keep", 2, ["parallel.sharding=zero1"] + batch_sets(2))
     root = fresh(os.path.join(r.work, "keep-ckpt"))
@@ -381,6 +495,8 @@ def main():
               ("SIGTERM, 2 ranks", lambda: case_signal(r, signal.SIGTERM, 2)),
               ("SIGINT, 1 rank", lambda: case_signal(r, signal.SIGINT, 1)),
               ("export round trip", lambda: case_export(r)),
+              ("lora reshard", lambda: case_lora_reshard(r)),
+              ("lora export", lambda: case_lora_export(r)),
               ("keep", lambda: case_keep(r))]
     passed = failed = 0
     for name, fn in cases:

@@ -3,6 +3,7 @@
 //   plan-checkpoint info PATH
 //   plan-checkpoint verify PATH
 //   plan-checkpoint export PATH -o OUTDIR [--dtype fp32|bf16|fp16]
+//                          [--adapter | --merged]   (a LoRA run's)
 //
 // PATH is a checkpoint directory (step-NNNNNNNN) or a checkpoint root, which
 // means its newest complete checkpoint. docs/checkpoints.md describes them.
@@ -107,6 +108,15 @@ int main(int argc, char **argv) {
       ->required();
   exp->add_option("--dtype", dtype, "dtype of the exported weights")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  bool adapter = false, merged = false;
+  auto *adapterFlag =
+      exp->add_flag("--adapter", adapter,
+                    "A LoRA run's adapters as HF PEFT saves them "
+                    "(adapter_model.safetensors, adapter_config.json)");
+  exp->add_flag("--merged", merged,
+                "A LoRA run's model with its adapters merged into the base "
+                "(model.safetensors, config.json)")
+      ->excludes(adapterFlag);
 
   try {
     app.parse(argc, argv);
@@ -135,11 +145,19 @@ int main(int argc, char **argv) {
       at::ScalarType type = dtype == "bf16"   ? at::kBFloat16
                             : dtype == "fp16" ? at::kHalf
                                               : at::kFloat;
-      exportHuggingFace(c, outDir, type);
+      ExportKind kind = adapter  ? ExportKind::Adapter
+                        : merged ? ExportKind::Merged
+                                 : ExportKind::Model;
+      exportHuggingFace(c, outDir, type, kind);
       std::printf("plan-checkpoint: exported step %lld of %s to %s "
-                  "(model.safetensors, config.json; %s)\n",
+                  "(%s; %s)\n",
                   static_cast<long long>(c.info().step), c.directory().c_str(),
-                  outDir.c_str(), dtype.c_str());
+                  outDir.c_str(),
+                  adapter  ? "adapter_model.safetensors, adapter_config.json"
+                  : merged ? "model.safetensors with the adapters merged, "
+                             "config.json"
+                           : "model.safetensors, config.json",
+                  dtype.c_str());
     }
   } catch (const std::exception &e) {
     std::string what = e.what();
