@@ -220,6 +220,14 @@ struct Adapter {
   size_t a = 0, b = 0;
 };
 
+/// GPT-2's Conv1D: x @ W + b with W stored [in, out].
+at::Tensor conv1d(const at::Tensor &x, const at::Tensor &w,
+                  const at::Tensor &b) {
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = w.size(1);
+  return at::addmm(b, x.reshape({-1, x.size(-1)}), w).view(shape);
+}
+
 struct UnitModel {
   std::string name;
   Layer kind;
@@ -231,20 +239,40 @@ struct UnitModel {
   double loraScale = 0; // alpha / rank
   const at::Tensor &param(int role) const { return slots[roles[role]].leaf; }
 
-  /// `y`, the output of role `role`'s module on `x`, plus its LoRA path
-  /// x A^T B^T alpha/rank when the module is a target (PEFT's Linear; a
-  /// GPT-2 Conv1D's adapters are laid out the same way).
-  at::Tensor adapted(int role, const at::Tensor &x, at::Tensor y) const {
-    const std::optional<Adapter> &ad = adapters[role];
-    if (!ad)
-      return y;
-    return y + at::linear(at::linear(x, slots[ad->a].leaf), slots[ad->b].leaf) *
-                   loraScale;
-  }
   /// nn.Linear of role `role` (with `bias` when given), LoRA included.
   at::Tensor linear(int role, const at::Tensor &x,
                     const at::Tensor &bias = {}) const {
-    return adapted(role, x, at::linear(x, param(role), bias));
+    if (!adapters[role])
+      return at::linear(x, param(role), bias);
+    at::Tensor x2 = x.reshape({-1, x.size(-1)});
+    return adapted(role, x, x2, at::linear(x2, param(role), bias));
+  }
+  /// GPT-2's Conv1D of role `role` with the bias of `biasRole`, LoRA
+  /// included.
+  at::Tensor conv1dOf(int role, int biasRole, const at::Tensor &x) const {
+    if (!adapters[role])
+      return conv1d(x, param(role), param(biasRole));
+    at::Tensor x2 = x.reshape({-1, x.size(-1)});
+    return adapted(role, x, x2, at::addmm(param(biasRole), x2, param(role)));
+  }
+
+private:
+  /// `y2`, role `role`'s module on `x2` (`x` as [tokens, in]), plus the
+  /// module's LoRA path x A^T B^T alpha/rank (PEFT's; a GPT-2 Conv1D's
+  /// adapters are laid out as a Linear's), as `x`'s shape. Added into `y2`
+  /// in place by one addmm: the only temporary is x A^T ([tokens, rank],
+  /// what B's gradient needs), not an output-sized product, its scaled copy
+  /// and the sum; on the 2-D result itself, not a view of it, so that its
+  /// backward does not copy the output's gradient (the module's own
+  /// backward does not need `y2`).
+  at::Tensor adapted(int role, const at::Tensor &x, const at::Tensor &x2,
+                     at::Tensor y2) const {
+    const Adapter &ad = *adapters[role];
+    const at::Tensor &a = slots[ad.a].leaf, &b = slots[ad.b].leaf;
+    y2.addmm_(at::linear(x2, a), b.t(), /*beta=*/1, loraScale);
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = y2.size(1);
+    return y2.view(shape);
   }
 };
 
@@ -284,14 +312,6 @@ at::Tensor repeatKv(const at::Tensor &x, int64_t times) {
   return x.unsqueeze(2)
       .expand({b, k, times, s, d})
       .reshape({b, k * times, s, d});
-}
-
-/// GPT-2's Conv1D: x @ W + b with W stored [in, out].
-at::Tensor conv1d(const at::Tensor &x, const at::Tensor &w,
-                  const at::Tensor &b) {
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = w.size(1);
-  return at::addmm(b, x.reshape({-1, x.size(-1)}), w).view(shape);
 }
 
 at::Tensor causalAttention(const at::Tensor &q, const at::Tensor &k,
@@ -1047,8 +1067,7 @@ private:
     const int64_t heads = config_.heads, d = h / heads;
     at::Tensor n =
         at::layer_norm(x, {h}, u.param(Ln1W), u.param(Ln1B), config_.normEps);
-    at::Tensor qkv =
-        u.adapted(AttnW, n, conv1d(n, u.param(AttnW), u.param(AttnB)));
+    at::Tensor qkv = u.conv1dOf(AttnW, AttnB, n);
     n.reset();
     auto split = qkv.split(h, 2);
     qkv.reset();
@@ -1061,8 +1080,7 @@ private:
             .contiguous()
             .reshape({b, s, h});
     split.clear();
-    return x + u.adapted(AttnProjW, a,
-                         conv1d(a, u.param(AttnProjW), u.param(AttnProjB)));
+    return x + u.conv1dOf(AttnProjW, AttnProjB, a);
   }
 
   /// mlp.c_proj(gelu(mlp.c_fc(ln_2(h1)))).
@@ -1070,12 +1088,11 @@ private:
     using namespace gpt2_block;
     at::Tensor n = at::layer_norm(h1, {config_.hidden}, u.param(Ln2W),
                                   u.param(Ln2B), config_.normEps);
-    at::Tensor fc = u.adapted(FcW, n, conv1d(n, u.param(FcW), u.param(FcB)));
+    at::Tensor fc = u.conv1dOf(FcW, FcB, n);
     n.reset();
     at::Tensor act = at::gelu(fc, "tanh");
     fc.reset();
-    return u.adapted(MlpProjW, act,
-                     conv1d(act, u.param(MlpProjW), u.param(MlpProjB)));
+    return u.conv1dOf(MlpProjW, MlpProjB, act);
   }
 
   /// BertEmbeddings: LayerNorm(word[tokens] + token_type[0] + position[0..s)).
