@@ -15,7 +15,11 @@
 
 #include "Schedule.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
+
 #include <algorithm>
+#include <initializer_list>
 
 using namespace plan;
 
@@ -239,15 +243,48 @@ int64_t plan::loraActivationBytes(UnitOp unit, ModelAttr model,
     return 0;
   int64_t tokens = microBatch * seqLen, total = 0;
   bool dropout = lora.getDropout().value > 0;
+  llvm::StringSet<> adapted;
   for (auto param : unit.getBody().getOps<ParamOp>()) {
     // lora_A: [rank, in].
-    if (!param.getParamName().ends_with(".lora_A.weight"))
+    llvm::StringRef module = param.getParamName();
+    if (!module.consume_back(".lora_A.weight"))
       continue;
+    adapted.insert(module.rsplit('.').second);
     llvm::ArrayRef<int64_t> shape = param.getTensorType().getShape();
     int64_t rank = shape.front(), in = shape.back();
-    total += tokens * rank * workingBytes;
+    total += tokens * rank * workingBytes + rt::kSavesAlignment;
     if (dropout)
-      total += tokens * in * (workingBytes + 1);
+      total += tokens * in * (workingBytes + 1) + 2 * rt::kSavesAlignment;
+  }
+  if (model.getFamily() != ModelFamily::Llama)
+    return total;
+  // What only a frozen base weight's gradient reads, per token: a tensor of
+  // `width` working-type elements (one storage).
+  const int64_t h = model.getHidden();
+  auto unsaved = [&](int64_t width) {
+    total -= tokens * width * workingBytes + rt::kSavesAlignment;
+  };
+  auto any = [&](std::initializer_list<llvm::StringRef> names) {
+    return llvm::any_of(names,
+                        [&](llvm::StringRef n) { return adapted.contains(n); });
+  };
+  switch (unit.getKind()) {
+  case UnitKind::LlamaBlock:
+    unsaved(h); // input_layernorm's normalised value
+    unsaved(h); // post_attention_layernorm's
+    if (!any({"q_proj", "k_proj", "v_proj"}))
+      unsaved(h); // their input, the first norm's output
+    if (!any({"gate_proj", "up_proj"}))
+      unsaved(h); // their input, the second norm's output
+    if (!any({"down_proj"}))
+      unsaved(model.getIntermediate()); // silu(gate) * up
+    break;
+  case UnitKind::LlamaHead:
+    unsaved(h); // the final norm's normalised value
+    unsaved(h); // lm_head's input
+    break;
+  default:
+    break;
   }
   return total;
 }

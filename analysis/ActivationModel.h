@@ -20,12 +20,19 @@ int64_t activationBytes(UnitKind kind, ModelAttr model, int64_t microBatch,
                         int64_t seqLen, int64_t workingBytes,
                         bool ownInput = false);
 
-/// Bytes the LoRA adapters of `unit` add to what it keeps for backward (0
-/// without adapters): for each adapted layer, the rank-wide intermediate
-/// x A^T that B's gradient reads and, with dropout, the dropped input and
-/// its mask (one byte an element). The base's own saves are counted as a
-/// full fine-tune's (activationBytes), which a frozen weight needs no more
-/// of: an upper bound until the runtime's LoRA units are measured.
+/// What LoRA changes in what `unit` keeps for backward, next to a full
+/// fine-tune's activationBytes (0 without LoRA; negative where the frozen
+/// base keeps less than the adapters add): for each adapted layer, the
+/// rank-wide intermediate x A^T that B's gradient reads and, with dropout,
+/// the dropped input and its mask (one byte an element); less what only a
+/// base weight's gradient would have read. For Llama units that is as exact
+/// as a full fine-tune's count (measured against the runtime's saves): each
+/// RMSNorm's normalised value (its weight's), and the input of projections
+/// that are frozen and not adapted (q/k/v's, gate/up's, down_proj's,
+/// lm_head's; o_proj's input stays, autograd keeps it anyway). For
+/// GPT-2 and BERT, whose LayerNorm and Conv1D/Linear keep their inputs for
+/// the input's gradient anyway, the full fine-tune's count stands (within a
+/// few storages of alignment).
 int64_t loraActivationBytes(UnitOp unit, ModelAttr model, int64_t microBatch,
                             int64_t seqLen, int64_t workingBytes);
 

@@ -38,6 +38,13 @@ struct Sizes {
   int64_t p;     // the unit's parameter elements
   int64_t chunk; // tokens per loss chunk
   int64_t chunks;
+  bool frozen;                    // a LoRA base: no base weight gets a gradient
+  int64_t mlpIn, mlpOut, attnOut; // under LoRA: those modules' adapters
+  /// The gradient elements of a base weight (and bias) of `full` elements,
+  /// or under LoRA of its module's adapters (`adapters`).
+  int64_t grad(int64_t full, int64_t adapters) const {
+    return frozen ? adapters : full;
+  }
   // An fp32 copy that a cast makes only when the working type is not fp32.
   int64_t f32Copy() const { return w == kF32 ? 0 : kF32; }
 };
@@ -57,6 +64,10 @@ Sizes sizesOf(ModelAttr model, const WorkspaceShape &shape) {
   z.p = shape.params;
   z.chunk = std::max<int64_t>(rt::lossChunkTokens(z.t, z.vocab), 1);
   z.chunks = (z.t + z.chunk - 1) / z.chunk;
+  z.frozen = shape.frozenBase;
+  z.mlpIn = shape.mlpInAdapters;
+  z.mlpOut = shape.mlpOutAdapters;
+  z.attnOut = shape.attnOutAdapters;
   return z;
 }
 
@@ -88,9 +99,10 @@ int64_t llamaBlockForward(const Sizes &z) {
 // backward runs; between, SDPA's backward (dq, dk, dv, its output's
 // gradient and the residual's) after the MLP's weight gradients.
 int64_t llamaBlockBackward(const Sizes &z) {
-  return largest({z.w * (z.inter * z.h + 3 * z.t * z.inter),
+  return largest({z.w * (z.grad(z.inter * z.h, z.mlpOut) + 3 * z.t * z.inter),
                   z.w * z.p + z.t * rmsNormBackwardPerToken(z),
-                  z.w * 3 * z.h * z.inter + z.t * 6 * z.w * z.h});
+                  z.w * z.grad(3 * z.h * z.inter, z.mlpIn + z.mlpOut) +
+                      z.t * 6 * z.w * z.h});
 }
 
 // Forward: c_fc's output and the GELU output next to h1; the attention
@@ -105,11 +117,13 @@ int64_t gpt2BlockForward(const Sizes &z) {
 // gradient and the residual's: 7 of hidden) after the MLP's and c_proj's
 // weight gradients; at the end every weight gradient with ln_1's backward.
 int64_t gpt2BlockBackward(const Sizes &z) {
-  int64_t mlp = 2 * z.h * z.inter + z.inter + 3 * z.h;
-  int64_t proj = z.h * z.h + z.h;
-  return largest({z.w * (z.inter * z.h + z.h + 2 * z.t * z.inter),
-                  z.w * (mlp + proj) + 7 * z.t * z.w * z.h,
-                  z.w * z.p + 3 * z.t * z.w * z.h});
+  int64_t mlp =
+      z.grad(2 * z.h * z.inter + z.inter + 3 * z.h, z.mlpIn + z.mlpOut);
+  int64_t proj = z.grad(z.h * z.h + z.h, z.attnOut);
+  return largest(
+      {z.w * (z.grad(z.inter * z.h + z.h, z.mlpOut) + 2 * z.t * z.inter),
+       z.w * (mlp + proj) + 7 * z.t * z.w * z.h,
+       z.w * z.p + 3 * z.t * z.w * z.h});
 }
 
 // Forward: the final norm's output for the whole micro-batch, then per loss
@@ -128,11 +142,11 @@ int64_t headForward(const Sizes &z) {
 // the end, every weight gradient next to the norm's backward.
 int64_t headBackward(const Sizes &z, int64_t normBackwardPerToken) {
   int64_t logits = z.chunk * z.vocab;
-  int64_t earlier =
-      z.chunks > 1 ? z.w * (z.vocab * z.h + z.t * z.h) : int64_t{0};
+  int64_t weight = z.grad(z.vocab * z.h, 0); // lm_head's (a LoRA base's: none)
+  int64_t earlier = z.chunks > 1 ? z.w * (weight + z.t * z.h) : int64_t{0};
   return largest({2 * kF32 * logits + earlier,
                   z.w == kF32 ? 0 : (kF32 + z.w) * logits + earlier,
-                  z.w * (logits + z.vocab * z.h + z.t * z.h) + earlier,
+                  z.w * (logits + weight + z.t * z.h) + earlier,
                   z.w * z.p + z.t * normBackwardPerToken}) +
          4;
 }
@@ -145,9 +159,9 @@ int64_t headBackward(const Sizes &z, int64_t normBackwardPerToken) {
 // bias gradients too; the attention half's moments are GPT-2's, with the
 // attention LayerNorm's input gradient.
 int64_t bertBlockBackward(const Sizes &z) {
-  return largest(
-      {z.w * (z.t * z.h + 2 * z.t * z.inter + z.inter * z.h + 3 * z.h),
-       gpt2BlockBackward(z) + z.t * z.w * z.h});
+  return largest({z.w * (z.t * z.h + 2 * z.t * z.inter +
+                         z.grad(z.inter * z.h + 3 * z.h, z.mlpOut)),
+                  gpt2BlockBackward(z) + z.t * z.w * z.h});
 }
 
 // BERT's classification head works on one token of each of the b sequences:
@@ -211,7 +225,10 @@ int64_t plan::backwardWorkspaceBytes(UnitKind kind, ModelAttr model,
     // The dense gradient of the token table; GPT-2 also of the position
     // table, and the position rows' gradient summed over the batch.
     // BERT: the LayerNorm's input gradient next to every table's gradient
-    // (word, position, token type) and the LayerNorm's.
+    // (word, position, token type) and the LayerNorm's. A LoRA base's
+    // embedding has nothing to differentiate: its backward computes none.
+    if (z.frozen && z.p == 0)
+      return 0;
     if (model.getFamily() == ModelFamily::Llama)
       return z.w * z.vocab * z.h;
     if (model.getFamily() == ModelFamily::Bert)
@@ -231,6 +248,42 @@ int64_t plan::backwardWorkspaceBytes(UnitKind kind, ModelAttr model,
     return headBackward(z, 4 * z.w * z.h);
   }
   return 0;
+}
+
+WorkspaceShape plan::workspaceShapeOf(UnitOp unit, PlanOp plan,
+                                      WorkspaceShape base) {
+  WorkspaceShape s = base;
+  s.params = 0;
+  s.frozenBase = false;
+  s.mlpInAdapters = s.mlpOutAdapters = s.attnOutAdapters = 0;
+  for (ParamOp param : unit.getBody().getOps<ParamOp>()) {
+    // A tied parameter trains when the one it ties to does.
+    ParamOp stored =
+        param.getTiedTo() ? plan.lookupTiedTo(param).second : param;
+    if (!stored || stored.getFrozen()) {
+      s.frozenBase = true;
+      continue;
+    }
+    int64_t numel = param.getTensorType().getNumElements();
+    s.params += numel;
+    llvm::StringRef module = param.getParamName();
+    if (!module.consume_back(".lora_A.weight") &&
+        !module.consume_back(".lora_B.weight"))
+      continue;
+    // The module's place in the block, by the family's names.
+    if (module.ends_with(".down_proj") || module.ends_with(".mlp.c_proj") ||
+        (module.ends_with(".output.dense") &&
+         !module.ends_with(".attention.output.dense")))
+      s.mlpOutAdapters += numel;
+    else if (module.ends_with(".gate_proj") || module.ends_with(".up_proj") ||
+             module.ends_with(".c_fc") ||
+             module.ends_with(".intermediate.dense"))
+      s.mlpInAdapters += numel;
+    else if (module.ends_with(".o_proj") || module.ends_with(".attn.c_proj") ||
+             module.ends_with(".attention.output.dense"))
+      s.attnOutAdapters += numel;
+  }
+  return s;
 }
 
 int64_t plan::gpuLibraryWorkspaceBytes(llvm::StringRef deviceName,

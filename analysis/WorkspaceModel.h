@@ -13,14 +13,29 @@ namespace plan {
 
 /// The shape a unit's workspace depends on: one micro-batch of `microBatch`
 /// sequences of `seqLen` tokens, computed in a type of `workingBytes` bytes
-/// (4 for fp32, 2 for bf16 and fp16), by a unit of `params` parameter
-/// elements (tied ones included).
+/// (4 for fp32, 2 for bf16 and fp16), by a unit whose backward returns the
+/// gradients of `params` parameter elements (those that train, tied ones
+/// included).
 struct WorkspaceShape {
   int64_t microBatch = 0;
   int64_t seqLen = 0;
   int64_t workingBytes = 4;
   int64_t params = 0;
+  /// A LoRA run's unit: its base weights get no gradient. Where the formulas
+  /// hold a base weight's gradient, the gradients of its module's adapters
+  /// (lora_A and lora_B elements; 0 for a module without) take its place:
+  /// the MLP's input projections (gate and up, c_fc, intermediate.dense),
+  /// its output projection (down_proj, mlp.c_proj, output.dense) and the
+  /// attention's output projection (o_proj, attn.c_proj,
+  /// attention.output.dense).
+  bool frozenBase = false;
+  int64_t mlpInAdapters = 0, mlpOutAdapters = 0, attnOutAdapters = 0;
 };
+
+/// `base` (micro-batch, sequence length, working type) completed for
+/// `unit` of `plan`: its trained parameter elements and, under LoRA, its
+/// adapters.
+WorkspaceShape workspaceShapeOf(UnitOp unit, PlanOp plan, WorkspaceShape base);
 
 /// The bytes LibTorch allocates outside the arena while a unit's forward (or
 /// recompute) runs, at their highest point: the intermediates before they

@@ -28,6 +28,7 @@ import tempfile
 from runtime_bench import MODEL_SETS, PLAN
 
 TINY = ["train.seq_len=128", "train.micro_batch=4"]
+LORA = ["model.lora.rank=4", "model.lora.alpha=8", "model.lora.targets=[all_linear]"]
 # bert_base_cased's structure at the size of the tiny models.
 BERT_TINY = ["model=bert_base_cased", "model.vocab=1024", "model.hidden=64",
              "model.intermediate=256", "model.layers=2", "model.heads=4",
@@ -59,6 +60,16 @@ CASES = [
                          "train.activation_checkpointing=full"]),
     ("bert classification fp32 full_shard x2", 2,
      BERT_TINY + TINY + ["model.head=sequence_classification", "model.num_labels=3"]),
+    # LoRA: a frozen base (no weight gradients), adapters added in place. A
+    # small vocabulary makes the blocks' backward the peak, where the base's
+    # weight gradients would have been.
+    ("llama_tiny fp32 LoRA all_linear, vocab 64", 1,
+     ["model=llama_tiny", "model.vocab=64"] + LORA + TINY),
+    ("gpt2_tiny bf16 LoRA default targets", 1,
+     ["model=gpt2_tiny", "train.precision=bf16_mixed", "model.lora.rank=8"] + TINY),
+    ("bert masked_lm fp32 LoRA all_linear, vocab 64, checkpointed", 1,
+     BERT_TINY + TINY + LORA + ["model.vocab=64", "train.activation_checkpointing=full"]),
+    ("llama_tiny fp32 LoRA full_shard x2", 2, ["model=llama_tiny"] + LORA + TINY),
     ("bench model fp32 (runtime_bench)", 1, MODEL_SETS),
     ("bench model bf16 vocab 32768", 1,
      MODEL_SETS + ["train.precision=bf16_mixed", "model.vocab=32768"]),

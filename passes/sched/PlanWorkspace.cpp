@@ -70,7 +70,8 @@ public:
     sgdDecay = train.getOptimizer().getKind() == plan::OptimizerKind::SGD &&
                train.getOptimizer().getWeightDecay() != 0;
     for (plan::UnitOp unit : plan.getBody().getOps<plan::UnitOp>())
-      units[unit.getSymName()] = {unit.getKind(), unit.getParamNumel()};
+      units[unit.getSymName()] = {unit.getKind(),
+                                  plan::workspaceShapeOf(unit, plan, shape)};
   }
 
   LogicalResult run() {
@@ -110,7 +111,7 @@ public:
 private:
   struct UnitInfo {
     plan::UnitKind kind;
-    int64_t params;
+    plan::WorkspaceShape shape;
   };
 
   /// Whether the runtime's peak counts memory of `space`: the cuda backend
@@ -128,12 +129,6 @@ private:
     return &it->second;
   }
 
-  plan::WorkspaceShape shapeFor(const UnitInfo &unit) const {
-    plan::WorkspaceShape s = shape;
-    s.params = unit.params;
-    return s;
-  }
-
   /// The bytes `op` allocates while it runs (or, for an asynchronous op,
   /// until its wait: recorded in `inFlight`).
   FailureOr<int64_t> opBytes(Operation &op) {
@@ -149,7 +144,7 @@ private:
       auto unit = unitOf(op, unitRef);
       if (failed(unit))
         return failure();
-      plan::WorkspaceShape shape = shapeFor(**unit);
+      const plan::WorkspaceShape &shape = (*unit)->shape;
       return isa<BackwardOp>(op)
                  ? plan::backwardWorkspaceBytes((*unit)->kind, model, shape)
                  : plan::forwardWorkspaceBytes((*unit)->kind, model, shape);
