@@ -23,7 +23,7 @@ def main(path):
     magic, version, flags, size, crc, reserved = HEADER.unpack_from(data)
     if magic != b"PLANSCHD":
         fail(f"bad magic {magic!r}")
-    if version != 4 or flags != 0 or reserved != 0:
+    if version != 5 or flags != 0 or reserved != 0:
         fail(f"version {version} flags {flags} reserved {reserved}")
     body = data[HEADER.size:]
     if len(body) != size:
@@ -34,13 +34,34 @@ def main(path):
 
     buffers, ops = s["buffers"], s["ops"]
     groups = {g["name"]: g for g in s["groups"]}
-    units = {u["name"] for u in s["units"]}
+    units = {u["name"]: u for u in s["units"]}
     shard = s["mesh"]["shard"]
+    # Each unit's stored parameters of each kind (trained, frozen: a LoRA
+    # base) fill its numel / frozen_numel contiguously, in order.
+    for u in s["units"]:
+        nxt = {False: 0, True: 0}
+        for p in u["params"]:
+            if p["tied_to"]:
+                continue
+            if p["offset"] != nxt[p["frozen"]]:
+                fail(f"unit {u['name']}: {p['name']} is not where the previous one ends")
+            n = 1
+            for d in p["shape"]:
+                n *= d
+            nxt[p["frozen"]] += n
+        if (nxt[False], nxt[True]) != (u["numel"], u["frozen_numel"]):
+            fail(f"unit {u['name']}: its parameters do not fill numel / frozen_numel")
+    frozen = sum(u["frozen_numel"] for u in s["units"])
+    if bool(frozen) != (s["model"]["lora"] is not None):
+        fail("frozen parameters without model.lora, or model.lora without them")
     for g in s["groups"]:
-        if not set(g["units"]) <= units:
+        if not set(g["units"]) <= set(units):
             fail(f"group {g['name']} names unknown units")
-        if g["padded_numel"] % shard or g["shard_numel"] * shard != g["padded_numel"]:
-            fail(f"group {g['name']} is not evenly sharded")
+        for pre in ("", "frozen_"):
+            if sum(units[n][pre + "numel"] for n in g["units"]) != g[pre + "numel"]:
+                fail(f"group {g['name']}: {pre}numel is not its units'")
+            if g[pre + "padded_numel"] % shard or g[pre + "shard_numel"] * shard != g[pre + "padded_numel"]:
+                fail(f"group {g['name']} is not evenly sharded ({pre}padded_numel)")
     for i, b in enumerate(buffers):
         if b["kind"] != "alloc":
             if not 0 <= b["source"] < i:
@@ -48,7 +69,8 @@ def main(path):
             continue
         if b["group"]:
             g = groups[b["group"]]
-            want = g["shard_numel"] if b["sharded"] else g["padded_numel"]
+            pre = "frozen_" if b["role"] == "frozen" else ""
+            want = g[pre + "shard_numel"] if b["sharded"] else g[pre + "padded_numel"]
             if b["numel"] != want:
                 fail(f"buffer {i} ({b['name']}) is not its group's size")
         end = b["offset"] + b["numel"] * (4 if b["type"] == "f32" else 2)
@@ -72,8 +94,11 @@ def main(path):
 
     kinds = sorted({op["op"] for op in ops})
     sharded = sum(1 for b in buffers if b["kind"] == "alloc" and b["sharded"])
+    lora = s["model"]["lora"]
     print(f"ok {s['plan']} mesh {s['mesh']['replicate']}x{shard} "
-          f"{s['sharding']} {s['train']['precision']} units {len(units)} "
+          f"{s['sharding']} {s['train']['precision']} "
+          + (f"lora r{lora['rank']} frozen {frozen} " if lora else "")
+          + f"units {len(units)} "
           f"groups {len(groups)} buffers {len(buffers)} "
           f"sharded_state {sharded} ops {len(ops)} events {s['num_events']}")
     print("kinds " + " ".join(kinds))
