@@ -208,14 +208,21 @@ def cross_check(ref_case, ref, args, work):
     except Exception as e:
         print(f"FAIL cross-backend {name}: {e}", flush=True)
         return False
-    rel = max(abs(a - b) / abs(b) for a, b in zip(ref, losses))
     tol = FP32_RTOL if ref_case["precision"] == "fp32" else CROSS_BF16_RTOL
-    ok = rel <= tol
-    print(f"{'PASS' if ok else 'FAIL'} cross-backend {name}: max rel diff {rel:.2e} (tol "
-          f"{tol:.0e}), loss {ref[0]:.4f} -> {ref[-1]:.4f}, {secs:.1f}s", flush=True)
-    if not ok:
-        print(f"  {args.backend}: {ref}\n  {other}: {losses}")
+    ok, _ = verdict(f"cross-backend {name}", losses, ref, tol, secs)
     return ok
+
+
+def verdict(label, losses, ref, tol, secs):
+    """Prints PASS or FAIL for `losses` against `ref` within `tol` (relative, at every
+    step); returns (passed, the largest relative difference)."""
+    rel = max(abs(a - b) / abs(b) for a, b in zip(losses, ref))
+    ok = rel <= tol
+    print(f"{'PASS' if ok else 'FAIL'} {label}: max rel diff {rel:.2e} (tol {tol:.0e}), "
+          f"loss {losses[0]:.4f} -> {losses[-1]:.4f}, {secs:.1f}s", flush=True)
+    if not ok:
+        print(f"  losses: {losses}\n  ref:    {ref}")
+    return ok, rel
 
 
 def describe(case):
@@ -317,15 +324,9 @@ def main():
                 print(f"compiled case {i}: {describe(case)}", flush=True)
                 passed += 1
                 continue
-            ref = refs[key]
-            rel = max(abs(a - b) / abs(b) for a, b in zip(losses, ref))
-            worst[case["precision"]] = max(worst[case["precision"]], rel)
             tol = FP32_RTOL if case["precision"] == "fp32" else BF16_RTOL
-            ok = rel <= tol
-            print(f"{'PASS' if ok else 'FAIL'} case {i}: {describe(case)}: max rel diff {rel:.2e} "
-                  f"(tol {tol:.0e}), loss {losses[0]:.4f} -> {losses[-1]:.4f}, {secs:.1f}s", flush=True)
-            if not ok:
-                print(f"  losses: {losses}\n  ref:    {ref}")
+            ok, rel = verdict(f"case {i}: {describe(case)}", losses, refs[key], tol, secs)
+            worst[case["precision"]] = max(worst[case["precision"]], rel)
             passed += ok
             failed += not ok
         except Exception as e:  # one case's failure must not hide the others
