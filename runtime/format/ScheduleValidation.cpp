@@ -783,11 +783,11 @@ public:
     if ((grads.ids[0] >= 0) != trains)
       fail(std::string(grads.name) + " must be given exactly when " +
            tied.name + " is and the tied parameters train" +
-           (tied.ids[0] >= 0 ? " (these are " +
-                                   std::string(v.tiedFrozen[unit]
+           (tied.ids[0] >= 0
+                ? " (these are " + std::string(v.tiedFrozen[unit]
                                                    ? "a frozen base)"
                                                    : "trained)")
-                             : ""));
+                : ""));
   }
 
   void givenTogether(field::NamedIds a, field::NamedIds b) {

@@ -114,11 +114,10 @@ void Trainer::start(RunStart start, const TrainOptions &options) {
   executor_->setTotalSteps(last_);
   executor_->setMemoryTrace(options.memoryTrace);
   if (schedule_->model.lora)
-    base_ = options.init.empty()
-                ? std::string("seed")
-                : std::filesystem::absolute(options.init)
-                      .lexically_normal()
-                      .string();
+    base_ = options.init.empty() ? std::string("seed")
+                                 : std::filesystem::absolute(options.init)
+                                       .lexically_normal()
+                                       .string();
   if (start.checkpoint) {
     // A LoRA checkpoint holds what trains; the frozen base comes from where
     // the run took it, before the trained state is restored over it.

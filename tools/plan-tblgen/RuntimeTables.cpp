@@ -309,8 +309,8 @@ void collectChecks(RuntimeOp &op) {
       const Field &unit = fieldOfKind(op, FieldKind::UnitRef, "", "unit");
       const Field &tied = fieldNamed(op, check->getValueAsString("tied"));
       const Field &grads = fieldNamed(op, check->getValueAsString("grads"));
-      op.checks.push_back(formatv("c.tiedGrads(op.{0}, {1}, {2});",
-                                  unit.member, namedIds(tied), namedIds(grads))
+      op.checks.push_back(formatv("c.tiedGrads(op.{0}, {1}, {2});", unit.member,
+                                  namedIds(tied), namedIds(grads))
                               .str());
       op.checkDocs.push_back(
           formatv("`{0}` is given exactly when `{1}` is and the parameters "
