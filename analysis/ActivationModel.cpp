@@ -13,6 +13,7 @@
 
 #include "analysis/ActivationModel.h"
 
+#include "LoraNames.h"
 #include "Schedule.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -246,9 +247,9 @@ int64_t plan::loraActivationBytes(UnitOp unit, ModelAttr model,
   llvm::StringSet<> adapted;
   for (auto param : unit.getBody().getOps<ParamOp>()) {
     // lora_A: [rank, in].
-    llvm::StringRef module = param.getParamName();
-    if (!module.consume_back(".lora_A.weight"))
+    if (!rt::isLoraA(param.getParamName()))
       continue;
+    llvm::StringRef module(*rt::loraAdapterModule(param.getParamName()));
     adapted.insert(module.rsplit('.').second);
     llvm::ArrayRef<int64_t> shape = param.getTensorType().getShape();
     int64_t rank = shape.front(), in = shape.back();

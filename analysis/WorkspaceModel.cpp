@@ -15,6 +15,7 @@
 
 #include "analysis/WorkspaceModel.h"
 
+#include "LoraNames.h"
 #include "Schedule.h"
 
 #include <algorithm>
@@ -266,10 +267,11 @@ WorkspaceShape plan::workspaceShapeOf(UnitOp unit, PlanOp plan,
     }
     int64_t numel = param.getTensorType().getNumElements();
     s.params += numel;
-    llvm::StringRef module = param.getParamName();
-    if (!module.consume_back(".lora_A.weight") &&
-        !module.consume_back(".lora_B.weight"))
+    std::optional<std::string_view> adapterOf =
+        rt::loraAdapterModule(param.getParamName());
+    if (!adapterOf)
       continue;
+    llvm::StringRef module(*adapterOf);
     // The module's place in the block, by the family's names.
     if (module.ends_with(".down_proj") || module.ends_with(".mlp.c_proj") ||
         (module.ends_with(".output.dense") &&

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "frontend/Models.h"
+#include "runtime/support/LoraNames.h"
 
 #include "runtime/support/NF4Layout.h"
 
@@ -431,8 +432,8 @@ private:
          })))
       return;
     int64_t rank = lora.spec->rank;
-    addStored((module + ".lora_A.weight").str(), {rank, in}, "", std::nullopt);
-    addStored((module + ".lora_B.weight").str(), {out, rank}, "", std::nullopt);
+    addStored((module + rt::kLoraASuffix).str(), {rank, in}, "", std::nullopt);
+    addStored((module + rt::kLoraBSuffix).str(), {out, rank}, "", std::nullopt);
   }
 
   ModelUnit unit;
@@ -660,9 +661,9 @@ std::vector<std::string> plan::loraModules(ModelFamily family) {
   for (const ModelUnit &unit :
        unitsWith(tiny, LoraLayout{&lora, BaseStorage::F32, true}))
     for (const ParamInfo &param : unit.params) {
-      llvm::StringRef name = param.name;
-      if (!name.consume_back(".lora_A.weight"))
+      if (!rt::isLoraA(param.name))
         continue;
+      llvm::StringRef name(*rt::loraAdapterModule(param.name));
       // Relative to the block: drop "model.layers.0." and the like.
       size_t layer = name.find(".0.");
       modules.push_back(name.drop_front(layer + 3).str());

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CheckpointFormat.h"
+#include "LoraNames.h"
 #include "Model.h"
 
 namespace plan::rt {
@@ -138,15 +139,6 @@ void writeExport(const std::string &outDir, const std::string &file,
   });
 }
 
-bool isAdapterName(const std::string &name) {
-  return name.ends_with(".lora_A.weight") || name.ends_with(".lora_B.weight");
-}
-
-/// The module of an adapter parameter: "M" of "M.lora_A.weight".
-std::string adapterModule(const std::string &name) {
-  return name.substr(0, name.size() - std::string(".lora_A.weight").size());
-}
-
 /// adapter_config.json as PEFT writes it for a LoraConfig. target_modules
 /// lists every adapted module by its full name, so that PEFT puts adapters on
 /// exactly those (a suffix such as BERT's "dense" would also match the
@@ -257,8 +249,8 @@ void exportHuggingFace(const Checkpoint &checkpoint, const std::string &outDir,
     // name, "default", left out).
     std::vector<std::string> modules;
     for (auto &[name, tensor] : weights) {
-      if (name.ends_with(".lora_A.weight"))
-        modules.push_back(adapterModule(name));
+      if (isLoraA(name))
+        modules.emplace_back(*loraAdapterModule(name));
       name = "base_model.model." + name;
     }
     return writeExport(outDir, "adapter_model.safetensors", std::move(weights),
@@ -267,25 +259,31 @@ void exportHuggingFace(const Checkpoint &checkpoint, const std::string &outDir,
   }
 
   // Merged: every base weight, with W + B A alpha/rank for a target's.
-  std::map<std::string, at::Tensor> adapters(weights.begin(), weights.end());
+  // The checkpoint's weights: each module's (lora_A, lora_B), and any
+  // other trained parameter.
+  std::map<std::string, std::pair<at::Tensor, at::Tensor>> adapters;
+  std::map<std::string, at::Tensor> trained;
+  for (auto &[name, tensor] : weights)
+    if (std::optional<std::string_view> module = loraAdapterModule(name))
+      (isLoraA(name) ? adapters[std::string(*module)].first
+                     : adapters[std::string(*module)].second) = tensor;
+    else
+      trained[name] = tensor;
   std::map<std::string, at::Tensor> base = baseWeights(checkpoint);
   const double scale = m.lora->alpha / static_cast<double>(m.lora->rank);
   std::vector<std::pair<std::string, at::Tensor>> merged;
   for (const Unit &u : checkpoint.units())
     for (const Param &p : u.params) {
-      if (!p.tiedTo.empty() || isAdapterName(p.name))
+      if (!p.tiedTo.empty() || loraAdapterModule(p.name))
         continue;
       auto it = base.find(p.name);
-      at::Tensor w = it != base.end() ? it->second : adapters.at(p.name);
-      const std::string module =
-          p.name.ends_with(".weight")
-              ? p.name.substr(0, p.name.size() - std::string(".weight").size())
-              : "";
-      auto a = adapters.find(module + ".lora_A.weight");
-      if (!module.empty() && a != adapters.end()) {
-        at::Tensor delta =
-            at::matmul(adapters.at(module + ".lora_B.weight"), a->second) *
-            scale; // [out, in]
+      at::Tensor w = it != base.end() ? it->second : trained.at(p.name);
+      auto ad = p.name.ends_with(".weight")
+                    ? adapters.find(p.name.substr(0, p.name.size() - 7))
+                    : adapters.end();
+      if (ad != adapters.end()) {
+        auto [a, b] = ad->second;
+        at::Tensor delta = at::matmul(b, a) * scale; // [out, in]
         w = w + (m.family == ModelFamily::GPT2 ? delta.t() : delta);
       }
       merged.push_back({p.name, w});

@@ -16,6 +16,7 @@
 
 #include "Model.h"
 #include "Format.h"
+#include "LoraNames.h"
 #include "SafeTensors.h"
 #include "SavedActivations.h"
 #include "Seeds.h"
@@ -396,7 +397,7 @@ public:
       if (s.fromTied)
         continue;
       // A pretrained base has no adapters: they start as initUnit's.
-      bool fresh = (isNewTaskHead(s.name) || isAdapter(s.name)) &&
+      bool fresh = (isNewTaskHead(s.name) || loraAdapterModule(s.name)) &&
                    !source.contains(s.name);
       at::Tensor value =
           fresh ? initialValue(u, s, seed) : source.get(s.name, s.shape);
@@ -687,12 +688,9 @@ private:
         continue;
       std::string module = w.name.substr(0, w.name.size() - 7);
       std::optional<size_t> a, b;
-      for (size_t i = 0; i < u.slots.size(); ++i) {
-        if (u.slots[i].name == module + ".lora_A.weight")
-          a = i;
-        else if (u.slots[i].name == module + ".lora_B.weight")
-          b = i;
-      }
+      for (size_t i = 0; i < u.slots.size(); ++i)
+        if (loraAdapterModule(u.slots[i].name) == module)
+          (isLoraA(u.slots[i].name) ? a : b) = i;
       if (!a && !b)
         continue;
       if (!a || !b || !config_.lora)
@@ -715,7 +713,7 @@ private:
       u.adapters[role] = Adapter{*a, *b};
     }
     for (const Slot &s : u.slots)
-      if (isAdapter(s.name) &&
+      if (loraAdapterModule(s.name) &&
           !std::any_of(u.adapters.begin(), u.adapters.end(), [&](auto &ad) {
             return ad && (&u.slots[ad->a] == &s || &u.slots[ad->b] == &s);
           }))
@@ -730,9 +728,9 @@ private:
                                  uint64_t seed) {
     at::Tensor value = at::empty(s.shape, at::kFloat);
     // A 1-D weight is a norm's scale in both families.
-    if (endsWith(s.name, ".lora_B.weight"))
+    if (endsWith(s.name, kLoraBSuffix))
       value.zero_(); // PEFT: the adapted model starts as the base
-    else if (endsWith(s.name, ".lora_A.weight"))
+    else if (isLoraA(s.name))
       // PEFT: kaiming_uniform_(a = sqrt(5)), bound sqrt(6 / ((1 + 5) in)).
       value.uniform_(-1.0 / std::sqrt(static_cast<double>(s.shape[1])),
                      1.0 / std::sqrt(static_cast<double>(s.shape[1])),
@@ -838,10 +836,6 @@ private:
   /// The dtype a unit computes in: its parameters', trainable or frozen.
   static at::ScalarType computeType(const UnitWeights &w) {
     return (w.params.defined() ? w.params : w.frozen).scalar_type();
-  }
-
-  static bool isAdapter(const std::string &name) {
-    return endsWith(name, ".lora_A.weight") || endsWith(name, ".lora_B.weight");
   }
 
   bool inFlight(int64_t unit) const {
