@@ -19,6 +19,20 @@ using namespace plan;
 
 namespace {
 
+/// An MLIR context with the plan dialects, to parse test IR in.
+struct PlanContext {
+  PlanContext() : context(registry()) {}
+  mlir::OwningOpRef<mlir::ModuleOp> parse(llvm::StringRef ir) {
+    return mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
+  }
+  static mlir::DialectRegistry registry() {
+    mlir::DialectRegistry r;
+    registerPlanDialects(r);
+    return r;
+  }
+  mlir::MLIRContext context;
+};
+
 TEST(RingConvention, BytesSentPerRank) {
   // tiny_llama_cpu: a block's gathered buffer, 46208 f32 on 2 ranks.
   EXPECT_EQ(ringSendBytes(CollectiveKind::AllGather, 184832, 2), 92416u);
@@ -121,11 +135,8 @@ sched.program @p.step for @p micro_batches 1
 )mlir";
 
 TEST(TimeModel, StreamsFollowIssueOrderAfterAndWaits) {
-  mlir::DialectRegistry registry;
-  registerPlanDialects(registry);
-  mlir::MLIRContext context(registry);
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(kSchedule, &context);
+  PlanContext ir;
+  mlir::OwningOpRef<mlir::ModuleOp> module = ir.parse(kSchedule);
   ASSERT_TRUE(module);
   mlir::FailureOr<ScheduleReport> report = analyzeSchedule(*module);
   ASSERT_TRUE(mlir::succeeded(report));
@@ -189,23 +200,20 @@ TEST(TimeModel, StreamsFollowIssueOrderAfterAndWaits) {
 TEST(MemoryReport, NeedsTheWorkspacePlan) {
   // A program that sched-plan-workspace did not run on is an error, not a
   // report that silently leaves the workspace out of the peak.
-  std::string ir = kSchedule;
+  std::string text = kSchedule;
   const std::string attr =
       ", workspace_bytes = 3000000 : i64, workspace_at = \"all_gather "
       "v.gathered\"";
-  size_t at = ir.find(attr);
+  size_t at = text.find(attr);
   ASSERT_NE(at, std::string::npos);
-  ir.erase(at, attr.size());
-  mlir::DialectRegistry registry;
-  registerPlanDialects(registry);
-  mlir::MLIRContext context(registry);
+  text.erase(at, attr.size());
+  PlanContext ir;
   std::string diagnostics;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+  mlir::ScopedDiagnosticHandler handler(&ir.context, [&](mlir::Diagnostic &d) {
     diagnostics += d.str();
     return mlir::success();
   });
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(ir, &context);
+  mlir::OwningOpRef<mlir::ModuleOp> module = ir.parse(text);
   ASSERT_TRUE(module);
   EXPECT_TRUE(mlir::failed(analyzeSchedule(*module)));
   EXPECT_NE(diagnostics.find("has no workspace plan: the report reads the "
@@ -215,12 +223,9 @@ TEST(MemoryReport, NeedsTheWorkspacePlan) {
 }
 
 TEST(TimeModel, FlopsOfAUnit) {
-  mlir::DialectRegistry registry;
-  registerPlanDialects(registry);
-  mlir::MLIRContext context(registry);
+  PlanContext ir;
   // A llama block of llama_tiny: 46208 parameters; b = 2, s = 8, h = 64.
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+  mlir::OwningOpRef<mlir::ModuleOp> module = ir.parse(R"mlir(
 shard.grid @mesh(shape = 1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
@@ -242,8 +247,7 @@ plan.plan @p on @mesh
     plan.param "model.layers.0.post_attention_layernorm.weight" : tensor<64xf32>
   }
 }
-)mlir",
-                                              &context);
+)mlir");
   ASSERT_TRUE(module);
   PlanOp plan = *module->getOps<PlanOp>().begin();
   UnitFlops block =
@@ -265,11 +269,8 @@ plan.plan @p on @mesh
 // pass where a trained weight takes two; the head tied to a frozen
 // embedding multiplies by frozen weights too.
 TEST(TimeModel, FrozenWeightsHaveNoWeightGradients) {
-  mlir::DialectRegistry registry;
-  registerPlanDialects(registry);
-  mlir::MLIRContext context(registry);
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+  PlanContext ir;
+  mlir::OwningOpRef<mlir::ModuleOp> module = ir.parse(R"mlir(
 shard.grid @mesh(shape = 1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, tie_embeddings = true, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = fp32>>
@@ -289,8 +290,7 @@ plan.plan @p on @mesh
     plan.param "lm_head.weight" : tensor<8x4xf32> tied_to "model.embed_tokens.weight"
   }
 }
-)mlir",
-                                              &context);
+)mlir");
   ASSERT_TRUE(module);
   PlanOp plan = *module->getOps<PlanOp>().begin();
   // 2 tokens: the frozen q_proj 16 elements, the adapters 4 + 4.
