@@ -383,6 +383,16 @@ FailureOr<StepTime> StepSimulation::run() {
                       false);
               return success();
             })
+            .Case([&](sched::DequantizeOp op) {
+              // Reads what is stored (NF4 bytes: half a byte an element and
+              // the constants), writes the working type.
+              compute("dequantize " + bufferName(op.getSrc()) + " into " +
+                          bufferName(op.getDst()),
+                      secondsOfTraffic(elementwiseTraffic(
+                          op.getDst(), {{op.getSrc(), 1}, {op.getDst(), 1}})),
+                      false);
+              return success();
+            })
             .Case([&](sched::ZeroOp op) {
               compute("zero " + bufferName(op.getBuffer()),
                       secondsOfTraffic(elementwiseTraffic(

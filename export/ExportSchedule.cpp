@@ -218,9 +218,9 @@ LogicalResult ScheduleExporter::exportPlan() {
   // Units: stored parameters are laid out in parameter order, the trainable
   // ones and a LoRA run's frozen base each in their own elements; a tied one
   // is stored in the unit that defines it and takes that parameter's offset
-  // (its place inside the `tied` buffer the compute ops receive) and
-  // frozenness.
-  llvm::StringMap<std::pair<int64_t, bool>> storedOffset;
+  // (its place inside the `tied` buffer the compute ops receive),
+  // frozenness and storage.
+  llvm::StringMap<rt::Param> stored;
   for (UnitOp unitOp : plan.getBody().getOps<UnitOp>()) {
     rt::Unit u;
     u.name = unitOp.getSymName().str();
@@ -233,9 +233,11 @@ LogicalResult ScheduleExporter::exportPlan() {
         p.tiedTo = tied->str();
       } else {
         p.frozen = param.getFrozen().has_value();
+        if (p.frozen)
+          p.base = sched::toRuntime(*param.getFrozen());
         int64_t &next = p.frozen ? u.frozenNumel : u.numel;
         p.offset = next;
-        storedOffset[p.name] = {p.offset, p.frozen};
+        stored[p.name] = p;
         next += param.getTensorType().getNumElements();
       }
       u.params.push_back(std::move(p));
@@ -254,13 +256,14 @@ LogicalResult ScheduleExporter::exportPlan() {
     for (rt::Param &p : u.params) {
       if (p.tiedTo.empty())
         continue;
-      auto it = storedOffset.find(p.tiedTo);
-      if (it == storedOffset.end())
+      auto it = stored.find(p.tiedTo);
+      if (it == stored.end())
         return plan.emitError("parameter '")
                << p.name << "' is tied to '" << p.tiedTo
                << "', which no unit stores";
-      p.offset = it->second.first;
-      p.frozen = it->second.second;
+      p.offset = it->second.offset;
+      p.frozen = it->second.frozen;
+      p.base = it->second.base;
     }
 
   for (GroupOp groupOp : plan.getBody().getOps<GroupOp>()) {
@@ -319,6 +322,8 @@ LogicalResult ScheduleExporter::defineAlloc(sched::AllocOp alloc) {
     b.type = rt::ElementType::BF16;
   else if (element.isF16())
     b.type = rt::ElementType::F16;
+  else if (element.isInteger(8))
+    b.type = rt::ElementType::I8;
   else
     return alloc.emitError("the schedule file has no element type ") << element;
   b.space = sched::toRuntime(sched::getMemorySpace(type));

@@ -12,8 +12,6 @@
 #include "frontend/Models.h"
 #include "runtime/support/LoraNames.h"
 
-#include "runtime/support/NF4Layout.h"
-
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/Twine.h"
 
@@ -609,19 +607,6 @@ std::vector<ModelUnit> plan::enumerateUnits(const ModelSpec &model,
   return unitsWith(model, LoraLayout{&lora, dense});
 }
 
-int64_t plan::storageBytes(BaseStorage storage, int64_t numel) {
-  switch (storage) {
-  case BaseStorage::NF4:
-    return rt::nf4StorageBytes(numel);
-  case BaseStorage::BF16:
-  case BaseStorage::F16:
-    return 2 * numel;
-  case BaseStorage::F32:
-    return 4 * numel;
-  }
-  llvm_unreachable("unknown storage");
-}
-
 ParamCounts plan::countParams(const std::vector<ModelUnit> &units) {
   ParamCounts counts;
   for (const ModelUnit &unit : units)
@@ -635,18 +620,6 @@ ParamCounts plan::countParams(const std::vector<ModelUnit> &units) {
         counts.trainable += param.numel();
     }
   return counts;
-}
-
-BaseStorage plan::workingStorage(Precision precision) {
-  switch (precision) {
-  case Precision::FP32:
-    return BaseStorage::F32;
-  case Precision::BF16Mixed:
-    return BaseStorage::BF16;
-  case Precision::FP16Mixed:
-    return BaseStorage::F16;
-  }
-  llvm_unreachable("unknown precision");
 }
 
 std::vector<std::string> plan::loraModules(ModelFamily family) {

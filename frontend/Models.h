@@ -79,10 +79,6 @@ std::vector<ModelUnit> enumerateUnits(const ModelSpec &model);
 std::vector<ModelUnit> enumerateUnits(const ModelSpec &model,
                                       const LoraSpec &lora, BaseStorage dense);
 
-/// Bytes `numel` elements take stored as `storage` (NF4: bitsandbytes'
-/// layout of one tensor, runtime/support/NF4Layout.h).
-int64_t storageBytes(BaseStorage storage, int64_t numel);
-
 /// A plan's parameters as PEFT's print_trainable_parameters counts them,
 /// each tied group once: all of them (adapters included), those that train,
 /// and the bytes the frozen ones are stored in.
@@ -92,10 +88,6 @@ struct ParamCounts {
   int64_t frozenBytes = 0;
 };
 ParamCounts countParams(const std::vector<ModelUnit> &units);
-
-/// The storage of a precision's working type: what a frozen base is kept
-/// in when the plan does not say (`model.base`).
-BaseStorage workingStorage(Precision precision);
 
 /// The linear modules of a family's blocks, as PEFT's target_modules names
 /// them relative to a block ("self_attn.q_proj"), in state_dict order.

@@ -78,6 +78,20 @@ def SchedBucketGradients : Pass<"sched-bucket-gradients", "::sched::ProgramOp"> 
   let dependentDialects = ["::sched::SchedDialect"];
 }
 
+def SchedDequantizeBase : Pass<"sched-dequantize-base", "::sched::ProgramOp"> {
+  let summary = "Convert a frozen base stored in NF4 or another type for compute";
+  let description = [{
+    A LoRA run's frozen base may be stored in another type than compute
+    reads (`model.base = nf4`: NF4 bytes; `bf16` under `precision = fp32`).
+    Before each forward, recompute or backward that reads such a base
+    (`frozen`, or a frozen `tied`), converts it with `sched.dequantize`
+    into a transient working-type buffer, which the op reads instead and
+    which is freed after it; a recompute and the backward right after it
+    share one.
+  }];
+  let dependentDialects = ["::sched::SchedDialect"];
+}
+
 def SchedVerifySchedule : Pass<"sched-verify-schedule", "::sched::ProgramOp"> {
   let summary = "Reject schedules that deadlock, race or touch dead memory";
   let dependentDialects = ["::sched::SchedDialect"];

@@ -70,6 +70,13 @@ CASES = [
     ("bert masked_lm fp32 LoRA all_linear, vocab 64, checkpointed", 1,
      BERT_TINY + TINY + LORA + ["model.vocab=64", "train.activation_checkpointing=full"]),
     ("llama_tiny fp32 LoRA full_shard x2", 2, ["model=llama_tiny"] + LORA + TINY),
+    # QLoRA: the blocks' base gathered as NF4 bytes, dequantized into a
+    # transient buffer before each compute op (and its chunked temporaries).
+    ("llama_tiny fp32 QLoRA all_linear, vocab 64", 1,
+     ["model=llama_tiny", "model.vocab=64", "model.base=nf4"] + LORA + TINY),
+    ("llama_tiny bf16 QLoRA full_shard x2, checkpointed", 2,
+     ["model=llama_tiny", "train.precision=bf16_mixed", "model.base=nf4",
+      "train.activation_checkpointing=full"] + LORA + TINY),
     ("bench model fp32 (runtime_bench)", 1, MODEL_SETS),
     ("bench model bf16 vocab 32768", 1,
      MODEL_SETS + ["train.precision=bf16_mixed", "model.vocab=32768"]),

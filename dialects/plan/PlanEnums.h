@@ -23,6 +23,15 @@ bool isBlockKind(UnitKind kind);
 /// The model's last unit, whose logits the loss is of.
 bool isHeadKind(UnitKind kind);
 
+/// Bytes `numel` elements take stored as `storage` (NF4: bitsandbytes'
+/// layout of one tensor, runtime/support/NF4Layout.h).
+int64_t storageBytes(BaseStorage storage, int64_t numel);
+
+/// The storage of a precision's working type: what a frozen base is kept
+/// in when the plan does not say (`model.base`), and what compute reads it
+/// in.
+BaseStorage workingStorage(Precision precision);
+
 /// A device's `link_latency` (#plan.device) when nothing sets it, in seconds:
 /// one NCCL ring step between GPUs of a node (NVLink or PCIe).
 constexpr double kDefaultLinkLatency = 5e-6;

@@ -190,18 +190,51 @@ LogicalResult PlanOp::verify() {
 // GroupOp
 //===----------------------------------------------------------------------===//
 
+/// The units of `group` that resolve.
+static SmallVector<UnitOp> unitsOf(GroupOp group) {
+  SmallVector<UnitOp> units;
+  auto plan = group->getParentOfType<PlanOp>();
+  for (auto unit : group.getUnits().getAsRange<FlatSymbolRefAttr>())
+    if (UnitOp op = plan.lookupUnit(unit.getValue()))
+      units.push_back(op);
+  return units;
+}
+
+bool GroupOp::storesFrozenAsBytes() {
+  return llvm::any_of(unitsOf(*this),
+                      [](UnitOp unit) { return unit.hasQuantizedBase(); });
+}
+
+std::optional<BaseStorage> GroupOp::getFrozenElementStorage() {
+  std::optional<BaseStorage> shared;
+  for (UnitOp unit : unitsOf(*this))
+    for (auto param : unit.getBody().getOps<ParamOp>()) {
+      std::optional<BaseStorage> storage = param.getFrozen();
+      if (!storage || param.getTiedTo())
+        continue;
+      if (*storage == BaseStorage::NF4 || (shared && *shared != *storage))
+        return std::nullopt;
+      shared = storage;
+    }
+  return shared;
+}
+
 LogicalResult GroupOp::verify() {
   if (getUnits().empty())
     return emitOpError("must hold at least one unit");
   auto plan = (*this)->getParentOfType<PlanOp>();
   int64_t stored = 0, frozen = 0;
+  bool asBytes = storesFrozenAsBytes();
   for (auto unit : getUnits().getAsRange<FlatSymbolRefAttr>()) {
     UnitOp op = plan.lookupUnit(unit.getValue());
     if (!op)
       return emitOpError("'") << unit.getValue() << "' is not a plan.unit";
     stored += op.getStoredNumel();
-    frozen += op.getFrozenNumel();
+    frozen += op.getFrozenStorageSize(asBytes);
   }
+  if (frozen && !asBytes && !getFrozenElementStorage())
+    return emitOpError("the frozen parameters of its units are stored in "
+                       "different types: one frozen buffer holds one");
   int64_t groupSize = plan.getGridOp() && !plan.getGridOp().getShape().empty()
                           ? plan.getGridOp().getShape().back()
                           : 0;
@@ -213,7 +246,10 @@ LogicalResult GroupOp::verify() {
                          std::optional<int64_t> shard) -> LogicalResult {
     if (numel && *numel != holds)
       return emitOpError() << what << "numel " << *numel << " is not the "
-                           << holds << " elements its units store"
+                           << holds
+                           << (what.empty() || !asBytes ? " elements"
+                                                        : " bytes")
+                           << " its units store"
                            << (what.empty() ? " that train" : " frozen");
     if (padded && (!numel || *padded < *numel))
       return emitOpError() << what << "padded_numel must be at least " << what
@@ -258,6 +294,21 @@ int64_t UnitOp::getFrozenNumel() {
     if (!param.getTiedTo() && param.getFrozen())
       numel += param.getTensorType().getNumElements();
   return numel;
+}
+
+int64_t UnitOp::getFrozenBytes() {
+  int64_t bytes = 0;
+  for (auto param : getBody().getOps<ParamOp>())
+    if (std::optional<BaseStorage> storage = param.getFrozen();
+        storage && !param.getTiedTo())
+      bytes += storageBytes(*storage, param.getTensorType().getNumElements());
+  return bytes;
+}
+
+bool UnitOp::hasQuantizedBase() {
+  return llvm::any_of(getBody().getOps<ParamOp>(), [](ParamOp param) {
+    return param.getFrozen() == BaseStorage::NF4;
+  });
 }
 
 int64_t UnitOp::getParamNumel() {

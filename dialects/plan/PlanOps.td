@@ -94,6 +94,15 @@ def Plan_UnitOp : Plan_Op<"unit", [
     int64_t getStoredNumel();
     /// Elements of its frozen parameters (a LoRA base), tied ones excluded.
     int64_t getFrozenNumel();
+    /// Bytes those take stored as each says (`frozen nf4|bf16|...`).
+    int64_t getFrozenBytes();
+    /// Whether one of them is stored in NF4 (QLoRA).
+    bool hasQuantizedBase();
+    /// Its frozen parameters' size in a group's frozen buffer: bytes when
+    /// the buffer holds bytes, elements otherwise.
+    int64_t getFrozenStorageSize(bool asBytes) {
+      return asBytes ? getFrozenBytes() : getFrozenNumel();
+    }
     /// Elements of all the parameters this unit computes with, tied ones
     /// included.
     int64_t getParamNumel();
@@ -111,7 +120,10 @@ def Plan_GroupOp : Plan_Op<"group", [Symbol, HasParent<"PlanOp">]> {
     `shard_numel`. Frozen parameters (a LoRA base) are a second flat buffer
     of the group, sized the same way by `frozen_numel`,
     `frozen_padded_numel` and `frozen_shard_numel`; a group of a LoRA run may
-    train nothing (`numel = 0`, the embeddings and the head).
+    train nothing (`numel = 0`, the embeddings and the head). The frozen
+    buffer holds elements of the frozen parameters' one storage type, or,
+    when one of them is stored in NF4 (QLoRA), bytes: each parameter in its
+    own storage, one after the other; its sizes then count bytes.
 
     ```mlir
     plan.group @fsdp.root units [@embed, @head] {numel = 65600, padded_numel = 65600, shard_numel = 32800}
@@ -128,6 +140,13 @@ def Plan_GroupOp : Plan_Op<"group", [Symbol, HasParent<"PlanOp">]> {
     OptionalAttr<I64Attr>:$frozen_shard_numel);
   let assemblyFormat = "$sym_name `units` $units attr-dict";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether its frozen buffer holds bytes (a unit has an NF4 parameter).
+    bool storesFrozenAsBytes();
+    /// The storage of every frozen parameter of its units, when they share
+    /// one and none is NF4: the element type of its frozen buffer.
+    std::optional<BaseStorage> getFrozenElementStorage();
+  }];
 }
 
 def Plan_ParamOp : Plan_Op<"param", [HasParent<"UnitOp">]> {

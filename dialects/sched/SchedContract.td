@@ -124,6 +124,15 @@ class Sched_UnitStorage<string paramsName, string tiedName,
   string tied = tiedName;
   string frozen = frozenName;
 }
+// `stored` holds the op's unit's frozen parameters as they are stored (the
+// unit's frozen bytes when it is i8, its frozen elements otherwise), and when
+// it is a view into a group's frozen base, the unit's own part of it;
+// `working` its frozen elements, in a float type.
+class Sched_FrozenStorage<string storedName, string workingName>
+    : Sched_FileCheck {
+  string stored = storedName;
+  string working = workingName;
+}
 // The variadic operand holds as many buffers as the schedule's optimizer
 // keeps (adamw 2, sgd with momentum 1, sgd 0).
 class Sched_OptimizerState<string stateName> : Sched_FileCheck {

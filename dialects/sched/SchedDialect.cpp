@@ -33,6 +33,21 @@ void SchedDialect::initialize() {
   registerOps();
 }
 
+Type sched::getStorageElementType(MLIRContext *context,
+                                  plan::BaseStorage storage) {
+  switch (storage) {
+  case plan::BaseStorage::NF4:
+    return IntegerType::get(context, 8);
+  case plan::BaseStorage::BF16:
+    return BFloat16Type::get(context);
+  case plan::BaseStorage::F16:
+    return Float16Type::get(context);
+  case plan::BaseStorage::F32:
+    return Float32Type::get(context);
+  }
+  llvm_unreachable("unknown storage");
+}
+
 MemRefType sched::getBufferType(MLIRContext *context, int64_t numel,
                                 Type elementType, MemorySpace space) {
   return MemRefType::get({numel}, elementType, MemRefLayoutAttrInterface(),

@@ -36,6 +36,11 @@ namespace sched {
 mlir::MemRefType getBufferType(mlir::MLIRContext *context, int64_t numel,
                                mlir::Type elementType, MemorySpace space);
 
+/// The element type a frozen base stored as `storage` takes in a buffer:
+/// i8 (bytes) for NF4, the float type otherwise.
+mlir::Type getStorageElementType(mlir::MLIRContext *context,
+                                 plan::BaseStorage storage);
+
 /// The memory space of a buffer type.
 MemorySpace getMemorySpace(mlir::MemRefType type);
 

@@ -208,7 +208,18 @@ LogicalResult CopyOp::verify() {
 // Element-wise ops
 //===----------------------------------------------------------------------===//
 
+/// Both buffers hold floats: bytes (an NF4 base) are read by
+/// sched.dequantize alone.
+static LogicalResult verifyFloats(Operation *op, Value src, Value dst) {
+  if (!isa<FloatType>(elementType(src)) || !isa<FloatType>(elementType(dst)))
+    return op->emitOpError("works on floats; a base stored in bytes (NF4) "
+                           "is read by sched.dequantize");
+  return success();
+}
+
 LogicalResult CastOp::verify() {
+  if (failed(verifyFloats(*this, getSrc(), getDst())))
+    return failure();
   if (numel(getSrc()) != numel(getDst()))
     return emitOpError("casts ")
            << numel(getSrc()) << " elements into " << numel(getDst());
@@ -221,6 +232,8 @@ LogicalResult CastOp::verify() {
 }
 
 LogicalResult AccumulateOp::verify() {
+  if (failed(verifyFloats(*this, getSrc(), getDst())))
+    return failure();
   if (numel(getSrc()) != numel(getDst()))
     return emitOpError("adds ")
            << numel(getSrc()) << " elements into " << numel(getDst());
@@ -277,21 +290,26 @@ static LogicalResult verifyUnitAndMicroBatch(Operation *op,
   return success();
 }
 
-/// What `unit` ties to: the stored elements of the unit holding that
-/// parameter (its frozen ones when the parameter is frozen), 0 when it ties
-/// nothing; and whether the parameter is frozen.
-static std::pair<int64_t, bool> tiedStorage(plan::UnitOp unit) {
+/// The unit storing the parameter `unit` ties to (null when it ties none),
+/// and whether that parameter is frozen.
+static std::pair<plan::UnitOp, bool> tiedOwner(plan::UnitOp unit) {
   auto plan = unit->getParentOfType<plan::PlanOp>();
   for (auto param : unit.getBody().getOps<plan::ParamOp>())
     if (auto [other, p] = plan.lookupTiedTo(param); p)
-      return p.getFrozen() ? std::pair(other.getFrozenNumel(), true)
-                           : std::pair(other.getStoredNumel(), false);
-  return {0, false};
+      return {other, bool(p.getFrozen())};
+  return {plan::UnitOp(), false};
 }
 
 /// Whether `unit` ties to a frozen parameter (then its tied buffer gets no
 /// gradient).
-static bool tiesFrozen(plan::UnitOp unit) { return tiedStorage(unit).second; }
+static bool tiesFrozen(plan::UnitOp unit) { return tiedOwner(unit).second; }
+
+/// The elements of `owner`'s frozen base that `buffer` must have: its bytes
+/// when `buffer` holds bytes (stored with an NF4 part, before
+/// sched.dequantize), its elements otherwise.
+static int64_t frozenSizeFor(Value buffer, plan::UnitOp owner) {
+  return owner.getFrozenStorageSize(elementType(buffer).isInteger(8));
+}
 
 /// Checks a compute op's unit, micro-batch and parameter operands.
 static LogicalResult verifyCompute(Operation *op, SymbolRefAttr unitRef,
@@ -316,27 +334,28 @@ static LogicalResult verifyCompute(Operation *op, SymbolRefAttr unitRef,
            << unit.getSymName() << "' stores " << frozenStored
            << " frozen elements: `frozen` is given exactly when it stores "
               "some";
-  if (frozen && numel(frozen) != frozenStored)
+  if (frozen && numel(frozen) != frozenSizeFor(frozen, unit))
     return op->emitOpError("unit '")
-           << unit.getSymName() << "' stores " << frozenStored
-           << " frozen elements, its frozen buffer has " << numel(frozen);
-  if (params && frozen && elementType(frozen) != elementType(params))
-    return op->emitOpError(
-        "`frozen` and `params` must share an element type (compute reads "
-        "both in the working type)");
-  int64_t tiedElements = tiedStorage(unit).first;
-  if (tiedElements && !tied)
+           << unit.getSymName() << "' stores " << frozenSizeFor(frozen, unit)
+           << (elementType(frozen).isInteger(8) ? " frozen bytes"
+                                                : " frozen elements")
+           << ", its frozen buffer has " << numel(frozen);
+  auto [owner, ownerFrozen] = tiedOwner(unit);
+  if (owner && !tied)
     return op->emitOpError("unit '")
            << unit.getSymName()
            << "' ties a parameter stored in another unit: it needs `tied`";
-  if (!tiedElements && tied)
+  if (!owner && tied)
     return op->emitOpError("unit '")
            << unit.getSymName() << "' ties no parameter, but `tied` is given";
-  if (tied && numel(tied) != tiedElements)
+  if (!tied)
+    return success();
+  int64_t tiedElements =
+      ownerFrozen ? frozenSizeFor(tied, owner) : owner.getStoredNumel();
+  if (numel(tied) != tiedElements)
     return op->emitOpError("the unit holding the tied parameter stores ")
            << tiedElements << " elements, `tied` has " << numel(tied);
-  Value own = params ? params : frozen;
-  if (tied && own && elementType(tied) != elementType(own))
+  if (params && elementType(tied) != elementType(params) && !ownerFrozen)
     return op->emitOpError("`tied` and `params` must share an element type");
   return success();
 }
@@ -374,6 +393,42 @@ LogicalResult BackwardOp::verify() {
     return emitOpError("`tied_grads` goes with `tied`");
   if (getTiedGrads() && numel(getTiedGrads()) != numel(getTied()))
     return emitOpError("`tied_grads` must have the layout of `tied`");
+  return success();
+}
+
+plan::UnitOp DequantizeOp::getUnitOp() { return lookupUnit(*this, getUnit()); }
+
+LogicalResult DequantizeOp::verify() {
+  if (!isa<FloatType>(elementType(getDst())))
+    return emitOpError("`dst` must hold floats: the frozen base in the "
+                       "working type");
+  if (space(getSrc()) != space(getDst()))
+    return emitOpError("`src` and `dst` must be in one memory space");
+  if (!programOf(*this))
+    return emitOpError("must be inside a sched.program");
+  if (!programOf(*this).getPlanOp())
+    return success();
+  plan::UnitOp unit = getUnitOp();
+  if (!unit)
+    return emitOpError("'") << getUnit() << "' does not name a plan.unit of "
+                            << "plan '" << programOf(*this).getPlan() << "'";
+  if (unit.getFrozenNumel() == 0)
+    return emitOpError("unit '")
+           << unit.getSymName() << "' has no frozen parameters";
+  bool bytes = elementType(getSrc()).isInteger(8);
+  if (numel(getSrc()) != frozenSizeFor(getSrc(), unit))
+    return emitOpError("unit '")
+           << unit.getSymName() << "' stores " << frozenSizeFor(getSrc(), unit)
+           << (bytes ? " frozen bytes" : " frozen elements") << ", `src` has "
+           << numel(getSrc());
+  if (!bytes && unit.hasQuantizedBase())
+    return emitOpError("unit '")
+           << unit.getSymName()
+           << "' stores part of its base in NF4: `src` must hold bytes (i8)";
+  if (numel(getDst()) != unit.getFrozenNumel())
+    return emitOpError("unit '")
+           << unit.getSymName() << "' has " << unit.getFrozenNumel()
+           << " frozen elements, `dst` has " << numel(getDst());
   return success();
 }
 

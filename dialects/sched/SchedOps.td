@@ -9,13 +9,14 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-// A flat buffer: a static 1-D memref of floats in a #sched.space.
+// A flat buffer: a static 1-D memref of floats in a #sched.space, or of
+// bytes (i8: a frozen base stored in NF4, which only sched.dequantize reads).
 def Sched_Buffer : Type<
-    And<[MemRefRankOf<[AnyFloat], [1]>.predicate,
+    And<[MemRefRankOf<[AnyFloat, I8], [1]>.predicate,
          CPred<"::llvm::cast<::mlir::MemRefType>($_self).hasStaticShape()">,
          CPred<"::llvm::isa_and_nonnull<::sched::MemorySpaceAttr>("
                "::llvm::cast<::mlir::MemRefType>($_self).getMemorySpace())">]>,
-    "flat buffer (static 1-D float memref in a #sched.space)",
+    "flat buffer (static 1-D float or i8 memref in a #sched.space)",
     "::mlir::MemRefType">;
 
 // A one-element fp32 buffer: a norm, a found-inf flag, the loss scale.
@@ -266,6 +267,37 @@ def Sched_CastOp : Sched_Op<"cast"> {
   let assemblyFormat = "$src `into` $dst attr-dict `:` type($src) `,` type($dst)";
   let hasVerifier = 1;
   let fileChecks = [Sched_SameNumel<["src", "dst"]>];
+}
+
+def Sched_DequantizeOp : Sched_Op<"dequantize"> {
+  let summary = "A unit's frozen base, from how it is stored to the working type";
+  let description = [{
+    `src` holds the frozen parameters of `unit` as they are stored (a
+    QLoRA base: bytes, each parameter in NF4 with double quantization or
+    raw in its dense type, in parameter order; otherwise elements of
+    another float type than the working one); `dst` receives them in its
+    element type, laid out as compute reads `frozen`. Inserted before the
+    compute ops that read a base not stored in the working type
+    (sched-dequantize-base).
+
+    ```mlir
+    sched.dequantize @tiny::@layers.0 %stored into %base : memref<1240xi8, #sched.space<device>>, memref<2048xbf16, #sched.space<device>>
+    ```
+  }];
+  let arguments = (ins Sched_UnitRefAttr:$unit,
+                       Arg<Sched_Buffer, "", [Sched_Reads]>:$src,
+                       Arg<Sched_Buffer, "", [Sched_Writes]>:$dst);
+  let assemblyFormat = [{
+    $unit $src `into` $dst attr-dict `:` type($src) `,` type($dst)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The plan.unit whose base this converts (null if it does not resolve).
+    ::plan::UnitOp getUnitOp();
+  }];
+  let fileChecks = [Sched_FrozenStorage<"src", "dst">,
+                    Sched_Roles<["src"], ["frozen", "gathered", "staging"]>,
+                    Sched_Roles<["dst"], ["staging"]>];
 }
 
 def Sched_ZeroOp : Sched_Op<"zero"> {

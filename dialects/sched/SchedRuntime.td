@@ -32,5 +32,6 @@ def : Sched_RuntimeEnum<Plan_LossScaleKind>;
 def : Sched_RuntimeEnum<Plan_Checkpointing>;
 def : Sched_RuntimeEnum<Plan_LRScheduleKind>;
 def : Sched_RuntimeEnum<Plan_Sharding>;
+def : Sched_RuntimeEnum<Plan_BaseStorage>;
 
 #endif // SCHED_RUNTIME_TD

@@ -42,12 +42,14 @@ LogicalResult assignSharding(PlanOp plan) {
   Builder builder(plan.getContext());
   for (GroupOp group : groups) {
     int64_t numel = 0, frozen = 0;
+    // An NF4 base (QLoRA) is sharded as bytes.
+    bool frozenBytes = group.storesFrozenAsBytes();
     for (auto ref : group.getUnits().getAsRange<FlatSymbolRefAttr>()) {
       UnitOp unit = plan.lookupUnit(ref.getValue());
       if (!unit)
         return group.emitError("'") << ref.getValue() << "' is not a plan.unit";
       numel += unit.getStoredNumel();
-      frozen += unit.getFrozenNumel();
+      frozen += unit.getFrozenStorageSize(frozenBytes);
     }
     if (numel == 0 && frozen == 0)
       return group.emitError("group '")

@@ -102,10 +102,12 @@ private:
   plan::TrainAttr train() { return program.getTrain(); }
   Block &body() { return program.getBody().front(); }
 
-  /// The pass runs once, on sched-insert-collectives' fp32 program.
+  /// The pass runs once, on sched-insert-collectives' fp32 program (a
+  /// frozen base is stored as the plan says from the start, and its gathered
+  /// copies alike).
   LogicalResult checkInputIsFp32() {
     for (auto alloc : body().getOps<sched::AllocOp>())
-      if (!alloc.getType().getElementType().isF32())
+      if (!alloc.getType().getElementType().isF32() && !holdsFrozenBase(alloc))
         return alloc.emitOpError("expected an fp32 buffer before "
                                  "sched-insert-casts, got ")
                << alloc.getType().getElementType();
@@ -134,6 +136,20 @@ private:
     return success();
   }
 
+  /// A frozen base (a LoRA run's), or a gathered copy of one: stored as the
+  /// plan says, never retyped; compute reads it in the working type after
+  /// sched-dequantize-base converts what is stored otherwise.
+  static bool holdsFrozenBase(sched::AllocOp alloc) {
+    if (alloc.getRole() == sched::BufferRole::Frozen)
+      return true;
+    for (Operation *user : alloc.getResult().getUsers())
+      if (auto gather = dyn_cast<sched::AllGatherOp>(user))
+        if (gather.getDst() == alloc.getResult())
+          if (sched::AllocOp src = sched::getRootAlloc(gather.getSrc()))
+            return src.getRole() == sched::BufferRole::Frozen;
+    return false;
+  }
+
   /// A transient buffer that a reduce-scatter overwrites (zero1's gradient
   /// shard) holds a reduction's result, so it takes the reduce type and
   /// feeds the step without a round trip through the working type.
@@ -150,12 +166,13 @@ private:
   void retypeWorkingBuffers() {
     for (auto alloc : llvm::to_vector(body().getOps<sched::AllocOp>())) {
       switch (alloc.getRole()) {
-      case sched::BufferRole::Param:
       case sched::BufferRole::Gathered:
+        // A gathered frozen base keeps its storage type.
+        if (holdsFrozenBase(alloc))
+          break;
+        [[fallthrough]];
+      case sched::BufferRole::Param:
       case sched::BufferRole::Activations:
-      // A frozen base is stored in the working type (sched-lower refuses
-      // another storage): no master copy, no cast.
-      case sched::BufferRole::Frozen:
         retypeBuffer(alloc.getResult(), working);
         break;
       case sched::BufferRole::UnshardedGrad:

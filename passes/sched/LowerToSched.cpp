@@ -37,7 +37,10 @@ struct UnitSlot {
   plan::UnitOp op;
   plan::UnitKind kind;
   SymbolRefAttr ref; // @plan::@unit
-  int64_t storedNumel = 0, frozenNumel = 0;
+  int64_t storedNumel = 0;
+  // Its frozen base in its group's frozen buffer: bytes when that holds
+  // bytes (an NF4 base), elements otherwise.
+  int64_t frozenSize = 0;
   unsigned group = kNone;
   int64_t offset = 0, frozenOffset = 0; // in its group's flat buffers
   unsigned tiedOwner = kNone; // the unit storing the parameter this one ties
@@ -47,37 +50,16 @@ struct UnitSlot {
 };
 
 /// A group's persistent buffers: those of what trains (none when nothing
-/// does), and the frozen base (none outside a LoRA run).
+/// does), and the frozen base (none outside a LoRA run), stored as its
+/// parameters say: i8 bytes when one is NF4, their float type otherwise.
 struct GroupSlot {
   plan::GroupOp op;
   SymbolRefAttr ref;           // @plan::@group
   SmallVector<unsigned> units; // in layout order
+  Type frozenType;
   Value param, grad, frozen;
   SmallVector<Value, 2> state;
 };
-
-/// The frozen base is read by compute in the working type; storing it in
-/// another type needs a conversion in the schedule (a cast, NF4's
-/// dequantization) that the lowering does not build yet.
-LogicalResult checkFrozenStorage(plan::PlanOp planOp, plan::ParamOp param) {
-  std::optional<plan::BaseStorage> storage = param.getFrozen();
-  if (!storage)
-    return success();
-  plan::Precision precision = planOp.getTrain().getPrecision();
-  plan::BaseStorage working = plan::workingStorage(precision);
-  if (*storage == working)
-    return success();
-  return mlir::emitError(param.getLoc(), "parameter '")
-         << param.getParamName() << "' is frozen in "
-         << plan::stringifyBaseStorage(*storage)
-         << ", and train.precision = " << plan::stringifyPrecision(precision)
-         << " computes in " << plan::stringifyBaseStorage(working)
-         << ": converting a frozen base for compute ("
-         << (*storage == plan::BaseStorage::NF4 ? "NF4 dequantization"
-                                                : "a cast")
-         << ") is not lowered yet; store it in "
-         << plan::stringifyBaseStorage(working);
-}
 
 /// Resolves the plan's units and groups into slots, or explains which pass
 /// the plan still needs.
@@ -98,10 +80,8 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
     for (auto param : unit.getBody().getOps<plan::ParamOp>()) {
       if (param.getTiedTo())
         continue;
-      if (failed(checkFrozenStorage(planOp, param)))
-        return failure();
-      (param.getFrozen() ? slot.frozenNumel : slot.storedNumel) +=
-          param.getTensorType().getNumElements();
+      if (!param.getFrozen())
+        slot.storedNumel += param.getTensorType().getNumElements();
       storedIn[param.getParamName()] = units.size();
       if (param.getFrozen())
         frozenParams.insert(param.getParamName());
@@ -122,6 +102,11 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
     unsigned index = groups.size();
     GroupSlot slot;
     int64_t offset = 0, frozenOffset = 0;
+    bool frozenBytes = group.storesFrozenAsBytes();
+    std::optional<plan::BaseStorage> storage =
+        frozenBytes ? plan::BaseStorage::NF4 : group.getFrozenElementStorage();
+    if (storage)
+      slot.frozenType = sched::getStorageElementType(context, *storage);
     for (auto ref : group.getUnits().getAsRange<FlatSymbolRefAttr>()) {
       auto it = unitIndex.find(ref.getValue());
       if (it == unitIndex.end())
@@ -131,8 +116,9 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
       unit.group = index;
       unit.offset = offset;
       unit.frozenOffset = frozenOffset;
+      unit.frozenSize = unit.op.getFrozenStorageSize(frozenBytes);
       offset += unit.storedNumel;
-      frozenOffset += unit.frozenNumel;
+      frozenOffset += unit.frozenSize;
     }
     if (offset > static_cast<int64_t>(*group.getPaddedNumel()))
       return group.emitError("group '")
@@ -143,7 +129,8 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
         static_cast<int64_t>(group.getFrozenPaddedNumel().value_or(0)))
       return group.emitError("group '")
              << group.getSymName() << "' stores " << frozenOffset
-             << " frozen elements, more than its frozen_padded_numel "
+             << (frozenBytes ? " frozen bytes" : " frozen elements")
+             << ", more than its frozen_padded_numel "
              << group.getFrozenPaddedNumel().value_or(0)
              << ": run plan-assign-sharding";
     slot.op = group;
@@ -207,9 +194,12 @@ public:
              MutableArrayRef<GroupSlot> groups);
 
 private:
+  /// An fp32 buffer (sched-insert-casts retypes it for mixed precision),
+  /// or one of `elementType` (a frozen base, stored as it says).
   Value alloc(const Twine &name, sched::BufferRole role, int64_t numel,
-              bool persistent) {
-    MemRefType type = sched::getBufferType(b.getContext(), numel, f32,
+              bool persistent, Type elementType = {}) {
+    MemRefType type = sched::getBufferType(b.getContext(), numel,
+                                           elementType ? elementType : f32,
                                            sched::MemorySpace::Device);
     return sched::AllocOp::create(
         b, loc, type, b.getStringAttr(name),
@@ -218,8 +208,10 @@ private:
   }
 
   Value view(Value source, int64_t offset, int64_t numel) {
-    MemRefType type = sched::getBufferType(b.getContext(), numel, f32,
-                                           sched::MemorySpace::Device);
+    MemRefType type = sched::getBufferType(
+        b.getContext(), numel,
+        cast<MemRefType>(source.getType()).getElementType(),
+        sched::MemorySpace::Device);
     return sched::ViewOp::create(b, loc, type, source,
                                  b.getI64IntegerAttr(offset));
   }
@@ -255,11 +247,11 @@ void StepBuilder::buildState(MutableArrayRef<UnitSlot> units,
     // The frozen base: read by compute, never reduced or stepped.
     if (int64_t frozen = group.op.getFrozenPaddedNumel().value_or(0)) {
       group.frozen = alloc(name + ".frozen", sched::BufferRole::Frozen, frozen,
-                           /*persistent=*/true);
+                           /*persistent=*/true, group.frozenType);
       for (unsigned member : group.units) {
         UnitSlot &unit = units[member];
-        if (unit.frozenNumel)
-          unit.frozen = view(group.frozen, unit.frozenOffset, unit.frozenNumel);
+        if (unit.frozenSize)
+          unit.frozen = view(group.frozen, unit.frozenOffset, unit.frozenSize);
       }
     }
     int64_t numel = static_cast<int64_t>(*group.op.getPaddedNumel());

@@ -20,6 +20,7 @@
 #include "dialects/plan/PlanDialect.h"
 #include "dialects/sched/SchedDialect.h"
 
+#include "NF4Layout.h"
 #include "Schedule.h"
 
 #include "mlir/IR/Builders.h"
@@ -192,6 +193,8 @@ private:
         return numel(src) * elementBytes(dst);
       return int64_t{0};
     }
+    if (auto dequantize = dyn_cast<DequantizeOp>(op))
+      return dequantizeBytes(dequantize);
     if (auto norm = dyn_cast<GradNormOp>(op)) {
       // The fp32 copy (unless already fp32) and its squares.
       Value grads = norm.getGrads();
@@ -207,6 +210,28 @@ private:
     if (auto step = dyn_cast<OptimizerStepOp>(op))
       return optimizerBytes(step);
     return int64_t{0};
+  }
+
+  /// runtime/models/FrozenBase.cpp: a base of bytes is converted a
+  /// parameter at a time, each through bounded temporaries (NF4Layout.h); a
+  /// float one is copied across types directly.
+  int64_t dequantizeBytes(DequantizeOp op) {
+    Value src = op.getSrc();
+    plan::UnitOp unit = op.getUnitOp();
+    if (!unit || !counted(src) || !elementType(src).isInteger(8))
+      return 0;
+    int64_t most = 0;
+    for (auto param : unit.getBody().getOps<plan::ParamOp>()) {
+      std::optional<plan::BaseStorage> storage = param.getFrozen();
+      if (!storage || param.getTiedTo())
+        continue;
+      int64_t n = param.getTensorType().getNumElements();
+      most = std::max(most, *storage == plan::BaseStorage::NF4
+                                ? plan::rt::nf4DequantWorkspaceBytes(n)
+                                : plan::rt::denseDequantWorkspaceBytes(
+                                      plan::storageBytes(*storage, n)));
+    }
+    return most;
   }
 
   /// runtime/core/Optimizer.cpp: the gradient as fp32 (a copy unless it is

@@ -146,6 +146,8 @@ private:
       return visitFree(free);
     if (auto wait = dyn_cast<WaitOp>(op))
       return visitWait(wait);
+    if (failed(checkBaseType(op)))
+      return failure();
 
     // What every other op reads and writes, and the events it follows and
     // signals, come from the runtime's op table (SchedOpTable.h).
@@ -173,6 +175,32 @@ private:
       asyncStates.push_back(std::move(state));
     }
     return visitAccesses(op, *accesses, async);
+  }
+
+  /// Compute reads a frozen base (`frozen`, a frozen `tied`) in the working
+  /// type; one stored otherwise is converted first.
+  LogicalResult checkBaseType(Operation *op) {
+    SmallVector<std::pair<Value, StringRef>, 2> bases;
+    if (auto forward = dyn_cast<ForwardOp>(op))
+      bases = {{forward.getFrozen(), "frozen"}, {forward.getTied(), "tied"}};
+    else if (auto recompute = dyn_cast<RecomputeOp>(op))
+      bases = {{recompute.getFrozen(), "frozen"},
+               {recompute.getTied(), "tied"}};
+    else if (auto backward = dyn_cast<BackwardOp>(op))
+      bases = {{backward.getFrozen(), "frozen"}, {backward.getTied(), "tied"}};
+    Type working = getStorageElementType(
+        op->getContext(),
+        plan::workingStorage(program.getTrain().getPrecision()));
+    for (auto [buffer, name] : bases)
+      if (buffer &&
+          cast<MemRefType>(buffer.getType()).getElementType() != working)
+        return op->emitOpError("reads `")
+               << name << "` as "
+               << cast<MemRefType>(buffer.getType()).getElementType()
+               << ", not the working type " << working
+               << ": a base stored otherwise is converted by "
+                  "sched.dequantize first (sched-dequantize-base)";
+    return success();
   }
 
   LogicalResult visitAlloc(AllocOp alloc) {

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CheckpointFormat.h"
+#include "FrozenBase.h"
 #include "LoraNames.h"
 #include "Model.h"
 
@@ -173,7 +174,9 @@ Json peftConfig(const ModelConfig &m, const CheckpointInfo &info,
 }
 
 /// A LoRA checkpoint's frozen base, as its checkpoint.json's `base` names
-/// it: the runtime's initialisation from the seed, or the --init weights.
+/// it (the runtime's initialisation from the seed, or the --init weights),
+/// through its storage: the values the run computed with (an NF4 base
+/// dequantized, a bf16 one rounded).
 std::map<std::string, at::Tensor> baseWeights(const Checkpoint &c) {
   const CheckpointInfo &info = c.info();
   std::map<std::string, at::Tensor> out;
@@ -189,7 +192,8 @@ std::map<std::string, at::Tensor> baseWeights(const Checkpoint &c) {
     for (const Unit &u : c.units())
       for (const Param &p : u.params)
         if (p.frozen && p.tiedTo.empty())
-          out[p.name] = source->get(p.name, p.shape);
+          out[p.name] =
+              throughStorage(p, source->get(p.name, p.shape).to(at::kFloat));
     return out;
   }
   Schedule schedule;
@@ -202,12 +206,9 @@ std::map<std::string, at::Tensor> baseWeights(const Checkpoint &c) {
     at::Tensor frozen = at::empty({u.frozenNumel}, at::kFloat);
     model->initUnit(static_cast<int64_t>(i), info.seed, trained, frozen);
     for (const Param &p : u.params)
-      if (p.frozen && p.tiedTo.empty()) {
-        int64_t numel = 1;
-        for (int64_t d : p.shape)
-          numel *= d;
-        out[p.name] = frozen.narrow(0, p.offset, numel).reshape(p.shape);
-      }
+      if (p.frozen && p.tiedTo.empty())
+        out[p.name] = throughStorage(
+            p, frozen.narrow(0, p.offset, p.numel()).reshape(p.shape));
   }
   return out;
 }

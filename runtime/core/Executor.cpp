@@ -11,8 +11,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "Executor.h"
+
 #include "DTypes.h"
 #include "Format.h"
+#include "FrozenBase.h"
 #include "LRSchedule.h"
 #include "Optimizer.h"
 
@@ -189,6 +191,9 @@ struct Executor::Impl {
   void run(const ops::Broadcast &op);
   void run(const ops::Copy &op);
   void run(const ops::Cast &op) { buffers[op.dst].copy_(buffers[op.src]); }
+  void run(const ops::Dequantize &op) {
+    loadFrozenBase(schedule.units[op.unit], buffers[op.src], buffers[op.dst]);
+  }
   void run(const ops::Zero &op) { buffers[op.buffer].zero_(); }
   void run(const ops::Accumulate &op) {
     buffers[op.dst].add_(buffers[op.src].to(buffers[op.dst].device()));
@@ -317,22 +322,34 @@ void Executor::Impl::fillState(
     groupIndex[schedule.groups[g].name] = static_cast<int64_t>(g);
 
   // A group's full flat vectors: its trainable elements, and a LoRA run's
-  // frozen base.
+  // frozen base, stored as its buffer holds it.
+  std::map<std::string, ElementType> frozenTypes;
+  for (const Buffer &b : schedule.buffers)
+    if (b.kind == Buffer::Kind::Alloc && b.role == BufferRole::Frozen &&
+        !b.group.empty())
+      frozenTypes[b.group] = b.type;
   std::map<std::string, std::pair<at::Tensor, at::Tensor>> fullGroups;
   auto fullGroup = [&](const Group &group) {
     auto it = fullGroups.find(group.name);
     if (it != fullGroups.end())
       return it->second;
+    auto type = frozenTypes.find(group.name);
+    ElementType frozenType =
+        type == frozenTypes.end() ? ElementType::F32 : type->second;
     at::Tensor flat = at::zeros({group.paddedNumel}, at::kFloat);
-    at::Tensor frozen = at::zeros({group.frozenPaddedNumel}, at::kFloat);
+    at::Tensor frozen =
+        at::zeros({group.frozenPaddedNumel}, support::scalarType(frozenType));
     int64_t offset = 0, frozenOffset = 0;
     for (const std::string &name : group.units) {
       int64_t unit = unitIndex.at(name);
       const Unit &u = schedule.units[unit];
-      fillUnit(unit, flat.narrow(0, offset, u.numel),
-               frozen.narrow(0, frozenOffset, u.frozenNumel));
+      at::Tensor values = at::empty({u.frozenNumel}, at::kFloat);
+      fillUnit(unit, flat.narrow(0, offset, u.numel), values);
+      int64_t frozenSize = u.frozenSizeIn(frozenType);
+      if (frozenSize)
+        storeFrozenBase(u, values, frozen.narrow(0, frozenOffset, frozenSize));
       offset += u.numel;
-      frozenOffset += u.frozenNumel;
+      frozenOffset += frozenSize;
     }
     return fullGroups[group.name] = {flat, frozen};
   };

@@ -2,9 +2,57 @@
 
 #include "Schedule.h"
 
+#include "NF4Layout.h"
+
 namespace plan::rt {
 
-size_t elementBytes(ElementType t) { return t == ElementType::F32 ? 4 : 2; }
+size_t elementBytes(ElementType t) {
+  switch (t) {
+  case ElementType::F32:
+    return 4;
+  case ElementType::BF16:
+  case ElementType::F16:
+    return 2;
+  case ElementType::I8:
+    return 1;
+  }
+  return 4;
+}
+
+int64_t Param::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+int64_t storageBytes(BaseStorage storage, int64_t numel) {
+  switch (storage) {
+  case BaseStorage::NF4:
+    return nf4StorageBytes(numel);
+  case BaseStorage::BF16:
+  case BaseStorage::F16:
+    return 2 * numel;
+  case BaseStorage::F32:
+    return 4 * numel;
+  }
+  return 4 * numel;
+}
+
+bool Unit::hasQuantizedBase() const {
+  for (const Param &p : params)
+    if (p.frozen && p.tiedTo.empty() && p.base == BaseStorage::NF4)
+      return true;
+  return false;
+}
+
+int64_t Unit::frozenBytes() const {
+  int64_t bytes = 0;
+  for (const Param &p : params)
+    if (p.frozen && p.tiedTo.empty())
+      bytes += storageBytes(p.base, p.numel());
+  return bytes;
+}
 
 int64_t optimizerStateCount(const OptimizerConfig &config) {
   switch (config.kind) {

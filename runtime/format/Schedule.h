@@ -37,13 +37,16 @@ namespace plan::rt {
 /// 3: the optimizer's `decay` (which parameters weight decay applies to).
 /// 4: compute ops' `frozen` (a LoRA base), optional `params` / `grads`.
 /// 5: LoRA: model.lora, params' `frozen`, units' and groups' frozen sizes.
-inline constexpr uint32_t kScheduleFormatVersion = 5;
+/// 6: QLoRA: frozen params' `base` (how each is stored), `i8` buffers (a base
+/// with an NF4 part, whose group sizes count bytes), the `dequantize` op.
+inline constexpr uint32_t kScheduleFormatVersion = 6;
 
-/// A buffer's element type: the IR's float types, spelled as in MLIR.
-enum class ElementType : uint8_t { F32, BF16, F16 };
+/// A buffer's element type: the IR's float types, and i8 for bytes (a
+/// frozen base stored with an NF4 part), spelled as in MLIR.
+enum class ElementType : uint8_t { F32, BF16, F16, I8 };
 template <> struct EnumKeywords<ElementType> {
-  static constexpr std::array<const char *, 3> keywords = {"f32", "bf16",
-                                                           "f16"};
+  static constexpr std::array<const char *, 4> keywords = {"f32", "bf16", "f16",
+                                                           "i8"};
 };
 inline const char *toString(ElementType value) {
   auto index = static_cast<size_t>(value);
@@ -174,14 +177,21 @@ struct ClusterConfig {
 /// One parameter tensor of a unit, HF-named; `offset` is in elements within
 /// the unit's stored elements (unit order, then parameter order): its
 /// trainable ones, or, for a `frozen` parameter (a LoRA run's base), its
-/// frozen ones.
+/// frozen ones. A frozen parameter is stored as `base` says (a tied one as
+/// the parameter it ties to).
 struct Param {
   std::string name;           // "model.layers.0.self_attn.q_proj.weight"
   std::vector<int64_t> shape; // row-major
   int64_t offset = 0;
   std::string tiedTo; // "" or the defining parameter's name (stored there)
   bool frozen = false;
+  BaseStorage base = BaseStorage::F32; // when frozen
+
+  int64_t numel() const;
 };
+
+/// Bytes `numel` elements take stored as `storage` (NF4: NF4Layout.h).
+int64_t storageBytes(BaseStorage storage, int64_t numel);
 
 /// Whether units of `kind` are the model's layers (a transformer block):
 /// `model.layers` counts them. The plan dialect's `plan::isBlockKind`, on
@@ -194,12 +204,26 @@ struct Unit {
   std::vector<Param> params;
   int64_t numel = 0;       // stored trainable elements (tied ones excluded)
   int64_t frozenNumel = 0; // stored frozen elements (a LoRA base)
+
+  /// The bytes its frozen parameters take stored as each says, in
+  /// parameter order: what it holds in a group's frozen buffer of bytes.
+  int64_t frozenBytes() const;
+  /// Its frozen parameters' size in a frozen buffer of `type`: bytes in an
+  /// i8 one, elements otherwise.
+  int64_t frozenSizeIn(ElementType type) const {
+    return type == ElementType::I8 ? frozenBytes() : frozenNumel;
+  }
+  /// Whether one of its frozen parameters is stored in NF4 (QLoRA): then
+  /// its group's frozen buffer holds bytes.
+  bool hasQuantizedBase() const;
 };
 
 /// An FSDP unit (FlatParameter): its units' stored elements concatenated in
 /// unit order, zero-padded to `paddedNumel` (a multiple of the shard axis).
 /// A LoRA run's frozen base is a second flat vector laid out the same way
-/// (`frozen*`); a group without trainable elements has paddedNumel 0.
+/// (`frozen*`), of bytes when one of its parameters is stored in NF4 (the
+/// sizes then count bytes); a group without trainable elements has
+/// paddedNumel 0.
 struct Group {
   std::string name;               // "fsdp.layers.0"
   std::vector<std::string> units; // in storage order

@@ -377,12 +377,16 @@ Json unitsToJson(const std::vector<Unit> &units) {
   Json out = Json::array();
   for (const Unit &u : units) {
     Json params = Json::array();
-    for (const Param &p : u.params)
-      params.push_back(Json{{"name", p.name},
-                            {"shape", p.shape},
-                            {"offset", p.offset},
-                            {"tied_to", p.tiedTo},
-                            {"frozen", p.frozen}});
+    for (const Param &p : u.params) {
+      Json param{{"name", p.name},
+                 {"shape", p.shape},
+                 {"offset", p.offset},
+                 {"tied_to", p.tiedTo},
+                 {"frozen", p.frozen}};
+      if (p.frozen)
+        param["base"] = toString(p.base);
+      params.push_back(std::move(param));
+    }
     out.push_back(Json{{"name", u.name},
                        {"kind", toString(u.kind)},
                        {"numel", u.numel},
@@ -414,6 +418,8 @@ std::vector<Unit> unitsFromJson(const JsonReader &r, const Json &j,
       param.offset = r.getInt(params[k], q, "offset");
       param.tiedTo = r.getString(params[k], q, "tied_to");
       param.frozen = r.getBool(params[k], q, "frozen");
+      if (param.frozen)
+        param.base = r.getKeyword<BaseStorage>(params[k], q, "base");
       u.params.push_back(std::move(param));
     }
     units.push_back(std::move(u));

@@ -476,14 +476,16 @@ private:
       // Each unit holds at most kMaxElements; a sum over many needs more
       // than 64 bits.
       __int128 numel = 0, frozenNumel = 0;
+      ElementType frozenType = frozenTypeOf(group);
       for (const std::string &unit : group.units) {
         auto it = unitIndex.find(unit);
         if (it == unitIndex.end())
           error(where + ": unknown unit '" + unit + "'");
         ++unitGroups[it->second];
         numel += s.units[it->second].numel;
-        frozenNumel += s.units[it->second].frozenNumel;
+        frozenNumel += s.units[it->second].frozenSizeIn(frozenType);
       }
+      groupFrozenType.push_back(frozenType);
       checkFlatLayout(where, "", numel, group.numel, group.paddedNumel,
                       group.shardNumel);
       checkFlatLayout(where, "frozen_", frozenNumel, group.frozenNumel,
@@ -493,6 +495,17 @@ private:
       if (unitGroups[u] != 1)
         error("unit '" + s.units[u].name + "' is in " +
               std::to_string(unitGroups[u]) + " groups, not one");
+  }
+
+  /// Whether a group's frozen base is bytes (a unit stores part of its base
+  /// in NF4), as I8, or else F32 (elements: their type is the buffer's).
+  ElementType frozenTypeOf(const Group &group) const {
+    for (const std::string &unit : group.units) {
+      auto it = unitIndex.find(unit);
+      if (it != unitIndex.end() && s.units[it->second].hasQuantizedBase())
+        return ElementType::I8;
+    }
+    return ElementType::F32;
   }
 
   /// A group's flat vector (its trainable elements, or with `prefix`
@@ -585,6 +598,13 @@ private:
             error(where + ": unknown group '" + b.group + "'");
           const Group &group = s.groups[g->second];
           bool frozen = b.role == BufferRole::Frozen;
+          if (frozen && (b.type == ElementType::I8) !=
+                            (groupFrozenType[g->second] == ElementType::I8))
+            error(where + ": group '" + b.group + "' stores its frozen base " +
+                  (b.type == ElementType::I8 ? "in elements, not bytes"
+                                             : "in bytes (NF4), not elements"));
+          if (!frozen && b.type == ElementType::I8)
+            error(where + ": only a frozen base is stored in bytes (i8)");
           int64_t expected =
               b.sharded
                   ? (frozen ? group.frozenShardNumel : group.shardNumel)
@@ -631,6 +651,8 @@ private:
 
 public:
   std::unordered_map<std::string, size_t> unitIndex, groupIndex;
+  /// By group: I8 when its frozen base is bytes.
+  std::vector<ElementType> groupFrozenType;
 };
 
 /// The relations an op's ODS definition lists (SchedContract.td,
@@ -681,6 +703,15 @@ public:
                    field::NamedIds frozen) {
     const Unit &u = v.s.units[unit];
     int64_t p = params.ids[0], t = tied.ids[0], f = frozen.ids[0];
+    // Compute reads a frozen base in the working type, the parameters'.
+    for (auto [o, id] : {std::pair(frozen, f), std::pair(tied, t)})
+      if (id >= 0 &&
+          (type(id) == ElementType::I8 || (p >= 0 && type(id) != type(p))))
+        fail(std::string(o.name) + " " + v.bufferName(id) + " is " +
+             toString(type(id)) +
+             (p >= 0 ? ", not the parameters' " + std::string(toString(type(p)))
+                     : std::string(", bytes")) +
+             ": a base stored otherwise is converted by dequantize first");
     // The trainable elements, and a LoRA run's frozen base: each given
     // exactly when the unit stores some.
     flatOperand(u, params, p, u.numel, "");
@@ -699,6 +730,30 @@ public:
              (toFrozen ? "frozen" : "stored") + " elements of unit '" +
              to.name + "'");
     }
+  }
+
+  /// `stored` holds `unit`'s frozen base as stored (its bytes in an i8
+  /// buffer, its elements otherwise, in the unit's part of a group's frozen
+  /// buffer when a view of one); `working` its frozen elements in a float
+  /// type.
+  void frozenStorage(int64_t unit, field::NamedIds stored,
+                     field::NamedIds working) {
+    const Unit &u = v.s.units[unit];
+    int64_t src = stored.ids[0], dst = working.ids[0];
+    if (u.frozenNumel == 0)
+      fail("unit '" + u.name + "' has no frozen parameters");
+    if (type(src) != ElementType::I8 && u.hasQuantizedBase())
+      fail(std::string(stored.name) + " " + v.bufferName(src) + " is " +
+           toString(type(src)) + ", but unit '" + u.name +
+           "' stores part of its base in NF4 (bytes, i8)");
+    flatOperand(u, stored, src, u.frozenSizeIn(type(src)), "frozen_");
+    if (type(dst) == ElementType::I8)
+      fail(std::string(working.name) + " " + v.bufferName(dst) +
+           " holds bytes, not the working type");
+    if (numel(dst) != u.frozenNumel)
+      fail(std::string(working.name) + " " + v.bufferName(dst) + " has " +
+           std::to_string(numel(dst)) + " elements, unit '" + u.name +
+           "' has " + std::to_string(u.frozenNumel) + " frozen elements");
   }
 
   /// `id` (operand `o`): given iff the unit stores elements of this kind
@@ -740,7 +795,7 @@ public:
           break;
         }
         const Unit &before = v.s.units[v.unitIndex.at(member)];
-        start += frozenBase ? before.frozenNumel : before.numel;
+        start += frozenBase ? before.frozenSizeIn(root.type) : before.numel;
       }
       if (!found || offset != start)
         fail(name + " " + v.bufferName(id) + " are elements [" +

@@ -214,4 +214,82 @@ at::Tensor dequantizeNF4(const NF4Tensor &q, at::ScalarType dtype) {
   return out.to(dtype).reshape(q.shape);
 }
 
+void writeNF4(const NF4Tensor &q, at::Tensor bytes) {
+  checkStored(q);
+  NF4Parts parts = nf4PartsOf(q.numel);
+  if (bytes.scalar_type() != at::kByte || bytes.dim() != 1 ||
+      bytes.numel() != nf4StorageBytes(q.numel) || !bytes.is_cpu())
+    throw std::invalid_argument("NF4 of " + std::to_string(q.numel) +
+                                " elements takes " +
+                                std::to_string(nf4StorageBytes(q.numel)) +
+                                " bytes of a CPU uint8 tensor");
+  auto asBytes = [](const at::Tensor &t) {
+    return t.reshape({-1}).contiguous().view(at::kByte);
+  };
+  bytes.narrow(0, 0, parts.codesOffset).copy_(q.packed);
+  bytes.narrow(0, parts.codesOffset, parts.blocks).copy_(q.absmaxCodes);
+  bytes.narrow(0, parts.scalesOffset, 4 * parts.scales)
+      .copy_(asBytes(q.absmaxScales));
+  bytes.narrow(0, parts.offsetOffset, 4)
+      .copy_(asBytes(at::scalar_tensor(q.absmaxOffset, at::kFloat)));
+}
+
+void dequantizeNF4Bytes(const at::Tensor &bytes, at::Tensor out) {
+  const int64_t n = out.numel();
+  NF4Parts parts = nf4PartsOf(n);
+  if (bytes.scalar_type() != at::kByte || bytes.numel() != nf4StorageBytes(n))
+    throw std::invalid_argument("NF4 of " + std::to_string(n) +
+                                " elements takes " +
+                                std::to_string(nf4StorageBytes(n)) + " bytes");
+  at::TensorOptions f32 = out.options().dtype(at::kFloat);
+  // The tables, on the device: the dynamic map, and each byte's two values.
+  const std::array<float, 256> &map = dynamicMap();
+  const std::array<float, 16> &code = nf4Codebook();
+  std::array<float, 512> pairs;
+  for (int b = 0; b < 256; ++b) {
+    pairs[2 * b] = code[b >> 4];
+    pairs[2 * b + 1] = code[b & 0x0F];
+  }
+  at::Tensor mapTable =
+      at::tensor(at::ArrayRef<float>(map.data(), map.size())).to(f32);
+  at::Tensor pairTable =
+      at::tensor(at::ArrayRef<float>(pairs.data(), 512)).view({256, 2}).to(f32);
+  // The fp32 parts, copied out of the bytes (which need not be aligned).
+  at::Tensor scales = bytes.narrow(0, parts.scalesOffset, 4 * parts.scales)
+                          .clone()
+                          .view(at::kFloat);
+  at::Tensor offset =
+      bytes.narrow(0, parts.offsetOffset, 4).clone().view(at::kFloat);
+  for (int64_t first = 0; first < n; first += kDequantChunkElements) {
+    const int64_t count = std::min(kDequantChunkElements, n - first);
+    const int64_t block0 = first / kNF4BlockSize;
+    const int64_t blocks = nf4BlocksOf(count, kNF4BlockSize);
+    const int64_t scaleBlocks = nf4BlocksOf(blocks, kNF4StatsBlockSize);
+    // Each block's absmax: map[index] x scale + offset, as
+    // dequantizeNF4Absmax computes it.
+    at::Tensor absmax = at::empty({scaleBlocks * kNF4StatsBlockSize}, f32);
+    {
+      at::Tensor indices =
+          bytes.narrow(0, parts.codesOffset + block0, blocks).to(at::kInt);
+      at::Tensor head = absmax.narrow(0, 0, blocks);
+      at::index_select_out(head, mapTable, 0, indices);
+    }
+    absmax.view({scaleBlocks, kNF4StatsBlockSize})
+        .mul_(scales.narrow(0, block0 / kNF4StatsBlockSize, scaleBlocks)
+                  .unsqueeze(1));
+    absmax.add_(offset);
+    // Each element: its code value times its block's absmax.
+    at::Tensor values = at::empty({blocks * kNF4BlockSize}, f32);
+    {
+      const int64_t packed = (count + 1) / 2;
+      at::Tensor indices = bytes.narrow(0, first / 2, packed).to(at::kInt);
+      at::Tensor pairsOut = values.narrow(0, 0, 2 * packed).view({packed, 2});
+      at::index_select_out(pairsOut, pairTable, 0, indices);
+    }
+    values.view({blocks, kNF4BlockSize})
+        .mul_(absmax.narrow(0, 0, blocks).unsqueeze(1));
+    out.narrow(0, first, count).copy_(values.narrow(0, 0, count));
+  }
+}
+
 } // namespace plan::rt

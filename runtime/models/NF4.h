@@ -67,6 +67,17 @@ at::Tensor dequantizeNF4Absmax(const NF4Tensor &q);
 /// `q` in `dtype` (fp32, bf16 or fp16), shaped as it was, on the CPU.
 at::Tensor dequantizeNF4(const NF4Tensor &q, at::ScalarType dtype);
 
+/// Writes `q` into `bytes` (uint8, CPU, nf4StorageBytes(q.numel) of them)
+/// as a schedule's frozen base stores it (NF4Layout.h, NF4Parts).
+void writeNF4(const NF4Tensor &q, at::Tensor bytes);
+
+/// Dequantizes the NF4 tensor that `bytes` holds as writeNF4 writes it
+/// (uint8, on any device) into `out` (its numel elements, fp32, bf16 or
+/// fp16, on the same device), equal to dequantizeNF4 of it. Works on ATen
+/// ops in chunks of kDequantChunkElements, so that what it allocates is at
+/// most nf4DequantWorkspaceBytes(numel).
+void dequantizeNF4Bytes(const at::Tensor &bytes, at::Tensor out);
+
 } // namespace plan::rt
 
 #endif // PLAN_RUNTIME_MODELS_NF4_H

@@ -22,6 +22,8 @@ inline c10::ScalarType scalarType(ElementType type) {
     return c10::kBFloat16;
   case ElementType::F16:
     return c10::kHalf;
+  case ElementType::I8: // bytes, read as such
+    return c10::kByte;
   }
   return c10::kFloat;
 }

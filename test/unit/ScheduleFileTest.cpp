@@ -370,7 +370,8 @@ TEST(ScheduleFile, EnumKeywordsRoundTrip) {
   expectKeywordsRoundTrip(OpKind::UpdateLossScale);
   expectKeywordsRoundTrip(BufferRole::Frozen);
   expectKeywordsRoundTrip(Space::PinnedHost);
-  expectKeywordsRoundTrip(ElementType::F16);
+  expectKeywordsRoundTrip(ElementType::I8);
+  expectKeywordsRoundTrip(BaseStorage::F32);
   expectKeywordsRoundTrip(GroupAxis::World);
   expectKeywordsRoundTrip(ReduceKind::Max);
   expectKeywordsRoundTrip(Buffer::Kind::ShardView);
@@ -435,6 +436,7 @@ std::vector<Op> handMadeOps() {
          17},
       Op{ops::Copy{.src = 7, .dst = 8, .after = {9}, .done = 10}, 18},
       Op{ops::Cast{.src = 8, .dst = 9}, 19},
+      Op{ops::Dequantize{.unit = 1, .src = 9, .dst = 8}, 19},
       Op{ops::Zero{.buffer = 10}, 20},
       Op{ops::Accumulate{.src = 11, .dst = 12}, 21},
       Op{ops::Forward{
@@ -496,8 +498,8 @@ std::map<std::string, std::vector<std::string>> documentedKeys() {
 
 // Every op kind survives opToJson and opFromJson unchanged (through JSON
 // text too), under the keys the generated documentation lists: one
-// hand-made op of each kind, and every op of two compiled schedules (which
-// have every kind but broadcast).
+// hand-made op of each kind, and every op of three compiled schedules
+// (which have every kind but broadcast; dequantize in the QLoRA one).
 TEST(ScheduleFile, EveryOpKindRoundTrips) {
   std::vector<Op> all = handMadeOps();
   std::set<OpKind> kinds;
@@ -508,7 +510,8 @@ TEST(ScheduleFile, EveryOpKindRoundTrips) {
        {tiny(),
         compile({"train.precision=fp16_mixed", "parallel.offload.optimizer=cpu",
                  "train.grad_accum=2", "train.grad_clip=1.0",
-                 "train.activation_checkpointing=full"})})
+                 "train.activation_checkpointing=full"}),
+        compile({"model.lora.rank=4", "model.base=nf4"})})
     all.insert(all.end(), s.ops.begin(), s.ops.end());
 
   std::map<std::string, std::vector<std::string>> documented = documentedKeys();
@@ -666,14 +669,15 @@ TEST(ScheduleFile, NewerVersionAsksForANewerReader) {
 
 // Older files (version 1: ops with keys such as "axis" and "event"; version
 // 2: no optimizer decay scope, so every parameter was decayed; version 3:
-// compute ops without `frozen`; version 4: no frozen layout) are refused by
+// compute ops without `frozen`; version 4: no frozen layout; version 5: no
+// frozen storage, no bytes, no dequantize) are refused by
 // their header, before their body is read: the plan must be compiled again.
 TEST(ScheduleFile, OlderVersionsAskToRecompile) {
-  ASSERT_EQ(kScheduleFormatVersion, 5u);
+  ASSERT_EQ(kScheduleFormatVersion, 6u);
   std::string body(std::string_view(serializeSchedule(tiny())).substr(kHeader));
   std::string error = parseError(wrap(body, 1));
   EXPECT_HAS(error, "t.sched: schedule format version 1 is not supported");
-  EXPECT_HAS(error, "this reader reads version 5");
+  EXPECT_HAS(error, "this reader reads version 6");
   EXPECT_HAS(error, "recompile the plan with planc");
   EXPECT_HAS(parseError(wrap(body, 2)),
              "schedule format version 2 is not supported");
@@ -681,12 +685,14 @@ TEST(ScheduleFile, OlderVersionsAskToRecompile) {
              "schedule format version 3 is not supported");
   EXPECT_HAS(parseError(wrap(body, 4)),
              "schedule format version 4 is not supported");
+  EXPECT_HAS(parseError(wrap(body, 5)),
+             "schedule format version 5 is not supported");
   // Even with a body that a version 1 reader would have read.
   EXPECT_HAS(parseError(wrap("{}", 1)), "recompile the plan with planc");
   // In memory, a schedule of another version is neither valid nor written.
   Schedule old = tiny();
   old.version = 1;
-  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 5");
+  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 6");
   EXPECT_THROW(serializeSchedule(old), ScheduleFileError);
 }
 
@@ -1158,6 +1164,59 @@ TEST(ScheduleFile, ValidationCatchesBadLoraLayouts) {
                  }
              }),
              "has no frozen");
+}
+
+// A QLoRA schedule: a block's frozen base is bytes (NF4 weights, dense
+// norms), its group's sizes count bytes, and compute reads it only through
+// dequantize.
+TEST(ScheduleFile, ValidationCatchesBadQuantizedBases) {
+  Schedule qlora = compile({"model.lora.rank=4", "model.base=nf4"});
+  EXPECT_NO_THROW(validateSchedule(qlora, "qlora"));
+  // The file keeps each frozen parameter's storage.
+  Schedule back = parseSchedule(serializeSchedule(qlora), "q.sched").get();
+  ASSERT_EQ(back.units[1].params[0].base, BaseStorage::NF4);
+  EXPECT_TRUE(back.units[1].hasQuantizedBase());
+  EXPECT_EQ(back.groups[1].frozenNumel, back.units[1].frozenBytes());
+  auto errorIn = [&](const std::function<void(Schedule &)> &edit) {
+    Schedule s = qlora;
+    edit(s);
+    return validateError(s);
+  };
+  // Another storage changes the bytes the group must hold.
+  EXPECT_HAS(errorIn([](Schedule &s) {
+               s.units[1].params[0].base = BaseStorage::BF16;
+             }),
+             "group 'fsdp.layers.0': frozen_numel");
+  // Compute reading the bytes, or dequantize into another unit's size.
+  EXPECT_HAS(errorIn([](Schedule &s) {
+               for (Op &op : s.ops)
+                 if (auto *dq = op.as<ops::Dequantize>()) {
+                   for (Op &use : s.ops)
+                     if (auto *forward = use.as<ops::Forward>();
+                         forward && forward->frozen == dq->dst)
+                       forward->frozen = dq->src;
+                   break;
+                 }
+             }),
+             "a base stored otherwise is converted by dequantize first");
+  EXPECT_HAS(errorIn([](Schedule &s) {
+               for (Op &op : s.ops)
+                 if (auto *dq = op.as<ops::Dequantize>()) {
+                   dq->unit = 0;
+                   break;
+                 }
+             }),
+             "unit 'embed'");
+  // Bytes are a frozen base's only.
+  EXPECT_HAS(errorIn([](Schedule &s) {
+               for (Buffer &b : s.buffers)
+                 if (b.role == BufferRole::Grad &&
+                     b.kind == Buffer::Kind::Alloc) {
+                   b.type = ElementType::I8;
+                   break;
+                 }
+             }),
+             "only a frozen base is stored in bytes (i8)");
 }
 
 TEST(ScheduleFile, ValidationCatchesBadUnitsAndGroups) {

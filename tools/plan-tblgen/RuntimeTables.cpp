@@ -305,6 +305,21 @@ void collectChecks(RuntimeOp &op) {
                   "elements (its frozen ones when they are frozen)",
                   params.name, unit.name, tied.name, frozen.name)
               .str());
+    } else if (check->isSubClassOf("Sched_FrozenStorage")) {
+      const Field &unit = fieldOfKind(op, FieldKind::UnitRef, "", "unit");
+      const Field &stored = fieldNamed(op, check->getValueAsString("stored"));
+      const Field &working = fieldNamed(op, check->getValueAsString("working"));
+      op.checks.push_back(formatv("c.frozenStorage(op.{0}, {1}, {2});",
+                                  unit.member, namedIds(stored),
+                                  namedIds(working))
+                              .str());
+      op.checkDocs.push_back(
+          formatv("`{0}` holds the frozen parameters of `{1}` as they are "
+                  "stored (bytes when it is `i8`, elements otherwise; its own "
+                  "part when it is a view of a group's frozen base) and `{2}` "
+                  "its frozen elements in a float type",
+                  stored.name, unit.name, working.name)
+              .str());
     } else if (check->isSubClassOf("Sched_TiedGrads")) {
       const Field &unit = fieldOfKind(op, FieldKind::UnitRef, "", "unit");
       const Field &tied = fieldNamed(op, check->getValueAsString("tied"));

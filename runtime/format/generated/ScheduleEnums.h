@@ -267,6 +267,23 @@ inline const char *toString(Sharding value) {
   return index < keywords.size() ? keywords[index] : "?";
 }
 
+/// how the frozen base weights of a LoRA run are stored (Plan_BaseStorage, `::plan::BaseStorage`).
+enum class BaseStorage : uint8_t {
+  NF4,
+  BF16,
+  F16,
+  F32,
+};
+template <> struct EnumKeywords<BaseStorage> {
+  static constexpr std::array<const char *, 4> keywords = {"nf4", "bf16", "fp16", "fp32"};
+};
+/// The keyword of `value`; "?" for no value of the enumeration.
+inline const char *toString(BaseStorage value) {
+  auto index = static_cast<size_t>(value);
+  const auto &keywords = EnumKeywords<BaseStorage>::keywords;
+  return index < keywords.size() ? keywords[index] : "?";
+}
+
 } // namespace plan::rt
 
 /// (runtime enumeration, the IR's C++ enumeration), for the exporter.
@@ -285,7 +302,8 @@ inline const char *toString(Sharding value) {
   X(LossScaleKind, ::plan::LossScaleKind) \
   X(Checkpointing, ::plan::Checkpointing) \
   X(LRScheduleKind, ::plan::LRScheduleKind) \
-  X(Sharding, ::plan::Sharding)
+  X(Sharding, ::plan::Sharding) \
+  X(BaseStorage, ::plan::BaseStorage)
 
 /// (runtime enumeration, the IR's attribute class), for the exporter.
 #define PLAN_SCHEDULE_ENUM_ATTRS(X) \

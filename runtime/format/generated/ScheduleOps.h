@@ -27,6 +27,7 @@ enum class OpKind : uint8_t {
   Broadcast,
   Copy,
   Cast,
+  Dequantize,
   Zero,
   Accumulate,
   Forward,
@@ -39,7 +40,7 @@ enum class OpKind : uint8_t {
   UpdateLossScale,
 };
 template <> struct EnumKeywords<OpKind> {
-  static constexpr std::array<const char *, 19> keywords = {"alloc", "free", "wait", "all_gather", "reduce_scatter", "all_reduce", "broadcast", "copy", "cast", "zero", "accumulate", "forward", "recompute", "loss", "backward", "grad_norm", "check_finite", "optimizer_step", "update_loss_scale"};
+  static constexpr std::array<const char *, 20> keywords = {"alloc", "free", "wait", "all_gather", "reduce_scatter", "all_reduce", "broadcast", "copy", "cast", "dequantize", "zero", "accumulate", "forward", "recompute", "loss", "backward", "grad_norm", "check_finite", "optimizer_step", "update_loss_scale"};
 };
 inline const char *toString(OpKind value) {
   auto index = static_cast<size_t>(value);
@@ -254,6 +255,29 @@ struct Cast {
   template <typename Checker>
   static void check(const Cast &op, Checker &c) {
     c.sameNumel({{"src", field::one(op.src)}, {"dst", field::one(op.dst)}});
+  }
+};
+
+/// `sched.dequantize`: A unit's frozen base, from how it is stored to the working type.
+struct Dequantize {
+  static constexpr OpKind kind = OpKind::Dequantize;
+  int64_t unit = -1;
+  int64_t src = -1;
+  int64_t dst = -1;
+
+  /// Calls visit(descriptor, member) for each field, in order.
+  template <typename Op, typename Visitor>
+  static void fields(Op &op, Visitor &&visit) {
+    visit(field::UnitRef{"unit"}, op.unit);
+    visit(field::Buffer{"src", 0, field::Access::Read, nullptr, false}, op.src);
+    visit(field::Buffer{"dst", 1, field::Access::Write, nullptr, false}, op.dst);
+  }
+  /// The reader's checks beyond ids, lifetimes and events.
+  template <typename Checker>
+  static void check(const Dequantize &op, Checker &c) {
+    c.frozenStorage(op.unit, {"src", field::one(op.src)}, {"dst", field::one(op.dst)});
+    c.roles({{"src", field::one(op.src)}}, {"frozen", "gathered", "staging"});
+    c.roles({{"dst", field::one(op.dst)}}, {"staging"});
   }
 };
 
@@ -516,7 +540,7 @@ struct UpdateLossScale {
 } // namespace ops
 
 /// One instruction's kind and fields.
-using OpBody = std::variant<ops::Alloc, ops::Free, ops::Wait, ops::AllGather, ops::ReduceScatter, ops::AllReduce, ops::Broadcast, ops::Copy, ops::Cast, ops::Zero, ops::Accumulate, ops::Forward, ops::Recompute, ops::Loss, ops::Backward, ops::GradNorm, ops::CheckFinite, ops::OptimizerStep, ops::UpdateLossScale>;
+using OpBody = std::variant<ops::Alloc, ops::Free, ops::Wait, ops::AllGather, ops::ReduceScatter, ops::AllReduce, ops::Broadcast, ops::Copy, ops::Cast, ops::Dequantize, ops::Zero, ops::Accumulate, ops::Forward, ops::Recompute, ops::Loss, ops::Backward, ops::GradNorm, ops::CheckFinite, ops::OptimizerStep, ops::UpdateLossScale>;
 
 } // namespace plan::rt
 
@@ -531,6 +555,7 @@ using OpBody = std::variant<ops::Alloc, ops::Free, ops::Wait, ops::AllGather, op
   X(Broadcast, BroadcastOp) \
   X(Copy, CopyOp) \
   X(Cast, CastOp) \
+  X(Dequantize, DequantizeOp) \
   X(Zero, ZeroOp) \
   X(Accumulate, AccumulateOp) \
   X(Forward, ForwardOp) \

@@ -1516,7 +1516,7 @@ sched.program @p.step for @p micro_batches 2
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
-  // expected-error @below {{result #0 must be flat buffer (static 1-D float memref in a #sched.space), but got 'memref<2x4xf32, #sched.space<device>>'}}
+  // expected-error @below {{result #0 must be flat buffer (static 1-D float or i8 memref in a #sched.space), but got 'memref<2x4xf32, #sched.space<device>>'}}
   %a = sched.alloc "a" role param persistent : memref<2x4xf32, #dev>
 }
 
@@ -1537,7 +1537,7 @@ sched.program @p.step for @p micro_batches 2
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
-  // expected-error @below {{result #0 must be flat buffer (static 1-D float memref in a #sched.space), but got 'memref<?xf32, #sched.space<device>>'}}
+  // expected-error @below {{result #0 must be flat buffer (static 1-D float or i8 memref in a #sched.space), but got 'memref<?xf32, #sched.space<device>>'}}
   %a = sched.alloc "a" role param persistent : memref<?xf32, #dev>
 }
 
@@ -1558,7 +1558,7 @@ sched.program @p.step for @p micro_batches 2
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
-  // expected-error @below {{result #0 must be flat buffer (static 1-D float memref in a #sched.space), but got 'memref<8xi32, #sched.space<device>>'}}
+  // expected-error @below {{result #0 must be flat buffer (static 1-D float or i8 memref in a #sched.space), but got 'memref<8xi32, #sched.space<device>>'}}
   %a = sched.alloc "a" role param persistent : memref<8xi32, #dev>
 }
 
@@ -1579,7 +1579,7 @@ sched.program @p.step for @p micro_batches 2
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
-  // expected-error @below {{result #0 must be flat buffer (static 1-D float memref in a #sched.space), but got 'memref<8xf32>'}}
+  // expected-error @below {{result #0 must be flat buffer (static 1-D float or i8 memref in a #sched.space), but got 'memref<8xf32>'}}
   %a = sched.alloc "a" role param persistent : memref<8xf32>
 }
 
@@ -1600,7 +1600,7 @@ sched.program @p.step for @p micro_batches 2
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
-  // expected-error @below {{result #0 must be flat buffer (static 1-D float memref in a #sched.space), but got 'memref<8xf32, 1>'}}
+  // expected-error @below {{result #0 must be flat buffer (static 1-D float or i8 memref in a #sched.space), but got 'memref<8xf32, 1>'}}
   %a = sched.alloc "a" role param persistent : memref<8xf32, 1>
 }
 
@@ -1623,7 +1623,7 @@ sched.program @p.step for @p micro_batches 2
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role staging : memref<8xf32, #dev>
   %v = memref.cast %a : memref<8xf32, #dev> to memref<?xf32, #dev>
-  // expected-error @below {{operand #0 must be flat buffer (static 1-D float memref in a #sched.space), but got 'memref<?xf32, #sched.space<device>>'}}
+  // expected-error @below {{operand #0 must be flat buffer (static 1-D float or i8 memref in a #sched.space), but got 'memref<?xf32, #sched.space<device>>'}}
   sched.zero %v : memref<?xf32, #dev>
   sched.free %a : memref<8xf32, #dev>
 }

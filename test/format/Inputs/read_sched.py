@@ -23,7 +23,7 @@ def main(path):
     magic, version, flags, size, crc, reserved = HEADER.unpack_from(data)
     if magic != b"PLANSCHD":
         fail(f"bad magic {magic!r}")
-    if version != 5 or flags != 0 or reserved != 0:
+    if version != 6 or flags != 0 or reserved != 0:
         fail(f"version {version} flags {flags} reserved {reserved}")
     body = data[HEADER.size:]
     if len(body) != size:
@@ -36,6 +36,12 @@ def main(path):
     groups = {g["name"]: g for g in s["groups"]}
     units = {u["name"]: u for u in s["units"]}
     shard = s["mesh"]["shard"]
+    def numel(p):
+        n = 1
+        for d in p["shape"]:
+            n *= d
+        return n
+
     # Each unit's stored parameters of each kind (trained, frozen: a LoRA
     # base) fill its numel / frozen_numel contiguously, in order.
     for u in s["units"]:
@@ -45,21 +51,37 @@ def main(path):
                 continue
             if p["offset"] != nxt[p["frozen"]]:
                 fail(f"unit {u['name']}: {p['name']} is not where the previous one ends")
-            n = 1
-            for d in p["shape"]:
-                n *= d
-            nxt[p["frozen"]] += n
+            nxt[p["frozen"]] += numel(p)
         if (nxt[False], nxt[True]) != (u["numel"], u["frozen_numel"]):
             fail(f"unit {u['name']}: its parameters do not fill numel / frozen_numel")
     frozen = sum(u["frozen_numel"] for u in s["units"])
     if bool(frozen) != (s["model"]["lora"] is not None):
         fail("frozen parameters without model.lora, or model.lora without them")
+    def storage_bytes(base, n):
+        # NF4: packed indices, an absmax index a 64 elements, an fp32 scale a
+        # 256 absmax, the fp32 offset.
+        if base == "nf4":
+            blocks = -(-n // 64)
+            return (n + 1) // 2 + blocks + 4 * -(-blocks // 256) + 4
+        return n * (4 if base == "fp32" else 2)
+
+    def frozen_size(u, as_bytes):
+        if not as_bytes:
+            return u["frozen_numel"]
+        return sum(storage_bytes(p["base"], numel(p)) for p in u["params"]
+                   if p["frozen"] and not p["tied_to"])
+
     for g in s["groups"]:
         if not set(g["units"]) <= set(units):
             fail(f"group {g['name']} names unknown units")
+        # A frozen base with an NF4 part is bytes: its sizes count bytes.
+        as_bytes = any(p["frozen"] and not p["tied_to"] and p["base"] == "nf4"
+                       for n in g["units"] for p in units[n]["params"])
+        if sum(units[n]["numel"] for n in g["units"]) != g["numel"]:
+            fail(f"group {g['name']}: numel is not its units'")
+        if sum(frozen_size(units[n], as_bytes) for n in g["units"]) != g["frozen_numel"]:
+            fail(f"group {g['name']}: frozen_numel is not its units'")
         for pre in ("", "frozen_"):
-            if sum(units[n][pre + "numel"] for n in g["units"]) != g[pre + "numel"]:
-                fail(f"group {g['name']}: {pre}numel is not its units'")
             if g[pre + "padded_numel"] % shard or g[pre + "shard_numel"] * shard != g[pre + "padded_numel"]:
                 fail(f"group {g['name']} is not evenly sharded ({pre}padded_numel)")
     for i, b in enumerate(buffers):
@@ -73,7 +95,7 @@ def main(path):
             want = g[pre + "shard_numel"] if b["sharded"] else g[pre + "padded_numel"]
             if b["numel"] != want:
                 fail(f"buffer {i} ({b['name']}) is not its group's size")
-        end = b["offset"] + b["numel"] * (4 if b["type"] == "f32" else 2)
+        end = b["offset"] + b["numel"] * {"f32": 4, "bf16": 2, "f16": 2, "i8": 1}[b["type"]]
         if end > s["arena_bytes"][b["space"]]:
             fail(f"buffer {i} ({b['name']}) is outside its arena")
     # docs/generated/schedule-ops.md: the keys that hold buffer ids, and

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "NF4.h"
+#include "FrozenBase.h"
 
 #include <gtest/gtest.h>
 
@@ -131,4 +132,72 @@ TEST(NF4Test, RejectsWhatItCannotQuantize) {
   broken = q;
   broken.numel = 1000;
   EXPECT_THROW(dequantizeNF4(broken, at::kFloat), std::invalid_argument);
+}
+
+// A schedule's frozen base of bytes (FrozenBase.h): a unit with an NF4
+// weight whose elements span two dequantization chunks and end in a short
+// block, between two dense parameters (bf16, so the second one starts at an
+// odd byte offset). Read back, each parameter is exactly what the codec
+// gives (dequantizeNF4), or the dense type's rounding; the executor's chunked
+// dequantization works on ATen ops, so this is also the CUDA path's.
+TEST(NF4Test, FrozenBaseOfBytesRoundTrips) {
+  const int64_t rows = 1025,
+                cols = 1031; // 1,056,775: two chunks, a short block
+  Unit unit;
+  unit.name = "layers.0";
+  unit.kind = UnitKind::LlamaBlock;
+  auto frozen = [](std::string name, std::vector<int64_t> shape, int64_t offset,
+                   BaseStorage base) {
+    Param p;
+    p.name = std::move(name);
+    p.shape = std::move(shape);
+    p.offset = offset;
+    p.frozen = true;
+    p.base = base;
+    return p;
+  };
+  unit.params = {frozen("norm_a", {3}, 0, BaseStorage::BF16),
+                 frozen("weight", {rows, cols}, 3, BaseStorage::NF4),
+                 frozen("norm_b", {5}, 3 + rows * cols, BaseStorage::BF16)};
+  unit.frozenNumel = 3 + rows * cols + 5;
+  ASSERT_GT(rows * cols, kDequantChunkElements);
+  ASSERT_EQ(unit.frozenBytes(), 6 + nf4StorageBytes(rows * cols) + 10);
+  ASSERT_EQ(nf4StorageBytes(rows * cols) % 2, 1); // norm_b is unaligned
+  EXPECT_TRUE(unit.hasQuantizedBase());
+
+  at::manual_seed(7);
+  at::Tensor values = at::randn({unit.frozenNumel}, at::kFloat);
+  at::Tensor bytes = at::empty({unit.frozenBytes()}, at::kByte);
+  storeFrozenBase(unit, values, bytes);
+  for (at::ScalarType working : {at::kFloat, at::kBFloat16}) {
+    at::Tensor out = at::empty({unit.frozenNumel}, working);
+    loadFrozenBase(unit, bytes, out);
+    at::Tensor weight = values.narrow(0, 3, rows * cols).reshape({rows, cols});
+    EXPECT_TRUE(
+        at::equal(out.narrow(0, 3, rows * cols),
+                  dequantizeNF4(quantizeNF4(weight), working).reshape({-1})));
+    EXPECT_TRUE(
+        at::equal(out.narrow(0, 0, 3),
+                  values.narrow(0, 0, 3).to(at::kBFloat16).to(working)));
+    EXPECT_TRUE(at::equal(
+        out.narrow(0, 3 + rows * cols, 5),
+        values.narrow(0, 3 + rows * cols, 5).to(at::kBFloat16).to(working)));
+    // What --merged merges into is what compute read.
+    EXPECT_TRUE(at::equal(throughStorage(unit.params[1], weight).to(working),
+                          out.narrow(0, 3, rows * cols).reshape({rows, cols})));
+  }
+  // A base of elements is copied across types.
+  Unit dense = unit;
+  dense.params = {frozen("w", {4, 4}, 0, BaseStorage::BF16)};
+  dense.frozenNumel = 16;
+  at::Tensor v = at::randn({16});
+  at::Tensor stored = at::empty({16}, at::kBFloat16);
+  storeFrozenBase(dense, v, stored);
+  at::Tensor read = at::empty({16}, at::kFloat);
+  loadFrozenBase(dense, stored, read);
+  EXPECT_TRUE(at::equal(read, v.to(at::kBFloat16).to(at::kFloat)));
+  // Sizes that do not match the unit are refused, not read past.
+  EXPECT_THROW(loadFrozenBase(unit, bytes.narrow(0, 0, 10),
+                              at::empty({unit.frozenNumel}, at::kFloat)),
+               std::invalid_argument);
 }
