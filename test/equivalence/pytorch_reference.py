@@ -15,7 +15,9 @@ default) and on every parameter (`decay = all`, one param group), each against t
 with the same groups. LoRA too (`model.lora`): rank-4 adapters on the frozen tiny Llama (its
 default targets q_proj and v_proj, and all_linear) and GPT-2 (its default, c_attn), against
 the reference's adapters (PEFT's: lora_A uniform(+-1/sqrt(in)) from the parameter's seed,
-lora_B zero, y = M(x) + B(A(x)) * alpha / rank, only the adapters train); --lora=skip leaves
+lora_B zero, y = M(x) + B(A(x)) * alpha / rank, only the adapters train), and QLoRA's NF4
+base (model.base = nf4; the reference computes with its own NF4 round trip of the blocks'
+linear weights); --lora=skip leaves
 them out, --lora=only runs them alone. Every step's loss must agree within RTOL relative. Both run fp32 on the CPU with the same
 kernels (LibTorch is PyTorch's C++ core); the differences are summation order (micro-batch
 and rank splits, per-unit vs whole-model autograd), so 1e-5 leaves two orders of magnitude
@@ -68,6 +70,10 @@ LORA_CASES = [
     ("bert_tiny", "all_linear", 0.0, [(2, "full_shard")]),
     # The adapters decay; the frozen base must not.
     ("llama_tiny", None, WEIGHT_DECAY, [(2, "full_shard")]),
+    # QLoRA: the blocks' linear weights stored in NF4, computed with
+    # dequantized (the reference quantizes them with its own NF4).
+    ("llama_tiny", "all_linear nf4", 0.0, LORA_RUNS),
+    ("gpt2_tiny", "default nf4", 0.0, [(2, "full_shard")]),
 ]
 
 
@@ -226,9 +232,17 @@ def main():
     # otherwise. With --transformers the reference is transformers' model
     # with the same adapters (one sharded run per case).
     for model, targets, decay, runs in LORA_CASES if args.lora != "skip" else []:
-        label = (targets or "default") + (f"-decay{decay:g}" if decay else "")
+        base = None
+        if targets and targets.endswith(" nf4"):
+            targets, base = targets.removesuffix(" nf4"), "nf4"
+            targets = None if targets == "default" else targets
+        label = ((targets or "default") + (f"-decay{decay:g}" if decay else "")
+                 + (f"-{base}" if base else ""))
         lora_ref = ["--lora-rank", str(LORA_RANK), "--lora-alpha", f"{LORA_ALPHA:g}"]
         lora_sets = [f"model.lora.rank={LORA_RANK}", f"model.lora.alpha={LORA_ALPHA:g}"]
+        if base:
+            lora_ref += ["--lora-base", base]
+            lora_sets.append(f"model.base={base}")
         if targets:
             lora_ref += ["--lora-targets", targets]
             lora_sets.append(f"model.lora.targets=[{targets}]")
@@ -237,7 +251,7 @@ def main():
             lora_sets.append(f"train.optimizer=adamw(lr = 1e-3, weight_decay = {decay}, "
                              "decay = matrices)")
         ref = reference(model, f"ref-lora-{label}", lora_ref)
-        if not args.transformers and not decay:
+        if not args.transformers and not decay and not base:
             # B = 0: the first step is the full model's to the bit; then
             # only the adapters move, so the curves part by far more than RTOL.
             if model not in full_refs:
@@ -251,8 +265,9 @@ def main():
             passed += ok
             failed += not ok
         for world, sharding in runs[-1:] if args.transformers else runs:
-            tag = (f"{model} LoRA r={LORA_RANK} alpha={LORA_ALPHA:g} "
-                   f"targets={targets or 'default'} world={world} {sharding}")
+            tag = (f"{model} {'QLoRA (nf4 base)' if base else 'LoRA'} r={LORA_RANK} "
+                   f"alpha={LORA_ALPHA:g} targets={targets or 'default'} "
+                   f"world={world} {sharding}")
             if decay:
                 tag += f" weight_decay={decay:g} decay=matrices"
             if args.transformers:

@@ -22,7 +22,8 @@ With --lora-rank R (and --lora-alpha, --lora-targets) it trains LoRA adapters
 on the frozen model, as plan-run does with model.lora (HF PEFT's LoraConfig
 with dropout 0): `M.lora_A.weight` [r, in] and `M.lora_B.weight` [out, r] on
 each targeted linear layer M of the blocks, y = M(x) + B(A(x)) * alpha / r;
-only the adapters train.
+only the adapters train. --lora-base nf4 computes with the blocks' linear
+weights through NF4 with double quantization (QLoRA, model.base = nf4).
 
   llama_reference.py --model llama_tiny --lora-rank 4 --lora-alpha 8 \
       --lora-targets q_proj v_proj ...
@@ -586,6 +587,84 @@ def add_lora(model, cfg, rank, alpha, targets=None):
 def is_lora_adapter(name):
     return name.endswith(".lora_A.weight") or name.endswith(".lora_B.weight")
 
+
+# --------------------------------------------------------------------------
+# QLoRA's base (--lora-base nf4): NF4 with double quantization as
+# bitsandbytes' quantize_4bit(blocksize=64, quant_type="nf4",
+# compress_statistics=True) stores it (docs/models.md, "NF4"), written here
+# from that description in torch, and dequantized back in fp32.
+# --------------------------------------------------------------------------
+
+NF4_CODE = [-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
+            -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
+            0.07958029955625534, 0.16093020141124725, 0.24611230194568634,
+            0.33791524171829224, 0.44070982933044434, 0.5626170039176941,
+            0.7229568362236023, 1.0]
+
+
+def dynamic_map():
+    """bitsandbytes' signed 8-bit dynamic map: for each exponent e = 0..6 the
+    midpoints of 2^e + 1 points over [0.1, 1] times 10^(e - 6), both signs;
+    then 0 and 1; ascending, fp32."""
+    values = []
+    for e in range(7):
+        bounds = torch.linspace(0.1, 1.0, 2 ** e + 1, dtype=torch.float32)
+        means = (bounds[:-1] + bounds[1:]) / 2.0
+        values += (means * 10.0 ** (e - 6)).tolist() + (means * -(10.0 ** (e - 6))).tolist()
+    return torch.tensor(sorted(values + [0.0, 1.0]), dtype=torch.float32)
+
+
+def nearest_lower_at_tie(x, table):
+    """The index of the value of ascending `table` nearest each of `x`
+    (clamped to the table's range), the lower one at a tie, in fp32."""
+    x = x.clamp(table[0].item(), table[-1].item())
+    right = torch.searchsorted(table, x).clamp(1, len(table) - 1)
+    left = right - 1
+    take_right = (table[right] - x).abs() < (x - table[left]).abs()
+    return torch.where(take_right, right, left)
+
+
+def nf4_round_trip(w):
+    """`w` (fp32) quantized to NF4 with double quantization, dequantized."""
+    flat = w.detach().reshape(-1).to(torch.float32)
+    n = flat.numel()
+    full = n - n % 64
+    blocks = flat[:full].reshape(-1, 64)
+    absmax = blocks.abs().amax(-1)
+    scaled = (blocks * torch.reciprocal(absmax.clamp_min(1e-38)).view(-1, 1)).clamp(-1, 1)
+    scaled = scaled.reshape(-1)
+    if n % 64:
+        tail = flat[full:]
+        am = tail.abs().amax().clamp_min(1e-38)
+        absmax = torch.cat([absmax, am.view(1)])
+        scaled = torch.cat([scaled, (tail / am).clamp(-1, 1)])
+    code = torch.tensor(NF4_CODE, dtype=torch.float32)
+    mids = (code[:-1] + code[1:]) / 2.0
+    index = torch.bucketize(scaled, mids)  # a value half-way goes to the lower
+    # Double quantization of the absmax, less their mean, in blocks of 256.
+    mean = absmax.mean()
+    centered = absmax - mean
+    dmap = dynamic_map()
+    restored = torch.empty_like(centered)
+    for start in range(0, centered.numel(), 256):
+        part = centered[start:start + 256]
+        scale = part.abs().amax()
+        codes = nearest_lower_at_tie(part / scale, dmap)
+        restored[start:start + 256] = dmap[codes] * scale
+    restored = restored + mean
+    out = code[index] * restored.repeat_interleave(64)[:n]
+    return out.reshape(w.shape)
+
+
+def quantize_base(model, cfg):
+    """QLoRA: every linear weight of the blocks (nn.Linear, GPT-2's Conv1D,
+    in its stored layout) replaced by its NF4 round trip, as plan-run's
+    `model.base = nf4` computes with it."""
+    with torch.no_grad():
+        for block in model_blocks(model, cfg):
+            for _, module, _, _ in block_linears(block):
+                module.weight.copy_(nf4_round_trip(module.weight))
+
 # --------------------------------------------------------------------------
 # The same models built by HF transformers itself (--transformers, --hf-dir)
 # --------------------------------------------------------------------------
@@ -854,11 +933,16 @@ def main():
                    help="linear layers of the blocks that get adapters: names or name "
                         "suffixes (q_proj, attn.c_attn), or all_linear; default: the "
                         "family's (llama: q_proj v_proj, gpt2: c_attn, bert: query value)")
+    p.add_argument("--lora-base", choices=["nf4"],
+                   help="compute with the blocks' linear weights through this storage "
+                        "(nf4: QLoRA's NF4 with double quantization)")
     args = p.parse_args()
     if args.lora_rank < 0:
         p.error("--lora-rank must be positive")
     if not args.lora_rank and (args.lora_alpha is not None or args.lora_targets):
         p.error("--lora-alpha and --lora-targets need --lora-rank")
+    if args.lora_base and not args.lora_rank:
+        p.error("--lora-base needs --lora-rank")
 
     torch.manual_seed(0)
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
@@ -905,6 +989,8 @@ def main():
                     param[BERT_PAD_TOKEN].zero_()  # as nn.Embedding(padding_idx) starts
     if args.dump_init:
         write_safetensors(args.dump_init, {n: t for n, t in named})
+    if args.lora_base == "nf4":
+        quantize_base(model, cfg)
 
     if args.data == "synthetic":
         def source(j, s):
