@@ -33,7 +33,8 @@ are written in shortest round-trip form, so == below is bitwise on the doubles):
               base (the seed, or the --init weights), resumes bitwise and on another mesh;
               export refuses a plain model, --adapter writes PEFT's adapter files, --merged
               the base with W + B A alpha/r, and PEFT (where installed) loading the adapter
-              onto the base computes the merged model's logits.
+              onto the base computes the merged model's logits. QLoRA (an NF4 base) resumes
+              bitwise, and --merged merges into the base it computed with: NF4(W) + B A alpha/r.
 
 The script prints one line per case and ends with `N passed, N failed`.
 
@@ -165,6 +166,10 @@ RESUME_CASES = {
     # frozen base from the seed it names.
     "lora full_shard": (2, ["parallel.sharding=full_shard", "model.lora.rank=4",
                             "model.lora.alpha=16", "model.lora.targets=[all_linear]"]),
+    # QLoRA: the resume quantizes the rebuilt base again, to the same bytes.
+    "qlora full_shard bf16": (2, ["parallel.sharding=full_shard", "model.lora.rank=4",
+                                  "model.lora.alpha=16", "model.lora.targets=[all_linear]",
+                                  "model.base=nf4", "train.precision=bf16_mixed"]),
 }
 
 LORA_SETS = ["model.lora.rank=4", "model.lora.alpha=16", "model.lora.targets=[all_linear]"]
@@ -465,6 +470,48 @@ def case_lora_export(r):
             f"{moved:.1e})")
 
 
+def case_qlora_merged(r):
+    """A QLoRA run on a base from --init: --merged merges the adapters into the base the run
+    computed with, each block's linear weight through NF4 (the reference's own NF4 round
+    trip), every other weight as the base has it."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+    from llama_reference import nf4_round_trip
+    import torch
+    full = r.compile("qlora-base", 1, ["parallel.sharding=no_shard"] + batch_sets(1))
+    root = fresh(os.path.join(r.work, "qlora-base-ckpt"))
+    r.run(full, 1, ["--steps", "1", "--checkpoint-dir", root])
+    base = fresh(os.path.join(r.work, "qlora-base-hf"))
+    r.tool("export", root, "-o", base)
+    sched = r.compile("qlora", 2, ["parallel.sharding=full_shard", "model.base=nf4"]
+                      + LORA_SETS + batch_sets(2))
+    ck = fresh(os.path.join(r.work, "qlora-ckpt"))
+    r.run(sched, 2, ["--steps", "2", "--init", base, "--checkpoint-dir", ck])
+    merged = fresh(os.path.join(r.work, "qlora-merged"))
+    r.tool("export", ck, "-o", merged, "--merged")
+    adapter = fresh(os.path.join(r.work, "qlora-adapter"))
+    r.tool("export", ck, "-o", adapter, "--adapter")
+    _, lora = read_safetensors(os.path.join(adapter, "adapter_model.safetensors"))
+    _, base_w = read_safetensors(os.path.join(base, "model.safetensors"))
+    _, merged_w = read_safetensors(os.path.join(merged, "model.safetensors"))
+    prefix = "base_model.model."
+    worst, quantized = 0.0, 0
+    for name, (w, _) in merged_w.items():
+        module = name[:-len(".weight")]
+        want = base_w[name][0]
+        if prefix + module + ".lora_A.weight" in lora:
+            a = lora[prefix + module + ".lora_A.weight"][0]
+            b = lora[prefix + module + ".lora_B.weight"][0]
+            want = nf4_round_trip(want) + (b @ a) * (16.0 / 4)
+            worst = max(worst, float((w - want).abs().max() / want.abs().max()))
+            quantized += 1
+        elif not torch.equal(w, want):
+            raise Failure(f"merged {name} is not the base's, and it is no adapted linear weight")
+    if quantized == 0 or worst > 1e-6:
+        raise Failure(f"{quantized} merged linear weights, {worst:.1e} from NF4(W) + B A alpha/r")
+    return (f"{quantized} linear weights merged as NF4(W) + B A alpha/r within {worst:.1e}, "
+            f"the rest the base's")
+
+
 def case_keep(r):
     sched = r.compile("keep", 2, ["parallel.sharding=zero1"] + batch_sets(2))
     root = fresh(os.path.join(r.work, "keep-ckpt"))
@@ -497,6 +544,7 @@ def main():
               ("export round trip", lambda: case_export(r)),
               ("lora reshard", lambda: case_lora_reshard(r)),
               ("lora export", lambda: case_lora_export(r)),
+              ("qlora merged", lambda: case_qlora_merged(r)),
               ("keep", lambda: case_keep(r))]
     passed = failed = 0
     for name, fn in cases:
