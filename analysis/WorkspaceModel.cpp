@@ -18,6 +18,9 @@
 #include "LoraNames.h"
 #include "Schedule.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
 #include <algorithm>
 #include <initializer_list>
 
@@ -41,6 +44,8 @@ struct Sizes {
   int64_t chunks;
   bool frozen;                    // a LoRA base: no base weight gets a gradient
   int64_t mlpIn, mlpOut, attnOut; // under LoRA: those modules' adapters
+  int64_t dropoutRank;            // LoRA dropout: the adapters' rank, or 0
+  const std::vector<std::string> *dropped; // ... and the modules it drops
   /// The gradient elements of a base weight (and bias) of `full` elements,
   /// or under LoRA of its module's adapters (`adapters`).
   int64_t grad(int64_t full, int64_t adapters) const {
@@ -69,11 +74,33 @@ Sizes sizesOf(ModelAttr model, const WorkspaceShape &shape) {
   z.mlpIn = shape.mlpInAdapters;
   z.mlpOut = shape.mlpOutAdapters;
   z.attnOut = shape.attnOutAdapters;
+  z.dropoutRank = shape.dropoutRank;
+  z.dropped = &shape.droppedModules;
   return z;
 }
 
 int64_t largest(std::initializer_list<int64_t> moments) {
   return std::max(moments);
+}
+
+/// LoRA dropout on the input of block module `module` ([tokens, in], its
+/// output [tokens, out]), which the runtime calls with `base` bytes alive
+/// (Model.cpp, UnitModel::dropped): with the module's output, first the
+/// drop mask (a byte an element) next to a chunk of uniform fp32 values
+/// (kDropoutChunkElements, whole rows, within a sequence), then the mask
+/// next to the dropped input, then the dropped input next to x A^T. 0 when
+/// the module has no dropout.
+int64_t dropoutMoment(const Sizes &z, llvm::StringRef module, int64_t base,
+                      int64_t out, int64_t in) {
+  if (!z.dropoutRank || llvm::find(*z.dropped, module) == z.dropped->end())
+    return 0;
+  int64_t rows =
+      std::min(z.s, std::max<int64_t>(1, rt::kDropoutChunkElements /
+                                             std::max<int64_t>(in, 1)));
+  int64_t mask = z.t * in, dropped = z.t * z.w * in;
+  return base + z.t * z.w * out +
+         largest({mask + kF32 * rows * in, mask + dropped,
+                  dropped + z.t * z.w * z.dropoutRank});
 }
 
 /// LlamaRMSNorm's backward (statistics in fp32): the fp32 gradients of the
@@ -88,10 +115,22 @@ int64_t rmsNormBackwardPerToken(const Sizes &z) {
 // lives; the attention half's q, k and v repeated to all heads, the SDPA
 // output and its contiguous copy (5 of hidden) next to the un-repeated k and
 // v; RMSNorm's fp32 input copy, square and scaled value next to h1.
+// Under LoRA dropout, each dropped module's moment (dropoutMoment) with
+// what is alive when it runs: the normalised input and the projections
+// before it; the attention's output; the normalised input next to h1, and
+// silu(gate) for up_proj; h1 and the product for down_proj.
 int64_t llamaBlockForward(const Sizes &z) {
-  return z.t *
-         largest({3 * z.w * z.inter + z.w * z.h, 5 * z.w * z.h + 2 * z.w * z.kv,
-                  z.w * z.h + 2 * kF32 * z.h + z.f32Copy() * z.h});
+  const int64_t t = z.t, w = z.w, h = z.h, kv = z.kv, inter = z.inter;
+  return largest(
+      {t * largest({3 * w * inter + w * h, 5 * w * h + 2 * w * kv,
+                    w * h + 2 * kF32 * h + z.f32Copy() * h}),
+       dropoutMoment(z, "self_attn.q_proj", t * w * h, h, h),
+       dropoutMoment(z, "self_attn.k_proj", t * w * 2 * h, kv, h),
+       dropoutMoment(z, "self_attn.v_proj", t * w * (2 * h + kv), kv, h),
+       dropoutMoment(z, "self_attn.o_proj", t * w * h, h, h),
+       dropoutMoment(z, "mlp.gate_proj", t * w * 2 * h, inter, h),
+       dropoutMoment(z, "mlp.up_proj", t * w * (2 * h + inter), inter, h),
+       dropoutMoment(z, "mlp.down_proj", t * w * (h + inter), h, inter)});
 }
 
 // Backward: down_proj's weight gradient with the gradients of the product,
@@ -108,8 +147,33 @@ int64_t llamaBlockBackward(const Sizes &z) {
 
 // Forward: c_fc's output and the GELU output next to h1; the attention
 // half's qkv, SDPA output, its copy and c_proj's output (6 of hidden).
+// Under LoRA dropout, each dropped module's moment (dropoutMoment): c_attn
+// with ln_1's output, attn.c_proj with the attention's output, c_fc with h1
+// and ln_2's output, mlp.c_proj with h1 and the GELU output.
 int64_t gpt2BlockForward(const Sizes &z) {
-  return z.t * z.w * largest({z.h + 2 * z.inter, 6 * z.h});
+  const int64_t t = z.t, w = z.w, h = z.h, inter = z.inter;
+  return largest(
+      {t * w * largest({h + 2 * inter, 6 * h}),
+       dropoutMoment(z, "attn.c_attn", t * w * h, 3 * h, h),
+       dropoutMoment(z, "attn.c_proj", t * w * h, h, h),
+       dropoutMoment(z, "mlp.c_fc", t * w * 2 * h, inter, h),
+       dropoutMoment(z, "mlp.c_proj", t * w * (h + inter), h, inter)});
+}
+
+// BERT's block forward has GPT-2's moments; under LoRA dropout, query with
+// nothing else alive (its input is the block's), key and value after the
+// projections before them, attention.output.dense with the attention's
+// output, intermediate.dense with h1, output.dense with h1 and the GELU
+// output.
+int64_t bertBlockForward(const Sizes &z) {
+  const int64_t t = z.t, w = z.w, h = z.h, inter = z.inter;
+  return largest(
+      {gpt2BlockForward(z), dropoutMoment(z, "attention.self.query", 0, h, h),
+       dropoutMoment(z, "attention.self.key", t * w * h, h, h),
+       dropoutMoment(z, "attention.self.value", t * w * 2 * h, h, h),
+       dropoutMoment(z, "attention.output.dense", t * w * h, h, h),
+       dropoutMoment(z, "intermediate.dense", t * w * h, inter, h),
+       dropoutMoment(z, "output.dense", t * w * (h + inter), h, inter)});
 }
 
 // Backward: mlp.c_proj's weight and bias gradients with the gradients of the
@@ -206,8 +270,9 @@ int64_t plan::forwardWorkspaceBytes(UnitKind kind, ModelAttr model,
   case UnitKind::LlamaBlock:
     return llamaBlockForward(z);
   case UnitKind::GPT2Block:
-  case UnitKind::BertBlock:
     return gpt2BlockForward(z);
+  case UnitKind::BertBlock:
+    return bertBlockForward(z);
   case UnitKind::LlamaHead:
   case UnitKind::GPT2Head:
   case UnitKind::BertHead:
@@ -257,6 +322,10 @@ WorkspaceShape plan::workspaceShapeOf(UnitOp unit, PlanOp plan,
   s.params = 0;
   s.frozenBase = false;
   s.mlpInAdapters = s.mlpOutAdapters = s.attnOutAdapters = 0;
+  s.dropoutRank = 0;
+  s.droppedModules.clear();
+  LoraAttr lora = plan.getModel().getLora();
+  bool dropout = lora && lora.getDropout().value > 0;
   for (ParamOp param : unit.getBody().getOps<ParamOp>()) {
     // A tied parameter trains when the one it ties to does.
     ParamOp stored =
@@ -272,6 +341,22 @@ WorkspaceShape plan::workspaceShapeOf(UnitOp unit, PlanOp plan,
     if (!adapterOf)
       continue;
     llvm::StringRef module(*adapterOf);
+    if (dropout && rt::isLoraA(param.getParamName())) {
+      // Its name within the block: what follows the layer's index.
+      llvm::StringRef inBlock = module;
+      for (size_t dot = module.find('.'); dot != llvm::StringRef::npos;
+           dot = module.find('.', dot + 1)) {
+        size_t next = module.find('.', dot + 1);
+        llvm::StringRef part = module.slice(dot + 1, next);
+        if (next != llvm::StringRef::npos && !part.empty() &&
+            llvm::all_of(part, [](char c) { return llvm::isDigit(c); })) {
+          inBlock = module.substr(next + 1);
+          break;
+        }
+      }
+      s.dropoutRank = static_cast<int64_t>(lora.getRank());
+      s.droppedModules.push_back(inBlock.str());
+    }
     // The module's place in the block, by the family's names.
     if (module.ends_with(".down_proj") || module.ends_with(".mlp.c_proj") ||
         (module.ends_with(".output.dense") &&

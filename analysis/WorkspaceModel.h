@@ -8,6 +8,8 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace plan {
 
@@ -30,6 +32,11 @@ struct WorkspaceShape {
   /// attention.output.dense).
   bool frozenBase = false;
   int64_t mlpInAdapters = 0, mlpOutAdapters = 0, attnOutAdapters = 0;
+  /// LoRA dropout (model.lora.dropout > 0): the adapters' rank and the
+  /// adapted modules' names within the block ("self_attn.q_proj",
+  /// "mlp.c_fc", "attention.output.dense"), whose inputs are dropped.
+  int64_t dropoutRank = 0;
+  std::vector<std::string> droppedModules;
 };
 
 /// `base` (micro-batch, sequence length, working type) completed for

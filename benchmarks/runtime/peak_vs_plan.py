@@ -74,6 +74,13 @@ CASES = [
     # transient buffer before each compute op (and its chunked temporaries).
     ("llama_tiny fp32 QLoRA all_linear, vocab 64", 1,
      ["model=llama_tiny", "model.vocab=64", "model.base=nf4"] + LORA + TINY),
+    # LoRA dropout: each adapter's input dropped through a boolean mask,
+    # drawn a few rows at a time (GPT-2's and BERT's MLP output projection
+    # then hold the step's largest forward moment).
+    ("gpt2_tiny fp32 LoRA dropout all_linear, vocab 64", 1,
+     ["model=gpt2_tiny", "model.vocab=64", "model.lora.dropout=0.1"] + LORA + TINY),
+    ("bert masked_lm fp32 LoRA dropout all_linear, vocab 64", 1,
+     BERT_TINY + TINY + LORA + ["model.vocab=64", "model.lora.dropout=0.1"]),
     ("llama_tiny bf16 QLoRA full_shard x2, checkpointed", 2,
      ["model=llama_tiny", "train.precision=bf16_mixed", "model.base=nf4",
       "train.activation_checkpointing=full"] + LORA + TINY),

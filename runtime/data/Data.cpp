@@ -246,7 +246,7 @@ public:
   SequenceDataSource(std::unique_ptr<SequenceSource> source,
                      Objective objective, int64_t vocab, uint64_t seed)
       : source_(std::move(source)), objective_(objective),
-        masker_(seed, objective, vocab) {}
+        masker_(seed, objective, vocab), seed_(seed) {}
 
   std::vector<MicroBatch> batches(int64_t step, int64_t microBatches,
                                   int64_t dpRank, int64_t dpSize,
@@ -313,7 +313,11 @@ public:
         }
         }
       }
-      out.push_back(MicroBatch{tokens.to(device), targets.to(device), divisor});
+      out.push_back(MicroBatch{tokens.to(device), targets.to(device), divisor,
+                               firstSequence(step, global) +
+                                   i * dpSize * microBatch +
+                                   dpRank * microBatch,
+                               seed_});
     }
     return out;
   }
@@ -322,6 +326,7 @@ private:
   std::unique_ptr<SequenceSource> source_;
   Objective objective_;
   Masker masker_;
+  uint64_t seed_; // the run's: a micro-batch carries it (LoRA dropout)
 };
 
 } // namespace

@@ -120,6 +120,12 @@ inline int64_t lossChunkTokens(int64_t tokens, int64_t vocab,
   return chunk < tokens ? chunk : (tokens > 0 ? tokens : 1);
 }
 
+/// LoRA dropout draws its uniform fp32 values (which elements of an
+/// adapter's input drop) a few whole rows at a time, at most this many
+/// elements (at least one row), so that they stay small next to the mask;
+/// planc's workspace model counts them with the same rule.
+constexpr int64_t kDropoutChunkElements = int64_t{1} << 16;
+
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::AdamW;
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0,

@@ -24,10 +24,12 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <numbers>
 #include <optional>
 #include <sstream>
@@ -216,9 +218,43 @@ struct Slot {
                          // unless frozen
 };
 
-/// A LoRA target's adapters: the slots of its lora_A and lora_B.
+/// A LoRA target's adapters: the slots of its lora_A and lora_B, and the
+/// module's HF name (what its dropout masks are drawn for).
 struct Adapter {
   size_t a = 0, b = 0;
+  std::string module;
+};
+
+/// What LoRA dropout draws a unit's masks from while it computes one
+/// micro-batch: the probability, the run's seed and the micro-batch's
+/// sequences (`count` of `length` tokens from global sequence `first`).
+struct DropoutDraw {
+  double p = 0;
+  uint64_t seed = 0;
+  int64_t first = 0, count = 0, length = 0;
+};
+
+/// PEFT's lora_dropout on an adapter's input, given which elements drop:
+/// `x` with those zeroed, times `scale` (1 / keep), keeping only the boolean
+/// mask for backward (what loraActivationBytes counts, next to the dropped
+/// input lora_A saves). masked_fill reads the mask as it is, where a product
+/// with it would first convert it to x's type on a CPU.
+struct DropMasked : torch::autograd::Function<DropMasked> {
+  static at::Tensor forward(torch::autograd::AutogradContext *ctx,
+                            const at::Tensor &x, const at::Tensor &drop,
+                            double scale) {
+    ctx->save_for_backward({drop});
+    ctx->saved_data["scale"] = scale;
+    return x.masked_fill(drop, 0).mul_(scale);
+  }
+  static torch::autograd::variable_list
+  backward(torch::autograd::AutogradContext *ctx,
+           torch::autograd::variable_list grads) {
+    at::Tensor drop = ctx->get_saved_variables()[0];
+    at::Tensor g = grads[0].masked_fill(drop, 0);
+    g.mul_(ctx->saved_data["scale"].toDouble());
+    return {g, at::Tensor(), at::Tensor()};
+  }
 };
 
 /// GPT-2's Conv1D: x @ W + b with W stored [in, out].
@@ -238,6 +274,8 @@ struct UnitModel {
   // role index -> the adapters of that weight's module (LoRA targets only)
   std::vector<std::optional<Adapter>> adapters;
   double loraScale = 0; // alpha / rank
+  // Set for the micro-batch being computed (compute()).
+  mutable DropoutDraw dropout;
   const at::Tensor &param(int role) const { return slots[roles[role]].leaf; }
 
   /// nn.Linear of role `role` (with `bias` when given), LoRA included.
@@ -270,10 +308,45 @@ private:
                      at::Tensor y2) const {
     const Adapter &ad = *adapters[role];
     const at::Tensor &a = slots[ad.a].leaf, &b = slots[ad.b].leaf;
-    y2.addmm_(at::linear(x2, a), b.t(), /*beta=*/1, loraScale);
+    y2.addmm_(at::linear(dropped(ad, x2), a), b.t(), /*beta=*/1, loraScale);
     std::vector<int64_t> shape = x.sizes().vec();
     shape.back() = y2.size(1);
     return y2.view(shape);
+  }
+
+  /// `x2` ([tokens, in], the micro-batch's sequences one after the other)
+  /// through LoRA dropout: each sequence's elements drop where uniform fp32
+  /// values [length, in], drawn row-major on the compute device by a
+  /// generator seeded by loraDropoutSeed (one per sequence), are at least
+  /// 1 - p; the rest are scaled by 1 / (1 - p) (DropMasked). `x2` itself
+  /// without dropout.
+  at::Tensor dropped(const Adapter &ad, const at::Tensor &x2) const {
+    if (dropout.p == 0)
+      return x2;
+    const double keep = 1.0 - dropout.p;
+    at::Tensor drop = at::empty({dropout.count, dropout.length, x2.size(1)},
+                                x2.options().dtype(at::kBool));
+    at::Generator gen =
+        at::globalContext().defaultGenerator(x2.device()).clone();
+    for (int64_t r = 0; r < dropout.count; ++r) {
+      {
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        gen.set_current_seed(
+            loraDropoutSeed(dropout.seed, ad.module, dropout.first + r));
+      }
+      // A few rows at a time, so that the uniform values stay small next
+      // to the mask; the generator continues from one call to the next.
+      const int64_t in = x2.size(1);
+      const int64_t rows = std::max<int64_t>(1, kDropoutChunkElements / in);
+      for (int64_t first = 0; first < dropout.length; first += rows) {
+        const int64_t n = std::min(rows, dropout.length - first);
+        at::Tensor uniform =
+            at::rand({n, in}, gen, x2.options().dtype(at::kFloat));
+        at::Tensor part = drop.select(0, r).narrow(0, first, n);
+        at::ge_out(part, uniform, keep);
+      }
+    }
+    return DropMasked::apply(x2, drop.view({-1, x2.size(1)}), 1.0 / keep);
   }
 };
 
@@ -359,13 +432,9 @@ public:
     if (m.lora && m.lora->rank < 1)
       throw ModelError("lora rank " + std::to_string(m.lora->rank) +
                        " is below 1");
-    // A dropout mask must be the same in a unit's forward and its
-    // recompute, and the same for a sequence whatever rank computes it:
-    // not there yet.
-    if (m.lora && m.lora->dropout != 0)
-      throw ModelError("LoRA dropout " + std::to_string(m.lora->dropout) +
-                       ": plan-run does not apply LoRA dropout yet; "
-                       "compile with model.lora.dropout = 0");
+    if (m.lora && !(m.lora->dropout >= 0 && m.lora->dropout < 1))
+      throw ModelError("lora dropout " + std::to_string(m.lora->dropout) +
+                       " is not in [0, 1)");
     // Where each defining parameter is stored, for the units that tie to it.
     std::map<std::string, std::pair<const Param *, const Unit *>> defined;
     for (const Unit &unit : schedule.units)
@@ -710,7 +779,7 @@ private:
             support::shapeString(u.slots[*b].shape) + ", not [" +
             std::to_string(r) + ", " + std::to_string(in) + "] and [" +
             std::to_string(out) + ", " + std::to_string(r) + "]");
-      u.adapters[role] = Adapter{*a, *b};
+      u.adapters[role] = Adapter{*a, *b, module};
     }
     for (const Slot &s : u.slots)
       if (loraAdapterModule(s.name) &&
@@ -934,6 +1003,10 @@ private:
 
   at::Tensor compute(const UnitModel &u, const at::Tensor &x,
                      const MicroBatch &batch) {
+    if (config_.lora)
+      u.dropout =
+          DropoutDraw{config_.lora->dropout, batch.seed, batch.firstSequence,
+                      batch.tokens.size(0), batch.tokens.size(1)};
     switch (u.kind) {
     case Layer::LlamaEmbedding:
       return at::embedding(u.param(llama_embedding::Tokens), batch.tokens);

@@ -69,9 +69,15 @@ constexpr int64_t kBertPadToken = 0;
 /// the step weighs the same whatever the micro-batch, rank or world size
 /// (Data.h); worked out where the batch was made, so that no loss waits for
 /// the device to count.
+/// `firstSequence` is the global index of its first row (rows are
+/// consecutive global sequences, Data.h) and `seed` the run's seed: what a
+/// LoRA dropout mask is drawn from (loraDropoutSeed, Seeds.h), so that a
+/// sequence gets the same mask whatever rank or micro-batch computes it.
 struct MicroBatch {
   at::Tensor tokens, targets;
   double lossDivisor = 0;
+  int64_t firstSequence = 0;
+  uint64_t seed = 0;
 };
 
 /// The weights a compute op hands a unit: its trainable stored elements

@@ -12,6 +12,7 @@
 #define PLAN_RUNTIME_MODELS_SEEDS_H
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace plan::rt {
@@ -38,6 +39,19 @@ inline uint64_t fnv1a64(std::string_view s) {
 /// The seed of parameter `name`'s generator.
 inline uint64_t parameterSeed(uint64_t seed, std::string_view name) {
   return splitmix64(seed ^ fnv1a64(name));
+}
+
+/// The seed of the LoRA dropout mask of adapted module `module` (its HF name,
+/// "model.layers.0.self_attn.q_proj") for global sequence `sequence`: a
+/// function of the run's seed, the module and the sequence alone, so a
+/// forward and its recompute, and every rank and micro-batch split, draw the
+/// same mask.
+inline uint64_t loraDropoutSeed(uint64_t seed, std::string_view module,
+                                int64_t sequence) {
+  std::string name(module);
+  name += ".lora_dropout";
+  return splitmix64(parameterSeed(seed, name) ^
+                    static_cast<uint64_t>(sequence));
 }
 
 } // namespace plan::rt

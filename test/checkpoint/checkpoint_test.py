@@ -163,9 +163,11 @@ RESUME_CASES = {
                                                     "parallel.offload.grads=cpu"]),
     "bf16 full_shard world 1": (1, ["parallel.sharding=full_shard", "train.precision=bf16_mixed"]),
     # The checkpoint holds the adapters and their state; the resume rebuilds the
-    # frozen base from the seed it names.
-    "lora full_shard": (2, ["parallel.sharding=full_shard", "model.lora.rank=4",
-                            "model.lora.alpha=16", "model.lora.targets=[all_linear]"]),
+    # frozen base from the seed it names. Dropout masks are drawn by global
+    # sequence, so the resumed steps draw the uninterrupted run's.
+    "lora full_shard dropout": (2, ["parallel.sharding=full_shard", "model.lora.rank=4",
+                                    "model.lora.alpha=16", "model.lora.targets=[all_linear]",
+                                    "model.lora.dropout=0.1"]),
     # QLoRA: the resume quantizes the rebuilt base again, to the same bytes.
     "qlora full_shard bf16": (2, ["parallel.sharding=full_shard", "model.lora.rank=4",
                                   "model.lora.alpha=16", "model.lora.targets=[all_linear]",

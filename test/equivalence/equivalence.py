@@ -19,7 +19,7 @@ single-rank no_shard run of the same model and precision:
               shows up at 1e-3 or more.
 
 The full product (4 models x 5 strategies x 3 world sizes x 2 precisions x 2 offload x 3
-accumulation modes x 2 activation checkpointing x 3 LoRA = 4,320 runs) is too slow for CI, so the
+accumulation modes x 2 activation checkpointing x 4 LoRA = 5,760 runs) is too slow for CI, so the
 cases are a pairwise covering set: every pair of option values that can be combined
 appears together in at least one case. hybrid_shard needs two replica groups of at least 2 ranks (mesh (2, 2) on one node), so it only exists at world 4;
 the pairs (hybrid_shard, world 1) and (hybrid_shard, world 2) are impossible, not missing.
@@ -84,8 +84,9 @@ FACTORS = {
     # LoRA adapters (rank 4, alpha 16) on every linear layer of the blocks,
     # the rest a frozen base: gathered like parameters, never reduced;
     # r4_nf4 stores the blocks' linear weights in NF4 (QLoRA), gathered as
-    # bytes and dequantized before each use.
-    "lora": ["none", "r4", "r4_nf4"],
+    # bytes and dequantized before each use; r4_drop adds LoRA dropout 0.1,
+    # whose masks are drawn per sequence, the same on any rank.
+    "lora": ["none", "r4", "r4_nf4", "r4_drop"],
 }
 
 
@@ -143,10 +144,12 @@ def overrides(case, gpu=None):
         sets.append("train.activation_checkpointing=full")
     if case["accum"] == "2_last":
         sets.append("parallel.grad_sync=last_micro_batch")
-    if case["lora"] in ("r4", "r4_nf4"):
+    if case["lora"] in ("r4", "r4_nf4", "r4_drop"):
         sets += ["model.lora.rank=4", "model.lora.alpha=16", "model.lora.targets=[all_linear]"]
     if case["lora"] == "r4_nf4":
         sets.append("model.base=nf4")
+    if case["lora"] == "r4_drop":
+        sets.append("model.lora.dropout=0.1")
     if case["offload"] == "cpu":
         sets += ["parallel.offload.optimizer=cpu", "parallel.optimizer_step=cpu"]
         if case["sharding"] in ("shard_grad_op", "full_shard", "hybrid_shard"):

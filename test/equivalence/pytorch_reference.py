@@ -74,7 +74,14 @@ LORA_CASES = [
     # dequantized (the reference quantizes them with its own NF4).
     ("llama_tiny", "all_linear nf4", 0.0, LORA_RUNS),
     ("gpt2_tiny", "default nf4", 0.0, [(2, "full_shard")]),
+    # LoRA dropout: masks drawn per sequence and module, the same on any
+    # rank and micro-batch split; with activation checkpointing the
+    # recompute draws them again.
+    ("llama_tiny", "all_linear drop", 0.0, LORA_RUNS + [(2, "full_shard ckpt")]),
+    ("gpt2_tiny", "default drop", 0.0, [(2, "full_shard")]),
+    ("bert_tiny", "all_linear drop", 0.0, [(2, "full_shard")]),
 ]
+LORA_DROPOUT = 0.1
 
 
 def main():
@@ -232,17 +239,23 @@ def main():
     # otherwise. With --transformers the reference is transformers' model
     # with the same adapters (one sharded run per case).
     for model, targets, decay, runs in LORA_CASES if args.lora != "skip" else []:
-        base = None
+        base, dropout = None, 0.0
         if targets and targets.endswith(" nf4"):
             targets, base = targets.removesuffix(" nf4"), "nf4"
             targets = None if targets == "default" else targets
+        if targets and targets.endswith(" drop"):
+            targets, dropout = targets.removesuffix(" drop"), LORA_DROPOUT
+            targets = None if targets == "default" else targets
         label = ((targets or "default") + (f"-decay{decay:g}" if decay else "")
-                 + (f"-{base}" if base else ""))
+                 + (f"-{base}" if base else "") + (f"-drop{dropout:g}" if dropout else ""))
         lora_ref = ["--lora-rank", str(LORA_RANK), "--lora-alpha", f"{LORA_ALPHA:g}"]
         lora_sets = [f"model.lora.rank={LORA_RANK}", f"model.lora.alpha={LORA_ALPHA:g}"]
         if base:
             lora_ref += ["--lora-base", base]
             lora_sets.append(f"model.base={base}")
+        if dropout:
+            lora_ref += ["--lora-dropout", f"{dropout:g}"]
+            lora_sets.append(f"model.lora.dropout={dropout:g}")
         if targets:
             lora_ref += ["--lora-targets", targets]
             lora_sets.append(f"model.lora.targets=[{targets}]")
@@ -251,7 +264,7 @@ def main():
             lora_sets.append(f"train.optimizer=adamw(lr = 1e-3, weight_decay = {decay}, "
                              "decay = matrices)")
         ref = reference(model, f"ref-lora-{label}", lora_ref)
-        if not args.transformers and not decay and not base:
+        if not args.transformers and not decay and not base and not dropout:
             # B = 0: the first step is the full model's to the bit; then
             # only the adapters move, so the curves part by far more than RTOL.
             if model not in full_refs:
@@ -267,16 +280,24 @@ def main():
         for world, sharding in runs[-1:] if args.transformers else runs:
             tag = (f"{model} {'QLoRA (nf4 base)' if base else 'LoRA'} r={LORA_RANK} "
                    f"alpha={LORA_ALPHA:g} targets={targets or 'default'} "
-                   f"world={world} {sharding}")
+                   + (f"dropout={dropout:g} " if dropout else "")
+                   + f"world={world} {sharding}")
             if decay:
                 tag += f" weight_decay={decay:g} decay=matrices"
             if args.transformers:
                 tag += " vs transformers"
+            # "ckpt": activation checkpointing over 2 micro-batches a step.
+            sharding, *how = sharding.split()
+            accum = 2 if "ckpt" in how else 1
             sets = [f"model={model}", f"train.seq_len={SEQ_LEN}",
-                    f"train.micro_batch={MICRO_BATCH_TOTAL // world}",
+                    f"train.micro_batch={MICRO_BATCH_TOTAL // (world * accum)}",
+                    f"train.grad_accum={accum}",
                     f"parallel.sharding={sharding}", f"cluster.gpus_per_node={world}",
                     "train.steps=0"] + lora_sets
-            ok = compare(tag, f"{model}-lora-{label}-{world}-{sharding}", world, sets, None, ref)
+            if accum > 1:
+                sets.append("train.activation_checkpointing=full")
+            ok = compare(tag, f"{model}-lora-{label}-{world}-{sharding}{'-ckpt' if how else ''}",
+                         world, sets, None, ref)
             passed += ok
             failed += not ok
     if args.transformers and args.lora != "only":

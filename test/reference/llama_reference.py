@@ -23,7 +23,9 @@ on the frozen model, as plan-run does with model.lora (HF PEFT's LoraConfig
 with dropout 0): `M.lora_A.weight` [r, in] and `M.lora_B.weight` [out, r] on
 each targeted linear layer M of the blocks, y = M(x) + B(A(x)) * alpha / r;
 only the adapters train. --lora-base nf4 computes with the blocks' linear
-weights through NF4 with double quantization (QLoRA, model.base = nf4).
+weights through NF4 with double quantization (QLoRA, model.base = nf4);
+--lora-dropout P drops the adapters' inputs with masks drawn as plan-run
+draws them (a generator per sequence and module, docs/models.md).
 
   llama_reference.py --model llama_tiny --lora-rank 4 --lora-alpha 8 \
       --lora-targets q_proj v_proj ...
@@ -547,8 +549,36 @@ def lora_target_matches(module, target):
     return bool(target) and (module == target or module.endswith("." + target))
 
 
+# LoRA dropout (--lora-dropout): the probability, the run's seed and the
+# global index of the micro-batch's first sequence, set before each forward.
+LORA_DROPOUT = {"p": 0.0, "seed": 0, "first": 0}
+
+
+def lora_dropout_seed(seed, module, sequence):
+    """runtime/models/Seeds.h, loraDropoutSeed."""
+    name_seed = splitmix64(seed ^ fnv1a64(module + ".lora_dropout"))
+    return splitmix64(name_seed ^ (sequence & M64))
+
+
+def lora_dropout(x, module):
+    """PEFT's lora_dropout as plan-run draws it: sequence r of the
+    micro-batch drops the elements where uniform fp32 values [seq_len, in]
+    from a generator seeded by lora_dropout_seed are at least 1 - p, and
+    the rest are scaled by 1 / (1 - p)."""
+    keep = 1.0 - LORA_DROPOUT["p"]
+    drop = torch.empty(x.shape, dtype=torch.bool)
+    for r in range(x.shape[0]):
+        g = torch.Generator()
+        g.manual_seed(lora_dropout_seed(LORA_DROPOUT["seed"], module,
+                                        LORA_DROPOUT["first"] + r))
+        drop[r] = torch.rand(tuple(x.shape[1:]), generator=g) >= keep
+    return x.masked_fill(drop, 0) * (1.0 / keep)
+
+
 def lora_forward_hook(module, inputs, output):
     x = inputs[0]
+    if LORA_DROPOUT["p"] > 0:
+        x = lora_dropout(x, module.lora_name)
     return output + module.lora_B(module.lora_A(x)) * module.lora_scaling
 
 
@@ -562,6 +592,7 @@ def add_lora(model, cfg, rank, alpha, targets=None):
     targets = list(targets or LORA_DEFAULT_TARGETS[cfg["family"]])
     every = LORA_ALL_LINEAR in targets
     adapters, matched = [], set()
+    full_names = {id(m): n for n, m in model.named_modules()}
     for block in model_blocks(model, cfg):
         for name, module, n_in, n_out in block_linears(block):
             hits = [t for t in targets if lora_target_matches(name, t)]
@@ -572,6 +603,7 @@ def add_lora(model, cfg, rank, alpha, targets=None):
             module.lora_A = nn.Linear(n_in, rank, bias=False, device=ref.device, dtype=ref.dtype)
             module.lora_B = nn.Linear(rank, n_out, bias=False, device=ref.device, dtype=ref.dtype)
             module.lora_scaling = alpha / rank
+            module.lora_name = full_names[id(module)]
             module.register_forward_hook(lora_forward_hook)
             adapters += [module.lora_A.weight, module.lora_B.weight]
     unmatched = [t for t in targets if t != LORA_ALL_LINEAR and t not in matched]
@@ -933,6 +965,8 @@ def main():
                    help="linear layers of the blocks that get adapters: names or name "
                         "suffixes (q_proj, attn.c_attn), or all_linear; default: the "
                         "family's (llama: q_proj v_proj, gpt2: c_attn, bert: query value)")
+    p.add_argument("--lora-dropout", type=float, default=0.0,
+                   help="LoRA dropout on the adapters' inputs, drawn as plan-run draws it")
     p.add_argument("--lora-base", choices=["nf4"],
                    help="compute with the blocks' linear weights through this storage "
                         "(nf4: QLoRA's NF4 with double quantization)")
@@ -941,8 +975,9 @@ def main():
         p.error("--lora-rank must be positive")
     if not args.lora_rank and (args.lora_alpha is not None or args.lora_targets):
         p.error("--lora-alpha and --lora-targets need --lora-rank")
-    if args.lora_base and not args.lora_rank:
-        p.error("--lora-base needs --lora-rank")
+    if (args.lora_base or args.lora_dropout) and not args.lora_rank:
+        p.error("--lora-base and --lora-dropout need --lora-rank")
+    LORA_DROPOUT["p"], LORA_DROPOUT["seed"] = args.lora_dropout, args.seed
 
     torch.manual_seed(0)
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
@@ -1029,6 +1064,7 @@ def main():
         # 1/micro_batches loss scale and its average over ranks give.
         total = 0.0
         for i in range(0, per_step, args.micro_batch):
+            LORA_DROPOUT["first"] = (step - 1) * per_step + i
             logits = model(tokens[i:i + args.micro_batch])
             rows = targets[i:i + args.micro_batch]
             if bert and cfg["head"] == "masked_lm":
