@@ -4,7 +4,7 @@
 
 #include "dialects/plan/PlanEnums.cpp.inc"
 
-#include "runtime/support/NF4Layout.h"
+#include "Schedule.h"
 
 #include "llvm/Support/ErrorHandling.h"
 
@@ -19,16 +19,10 @@ bool plan::isHeadKind(UnitKind kind) {
 }
 
 int64_t plan::storageBytes(BaseStorage storage, int64_t numel) {
-  switch (storage) {
-  case BaseStorage::NF4:
-    return rt::nf4StorageBytes(numel);
-  case BaseStorage::BF16:
-  case BaseStorage::F16:
-    return 2 * numel;
-  case BaseStorage::F32:
-    return 4 * numel;
-  }
-  llvm_unreachable("unknown storage");
+  // The runtime's definition (runtime/format/Schedule.h): the enumerations
+  // share their keywords.
+  return rt::storageBytes(
+      *rt::parseKeyword<rt::BaseStorage>(stringifyBaseStorage(storage)), numel);
 }
 
 plan::BaseStorage plan::workingStorage(Precision precision) {

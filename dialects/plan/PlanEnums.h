@@ -24,7 +24,8 @@ bool isBlockKind(UnitKind kind);
 bool isHeadKind(UnitKind kind);
 
 /// Bytes `numel` elements take stored as `storage` (NF4: bitsandbytes'
-/// layout of one tensor, runtime/support/NF4Layout.h).
+/// layout of one tensor, runtime/support/NF4Layout.h): the runtime's
+/// rt::storageBytes.
 int64_t storageBytes(BaseStorage storage, int64_t numel);
 
 /// The storage of a precision's working type: what a frozen base is kept

@@ -43,15 +43,13 @@ public:
             program.getContext(),
             plan::workingStorage(program.getTrain().getPrecision()))) {}
 
-  LogicalResult run() {
+  void run() {
     SmallVector<Operation *> computes;
     for (Operation &op : program.getBody().front())
       if (isa<sched::ForwardOp, sched::RecomputeOp, sched::BackwardOp>(op))
         computes.push_back(&op);
     for (Operation *op : computes)
-      if (failed(convertOperands(op)))
-        return failure();
-    return success();
+      convertOperands(op);
   }
 
 private:
@@ -86,7 +84,7 @@ private:
     return operands;
   }
 
-  LogicalResult convertOperands(Operation *op) {
+  void convertOperands(Operation *op) {
     for (auto [operand, owner] : baseOperands(op)) {
       Value stored = operand->get();
       if (bufferType(stored).getElementType() == working)
@@ -123,7 +121,6 @@ private:
       if (isa<sched::RecomputeOp>(op))
         converted[stored] = {base, free};
     }
-    return success();
   }
 
   sched::ProgramOp program;
@@ -134,10 +131,7 @@ private:
 
 struct SchedDequantizeBasePass
     : plan::impl::SchedDequantizeBaseBase<SchedDequantizeBasePass> {
-  void runOnOperation() override {
-    if (failed(BaseConversion(getOperation()).run()))
-      return signalPassFailure();
-  }
+  void runOnOperation() override { BaseConversion(getOperation()).run(); }
 };
 
 } // namespace
