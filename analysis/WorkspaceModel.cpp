@@ -19,7 +19,6 @@
 #include "Schedule.h"
 
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/StringExtras.h"
 
 #include <algorithm>
 #include <initializer_list>
@@ -340,34 +339,22 @@ WorkspaceShape plan::workspaceShapeOf(UnitOp unit, PlanOp plan,
         rt::loraAdapterModule(param.getParamName());
     if (!adapterOf)
       continue;
-    llvm::StringRef module(*adapterOf);
-    if (dropout && rt::isLoraA(param.getParamName())) {
-      // Its name within the block: what follows the layer's index.
-      llvm::StringRef inBlock = module;
-      for (size_t dot = module.find('.'); dot != llvm::StringRef::npos;
-           dot = module.find('.', dot + 1)) {
-        size_t next = module.find('.', dot + 1);
-        llvm::StringRef part = module.slice(dot + 1, next);
-        if (next != llvm::StringRef::npos && !part.empty() &&
-            llvm::all_of(part, [](char c) { return llvm::isDigit(c); })) {
-          inBlock = module.substr(next + 1);
-          break;
-        }
-      }
-      s.dropoutRank = static_cast<int64_t>(lora.getRank());
-      s.droppedModules.push_back(inBlock.str());
-    }
     // The module's place in the block, by the family's names.
-    if (module.ends_with(".down_proj") || module.ends_with(".mlp.c_proj") ||
-        (module.ends_with(".output.dense") &&
-         !module.ends_with(".attention.output.dense")))
+    llvm::StringRef module = rt::moduleInBlock(*adapterOf);
+    if (dropout && rt::isLoraA(param.getParamName())) {
+      s.dropoutRank = static_cast<int64_t>(lora.getRank());
+      s.droppedModules.push_back(module.str());
+    }
+    if (llvm::is_contained({"mlp.down_proj", "mlp.c_proj", "output.dense"},
+                           module))
       s.mlpOutAdapters += numel;
-    else if (module.ends_with(".gate_proj") || module.ends_with(".up_proj") ||
-             module.ends_with(".c_fc") ||
-             module.ends_with(".intermediate.dense"))
+    else if (llvm::is_contained({"mlp.gate_proj", "mlp.up_proj", "mlp.c_fc",
+                                 "intermediate.dense"},
+                                module))
       s.mlpInAdapters += numel;
-    else if (module.ends_with(".o_proj") || module.ends_with(".attn.c_proj") ||
-             module.ends_with(".attention.output.dense"))
+    else if (llvm::is_contained(
+                 {"self_attn.o_proj", "attn.c_proj", "attention.output.dense"},
+                 module))
       s.attnOutAdapters += numel;
   }
   return s;

@@ -636,10 +636,8 @@ std::vector<std::string> plan::loraModules(ModelFamily family) {
     for (const ParamInfo &param : unit.params) {
       if (!rt::isLoraA(param.name))
         continue;
-      llvm::StringRef name(*rt::loraAdapterModule(param.name));
-      // Relative to the block: drop "model.layers.0." and the like.
-      size_t layer = name.find(".0.");
-      modules.push_back(name.drop_front(layer + 3).str());
+      modules.emplace_back(
+          rt::moduleInBlock(*rt::loraAdapterModule(param.name)));
     }
   return modules;
 }

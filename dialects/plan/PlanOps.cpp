@@ -311,6 +311,14 @@ bool UnitOp::hasQuantizedBase() {
   });
 }
 
+std::pair<UnitOp, ParamOp> UnitOp::lookupTiedOwner() {
+  auto plan = (*this)->getParentOfType<PlanOp>();
+  for (auto param : getBody().getOps<ParamOp>())
+    if (auto owner = plan.lookupTiedTo(param); owner.second)
+      return owner;
+  return {};
+}
+
 int64_t UnitOp::getParamNumel() {
   int64_t numel = 0;
   for (auto param : getBody().getOps<ParamOp>())

@@ -106,6 +106,9 @@ def Plan_UnitOp : Plan_Op<"unit", [
     /// Elements of all the parameters this unit computes with, tied ones
     /// included.
     int64_t getParamNumel();
+    /// The unit storing the parameter this one ties to, and that parameter
+    /// (both null when it ties none; a unit ties parameters of one unit).
+    std::pair<UnitOp, ParamOp> lookupTiedOwner();
   }];
 }
 

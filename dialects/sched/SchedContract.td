@@ -146,13 +146,13 @@ class Sched_Roles<list<string> names, list<string> allowed> : Sched_FileCheck {
   list<string> operands = names;
   list<string> roles = allowed;
 }
-// Two optional operands are given together or not at all.
 // `grads` (the tied gradients) is given exactly when `tied` is and the tied
 // parameters train: a tie to a LoRA base gets no gradient.
 class Sched_TiedGrads<string tiedName, string gradsName> : Sched_FileCheck {
   string tied = tiedName;
   string grads = gradsName;
 }
+// Two optional operands are given together or not at all.
 class Sched_GivenTogether<string first, string second> : Sched_FileCheck {
   string a = first;
   string b = second;

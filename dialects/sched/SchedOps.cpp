@@ -290,19 +290,12 @@ static LogicalResult verifyUnitAndMicroBatch(Operation *op,
   return success();
 }
 
-/// The unit storing the parameter `unit` ties to (null when it ties none),
-/// and whether that parameter is frozen.
-static std::pair<plan::UnitOp, bool> tiedOwner(plan::UnitOp unit) {
-  auto plan = unit->getParentOfType<plan::PlanOp>();
-  for (auto param : unit.getBody().getOps<plan::ParamOp>())
-    if (auto [other, p] = plan.lookupTiedTo(param); p)
-      return {other, bool(p.getFrozen())};
-  return {plan::UnitOp(), false};
-}
-
 /// Whether `unit` ties to a frozen parameter (then its tied buffer gets no
 /// gradient).
-static bool tiesFrozen(plan::UnitOp unit) { return tiedOwner(unit).second; }
+static bool tiesFrozen(plan::UnitOp unit) {
+  plan::ParamOp tied = unit.lookupTiedOwner().second;
+  return tied && tied.getFrozen();
+}
 
 /// The elements of `owner`'s frozen base that `buffer` must have: its bytes
 /// when `buffer` holds bytes (stored with an NF4 part, before
@@ -340,7 +333,8 @@ static LogicalResult verifyCompute(Operation *op, SymbolRefAttr unitRef,
            << (elementType(frozen).isInteger(8) ? " frozen bytes"
                                                 : " frozen elements")
            << ", its frozen buffer has " << numel(frozen);
-  auto [owner, ownerFrozen] = tiedOwner(unit);
+  auto [owner, tiedParam] = unit.lookupTiedOwner();
+  bool ownerFrozen = tiedParam && tiedParam.getFrozen();
   if (owner && !tied)
     return op->emitOpError("unit '")
            << unit.getSymName()

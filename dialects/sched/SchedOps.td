@@ -281,7 +281,7 @@ def Sched_DequantizeOp : Sched_Op<"dequantize"> {
     (sched-dequantize-base).
 
     ```mlir
-    sched.dequantize @tiny::@layers.0 %stored into %base : memref<1240xi8, #sched.space<device>>, memref<2048xbf16, #sched.space<device>>
+    sched.dequantize @tiny::@layers.0 %stored into %base : memref<24072xi8, #sched.space<device>>, memref<46208xbf16, #sched.space<device>>
     ```
   }];
   let arguments = (ins Sched_UnitRefAttr:$unit,

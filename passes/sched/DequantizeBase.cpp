@@ -67,13 +67,8 @@ private:
         operands.push_back({&compute.getFrozenMutable()[0], unit});
       if (compute.getTiedMutable().empty())
         return;
-      auto plan = unit->template getParentOfType<plan::PlanOp>();
-      for (auto param : unit.getBody().template getOps<plan::ParamOp>())
-        if (auto [owner, tied] = plan.lookupTiedTo(param);
-            tied && tied.getFrozen()) {
-          operands.push_back({&compute.getTiedMutable()[0], owner});
-          return;
-        }
+      if (auto [owner, tied] = unit.lookupTiedOwner(); tied && tied.getFrozen())
+        operands.push_back({&compute.getTiedMutable()[0], owner});
     };
     if (auto forward = dyn_cast<sched::ForwardOp>(op))
       collect(forward);

@@ -124,7 +124,11 @@ struct AsyncState {
 /// One walk over one program.
 class ScheduleChecker {
 public:
-  explicit ScheduleChecker(ProgramOp program) : program(program) {}
+  explicit ScheduleChecker(ProgramOp program)
+      : program(program),
+        working(getStorageElementType(
+            program.getContext(),
+            plan::workingStorage(program.getTrain().getPrecision()))) {}
 
   LogicalResult check() {
     for (Operation &op : program.getBody().front())
@@ -188,9 +192,6 @@ private:
                {recompute.getTied(), "tied"}};
     else if (auto backward = dyn_cast<BackwardOp>(op))
       bases = {{backward.getFrozen(), "frozen"}, {backward.getTied(), "tied"}};
-    Type working = getStorageElementType(
-        op->getContext(),
-        plan::workingStorage(program.getTrain().getPrecision()));
     for (auto [buffer, name] : bases)
       if (buffer &&
           cast<MemRefType>(buffer.getType()).getElementType() != working)
@@ -430,6 +431,7 @@ private:
   }
 
   ProgramOp program;
+  Type working; // what compute reads a frozen base in
   llvm::DenseMap<Value, BufferRef> refs;
   SmallVector<Root> roots;
   llvm::DenseMap<Operation *, unsigned> asyncIndex;

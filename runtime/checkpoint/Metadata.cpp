@@ -281,9 +281,7 @@ Metadata readMetadata(const JsonReader &r, const Json &j) {
     unitNumel[u.name] = u.numel;
     for (size_t k = 0; k < u.params.size(); ++k) {
       const Param &p = u.params[k];
-      int64_t numel = 1;
-      for (int64_t d : p.shape)
-        numel *= d;
+      int64_t numel = p.numel();
       int64_t stored = p.frozen ? u.frozenNumel : u.numel;
       if (p.tiedTo.empty() &&
           (p.offset < 0 || numel < 0 || p.offset + numel > stored))

@@ -428,11 +428,9 @@ std::vector<std::pair<std::string, at::Tensor>> Checkpoint::weights() const {
     for (const Param &p : u.params) {
       if (!p.tiedTo.empty() || p.frozen)
         continue;
-      int64_t numel = 1;
-      for (int64_t d : p.shape)
-        numel *= d;
       out.push_back(
-          {p.name, flat.narrow(0, p.offset, numel).reshape(p.shape).clone()});
+          {p.name,
+           flat.narrow(0, p.offset, p.numel()).reshape(p.shape).clone()});
     }
   }
   return out;

@@ -31,9 +31,7 @@ DecayMask decayMask(const Schedule &schedule, const Group &group, int64_t first,
       // Frozen parameters (a LoRA base) are not in the trained elements.
       if (!param.tiedTo.empty() || param.frozen || param.shape.size() < 2)
         continue;
-      int64_t size = 1;
-      for (int64_t d : param.shape)
-        size *= d;
+      int64_t size = param.numel();
       int64_t b = std::max(unitStart + param.offset, first);
       int64_t e = std::min(unitStart + param.offset + size, end);
       if (b >= e)

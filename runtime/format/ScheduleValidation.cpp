@@ -176,8 +176,8 @@ public:
   const Schedule &s;
   const std::string &name;
   std::vector<int64_t> tiedUnit; // per unit: the unit it ties, or -1
-  std::vector<bool>
-      tiedFrozen; // per unit: whether that tie is to a frozen parameter
+  // Per unit: whether that tie is to a frozen parameter.
+  std::vector<bool> tiedFrozen;
   std::vector<int64_t> root; // per buffer: its allocation
   // Per buffer: the elements of its allocation it stands for (a shard view
   // stands for its whole source: some rank's slice is anywhere in it).
@@ -476,7 +476,9 @@ private:
       // Each unit holds at most kMaxElements; a sum over many needs more
       // than 64 bits.
       __int128 numel = 0, frozenNumel = 0;
-      ElementType frozenType = frozenTypeOf(group);
+      const bool frozenBytes = storesFrozenAsBytes(group);
+      const ElementType frozenType =
+          frozenBytes ? ElementType::I8 : ElementType::F32;
       for (const std::string &unit : group.units) {
         auto it = unitIndex.find(unit);
         if (it == unitIndex.end())
@@ -485,7 +487,7 @@ private:
         numel += s.units[it->second].numel;
         frozenNumel += s.units[it->second].frozenSizeIn(frozenType);
       }
-      groupFrozenType.push_back(frozenType);
+      groupFrozenBytes.push_back(frozenBytes);
       checkFlatLayout(where, "", numel, group.numel, group.paddedNumel,
                       group.shardNumel);
       checkFlatLayout(where, "frozen_", frozenNumel, group.frozenNumel,
@@ -497,15 +499,15 @@ private:
               std::to_string(unitGroups[u]) + " groups, not one");
   }
 
-  /// Whether a group's frozen base is bytes (a unit stores part of its base
-  /// in NF4), as I8, or else F32 (elements: their type is the buffer's).
-  ElementType frozenTypeOf(const Group &group) const {
-    for (const std::string &unit : group.units) {
-      auto it = unitIndex.find(unit);
-      if (it != unitIndex.end() && s.units[it->second].hasQuantizedBase())
-        return ElementType::I8;
-    }
-    return ElementType::F32;
+  /// Whether a group's frozen base is bytes: a unit stores part of its base
+  /// in NF4.
+  bool storesFrozenAsBytes(const Group &group) const {
+    return std::any_of(group.units.begin(), group.units.end(),
+                       [&](const std::string &unit) {
+                         auto it = unitIndex.find(unit);
+                         return it != unitIndex.end() &&
+                                s.units[it->second].hasQuantizedBase();
+                       });
   }
 
   /// A group's flat vector (its trainable elements, or with `prefix`
@@ -514,30 +516,26 @@ private:
   void checkFlatLayout(const std::string &where, const std::string &prefix,
                        __int128 unitsNumel, int64_t numel, int64_t paddedNumel,
                        int64_t shardNumel) {
-    {
-      const Group group{"", {}, numel, paddedNumel, shardNumel};
-      if (unitsNumel > kMaxElements)
-        error(where + " holds more than 2^60 " + prefix + "elements");
-      if (group.numel != unitsNumel)
-        error(where + ": " + prefix + "numel " + std::to_string(group.numel) +
-              " is not the " +
-              std::to_string(static_cast<int64_t>(unitsNumel)) +
-              " elements its units store");
-      if (group.paddedNumel < group.numel || group.paddedNumel % s.shard != 0)
-        error(where + ": " + prefix + "padded_numel " +
-              std::to_string(group.paddedNumel) + " is not " + prefix +
-              "numel rounded up to a multiple of the shard axis " +
-              std::to_string(s.shard));
-      if (group.paddedNumel - group.numel >= s.shard)
-        error(where + ": " + prefix + "padded_numel " +
-              std::to_string(group.paddedNumel) +
-              " pads more than the shard axis needs");
-      if (__int128(group.shardNumel) * s.shard != group.paddedNumel)
-        error(where + ": " + prefix + "shard_numel " +
-              std::to_string(group.shardNumel) + " x shard " +
-              std::to_string(s.shard) + " is not " + prefix + "padded_numel " +
-              std::to_string(group.paddedNumel));
-    }
+    if (unitsNumel > kMaxElements)
+      error(where + " holds more than 2^60 " + prefix + "elements");
+    if (numel != unitsNumel)
+      error(where + ": " + prefix + "numel " + std::to_string(numel) +
+            " is not the " + std::to_string(static_cast<int64_t>(unitsNumel)) +
+            " elements its units store");
+    if (paddedNumel < numel || paddedNumel % s.shard != 0)
+      error(where + ": " + prefix + "padded_numel " +
+            std::to_string(paddedNumel) + " is not " + prefix +
+            "numel rounded up to a multiple of the shard axis " +
+            std::to_string(s.shard));
+    if (paddedNumel - numel >= s.shard)
+      error(where + ": " + prefix + "padded_numel " +
+            std::to_string(paddedNumel) +
+            " pads more than the shard axis needs");
+    if (__int128(shardNumel) * s.shard != paddedNumel)
+      error(where + ": " + prefix + "shard_numel " +
+            std::to_string(shardNumel) + " x shard " + std::to_string(s.shard) +
+            " is not " + prefix + "padded_numel " +
+            std::to_string(paddedNumel));
   }
 
   void checkArenas() {
@@ -598,8 +596,8 @@ private:
             error(where + ": unknown group '" + b.group + "'");
           const Group &group = s.groups[g->second];
           bool frozen = b.role == BufferRole::Frozen;
-          if (frozen && (b.type == ElementType::I8) !=
-                            (groupFrozenType[g->second] == ElementType::I8))
+          if (frozen &&
+              (b.type == ElementType::I8) != groupFrozenBytes[g->second])
             error(where + ": group '" + b.group + "' stores its frozen base " +
                   (b.type == ElementType::I8 ? "in elements, not bytes"
                                              : "in bytes (NF4), not elements"));
@@ -651,8 +649,8 @@ private:
 
 public:
   std::unordered_map<std::string, size_t> unitIndex, groupIndex;
-  /// By group: I8 when its frozen base is bytes.
-  std::vector<ElementType> groupFrozenType;
+  /// By group: whether its frozen base is bytes.
+  std::vector<bool> groupFrozenBytes;
 };
 
 /// The relations an op's ODS definition lists (SchedContract.td,

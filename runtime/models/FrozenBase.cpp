@@ -2,6 +2,7 @@
 
 #include "FrozenBase.h"
 
+#include "DTypes.h"
 #include "NF4.h"
 
 #include <stdexcept>
@@ -9,19 +10,6 @@
 
 namespace plan::rt {
 namespace {
-
-at::ScalarType denseType(BaseStorage storage) {
-  switch (storage) {
-  case BaseStorage::BF16:
-    return at::kBFloat16;
-  case BaseStorage::F16:
-    return at::kHalf;
-  case BaseStorage::F32:
-  case BaseStorage::NF4:
-    break;
-  }
-  return at::kFloat;
-}
 
 void checkSize(const Unit &unit, const at::Tensor &t, int64_t expected,
                const char *what) {
@@ -60,7 +48,7 @@ void storeFrozenBase(const Unit &unit, const at::Tensor &values,
     if (p.base == BaseStorage::NF4)
       writeNF4(quantizeNF4(v), out);
     else
-      out.copy_(v.to(denseType(p.base)).view(at::kByte));
+      out.copy_(v.to(support::scalarType(p.base)).view(at::kByte));
   });
 }
 
@@ -81,7 +69,7 @@ void loadFrozenBase(const Unit &unit, const at::Tensor &stored,
       return dequantizeNF4Bytes(src, dst);
     // Raw elements at any byte offset: through an aligned copy, a chunk at
     // a time (denseDequantWorkspaceBytes).
-    const at::ScalarType type = denseType(p.base);
+    const at::ScalarType type = support::scalarType(p.base);
     const int64_t size = static_cast<int64_t>(c10::elementSize(type));
     const int64_t chunk = 4 * kDequantChunkElements;
     for (int64_t first = 0; first < bytes; first += chunk) {
@@ -97,7 +85,7 @@ at::Tensor throughStorage(const Param &param, const at::Tensor &values) {
     return values;
   if (param.base == BaseStorage::NF4)
     return dequantizeNF4(quantizeNF4(values), at::kFloat);
-  return values.to(denseType(param.base)).to(at::kFloat);
+  return values.to(support::scalarType(param.base)).to(at::kFloat);
 }
 
 } // namespace plan::rt

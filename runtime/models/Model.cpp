@@ -689,9 +689,7 @@ private:
       Slot s;
       s.name = p.name;
       s.shape = p.shape;
-      s.numel = 1;
-      for (int64_t d : p.shape)
-        s.numel *= d;
+      s.numel = p.numel();
       s.offset = p.offset;
       if (!p.tiedTo.empty()) {
         auto it = defined.find(p.tiedTo);

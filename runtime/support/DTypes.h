@@ -28,6 +28,22 @@ inline c10::ScalarType scalarType(ElementType type) {
   return c10::kFloat;
 }
 
+/// The dtype a dense frozen base stored as `storage` has (NF4, which is
+/// bytes, has none: kByte).
+inline c10::ScalarType scalarType(BaseStorage storage) {
+  switch (storage) {
+  case BaseStorage::BF16:
+    return c10::kBFloat16;
+  case BaseStorage::F16:
+    return c10::kHalf;
+  case BaseStorage::F32:
+    return c10::kFloat;
+  case BaseStorage::NF4:
+    return c10::kByte;
+  }
+  return c10::kFloat;
+}
+
 } // namespace plan::rt::support
 
 #endif // PLAN_RUNTIME_SUPPORT_DTYPES_H

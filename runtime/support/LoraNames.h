@@ -35,6 +35,23 @@ loraAdapterModule(std::string_view param) {
   return std::nullopt;
 }
 
+/// A block module's name within its block: what follows the layer index
+/// ("model.layers.3.self_attn.q_proj" -> "self_attn.q_proj",
+/// "bert.encoder.layer.0.output.dense" -> "output.dense"); the whole name
+/// when it has none.
+inline std::string_view moduleInBlock(std::string_view module) {
+  for (size_t dot = module.find('.'); dot != std::string_view::npos;
+       dot = module.find('.', dot + 1)) {
+    size_t next = module.find('.', dot + 1);
+    if (next == std::string_view::npos || next == dot + 1)
+      continue;
+    std::string_view part = module.substr(dot + 1, next - dot - 1);
+    if (part.find_first_not_of("0123456789") == std::string_view::npos)
+      return module.substr(next + 1);
+  }
+  return module;
+}
+
 } // namespace plan::rt
 
 #endif // PLAN_RUNTIME_SUPPORT_LORANAMES_H

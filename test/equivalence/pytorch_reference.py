@@ -300,6 +300,29 @@ def main():
                          world, sets, None, ref)
             passed += ok
             failed += not ok
+    if args.lora != "skip" and not args.transformers:
+        # LoRA dropout over long rows: down_proj's input [256, 512] is drawn
+        # in chunks of whole rows (kDropoutChunkElements = 2^16: 128 rows),
+        # the reference's in one torch.rand call per sequence. Other masks
+        # (or none) move the loss by 2e-5 from step 4 and 6e-5 from step 5.
+        seq, inter = 256, 512
+        config = os.path.join(work, f"intermediate-{inter}.json")
+        with open(config, "w") as f:
+            json.dump({"intermediate": inter}, f)
+        extra = ["--lora-rank", str(LORA_RANK), "--lora-alpha", f"{LORA_ALPHA:g}",
+                 "--lora-targets", "all_linear", "--lora-dropout", f"{LORA_DROPOUT:g}",
+                 "--seq-len", str(seq), "--config", config]
+        ref = reference("llama_tiny", "ref-lora-drop-chunked", extra)
+        sets = ["model=llama_tiny", f"model.intermediate={inter}", f"train.seq_len={seq}",
+                f"train.micro_batch={MICRO_BATCH_TOTAL // 2}", "parallel.sharding=full_shard",
+                "cluster.gpus_per_node=2", "train.steps=0",
+                f"model.lora.rank={LORA_RANK}", f"model.lora.alpha={LORA_ALPHA:g}",
+                "model.lora.targets=[all_linear]", f"model.lora.dropout={LORA_DROPOUT:g}"]
+        ok = compare(f"llama_tiny LoRA dropout={LORA_DROPOUT:g} intermediate={inter} "
+                     f"seq_len={seq} (masks drawn in chunks) world=2 full_shard",
+                     "llama_tiny-lora-drop-chunked", 2, sets, None, ref)
+        passed += ok
+        failed += not ok
     if args.transformers and args.lora != "only":
         for ok in bert_base_cased_from_hub_layout(args, work, compare, reference):
             passed += ok
