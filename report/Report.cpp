@@ -288,14 +288,6 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module) {
 // The table
 //===----------------------------------------------------------------------===//
 
-std::string plan::formatSeconds(double seconds) {
-  if (seconds >= 1)
-    return llvm::formatv("{0:F3} s", seconds).str();
-  if (seconds >= 1e-3)
-    return llvm::formatv("{0:F2} ms", seconds * 1e3).str();
-  return llvm::formatv("{0:F1} us", seconds * 1e6).str();
-}
-
 std::string plan::offloadedStates(const OffloadSpec &offload) {
   SmallVector<StringRef> offloaded;
   if (offload.params == MemorySpace::Host)

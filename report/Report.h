@@ -14,6 +14,7 @@
 #include "analysis/CommModel.h"
 #include "analysis/TimeModel.h"
 #include "frontend/PlanSpec.h"
+#include "runtime/support/Format.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/JSON.h"
@@ -174,8 +175,8 @@ void writeChromeTrace(const ScheduleReport &report, llvm::raw_ostream &os);
 /// memory curve under it with the peak and what is live there.
 void writeTimelineSvg(const ScheduleReport &report, llvm::raw_ostream &os);
 
-/// "1.234 s", "5.58 ms", "12.0 us".
-std::string formatSeconds(double seconds);
+/// "1.234 s", "5.58 ms", "12.0 us" (runtime/support/Format.h).
+using rt::support::formatSeconds;
 
 /// The states `offload` keeps on the CPU: "params+optimizer"; "" for none.
 std::string offloadedStates(const OffloadSpec &offload);

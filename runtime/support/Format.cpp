@@ -29,6 +29,17 @@ std::string formatBytes(int64_t bytes) {
   return text;
 }
 
+std::string formatSeconds(double seconds) {
+  char text[48];
+  if (seconds >= 1)
+    std::snprintf(text, sizeof text, "%.3f s", seconds);
+  else if (seconds >= 1e-3)
+    std::snprintf(text, sizeof text, "%.2f ms", seconds * 1e3);
+  else
+    std::snprintf(text, sizeof text, "%.1f us", seconds * 1e6);
+  return text;
+}
+
 std::string withThousands(int64_t n) {
   std::string digits = std::to_string(n), out;
   for (size_t i = 0; i < digits.size(); ++i) {

@@ -20,6 +20,10 @@ namespace plan::rt::support {
 /// sign ("-1.5 KiB").
 std::string formatBytes(int64_t bytes);
 
+/// "1.234 s", "5.58 ms", "12.0 us": three significant-ish digits in the
+/// largest unit below the value.
+std::string formatSeconds(double seconds);
+
 /// "1,234,567", "-1,234".
 std::string withThousands(int64_t n);
 
