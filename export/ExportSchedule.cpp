@@ -130,12 +130,14 @@ LogicalResult ScheduleExporter::exportPlan() {
   if (auto file = plan.getLoc()->findInstanceOf<FileLineColLoc>())
     s.sourceFile = file.getFilename().str();
 
-  shard::GridOp grid = plan.getGridOp();
-  if (!grid || grid.getShape().size() != 2)
-    return plan.emitError("the schedule file needs a 2-D mesh "
-                          "(replicate x shard)");
-  s.replicate = grid.getShape()[0];
-  s.shard = grid.getShape()[1];
+  // The file's ranks are replicate x shard; a tensor axis has no lowering
+  // (plan-assign-sharding refuses it) and no place in the file yet.
+  if (plan.getMeshSize(MeshAxis::Shard) < 1 ||
+      plan.getMeshSize(MeshAxis::Tensor) != 1)
+    return plan.emitError("the schedule file needs a mesh (replicate, "
+                          "shard, 1)");
+  s.replicate = plan.getMeshSize(MeshAxis::Replicate);
+  s.shard = plan.getMeshSize(MeshAxis::Shard);
 
   ModelAttr model = plan.getModel();
   rt::ModelConfig &m = s.model;

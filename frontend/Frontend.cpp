@@ -199,7 +199,7 @@ struct PlanImporter {
     return ParallelAttr::getChecked(
         errorAt("parallel"), ctx, p.sharding, wrap, offload, p.optimizerStep,
         p.backwardPrefetch, p.forwardPrefetch, p.maxInflightGathers,
-        p.bucketBytes, p.gradSync);
+        p.bucketBytes, p.gradSync, p.sequenceParallel);
   }
 };
 
@@ -223,9 +223,14 @@ OwningOpRef<ModuleOp> importPlan(const PlanSpec &plan, DiagEmitter &diag) {
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
   OpBuilder builder = OpBuilder::atBlockEnd(module->getBody());
   llvm::StringRef meshName = "mesh";
-  shard::GridOp::create(builder, importer.locOf("parallel.mesh"), meshName,
-                        llvm::ArrayRef<int64_t>{plan.parallel.meshReplicate,
-                                                plan.parallel.meshShard});
+  // Axes (replicate, shard, tensor): a tensor group is consecutive ranks.
+  shard::GridOp::create(
+      builder,
+      importer.locOf(plan.parallel.tensor > 1 ? "parallel.tensor"
+                                              : "parallel.mesh"),
+      meshName,
+      llvm::ArrayRef<int64_t>{plan.parallel.meshReplicate,
+                              plan.parallel.meshShard, plan.parallel.tensor});
   PlanOp::create(builder, fileLoc, plan.name, meshName, model, cluster, train,
                  parallel);
   if (failed(verify(*module)))

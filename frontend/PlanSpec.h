@@ -228,9 +228,16 @@ struct OffloadSpec {
 struct ParallelSpec {
   Sharding sharding = Sharding::NoShard;
   /// The data-parallel mesh: `replicate` groups of `shard` ranks each;
-  /// replicate * shard == world size. Axis 0 replicates, axis 1 shards.
+  /// replicate * shard == the data-parallel ranks (world / tensor). Axis 0
+  /// replicates, axis 1 shards.
   int64_t meshReplicate = 1;
   int64_t meshShard = 1;
+  /// The tensor-parallel degree: ranks that split each block's weights
+  /// between them (Megatron-style), the mesh's innermost axis.
+  int64_t tensor = 1;
+  /// Megatron sequence parallelism: the regions between the tensor-parallel
+  /// ones (norms, dropout, residuals) split along the sequence.
+  bool sequenceParallel = false;
   WrapSpec wrap;
   OffloadSpec offload;
   MemorySpace optimizerStep = MemorySpace::Device;

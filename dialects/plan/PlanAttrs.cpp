@@ -297,7 +297,7 @@ LogicalResult ParallelAttr::verify(EmitErrorFn emitError, Sharding sharding,
                                    WrapAttr wrap, OffloadAttr offload,
                                    MemorySpace optimizerStep, Prefetch, bool,
                                    int64_t maxInflightGathers, int64_t bucket,
-                                   GradSync) {
+                                   GradSync, bool) {
   if (!wrap || !offload)
     return emitError() << "parallel needs a wrap policy and an offload";
   if (failed(checkPositive(emitError, "max_inflight_gathers",

@@ -215,7 +215,13 @@ def Plan_OffloadAttr : Plan_Attr<"Offload", "offload"> {
 }
 
 def Plan_ParallelAttr : Plan_Attr<"Parallel", "parallel"> {
-  let summary = "The data-parallel strategy";
+  let summary = "The parallel strategy";
+  let description = [{
+    How the plan's mesh is used: data parallelism over its replicate and
+    shard axes (`sharding`, offload, prefetch, buckets), and over its tensor
+    axis `sequence_parallel` (Megatron sequence parallelism, which needs a
+    tensor axis above 1). The degrees themselves are the mesh's shape.
+  }];
   let parameters = (ins
     EnumParam<Plan_Sharding>:$sharding,
     AttrParameter<"::plan::WrapAttr", "">:$wrap,
@@ -225,7 +231,8 @@ def Plan_ParallelAttr : Plan_Attr<"Parallel", "parallel"> {
     BoolParam<"", "false">:$forward_prefetch,
     I64Param<"", "2">:$max_inflight_gathers,
     I64Param<"bytes", "26214400">:$bucket,
-    EnumParam<Plan_GradSync, "::plan::GradSync::EveryMicroBatch">:$grad_sync);
+    EnumParam<Plan_GradSync, "::plan::GradSync::EveryMicroBatch">:$grad_sync,
+    BoolParam<"", "false">:$sequence_parallel);
   let genVerifyDecl = 1;
 }
 

@@ -23,6 +23,13 @@
 
 namespace plan {
 
+/// The axes of a plan's mesh (its `shard.grid`), outermost first. Ranks are
+/// laid out `(replicate_index * S + shard_index) * T + tensor_index`, so a
+/// tensor group is T consecutive ranks (inside one node when T divides
+/// gpus_per_node) and a shard group's ranks are T apart.
+enum class MeshAxis : unsigned { Replicate = 0, Shard = 1, Tensor = 2 };
+constexpr unsigned kMeshAxes = 3;
+
 /// A double attribute parameter. It converts to and from double, so the
 /// generated getters read like plain doubles; it exists because attribute
 /// storage hashes every parameter with llvm::hash_value, which has no

@@ -119,25 +119,36 @@ shard::GridOp PlanOp::getGridOp() {
       (*this)->getParentOp(), getMeshAttr());
 }
 
+int64_t PlanOp::getMeshSize(MeshAxis axis) {
+  shard::GridOp grid = getGridOp();
+  if (!grid || grid.getShape().size() != kMeshAxes)
+    return 0;
+  int64_t size = grid.getShape()[static_cast<unsigned>(axis)];
+  return ShapedType::isDynamic(size) ? 0 : size;
+}
+
 LogicalResult PlanOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto grid = symbolTable.lookupNearestSymbolFrom<shard::GridOp>(
       (*this)->getParentOp(), getMeshAttr());
   if (!grid)
     return emitOpError("mesh '") << getMesh() << "' does not name a shard.grid";
   ArrayRef<int64_t> shape = grid.getShape();
-  if (shape.size() != 2)
+  if (shape.size() != kMeshAxes)
     return emitOpError("mesh '")
-           << getMesh() << "' must have 2 axes (replicate, shard), got "
-           << shape.size();
+           << getMesh() << "' must have " << kMeshAxes
+           << " axes (replicate, shard, tensor), got " << shape.size();
   if (llvm::any_of(shape, ShapedType::isDynamic))
     return emitOpError("mesh '") << getMesh() << "' must have a static shape";
-  int64_t size = shape[0] * shape[1];
+  int64_t size = shape[0] * shape[1] * shape[2];
   if (size != getWorldSize())
     return emitOpError("mesh '")
-           << getMesh() << "' has " << shape[0] << "x" << shape[1] << " = "
-           << size << " ranks but the cluster has " << getWorldSize() << " ("
-           << getCluster().getNodes() << " nodes x "
+           << getMesh() << "' has " << shape[0] << "x" << shape[1] << "x"
+           << shape[2] << " = " << size << " ranks but the cluster has "
+           << getWorldSize() << " (" << getCluster().getNodes() << " nodes x "
            << getCluster().getGpusPerNode() << " gpus_per_node)";
+  if (getParallel().getSequenceParallel() && shape[2] < 2)
+    return emitOpError("sequence_parallel splits along the sequence over "
+                       "the tensor axis, which is 1");
   Sharding sharding = getParallel().getSharding();
   if (sharding == Sharding::NoShard && shape[1] != 1)
     return emitOpError("no_shard does not shard: the mesh's shard axis must "
@@ -235,9 +246,7 @@ LogicalResult GroupOp::verify() {
   if (frozen && !asBytes && !getFrozenElementStorage())
     return emitOpError("the frozen parameters of its units are stored in "
                        "different types: one frozen buffer holds one");
-  int64_t groupSize = plan.getGridOp() && !plan.getGridOp().getShape().empty()
-                          ? plan.getGridOp().getShape().back()
-                          : 0;
+  int64_t groupSize = plan.getMeshSize(MeshAxis::Shard);
   // One flat buffer's sizes: `what` is "" for the trainable one, "frozen_"
   // for the frozen one.
   auto verifySizes = [&](StringRef what, int64_t holds,

@@ -21,14 +21,16 @@ def Plan_PlanOp : Plan_Op<"plan", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "A training plan";
   let description = [{
-    One training job. `mesh` names the `shard.grid` its data-parallel ranks
-    form: axis 0 replicates, axis 1 shards (`(replicate, shard)` in the .plan
-    language); its size is the cluster's world size. The body is empty until
+    One training job. `mesh` names the `shard.grid` its ranks form, with
+    three axes: replicate, shard (`mesh = (replicate, shard)` in the .plan
+    language, the data-parallel ranks) and tensor (`tensor`, the ranks that
+    split each block's weights). Its size is the cluster's world size; a
+    tensor group is consecutive ranks. The body is empty until
     presets are expanded into `plan.unit`s, which the wrap policy puts into
     `plan.group`s.
 
     ```mlir
-    shard.grid @mesh(shape = 1x8)
+    shard.grid @mesh(shape = 1x8x1)
     plan.plan @llama3_8b_fsdp on @mesh
         model #plan.model<family = llama, ...>
         cluster #plan.cluster<nodes = 1, gpus_per_node = 8, ...>
@@ -59,8 +61,11 @@ def Plan_PlanOp : Plan_Op<"plan", [
     /// The unit holding the parameter `param` ties to, and that parameter;
     /// nulls when it ties nothing or the name resolves to nothing.
     std::pair<UnitOp, ParamOp> lookupTiedTo(ParamOp param);
-    /// The data-parallel mesh this plan runs on.
+    /// The mesh this plan runs on.
     ::mlir::shard::GridOp getGridOp();
+    /// The size of one axis of the mesh; 0 when the mesh is missing or not
+    /// a static 3-axis grid (which the verifier rejects).
+    int64_t getMeshSize(MeshAxis axis);
     int64_t getWorldSize() { return getCluster().getWorldSize(); }
   }];
 }

@@ -40,17 +40,15 @@ int64_t ProgramOp::getGroupSize(Group group) {
   plan::PlanOp plan = getPlanOp();
   if (!plan)
     return 0;
-  shard::GridOp grid = plan.getGridOp();
-  if (!grid || grid.getShape().size() != 2)
-    return 0;
-  ArrayRef<int64_t> shape = grid.getShape();
+  int64_t replicate = plan.getMeshSize(plan::MeshAxis::Replicate);
+  int64_t shard = plan.getMeshSize(plan::MeshAxis::Shard);
   switch (group) {
   case Group::Shard:
-    return shape[1];
+    return shard;
   case Group::Replicate:
-    return shape[0];
+    return replicate;
   case Group::World:
-    return shape[0] * shape[1];
+    return replicate * shard * plan.getMeshSize(plan::MeshAxis::Tensor);
   }
   return 0;
 }
