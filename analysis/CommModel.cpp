@@ -9,6 +9,8 @@
 
 #include "analysis/CommModel.h"
 
+#include "llvm/Support/ErrorHandling.h"
+
 #include <algorithm>
 
 using namespace plan;
@@ -50,38 +52,41 @@ int64_t plan::ringSteps(CollectiveKind kind, int64_t n) {
   return kind == CollectiveKind::AllReduce ? 2 * (n - 1) : n - 1;
 }
 
-GroupPlacement plan::placeGroup(ClusterAttr cluster, int64_t meshReplicate,
-                                int64_t meshShard, sched::Group group) {
+GroupPlacement plan::placeRing(const ClusterLinks &links, int64_t size,
+                               int64_t lastRank) {
   GroupPlacement placement;
-  int64_t perNode = std::max<int64_t>(cluster.getGpusPerNode(), 1);
-  // The highest rank in rank 0's group decides whether it leaves node 0:
-  // shard = ranks [0, S), replicate = {0, S, 2S, ...}, world = all.
-  int64_t lastRank = 0;
-  switch (group) {
-  case sched::Group::Shard:
-    placement.size = meshShard;
-    lastRank = meshShard - 1;
-    break;
-  case sched::Group::Replicate:
-    placement.size = meshReplicate;
-    lastRank = (meshReplicate - 1) * meshShard;
-    break;
-  case sched::Group::World:
-    placement.size = meshReplicate * meshShard;
-    lastRank = placement.size - 1;
-    break;
-  }
-  placement.intraNode = lastRank < perNode;
-  DeviceAttr device = cluster.getDevice();
+  placement.size = size;
+  placement.intraNode = lastRank < std::max<int64_t>(links.gpusPerNode, 1);
   if (placement.intraNode) {
-    double nvlink = device.getNvlinkBandwidth().value;
-    placement.bandwidth = nvlink > 0 ? nvlink : device.getPcieBandwidth().value;
-    placement.stepLatency = device.getLinkLatency().value;
+    placement.bandwidth = links.intraNodeBandwidth;
+    placement.stepLatency = links.intraNodeStepLatency;
   } else {
-    placement.bandwidth = cluster.getInterNodeBandwidth().value;
+    placement.bandwidth = links.interNodeBandwidth;
     placement.stepLatency = kInterNodeStepLatency;
   }
   return placement;
+}
+
+GroupPlacement plan::placeGroup(ClusterAttr cluster, int64_t meshReplicate,
+                                int64_t meshShard, sched::Group group) {
+  DeviceAttr device = cluster.getDevice();
+  double nvlink = device.getNvlinkBandwidth().value;
+  ClusterLinks links{cluster.getGpusPerNode(),
+                     nvlink > 0 ? nvlink : device.getPcieBandwidth().value,
+                     device.getLinkLatency().value,
+                     cluster.getInterNodeBandwidth().value};
+  // The highest rank in rank 0's group decides whether it leaves node 0:
+  // shard = ranks [0, S), replicate = {0, S, 2S, ...}, world = all.
+  switch (group) {
+  case sched::Group::Shard:
+    return placeRing(links, meshShard, meshShard - 1);
+  case sched::Group::Replicate:
+    return placeRing(links, meshReplicate, (meshReplicate - 1) * meshShard);
+  case sched::Group::World:
+    return placeRing(links, meshReplicate * meshShard,
+                     meshReplicate * meshShard - 1);
+  }
+  llvm_unreachable("unknown group");
 }
 
 double plan::collectiveSeconds(CollectiveKind kind, uint64_t fullBytes,

@@ -54,6 +54,21 @@ struct GroupPlacement {
 GroupPlacement placeGroup(ClusterAttr cluster, int64_t meshReplicate,
                           int64_t meshShard, sched::Group group);
 
+/// The links of a cluster as the placement reads them (from a ClusterAttr,
+/// or from the frontend's ClusterSpec before there is IR).
+struct ClusterLinks {
+  int64_t gpusPerNode = 1;
+  /// NVLink, or PCIe for a device without it.
+  double intraNodeBandwidth = 0;
+  double intraNodeStepLatency = 0;
+  double interNodeBandwidth = 0;
+};
+
+/// Where a ring of `size` ranks lies that holds rank 0 and whose highest
+/// rank is `lastRank`: inside node 0 when `lastRank < gpusPerNode`.
+GroupPlacement placeRing(const ClusterLinks &links, int64_t size,
+                         int64_t lastRank);
+
 /// Per ring step across nodes (seconds); inside a node it is the device's
 /// `link_latency`.
 constexpr double kInterNodeStepLatency = 10e-6;

@@ -1263,6 +1263,9 @@ std::vector<KeyRule> Analyzer::parallelKeys() {
            "sharding"),
        nullptr},
       {"mesh", Need::Optional, method(&Analyzer::readMesh), nullptr},
+      {"tensor", Need::Optional, integer(p.tensor), nullptr},
+      {"sequence_parallel", Need::Optional, boolean(p.sequenceParallel),
+       nullptr},
       {"wrap", Need::Optional, method(&Analyzer::readWrap), nullptr},
       {"offload", Need::Optional, nullptr,
        section([this] { return offloadKeys(); })},
@@ -1318,6 +1321,10 @@ StringRef plan::foreignParallelKeyMeaning(StringRef key) {
       {"mixed_precision", "use train.precision instead"},
       {"activation_checkpointing",
        "use train.activation_checkpointing instead"},
+      {"tp_degree", "use tensor instead (Accelerate's megatron_lm tp_degree)"},
+      {"tensor_model_parallel_size",
+       "use tensor instead (Megatron's tensor_model_parallel_size)"},
+      {"sequence_parallelism", "use sequence_parallel = true instead"},
   };
   for (auto [name, reason] : foreign)
     if (key == name)
@@ -1789,33 +1796,41 @@ void plan::applyDerivedDefaults(PlanSpec &plan) {
   ParallelSpec &p = plan.parallel;
   if (!plan.isGiven("parallel.optimizer_step"))
     p.optimizerStep = p.offload.optimizer;
+  // The data-parallel ranks: the tensor groups split each replica. A degree
+  // that does not divide the world is the checker's error.
+  int64_t world = saturatingProduct(c.nodes, c.gpusPerNode);
+  int64_t dataParallel = p.tensor > 0 ? world / p.tensor : world;
   if (!plan.isGiven("parallel.mesh")) {
-    int64_t world = saturatingProduct(c.nodes, c.gpusPerNode);
     switch (p.sharding) {
     case Sharding::NoShard:
-      p.meshReplicate = world;
+      p.meshReplicate = dataParallel;
       p.meshShard = 1;
       break;
-    // ZeRO-1 shards the optimizer state over every rank.
+    // ZeRO-1 shards the optimizer state over every data-parallel rank.
     case Sharding::Zero1:
     case Sharding::ShardGradOp:
     case Sharding::FullShard:
       p.meshReplicate = 1;
-      p.meshShard = world;
+      p.meshShard = dataParallel;
       break;
-    // Shard within a node over NVLink, replicate across nodes.
+    // Shard within a node over NVLink, replicate across nodes. A tensor
+    // group wider than a node leaves one data-parallel rank per node, which
+    // the checker reports.
     case Sharding::HybridShard:
-      p.meshReplicate = c.nodes;
-      p.meshShard = c.gpusPerNode;
+      p.meshShard =
+          c.gpusPerNode > 0 && p.tensor > 0 && c.gpusPerNode % p.tensor == 0
+              ? c.gpusPerNode / p.tensor
+              : 1;
+      p.meshReplicate = dataParallel / p.meshShard;
       break;
     }
   }
 
-  // The accumulation that makes the global batch (every rank is data
-  // parallel). One that does not divide is the checker's error.
+  // The accumulation that makes the global batch (every data-parallel rank
+  // reads its own micro-batches). One that does not divide is the checker's
+  // error.
   if (plan.isGiven("train.global_batch") && !plan.isGiven("train.grad_accum")) {
-    int64_t perMicroBatch = saturatingProduct(
-        t.microBatch, saturatingProduct(c.nodes, c.gpusPerNode));
+    int64_t perMicroBatch = saturatingProduct(t.microBatch, dataParallel);
     if (perMicroBatch > 0 && t.globalBatch > 0 &&
         t.globalBatch % perMicroBatch == 0)
       t.gradAccum = t.globalBatch / perMicroBatch;

@@ -577,6 +577,14 @@ ParallelBuilder &ParallelBuilder::mesh(int64_t replicate, int64_t shard) {
   keys.set("mesh", tupleValue(integerValue(replicate), integerValue(shard)));
   return *this;
 }
+ParallelBuilder &ParallelBuilder::tensor(int64_t degree) {
+  keys.set("tensor", integerValue(degree));
+  return *this;
+}
+ParallelBuilder &ParallelBuilder::sequenceParallel(bool enabled) {
+  keys.set("sequence_parallel", boolValue(enabled));
+  return *this;
+}
 ParallelBuilder &ParallelBuilder::wrap(WrapKind kind) {
   keys.set("wrap", nameValue(stringify(kind)));
   return *this;
@@ -722,6 +730,9 @@ PlanBuilder PlanBuilder::resolved(const PlanSpec &plan) {
   const ParallelSpec &p = plan.parallel;
   ParallelBuilder parallel;
   parallel.sharding(p.sharding).mesh(p.meshReplicate, p.meshShard);
+  // Sequence parallelism acts only within a tensor group.
+  if (p.tensor > 1)
+    parallel.tensor(p.tensor).sequenceParallel(p.sequenceParallel);
   if (p.wrap.kind == WrapKind::MinParams)
     parallel.wrapMinParams(p.wrap.minParams);
   else

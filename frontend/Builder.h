@@ -263,6 +263,9 @@ class ParallelBuilder {
 public:
   ParallelBuilder &sharding(Sharding sharding);
   ParallelBuilder &mesh(int64_t replicate, int64_t shard);
+  /// The tensor-parallel degree (`tensor = N`).
+  ParallelBuilder &tensor(int64_t degree);
+  ParallelBuilder &sequenceParallel(bool enabled);
   /// `wrap = transformer_block` or `wrap = whole_model`.
   ParallelBuilder &wrap(WrapKind kind);
   /// `wrap = min_params(N)`.

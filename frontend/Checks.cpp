@@ -15,6 +15,9 @@
 
 #include "frontend/Analyze.h"
 
+#include "analysis/CommModel.h"
+#include "runtime/support/Format.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -218,6 +221,8 @@ static const IntegerRange integerRanges[] = {
      wrapsByParams},
     {"parallel.max_inflight_gathers", 1, maxCount,
      [](const PlanSpec &p) { return p.parallel.maxInflightGathers; }},
+    {"parallel.tensor", 1, maxCount,
+     [](const PlanSpec &p) { return p.parallel.tensor; }},
 };
 
 static const RealRange realRanges[] = {
@@ -350,6 +355,7 @@ public:
     checkModel();
     checkRecipe();
     checkMesh();
+    checkTensor();
     checkOffload();
     checkNoEffect();
     return diag.numErrors() == errorsBefore;
@@ -360,7 +366,11 @@ private:
   void checkRanges();
   void checkModel();
   void checkRecipe();
+  /// Whether the tensor groups tile the cluster (an error if not; true when
+  /// a key it reads is already wrong).
+  bool checkTensorGroups();
   void checkMesh();
+  void checkTensor();
   void checkOffload();
   void checkNoEffect();
 
@@ -433,18 +443,19 @@ PlanChecker::firstWritten(std::initializer_list<StringRef> paths) const {
 /// A key applyDerivedDefaults fills in, and the keys it reads to do so.
 struct DerivedDefault {
   StringRef path;
-  std::array<StringRef, 4> sources; // unused ones empty
+  std::array<StringRef, 5> sources; // unused ones empty
 };
 static const DerivedDefault derivedDefaults[] = {
     {"parallel.mesh",
-     {"parallel.sharding", "cluster.nodes", "cluster.gpus_per_node"}},
+     {"parallel.sharding", "cluster.nodes", "cluster.gpus_per_node",
+      "parallel.tensor"}},
     {"parallel.optimizer_step", {"parallel.offload.optimizer"}},
     {"train.loss_scale", {"train.precision"}},
     {"model.kv_heads", {"model.heads"}},
     {"model.intermediate", {"model.hidden"}},
     {"train.grad_accum",
      {"train.global_batch", "train.micro_batch", "cluster.nodes",
-      "cluster.gpus_per_node"}},
+      "cluster.gpus_per_node", "parallel.tensor"}},
     {"cluster.host_bandwidth", {"cluster.gpu"}},
     {"cluster.host_cores", {"cluster.gpu"}},
 };
@@ -493,6 +504,14 @@ void PlanChecker::checkRanges() {
     error(range.path, formatv("'{0}' must be {1}, got {2}", range.path,
                               describeBounds(range), show(value, range.shown)));
     unchecked.insert(range.path);
+  }
+
+  // A tensor degree that does not tile the cluster is as wrong as one out
+  // of range, and the default mesh is derived from it.
+  if (!checkTensorGroups()) {
+    unchecked.insert("parallel.tensor");
+    if (!plan.isGiven("parallel.mesh"))
+      unchecked.insert("parallel.mesh");
   }
 
   const ParallelSpec &p = plan.parallel;
@@ -570,8 +589,12 @@ void PlanChecker::checkRecipe() {
   // from it when not given.
   if (plan.isGiven("train.global_batch") &&
       reads({"train.global_batch", "train.micro_batch", "train.grad_accum",
-             "cluster.nodes", "cluster.gpus_per_node"})) {
-    int64_t ranks = plan.cluster.worldSize();
+             "cluster.nodes", "cluster.gpus_per_node", "parallel.tensor"}) &&
+      plan.cluster.worldSize() % plan.parallel.tensor == 0) {
+    // The ranks of one tensor group read the same micro-batch.
+    int64_t ranks = plan.cluster.worldSize() / plan.parallel.tensor;
+    StringRef ranksName =
+        plan.parallel.tensor > 1 ? "data-parallel ranks" : "ranks";
     int64_t perMicroBatch = t.microBatch * ranks;
     if (!plan.isGiven("train.grad_accum") && t.globalBatch % perMicroBatch) {
       int64_t below = t.globalBatch / perMicroBatch * perMicroBatch;
@@ -582,19 +605,19 @@ void PlanChecker::checkRecipe() {
                            .str();
       auto d = error("train.global_batch",
                      formatv("'train.global_batch' = {0} is not a multiple of "
-                             "micro_batch x ranks = {1} x {2} = {3}: no whole "
+                             "micro_batch x {5} = {1} x {2} = {3}: no whole "
                              "number of micro-batches per step makes it ({4})",
                              t.globalBatch, t.microBatch, ranks, perMicroBatch,
-                             nearest));
+                             nearest, ranksName));
       note(d, "train.micro_batch", "micro_batch is set here");
     } else if (plan.isGiven("train.grad_accum") &&
                t.globalBatch != perMicroBatch * t.gradAccum) {
       auto d = error("train.global_batch",
                      formatv("'train.global_batch' = {0}, but micro_batch x "
-                             "ranks x grad_accum = {1} x {2} x {3} = {4}; "
+                             "{5} x grad_accum = {1} x {2} x {3} = {4}; "
                              "give one of global_batch and grad_accum",
                              t.globalBatch, t.microBatch, ranks, t.gradAccum,
-                             perMicroBatch * t.gradAccum));
+                             perMicroBatch * t.gradAccum, ranksName));
       note(d, "train.grad_accum", "grad_accum is set here");
     }
   }
@@ -684,26 +707,97 @@ void PlanChecker::checkRecipe() {
   }
 }
 
+/// The tensor degrees a cluster takes: the divisors of gpus_per_node (a
+/// group inside one node) and gpus_per_node times a divisor of nodes (a
+/// group of whole nodes), ascending.
+static std::vector<int64_t> validTensorDegrees(int64_t nodes,
+                                               int64_t gpusPerNode) {
+  auto divisors = [](int64_t n) {
+    std::vector<int64_t> low, high;
+    for (int64_t d = 1; d <= n / d; ++d)
+      if (n % d == 0) {
+        low.push_back(d);
+        if (d != n / d)
+          high.push_back(n / d);
+      }
+    low.insert(low.end(), high.rbegin(), high.rend());
+    return low;
+  };
+  std::vector<int64_t> degrees = divisors(gpusPerNode);
+  for (int64_t k : divisors(nodes))
+    if (k > 1)
+      degrees.push_back(gpusPerNode * k);
+  return degrees;
+}
+
+static std::string joinDegrees(llvm::ArrayRef<int64_t> degrees) {
+  std::string text;
+  for (int64_t d : degrees)
+    text += (text.empty() ? "" : ", ") + std::to_string(d);
+  return text;
+}
+
+bool PlanChecker::checkTensorGroups() {
+  if (!reads({"parallel.tensor", "cluster.nodes", "cluster.gpus_per_node"}))
+    return true;
+  const ClusterSpec &c = plan.cluster;
+  int64_t tensor = plan.parallel.tensor;
+  // A group inside one node, or of whole nodes: each group's ranks are
+  // consecutive (the mesh's innermost axis), so either keeps every group
+  // on the same kind of link.
+  bool tiles = tensor <= c.gpusPerNode
+                   ? c.gpusPerNode % tensor == 0
+                   : tensor % c.gpusPerNode == 0 &&
+                         c.nodes % (tensor / c.gpusPerNode) == 0;
+  if (tiles)
+    return true;
+  auto d =
+      error("parallel.tensor",
+            formatv("tensor = {0} does not tile the cluster's {1} x {2} "
+                    "ranks: a tensor group is consecutive ranks that "
+                    "must sit inside one node (tensor divides "
+                    "gpus_per_node) or span whole nodes (a multiple of "
+                    "gpus_per_node that divides the ranks); valid "
+                    "degrees here: {3}",
+                    tensor, c.nodes, c.gpusPerNode,
+                    joinDegrees(validTensorDegrees(c.nodes, c.gpusPerNode))));
+  note(d, "cluster.gpus_per_node", "the cluster's size is set here");
+  return false;
+}
+
 void PlanChecker::checkMesh() {
   if (!reads({"parallel.mesh", "parallel.sharding", "cluster.nodes",
-              "cluster.gpus_per_node"}))
+              "cluster.gpus_per_node", "parallel.tensor"}))
     return;
   const ClusterSpec &c = plan.cluster;
   const ParallelSpec &p = plan.parallel;
   // Both are in [1, 2^31) by now, so neither product overflows.
   int64_t world = c.nodes * c.gpusPerNode;
+  // The ranks that read different data: the tensor groups split each one.
+  int64_t ranks = world / p.tensor;
+  bool split = p.tensor > 1;
   std::string mesh = formatMesh(p.meshReplicate, p.meshShard);
   StringRef sharding = stringify(p.sharding);
   bool meshWritten = plan.isGiven("parallel.mesh");
 
-  if (p.meshReplicate * p.meshShard != world) {
-    auto d = error("parallel.mesh",
-                   formatv("mesh {0} has {1} ranks, but the cluster has {2} "
-                           "(nodes {3} x gpus_per_node {4}); replicate x "
-                           "shard must equal nodes x gpus_per_node",
-                           mesh, p.meshReplicate * p.meshShard, world, c.nodes,
-                           c.gpusPerNode));
+  if (p.meshReplicate * p.meshShard != ranks) {
+    auto d = error(
+        "parallel.mesh",
+        split ? formatv("mesh {0} has {1} data-parallel ranks, but the "
+                        "cluster's {2} ranks (nodes {3} x gpus_per_node {4}) "
+                        "in tensor groups of {5} make {6}; replicate x shard "
+                        "x tensor must equal nodes x gpus_per_node",
+                        mesh, p.meshReplicate * p.meshShard, world, c.nodes,
+                        c.gpusPerNode, p.tensor, ranks)
+                    .str()
+              : formatv("mesh {0} has {1} ranks, but the cluster has {2} "
+                        "(nodes {3} x gpus_per_node {4}); replicate x "
+                        "shard must equal nodes x gpus_per_node",
+                        mesh, p.meshReplicate * p.meshShard, world, c.nodes,
+                        c.gpusPerNode)
+                    .str());
     note(d, "cluster.gpus_per_node", "the cluster's size is set here");
+    note(d, "parallel.tensor", formatv("tensor is {0} here", p.tensor));
     return;
   }
 
@@ -713,12 +807,12 @@ void PlanChecker::checkMesh() {
                            "its mesh is ({0}, 1), got {1}; use mesh = ({0}, "
                            "1) or leave mesh out, or a sharding that shards "
                            "(zero1, shard_grad_op, full_shard, hybrid_shard)",
-                           world, mesh));
+                           ranks, mesh));
     noteSharding(d);
     return;
   }
 
-  if (p.sharding != Sharding::NoShard && p.meshShard == 1 && world > 1) {
+  if (p.sharding != Sharding::NoShard && p.meshShard == 1 && ranks > 1) {
     if (meshWritten) {
       auto d = error("parallel.mesh",
                      formatv("{0} over mesh {1} shards over groups of one "
@@ -726,6 +820,15 @@ void PlanChecker::checkMesh() {
                              "give a mesh with shard > 1, or leave mesh out",
                              sharding, mesh));
       noteSharding(d);
+    } else if (split) {
+      auto d = error("parallel.sharding",
+                     formatv("hybrid_shard shards within a node, and with "
+                             "tensor = {0} on gpus_per_node = {1} each node "
+                             "holds one data-parallel rank: there is nothing "
+                             "to shard within it; use full_shard to shard "
+                             "across the nodes, or a smaller tensor",
+                             p.tensor, c.gpusPerNode));
+      note(d, "parallel.tensor", formatv("tensor is {0} here", p.tensor));
     } else {
       auto d = error("parallel.sharding",
                      "hybrid_shard shards within a node, and with "
@@ -763,9 +866,140 @@ void PlanChecker::checkMesh() {
                            "is (1, {0}), got {1}: replicating over {2} groups "
                            "of {3} is hybrid_shard; use sharding = "
                            "hybrid_shard",
-                           world, mesh, p.meshReplicate, p.meshShard));
+                           ranks, mesh, p.meshReplicate, p.meshShard));
     noteSharding(d);
   }
+}
+
+void PlanChecker::checkTensor() {
+  const ParallelSpec &p = plan.parallel;
+  if (!reads({"parallel.tensor", "parallel.sequence_parallel"}))
+    return;
+  if (p.sequenceParallel && p.tensor == 1) {
+    auto d = error("parallel.sequence_parallel",
+                   "sequence_parallel = true needs tensor > 1: sequence "
+                   "parallelism splits the norms, dropout and residuals "
+                   "along the sequence over the ranks of a tensor group, "
+                   "and with tensor = 1 there is none; set tensor, or "
+                   "remove sequence_parallel");
+    note(d, "parallel.tensor", "tensor is 1 here");
+    return;
+  }
+  if (p.tensor == 1)
+    return;
+
+  const ModelSpec &m = plan.model;
+  const ClusterSpec &c = plan.cluster;
+  const TrainSpec &t = plan.train;
+  bool modelKnown = reads({"model"});
+  if (modelKnown && m.family == ModelFamily::Bert) {
+    auto d = error("parallel.tensor",
+                   "tensor parallelism splits Llama and GPT-2 blocks; BERT's "
+                   "are not split: use tensor = 1 and data parallelism "
+                   "(BERT-large's 340M parameters fit one GPU)");
+    note(d, "model", "the model is BERT here");
+    return;
+  }
+
+  // What the model and the sequence must divide by, for the message that
+  // names the degrees that work.
+  struct Split {
+    StringRef path;
+    int64_t size;
+    const char *why;
+  };
+  llvm::SmallVector<Split, 4> splits;
+  if (modelKnown) {
+    splits.push_back({"model.heads", m.heads,
+                      "each rank computes heads / tensor attention heads "
+                      "(q, k, v are split by heads, column-parallel, and o "
+                      "row-parallel)"});
+    if (m.family == ModelFamily::Llama && m.kvHeads != m.heads)
+      splits.push_back({"model.kv_heads", m.kvHeads,
+                        "each rank holds kv_heads / tensor key/value heads "
+                        "with the query heads that share them (Megatron's "
+                        "num_query_groups)"});
+    splits.push_back({"model.intermediate", m.intermediate,
+                      "the MLP's input projections are split "
+                      "column-parallel and its output projection "
+                      "row-parallel, by intermediate / tensor"});
+  }
+  if (p.sequenceParallel && reads({"train.seq_len"}))
+    splits.push_back({"train.seq_len", t.seqLen,
+                      "sequence parallelism gives each rank of a tensor "
+                      "group seq_len / tensor tokens of the norms, dropout "
+                      "and residuals"});
+  auto divides = [&](int64_t degree) {
+    return llvm::all_of(splits,
+                        [&](const Split &s) { return s.size % degree == 0; });
+  };
+  for (const Split &split : splits) {
+    if (split.size % p.tensor == 0)
+      continue;
+    std::string valid;
+    if (reads({"cluster.nodes", "cluster.gpus_per_node"})) {
+      std::vector<int64_t> degrees;
+      for (int64_t d : validTensorDegrees(c.nodes, c.gpusPerNode))
+        if (divides(d))
+          degrees.push_back(d);
+      valid = "; degrees that divide the model and tile the cluster: " +
+              joinDegrees(degrees);
+    }
+    auto d = error("parallel.tensor",
+                   formatv("'{0}' ({1}) is not divisible by tensor = {2}: "
+                           "{3}{4}",
+                           split.path, split.size, p.tensor, split.why, valid));
+    if (written(split.path))
+      note(d, split.path, formatv("{0} is set here", split.path));
+    else if (split.path.starts_with("model.") && !m.preset.empty())
+      note(d, "model",
+           formatv("{0} = {1} comes from preset '{2}'",
+                   split.path.drop_front(6), split.size, m.preset));
+  }
+
+  // Across nodes the activation collectives leave NVLink: allowed, but say
+  // what it costs.
+  if (!modelKnown ||
+      !reads({"cluster", "train.micro_batch", "train.seq_len",
+              "train.grad_accum", "train.precision",
+              "train.activation_checkpointing"}) ||
+      p.tensor <= c.gpusPerNode || c.worldSize() % p.tensor != 0)
+    return;
+  // Each block's forward all-reduces after attention and after the MLP, and
+  // its backward once for each of their inputs; full checkpointing reruns
+  // the forward's. Sequence parallelism's all-gather and reduce-scatter move
+  // what one all-reduce does.
+  int64_t perBlock = t.activationCheckpointing == Checkpointing::Full ? 6 : 4;
+  double elements = double(t.microBatch) * double(t.seqLen) * double(m.hidden);
+  if (elements > 0x1p50) // checkRecipe's error
+    return;
+  int64_t bytes =
+      storageBytes(workingStorage(t.precision), static_cast<int64_t>(elements));
+  double nvlink = c.device.nvlinkBandwidth;
+  ClusterLinks links{c.gpusPerNode,
+                     nvlink > 0 ? nvlink : c.device.pcieBandwidth,
+                     c.device.linkLatency, c.interNodeBandwidth};
+  double perStep = double(perBlock) * double(m.layers) * double(t.gradAccum);
+  double across =
+      perStep * collectiveSeconds(CollectiveKind::AllReduce, bytes,
+                                  placeRing(links, p.tensor, p.tensor - 1));
+  double inside = perStep * collectiveSeconds(CollectiveKind::AllReduce, bytes,
+                                              placeRing(links, p.tensor, 0));
+  diag.warning(
+      locOf("parallel.tensor"),
+      formatv("tensor = {0} spans {1} nodes (gpus_per_node = {2}): each "
+              "block's {3} activation all-reduces per micro-batch ({4} each) "
+              "cross the inter-node network at {5} instead of {6} at {7}, "
+              "about {8} per step against {9} on one node's links; "
+              "tensor parallelism is usually kept within a node (tensor <= "
+              "{2}) with data parallelism across nodes",
+              p.tensor, p.tensor / c.gpusPerNode, c.gpusPerNode, perBlock,
+              rt::support::formatBytes(bytes),
+              formatBandwidth(c.interNodeBandwidth),
+              nvlink > 0 ? "NVLink" : "PCIe",
+              formatBandwidth(links.intraNodeBandwidth),
+              rt::support::formatSeconds(across),
+              rt::support::formatSeconds(inside)));
 }
 
 void PlanChecker::checkOffload() {

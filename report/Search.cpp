@@ -638,6 +638,15 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
       loadPlan(sourceMgr, bufferId, overrides, name, diag);
   if (!given)
     return std::nullopt;
+  // Every candidate is lowered to be measured, and tensor parallelism has
+  // no lowering yet.
+  if (given->parallel.tensor > 1) {
+    diag.error(given->locOf("parallel.tensor"),
+               "--search plans data parallelism only (tensor = 1): tensor "
+               "parallelism is checked but not lowered yet, so no candidate "
+               "with it could be measured");
+    return std::nullopt;
+  }
   int64_t world = given->cluster.worldSize();
   int64_t globalBatch = options.globalBatch
                             ? options.globalBatch

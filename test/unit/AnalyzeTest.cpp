@@ -614,6 +614,37 @@ TEST(AnalyzeDerived, MeshFollowsShardingAndCluster) {
   }
 }
 
+// The data-parallel mesh is of world / tensor ranks; hybrid_shard shards
+// the ranks of a node that are not in one tensor group.
+TEST(AnalyzeDerived, MeshLeavesTheTensorAxis) {
+  struct Case {
+    const char *sharding;
+    int64_t replicate, shard;
+  };
+  for (Case c : {Case{"no_shard", 4, 1},
+                 {"zero1", 1, 4},
+                 {"full_shard", 1, 4},
+                 {"hybrid_shard", 2, 2}}) {
+    SCOPED_TRACE(c.sharding);
+    PlanSpec plan = planOf(withCluster(
+        "nodes = 2  gpus_per_node = 4  gpu = cpu  host_memory = 64GiB",
+        std::string("parallel { tensor = 2  sharding = ") + c.sharding + " }"));
+    EXPECT_EQ(plan.parallel.tensor, 2);
+    EXPECT_EQ(plan.parallel.meshReplicate, c.replicate);
+    EXPECT_EQ(plan.parallel.meshShard, c.shard);
+  }
+}
+
+// The ranks of a tensor group read the same micro-batches: 32 sequences in
+// micro-batches of 1 on 8 ranks in tensor groups of 2 take 8 of them.
+TEST(AnalyzeDerived, GlobalBatchCountsDataParallelRanks) {
+  PlanSpec plan = planOf(withCluster(
+      "nodes = 2  gpus_per_node = 4  gpu = cpu  host_memory = 64GiB",
+      "parallel { tensor = 2  sharding = full_shard }\n"
+      "train.global_batch = 32"));
+  EXPECT_EQ(plan.train.gradAccum, 8);
+}
+
 TEST(AnalyzeDerived, GivenMeshIsKept) {
   PlanSpec plan = planOf(withCluster(
       "nodes = 2  gpus_per_node = 4  gpu = cpu  host_memory = 64GiB",

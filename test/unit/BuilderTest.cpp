@@ -226,6 +226,44 @@ parallel {
   EXPECT_EQ(built->parallel.meshShard, 4);
 }
 
+// torchtitan's 2-D recipe: TP within each node, FSDP over the nodes.
+TEST_F(BuilderTest, TensorParallelWithFullShard) {
+  auto analyzed = analyzeText(R"(
+model = llama3_8b
+cluster { nodes = 2  gpus_per_node = 8  gpu = h100_sxm  host_memory = 2TiB }
+train { optimizer = adamw(lr = 3e-4)  micro_batch = 1  seq_len = 8192  precision = bf16_mixed }
+parallel {
+  tensor = 8
+  sequence_parallel = true
+  sharding = full_shard
+}
+)",
+                              "llama3_8b_tp");
+  ASSERT_TRUE(analyzed) << llvm::join(takeMessages(), "\n");
+
+  auto built = build(
+      PlanBuilder("llama3_8b_tp")
+          .model("llama3_8b")
+          .cluster(ClusterBuilder()
+                       .nodes(2)
+                       .gpusPerNode(8)
+                       .gpu("h100_sxm")
+                       .hostMemory(TiB(2)))
+          .train(TrainBuilder()
+                     .optimizer(adamw(3e-4))
+                     .microBatch(1)
+                     .seqLen(8192)
+                     .precision(Precision::BF16Mixed))
+          .parallel(ParallelBuilder().tensor(8).sequenceParallel(true).sharding(
+              Sharding::FullShard)));
+  ASSERT_TRUE(built) << llvm::join(takeMessages(), "\n");
+  expectSamePlan(*built, *analyzed);
+  EXPECT_EQ(built->parallel.tensor, 8);
+  EXPECT_TRUE(built->parallel.sequenceParallel);
+  EXPECT_EQ(built->parallel.meshReplicate, 1);
+  EXPECT_EQ(built->parallel.meshShard, 2);
+}
+
 TEST_F(BuilderTest, BertClassifierWithFP16AndSGD) {
   auto analyzed = analyzeText(R"(
 model = bert_base_cased { head = sequence_classification  num_labels = 3 }

@@ -163,15 +163,21 @@ static void printSummary(const plan::PlanSpec &p, llvm::raw_ostream &os) {
   const plan::ModelSpec &m = p.model;
   const plan::ClusterSpec &c = p.cluster;
   const plan::TrainSpec &t = p.train;
-  int64_t dataParallel = c.worldSize();
+  // The ranks of a tensor group read the same micro-batches.
+  int64_t dataParallel = c.worldSize() / p.parallel.tensor;
   int64_t globalBatch = t.microBatch * t.gradAccum * dataParallel;
+  std::string strategy = plan::stringify(p.parallel.sharding).str();
+  if (p.parallel.tensor > 1)
+    strategy += llvm::formatv(
+        " x tensor {0}{1}", p.parallel.tensor,
+        p.parallel.sequenceParallel ? " with sequence parallelism" : "");
   os << llvm::formatv(
       "{0}: {1} ({2} parameters), {3} node(s) x {4} {5}, {6}, {7}; "
       "global batch {8} x {9} tokens\n",
       p.name, m.preset.empty() ? plan::stringify(m.family).str() : m.preset,
       plan::rt::support::withThousands(plan::countParams(m)), c.nodes,
-      c.gpusPerNode, c.device.name, plan::stringify(p.parallel.sharding),
-      plan::stringify(t.precision), globalBatch, t.seqLen);
+      c.gpusPerNode, c.device.name, strategy, plan::stringify(t.precision),
+      globalBatch, t.seqLen);
   if (const std::optional<plan::LoraSpec> &lora = p.lora) {
     plan::ParamCounts counts = plan::countParams(
         plan::enumerateUnits(m, *lora, plan::workingStorage(t.precision)));
