@@ -900,6 +900,17 @@ void PlanChecker::checkTensor() {
     note(d, "model", "the model is BERT here");
     return;
   }
+  if (plan.lora) {
+    auto d = error("parallel.tensor",
+                   "LoRA with tensor parallelism is not supported yet: the "
+                   "adapters of a divided layer would be divided with it "
+                   "(lora_B of a column-parallel layer by its rows, lora_A "
+                   "of a row-parallel one by its columns), which no pass "
+                   "does; use tensor = 1 (a LoRA run's frozen base shards "
+                   "with full_shard)");
+    note(d, "model.lora", "the adapters are set here");
+    return;
+  }
 
   // What the model and the sequence must divide by, for the message that
   // names the degrees that work.

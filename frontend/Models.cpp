@@ -375,21 +375,37 @@ public:
       : unit{std::move(name), kind, {}}, prefix(std::move(prefix)), lora(lora) {
   }
 
+  /// Which of a linear layer's features tensor parallelism divides
+  /// (Megatron's ColumnParallelLinear / RowParallelLinear).
+  enum class Parallel { None, Column, Row };
+
   void add(llvm::StringRef name, llvm::ArrayRef<int64_t> shape,
-           llvm::StringRef tiedTo = "") {
-    addStored(name, shape, tiedTo, frozenDense());
+           llvm::StringRef tiedTo = "", TensorSplit split = {}) {
+    addStored(name, shape, tiedTo, frozenDense(), split);
   }
-  /// An nn.Linear: weight [out, in], then bias [out] when it has one.
-  void linear(llvm::StringRef name, int64_t in, int64_t out, bool bias) {
-    addStored((name + ".weight").str(), {out, in}, "", frozenWeight());
+  /// An nn.Linear: weight [out, in], then bias [out] when it has one. A
+  /// row-parallel layer's bias is whole: it is added after the reduction.
+  void linear(llvm::StringRef name, int64_t in, int64_t out, bool bias,
+              Parallel parallel = Parallel::None) {
+    addStored((name + ".weight").str(), {out, in}, "", frozenWeight(),
+              parallel == Parallel::Column ? TensorSplit{0}
+              : parallel == Parallel::Row  ? TensorSplit{1}
+                                           : TensorSplit{});
     if (bias)
-      add((name + ".bias").str(), {out});
+      add((name + ".bias").str(), {out}, "",
+          parallel == Parallel::Column ? TensorSplit{0} : TensorSplit{});
     addAdapters(name, in, out);
   }
-  /// GPT-2's Conv1D: weight [in, out], bias [out].
-  void conv1d(llvm::StringRef name, int64_t in, int64_t out) {
-    addStored((name + ".weight").str(), {in, out}, "", frozenWeight());
-    add((name + ".bias").str(), {out});
+  /// GPT-2's Conv1D: weight [in, out], bias [out]; `chunks` output parts
+  /// divided each (c_attn's q, k and v).
+  void conv1d(llvm::StringRef name, int64_t in, int64_t out,
+              Parallel parallel = Parallel::None, int64_t chunks = 1) {
+    addStored((name + ".weight").str(), {in, out}, "", frozenWeight(),
+              parallel == Parallel::Column ? TensorSplit{1, chunks}
+              : parallel == Parallel::Row  ? TensorSplit{0}
+                                           : TensorSplit{});
+    add((name + ".bias").str(), {out}, "",
+        parallel == Parallel::Column ? TensorSplit{0, chunks} : TensorSplit{});
     addAdapters(name, in, out);
   }
   void layerNorm(llvm::StringRef name, int64_t dim) {
@@ -415,10 +431,12 @@ private:
     return frozenDense();
   }
   void addStored(llvm::StringRef name, llvm::ArrayRef<int64_t> shape,
-                 llvm::StringRef tiedTo, std::optional<BaseStorage> frozen) {
+                 llvm::StringRef tiedTo, std::optional<BaseStorage> frozen,
+                 TensorSplit split = {}) {
     unit.params.push_back({(llvm::Twine(prefix) + name).str(),
                            llvm::SmallVector<int64_t, 2>(shape), tiedTo.str(),
-                           tiedTo.empty() ? frozen : std::nullopt});
+                           tiedTo.empty() ? frozen : std::nullopt,
+                           tiedTo.empty() ? split : TensorSplit{}});
   }
   /// PEFT's lora_A (an nn.Linear in -> rank) and lora_B (rank -> out) on a
   /// targeted linear layer of a block, after the layer's own parameters.
@@ -451,20 +469,31 @@ void enumerateLlama(const ModelSpec &m, std::vector<ModelUnit> &units,
                     LoraLayout lora) {
   const int64_t kvDim = m.kvHeads * m.headDim();
   const int64_t qDim = m.heads * m.headDim();
+  using Parallel = UnitParams::Parallel;
+  // Megatron's layout: vocab-parallel embedding and head; q, k, v, gate and
+  // up by their output features (heads, intermediate), o and down by their
+  // input features; the norms whole.
   UnitParams embed("embed", UnitKind::Embedding, "model.", lora);
-  embed.add("embed_tokens.weight", {m.vocab, m.hidden});
+  embed.add("embed_tokens.weight", {m.vocab, m.hidden}, "", TensorSplit{0});
   embed.appendTo(units);
 
   for (int64_t i = 0; i < m.layers; ++i) {
     UnitParams layer(layerUnitName(i), UnitKind::LlamaBlock,
                      ("model.layers." + llvm::Twine(i) + ".").str(), lora);
-    layer.linear("self_attn.q_proj", m.hidden, qDim, /*bias=*/false);
-    layer.linear("self_attn.k_proj", m.hidden, kvDim, /*bias=*/false);
-    layer.linear("self_attn.v_proj", m.hidden, kvDim, /*bias=*/false);
-    layer.linear("self_attn.o_proj", qDim, m.hidden, /*bias=*/false);
-    layer.linear("mlp.gate_proj", m.hidden, m.intermediate, /*bias=*/false);
-    layer.linear("mlp.up_proj", m.hidden, m.intermediate, /*bias=*/false);
-    layer.linear("mlp.down_proj", m.intermediate, m.hidden, /*bias=*/false);
+    layer.linear("self_attn.q_proj", m.hidden, qDim, /*bias=*/false,
+                 Parallel::Column);
+    layer.linear("self_attn.k_proj", m.hidden, kvDim, /*bias=*/false,
+                 Parallel::Column);
+    layer.linear("self_attn.v_proj", m.hidden, kvDim, /*bias=*/false,
+                 Parallel::Column);
+    layer.linear("self_attn.o_proj", qDim, m.hidden, /*bias=*/false,
+                 Parallel::Row);
+    layer.linear("mlp.gate_proj", m.hidden, m.intermediate, /*bias=*/false,
+                 Parallel::Column);
+    layer.linear("mlp.up_proj", m.hidden, m.intermediate, /*bias=*/false,
+                 Parallel::Column);
+    layer.linear("mlp.down_proj", m.intermediate, m.hidden, /*bias=*/false,
+                 Parallel::Row);
     layer.add("input_layernorm.weight", {m.hidden});
     layer.add("post_attention_layernorm.weight", {m.hidden});
     layer.appendTo(units);
@@ -473,7 +502,7 @@ void enumerateLlama(const ModelSpec &m, std::vector<ModelUnit> &units,
   UnitParams head("head", UnitKind::LlamaHead, "", lora);
   head.add("model.norm.weight", {m.hidden});
   head.add("lm_head.weight", {m.vocab, m.hidden},
-           m.tieEmbeddings ? "model.embed_tokens.weight" : "");
+           m.tieEmbeddings ? "model.embed_tokens.weight" : "", TensorSplit{0});
   head.appendTo(units);
 }
 
@@ -482,8 +511,12 @@ void enumerateLlama(const ModelSpec &m, std::vector<ModelUnit> &units,
 // causal-mask buffers (attn.bias, attn.masked_bias) are not parameters.
 void enumerateGPT2(const ModelSpec &m, std::vector<ModelUnit> &units,
                    LoraLayout lora) {
+  using Parallel = UnitParams::Parallel;
+  // As Megatron's GPT: wte vocab-parallel (lm_head is tied to it), wpe and
+  // the layer norms whole; c_attn's q, k and v and c_fc by their output
+  // features, the c_projs by their input features.
   UnitParams embed("embed", UnitKind::Embedding, "transformer.", lora);
-  embed.add("wte.weight", {m.vocab, m.hidden});
+  embed.add("wte.weight", {m.vocab, m.hidden}, "", TensorSplit{0});
   embed.add("wpe.weight", {m.maxSeqLen, m.hidden});
   embed.appendTo(units);
 
@@ -491,11 +524,12 @@ void enumerateGPT2(const ModelSpec &m, std::vector<ModelUnit> &units,
     UnitParams layer(layerUnitName(i), UnitKind::GPT2Block,
                      ("transformer.h." + llvm::Twine(i) + ".").str(), lora);
     layer.layerNorm("ln_1", m.hidden);
-    layer.conv1d("attn.c_attn", m.hidden, 3 * m.hidden);
-    layer.conv1d("attn.c_proj", m.hidden, m.hidden);
+    layer.conv1d("attn.c_attn", m.hidden, 3 * m.hidden, Parallel::Column,
+                 /*chunks=*/3);
+    layer.conv1d("attn.c_proj", m.hidden, m.hidden, Parallel::Row);
     layer.layerNorm("ln_2", m.hidden);
-    layer.conv1d("mlp.c_fc", m.hidden, m.intermediate);
-    layer.conv1d("mlp.c_proj", m.intermediate, m.hidden);
+    layer.conv1d("mlp.c_fc", m.hidden, m.intermediate, Parallel::Column);
+    layer.conv1d("mlp.c_proj", m.intermediate, m.hidden, Parallel::Row);
     layer.appendTo(units);
   }
 

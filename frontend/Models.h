@@ -50,6 +50,15 @@ HostSpec typicalHost(llvm::StringRef deviceName);
 // natural building blocks of a model, in execution order. Wrap policies (a
 // pass) group these; they are never split.
 
+/// How tensor parallelism divides a parameter (the IR's #plan.split):
+/// dimension `dim` is `chunks` equal parts, each cut between the ranks of a
+/// tensor group; dim -1: the parameter is whole on every rank.
+struct TensorSplit {
+  int64_t dim = -1;
+  int64_t chunks = 1;
+  bool operator==(const TensorSplit &) const = default;
+};
+
 struct ParamInfo {
   std::string name; // HF state_dict name
   llvm::SmallVector<int64_t, 2> shape;
@@ -57,6 +66,10 @@ struct ParamInfo {
   /// How a frozen parameter (the base of a LoRA run) is stored; none for one
   /// that trains, and for a tied one (stored as what it ties to is).
   std::optional<BaseStorage> frozen;
+  /// Megatron's layout: column-parallel weights by their output features,
+  /// row-parallel ones by their input features, embeddings and the head by
+  /// the vocabulary. None for a tied parameter (divided as its owner is).
+  TensorSplit split;
   int64_t numel() const;
 };
 

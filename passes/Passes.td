@@ -18,7 +18,9 @@ def PlanExpandPresets : Pass<"plan-expand-presets", "::mlir::ModuleOp"> {
   let description = [{
     Fills each empty plan.plan body with the model's units in execution
     order (embedding, blocks, head) and their parameters (HuggingFace names
-    and shapes, fp32), from the model attribute.
+    and shapes, fp32), from the model attribute. With a tensor axis above 1
+    in the mesh, each parameter tensor parallelism divides carries its
+    `split` (Megatron's column-, row- and vocab-parallel layout).
   }];
   let dependentDialects = ["::plan::PlanDialect"];
 }

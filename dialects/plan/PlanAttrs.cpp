@@ -284,6 +284,18 @@ LogicalResult TrainAttr::verify(EmitErrorFn emitError, OptimizerAttr optimizer,
   return success();
 }
 
+LogicalResult TensorSplitAttr::verify(EmitErrorFn emitError, int64_t dim,
+                                      int64_t chunks) {
+  if (dim < 0)
+    return emitError() << "split dim must be >= 0, got " << dim;
+  return checkPositive(emitError, "chunks", chunks);
+}
+
+int64_t TensorSplitAttr::localExtent(int64_t extent, int64_t ranks) const {
+  int64_t part = extent / getChunks();
+  return getChunks() * ((part + ranks - 1) / ranks);
+}
+
 LogicalResult WrapAttr::verify(EmitErrorFn emitError, WrapKind kind,
                                int64_t minParams) {
   if (kind == WrapKind::MinParams)

@@ -198,6 +198,30 @@ def Plan_TrainAttr : Plan_Attr<"Train", "train"> {
 // Parallelism
 //===----------------------------------------------------------------------===//
 
+def Plan_TensorSplitAttr : Plan_Attr<"TensorSplit", "split"> {
+  let summary = "How tensor parallelism divides a parameter";
+  let description = [{
+    Dimension `dim` of the parameter is `chunks` equal parts, and each part
+    is cut into as many slices as the mesh's tensor axis has ranks: rank t
+    holds slice t of every part, the parts' slices in order. One part is a
+    Megatron column-parallel weight (the output features: dim 0 of an
+    nn.Linear weight, 1 of a GPT-2 Conv1D), a row-parallel one (the input
+    features) or a vocab-parallel embedding (its rows); three are GPT-2's
+    fused c_attn, whose slices keep the q, k and v of the same heads
+    together. A part the ranks do not divide evenly (a vocabulary) is
+    padded up to a multiple of them.
+  }];
+  let parameters = (ins
+    I64Param<"">:$dim,
+    I64Param<"", "1">:$chunks);
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The dimension's extent on one of `ranks` ranks: chunks x the part's
+    /// slice, rounded up.
+    int64_t localExtent(int64_t extent, int64_t ranks) const;
+  }];
+}
+
 def Plan_WrapAttr : Plan_Attr<"Wrap", "wrap"> {
   let summary = "How parameters are grouped into units";
   let parameters = (ins

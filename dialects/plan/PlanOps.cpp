@@ -289,28 +289,35 @@ LogicalResult GroupOp::verify() {
 // UnitOp
 //===----------------------------------------------------------------------===//
 
+/// The ranks of the tensor axis of the plan that holds `unit` (1 without
+/// one).
+static int64_t tensorRanksOf(UnitOp unit) {
+  auto plan = unit->getParentOfType<PlanOp>();
+  return plan ? std::max<int64_t>(plan.getMeshSize(MeshAxis::Tensor), 1) : 1;
+}
+
 int64_t UnitOp::getStoredNumel() {
-  int64_t numel = 0;
+  int64_t numel = 0, ranks = tensorRanksOf(*this);
   for (auto param : getBody().getOps<ParamOp>())
     if (!param.getTiedTo() && !param.getFrozen())
-      numel += param.getTensorType().getNumElements();
+      numel += param.getLocalNumel(ranks);
   return numel;
 }
 
 int64_t UnitOp::getFrozenNumel() {
-  int64_t numel = 0;
+  int64_t numel = 0, ranks = tensorRanksOf(*this);
   for (auto param : getBody().getOps<ParamOp>())
     if (!param.getTiedTo() && param.getFrozen())
-      numel += param.getTensorType().getNumElements();
+      numel += param.getLocalNumel(ranks);
   return numel;
 }
 
 int64_t UnitOp::getFrozenBytes() {
-  int64_t bytes = 0;
+  int64_t bytes = 0, ranks = tensorRanksOf(*this);
   for (auto param : getBody().getOps<ParamOp>())
     if (std::optional<BaseStorage> storage = param.getFrozen();
         storage && !param.getTiedTo())
-      bytes += storageBytes(*storage, param.getTensorType().getNumElements());
+      bytes += storageBytes(*storage, param.getLocalNumel(ranks));
   return bytes;
 }
 
@@ -346,6 +353,16 @@ LogicalResult UnitOp::verify() {
 // ParamOp
 //===----------------------------------------------------------------------===//
 
+int64_t ParamOp::getLocalNumel(int64_t tensorRanks) {
+  RankedTensorType type = getTensorType();
+  TensorSplitAttr split = getSplitAttr();
+  if (!split || tensorRanks <= 1)
+    return type.getNumElements();
+  int64_t dim = split.getDim();
+  return type.getNumElements() / type.getDimSize(dim) *
+         split.localExtent(type.getDimSize(dim), tensorRanks);
+}
+
 LogicalResult ParamOp::verify() {
   RankedTensorType type = getTensorType();
   if (!type.hasStaticShape())
@@ -368,6 +385,22 @@ LogicalResult ParamOp::verify() {
              << getParamName()
              << "' cannot say how it is stored: it is stored as '" << *tied
              << "' is";
+    if (getSplit())
+      return emitOpError("tied parameter '")
+             << getParamName()
+             << "' cannot say how it is split: it is split as '" << *tied
+             << "' is";
+  }
+  if (TensorSplitAttr split = getSplitAttr()) {
+    if (split.getDim() >= type.getRank())
+      return emitOpError("parameter '")
+             << getParamName() << "' is split along dim " << split.getDim()
+             << " but has " << type.getRank() << " dims";
+    if (type.getDimSize(split.getDim()) % split.getChunks() != 0)
+      return emitOpError("parameter '")
+             << getParamName() << "' dim " << split.getDim() << " ("
+             << type.getDimSize(split.getDim()) << ") is not "
+             << split.getChunks() << " equal parts";
   }
   return success();
 }

@@ -165,27 +165,36 @@ def Plan_ParamOp : Plan_Op<"param", [HasParent<"UnitOp">]> {
     and wte); a tied parameter is stored once. `frozen` marks a parameter
     that does not train (the base of a LoRA run) and says how it is stored:
     it has no gradient and no optimizer state. A tied parameter is frozen
-    when the one it ties to is.
+    when the one it ties to is. `split` says how a mesh with a tensor axis
+    above 1 divides it between the ranks of a tensor group (Megatron's
+    column-, row- and vocab-parallel layers); a parameter without one is
+    whole on every rank, and a tied one is divided as its owner is.
 
     ```mlir
     plan.param "lm_head.weight" : tensor<50257x768xf32> tied_to "transformer.wte.weight"
     plan.param "model.layers.0.self_attn.q_proj.weight" : tensor<4096x4096xf32> frozen nf4
+    plan.param "model.layers.0.self_attn.o_proj.weight" : tensor<4096x4096xf32> split <dim = 1>
+    plan.param "transformer.h.0.attn.c_attn.weight" : tensor<768x2304xf32> split <dim = 1, chunks = 3>
     ```
   }];
   let arguments = (ins
     StrAttr:$param_name,
     TypeAttrOf<AnyRankedTensor>:$type,
     OptionalAttr<StrAttr>:$tied_to,
-    OptionalAttr<Plan_BaseStorageAttr>:$frozen);
+    OptionalAttr<Plan_BaseStorageAttr>:$frozen,
+    OptionalAttr<Plan_TensorSplitAttr>:$split);
   let assemblyFormat = [{
     $param_name `:` $type (`tied_to` $tied_to^)?
-    (`frozen` custom<EnumKeyword>($frozen)^)? attr-dict
+    (`frozen` custom<EnumKeyword>($frozen)^)? (`split` $split^)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
       return ::llvm::cast<::mlir::RankedTensorType>(getType());
     }
+    /// The elements one rank holds: its slice of a split parameter on a
+    /// tensor axis of `tensorRanks`, padded (TensorSplitAttr), else all.
+    int64_t getLocalNumel(int64_t tensorRanks);
   }];
 }
 

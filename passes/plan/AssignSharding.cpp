@@ -3,9 +3,11 @@
 // Sets numel, padded_numel and shard_numel on every plan.group, as
 // docs/sched.md ("plan-assign-sharding") says: the flat buffer is padded to a
 // multiple of the mesh's shard axis so that every rank of the shard group
-// holds an equal slice, as FSDP pads its FlatParameter. The values depend
-// only on the units and the mesh, so running the pass again rewrites the
-// same numbers.
+// holds an equal slice, as FSDP pads its FlatParameter. On a mesh with a
+// tensor axis the buffer holds this rank's part of each divided parameter
+// (`split`), so the shards are of the tensor-parallel weights, as FSDP2 + TP
+// shards its DTensors. The values depend only on the units and the mesh, so
+// running the pass again rewrites the same numbers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,18 +33,6 @@ LogicalResult assignSharding(PlanOp plan) {
            << plan.getSymName() << "' needs a static 3-axis mesh '"
            << plan.getMesh()
            << "' (replicate, shard, tensor) to size its shards";
-  // Shards of tensor-parallel weights are of each rank's split of them, which
-  // no pass makes yet: refuse rather than size shards of whole weights.
-  if (int64_t tensor = plan.getMeshSize(MeshAxis::Tensor); tensor > 1)
-    // At the `tensor` key the mesh is located at, without the IR: this is
-    // what a user of planc reads.
-    return mlir::emitError(plan.getGridOp().getLoc(),
-                           "tensor parallelism (tensor = ")
-           << tensor
-           << ") is checked but not lowered yet: no pass splits the blocks' "
-              "weights and inserts the activation collectives, so this plan "
-              "cannot be compiled to a schedule; use tensor = 1 (see "
-              "docs/language.md, \"Tensor parallelism\")";
 
   auto groups = plan.getBody().getOps<GroupOp>();
   if (groups.empty())

@@ -2,9 +2,10 @@
 //
 // Fills an empty plan.plan body with the model's units and their HuggingFace
 // parameters, from `enumerateUnits` (frontend/Models.h), so that every later
-// pass sees the real parameter list. A plan that already has units (written
-// by hand, or expanded before) is left as it is, which makes the pass
-// idempotent.
+// pass sees the real parameter list. On a mesh with a tensor axis above 1
+// each parameter tensor parallelism divides says how (`split`, Megatron's
+// layout). A plan that already has units (written by hand, or expanded
+// before) is left as it is, which makes the pass idempotent.
 //
 //===----------------------------------------------------------------------===//
 
@@ -105,6 +106,8 @@ LogicalResult expandPlan(PlanOp plan) {
   OpBuilder builder = OpBuilder::atBlockEnd(&body);
   Location loc = plan.getLoc();
   Type f32 = builder.getF32Type();
+  // The tensor-parallel layout is written where a tensor axis divides it.
+  bool tensorParallel = plan.getMeshSize(MeshAxis::Tensor) > 1;
   for (const ModelUnit &unit : units) {
     auto unitOp = UnitOp::create(builder, loc, unit.name, unit.kind);
     OpBuilder paramBuilder =
@@ -117,8 +120,14 @@ LogicalResult expandPlan(PlanOp plan) {
           param.frozen
               ? BaseStorageAttr::get(builder.getContext(), *param.frozen)
               : BaseStorageAttr();
+      TensorSplitAttr split =
+          tensorParallel && param.split.dim >= 0
+              ? TensorSplitAttr::get(builder.getContext(), param.split.dim,
+                                     param.split.chunks)
+              : TensorSplitAttr();
       ParamOp::create(paramBuilder, loc, param.name,
-                      RankedTensorType::get(param.shape, f32), tiedTo, frozen);
+                      RankedTensorType::get(param.shape, f32), tiedTo, frozen,
+                      split);
     }
   }
   return success();

@@ -370,6 +370,19 @@ struct SchedLowerPass : plan::impl::SchedLowerBase<SchedLowerPass> {
       diag.attachNote(existing.getLoc()) << "its program";
       return diag;
     }
+    // The plan passes divide a tensor-parallel plan's weights (`split`) and
+    // size its 2-D shards; the step program of one has no lowering yet:
+    // refuse at the mesh, which is the `tensor` key of a .plan file, without
+    // the IR a user of planc does not read.
+    if (int64_t tensor = planOp.getMeshSize(plan::MeshAxis::Tensor); tensor > 1)
+      return mlir::emitError(planOp.getGridOp().getLoc(),
+                             "tensor parallelism (tensor = ")
+             << tensor
+             << ") is checked and its weights are divided, but its step is "
+                "not lowered yet: no pass splits the blocks' compute and "
+                "inserts the activation collectives, so this plan cannot be "
+                "compiled to a schedule; use tensor = 1 (see "
+                "docs/language.md, \"Tensor parallelism\")";
     std::string name = (planOp.getSymName() + ".step").str();
     if (Operation *clash = symbols.lookup(name)) {
       InFlightDiagnostic diag = planOp.emitError("the program of plan '")

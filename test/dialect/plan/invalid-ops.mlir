@@ -351,3 +351,72 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp 
   // expected-error @below {{frozen_padded_numel / frozen_shard_numel = 3 shards, but the mesh's shard axis has 2 ranks}}
   plan.group @g units [@a] {numel = 0, padded_numel = 0, shard_numel = 0, frozen_numel = 24, frozen_padded_numel = 24, frozen_shard_numel = 8}
 }
+
+// -----
+
+// A split names a dimension the parameter has.
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 2, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x1x2)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
+  plan.unit @a kind embedding {
+    // expected-error @below {{parameter 'w' is split along dim 2 but has 2 dims}}
+    plan.param "w" : tensor<8x8xf32> split <dim = 2>
+  }
+}
+
+// -----
+
+// GPT-2's fused c_attn is 3 equal parts; 8 rows are not.
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 2, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x1x2)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
+  plan.unit @a kind embedding {
+    // expected-error @below {{parameter 'w' dim 1 (8) is not 3 equal parts}}
+    plan.param "w" : tensor<8x8xf32> split <dim = 1, chunks = 3>
+  }
+}
+
+// -----
+
+// A tied parameter is divided as its owner is.
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 2, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x1x2)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
+  plan.unit @a kind embedding {
+    plan.param "w" : tensor<8x8xf32> split <dim = 0>
+    // expected-error @below {{tied parameter 't' cannot say how it is split: it is split as 'w' is}}
+    plan.param "t" : tensor<8x8xf32> tied_to "w" split <dim = 0>
+  }
+}
+
+// -----
+
+// The attribute's own verifier.
+#model = #plan.model<family = llama, vocab = 8, hidden = 8, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 64>
+#device = #plan.device<name = "x", memory = 1, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0>
+#cluster = #plan.cluster<nodes = 1, gpus_per_node = 2, device = #device, host_memory = 1, inter_node_bandwidth = 1.0>
+#train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
+#ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
+
+shard.grid @mesh(shape = 1x1x2)
+plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
+  plan.unit @a kind embedding {
+    // expected-error @below {{chunks must be >= 1, got 0}}
+    plan.param "w" : tensor<8x8xf32> split <dim = 0, chunks = 0>
+  }
+}
