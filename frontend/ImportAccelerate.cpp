@@ -77,6 +77,9 @@ private:
   bool pluginApplies(const ConfigMember &plugin, StringRef type);
   void readFsdp(const ConfigMember &fsdp);
   void readDeepSpeed(const ConfigMember &deepspeed);
+  /// Accelerate's ParallelismConfig (`parallelism_config`): the tensor
+  /// degree and the data-parallel mesh.
+  void readParallelism(const ConfigMember &config);
 
   std::optional<bool> flag(const ConfigMember &member) {
     return readConfigBool(member.value, member.key, diag);
@@ -103,6 +106,7 @@ private:
   const ConfigMember *minNumParams = nullptr;
   const ConfigMember *layerClassNames = nullptr;
   const ConfigMember *deepspeedConfig = nullptr;
+  int64_t tensor = 1; // parallelism_config_tp_size
 };
 
 void AccelerateReader::read(const ConfigNode &root) {
@@ -130,9 +134,12 @@ void AccelerateReader::read(const ConfigNode &root) {
       strategyFrom += " on one machine, which shards over all its GPUs";
     }
     plan.set("parallel.sharding", sharding, strategyFrom);
-    if (hybrid && nodes > 1 && sharding == "shard_grad_op" && gpus)
-      // _HYBRID_SHARD_ZERO2: shard within a machine, replicate across them.
-      plan.set("parallel.mesh", formatv("({0}, {1})", nodes, *gpus).str(),
+    if (hybrid && nodes > 1 && sharding == "shard_grad_op" && gpus &&
+        *gpus % tensor == 0)
+      // _HYBRID_SHARD_ZERO2: shard within a machine (the ranks its tensor
+      // groups leave), replicate across them.
+      plan.set("parallel.mesh",
+               formatv("({0}, {1})", nodes, *gpus / tensor).str(),
                "HYBRID_SHARD_ZERO2: shard within each machine, replicate "
                "across machines");
   }
@@ -284,6 +291,8 @@ void AccelerateReader::readTop(const ConfigNode &root) {
          }
        }},
       {"fsdp_config", [&](const ConfigMember &m) { readFsdp(m); }},
+      {"parallelism_config",
+       [&](const ConfigMember &m) { readParallelism(m); }},
       {"deepspeed_config",
        [&](const ConfigMember &m) { deepspeedConfig = &m; }},
       {"machine_rank", launch},
@@ -323,6 +332,75 @@ void AccelerateReader::readTop(const ConfigNode &root) {
        }},
   };
   context.visit(root, "the Accelerate config", handlers);
+}
+
+void AccelerateReader::readParallelism(const ConfigMember &config) {
+  if (!config.value.isMap()) {
+    context.badValue(config, "a map of parallelism_config keys");
+    return;
+  }
+  auto none = [&](StringRef why) { return context.noEffectBecause(why.str()); };
+  const ConfigMember *replicate = nullptr, *shard = nullptr;
+  std::optional<int64_t> replicateSize, shardSize;
+  KeyHandler handlers[] = {
+      {"parallelism_config_tp_size",
+       [&](const ConfigMember &m) {
+         std::optional<int64_t> n = context.count(m);
+         if (!n)
+           return;
+         tensor = *n;
+         if (*n == 1)
+           context.noEffect(m, "no effect: no tensor parallelism (tensor = "
+                               "1, the plan's default)");
+         else
+           plan.set("parallel.tensor", std::to_string(*n), context.shown(m));
+       }},
+      {"parallelism_config_dp_replicate_size",
+       [&](const ConfigMember &m) {
+         replicate = &m;
+         replicateSize = context.count(m);
+       }},
+      {"parallelism_config_dp_shard_size",
+       [&](const ConfigMember &m) {
+         shard = &m;
+         shardSize = context.count(m);
+       }},
+      {"parallelism_config_cp_size",
+       [&](const ConfigMember &m) {
+         std::optional<int64_t> n = context.count(m);
+         if (n && *n == 1)
+           context.noEffect(m, "no effect: no context parallelism");
+         else if (n)
+           context.unsupported(
+               m, "context parallelism (attention over a sequence split "
+                  "between ranks) is not supported; sequence_parallel = true "
+                  "splits a tensor group's norms and dropout by the "
+                  "sequence instead");
+       }},
+      {"parallelism_config_cp_comm_strategy",
+       none("used only with context parallelism")},
+      {"parallelism_config_cp_backend",
+       none("used only with context parallelism")},
+  };
+  context.visit(config.value, "parallelism_config", handlers);
+
+  // The data-parallel mesh, when the config makes one: Accelerate's
+  // (dp_replicate, dp_shard) is the plan's (replicate, shard).
+  int64_t r = replicateSize.value_or(1), s = shardSize.value_or(1);
+  if ((replicate && !replicateSize) || (shard && !shardSize))
+    return; // reported at the key
+  if (r > 1 || s > 1) {
+    std::string from;
+    for (const ConfigMember *m : {replicate, shard})
+      if (m)
+        from += (from.empty() ? "" : ", ") + context.shown(*m);
+    plan.set("parallel.mesh", formatv("({0}, {1})", r, s).str(), from);
+  } else {
+    for (const ConfigMember *m : {replicate, shard})
+      if (m)
+        context.noEffect(*m, "no effect: the mesh follows the sharding "
+                             "(docs/language.md, derived defaults)");
+  }
 }
 
 bool AccelerateReader::pluginApplies(const ConfigMember &plugin,

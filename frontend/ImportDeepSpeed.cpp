@@ -90,9 +90,19 @@ private:
   std::string warmupMaxLrFrom;
   llvm::SMLoc warmupMaxLrLoc;
   bool precisionSet = false;
+  /// tensor_parallel.autotp_size, read before the batch sizes: the ranks of
+  /// a tensor group share their micro-batches.
+  int64_t tensor = 1;
 };
 
 void DeepSpeedReader::read(const ConfigNode &root) {
+  // AutoTP's degree first (reported at its key below): the batch sizes
+  // count data-parallel ranks.
+  if (const ConfigNode *tp = root.find("tensor_parallel"))
+    if (const ConfigNode *size =
+            tp->isMap() ? tp->find("autotp_size") : nullptr)
+      if (size->integer && *size->integer >= 1 && *size->integer <= kMaxCount)
+        tensor = *size->integer;
   readBatch(root);
   auto none = [&](StringRef why) { return context.noEffectBecause(why.str()); };
   auto batch = [](const ConfigMember &) {}; // readBatch took them
@@ -123,6 +133,36 @@ void DeepSpeedReader::read(const ConfigNode &root) {
       {"bfloat16",
        [&](const ConfigMember &m) { readPrecision(m, "bf16_mixed"); }},
       {"zero_optimization", [&](const ConfigMember &m) { readZero(m); }},
+      {"tensor_parallel",
+       [&](const ConfigMember &m) {
+         if (!m.value.isMap()) {
+           context.badValue(m, "a map with \"autotp_size\"");
+           return;
+         }
+         KeyHandler tp[] = {
+             {"autotp_size",
+              [&](const ConfigMember &k) {
+                std::optional<int64_t> n = count(k);
+                if (n && *n == 1)
+                  context.noEffect(k, "no effect: no tensor parallelism "
+                                      "(tensor = 1, the plan's default)");
+                else if (n)
+                  plan.set("parallel.tensor", std::to_string(*n),
+                           context.shown(k));
+              }},
+             {"partition_config",
+              [&](const ConfigMember &k) {
+                context.unsupported(
+                    k, "custom layer specs are not read: tensor = N divides "
+                       "Llama and GPT-2 layers in Megatron's layout "
+                       "(docs/language.md, tensor parallelism)");
+              }},
+             {"tp_overlap_comm",
+              none("the schedule orders the activation collectives")},
+             {"preset_model", none("the model is the plan's model")},
+         };
+         context.visit(m.value, "tensor_parallel", tp);
+       }},
       {"optimizer", [&](const ConfigMember &m) { readOptimizer(m); }},
       {"scheduler", [&](const ConfigMember &m) { readScheduler(m); }},
       {"communication_data_type",
@@ -307,12 +347,19 @@ void DeepSpeedReader::readBatch(const ConfigNode &root) {
                          *globalValue, *microValue, *accumValue));
       return;
     }
-    int64_t implied = *globalValue / perRank;
+    // The data-parallel ranks; each is a tensor group of `tensor` ranks.
+    int64_t dataParallel = *globalValue / perRank;
+    int64_t implied = dataParallel * tensor;
+    std::string ranks =
+        tensor > 1 ? formatv("{0} data-parallel ranks x tensor {1} = {2} ranks",
+                             dataParallel, tensor, implied)
+                         .str()
+                   : formatv("{0} ranks", implied).str();
     if (world && *world != implied) {
       diag.error(global->value.loc,
-                 formatv("'train_batch_size' {0} = {1} x {2} x {3} ranks, but "
+                 formatv("'train_batch_size' {0} = {1} x {2} x {3}, but "
                          "{4} give {5} ranks",
-                         *globalValue, *microValue, *accumValue, implied,
+                         *globalValue, *microValue, *accumValue, ranks,
                          worldFrom, *world));
       return;
     }
@@ -327,14 +374,25 @@ void DeepSpeedReader::readBatch(const ConfigNode &root) {
       }
       context.gpusPerNode = implied / machines;
       context.gpusPerNodeFrom =
-          formatv("train_batch_size {0} / (micro_batch {1} x "
-                  "gradient_accumulation_steps {2}) over {3} machine(s)",
-                  *globalValue, *microValue, *accumValue, machines);
+          tensor > 1
+              ? formatv("train_batch_size {0} / (micro_batch {1} x "
+                        "gradient_accumulation_steps {2}) x autotp_size {3} "
+                        "over {4} machine(s)",
+                        *globalValue, *microValue, *accumValue, tensor,
+                        machines)
+                    .str()
+              : formatv("train_batch_size {0} / (micro_batch {1} x "
+                        "gradient_accumulation_steps {2}) over {3} "
+                        "machine(s)",
+                        *globalValue, *microValue, *accumValue, machines)
+                    .str();
     }
-    context.noEffect(*global, formatv("{0} x {1} x {2} ranks, the plan's "
-                                      "micro_batch x grad_accum x ranks",
-                                      *microValue, *accumValue, implied)
-                                  .str());
+    context.noEffect(*global,
+                     formatv("{0} x {1} x {2}, the plan's micro_batch x "
+                             "grad_accum x {3}",
+                             *microValue, *accumValue, ranks,
+                             tensor > 1 ? "data-parallel ranks" : "ranks")
+                         .str());
     return;
   }
   if (microValue) {
@@ -354,19 +412,23 @@ void DeepSpeedReader::readBatch(const ConfigNode &root) {
                "--gpus-per-node (and --nodes), or --micro-batch");
     return;
   }
-  // A product past 64 bits is past any train_batch_size too.
-  std::optional<int64_t> perStep = llvm::checkedMul(accumulation, *world);
+  // A product past 64 bits is past any train_batch_size too. A tensor
+  // degree that does not divide the world is the plan's error at its key.
+  std::optional<int64_t> perStep =
+      llvm::checkedMul(accumulation, *world / tensor);
   if (!perStep || *globalValue % *perStep != 0) {
     diag.error(global->value.loc,
                formatv("'train_batch_size' {0} is not a multiple of "
-                       "gradient_accumulation_steps {1} x {2} ranks",
-                       *globalValue, accumulation, *world));
+                       "gradient_accumulation_steps {1} x {2} {3}",
+                       *globalValue, accumulation, *world / tensor,
+                       tensor > 1 ? "data-parallel ranks" : "ranks"));
     return;
   }
   plan.set("train.micro_batch", std::to_string(*globalValue / *perStep),
            formatv("train_batch_size {0} / (gradient_accumulation_steps {1} "
-                   "x {2} ranks)",
-                   *globalValue, accumulation, *world)
+                   "x {2} {3})",
+                   *globalValue, accumulation, *world / tensor,
+                   tensor > 1 ? "data-parallel ranks" : "ranks")
                .str());
   context.noEffect(*global, "gives the micro-batch");
 }
