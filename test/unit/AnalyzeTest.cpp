@@ -595,41 +595,29 @@ TEST(AnalyzeValid, NameFromTheFile) {
 // Derived defaults
 //===----------------------------------------------------------------------===//
 
-TEST(AnalyzeDerived, MeshFollowsShardingAndCluster) {
-  struct Case {
-    const char *sharding;
-    int64_t replicate, shard;
-  };
-  for (Case c : {Case{"no_shard", 8, 1},
-                 {"zero1", 1, 8},
-                 {"shard_grad_op", 1, 8},
-                 {"full_shard", 1, 8},
-                 {"hybrid_shard", 2, 4}}) {
-    SCOPED_TRACE(c.sharding);
-    PlanSpec plan = planOf(withCluster(
-        "nodes = 2  gpus_per_node = 4  gpu = cpu  host_memory = 64GiB",
-        std::string("parallel.sharding = ") + c.sharding));
-    EXPECT_EQ(plan.parallel.meshReplicate, c.replicate);
-    EXPECT_EQ(plan.parallel.meshShard, c.shard);
-  }
-}
-
 // The data-parallel mesh is of world / tensor ranks; hybrid_shard shards
 // the ranks of a node that are not in one tensor group.
-TEST(AnalyzeDerived, MeshLeavesTheTensorAxis) {
+TEST(AnalyzeDerived, MeshFollowsShardingClusterAndTensor) {
   struct Case {
     const char *sharding;
-    int64_t replicate, shard;
+    int64_t tensor, replicate, shard;
   };
-  for (Case c : {Case{"no_shard", 4, 1},
-                 {"zero1", 1, 4},
-                 {"full_shard", 1, 4},
-                 {"hybrid_shard", 2, 2}}) {
-    SCOPED_TRACE(c.sharding);
+  for (Case c : {Case{"no_shard", 1, 8, 1},
+                 {"zero1", 1, 1, 8},
+                 {"shard_grad_op", 1, 1, 8},
+                 {"full_shard", 1, 1, 8},
+                 {"hybrid_shard", 1, 2, 4},
+                 {"no_shard", 2, 4, 1},
+                 {"zero1", 2, 1, 4},
+                 {"full_shard", 2, 1, 4},
+                 {"hybrid_shard", 2, 2, 2}}) {
+    SCOPED_TRACE(std::string(c.sharding) + " tensor " +
+                 std::to_string(c.tensor));
     PlanSpec plan = planOf(withCluster(
         "nodes = 2  gpus_per_node = 4  gpu = cpu  host_memory = 64GiB",
-        std::string("parallel { tensor = 2  sharding = ") + c.sharding + " }"));
-    EXPECT_EQ(plan.parallel.tensor, 2);
+        "parallel { sharding = " + std::string(c.sharding) +
+            "  tensor = " + std::to_string(c.tensor) + " }"));
+    EXPECT_EQ(plan.parallel.tensor, c.tensor);
     EXPECT_EQ(plan.parallel.meshReplicate, c.replicate);
     EXPECT_EQ(plan.parallel.meshShard, c.shard);
   }
