@@ -709,7 +709,7 @@ void PlanChecker::checkRecipe() {
 
 /// The tensor degrees a cluster takes: the divisors of gpus_per_node (a
 /// group inside one node) and gpus_per_node times a divisor of nodes (a
-/// group of whole nodes), ascending.
+/// group of whole nodes) up to the key's range, ascending.
 static std::vector<int64_t> validTensorDegrees(int64_t nodes,
                                                int64_t gpusPerNode) {
   auto divisors = [](int64_t n) {
@@ -725,7 +725,7 @@ static std::vector<int64_t> validTensorDegrees(int64_t nodes,
   };
   std::vector<int64_t> degrees = divisors(gpusPerNode);
   for (int64_t k : divisors(nodes))
-    if (k > 1)
+    if (k > 1 && gpusPerNode * k <= kMaxCount) // 'parallel.tensor''s range
       degrees.push_back(gpusPerNode * k);
   return degrees;
 }
