@@ -39,8 +39,9 @@ uint64_t ringSendBytes(CollectiveKind kind, uint64_t fullBytes, int64_t n);
 int64_t ringSteps(CollectiveKind kind, int64_t n);
 
 /// Where rank 0's group of one mesh axis lies. Ranks are laid out
-/// `rank = replicate_index * S + shard_index` and fill nodes in order, so a
-/// group is inside one node when all its members share rank 0's node.
+/// `rank = replicate_index * S + shard_index` (a lowered program's tensor
+/// axis is 1) and fill nodes in order, so a group is inside one node when
+/// all its members share rank 0's node.
 struct GroupPlacement {
   int64_t size = 1;
   bool intraNode = true;

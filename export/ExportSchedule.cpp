@@ -131,7 +131,7 @@ LogicalResult ScheduleExporter::exportPlan() {
     s.sourceFile = file.getFilename().str();
 
   // The file's ranks are replicate x shard; a tensor axis has no lowering
-  // (plan-assign-sharding refuses it) and no place in the file yet.
+  // (sched-lower refuses it) and no place in the file yet.
   if (plan.getMeshSize(MeshAxis::Shard) < 1 ||
       plan.getMeshSize(MeshAxis::Tensor) != 1)
     return plan.emitError("the schedule file needs a mesh (replicate, "
