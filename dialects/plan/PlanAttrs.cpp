@@ -8,6 +8,8 @@
 
 #include "dialects/plan/PlanDialect.h"
 
+#include "Schedule.h"
+
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -292,8 +294,8 @@ LogicalResult TensorSplitAttr::verify(EmitErrorFn emitError, int64_t dim,
 }
 
 int64_t TensorSplitAttr::localExtent(int64_t extent, int64_t ranks) const {
-  int64_t part = extent / getChunks();
-  return getChunks() * ((part + ranks - 1) / ranks);
+  // The runtime's definition (runtime/format/Schedule.h).
+  return rt::splitExtent(extent, getChunks(), ranks);
 }
 
 LogicalResult WrapAttr::verify(EmitErrorFn emitError, WrapKind kind,

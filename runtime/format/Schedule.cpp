@@ -39,6 +39,11 @@ int64_t storageBytes(BaseStorage storage, int64_t numel) {
   return 4 * numel;
 }
 
+int64_t splitExtent(int64_t extent, int64_t chunks, int64_t ranks) {
+  int64_t part = extent / chunks;
+  return chunks * ((part + ranks - 1) / ranks);
+}
+
 bool Unit::hasQuantizedBase() const {
   for (const Param &p : params)
     if (p.frozen && p.tiedTo.empty() && p.base == BaseStorage::NF4)

@@ -199,6 +199,12 @@ struct Param {
 /// Bytes `numel` elements take stored as `storage` (NF4: NF4Layout.h).
 int64_t storageBytes(BaseStorage storage, int64_t numel);
 
+/// One rank's extent of a dimension of `extent` elements that tensor
+/// parallelism divides in `chunks` equal parts over `ranks` ranks: each
+/// part's slice rounded up (a vocabulary the ranks do not divide is padded),
+/// times the parts. The plan dialect's #plan.split sizes with it.
+int64_t splitExtent(int64_t extent, int64_t chunks, int64_t ranks);
+
 /// Whether units of `kind` are the model's layers (a transformer block):
 /// `model.layers` counts them. The plan dialect's `plan::isBlockKind`, on
 /// this side of the boundary.

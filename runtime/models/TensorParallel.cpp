@@ -1,0 +1,224 @@
+//===- TensorParallel.cpp - Megatron's tensor-parallel pieces -------------===//
+
+#include "TensorParallel.h"
+
+#include "Schedule.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+namespace plan::rt::tp {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+void allReduce(at::Tensor &t, const Group &group,
+               c10d::ReduceOp op = c10d::ReduceOp::SUM) {
+  std::vector<at::Tensor> tensors{t};
+  c10d::AllreduceOptions options;
+  options.reduceOp = op;
+  group->allreduce(tensors, options)->wait();
+}
+
+/// The ranks' `x` concatenated along `dim` in rank order.
+at::Tensor allGather(const at::Tensor &x, int64_t dim, const Group &group) {
+  at::Tensor in = x.movedim(dim, 0).contiguous();
+  std::vector<int64_t> shape = in.sizes().vec();
+  shape[0] *= group->getSize();
+  at::Tensor out = at::empty(shape, in.options());
+  group->_allgather_base(out, in)->wait();
+  return out.movedim(0, dim).contiguous();
+}
+
+/// The ranks' `x` summed, and this rank's slice of it along `dim`.
+at::Tensor reduceScatter(const at::Tensor &x, int64_t dim, const Group &group) {
+  at::Tensor in = x.movedim(dim, 0).contiguous();
+  std::vector<int64_t> shape = in.sizes().vec();
+  shape[0] /= group->getSize();
+  at::Tensor out = at::empty(shape, in.options());
+  group->_reduce_scatter_base(out, in)->wait();
+  return out.movedim(0, dim).contiguous();
+}
+
+// The group rides in the autograd context as a capsule (c10d::Backend is a
+// CustomClassHolder), so backward runs its collective on the same group.
+c10::IValue capsule(const Group &group) {
+  return c10::IValue::make_capsule(
+      c10::static_intrusive_pointer_cast<torch::CustomClassHolder>(group));
+}
+Group groupOf(AutogradContext *ctx) {
+  return c10::static_intrusive_pointer_cast<c10d::Backend>(
+      ctx->saved_data["group"].toCapsule());
+}
+
+struct CopyToGroup : torch::autograd::Function<CopyToGroup> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x,
+                            const Group &group) {
+    ctx->saved_data["group"] = capsule(group);
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    at::Tensor g = grads[0].contiguous().clone();
+    allReduce(g, groupOf(ctx));
+    return {g, at::Tensor()};
+  }
+};
+
+struct ReduceFromGroup : torch::autograd::Function<ReduceFromGroup> {
+  static at::Tensor forward(AutogradContext *, const at::Tensor &x,
+                            const Group &group) {
+    at::Tensor sum = x.contiguous().clone();
+    allReduce(sum, group);
+    return sum;
+  }
+  static variable_list backward(AutogradContext *, variable_list grads) {
+    return {grads[0], at::Tensor()};
+  }
+};
+
+struct GatherSequence : torch::autograd::Function<GatherSequence> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x,
+                            int64_t dim, const Group &group) {
+    ctx->saved_data["group"] = capsule(group);
+    ctx->saved_data["dim"] = dim;
+    return allGather(x, dim, group);
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    return {
+        reduceScatter(grads[0], ctx->saved_data["dim"].toInt(), groupOf(ctx)),
+        at::Tensor(), at::Tensor()};
+  }
+};
+
+struct ReduceScatterSequence
+    : torch::autograd::Function<ReduceScatterSequence> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x,
+                            int64_t dim, const Group &group) {
+    ctx->saved_data["group"] = capsule(group);
+    ctx->saved_data["dim"] = dim;
+    return reduceScatter(x, dim, group);
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    return {allGather(grads[0], ctx->saved_data["dim"].toInt(), groupOf(ctx)),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+struct VocabParallelCE : torch::autograd::Function<VocabParallelCE> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &logits,
+                            const at::Tensor &targets, int64_t start,
+                            int64_t vocab, int64_t ignoreIndex,
+                            const Group &group) {
+    at::Tensor l = logits.to(at::kFloat).contiguous();
+    const int64_t local = l.size(1);
+    // Padding columns (past the vocabulary) take no probability.
+    const int64_t valid = std::clamp<int64_t>(vocab - start, 0, local);
+    if (valid < local) {
+      l = l.clone();
+      l.narrow(1, valid, local - valid)
+          .fill_(-std::numeric_limits<float>::infinity());
+    }
+    at::Tensor max = std::get<0>(l.max(1));
+    allReduce(max, group, c10d::ReduceOp::MAX);
+    at::Tensor shifted = l - max.unsqueeze(1);
+    at::Tensor exp = shifted.exp();
+    at::Tensor sumExp = exp.sum(1);
+    allReduce(sumExp, group);
+
+    // The target's shifted logit, from the rank that holds its column.
+    at::Tensor counted = targets != ignoreIndex;
+    at::Tensor column = targets - start;
+    at::Tensor mine = counted & (column >= 0) & (column < valid);
+    at::Tensor index = column.masked_fill(mine.logical_not(), 0);
+    at::Tensor picked = shifted.gather(1, index.unsqueeze(1))
+                            .squeeze(1)
+                            .masked_fill(mine.logical_not(), 0);
+    allReduce(picked, group);
+
+    at::Tensor perToken =
+        (sumExp.log() - picked).masked_fill(counted.logical_not(), 0);
+    // As at::cross_entropy's mean: over the counted targets (NaN for none).
+    at::Tensor count = counted.sum().to(at::kFloat);
+    ctx->save_for_backward(
+        {exp / sumExp.unsqueeze(1), index, mine, counted, count});
+    ctx->saved_data["dtype"] = static_cast<int64_t>(logits.scalar_type());
+    return perToken.sum() / count;
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    variable_list saved = ctx->get_saved_variables();
+    at::Tensor softmax = saved[0], index = saved[1], mine = saved[2],
+               counted = saved[3], count = saved[4];
+    at::Tensor g = softmax.clone();
+    g.scatter_add_(1, index.unsqueeze(1),
+                   mine.to(at::kFloat).neg().unsqueeze(1));
+    g.mul_(counted.to(at::kFloat).unsqueeze(1));
+    g.mul_(grads[0] / count);
+    auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
+    return {g.to(dtype),  at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+} // namespace
+
+at::Tensor localSlice(const at::Tensor &full, int64_t dim, int64_t chunks,
+                      int64_t index, int64_t ranks) {
+  const int64_t part = full.size(dim) / chunks;
+  const int64_t slice = splitExtent(full.size(dim), chunks, ranks) / chunks;
+  std::vector<int64_t> shape = full.sizes().vec();
+  shape[dim] = slice;
+  const int64_t begin = index * slice;
+  const int64_t have = std::clamp<int64_t>(part - begin, 0, slice);
+  std::vector<at::Tensor> pieces;
+  for (int64_t c = 0; c < chunks; ++c) {
+    at::Tensor piece = at::zeros(shape, full.options());
+    if (have > 0)
+      piece.narrow(dim, 0, have)
+          .copy_(full.narrow(dim, c * part + begin, have));
+    pieces.push_back(piece);
+  }
+  return at::cat(pieces, dim);
+}
+
+at::Tensor copyToGroup(const at::Tensor &x, const Group &group) {
+  return CopyToGroup::apply(x, group);
+}
+
+at::Tensor reduceFromGroup(const at::Tensor &x, const Group &group) {
+  return ReduceFromGroup::apply(x, group);
+}
+
+at::Tensor gatherSequence(const at::Tensor &x, int64_t dim,
+                          const Group &group) {
+  return GatherSequence::apply(x, dim, group);
+}
+
+at::Tensor reduceScatterSequence(const at::Tensor &x, int64_t dim,
+                                 const Group &group) {
+  return ReduceScatterSequence::apply(x, dim, group);
+}
+
+at::Tensor vocabParallelEmbedding(const at::Tensor &tokens,
+                                  const at::Tensor &weight, int64_t start,
+                                  const Group &group) {
+  at::Tensor row = tokens - start;
+  at::Tensor outside = (row < 0) | (row >= weight.size(0));
+  at::Tensor rows = at::embedding(weight, row.masked_fill(outside, 0))
+                        .masked_fill(outside.unsqueeze(-1), 0);
+  return reduceFromGroup(rows, group);
+}
+
+at::Tensor vocabParallelCrossEntropy(const at::Tensor &logits,
+                                     const at::Tensor &targets, int64_t start,
+                                     int64_t vocab, int64_t ignoreIndex,
+                                     const Group &group) {
+  return VocabParallelCE::apply(logits, targets, start, vocab, ignoreIndex,
+                                group);
+}
+
+} // namespace plan::rt::tp

@@ -1,0 +1,78 @@
+//===- TensorParallel.h - Megatron's tensor-parallel pieces -----*- C++ -*-===//
+//
+// What a tensor-parallel unit computes with besides its own weights: the
+// slice of a full weight a rank holds (the plan's `#plan.split` layout), the
+// four collectives that join the column- and row-parallel regions in autograd
+// (Megatron's f, g and their sequence-parallel forms), and the vocab-parallel
+// embedding and cross-entropy. Each collective runs on the tensor group it is
+// given and is an autograd function whose backward is the matching collective.
+//
+// Not wired into plan-run yet: no lowering emits a tensor-parallel schedule
+// (docs/language.md, "Tensor parallelism"). TensorParallelTest proves each
+// piece, and a Llama and a GPT-2 block built from them, equal to the
+// undivided computation on 2 Gloo ranks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PLAN_RUNTIME_MODELS_TENSORPARALLEL_H
+#define PLAN_RUNTIME_MODELS_TENSORPARALLEL_H
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <cstdint>
+
+namespace plan::rt::tp {
+
+/// The tensor group the collectives run on. The Comm that owns the backend
+/// outlives every autograd graph built on it.
+using Group = c10::intrusive_ptr<c10d::Backend>;
+
+/// Rank `index` of `ranks`'s part of `full` under a split of dimension `dim`
+/// in `chunks` equal parts (the IR's `split <dim, chunks>`): slice `index` of
+/// every part, the parts in order; a part the ranks do not divide is padded
+/// with zeros first (splitExtent). A copy, contiguous.
+at::Tensor localSlice(const at::Tensor &full, int64_t dim, int64_t chunks,
+                      int64_t index, int64_t ranks);
+
+/// Megatron's f, before a column-parallel layer: the identity, and in
+/// backward the sum of the input's gradient over the group (each rank's
+/// columns contribute to it).
+at::Tensor copyToGroup(const at::Tensor &x, const Group &group);
+
+/// Megatron's g, after a row-parallel layer: the sum of the ranks' partial
+/// outputs, and in backward the identity.
+at::Tensor reduceFromGroup(const at::Tensor &x, const Group &group);
+
+/// Sequence parallelism before a column-parallel layer: the ranks' slices of
+/// dimension `dim` (the sequence) gathered in rank order; in backward the
+/// gradient reduce-scattered back to the slices.
+at::Tensor gatherSequence(const at::Tensor &x, int64_t dim, const Group &group);
+
+/// Sequence parallelism after a row-parallel layer: the partial outputs
+/// summed and scattered along `dim`, each rank keeping its slice; in
+/// backward the gradient all-gathered.
+at::Tensor reduceScatterSequence(const at::Tensor &x, int64_t dim,
+                                 const Group &group);
+
+/// A vocab-parallel embedding lookup: `weight` holds rows [start, start +
+/// weight.size(0)) of the table; tokens outside them look up zeros, and the
+/// ranks' lookups are summed (reduceFromGroup).
+at::Tensor vocabParallelEmbedding(const at::Tensor &tokens,
+                                  const at::Tensor &weight, int64_t start,
+                                  const Group &group);
+
+/// Megatron's vocab-parallel cross-entropy of [N, V_local] logits holding
+/// vocabulary columns [start, start + V_local), of which those at or past
+/// `vocab` are padding (never predicted): the mean over the targets that
+/// are not `ignoreIndex`, as at::cross_entropy of the gathered logits would
+/// give it, without gathering them. Computed in fp32; the logits' gradient
+/// is this rank's columns of the softmax minus the one-hot targets.
+at::Tensor vocabParallelCrossEntropy(const at::Tensor &logits,
+                                     const at::Tensor &targets, int64_t start,
+                                     int64_t vocab, int64_t ignoreIndex,
+                                     const Group &group);
+
+} // namespace plan::rt::tp
+
+#endif // PLAN_RUNTIME_MODELS_TENSORPARALLEL_H
