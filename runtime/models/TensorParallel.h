@@ -8,9 +8,9 @@
 // given and is an autograd function whose backward is the matching collective.
 //
 // Not wired into plan-run yet: no lowering emits a tensor-parallel schedule
-// (docs/language.md, "Tensor parallelism"). TensorParallelTest proves each
-// piece, and a Llama and a GPT-2 block built from them, equal to the
-// undivided computation on 2 Gloo ranks.
+// (docs/language.md, "Tensor parallelism"). TensorParallelTest proves a
+// Llama block, GPT-2's attention and the vocab-parallel embedding and loss
+// built from them equal to the undivided computation on 2 Gloo ranks.
 //
 //===----------------------------------------------------------------------===//
 
