@@ -58,7 +58,7 @@ GroupPlacement plan::placeRing(const ClusterLinks &links, int64_t size,
   placement.size = size;
   placement.intraNode = lastRank < std::max<int64_t>(links.gpusPerNode, 1);
   if (placement.intraNode) {
-    placement.bandwidth = links.intraNodeBandwidth;
+    placement.bandwidth = links.intraNodeBandwidth();
     placement.stepLatency = links.intraNodeStepLatency;
   } else {
     placement.bandwidth = links.interNodeBandwidth;
@@ -70,11 +70,10 @@ GroupPlacement plan::placeRing(const ClusterLinks &links, int64_t size,
 GroupPlacement plan::placeGroup(ClusterAttr cluster, int64_t meshReplicate,
                                 int64_t meshShard, sched::Group group) {
   DeviceAttr device = cluster.getDevice();
-  double nvlink = device.getNvlinkBandwidth().value;
-  ClusterLinks links{cluster.getGpusPerNode(),
-                     nvlink > 0 ? nvlink : device.getPcieBandwidth().value,
-                     device.getLinkLatency().value,
-                     cluster.getInterNodeBandwidth().value};
+  ClusterLinks links{
+      cluster.getGpusPerNode(), device.getNvlinkBandwidth().value,
+      device.getPcieBandwidth().value, device.getLinkLatency().value,
+      cluster.getInterNodeBandwidth().value};
   // The highest rank in rank 0's group decides whether it leaves node 0:
   // shard = ranks [0, S), replicate = {0, S, 2S, ...}, world = all.
   switch (group) {

@@ -59,10 +59,14 @@ GroupPlacement placeGroup(ClusterAttr cluster, int64_t meshReplicate,
 /// or from the frontend's ClusterSpec before there is IR).
 struct ClusterLinks {
   int64_t gpusPerNode = 1;
-  /// NVLink, or PCIe for a device without it.
-  double intraNodeBandwidth = 0;
+  double nvlinkBandwidth = 0; // 0: no NVLink
+  double pcieBandwidth = 0;
   double intraNodeStepLatency = 0;
   double interNodeBandwidth = 0;
+  /// What two ranks of one node talk over: NVLink, or PCIe without it.
+  double intraNodeBandwidth() const {
+    return nvlinkBandwidth > 0 ? nvlinkBandwidth : pcieBandwidth;
+  }
 };
 
 /// Where a ring of `size` ranks lies that holds rank 0 and whose highest

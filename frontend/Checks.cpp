@@ -589,9 +589,9 @@ void PlanChecker::checkRecipe() {
   // from it when not given.
   if (plan.isGiven("train.global_batch") &&
       reads({"train.global_batch", "train.micro_batch", "train.grad_accum",
-             "cluster.nodes", "cluster.gpus_per_node", "parallel.tensor"}) &&
-      plan.cluster.worldSize() % plan.parallel.tensor == 0) {
-    // The ranks of one tensor group read the same micro-batch.
+             "cluster.nodes", "cluster.gpus_per_node", "parallel.tensor"})) {
+    // The ranks of one tensor group read the same micro-batch; a readable
+    // degree tiles the cluster (checkRanges), so it divides the world.
     int64_t ranks = plan.cluster.worldSize() / plan.parallel.tensor;
     StringRef ranksName =
         plan.parallel.tensor > 1 ? "data-parallel ranks" : "ranks";
@@ -974,7 +974,7 @@ void PlanChecker::checkTensor() {
       !reads({"cluster", "train.micro_batch", "train.seq_len",
               "train.grad_accum", "train.precision",
               "train.activation_checkpointing"}) ||
-      p.tensor <= c.gpusPerNode || c.worldSize() % p.tensor != 0)
+      p.tensor <= c.gpusPerNode)
     return;
   // Each block's forward all-reduces after attention and after the MLP, and
   // its backward once for each of their inputs; full checkpointing reruns
@@ -986,10 +986,9 @@ void PlanChecker::checkTensor() {
     return;
   int64_t bytes =
       storageBytes(workingStorage(t.precision), static_cast<int64_t>(elements));
-  double nvlink = c.device.nvlinkBandwidth;
-  ClusterLinks links{c.gpusPerNode,
-                     nvlink > 0 ? nvlink : c.device.pcieBandwidth,
-                     c.device.linkLatency, c.interNodeBandwidth};
+  ClusterLinks links{c.gpusPerNode, c.device.nvlinkBandwidth,
+                     c.device.pcieBandwidth, c.device.linkLatency,
+                     c.interNodeBandwidth};
   double perStep = double(perBlock) * double(m.layers) * double(t.gradAccum);
   double across =
       perStep * collectiveSeconds(CollectiveKind::AllReduce, bytes,
@@ -1007,8 +1006,8 @@ void PlanChecker::checkTensor() {
               p.tensor, p.tensor / c.gpusPerNode, c.gpusPerNode, perBlock,
               rt::support::formatBytes(bytes),
               formatBandwidth(c.interNodeBandwidth),
-              nvlink > 0 ? "NVLink" : "PCIe",
-              formatBandwidth(links.intraNodeBandwidth),
+              links.nvlinkBandwidth > 0 ? "NVLink" : "PCIe",
+              formatBandwidth(links.intraNodeBandwidth()),
               rt::support::formatSeconds(across),
               rt::support::formatSeconds(inside)));
 }
