@@ -68,22 +68,27 @@ GroupPlacement plan::placeRing(const ClusterLinks &links, int64_t size,
 }
 
 GroupPlacement plan::placeGroup(ClusterAttr cluster, int64_t meshReplicate,
-                                int64_t meshShard, sched::Group group) {
+                                int64_t meshShard, int64_t meshTensor,
+                                sched::Group group) {
   DeviceAttr device = cluster.getDevice();
   ClusterLinks links{
       cluster.getGpusPerNode(), device.getNvlinkBandwidth().value,
       device.getPcieBandwidth().value, device.getLinkLatency().value,
       cluster.getInterNodeBandwidth().value};
   // The highest rank in rank 0's group decides whether it leaves node 0:
-  // shard = ranks [0, S), replicate = {0, S, 2S, ...}, world = all.
+  // tensor = ranks [0, T), shard = {0, T, ..., (S-1)T}, replicate = {0, ST,
+  // 2ST, ...}, world = the data-parallel ranks {0, T, ..., (RS-1)T}.
+  int64_t t = std::max<int64_t>(meshTensor, 1);
   switch (group) {
   case sched::Group::Shard:
-    return placeRing(links, meshShard, meshShard - 1);
+    return placeRing(links, meshShard, (meshShard - 1) * t);
   case sched::Group::Replicate:
-    return placeRing(links, meshReplicate, (meshReplicate - 1) * meshShard);
+    return placeRing(links, meshReplicate, (meshReplicate - 1) * meshShard * t);
   case sched::Group::World:
     return placeRing(links, meshReplicate * meshShard,
-                     meshReplicate * meshShard - 1);
+                     (meshReplicate * meshShard - 1) * t);
+  case sched::Group::Tensor:
+    return placeRing(links, t, t - 1);
   }
   llvm_unreachable("unknown group");
 }

@@ -22,7 +22,7 @@ namespace plan {
 
 enum class CollectiveKind { AllGather, ReduceScatter, AllReduce, Broadcast };
 constexpr int kNumCollectiveKinds = 4;
-constexpr int kNumGroups = 3; // sched::Group: shard, replicate, world
+constexpr int kNumGroups = 4; // sched::Group: shard, replicate, world, tensor
 
 /// "all_gather", "reduce_scatter", "all_reduce", "broadcast".
 llvm::StringRef collectiveKindName(CollectiveKind kind);
@@ -39,9 +39,9 @@ uint64_t ringSendBytes(CollectiveKind kind, uint64_t fullBytes, int64_t n);
 int64_t ringSteps(CollectiveKind kind, int64_t n);
 
 /// Where rank 0's group of one mesh axis lies. Ranks are laid out
-/// `rank = replicate_index * S + shard_index` (a lowered program's tensor
-/// axis is 1) and fill nodes in order, so a group is inside one node when
-/// all its members share rank 0's node.
+/// `rank = (replicate_index * S + shard_index) * T + tensor_index` and fill
+/// nodes in order, so a group is inside one node when all its members
+/// share rank 0's node.
 struct GroupPlacement {
   int64_t size = 1;
   bool intraNode = true;
@@ -53,7 +53,8 @@ struct GroupPlacement {
 };
 
 GroupPlacement placeGroup(ClusterAttr cluster, int64_t meshReplicate,
-                          int64_t meshShard, sched::Group group);
+                          int64_t meshShard, int64_t meshTensor,
+                          sched::Group group);
 
 /// The links of a cluster as the placement reads them (from a ClusterAttr,
 /// or from the frontend's ClusterSpec before there is IR).

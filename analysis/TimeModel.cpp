@@ -280,10 +280,11 @@ FailureOr<StepTime> StepSimulation::run() {
   }
   int64_t replicate = program.getGroupSize(sched::Group::Replicate);
   int64_t shard = program.getGroupSize(sched::Group::Shard);
-  for (sched::Group group :
-       {sched::Group::Shard, sched::Group::Replicate, sched::Group::World})
+  for (sched::Group group : {sched::Group::Shard, sched::Group::Replicate,
+                             sched::Group::World, sched::Group::Tensor})
     groups[static_cast<int>(group)] =
-        placeGroup(cluster, replicate, shard, group);
+        placeGroup(cluster, replicate, shard,
+                   program.getGroupSize(sched::Group::Tensor), group);
 
   TrainAttr train = plan.getTrain();
   switch (train.getPrecision()) {

@@ -130,10 +130,14 @@ LogicalResult ScheduleExporter::exportPlan() {
   if (auto file = plan.getLoc()->findInstanceOf<FileLineColLoc>())
     s.sourceFile = file.getFilename().str();
 
-  // The file's ranks are replicate x shard; a tensor axis has no lowering
-  // (sched-lower refuses it) and no place in the file yet.
-  if (plan.getMeshSize(MeshAxis::Shard) < 1 ||
-      plan.getMeshSize(MeshAxis::Tensor) != 1)
+  // The file's ranks are replicate x shard: a tensor axis has no place in
+  // it yet (planc refuses such a plan at its `tensor` key before this).
+  if (int64_t tensor = plan.getMeshSize(MeshAxis::Tensor); tensor != 1)
+    return mlir::emitError(plan.getGridOp().getLoc(),
+                           "the schedule file has no tensor axis yet: a plan "
+                           "with tensor = ")
+           << tensor << " cannot be written to one";
+  if (plan.getMeshSize(MeshAxis::Shard) < 1)
     return plan.emitError("the schedule file needs a mesh (replicate, "
                           "shard, 1)");
   s.replicate = plan.getMeshSize(MeshAxis::Replicate);

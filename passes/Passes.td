@@ -80,6 +80,25 @@ def SchedBucketGradients : Pass<"sched-bucket-gradients", "::sched::ProgramOp"> 
   let dependentDialects = ["::sched::SchedDialect"];
 }
 
+def SchedSplitTensorParallel
+    : Pass<"sched-split-tensor-parallel", "::sched::ProgramOp"> {
+  let summary = "Tensor parallelism: split units at their activation "
+                "collectives";
+  let description = [{
+    On a mesh with a tensor axis above 1: every forward, recompute and
+    backward of a unit becomes the parts of its role
+    (runtime/format/TensorParallelParts.h), with Megatron's activation
+    collectives on the `tensor` group between them over explicit exchange
+    buffers (all-reduce; under sequence parallelism all-gather and
+    reduce-scatter along the sequence), the loss reads every rank's
+    statistics of its vocabulary slice, and the gradient norm and fp16's
+    overflow flag are reduced over the tensor group. Under sequence
+    parallelism the gradients of parameters held whole are summed over the
+    tensor group. Does nothing on other meshes.
+  }];
+  let dependentDialects = ["::sched::SchedDialect"];
+}
+
 def SchedDequantizeBase : Pass<"sched-dequantize-base", "::sched::ProgramOp"> {
   let summary = "Convert a frozen base stored in NF4 or another type for compute";
   let description = [{

@@ -17,6 +17,7 @@ void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm) {
   program.addPass(createSchedInsertOffloadCopies());
   program.addPass(createSchedPrefetch());
   program.addPass(createSchedBucketGradients());
+  program.addPass(createSchedSplitTensorParallel());
   program.addPass(createSchedDequantizeBase());
   program.addPass(createSchedVerifySchedule());
   program.addPass(createSchedPlanMemory());

@@ -57,7 +57,9 @@ MemoryCategory plan::memoryCategoryOf(sched::BufferRole role) {
   case sched::BufferRole::ExpAvgSq:
   case sched::BufferRole::Momentum:
     return MemoryCategory::Optimizer;
+  // What a tensor-parallel unit's parts exchange is activations too.
   case sched::BufferRole::Activations:
+  case sched::BufferRole::Exchange:
     return MemoryCategory::Activations;
   case sched::BufferRole::Staging:
     return MemoryCategory::CommBuffers;
@@ -192,10 +194,11 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
 
 void analyzeComm(sched::ProgramOp program, PlanOp plan, int64_t replicate,
                  int64_t shard, CommReport &comm) {
-  for (sched::Group group :
-       {sched::Group::Shard, sched::Group::Replicate, sched::Group::World})
+  for (sched::Group group : {sched::Group::Shard, sched::Group::Replicate,
+                             sched::Group::World, sched::Group::Tensor})
     comm.groups[static_cast<int>(group)] =
-        placeGroup(plan.getCluster(), replicate, shard, group);
+        placeGroup(plan.getCluster(), replicate, shard,
+                   plan.getMeshSize(MeshAxis::Tensor), group);
   auto add = [&](CollectiveKind kind, Value full, sched::Group group) {
     auto type = cast<MemRefType>(full.getType());
     uint64_t fullBytes = static_cast<uint64_t>(type.getNumElements()) *

@@ -638,13 +638,13 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
       loadPlan(sourceMgr, bufferId, overrides, name, diag);
   if (!given)
     return std::nullopt;
-  // Every candidate is lowered to be measured, and tensor parallelism has
-  // no lowering yet.
+  // Every candidate is measured by the report, whose models do not count a
+  // tensor-parallel rank's share of a unit yet.
   if (given->parallel.tensor > 1) {
     diag.error(given->locOf("parallel.tensor"),
-               "--search plans data parallelism only (tensor = 1): tensor "
-               "parallelism is checked but not lowered yet, so no candidate "
-               "with it could be measured");
+               "--search plans data parallelism only (tensor = 1): the "
+               "report that measures each candidate does not model tensor "
+               "parallelism yet");
     return std::nullopt;
   }
   int64_t world = given->cluster.worldSize();

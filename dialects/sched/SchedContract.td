@@ -83,6 +83,12 @@ class Sched_PlanAttr<string name>
 def Sched_MicroBatchAttr
     : TypedSignlessIntegerAttrBase<I64, "uint64_t", "micro-batch index">;
 
+// A part of a unit's compute: 0 for a unit computed whole; under tensor
+// parallelism the index among the parts its activation collectives separate
+// (runtime/format/TensorParallelParts.h).
+def Sched_PartAttr
+    : TypedSignlessIntegerAttrBase<I64, "uint64_t", "part of a unit's compute">;
+
 //===----------------------------------------------------------------------===//
 // What a reader checks
 //===----------------------------------------------------------------------===//

@@ -5,12 +5,16 @@
 
 #include "dialects/plan/PlanDialect.h"
 
+#include "TensorParallelParts.h"
+
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include <optional>
 
 #include "dialects/sched/SchedEnums.h.inc"
 
@@ -40,6 +44,12 @@ mlir::MemRefType getBufferType(mlir::MLIRContext *context, int64_t numel,
 /// i8 (bytes) for NF4, the float type otherwise.
 mlir::Type getStorageElementType(mlir::MLIRContext *context,
                                  plan::BaseStorage storage);
+
+/// The parts a unit of `kind` of a `family` model is computed in under
+/// tensor parallelism (runtime/format/TensorParallelParts.h); none for a
+/// model without a tensor-parallel layout (BERT).
+std::optional<plan::rt::tp::UnitRole>
+getTensorParallelRole(plan::UnitKind kind, plan::ModelFamily family);
 
 /// The memory space of a buffer type.
 MemorySpace getMemorySpace(mlir::MemRefType type);

@@ -55,8 +55,12 @@ def Sched_Group : Sched_Enum<"Group", "process group of the mesh", [
   I32EnumAttrCase<"Shard", 0, "shard">,
   // Axis 0: the ranks that hold the same shard (hybrid_shard's replicas).
   I32EnumAttrCase<"Replicate", 1, "replicate">,
-  // Both axes: every rank.
-  I32EnumAttrCase<"World", 2, "world">]>;
+  // Both data-parallel axes: every rank when the mesh has no tensor axis,
+  // else the ranks that hold the same tensor slice.
+  I32EnumAttrCase<"World", 2, "world">,
+  // Axis 2: the ranks that divide each weight among them (tensor
+  // parallelism): consecutive ranks.
+  I32EnumAttrCase<"Tensor", 3, "tensor">]>;
 
 def Sched_GroupAttr : EnumAttr<Sched_Dialect, Sched_Group, "group"> {
 }
@@ -83,7 +87,8 @@ def Sched_BufferRole : Sched_Enum<"BufferRole", "what a buffer holds", [
   I32EnumAttrCase<"Staging", 10, "staging">,         // a copy in another memory space or dtype
   I32EnumAttrCase<"Scalar", 11, "scalar">,           // a norm, a found-inf flag
   I32EnumAttrCase<"LossScale", 12, "loss_scale">,    // fp16's loss scale (persistent)
-  I32EnumAttrCase<"Frozen", 13, "frozen">]>;         // weights that do not train (a LoRA base)
+  I32EnumAttrCase<"Frozen", 13, "frozen">,           // weights that do not train (a LoRA base)
+  I32EnumAttrCase<"Exchange", 14, "exchange">]>;     // an activation or its gradient between two parts of a unit (tensor parallelism)
 
 def Sched_BufferRoleAttr : EnumAttr<Sched_Dialect, Sched_BufferRole, "role"> {
 }

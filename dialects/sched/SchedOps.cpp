@@ -6,6 +6,7 @@
 #include "mlir/IR/OpImplementation.h"
 
 #include <cmath>
+#include <optional>
 
 using namespace mlir;
 using namespace sched;
@@ -48,7 +49,9 @@ int64_t ProgramOp::getGroupSize(Group group) {
   case Group::Replicate:
     return replicate;
   case Group::World:
-    return replicate * shard * plan.getMeshSize(plan::MeshAxis::Tensor);
+    return replicate * shard;
+  case Group::Tensor:
+    return plan.getMeshSize(plan::MeshAxis::Tensor);
   }
   return 0;
 }
@@ -352,20 +355,112 @@ static LogicalResult verifyCompute(Operation *op, SymbolRefAttr unitRef,
   return success();
 }
 
+/// What a part's exchange operands must be, and which: `in` and `out` of a
+/// forward or recompute, `in_grad` and `out_grad` of a backward. Absent
+/// operands are null.
+struct PartOperands {
+  Value in, out;
+  const char *inName, *outName;
+  bool backward;
+};
+
+/// Checks `part` and the exchange buffers of a compute op of `unit`
+/// against runtime/format/TensorParallelParts.h: without a tensor axis a
+/// unit is one part with none; with one, each part of the unit's role has
+/// exactly the buffers of the cuts around it, of their sizes (or the op is
+/// still the whole unit: part 0 with none).
+static LogicalResult verifyPart(Operation *op, plan::UnitOp unit, int64_t part,
+                                const PartOperands &operands) {
+  ProgramOp program = programOf(op);
+  plan::PlanOp plan = program.getPlanOp();
+  int64_t tensor = plan.getMeshSize(plan::MeshAxis::Tensor);
+  if (tensor <= 1) {
+    if (part != 0 || operands.in || operands.out)
+      return op->emitOpError("`part`, `")
+             << operands.inName << "` and `" << operands.outName
+             << "` split a unit at its tensor-parallel collectives: they "
+                "need a mesh with a tensor axis above 1";
+    return success();
+  }
+  // The whole unit, as sched-lower emits it: sched-split-tensor-parallel
+  // splits it (sched-verify-schedule requires that it did).
+  if (part == 0 && !operands.in && !operands.out)
+    return success();
+  std::optional<plan::rt::tp::UnitRole> role =
+      getTensorParallelRole(unit.getKind(), program.getModel().getFamily());
+  if (!role)
+    return op->emitOpError("unit '") << unit.getSymName() << "' is a "
+                                     << plan::stringifyUnitKind(unit.getKind())
+                                     << ", which has no tensor-parallel parts";
+  std::span<const plan::rt::tp::Boundary> cuts =
+      plan::rt::tp::boundaries(*role);
+  int64_t parts = plan::rt::tp::partCount(*role);
+  if (part < 0 || part >= parts)
+    return op->emitOpError("part ")
+           << part << " is not in [0, " << parts << ") of unit '"
+           << unit.getSymName() << "'";
+  plan::TrainAttr train = program.getTrain();
+  int64_t tokens = train.getMicroBatch() * train.getSeqLen();
+  int64_t hidden = program.getModel().getHidden();
+  bool sequenceParallel = program.getParallel().getSequenceParallel();
+  // Before part k: the cut k - 1, whose consumer it is; after it, cut k (a
+  // backward has nothing to read back from the loss's statistics).
+  std::optional<int64_t> before, after;
+  if (part > 0)
+    before = plan::rt::tp::consumedElements(cuts[part - 1], tokens, hidden,
+                                            tensor, sequenceParallel);
+  if (part < static_cast<int64_t>(cuts.size()) &&
+      !(operands.backward &&
+        cuts[part] == plan::rt::tp::Boundary::LossStatistics))
+    after = plan::rt::tp::producedElements(cuts[part], tokens, hidden, tensor,
+                                           sequenceParallel);
+  auto check = [&](Value buffer, const char *name,
+                   std::optional<int64_t> expected) -> LogicalResult {
+    if (bool(buffer) != expected.has_value())
+      return op->emitOpError("part ")
+             << part << " of unit '" << unit.getSymName() << "' "
+             << (expected ? "needs" : "has no") << " `" << name << "`";
+    if (buffer && numel(buffer) != *expected)
+      return op->emitOpError("`")
+             << name << "` of part " << part << " of unit '"
+             << unit.getSymName() << "' has " << numel(buffer)
+             << " elements, not " << *expected;
+    return success();
+  };
+  if (failed(check(operands.in, operands.inName, before)))
+    return failure();
+  return check(operands.out, operands.outName, after);
+}
+
 plan::UnitOp ForwardOp::getUnitOp() { return lookupUnit(*this, getUnit()); }
 plan::UnitOp RecomputeOp::getUnitOp() { return lookupUnit(*this, getUnit()); }
 plan::UnitOp BackwardOp::getUnitOp() { return lookupUnit(*this, getUnit()); }
 
 LogicalResult ForwardOp::verify() {
   plan::UnitOp unit;
-  return verifyCompute(*this, getUnit(), getMicroBatch(), getParams(),
-                       getTied(), getFrozen(), unit);
+  if (failed(verifyCompute(*this, getUnit(), getMicroBatch(), getParams(),
+                           getTied(), getFrozen(), unit)))
+    return failure();
+  if (!unit)
+    return success();
+  return verifyPart(*this, unit, getPart(),
+                    {getIn(), getOut(), "in", "out", /*backward=*/false});
 }
 
 LogicalResult RecomputeOp::verify() {
   plan::UnitOp unit;
-  return verifyCompute(*this, getUnit(), getMicroBatch(), getParams(),
-                       getTied(), getFrozen(), unit);
+  if (failed(verifyCompute(*this, getUnit(), getMicroBatch(), getParams(),
+                           getTied(), getFrozen(), unit)))
+    return failure();
+  // Part 0 starts again from the saved input; a later part from its `in`.
+  if (bool(getInput()) != (getPart() == 0))
+    return emitOpError("part ")
+           << getPart()
+           << (getPart() == 0 ? " needs `from`" : " reads `in`, not `from`");
+  if (!unit)
+    return success();
+  return verifyPart(*this, unit, getPart(),
+                    {getIn(), getOut(), "in", "out", /*backward=*/false});
 }
 
 LogicalResult BackwardOp::verify() {
@@ -385,7 +480,11 @@ LogicalResult BackwardOp::verify() {
     return emitOpError("`tied_grads` goes with `tied`");
   if (getTiedGrads() && numel(getTiedGrads()) != numel(getTied()))
     return emitOpError("`tied_grads` must have the layout of `tied`");
-  return success();
+  if (!unit)
+    return success();
+  return verifyPart(*this, unit, getPart(),
+                    {getInGrad(), getOutGrad(), "in_grad", "out_grad",
+                     /*backward=*/true});
 }
 
 plan::UnitOp DequantizeOp::getUnitOp() { return lookupUnit(*this, getUnit()); }
@@ -427,6 +526,18 @@ LogicalResult DequantizeOp::verify() {
 //===----------------------------------------------------------------------===//
 // Optimizer
 //===----------------------------------------------------------------------===//
+
+LogicalResult GradNormOp::verify() {
+  ProgramOp program = programOf(*this);
+  if (!program)
+    return emitOpError("must be inside a sched.program");
+  plan::PlanOp plan = program.getPlanOp();
+  if (getTensorReplicas() && plan &&
+      plan.getMeshSize(plan::MeshAxis::Tensor) <= 1)
+    return emitOpError("`tensor_replicas` weighs what every tensor rank "
+                       "holds: it needs a mesh with a tensor axis above 1");
+  return success();
+}
 
 LogicalResult OptimizerStepOp::verify() {
   ProgramOp program = programOf(*this);
@@ -483,6 +594,29 @@ LogicalResult LossOp::verify() {
   double scale = getScale().convertToDouble();
   if (!(scale > 0.0) || !std::isfinite(scale))
     return emitOpError("scale must be positive and finite, got ") << scale;
+  if (!unit)
+    return success();
+  // A vocabulary divided over tensor ranks: the loss reads every rank's
+  // statistics.
+  ProgramOp program = programOf(*this);
+  int64_t tensor = program.getPlanOp().getMeshSize(plan::MeshAxis::Tensor);
+  // (Before sched-split-tensor-parallel a tensor-parallel loss has none
+  // yet; sched-verify-schedule requires it.)
+  if (getStats() && tensor <= 1)
+    return emitOpError("has `stats`, but the mesh has no tensor axis");
+  if (getStats()) {
+    plan::TrainAttr train = program.getTrain();
+    int64_t expected = plan::rt::tp::consumedElements(
+        plan::rt::tp::Boundary::LossStatistics,
+        train.getMicroBatch() * train.getSeqLen(),
+        program.getModel().getHidden(), tensor,
+        program.getParallel().getSequenceParallel());
+    if (numel(getStats()) != expected)
+      return emitOpError("`stats` has ")
+             << numel(getStats()) << " elements, not " << expected;
+    if (!elementType(getStats()).isF32())
+      return emitOpError("`stats` must be fp32");
+  }
   return success();
 }
 

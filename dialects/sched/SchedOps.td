@@ -186,8 +186,8 @@ def Sched_AllGatherOp : Sched_AsyncOp<"all_gather"> {
   let hasVerifier = 1;
   let fileChecks = [Sched_SameElementType<["src", "dst"]>,
                     Sched_NumelTimesGroup<"dst", "src">,
-                    Sched_Roles<["src"], ["param", "master", "staging", "frozen"]>,
-                    Sched_Roles<["dst"], ["gathered", "param", "staging", "frozen"]>];
+                    Sched_Roles<["src"], ["param", "master", "staging", "frozen", "exchange"]>,
+                    Sched_Roles<["dst"], ["gathered", "param", "staging", "frozen", "exchange"]>];
 }
 
 def Sched_ReduceScatterOp : Sched_AsyncOp<"reduce_scatter"> {
@@ -209,8 +209,8 @@ def Sched_ReduceScatterOp : Sched_AsyncOp<"reduce_scatter"> {
   let hasVerifier = 1;
   let fileChecks = [Sched_SameElementType<["src", "dst"]>,
                     Sched_NumelTimesGroup<"src", "dst">,
-                    Sched_Roles<["src"], ["unsharded_grad", "bucket", "grad", "staging"]>,
-                    Sched_Roles<["dst"], ["grad", "staging"]>];
+                    Sched_Roles<["src"], ["unsharded_grad", "bucket", "grad", "staging", "exchange"]>,
+                    Sched_Roles<["dst"], ["grad", "staging", "exchange"]>];
 }
 
 def Sched_AllReduceOp : Sched_AsyncOp<"all_reduce"> {
@@ -336,25 +336,40 @@ def Sched_ForwardOp : Sched_ComputeOp<"forward", [AttrSizedOperandSegments]> {
     parameter this one ties to) and writes what backward needs into
     `saves`. The embedding's input is the micro-batch's tokens; every other
     unit's input is the previous unit's output, which its `saves` holds.
+
+    Under tensor parallelism a unit is computed in parts (`part k`, in
+    order), separated by its activation collectives: part `k > 0` reads
+    what the collective after part `k - 1` left (`in`), and a part followed
+    by a collective writes what it exchanges (`out`): the partial sum of a
+    row-parallel layer, the input of a column-parallel one, or the loss's
+    statistics (runtime/format/TensorParallelParts.h). Every part appends
+    to the same `saves`.
   }];
   let arguments = (ins Sched_UnitRefAttr:$unit,
                        Sched_MicroBatchAttr:$micro_batch,
+                       DefaultValuedAttr<Sched_PartAttr, "0">:$part,
                        Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$params,
                        Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$tied,
                        Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$frozen,
-                       Arg<Sched_Buffer, "", [Sched_Writes]>:$saves);
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$in,
+                       Arg<Sched_Buffer, "", [Sched_Writes]>:$saves,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Writes]>:$out);
   let assemblyFormat = [{
-    $unit `mb` $micro_batch (`params` `(` $params^ `:` type($params) `)`)?
+    $unit `mb` $micro_batch (`part` $part^)?
+    (`params` `(` $params^ `:` type($params) `)`)?
     (`tied` `(` $tied^ `:` type($tied) `)`)?
     (`frozen` `(` $frozen^ `:` type($frozen) `)`)?
-    `saves` `(` $saves `:` type($saves) `)` attr-dict
+    (`in` `(` $in^ `:` type($in) `)`)?
+    `saves` `(` $saves `:` type($saves) `)`
+    (`out` `(` $out^ `:` type($out) `)`)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = computeExtraDeclaration;
   let fileChecks = [Sched_UnitStorage<"params", "tied", "frozen">,
                     Sched_Roles<["params"], ["param", "gathered", "staging"]>,
                     Sched_Roles<["tied", "frozen"], ["param", "gathered", "staging", "frozen"]>,
-                    Sched_Roles<["saves"], ["activations"]>];
+                    Sched_Roles<["saves"], ["activations"]>,
+                    Sched_Roles<["in", "out"], ["exchange"]>];
 }
 
 def Sched_RecomputeOp : Sched_ComputeOp<"recompute", [AttrSizedOperandSegments]> {
@@ -362,43 +377,59 @@ def Sched_RecomputeOp : Sched_ComputeOp<"recompute", [AttrSizedOperandSegments]>
   let description = [{
     With activation checkpointing the forward of a block saves only its
     input; recompute runs the forward again from it and saves everything its
-    backward needs into `saves`.
+    backward needs into `saves`. Under tensor parallelism it runs in parts
+    as the forward does (with the same collectives between them); part 0
+    reads the saved input (`from`), the others what the collective before
+    them left (`in`).
   }];
   let arguments = (ins Sched_UnitRefAttr:$unit,
                        Sched_MicroBatchAttr:$micro_batch,
+                       DefaultValuedAttr<Sched_PartAttr, "0">:$part,
                        Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$params,
                        Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$tied,
                        Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$frozen,
-                       Arg<Sched_Buffer, "", [Sched_Reads]>:$input,
-                       Arg<Sched_Buffer, "", [Sched_Writes]>:$saves);
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$input,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$in,
+                       Arg<Sched_Buffer, "", [Sched_Writes]>:$saves,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Writes]>:$out);
   let assemblyFormat = [{
-    $unit `mb` $micro_batch (`params` `(` $params^ `:` type($params) `)`)?
+    $unit `mb` $micro_batch (`part` $part^)?
+    (`params` `(` $params^ `:` type($params) `)`)?
     (`tied` `(` $tied^ `:` type($tied) `)`)?
     (`frozen` `(` $frozen^ `:` type($frozen) `)`)?
-    `from` `(` $input `:` type($input) `)`
-    `saves` `(` $saves `:` type($saves) `)` attr-dict
+    (`from` `(` $input^ `:` type($input) `)`)?
+    (`in` `(` $in^ `:` type($in) `)`)?
+    `saves` `(` $saves `:` type($saves) `)`
+    (`out` `(` $out^ `:` type($out) `)`)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = computeExtraDeclaration;
   let fileChecks = [Sched_UnitStorage<"params", "tied", "frozen">,
                     Sched_Roles<["params"], ["param", "gathered", "staging"]>,
                     Sched_Roles<["tied", "frozen"], ["param", "gathered", "staging", "frozen"]>,
-                    Sched_Roles<["input", "saves"], ["activations"]>];
+                    Sched_Roles<["input", "saves"], ["activations"]>,
+                    Sched_Roles<["in", "out"], ["exchange"]>];
 }
 
-def Sched_LossOp : Sched_Op<"loss"> {
+def Sched_LossOp : Sched_Op<"loss", [AttrSizedOperandSegments]> {
   let summary = "Cross-entropy of the head's logits; seeds backward";
   let description = [{
     Records the micro-batch's loss and seeds backward with `scale` (1 /
     micro_batches, so accumulated gradients average) times the loss scale
-    when `loss_scale` is given (fp16).
+    when `loss_scale` is given (fp16). Under tensor parallelism the head's
+    logits are divided over the vocabulary: `stats` holds every tensor
+    rank's statistics of its slice (the all-gather of the head's last
+    part's `out`), from which each rank gets the loss of the whole
+    vocabulary.
   }];
   let arguments = (ins Sched_UnitRefAttr:$unit,
                        Sched_MicroBatchAttr:$micro_batch, F64Attr:$scale,
-                       Arg<Optional<Sched_Scalar>, "", [Sched_Reads]>:$loss_scale);
+                       Arg<Optional<Sched_Scalar>, "", [Sched_Reads]>:$loss_scale,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$stats);
   let assemblyFormat = [{
     $unit `mb` $micro_batch `scale` $scale
-    (`loss_scale` `(` $loss_scale^ `:` type($loss_scale) `)`)? attr-dict
+    (`loss_scale` `(` $loss_scale^ `:` type($loss_scale) `)`)?
+    (`stats` `(` $stats^ `:` type($stats) `)`)? attr-dict
   }];
   let hasVerifier = 1;
 }
@@ -411,22 +442,34 @@ def Sched_BackwardOp : Sched_ComputeOp<"backward", [AttrSizedOperandSegments]> {
     ties a parameter stored elsewhere that trains, that parameter's gradient
     into `tied_grads`. Frozen parameters (`frozen`, and `tied` when it is
     frozen) get no gradient. Reads and then no longer needs `activations`.
+
+    Under tensor parallelism it runs the forward's parts in reverse: part
+    `k` reads the gradient of what its forward exchanged (`out_grad`, after
+    that boundary's backward collective) and, for `k > 0`, writes the
+    gradient of its `in` (`in_grad`), which the collective before part
+    `k - 1` exchanges.
   }];
   let arguments = (ins Sched_UnitRefAttr:$unit,
                        Sched_MicroBatchAttr:$micro_batch,
+                       DefaultValuedAttr<Sched_PartAttr, "0">:$part,
                        Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$params,
                        Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$tied,
                        Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$frozen,
                        Arg<Sched_Buffer, "", [Sched_Reads]>:$activations,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Reads]>:$out_grad,
                        Arg<Optional<Sched_Buffer>, "", [Sched_Updates]>:$grads,
-                       Arg<Optional<Sched_Buffer>, "", [Sched_Updates]>:$tied_grads);
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Updates]>:$tied_grads,
+                       Arg<Optional<Sched_Buffer>, "", [Sched_Writes]>:$in_grad);
   let assemblyFormat = [{
-    $unit `mb` $micro_batch (`params` `(` $params^ `:` type($params) `)`)?
+    $unit `mb` $micro_batch (`part` $part^)?
+    (`params` `(` $params^ `:` type($params) `)`)?
     (`tied` `(` $tied^ `:` type($tied) `)`)?
     (`frozen` `(` $frozen^ `:` type($frozen) `)`)?
     `activations` `(` $activations `:` type($activations) `)`
+    (`out_grad` `(` $out_grad^ `:` type($out_grad) `)`)?
     (`grads` `(` $grads^ `:` type($grads) `)`)?
-    (`tied_grads` `(` $tied_grads^ `:` type($tied_grads) `)`)? attr-dict
+    (`tied_grads` `(` $tied_grads^ `:` type($tied_grads) `)`)?
+    (`in_grad` `(` $in_grad^ `:` type($in_grad) `)`)? attr-dict
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = computeExtraDeclaration;
@@ -438,7 +481,8 @@ def Sched_BackwardOp : Sched_ComputeOp<"backward", [AttrSizedOperandSegments]> {
                     Sched_Roles<["params"], ["param", "gathered", "staging"]>,
                     Sched_Roles<["tied", "frozen"], ["param", "gathered", "staging", "frozen"]>,
                     Sched_Roles<["activations"], ["activations"]>,
-                    Sched_Roles<["grads", "tied_grads"], ["unsharded_grad", "bucket", "grad", "staging"]>];
+                    Sched_Roles<["grads", "tied_grads"], ["unsharded_grad", "bucket", "grad", "staging"]>,
+                    Sched_Roles<["out_grad", "in_grad"], ["exchange"]>];
 }
 
 //===----------------------------------------------------------------------===//
@@ -447,9 +491,21 @@ def Sched_BackwardOp : Sched_ComputeOp<"backward", [AttrSizedOperandSegments]> {
 
 def Sched_GradNormOp : Sched_Op<"grad_norm"> {
   let summary = "Add the sum of squares of a gradient buffer to a scalar";
+  let description = [{
+    With `tensor_replicas` (a mesh with a tensor axis), `grads` is a group's
+    gradients (the buffer an optimizer_step of the group steps), and the
+    elements of its parameters that every tensor rank holds whole (no
+    `split`) count 1/T, so that the sum over the tensor group counts each
+    once.
+  }];
   let arguments = (ins Arg<Sched_Buffer, "", [Sched_Reads]>:$grads,
-                       Arg<Sched_Scalar, "", [Sched_Updates]>:$norm);
-  let assemblyFormat = "$grads `into` $norm attr-dict `:` type($grads) `,` type($norm)";
+                       Arg<Sched_Scalar, "", [Sched_Updates]>:$norm,
+                       UnitAttr:$tensor_replicas);
+  let assemblyFormat = [{
+    $grads `into` $norm (`tensor_replicas` $tensor_replicas^)? attr-dict `:`
+    type($grads) `,` type($norm)
+  }];
+  let hasVerifier = 1;
 }
 
 def Sched_CheckFiniteOp : Sched_Op<"check_finite"> {

@@ -130,9 +130,10 @@ struct SchedActivationCheckpointingPass
     builder.setInsertionPoint(saves.backward);
     sched::RecomputeOp::create(
         builder, forward.getLoc(), forward.getUnit(),
-        forward.getMicroBatchAttr(), saves.backward.getParams(),
-        saves.backward.getTied(), saves.backward.getFrozen(), input,
-        saves.alloc.getBuffer());
+        forward.getMicroBatchAttr(), /*part=*/IntegerAttr(),
+        saves.backward.getParams(), saves.backward.getTied(),
+        saves.backward.getFrozen(), input, /*in=*/Value(),
+        saves.alloc.getBuffer(), /*out=*/Value());
     builder.setInsertionPointAfter(saves.free);
     sched::FreeOp::create(builder, saves.free.getLoc(), input);
   }

@@ -71,6 +71,8 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
   // Parameter name -> the unit that stores it (tied parameters excluded).
   llvm::StringMap<unsigned> storedIn;
   llvm::StringSet<> frozenParams;
+  // A tensor-parallel rank stores its slice of each divided weight.
+  int64_t tensorRanks = planOp.getMeshSize(plan::MeshAxis::Tensor);
   for (auto unit : planOp.getBody().getOps<plan::UnitOp>()) {
     UnitSlot slot;
     slot.op = unit;
@@ -81,7 +83,7 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
       if (param.getTiedTo())
         continue;
       if (!param.getFrozen())
-        slot.storedNumel += param.getTensorType().getNumElements();
+        slot.storedNumel += param.getLocalNumel(tensorRanks);
       storedIn[param.getParamName()] = units.size();
       if (param.getFrozen())
         frozenParams.insert(param.getParamName());
@@ -306,20 +308,23 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
                          sched::BufferRole::Activations,
                          plan::savesElements(unit.op, planOp.getModel(), train),
                          /*persistent=*/false);
-    sched::ForwardOp::create(b, loc, unit.ref, mb, unit.params,
-                             tiedOf(unit, &UnitSlot::params), unit.frozen,
-                             saved[index]);
+    sched::ForwardOp::create(b, loc, unit.ref, mb, /*part=*/IntegerAttr(),
+                             unit.params, tiedOf(unit, &UnitSlot::params),
+                             unit.frozen, /*in=*/Value(), saved[index],
+                             /*out=*/Value());
   }
 
   double scale = 1.0 / static_cast<double>(train.getGradAccum());
   sched::LossOp::create(b, loc, units.back().ref, mb, b.getF64FloatAttr(scale),
-                        /*loss_scale=*/Value());
+                        /*loss_scale=*/Value(), /*stats=*/Value());
 
   for (int64_t index = units.size() - 1; index >= 0; --index) {
     UnitSlot &unit = units[index];
-    sched::BackwardOp::create(
-        b, loc, unit.ref, mb, unit.params, tiedOf(unit, &UnitSlot::params),
-        unit.frozen, saved[index], unit.grads, tiedOf(unit, &UnitSlot::grads));
+    sched::BackwardOp::create(b, loc, unit.ref, mb, /*part=*/IntegerAttr(),
+                              unit.params, tiedOf(unit, &UnitSlot::params),
+                              unit.frozen, saved[index], /*out_grad=*/Value(),
+                              unit.grads, tiedOf(unit, &UnitSlot::grads),
+                              /*in_grad=*/Value());
     sched::FreeOp::create(b, loc, saved[index]);
   }
 }
@@ -370,19 +375,6 @@ struct SchedLowerPass : plan::impl::SchedLowerBase<SchedLowerPass> {
       diag.attachNote(existing.getLoc()) << "its program";
       return diag;
     }
-    // The plan passes divide a tensor-parallel plan's weights (`split`) and
-    // size its 2-D shards; the step program of one has no lowering yet:
-    // refuse at the mesh, which is the `tensor` key of a .plan file, without
-    // the IR a user of planc does not read.
-    if (int64_t tensor = planOp.getMeshSize(plan::MeshAxis::Tensor); tensor > 1)
-      return mlir::emitError(planOp.getGridOp().getLoc(),
-                             "tensor parallelism (tensor = ")
-             << tensor
-             << ") is checked and its weights are divided, but its step is "
-                "not lowered yet: no pass splits the blocks' compute and "
-                "inserts the activation collectives, so this plan cannot be "
-                "compiled to a schedule; use tensor = 1 (see "
-                "docs/language.md, \"Tensor parallelism\")";
     std::string name = (planOp.getSymName() + ".step").str();
     if (Operation *clash = symbols.lookup(name)) {
       InFlightDiagnostic diag = planOp.emitError("the program of plan '")

@@ -30,9 +30,11 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 
 #include <map>
 #include <optional>
+#include <tuple>
 
 namespace plan {
 #define GEN_PASS_DEF_SCHEDVERIFYSCHEDULE
@@ -128,7 +130,8 @@ public:
       : program(program),
         working(getStorageElementType(
             program.getContext(),
-            plan::workingStorage(program.getTrain().getPrecision()))) {}
+            plan::workingStorage(program.getTrain().getPrecision()))),
+        tensor(program.getGroupSize(Group::Tensor)) {}
 
   LogicalResult check() {
     for (Operation &op : program.getBody().front())
@@ -150,7 +153,7 @@ private:
       return visitFree(free);
     if (auto wait = dyn_cast<WaitOp>(op))
       return visitWait(wait);
-    if (failed(checkBaseType(op)))
+    if (failed(checkBaseType(op)) || failed(checkParts(op)))
       return failure();
 
     // What every other op reads and writes, and the events it follows and
@@ -179,6 +182,73 @@ private:
       asyncStates.push_back(std::move(state));
     }
     return visitAccesses(op, *accesses, async);
+  }
+
+  /// On a mesh with a tensor axis every unit is computed in the parts of its
+  /// role (runtime/format/TensorParallelParts.h), a forward's and a
+  /// recompute's in order, a backward's in reverse, each run of parts
+  /// complete before that unit's next; the loss reads every rank's
+  /// statistics and the gradient norm weighs tensor replicas.
+  LogicalResult checkParts(Operation *op) {
+    if (tensor <= 1)
+      return success();
+    if (auto loss = dyn_cast<LossOp>(op); loss && !loss.getStats())
+      return op->emitOpError("has no `stats` on a mesh with a tensor axis: "
+                             "the vocabulary is divided over the tensor "
+                             "ranks (sched-split-tensor-parallel)");
+    if (auto norm = dyn_cast<GradNormOp>(op); norm && !norm.getTensorReplicas())
+      return op->emitOpError("on a mesh with a tensor axis needs "
+                             "`tensor_replicas`: without it the tensor "
+                             "group's sum counts whole parameters T times");
+    int64_t part;
+    bool whole, backward = false;
+    SymbolRefAttr unit;
+    int64_t microBatch;
+    if (auto forward = dyn_cast<ForwardOp>(op)) {
+      part = forward.getPart(), unit = forward.getUnit();
+      microBatch = forward.getMicroBatch(), whole = !forward.getOut();
+    } else if (auto recompute = dyn_cast<RecomputeOp>(op)) {
+      part = recompute.getPart(), unit = recompute.getUnit();
+      microBatch = recompute.getMicroBatch(), whole = !recompute.getOut();
+    } else if (auto back = dyn_cast<BackwardOp>(op)) {
+      part = back.getPart(), unit = back.getUnit(), backward = true;
+      microBatch = back.getMicroBatch(), whole = !back.getOutGrad();
+    } else {
+      return success();
+    }
+    auto unitOp = dyn_cast_or_null<plan::UnitOp>(
+        SymbolTable::lookupNearestSymbolFrom(program->getParentOp(), unit));
+    std::optional<plan::rt::tp::UnitRole> role =
+        unitOp ? getTensorParallelRole(unitOp.getKind(),
+                                       program.getModel().getFamily())
+               : std::nullopt;
+    if (!role)
+      return success(); // the op's verifier reports it
+    int64_t parts = plan::rt::tp::partCount(*role);
+    if (part == 0 && whole)
+      return op->emitOpError("computes unit '")
+             << unitOp.getSymName()
+             << "' whole on a mesh with a tensor axis: its parts and their "
+                "activation collectives are missing "
+                "(sched-split-tensor-parallel)";
+    auto key = std::make_tuple(op->getName().getAsOpaquePointer(),
+                               unitOp.getOperation(), microBatch);
+    auto it = nextPart.try_emplace(key, backward ? parts - 1 : 0).first;
+    if (part != it->second)
+      return op->emitOpError("is part ")
+             << part << " of unit '" << unitOp.getSymName() << "' mb "
+             << microBatch << ", but part " << it->second
+             << " comes next: a unit's parts run "
+             << (backward ? "from the last to 0" : "from 0 to the last")
+             << ", each run complete";
+    it->second += backward ? -1 : 1;
+    if (it->second < 0 || it->second == parts) {
+      nextPart.erase(it);
+      unfinished.erase(key);
+    } else {
+      unfinished[key] = {op, part};
+    }
+    return success();
   }
 
   /// Compute reads a frozen base (`frozen`, a frozen `tied`) in the working
@@ -419,6 +489,10 @@ private:
   }
 
   LogicalResult checkEnd() {
+    for (auto &[key, last] : unfinished)
+      return last.first->emitOpError("is not followed by the rest of its "
+                                     "unit's parts: the run stops at part ")
+             << last.second;
     for (AsyncState &state : asyncStates)
       if (!state.waitedBy)
         return state.op->emitOpError("returns an event that is never waited: ")
@@ -432,6 +506,12 @@ private:
 
   ProgramOp program;
   Type working; // what compute reads a frozen base in
+  int64_t tensor;
+  // Per (op name, unit, micro-batch): the part that comes next in a run
+  // begun, and the last part of each unfinished run.
+  using PartKey = std::tuple<void *, Operation *, int64_t>;
+  std::map<PartKey, int64_t> nextPart;
+  llvm::MapVector<PartKey, std::pair<Operation *, int64_t>> unfinished;
   llvm::DenseMap<Value, BufferRef> refs;
   SmallVector<Root> roots;
   llvm::DenseMap<Operation *, unsigned> asyncIndex;

@@ -65,6 +65,8 @@ c10d::Backend &Comm::group(GroupAxis axis) {
   case GroupAxis::Replicate:
     return *replicateGroup_;
   case GroupAxis::World:
+  case GroupAxis::Tensor: // not in a valid schedule (its mesh has no such
+                          // axis)
     break;
   }
   return *worldGroup_;
@@ -77,6 +79,7 @@ int Comm::groupRank(GroupAxis axis) const {
   case GroupAxis::Replicate:
     return rank_ / shardSize_;
   case GroupAxis::World:
+  case GroupAxis::Tensor: // not in a valid schedule
     return rank_;
   }
   return rank_;
@@ -89,6 +92,7 @@ int Comm::groupSize(GroupAxis axis) const {
   case GroupAxis::Replicate:
     return replicateSize_;
   case GroupAxis::World:
+  case GroupAxis::Tensor: // not in a valid schedule
     return world_;
   }
   return world_;

@@ -39,7 +39,11 @@ namespace plan::rt {
 /// 5: LoRA: model.lora, params' `frozen`, units' and groups' frozen sizes.
 /// 6: QLoRA: frozen params' `base` (how each is stored), `i8` buffers (a base
 /// with an NF4 part, whose group sizes count bytes), the `dequantize` op.
-inline constexpr uint32_t kScheduleFormatVersion = 6;
+/// 7: tensor parallelism's fields: compute ops' `part` and exchange buffers
+/// (`in`, `out`, `out_grad`, `in_grad`; recompute's `from` optional for a
+/// later part), the loss's `stats`, grad_norm's `tensor_replicas`, the
+/// `tensor` group and `exchange` role; refused by this runtime's reader.
+inline constexpr uint32_t kScheduleFormatVersion = 7;
 
 /// A buffer's element type: the IR's float types, and i8 for bytes (a
 /// frozen base stored with an NF4 part), spelled as in MLIR.

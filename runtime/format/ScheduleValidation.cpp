@@ -191,6 +191,8 @@ public:
       return s.replicate;
     case GroupAxis::World:
       return s.replicate * s.shard;
+    case GroupAxis::Tensor:
+      return 1; // refused by OpChecker::noTensorParallelism
     }
     return 0;
   }
@@ -843,6 +845,42 @@ public:
                 : ""));
   }
 
+  /// This format's mesh is replicate x shard (Schedule.h): what only a
+  /// tensor-parallel program has (the tensor group, a unit computed in
+  /// parts, the buffers its parts exchange, the loss's statistics, a norm
+  /// weighing tensor replicas) cannot be run from it. Recompute's `from`,
+  /// optional only for a later part, is required.
+  template <typename T> void noTensorParallelism(const T &op) {
+    auto refuse = [&](const char *what) {
+      fail(std::string(what) +
+           ": a tensor-parallel program, which this schedule's mesh "
+           "(replicate x shard) cannot run");
+    };
+    if constexpr (requires { op.group; }) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(op.group)>, GroupAxis>)
+        if (op.group == GroupAxis::Tensor)
+          refuse("group tensor");
+    }
+    if constexpr (requires { op.part; })
+      if (op.part != 0)
+        refuse("part above 0");
+    if constexpr (requires { op.in; })
+      if (op.in >= 0 || op.out >= 0)
+        refuse("in/out");
+    if constexpr (requires { op.inGrad; })
+      if (op.inGrad >= 0 || op.outGrad >= 0)
+        refuse("in_grad/out_grad");
+    if constexpr (requires { op.stats; })
+      if (op.stats >= 0)
+        refuse("stats");
+    if constexpr (requires { op.tensorReplicas; })
+      if (op.tensorReplicas)
+        refuse("tensor_replicas");
+    if constexpr (std::is_same_v<T, ops::Recompute>)
+      if (op.input < 0)
+        fail("from is missing: a recompute starts from the saved input");
+  }
+
   void givenTogether(field::NamedIds a, field::NamedIds b) {
     if ((a.ids[0] >= 0) != (b.ids[0] >= 0))
       fail(std::string(a.name) + " and " + b.name +
@@ -1047,6 +1085,7 @@ void ScheduleValidator::checkOps() {
             }
           });
           OpChecker checker(*this, where);
+          checker.noTensorParallelism(o);
           T::check(o, checker);
           if constexpr (std::is_same_v<T, ops::OptimizerStep>)
             ++stepsOfGroup[o.group];

@@ -67,25 +67,26 @@ protected:
 TEST_F(PlacementTest, GroupsFollowTheRankLayout) {
   // 2 nodes x 8, mesh (2, 8): shard = ranks 0-7 (node 0), replicate {0, 8}.
   ClusterAttr twoNodes = cluster(2, 8, 450e9);
-  GroupPlacement shard = placeGroup(twoNodes, 2, 8, sched::Group::Shard);
+  GroupPlacement shard = placeGroup(twoNodes, 2, 8, 1, sched::Group::Shard);
   EXPECT_EQ(shard.size, 8);
   EXPECT_TRUE(shard.intraNode);
   EXPECT_EQ(shard.bandwidth, 450e9);
   EXPECT_EQ(shard.stepLatency, 7e-6); // the device's link_latency
   GroupPlacement replicate =
-      placeGroup(twoNodes, 2, 8, sched::Group::Replicate);
+      placeGroup(twoNodes, 2, 8, 1, sched::Group::Replicate);
   EXPECT_EQ(replicate.size, 2);
   EXPECT_FALSE(replicate.intraNode);
   EXPECT_EQ(replicate.bandwidth, 25e9);
   EXPECT_EQ(replicate.stepLatency, kInterNodeStepLatency);
-  EXPECT_FALSE(placeGroup(twoNodes, 2, 8, sched::Group::World).intraNode);
+  EXPECT_FALSE(placeGroup(twoNodes, 2, 8, 1, sched::Group::World).intraNode);
   // mesh (1, 16): the shard group spans both nodes.
-  EXPECT_FALSE(placeGroup(twoNodes, 1, 16, sched::Group::Shard).intraNode);
+  EXPECT_FALSE(placeGroup(twoNodes, 1, 16, 1, sched::Group::Shard).intraNode);
   // mesh (4, 4) on nodes of 8: replicate {0, 4, 8, 12} leaves node 0,
   // mesh (2, 4) on one node of 8 does not.
-  EXPECT_FALSE(placeGroup(twoNodes, 4, 4, sched::Group::Replicate).intraNode);
+  EXPECT_FALSE(
+      placeGroup(twoNodes, 4, 4, 1, sched::Group::Replicate).intraNode);
   ClusterAttr oneNode = cluster(1, 8, 0);
-  GroupPlacement pcie = placeGroup(oneNode, 2, 4, sched::Group::Replicate);
+  GroupPlacement pcie = placeGroup(oneNode, 2, 4, 1, sched::Group::Replicate);
   EXPECT_TRUE(pcie.intraNode);
   // No NVLink: peers talk over PCIe.
   EXPECT_EQ(pcie.bandwidth, 50e9);
@@ -93,13 +94,13 @@ TEST_F(PlacementTest, GroupsFollowTheRankLayout) {
 
 TEST_F(PlacementTest, CollectiveSeconds) {
   GroupPlacement shard =
-      placeGroup(cluster(1, 8, 400e9), 1, 8, sched::Group::Shard);
+      placeGroup(cluster(1, 8, 400e9), 1, 8, 1, sched::Group::Shard);
   // 7 steps of the device's 7 us + 7/8 of 8e9 B at 0.8 * 400e9 B/s.
   EXPECT_DOUBLE_EQ(
       collectiveSeconds(CollectiveKind::AllGather, 8000000000ull, shard),
       7 * 7e-6 + 7e9 / 320e9);
   GroupPlacement alone =
-      placeGroup(cluster(1, 8, 400e9), 8, 1, sched::Group::Shard);
+      placeGroup(cluster(1, 8, 400e9), 8, 1, 1, sched::Group::Shard);
   EXPECT_EQ(collectiveSeconds(CollectiveKind::AllReduce, 1000, alone), 0);
 }
 

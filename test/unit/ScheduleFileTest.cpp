@@ -368,11 +368,11 @@ template <typename E> void expectKeywordsRoundTrip(E last) {
 
 TEST(ScheduleFile, EnumKeywordsRoundTrip) {
   expectKeywordsRoundTrip(OpKind::UpdateLossScale);
-  expectKeywordsRoundTrip(BufferRole::Frozen);
+  expectKeywordsRoundTrip(BufferRole::Exchange);
   expectKeywordsRoundTrip(Space::PinnedHost);
   expectKeywordsRoundTrip(ElementType::I8);
   expectKeywordsRoundTrip(BaseStorage::F32);
-  expectKeywordsRoundTrip(GroupAxis::World);
+  expectKeywordsRoundTrip(GroupAxis::Tensor);
   expectKeywordsRoundTrip(ReduceKind::Max);
   expectKeywordsRoundTrip(Buffer::Kind::ShardView);
   expectKeywordsRoundTrip(ModelFamily::Bert);
@@ -670,14 +670,15 @@ TEST(ScheduleFile, NewerVersionAsksForANewerReader) {
 // Older files (version 1: ops with keys such as "axis" and "event"; version
 // 2: no optimizer decay scope, so every parameter was decayed; version 3:
 // compute ops without `frozen`; version 4: no frozen layout; version 5: no
-// frozen storage, no bytes, no dequantize) are refused by
-// their header, before their body is read: the plan must be compiled again.
+// frozen storage, no bytes, no dequantize; version 6: compute ops without
+// `part` and exchange buffers) are refused by their header, before their body
+// is read: the plan must be compiled again.
 TEST(ScheduleFile, OlderVersionsAskToRecompile) {
-  ASSERT_EQ(kScheduleFormatVersion, 6u);
+  ASSERT_EQ(kScheduleFormatVersion, 7u);
   std::string body(std::string_view(serializeSchedule(tiny())).substr(kHeader));
   std::string error = parseError(wrap(body, 1));
   EXPECT_HAS(error, "t.sched: schedule format version 1 is not supported");
-  EXPECT_HAS(error, "this reader reads version 6");
+  EXPECT_HAS(error, "this reader reads version 7");
   EXPECT_HAS(error, "recompile the plan with planc");
   EXPECT_HAS(parseError(wrap(body, 2)),
              "schedule format version 2 is not supported");
@@ -687,12 +688,14 @@ TEST(ScheduleFile, OlderVersionsAskToRecompile) {
              "schedule format version 4 is not supported");
   EXPECT_HAS(parseError(wrap(body, 5)),
              "schedule format version 5 is not supported");
+  EXPECT_HAS(parseError(wrap(body, 6)),
+             "schedule format version 6 is not supported");
   // Even with a body that a version 1 reader would have read.
   EXPECT_HAS(parseError(wrap("{}", 1)), "recompile the plan with planc");
   // In memory, a schedule of another version is neither valid nor written.
   Schedule old = tiny();
   old.version = 1;
-  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 6");
+  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 7");
   EXPECT_THROW(serializeSchedule(old), ScheduleFileError);
 }
 
@@ -1026,6 +1029,59 @@ TEST(ScheduleFile, ValidationCatchesInconsistentPrograms) {
                s.ops.push_back(Op{ops::Free{.buffer = 0}}); // fsdp.root.param
              }),
              "is persistent and is never freed");
+}
+
+// A file's mesh is replicate x shard: each field only a tensor-parallel
+// program has is refused by the reader, and recompute's `from` (optional in
+// the op table for a later part) is required.
+TEST(ScheduleFile, TensorParallelFieldsAreRefused) {
+  auto errorWith = [](auto edit) {
+    Schedule s = compile({"train.activation_checkpointing=full"});
+    bool edited = false;
+    for (Op &op : s.ops)
+      if (!edited)
+        edited = std::visit([&](auto &o) { return edit(o); }, op.body);
+    EXPECT_TRUE(edited);
+    return validateError(s);
+  };
+  const std::string why =
+      ": a tensor-parallel program, which this schedule's mesh (replicate x "
+      "shard) cannot run";
+  EXPECT_HAS(errorWith([](auto &o) {
+               if constexpr (requires { o.part; }) {
+                 o.part = 1;
+                 return true;
+               }
+               return false;
+             }),
+             "part above 0" + why);
+  EXPECT_HAS(
+      errorWith([](auto &o) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(o)>, ops::Forward>) {
+          o.out = o.saves;
+          return true;
+        }
+        return false;
+      }),
+      "in/out" + why);
+  EXPECT_HAS(errorWith([](auto &o) {
+               if constexpr (std::is_same_v<std::decay_t<decltype(o)>,
+                                            ops::AllGather>) {
+                 o.group = GroupAxis::Tensor;
+                 return true;
+               }
+               return false;
+             }),
+             "group tensor" + why);
+  EXPECT_HAS(errorWith([](auto &o) {
+               if constexpr (std::is_same_v<std::decay_t<decltype(o)>,
+                                            ops::Recompute>) {
+                 o.input = -1;
+                 return true;
+               }
+               return false;
+             }),
+             "from is missing: a recompute starts from the saved input");
 }
 
 // A schedule built in memory can hold what no file can spell: enumeration

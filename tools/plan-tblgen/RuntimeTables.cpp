@@ -443,7 +443,7 @@ std::vector<RuntimeOp> collectOps(const RecordKeeper &records,
         if (const RuntimeEnum *e = enumOf(attr->attr.getDef(), enums)) {
           f.kind = FieldKind::Enum;
           f.enumeration = e;
-        } else if (attrDef == "I64Attr") {
+        } else if (attrDef == "I64Attr" || attrDef == "Sched_PartAttr") {
           f.kind = FieldKind::Int;
         } else if (attrDef == "F64Attr") {
           f.kind = FieldKind::Float;

@@ -35,9 +35,10 @@ enum class GroupAxis : uint8_t {
   Shard,
   Replicate,
   World,
+  Tensor,
 };
 template <> struct EnumKeywords<GroupAxis> {
-  static constexpr std::array<const char *, 3> keywords = {"shard", "replicate", "world"};
+  static constexpr std::array<const char *, 4> keywords = {"shard", "replicate", "world", "tensor"};
 };
 /// The keyword of `value`; "?" for no value of the enumeration.
 inline const char *toString(GroupAxis value) {
@@ -78,9 +79,10 @@ enum class BufferRole : uint8_t {
   Scalar,
   LossScale,
   Frozen,
+  Exchange,
 };
 template <> struct EnumKeywords<BufferRole> {
-  static constexpr std::array<const char *, 14> keywords = {"param", "master", "grad", "exp_avg", "exp_avg_sq", "momentum", "gathered", "unsharded_grad", "activations", "bucket", "staging", "scalar", "loss_scale", "frozen"};
+  static constexpr std::array<const char *, 15> keywords = {"param", "master", "grad", "exp_avg", "exp_avg_sq", "momentum", "gathered", "unsharded_grad", "activations", "bucket", "staging", "scalar", "loss_scale", "frozen", "exchange"};
 };
 /// The keyword of `value`; "?" for no value of the enumeration.
 inline const char *toString(BufferRole value) {

@@ -127,8 +127,8 @@ struct AllGather {
   static void check(const AllGather &op, Checker &c) {
     c.sameElementType({{"src", field::one(op.src)}, {"dst", field::one(op.dst)}});
     c.numelTimesGroup(op.group, {"dst", field::one(op.dst)}, {"src", field::one(op.src)});
-    c.roles({{"src", field::one(op.src)}}, {"param", "master", "staging", "frozen"});
-    c.roles({{"dst", field::one(op.dst)}}, {"gathered", "param", "staging", "frozen"});
+    c.roles({{"src", field::one(op.src)}}, {"param", "master", "staging", "frozen", "exchange"});
+    c.roles({{"dst", field::one(op.dst)}}, {"gathered", "param", "staging", "frozen", "exchange"});
   }
 };
 
@@ -159,8 +159,8 @@ struct ReduceScatter {
   static void check(const ReduceScatter &op, Checker &c) {
     c.sameElementType({{"src", field::one(op.src)}, {"dst", field::one(op.dst)}});
     c.numelTimesGroup(op.group, {"src", field::one(op.src)}, {"dst", field::one(op.dst)});
-    c.roles({{"src", field::one(op.src)}}, {"unsharded_grad", "bucket", "grad", "staging"});
-    c.roles({{"dst", field::one(op.dst)}}, {"grad", "staging"});
+    c.roles({{"src", field::one(op.src)}}, {"unsharded_grad", "bucket", "grad", "staging", "exchange"});
+    c.roles({{"dst", field::one(op.dst)}}, {"grad", "staging", "exchange"});
   }
 };
 
@@ -323,20 +323,26 @@ struct Forward {
   static constexpr OpKind kind = OpKind::Forward;
   int64_t unit = -1;
   int64_t microBatch = 0;
+  int64_t part = 0;
   int64_t params = -1;
   int64_t tied = -1;
   int64_t frozen = -1;
+  int64_t in = -1;
   int64_t saves = -1;
+  int64_t out = -1;
 
   /// Calls visit(descriptor, member) for each field, in order.
   template <typename Op, typename Visitor>
   static void fields(Op &op, Visitor &&visit) {
     visit(field::UnitRef{"unit"}, op.unit);
     visit(field::MicroBatch{"micro_batch"}, op.microBatch);
+    visit(field::Int{"part"}, op.part);
     visit(field::OptionalBuffer{{"params", 0, field::Access::Read, nullptr, false}}, op.params);
     visit(field::OptionalBuffer{{"tied", 1, field::Access::Read, nullptr, false}}, op.tied);
     visit(field::OptionalBuffer{{"frozen", 2, field::Access::Read, nullptr, false}}, op.frozen);
-    visit(field::Buffer{"saves", 3, field::Access::Write, nullptr, false}, op.saves);
+    visit(field::OptionalBuffer{{"in", 3, field::Access::Read, nullptr, false}}, op.in);
+    visit(field::Buffer{"saves", 4, field::Access::Write, nullptr, false}, op.saves);
+    visit(field::OptionalBuffer{{"out", 5, field::Access::Write, nullptr, false}}, op.out);
   }
   /// The reader's checks beyond ids, lifetimes and events.
   template <typename Checker>
@@ -345,6 +351,7 @@ struct Forward {
     c.roles({{"params", field::one(op.params)}}, {"param", "gathered", "staging"});
     c.roles({{"tied", field::one(op.tied)}, {"frozen", field::one(op.frozen)}}, {"param", "gathered", "staging", "frozen"});
     c.roles({{"saves", field::one(op.saves)}}, {"activations"});
+    c.roles({{"in", field::one(op.in)}, {"out", field::one(op.out)}}, {"exchange"});
   }
 };
 
@@ -353,22 +360,28 @@ struct Recompute {
   static constexpr OpKind kind = OpKind::Recompute;
   int64_t unit = -1;
   int64_t microBatch = 0;
+  int64_t part = 0;
   int64_t params = -1;
   int64_t tied = -1;
   int64_t frozen = -1;
   int64_t input = -1;
+  int64_t in = -1;
   int64_t saves = -1;
+  int64_t out = -1;
 
   /// Calls visit(descriptor, member) for each field, in order.
   template <typename Op, typename Visitor>
   static void fields(Op &op, Visitor &&visit) {
     visit(field::UnitRef{"unit"}, op.unit);
     visit(field::MicroBatch{"micro_batch"}, op.microBatch);
+    visit(field::Int{"part"}, op.part);
     visit(field::OptionalBuffer{{"params", 0, field::Access::Read, nullptr, false}}, op.params);
     visit(field::OptionalBuffer{{"tied", 1, field::Access::Read, nullptr, false}}, op.tied);
     visit(field::OptionalBuffer{{"frozen", 2, field::Access::Read, nullptr, false}}, op.frozen);
-    visit(field::Buffer{"input", 3, field::Access::Read, nullptr, false}, op.input);
-    visit(field::Buffer{"saves", 4, field::Access::Write, nullptr, false}, op.saves);
+    visit(field::OptionalBuffer{{"input", 3, field::Access::Read, nullptr, false}}, op.input);
+    visit(field::OptionalBuffer{{"in", 4, field::Access::Read, nullptr, false}}, op.in);
+    visit(field::Buffer{"saves", 5, field::Access::Write, nullptr, false}, op.saves);
+    visit(field::OptionalBuffer{{"out", 6, field::Access::Write, nullptr, false}}, op.out);
   }
   /// The reader's checks beyond ids, lifetimes and events.
   template <typename Checker>
@@ -377,6 +390,7 @@ struct Recompute {
     c.roles({{"params", field::one(op.params)}}, {"param", "gathered", "staging"});
     c.roles({{"tied", field::one(op.tied)}, {"frozen", field::one(op.frozen)}}, {"param", "gathered", "staging", "frozen"});
     c.roles({{"input", field::one(op.input)}, {"saves", field::one(op.saves)}}, {"activations"});
+    c.roles({{"in", field::one(op.in)}, {"out", field::one(op.out)}}, {"exchange"});
   }
 };
 
@@ -387,6 +401,7 @@ struct Loss {
   int64_t microBatch = 0;
   double scale = 0;
   int64_t lossScale = -1;
+  int64_t stats = -1;
 
   /// Calls visit(descriptor, member) for each field, in order.
   template <typename Op, typename Visitor>
@@ -395,6 +410,7 @@ struct Loss {
     visit(field::MicroBatch{"micro_batch"}, op.microBatch);
     visit(field::Float{"scale"}, op.scale);
     visit(field::OptionalBuffer{{"loss_scale", 0, field::Access::Read, nullptr, true}}, op.lossScale);
+    visit(field::OptionalBuffer{{"stats", 1, field::Access::Read, nullptr, false}}, op.stats);
   }
   /// The reader's checks beyond ids, lifetimes and events.
   template <typename Checker>
@@ -409,24 +425,30 @@ struct Backward {
   static constexpr OpKind kind = OpKind::Backward;
   int64_t unit = -1;
   int64_t microBatch = 0;
+  int64_t part = 0;
   int64_t params = -1;
   int64_t tied = -1;
   int64_t frozen = -1;
   int64_t activations = -1;
+  int64_t outGrad = -1;
   int64_t grads = -1;
   int64_t tiedGrads = -1;
+  int64_t inGrad = -1;
 
   /// Calls visit(descriptor, member) for each field, in order.
   template <typename Op, typename Visitor>
   static void fields(Op &op, Visitor &&visit) {
     visit(field::UnitRef{"unit"}, op.unit);
     visit(field::MicroBatch{"micro_batch"}, op.microBatch);
+    visit(field::Int{"part"}, op.part);
     visit(field::OptionalBuffer{{"params", 0, field::Access::Read, nullptr, false}}, op.params);
     visit(field::OptionalBuffer{{"tied", 1, field::Access::Read, nullptr, false}}, op.tied);
     visit(field::OptionalBuffer{{"frozen", 2, field::Access::Read, nullptr, false}}, op.frozen);
     visit(field::Buffer{"activations", 3, field::Access::Read, nullptr, false}, op.activations);
-    visit(field::OptionalBuffer{{"grads", 4, field::Access::ReadWrite, nullptr, false}}, op.grads);
-    visit(field::OptionalBuffer{{"tied_grads", 5, field::Access::ReadWrite, nullptr, false}}, op.tiedGrads);
+    visit(field::OptionalBuffer{{"out_grad", 4, field::Access::Read, nullptr, false}}, op.outGrad);
+    visit(field::OptionalBuffer{{"grads", 5, field::Access::ReadWrite, nullptr, false}}, op.grads);
+    visit(field::OptionalBuffer{{"tied_grads", 6, field::Access::ReadWrite, nullptr, false}}, op.tiedGrads);
+    visit(field::OptionalBuffer{{"in_grad", 7, field::Access::Write, nullptr, false}}, op.inGrad);
   }
   /// The reader's checks beyond ids, lifetimes and events.
   template <typename Checker>
@@ -440,6 +462,7 @@ struct Backward {
     c.roles({{"tied", field::one(op.tied)}, {"frozen", field::one(op.frozen)}}, {"param", "gathered", "staging", "frozen"});
     c.roles({{"activations", field::one(op.activations)}}, {"activations"});
     c.roles({{"grads", field::one(op.grads)}, {"tied_grads", field::one(op.tiedGrads)}}, {"unsharded_grad", "bucket", "grad", "staging"});
+    c.roles({{"out_grad", field::one(op.outGrad)}, {"in_grad", field::one(op.inGrad)}}, {"exchange"});
   }
 };
 
@@ -448,12 +471,14 @@ struct GradNorm {
   static constexpr OpKind kind = OpKind::GradNorm;
   int64_t grads = -1;
   int64_t norm = -1;
+  bool tensorReplicas = false;
 
   /// Calls visit(descriptor, member) for each field, in order.
   template <typename Op, typename Visitor>
   static void fields(Op &op, Visitor &&visit) {
     visit(field::Buffer{"grads", 0, field::Access::Read, nullptr, false}, op.grads);
     visit(field::Buffer{"norm", 1, field::Access::ReadWrite, nullptr, true}, op.norm);
+    visit(field::Flag{"tensor_replicas"}, op.tensorReplicas);
   }
   /// The reader's checks beyond ids, lifetimes and events.
   template <typename Checker>

@@ -1848,7 +1848,7 @@ sched.program @p.step for @p micro_batches 2
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role grad persistent : memref<8xf32, #dev>
-  // expected-error @below {{expected one of [shard, replicate, world] for process group of the mesh, got: node}}
+  // expected-error @below {{expected one of [shard, replicate, world, tensor] for process group of the mesh, got: node}}
   %e = sched.all_reduce %a group node reduce sum : memref<8xf32, #dev>
 }
 
@@ -2214,3 +2214,295 @@ plan.plan @p on @mesh
 }
 // expected-error @below {{must be inside a sched.program}}
 sched.loss @p::@head mb 0 scale 5.000000e-01
+
+// -----
+
+// Tensor-parallel parts need a tensor axis.
+#dev = #sched.space<device>
+shard.grid @mesh(shape = 2x4x1)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  plan.unit @embed kind embedding {
+    plan.param "model.embed_tokens.weight" : tensor<8x4xf32>
+  }
+  plan.unit @layers.0 kind llama_block {
+    plan.param "model.layers.0.mlp.weight" : tensor<4x4xf32>
+  }
+  plan.unit @head kind llama_head {
+    plan.param "model.norm.weight" : tensor<4xf32>
+    plan.param "lm_head.weight" : tensor<8x4xf32>
+  }
+}
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  %p = sched.alloc "p" role param persistent : memref<16xf32, #dev>
+  %s = sched.alloc "s" role activations : memref<32xf32, #dev>
+  %x = sched.alloc "x" role exchange : memref<32xf32, #dev>
+  // expected-error @below {{`part`, `in` and `out` split a unit at its tensor-parallel collectives: they need a mesh with a tensor axis above 1}}
+  sched.forward @p::@layers.0 mb 0 part 1 params(%p : memref<16xf32, #dev>) in(%x : memref<32xf32, #dev>) saves(%s : memref<32xf32, #dev>)
+}
+
+// -----
+
+// So do the loss's statistics...
+#dev = #sched.space<device>
+shard.grid @mesh(shape = 2x4x1)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  plan.unit @embed kind embedding {
+    plan.param "model.embed_tokens.weight" : tensor<8x4xf32>
+  }
+  plan.unit @layers.0 kind llama_block {
+    plan.param "model.layers.0.mlp.weight" : tensor<4x4xf32>
+  }
+  plan.unit @head kind llama_head {
+    plan.param "model.norm.weight" : tensor<4xf32>
+    plan.param "lm_head.weight" : tensor<8x4xf32>
+  }
+}
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  %st = sched.alloc "st" role exchange : memref<24xf32, #dev>
+  // expected-error @below {{has `stats`, but the mesh has no tensor axis}}
+  sched.loss @p::@head mb 0 scale 0.5 stats(%st : memref<24xf32, #dev>)
+}
+
+// -----
+
+// ...and a norm that weighs tensor replicas.
+#dev = #sched.space<device>
+shard.grid @mesh(shape = 2x4x1)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  plan.unit @embed kind embedding {
+    plan.param "model.embed_tokens.weight" : tensor<8x4xf32>
+  }
+  plan.unit @layers.0 kind llama_block {
+    plan.param "model.layers.0.mlp.weight" : tensor<4x4xf32>
+  }
+  plan.unit @head kind llama_head {
+    plan.param "model.norm.weight" : tensor<4xf32>
+    plan.param "lm_head.weight" : tensor<8x4xf32>
+  }
+}
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  %g = sched.alloc "g" role grad persistent : memref<8xf32, #dev>
+  %n = sched.alloc "n" role scalar : memref<1xf32, #dev>
+  // expected-error @below {{`tensor_replicas` weighs what every tensor rank holds: it needs a mesh with a tensor axis above 1}}
+  sched.grad_norm %g into %n tensor_replicas : memref<8xf32, #dev>, memref<1xf32, #dev>
+}
+
+// -----
+
+// A block has parts 0 to 4.
+#dev = #sched.space<device>
+shard.grid @mesh(shape = 1x4x2)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  plan.unit @embed kind embedding {
+    plan.param "model.embed_tokens.weight" : tensor<8x4xf32>
+  }
+  plan.unit @layers.0 kind llama_block {
+    plan.param "model.layers.0.mlp.weight" : tensor<4x4xf32>
+  }
+  plan.unit @head kind llama_head {
+    plan.param "model.norm.weight" : tensor<4xf32>
+    plan.param "lm_head.weight" : tensor<8x4xf32>
+  }
+}
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  %p = sched.alloc "p" role param persistent : memref<16xf32, #dev>
+  %s = sched.alloc "s" role activations : memref<32xf32, #dev>
+  %x = sched.alloc "x" role exchange : memref<32xf32, #dev>
+  // expected-error @below {{part 5 is not in [0, 5) of unit 'layers.0'}}
+  sched.forward @p::@layers.0 mb 0 part 5 params(%p : memref<16xf32, #dev>) in(%x : memref<32xf32, #dev>) saves(%s : memref<32xf32, #dev>)
+}
+
+// -----
+
+// A later part reads what the collective before it left.
+#dev = #sched.space<device>
+shard.grid @mesh(shape = 1x4x2)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  plan.unit @embed kind embedding {
+    plan.param "model.embed_tokens.weight" : tensor<8x4xf32>
+  }
+  plan.unit @layers.0 kind llama_block {
+    plan.param "model.layers.0.mlp.weight" : tensor<4x4xf32>
+  }
+  plan.unit @head kind llama_head {
+    plan.param "model.norm.weight" : tensor<4xf32>
+    plan.param "lm_head.weight" : tensor<8x4xf32>
+  }
+}
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  %p = sched.alloc "p" role param persistent : memref<32xf32, #dev>
+  %s = sched.alloc "s" role activations : memref<32xf32, #dev>
+  // expected-error @below {{part 1 of unit 'embed' needs `in`}}
+  sched.forward @p::@embed mb 0 part 1 params(%p : memref<32xf32, #dev>) saves(%s : memref<32xf32, #dev>)
+}
+
+// -----
+
+// What a part exchanges has the cut's size: the embedding's partial sums are 8 tokens x 4.
+#dev = #sched.space<device>
+shard.grid @mesh(shape = 1x4x2)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  plan.unit @embed kind embedding {
+    plan.param "model.embed_tokens.weight" : tensor<8x4xf32>
+  }
+  plan.unit @layers.0 kind llama_block {
+    plan.param "model.layers.0.mlp.weight" : tensor<4x4xf32>
+  }
+  plan.unit @head kind llama_head {
+    plan.param "model.norm.weight" : tensor<4xf32>
+    plan.param "lm_head.weight" : tensor<8x4xf32>
+  }
+}
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  %p = sched.alloc "p" role param persistent : memref<32xf32, #dev>
+  %s = sched.alloc "s" role activations : memref<32xf32, #dev>
+  %x = sched.alloc "x" role exchange : memref<16xf32, #dev>
+  // expected-error @below {{`out` of part 0 of unit 'embed' has 16 elements, not 32}}
+  sched.forward @p::@embed mb 0 params(%p : memref<32xf32, #dev>) saves(%s : memref<32xf32, #dev>) out(%x : memref<16xf32, #dev>)
+}
+
+// -----
+
+// Nothing flows back from the loss's statistics.
+#dev = #sched.space<device>
+shard.grid @mesh(shape = 1x4x2)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  plan.unit @embed kind embedding {
+    plan.param "model.embed_tokens.weight" : tensor<8x4xf32>
+  }
+  plan.unit @layers.0 kind llama_block {
+    plan.param "model.layers.0.mlp.weight" : tensor<4x4xf32>
+  }
+  plan.unit @head kind llama_head {
+    plan.param "model.norm.weight" : tensor<4xf32>
+    plan.param "lm_head.weight" : tensor<8x4xf32>
+  }
+}
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  %p = sched.alloc "p" role param persistent : memref<36xf32, #dev>
+  %s = sched.alloc "s" role activations : memref<32xf32, #dev>
+  %dy = sched.alloc "dy" role exchange : memref<24xf32, #dev>
+  %dx = sched.alloc "dx" role exchange : memref<32xf32, #dev>
+  // expected-error @below {{part 1 of unit 'head' has no `out_grad`}}
+  sched.backward @p::@head mb 0 part 1 params(%p : memref<36xf32, #dev>) activations(%s : memref<32xf32, #dev>) out_grad(%dy : memref<24xf32, #dev>) grads(%p : memref<36xf32, #dev>) in_grad(%dx : memref<32xf32, #dev>)
+}
+
+// -----
+
+// A recompute's later part starts from `in`, not the saved input.
+#dev = #sched.space<device>
+shard.grid @mesh(shape = 1x4x2)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  plan.unit @embed kind embedding {
+    plan.param "model.embed_tokens.weight" : tensor<8x4xf32>
+  }
+  plan.unit @layers.0 kind llama_block {
+    plan.param "model.layers.0.mlp.weight" : tensor<4x4xf32>
+  }
+  plan.unit @head kind llama_head {
+    plan.param "model.norm.weight" : tensor<4xf32>
+    plan.param "lm_head.weight" : tensor<8x4xf32>
+  }
+}
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  %p = sched.alloc "p" role param persistent : memref<16xf32, #dev>
+  %s = sched.alloc "s" role activations : memref<32xf32, #dev>
+  %x = sched.alloc "x" role exchange : memref<32xf32, #dev>
+  // expected-error @below {{part 1 reads `in`, not `from`}}
+  sched.recompute @p::@layers.0 mb 0 part 1 params(%p : memref<16xf32, #dev>) from(%s : memref<32xf32, #dev>) in(%x : memref<32xf32, #dev>) saves(%s : memref<32xf32, #dev>)
+}
+
+// -----
+
+// The loss reads every tensor rank's statistics: 2 x 3 x 8.
+#dev = #sched.space<device>
+shard.grid @mesh(shape = 1x4x2)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  plan.unit @embed kind embedding {
+    plan.param "model.embed_tokens.weight" : tensor<8x4xf32>
+  }
+  plan.unit @layers.0 kind llama_block {
+    plan.param "model.layers.0.mlp.weight" : tensor<4x4xf32>
+  }
+  plan.unit @head kind llama_head {
+    plan.param "model.norm.weight" : tensor<4xf32>
+    plan.param "lm_head.weight" : tensor<8x4xf32>
+  }
+}
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
+  %st = sched.alloc "st" role exchange : memref<24xf32, #dev>
+  // expected-error @below {{`stats` has 24 elements, not 48}}
+  sched.loss @p::@head mb 0 scale 0.5 stats(%st : memref<24xf32, #dev>)
+}

@@ -8,9 +8,9 @@
 // GENERIC-LABEL: "sched.program"() <{cluster = #plan.cluster<{{.*}}>, micro_batches = 2 : i64, model = #plan.model<{{.*}}>, parallel = #plan.parallel<{{.*}}>, plan = @p, sym_name = "p.step", train = #plan.train<{{.*}}>}> ({
 // GENERIC:         "sched.alloc"() <{name = "fsdp.root.param", offset = 0 : i64, persistent, role = #sched<role param>}> : () -> memref<9xbf16, #sched.space<device>>
 // GENERIC:         "sched.all_gather"({{.*}}) <{group = #sched<group shard>}> : (memref<4xbf16, #sched.space<device>>, memref<16xbf16, #sched.space<device>>, !sched.event) -> !sched.event
-// GENERIC:         "sched.loss"() <{micro_batch = 0 : i64, scale = 5.000000e-01 : f64, unit = @p::@head}> : () -> ()
-// GENERIC:         "sched.backward"({{.*}}) <{micro_batch = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1>, unit = @p::@head}>
-// GENERIC:         "sched.backward"({{.*}}) <{micro_batch = 0 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 1, 1, 0>, unit = @p::@embed}>
+// GENERIC:         "sched.loss"() <{micro_batch = 0 : i64, operandSegmentSizes = array<i32: 0, 0>, scale = 5.000000e-01 : f64, unit = @p::@head}> : () -> ()
+// GENERIC:         "sched.backward"({{.*}}) <{micro_batch = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 1, 1, 0>, part = 0 : i64, unit = @p::@head}>
+// GENERIC:         "sched.backward"({{.*}}) <{micro_batch = 0 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 1, 0, 1, 0, 0>, part = 0 : i64, unit = @p::@embed}>
 // GENERIC:         "sched.reduce_scatter"({{.*}}) <{accumulate, group = #sched<group shard>, reduce = #sched<reduce avg>}>
 // GENERIC:         "sched.broadcast"({{.*}}) <{group = #sched<group world>, root = 7 : i64}>
 // GENERIC:         "sched.optimizer_step"({{.*}}) <{group = @p::@fsdp.root, operandSegmentSizes = array<i32: 1, 1, 2, 1, 1, 1>}>
