@@ -26,26 +26,40 @@ using namespace plan;
 
 namespace {
 
-/// The sizes the formulas use, named as in docs/sched.md.
+/// The sizes the formulas use, named as in docs/sched.md. Under tensor
+/// parallelism (`tensor` ranks) they are one rank's: its heads,
+/// intermediate features and vocabulary rows, and `normTokens` the tokens
+/// the norms, residuals and hand-over compute on (1/T of them under
+/// sequence parallelism, where `tokens` stays what the column- and
+/// row-parallel layers see).
 struct ActivationShape {
   int64_t tokens; // b * s
+  int64_t normTokens;
   int64_t b;
   int64_t s;
   int64_t h;     // hidden
-  int64_t inter; // intermediate
-  int64_t heads; // attention heads
-  int64_t vocab;
+  int64_t inter; // intermediate (this rank's)
+  int64_t heads; // attention heads (this rank's)
+  int64_t vocab; // vocabulary rows (this rank's)
+  int64_t tensor;
 };
 
-ActivationShape shapeOf(ModelAttr model, int64_t microBatch, int64_t seqLen) {
+ActivationShape shapeOf(ModelAttr model, int64_t microBatch, int64_t seqLen,
+                        TensorShare share) {
+  auto divided = [&](int64_t n) {
+    return (n + share.ranks - 1) / share.ranks;
+  };
   ActivationShape shape;
   shape.b = microBatch;
   shape.s = seqLen;
   shape.tokens = microBatch * seqLen;
+  shape.normTokens =
+      share.sequenceParallel ? shape.tokens / share.ranks : shape.tokens;
   shape.h = model.getHidden();
-  shape.inter = model.getIntermediate();
-  shape.heads = model.getHeads();
-  shape.vocab = model.getVocab();
+  shape.inter = divided(model.getIntermediate());
+  shape.heads = divided(model.getHeads());
+  shape.vocab = divided(model.getVocab());
+  shape.tensor = share.ranks;
   return shape;
 }
 
@@ -89,11 +103,25 @@ Saved rmsNorm(const ActivationShape &a, int64_t w, bool unitInput) {
 // the CUDA kernels' RNG seed and offset); MLP gate and up outputs,
 // silu(gate) and silu(gate) * up (4); the block's output (1). The o_proj
 // input is a view of the SDPA output, the residual sums save nothing.
+//
+// Under tensor parallelism each norm's scaled output is what its part
+// exchanges, and the next part's column-parallel layers save their input
+// (the exchanged activation, every token) instead; q, k, v, the attention
+// output and the MLP's four are this rank's heads' and features' (the
+// `4 w h` and `4 w inter` terms, over T); under sequence parallelism the
+// norms and the block's output cover 1/T of the tokens.
 int64_t llamaBlock(const ActivationShape &a, int64_t w) {
   Saved input = rmsNorm(a, w, true), inner = rmsNorm(a, w, false);
-  int64_t perToken =
-      input.perToken + inner.perToken + 4 * w * a.h + 4 * w * a.inter + w * a.h;
-  return bytes(a.tokens, perToken, logsumexpBytes(a),
+  if (a.tensor == 1) {
+    int64_t perToken = input.perToken + inner.perToken + 4 * w * a.h +
+                       4 * w * a.inter + w * a.h;
+    return bytes(a.tokens, perToken, logsumexpBytes(a),
+                 input.storages + inner.storages + 5 + 2 + 4 + 1);
+  }
+  int64_t norms = input.perToken + inner.perToken - 2 * w * a.h + w * a.h;
+  int64_t layers = 2 * w * a.h + 4 * w * a.h / a.tensor + 4 * w * a.inter;
+  return bytes(a.normTokens, norms, 0, 0) +
+         bytes(a.tokens, layers, logsumexpBytes(a),
                input.storages + inner.storages + 5 + 2 + 4 + 1);
 }
 
@@ -101,9 +129,22 @@ int64_t llamaBlock(const ActivationShape &a, int64_t w) {
 // three views of it), the SDPA output and logsumexp (+2 RNG tensors on
 // CUDA); ln_2's input (the residual h1), mean, rstd and output; c_fc output
 // (the GELU input) and the GELU output; the block's output.
+//
+// Under tensor parallelism the layer norms' statistics, ln_2's input and
+// the block's output cover the norms' tokens (1/T under sequence
+// parallelism); ln_1's and ln_2's outputs are the exchanged inputs of
+// c_attn and c_fc (every token); qkv, the attention output and the MLP's
+// two are this rank's heads' and features'.
 int64_t gpt2Block(const ActivationShape &a, int64_t w) {
-  int64_t perToken = w * (8 * a.h + 2 * a.inter) + 4 * kF32;
-  return bytes(a.tokens, perToken, logsumexpBytes(a), 3 + 3 + 2 + 4 + 2 + 1);
+  if (a.tensor == 1) {
+    int64_t perToken = w * (8 * a.h + 2 * a.inter) + 4 * kF32;
+    return bytes(a.tokens, perToken, logsumexpBytes(a),
+                 3 + 3 + 2 + 4 + 2 + 1);
+  }
+  int64_t norms = 2 * w * a.h + 4 * kF32;
+  int64_t layers = 2 * w * a.h + 4 * w * a.h / a.tensor + 2 * w * a.inter;
+  return bytes(a.normTokens, norms, 0, 0) +
+         bytes(a.tokens, layers, logsumexpBytes(a), 3 + 3 + 2 + 4 + 2 + 1);
 }
 
 // Post-LN. q, k and v (SDPA saves them), its output (also the
@@ -124,12 +165,17 @@ int64_t bertBlock(const ActivationShape &a, int64_t w) {
 // saves the position ids (int64, one row of s). BERT adds its token-type row
 // and position rows by broadcasting (nothing saved) and saves its
 // LayerNorm's input, mean and rstd.
+//
+// Under tensor parallelism the lookup of this rank's rows also keeps the
+// token ids shifted into its slice (int64) and which of them it holds
+// (bool), and the output covers the norms' tokens.
 int64_t embedding(ModelFamily family, const ActivationShape &a, int64_t w) {
+  int64_t slice = a.tensor > 1 ? bytes(a.tokens, 8 + 1, 0, 2) : 0;
   switch (family) {
   case ModelFamily::Llama:
-    return bytes(a.tokens, w * a.h, 0, 1);
+    return slice + bytes(a.normTokens, w * a.h, 0, 1);
   case ModelFamily::GPT2:
-    return bytes(a.tokens, w * a.h, 8 * a.s, 2);
+    return slice + bytes(a.normTokens, w * a.h, 8 * a.s, 2);
   case ModelFamily::Bert:
     return bytes(a.tokens, 2 * w * a.h + 2 * kF32, 0, 4);
   }
@@ -149,17 +195,32 @@ int64_t lossChunks(const ActivationShape &a) {
 // input is its own to keep too (it came from a block checkpointed without a
 // graph, which keeps no copy): one more storage of w h a token, which for an
 // fp32 RMSNorm is its fp32 input.
+//
+// Under tensor parallelism (vocabulary-parallel loss, no chunks) the norm
+// covers the norms' tokens and its output is the exchanged input of
+// lm_head (every token); the loss keeps this rank's fp32 logits, from
+// which backward takes the softmax with the gathered statistics, and the
+// per-token log-sum-exp and target logit (2 fp32).
 int64_t llamaHead(const ActivationShape &a, int64_t w, bool ownInput) {
-  int64_t chunks = lossChunks(a);
   Saved norm = rmsNorm(a, w, true);
-  int64_t perToken = norm.perToken + kF32 * a.vocab + (ownInput ? w * a.h : 0);
+  int64_t own = ownInput ? w * a.h : 0;
+  if (a.tensor > 1)
+    return bytes(a.normTokens, norm.perToken - w * a.h + own, 0, 0) +
+           bytes(a.tokens, w * a.h + kF32 * (a.vocab + 2), 0,
+                 norm.storages + 3 + (ownInput ? 1 : 0));
+  int64_t chunks = lossChunks(a);
+  int64_t perToken = norm.perToken + kF32 * a.vocab + own;
   return bytes(a.tokens, perToken, kF32 * chunks,
                norm.storages + 2 * chunks + (ownInput ? 1 : 0));
 }
 int64_t gpt2Head(const ActivationShape &a, int64_t w, bool ownInput) {
+  int64_t own = ownInput ? w * a.h : 0;
+  if (a.tensor > 1)
+    return bytes(a.normTokens, 2 * kF32 + own, 0, 0) +
+           bytes(a.tokens, w * a.h + kF32 * (a.vocab + 2), 0,
+                 3 + 3 + (ownInput ? 1 : 0));
   int64_t chunks = lossChunks(a);
-  int64_t perToken =
-      w * a.h + 2 * kF32 + kF32 * a.vocab + (ownInput ? w * a.h : 0);
+  int64_t perToken = w * a.h + 2 * kF32 + kF32 * a.vocab + own;
   return bytes(a.tokens, perToken, kF32 * chunks,
                3 + 2 * chunks + (ownInput ? 1 : 0));
 }
@@ -191,8 +252,9 @@ int64_t bertHead(ModelAttr model, const ActivationShape &a, int64_t w,
 
 int64_t plan::activationBytes(UnitKind kind, ModelAttr model,
                               int64_t microBatch, int64_t seqLen,
-                              int64_t workingBytes, bool ownInput) {
-  ActivationShape a = shapeOf(model, microBatch, seqLen);
+                              int64_t workingBytes, bool ownInput,
+                              TensorShare share) {
+  ActivationShape a = shapeOf(model, microBatch, seqLen, share);
   const int64_t w = workingBytes;
   int64_t total = 0;
   switch (kind) {
@@ -222,8 +284,15 @@ int64_t plan::activationBytes(UnitKind kind, ModelAttr model,
 }
 
 int64_t plan::checkpointBytes(ModelAttr model, int64_t microBatch,
-                              int64_t seqLen, int64_t workingBytes) {
-  return microBatch * seqLen * model.getHidden() * workingBytes;
+                              int64_t seqLen, int64_t workingBytes,
+                              TensorShare share) {
+  return shapeOf(model, microBatch, seqLen, share).normTokens *
+         model.getHidden() * workingBytes;
+}
+
+TensorShare plan::tensorShareOf(PlanOp plan) {
+  return {std::max<int64_t>(plan.getMeshSize(MeshAxis::Tensor), 1),
+          plan.getParallel().getSequenceParallel()};
 }
 
 int64_t plan::workingBytes(TrainAttr train) {
@@ -295,15 +364,17 @@ int64_t plan::savesElements(UnitOp unit, ModelAttr model, TrainAttr train,
   int64_t w = workingBytes(train);
   return inWorkingElements(
       activationBytes(unit.getKind(), model, train.getMicroBatch(),
-                      train.getSeqLen(), w, ownInput) +
+                      train.getSeqLen(), w, ownInput,
+                      tensorShareOf(unit->getParentOfType<PlanOp>())) +
           loraActivationBytes(unit, model, train.getMicroBatch(),
                               train.getSeqLen(), w),
       train);
 }
 
-int64_t plan::checkpointElements(ModelAttr model, TrainAttr train) {
+int64_t plan::checkpointElements(ModelAttr model, TrainAttr train,
+                                  TensorShare share) {
   return inWorkingElements(checkpointBytes(model, train.getMicroBatch(),
                                            train.getSeqLen(),
-                                           workingBytes(train)),
+                                           workingBytes(train), share),
                            train);
 }

@@ -9,6 +9,18 @@
 
 namespace plan {
 
+/// A tensor-parallel rank's share of the activations: 1/`ranks` of the
+/// heads, intermediate features and vocabulary, and under
+/// `sequenceParallel` 1/`ranks` of the tokens outside the column- and
+/// row-parallel layers. {1, false} without tensor parallelism.
+struct TensorShare {
+  int64_t ranks = 1;
+  bool sequenceParallel = false;
+};
+
+/// The share of `plan`'s mesh and parallel settings.
+TensorShare tensorShareOf(PlanOp plan);
+
 /// Bytes one unit of `kind` keeps for its backward in one micro-batch of
 /// `microBatch` sequences of `seqLen` tokens (a forward with a graph, or a
 /// recompute), when it computes in a type of `workingBytes` bytes (4 for
@@ -16,9 +28,12 @@ namespace plan {
 /// buffer, its output included, alignment included; documented per kind in
 /// docs/sched.md. `ownInput`: the unit also keeps its input (a head after
 /// blocks checkpointed without a graph).
+/// Under tensor parallelism (`share`), one rank's: the same op list with
+/// its heads, features and vocabulary slice (docs/sched.md, "Activation
+/// model"), not yet measured against a runtime.
 int64_t activationBytes(UnitKind kind, ModelAttr model, int64_t microBatch,
                         int64_t seqLen, int64_t workingBytes,
-                        bool ownInput = false);
+                        bool ownInput = false, TensorShare share = {});
 
 /// What LoRA changes in what `unit` keeps for backward, next to a full
 /// fine-tune's activationBytes (0 without LoRA; negative where the frozen
@@ -36,9 +51,10 @@ int64_t activationBytes(UnitKind kind, ModelAttr model, int64_t microBatch,
 int64_t loraActivationBytes(UnitOp unit, ModelAttr model, int64_t microBatch,
                             int64_t seqLen, int64_t workingBytes);
 
-/// Bytes a checkpointed block saves: its input hidden states.
+/// Bytes a checkpointed block saves: its input hidden states (1/T of the
+/// tokens under sequence parallelism).
 int64_t checkpointBytes(ModelAttr model, int64_t microBatch, int64_t seqLen,
-                        int64_t workingBytes);
+                        int64_t workingBytes, TensorShare share = {});
 
 /// Bytes of the type units compute and keep activations in: 4 under fp32,
 /// 2 under bf16 or fp16 mixed precision.
@@ -51,7 +67,8 @@ int64_t workingBytes(TrainAttr train);
 /// retypes them to the working type.
 int64_t savesElements(UnitOp unit, ModelAttr model, TrainAttr train,
                       bool ownInput = false);
-int64_t checkpointElements(ModelAttr model, TrainAttr train);
+int64_t checkpointElements(ModelAttr model, TrainAttr train,
+                           TensorShare share = {});
 
 } // namespace plan
 

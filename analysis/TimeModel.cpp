@@ -35,39 +35,68 @@ llvm::StringRef plan::streamName(Stream stream) {
   return "";
 }
 
-/// Elements of the frozen parameters `unit` computes with, tied ones
-/// included (a LoRA head reads the frozen embedding).
-static int64_t frozenParamNumel(UnitOp unit) {
-  auto plan = unit->getParentOfType<PlanOp>();
-  int64_t numel = 0;
-  for (auto param : unit.getBody().getOps<ParamOp>()) {
-    ParamOp stored =
-        param.getTiedTo() ? plan.lookupTiedTo(param).second : param;
-    if (stored && stored.getFrozen())
-      numel += param.getTensorType().getNumElements();
-  }
-  return numel;
+/// The ranks of the tensor axis of the plan that holds `unit`.
+static int64_t tensorRanksOf(UnitOp unit) {
+  return std::max<int64_t>(
+      unit->getParentOfType<PlanOp>().getMeshSize(MeshAxis::Tensor), 1);
+}
+
+/// The part of a tensor-parallel unit of `kind` that multiplies by
+/// parameter `name` (TensorParallelParts.h): a block's attention (part 1)
+/// or MLP (part 3), the head's logits (part 1); none for norms and lookups.
+static std::optional<int64_t> matmulPartOf(UnitKind kind, StringRef name) {
+  if (isHeadKind(kind))
+    return name.contains("norm") || name.contains("ln_f")
+               ? std::nullopt
+               : std::optional<int64_t>(1);
+  if (!isBlockKind(kind))
+    return std::nullopt;
+  if (name.contains(".mlp."))
+    return 3;
+  if (name.contains("attn."))
+    return 1;
+  return std::nullopt;
 }
 
 UnitFlops plan::unitForwardFlops(UnitOp unit, ModelAttr model,
-                                 int64_t microBatch, int64_t seqLen) {
+                                 int64_t microBatch, int64_t seqLen,
+                                 std::optional<int64_t> part) {
   UnitFlops flops;
   UnitKind kind = unit.getKind();
   if (kind == UnitKind::Embedding)
     return flops;
-  double params = static_cast<double>(unit.getParamNumel());
+  auto plan = unit->getParentOfType<PlanOp>();
+  int64_t tensor = tensorRanksOf(unit);
+  // The matmul parameters this rank (and part) multiplies by: its slice of
+  // each, a tied one's as its owner divides it; and which of them are frozen
+  // (a LoRA base, tied ones included: a LoRA head reads the frozen
+  // embedding).
+  double params = 0, frozen = 0;
+  for (auto param : unit.getBody().getOps<ParamOp>()) {
+    if (part && matmulPartOf(kind, param.getParamName()) != part)
+      continue;
+    ParamOp stored =
+        param.getTiedTo() ? plan.lookupTiedTo(param).second : param;
+    double numel = static_cast<double>(
+        stored ? stored.getLocalNumel(tensor)
+               : param.getTensorType().getNumElements());
+    params += numel;
+    if (stored && stored.getFrozen())
+      frozen += numel;
+  }
   double b = static_cast<double>(microBatch), s = static_cast<double>(seqLen);
   double rows = b * s;
   if (kind == UnitKind::BertHead &&
       model.getBertHead() == BertHead::SequenceClassification)
     rows = b; // the pooler and classifier read the first token only
   flops.model = flops.executed = 2 * params * rows;
-  flops.frozen = 2 * static_cast<double>(frozenParamNumel(unit)) * rows;
-  if (kind == UnitKind::LlamaBlock || kind == UnitKind::GPT2Block ||
-      kind == UnitKind::BertBlock) {
-    // QK^T and AV: 2 FLOPs per multiply-add, s x s per head dimension.
+  flops.frozen = 2 * frozen * rows;
+  if (isBlockKind(kind) && (!part || *part == 1)) {
+    // QK^T and AV: 2 FLOPs per multiply-add, s x s per head dimension, over
+    // this rank's heads.
     double width = static_cast<double>(model.getHeads() *
-                                       (model.getHidden() / model.getHeads()));
+                                       (model.getHidden() / model.getHeads())) /
+                   static_cast<double>(tensor);
     // Causal attention (Llama, GPT-2): flash attention skips the masked
     // half of the scores, and MFU counts what the kernels do (PaLM's and
     // Megatron's formula counts the full s x s, which puts a causal model's
@@ -155,7 +184,8 @@ private:
   /// Runs one forward (`passes` 1, also recompute) or backward (2) of a
   /// unit on the compute stream; the forward counts its model FLOPs.
   LogicalResult runUnit(Operation *op, StringRef what, SymbolRefAttr unit,
-                        int64_t microBatch, int passes, bool countModel);
+                        int64_t microBatch, int64_t part, int passes,
+                        bool countModel);
 
   sched::ProgramOp program;
   PlanOp plan;
@@ -173,18 +203,29 @@ private:
     Stream stream;
     std::string name;
   };
+  /// The communication stream's collectives, in issue order: when each runs
+  /// and on which group (what a wait on that stream waits for).
+  struct CommInterval {
+    double start, end;
+    sched::Group group;
+  };
+  std::vector<CommInterval> commIntervals;
   llvm::DenseMap<Value, Event> events;
 };
 
 LogicalResult StepSimulation::runUnit(Operation *op, StringRef what,
                                       SymbolRefAttr ref, int64_t microBatch,
-                                      int passes, bool countModel) {
+                                      int64_t part, int passes,
+                                      bool countModel) {
   UnitOp unit = plan.lookupUnit(ref.getLeafReference());
   if (!unit)
     return op->emitError("the time model found no plan.unit ") << ref;
   TrainAttr train = plan.getTrain();
-  UnitFlops flops = unitForwardFlops(unit, plan.getModel(),
-                                     train.getMicroBatch(), train.getSeqLen());
+  // A tensor-parallel unit runs in parts, each its share of the FLOPs.
+  bool inParts = plan.getMeshSize(MeshAxis::Tensor) > 1;
+  UnitFlops flops = unitForwardFlops(
+      unit, plan.getModel(), train.getMicroBatch(), train.getSeqLen(),
+      inParts ? std::optional<int64_t>(part) : std::nullopt);
   // A forward and its backward (which skips a frozen base's weight
   // gradients).
   if (countModel)
@@ -192,7 +233,7 @@ LogicalResult StepSimulation::runUnit(Operation *op, StringRef what,
   double executed = passes == 2 ? flops.backward() : flops.executed;
   time.executedFlops += executed;
   double seconds = secondsOfFlops(executed);
-  if (unit.getKind() == UnitKind::Embedding) {
+  if (unit.getKind() == UnitKind::Embedding && part == 0) {
     // No matmul: a gather of one row per token (forward) or a scatter-add
     // into the gradient (backward), each reading and writing T x hidden
     // elements of the working type.
@@ -204,9 +245,12 @@ LogicalResult StepSimulation::runUnit(Operation *op, StringRef what,
     if (deviceBandwidth > 0)
       seconds += bytes / deviceBandwidth;
   }
-  compute(llvm::formatv("{0} @{1} mb {2}", what,
-                        ref.getLeafReference().getValue(), microBatch),
-          seconds, true);
+  std::string name = llvm::formatv("{0} @{1} mb {2}", what,
+                                   ref.getLeafReference().getValue(),
+                                   microBatch);
+  if (inParts)
+    name += llvm::formatv(" part {0}", part).str();
+  compute(std::move(name), seconds, true);
   return success();
 }
 
@@ -243,6 +287,16 @@ LogicalResult StepSimulation::wait(sched::WaitOp wait) {
       {"wait " + event.name, Stream::Compute, now, stall, /*exposed=*/true});
   (event.stream == Stream::Comm ? time.exposedCommSeconds
                                 : time.exposedCopySeconds) += stall;
+  // The stall is the collectives the stream runs meanwhile, each group's
+  // share its own (latest first: the stream runs them in issue order).
+  if (event.stream == Stream::Comm)
+    for (const CommInterval &c : llvm::reverse(commIntervals)) {
+      if (c.end <= now)
+        break;
+      double overlap = std::min(c.end, event.end) - std::max(c.start, now);
+      if (overlap > 0)
+        time.groupExposedSeconds[static_cast<int>(c.group)] += overlap;
+    }
   now = event.end;
   return success();
 }
@@ -299,8 +353,11 @@ FailureOr<StepTime> StepSimulation::run() {
     break;
   }
   time.peakFlops *= flopsScale;
+  // The ranks of a tensor group compute the same tokens: the step's tokens
+  // are the data-parallel ranks'.
   time.tokensPerStep = train.getMicroBatch() * train.getSeqLen() *
-                       program.getMicroBatches() * cluster.getWorldSize();
+                       program.getMicroBatches() *
+                       program.getGroupSize(sched::Group::World);
 
   auto collective = [&](Operation *op, CollectiveKind kind, Value full,
                         sched::Group group, ValueRange after) {
@@ -309,8 +366,13 @@ FailureOr<StepTime> StepSimulation::run() {
         llvm::formatv("{0} {1} ({2})", collectiveKindName(kind),
                       bufferName(full), sched::stringifyGroup(group))
             .str();
-    return issue(op, Stream::Comm, std::move(name),
-                 collectiveSeconds(kind, bufferBytes(full), placement), after);
+    double seconds = collectiveSeconds(kind, bufferBytes(full), placement);
+    time.groupBusySeconds[static_cast<int>(group)] += seconds;
+    if (failed(issue(op, Stream::Comm, std::move(name), seconds, after)))
+      return failure();
+    double end = events[op->getResult(0)].end;
+    commIntervals.push_back({end - seconds, end, group});
+    return success();
   };
 
   for (Operation &op : program.getBody().front()) {
@@ -352,16 +414,16 @@ FailureOr<StepTime> StepSimulation::run() {
                   std::move(name), seconds, op.getAfter());
             })
             .Case([&](sched::ForwardOp op) {
-              return runUnit(op, "forward", op.getUnit(), op.getMicroBatch(), 1,
-                             true);
+              return runUnit(op, "forward", op.getUnit(), op.getMicroBatch(),
+                             op.getPart(), 1, true);
             })
             .Case([&](sched::RecomputeOp op) {
               return runUnit(op, "recompute", op.getUnit(), op.getMicroBatch(),
-                             1, false);
+                             op.getPart(), 1, false);
             })
             .Case([&](sched::BackwardOp op) {
               return runUnit(op, "backward", op.getUnit(), op.getMicroBatch(),
-                             2, false);
+                             op.getPart(), 2, false);
             })
             .Case([&](sched::OptimizerStepOp op) {
               // Parameters and state are read and written, gradients read.

@@ -13,6 +13,7 @@
 #ifndef PLAN_ANALYSIS_TIMEMODEL_H
 #define PLAN_ANALYSIS_TIMEMODEL_H
 
+#include "analysis/CommModel.h"
 #include "analysis/Efficiencies.h"
 #include "dialects/plan/PlanDialect.h"
 #include "dialects/sched/SchedDialect.h"
@@ -20,6 +21,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,8 +66,16 @@ struct UnitFlops {
 /// sequence-classification head's matmuls run once per sequence), plus the
 /// attention scores and their weighted sum in a block. Backward is twice
 /// the forward, recompute once more.
+///
+/// On a mesh with a tensor axis (the plan's) a rank multiplies by its slice
+/// of each divided weight and computes its heads' attention; with `part`,
+/// only what that part of the unit computes (TensorParallelParts.h): a
+/// block's attention (its `attn` parameters and the scores) in part 1, its
+/// MLP (`mlp`) in part 3, the head's logits in part 1; norms, residuals and
+/// lookups count no FLOPs.
 UnitFlops unitForwardFlops(UnitOp unit, ModelAttr model, int64_t microBatch,
-                           int64_t seqLen);
+                           int64_t seqLen,
+                           std::optional<int64_t> part = std::nullopt);
 
 /// One op on one stream of the predicted timeline (seconds from the step's
 /// start), named as in the schedule.
@@ -90,6 +100,11 @@ struct StepTime {
   /// Compute-stream time spent waiting for collectives / for copies.
   double exposedCommSeconds = 0;
   double exposedCopySeconds = 0;
+  /// The communication stream's busy seconds per group (index:
+  /// sched::Group), and the compute stream's waits for them: a wait counts
+  /// for the groups of the collectives the stream runs while it waits.
+  std::array<double, kNumGroups> groupBusySeconds{};
+  std::array<double, kNumGroups> groupExposedSeconds{};
   /// Per rank per step: model FLOPs (each forward's and backward's once, no
   /// recompute) and executed FLOPs (recompute included).
   double modelFlops = 0;

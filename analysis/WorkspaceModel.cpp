@@ -59,11 +59,15 @@ Sizes sizesOf(ModelAttr model, const WorkspaceShape &shape) {
   z.t = shape.microBatch * shape.seqLen;
   z.s = shape.seqLen;
   z.h = model.getHidden();
-  z.inter = model.getIntermediate();
+  // A tensor-parallel rank's share of what is divided (rounded up, as a
+  // padded vocabulary is).
+  const int64_t t = std::max<int64_t>(shape.tensor, 1);
+  auto divided = [&](int64_t n) { return (n + t - 1) / t; };
+  z.inter = divided(model.getIntermediate());
   int64_t heads = std::max<int64_t>(model.getHeads(), 1);
   int64_t kvHeads = model.getKvHeads() > 0 ? model.getKvHeads() : heads;
-  z.kv = kvHeads * (z.h / heads);
-  z.vocab = model.getVocab();
+  z.kv = divided(kvHeads) * (z.h / heads);
+  z.vocab = divided(model.getVocab());
   z.maxPos = model.getMaxSeqLen();
   z.w = shape.workingBytes;
   z.p = shape.params;
@@ -323,6 +327,7 @@ WorkspaceShape plan::workspaceShapeOf(UnitOp unit, PlanOp plan,
   s.mlpInAdapters = s.mlpOutAdapters = s.attnOutAdapters = 0;
   s.dropoutRank = 0;
   s.droppedModules.clear();
+  s.tensor = std::max<int64_t>(plan.getMeshSize(MeshAxis::Tensor), 1);
   LoraAttr lora = plan.getModel().getLora();
   bool dropout = lora && lora.getDropout().value > 0;
   for (ParamOp param : unit.getBody().getOps<ParamOp>()) {
@@ -333,7 +338,7 @@ WorkspaceShape plan::workspaceShapeOf(UnitOp unit, PlanOp plan,
       s.frozenBase = true;
       continue;
     }
-    int64_t numel = param.getTensorType().getNumElements();
+    int64_t numel = stored.getLocalNumel(s.tensor);
     s.params += numel;
     std::optional<std::string_view> adapterOf =
         rt::loraAdapterModule(param.getParamName());

@@ -37,6 +37,11 @@ struct WorkspaceShape {
   /// "mlp.c_fc", "attention.output.dense"), whose inputs are dropped.
   int64_t dropoutRank = 0;
   std::vector<std::string> droppedModules;
+  /// Tensor parallelism's ranks: a rank's unit holds 1/T of the
+  /// intermediate features, key/value heads and vocabulary (`params` counts
+  /// its slices). The terms of hidden width keep it (an upper bound for the
+  /// attention's, which are 1/T too), and a part is counted as its unit.
+  int64_t tensor = 1;
 };
 
 /// `base` (micro-batch, sequence length, working type) completed for

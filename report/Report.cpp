@@ -255,9 +255,14 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module) {
   report.worldSize = cluster.getWorldSize();
   report.meshReplicate = program.getGroupSize(sched::Group::Replicate);
   report.meshShard = program.getGroupSize(sched::Group::Shard);
+  report.meshTensor = program.getGroupSize(sched::Group::Tensor);
+  report.sequenceParallel = parallel.getSequenceParallel();
   for (UnitOp unit : plan.getBody().front().getOps<UnitOp>()) {
-    report.params += unit.getStoredNumel();
+    report.paramsPerTensorRank += unit.getStoredNumel();
     report.frozenParams += unit.getFrozenNumel();
+    for (auto param : unit.getBody().getOps<ParamOp>())
+      if (!param.getTiedTo() && !param.getFrozen())
+        report.params += param.getTensorType().getNumElements();
   }
   if (LoraAttr lora = plan.getModel().getLora())
     report.frozenStorage = stringifyBaseStorage(lora.getBase()).str();
@@ -317,22 +322,33 @@ std::string offloadSummary(const ScheduleReport &r) {
 void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
   const MemoryReport &memory = r.memory;
   const SpaceMemory &device = memory.device();
+  std::string tensor =
+      r.meshTensor > 1
+          ? llvm::formatv(" x {0} tensor{1}", r.meshTensor,
+                          r.sequenceParallel ? ", sequence parallel" : "")
+                .str()
+          : "";
   os << llvm::formatv("{0}: {1}, {2} rank(s) = {3} node(s) x {4} {5}, mesh "
-                      "({6} replicate x {7} shard), {8}, {9}{10}\n",
+                      "({6} replicate x {7} shard{8}), {9}, {10}{11}\n",
                       r.planName, r.modelName, r.worldSize, r.nodes,
                       r.gpusPerNode, r.deviceName, r.meshReplicate, r.meshShard,
-                      stringifySharding(r.sharding),
+                      tensor, stringifySharding(r.sharding),
                       stringifyPrecision(r.precision), offloadSummary(r));
   os << llvm::formatv("  parameters      {0} trainable",
                       withThousands(r.params));
+  if (r.meshTensor > 1)
+    os << llvm::formatv(" ({0} on each tensor rank)",
+                        withThousands(r.paramsPerTensorRank));
   if (r.frozenParams)
     os << llvm::formatv(", {0} frozen in {1} (LoRA)",
                         withThousands(r.frozenParams), r.frozenStorage);
   os << "\n";
+  // The ranks of a tensor group read the same tokens.
   os << llvm::formatv("  tokens/step     {0} = micro_batch {1} x seq_len {2} "
-                      "x grad_accum {3} x {4} rank(s); checkpointing {5}\n",
+                      "x grad_accum {3} x {4} {5}rank(s); checkpointing {6}\n",
                       withThousands(r.time.tokensPerStep), r.microBatch,
-                      r.seqLen, r.gradAccum, r.worldSize,
+                      r.seqLen, r.gradAccum, r.worldSize / r.meshTensor,
+                      r.meshTensor > 1 ? "data-parallel " : "",
                       stringifyCheckpointing(r.checkpointing));
 
   os << "\nMemory per rank (device)      at peak   steady state\n";
@@ -437,6 +453,18 @@ void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
   os << llvm::formatv("  communication   {0} busy, {1} exposed\n",
                       formatSeconds(busy(Stream::Comm)),
                       formatSeconds(time.exposedCommSeconds));
+  // Per group, where more than one communicates: which traffic the step
+  // waits for.
+  if (llvm::count_if(time.groupBusySeconds, [](double s) { return s > 0; }) >
+      1)
+    for (int g = 0; g < kNumGroups; ++g)
+      if (time.groupBusySeconds[g] > 0)
+        os << llvm::formatv(
+            "    {0,-11} {1} busy, {2} exposed ({3} ranks, {4})\n",
+            sched::stringifyGroup(static_cast<sched::Group>(g)),
+            formatSeconds(time.groupBusySeconds[g]),
+            formatSeconds(time.groupExposedSeconds[g]), comm.groups[g].size,
+            comm.groups[g].intraNode ? "intra-node" : "inter-node");
   os << llvm::formatv("  host copies     {0} h2d, {1} d2h busy, {2} exposed\n",
                       formatSeconds(busy(Stream::HostToDevice)),
                       formatSeconds(busy(Stream::DeviceToHost)),
@@ -533,6 +561,12 @@ llvm::json::Value plan::reportToJson(const ScheduleReport &r,
                            {"bytes", bytesValue(comm.perKind[k].bytes)},
                            {"by_group", std::move(byGroup)}};
   }
+  llvm::json::Object commByGroup;
+  for (int g = 0; g < kNumGroups; ++g)
+    if (r.time.groupBusySeconds[g] > 0)
+      commByGroup[sched::stringifyGroup(static_cast<sched::Group>(g))] =
+          llvm::json::Object{{"busy_s", r.time.groupBusySeconds[g]},
+                             {"exposed_s", r.time.groupExposedSeconds[g]}};
   llvm::json::Object groups;
   for (int g = 0; g < kNumGroups; ++g) {
     const GroupPlacement &placement = comm.groups[g];
@@ -567,10 +601,13 @@ llvm::json::Value plan::reportToJson(const ScheduleReport &r,
       {"nodes", r.nodes},
       {"gpus_per_node", r.gpusPerNode},
       {"mesh", llvm::json::Object{{"replicate", r.meshReplicate},
-                                  {"shard", r.meshShard}}},
+                                  {"shard", r.meshShard},
+                                  {"tensor", r.meshTensor},
+                                  {"sequence_parallel", r.sequenceParallel}}},
       {"sharding", stringifySharding(r.sharding)},
       {"precision", stringifyPrecision(r.precision)},
       {"params", r.params},
+      {"params_per_tensor_rank", r.paramsPerTensorRank},
       {"frozen_params", r.frozenParams},
       {"memory", llvm::json::Object{{"device", std::move(deviceJson)},
                                     {"host", std::move(hostJson)},
@@ -588,6 +625,7 @@ llvm::json::Value plan::reportToJson(const ScheduleReport &r,
                           {"memory_bound_s", time.memoryBoundSeconds},
                           {"comm_busy_s", busy(Stream::Comm)},
                           {"exposed_comm_s", time.exposedCommSeconds},
+                          {"comm_by_group", std::move(commByGroup)},
                           {"h2d_busy_s", busy(Stream::HostToDevice)},
                           {"d2h_busy_s", busy(Stream::DeviceToHost)},
                           {"exposed_copy_s", time.exposedCopySeconds},

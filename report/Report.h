@@ -139,8 +139,15 @@ struct ScheduleReport {
   int64_t worldSize = 1;
   int64_t meshReplicate = 1;
   int64_t meshShard = 1;
-  /// Trainable parameters (tied ones once).
+  /// The tensor axis (tensor parallelism), and whether sequence parallelism
+  /// divides the norms' tokens over it.
+  int64_t meshTensor = 1;
+  bool sequenceParallel = false;
+  /// Trainable parameters of the model (tied ones once), and the elements
+  /// of them a tensor rank holds (its slice of each divided weight; equal
+  /// without tensor parallelism).
   int64_t params = 0;
+  int64_t paramsPerTensorRank = 0;
   /// Frozen ones (a LoRA base; tied ones once), and how they are stored.
   int64_t frozenParams = 0;
   std::string frozenStorage;

@@ -335,13 +335,6 @@ std::pair<UnitOp, ParamOp> UnitOp::lookupTiedOwner() {
   return {};
 }
 
-int64_t UnitOp::getParamNumel() {
-  int64_t numel = 0;
-  for (auto param : getBody().getOps<ParamOp>())
-    numel += param.getTensorType().getNumElements();
-  return numel;
-}
-
 LogicalResult UnitOp::verify() {
   for (Operation &op : getBody().front())
     if (!isa<ParamOp>(op))

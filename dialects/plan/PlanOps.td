@@ -108,9 +108,6 @@ def Plan_UnitOp : Plan_Op<"unit", [
     int64_t getFrozenStorageSize(bool asBytes) {
       return asBytes ? getFrozenBytes() : getFrozenNumel();
     }
-    /// Elements of all the parameters this unit computes with, tied ones
-    /// included.
-    int64_t getParamNumel();
     /// The unit storing the parameter this one ties to, and that parameter
     /// (both null when it ties none; a unit ties parameters of one unit).
     std::pair<UnitOp, ParamOp> lookupTiedOwner();

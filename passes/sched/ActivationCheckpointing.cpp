@@ -122,7 +122,8 @@ struct SchedActivationCheckpointingPass
     builder.setInsertionPoint(saves.alloc);
     Value input = allocLike(
         builder, saves.alloc, unit.getSymName() + ".input" + suffix,
-        plan::checkpointElements(program.getModel(), program.getTrain()));
+        plan::checkpointElements(program.getModel(), program.getTrain(),
+                                 plan::tensorShareOf(program.getPlanOp())));
     forward.getSavesMutable().assign(input);
     // The saves buffer keeps its size (the recompute saves what the forward
     // did) and now lives from the recompute to the backward's free.

@@ -495,31 +495,21 @@ int main(int argc, char **argv) {
     plan::buildPlanLowerPipeline(pm);
     if (failed(pm.run(*module)))
       return 1;
-    // A tensor-parallel step lowers (--emit=sched shows it), but the report's
-    // time and activation models do not count a rank's share of a divided
-    // unit yet, and the schedule file has no tensor axis.
-    bool onlySched = emit == Emit::Sched &&
-                     reportFormat == ReportFormat::None &&
-                     traceFilename.empty() && timelineFilename.empty();
-    bool tensorParallel = false;
-    for (auto planOp : module->getOps<plan::PlanOp>()) {
-      int64_t tensor = planOp.getMeshSize(plan::MeshAxis::Tensor);
-      tensorParallel |= tensor > 1;
-      if (tensor > 1 && !onlySched) {
-        mlir::emitError(planOp.getGridOp().getLoc(),
-                        "tensor parallelism (tensor = ")
-            << tensor
-            << ") lowers (planc --emit=sched shows its step), but its "
-               "report, trace, timeline and schedule file are not done yet: "
-               "the time and activation models do not count a rank's share "
-               "of a divided unit, and the schedule file has no tensor axis; "
-               "use tensor = 1 for those (see docs/language.md, \"Tensor "
-               "parallelism\")";
-        return 1;
-      }
-    }
-    if (tensorParallel)
-      return emitOutput(*spec, *module);
+    // A tensor-parallel step lowers and is reported, but the schedule file
+    // has no tensor axis yet.
+    if (emit == Emit::Schedule || emit == Emit::ScheduleJson)
+      for (auto planOp : module->getOps<plan::PlanOp>())
+        if (int64_t tensor = planOp.getMeshSize(plan::MeshAxis::Tensor);
+            tensor > 1) {
+          mlir::emitError(planOp.getGridOp().getLoc(),
+                          "tensor parallelism (tensor = ")
+              << tensor
+              << ") lowers and is reported (planc --emit=sched, --report), "
+                 "but the schedule file has no tensor axis yet, so plan-run "
+                 "cannot run it; use tensor = 1 for a schedule file (see "
+                 "docs/language.md, \"Tensor parallelism\")";
+          return 1;
+        }
     FailureOr<plan::ScheduleReport> report = plan::analyzeSchedule(*module);
     if (failed(report))
       return 1;
