@@ -46,9 +46,7 @@ struct ActivationShape {
 
 ActivationShape shapeOf(ModelAttr model, int64_t microBatch, int64_t seqLen,
                         TensorShare share) {
-  auto divided = [&](int64_t n) {
-    return (n + share.ranks - 1) / share.ranks;
-  };
+  auto divided = [&](int64_t n) { return (n + share.ranks - 1) / share.ranks; };
   ActivationShape shape;
   shape.b = microBatch;
   shape.s = seqLen;
@@ -138,8 +136,7 @@ int64_t llamaBlock(const ActivationShape &a, int64_t w) {
 int64_t gpt2Block(const ActivationShape &a, int64_t w) {
   if (a.tensor == 1) {
     int64_t perToken = w * (8 * a.h + 2 * a.inter) + 4 * kF32;
-    return bytes(a.tokens, perToken, logsumexpBytes(a),
-                 3 + 3 + 2 + 4 + 2 + 1);
+    return bytes(a.tokens, perToken, logsumexpBytes(a), 3 + 3 + 2 + 4 + 2 + 1);
   }
   int64_t norms = 2 * w * a.h + 4 * kF32;
   int64_t layers = 2 * w * a.h + 4 * w * a.h / a.tensor + 2 * w * a.inter;
@@ -372,7 +369,7 @@ int64_t plan::savesElements(UnitOp unit, ModelAttr model, TrainAttr train,
 }
 
 int64_t plan::checkpointElements(ModelAttr model, TrainAttr train,
-                                  TensorShare share) {
+                                 TensorShare share) {
   return inWorkingElements(checkpointBytes(model, train.getMicroBatch(),
                                            train.getSeqLen(),
                                            workingBytes(train), share),

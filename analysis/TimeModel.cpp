@@ -41,21 +41,21 @@ static int64_t tensorRanksOf(UnitOp unit) {
       unit->getParentOfType<PlanOp>().getMeshSize(MeshAxis::Tensor), 1);
 }
 
-/// The part of a tensor-parallel unit of `kind` that multiplies by
-/// parameter `name` (TensorParallelParts.h): a block's attention (part 1)
-/// or MLP (part 3), the head's logits (part 1); none for norms and lookups.
-static std::optional<int64_t> matmulPartOf(UnitKind kind, StringRef name) {
+/// The part of a tensor-parallel unit of `kind` that computes with
+/// parameter `name` (TensorParallelParts.h): a block's input norm (part 0),
+/// attention (1), second norm (2) or MLP (3); the head's final norm (0) or
+/// logits (1); the embedding's lookup (0).
+static int64_t partOf(UnitKind kind, StringRef name) {
+  bool norm = name.contains("norm") || name.contains(".ln_");
   if (isHeadKind(kind))
-    return name.contains("norm") || name.contains("ln_f")
-               ? std::nullopt
-               : std::optional<int64_t>(1);
+    return norm ? 0 : 1;
   if (!isBlockKind(kind))
-    return std::nullopt;
+    return 0;
   if (name.contains(".mlp."))
     return 3;
   if (name.contains("attn."))
     return 1;
-  return std::nullopt;
+  return name.contains("post_attention") || name.contains(".ln_2.") ? 2 : 0;
 }
 
 UnitFlops plan::unitForwardFlops(UnitOp unit, ModelAttr model,
@@ -73,13 +73,13 @@ UnitFlops plan::unitForwardFlops(UnitOp unit, ModelAttr model,
   // embedding).
   double params = 0, frozen = 0;
   for (auto param : unit.getBody().getOps<ParamOp>()) {
-    if (part && matmulPartOf(kind, param.getParamName()) != part)
+    if (part && partOf(kind, param.getParamName()) != *part)
       continue;
     ParamOp stored =
         param.getTiedTo() ? plan.lookupTiedTo(param).second : param;
-    double numel = static_cast<double>(
-        stored ? stored.getLocalNumel(tensor)
-               : param.getTensorType().getNumElements());
+    double numel =
+        static_cast<double>(stored ? stored.getLocalNumel(tensor)
+                                   : param.getTensorType().getNumElements());
     params += numel;
     if (stored && stored.getFrozen())
       frozen += numel;
@@ -245,9 +245,8 @@ LogicalResult StepSimulation::runUnit(Operation *op, StringRef what,
     if (deviceBandwidth > 0)
       seconds += bytes / deviceBandwidth;
   }
-  std::string name = llvm::formatv("{0} @{1} mb {2}", what,
-                                   ref.getLeafReference().getValue(),
-                                   microBatch);
+  std::string name = llvm::formatv(
+      "{0} @{1} mb {2}", what, ref.getLeafReference().getValue(), microBatch);
   if (inParts)
     name += llvm::formatv(" part {0}", part).str();
   compute(std::move(name), seconds, true);

@@ -69,10 +69,10 @@ struct UnitFlops {
 ///
 /// On a mesh with a tensor axis (the plan's) a rank multiplies by its slice
 /// of each divided weight and computes its heads' attention; with `part`,
-/// only what that part of the unit computes (TensorParallelParts.h): a
-/// block's attention (its `attn` parameters and the scores) in part 1, its
-/// MLP (`mlp`) in part 3, the head's logits in part 1; norms, residuals and
-/// lookups count no FLOPs.
+/// only what that part of the unit computes with (TensorParallelParts.h):
+/// a block's input norm in part 0, attention (its `attn` parameters and the
+/// scores) in 1, second norm in 2, MLP (`mlp`) in 3; the head's norm in 0
+/// and logits in 1. The parts add up to the unit.
 UnitFlops unitForwardFlops(UnitOp unit, ModelAttr model, int64_t microBatch,
                            int64_t seqLen,
                            std::optional<int64_t> part = std::nullopt);

@@ -455,8 +455,7 @@ void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
                       formatSeconds(time.exposedCommSeconds));
   // Per group, where more than one communicates: which traffic the step
   // waits for.
-  if (llvm::count_if(time.groupBusySeconds, [](double s) { return s > 0; }) >
-      1)
+  if (llvm::count_if(time.groupBusySeconds, [](double s) { return s > 0; }) > 1)
     for (int g = 0; g < kNumGroups; ++g)
       if (time.groupBusySeconds[g] > 0)
         os << llvm::formatv(

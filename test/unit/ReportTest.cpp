@@ -266,6 +266,61 @@ plan.plan @p on @mesh
   EXPECT_EQ(embed.executed, 0);
 }
 
+// Tensor parallelism: a rank multiplies by its slices and computes its
+// heads' attention; each part of the unit counts what it computes with, and
+// the parts add up to the unit.
+TEST(TimeModel, TensorParallelPartsAddUpToARanksShare) {
+  PlanContext ir;
+  mlir::OwningOpRef<mlir::ModuleOp> module = ir.parse(R"mlir(
+shard.grid @mesh(shape = 1x1x2)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, vocab = 512, hidden = 64, intermediate = 176, layers = 1, heads = 4, kv_heads = 2, max_seq_len = 256>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 1000000000, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 1000000000, inter_node_bandwidth = 1.0e10>
+    train #plan.train<optimizer = <kind = adamw, lr = 0.001>, micro_batch = 2, seq_len = 8, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>> {
+  plan.unit @layers.0 kind llama_block {
+    plan.param "model.layers.0.self_attn.q_proj.weight" : tensor<64x64xf32> split <dim = 0>
+    plan.param "model.layers.0.self_attn.k_proj.weight" : tensor<32x64xf32> split <dim = 0>
+    plan.param "model.layers.0.self_attn.v_proj.weight" : tensor<32x64xf32> split <dim = 0>
+    plan.param "model.layers.0.self_attn.o_proj.weight" : tensor<64x64xf32> split <dim = 1>
+    plan.param "model.layers.0.mlp.gate_proj.weight" : tensor<176x64xf32> split <dim = 0>
+    plan.param "model.layers.0.mlp.up_proj.weight" : tensor<176x64xf32> split <dim = 0>
+    plan.param "model.layers.0.mlp.down_proj.weight" : tensor<64x176xf32> split <dim = 1>
+    plan.param "model.layers.0.input_layernorm.weight" : tensor<64xf32>
+    plan.param "model.layers.0.post_attention_layernorm.weight" : tensor<64xf32>
+  }
+  plan.unit @head kind llama_head {
+    plan.param "model.norm.weight" : tensor<64xf32>
+    plan.param "lm_head.weight" : tensor<512x64xf32> split <dim = 0>
+  }
+}
+)mlir");
+  ASSERT_TRUE(module);
+  PlanOp plan = *module->getOps<PlanOp>().begin();
+  UnitOp block = plan.lookupUnit("layers.0");
+  // 16 tokens: the divided weights' 46080 elements / 2 and the norms' 128;
+  // the attention of 2 of the 4 heads, causal: 4 b s^2 h / 2 / 2.
+  UnitFlops whole = unitForwardFlops(block, plan.getModel(), 2, 8);
+  EXPECT_EQ(whole.executed, 2.0 * (23040 + 128) * 16 + 8192);
+  double parts = 0;
+  for (int64_t part = 0; part < 5; ++part)
+    parts += unitForwardFlops(block, plan.getModel(), 2, 8, part).executed;
+  EXPECT_EQ(parts, whole.executed);
+  // Part 1: q, k, v, o (6144 elements of the rank) and the attention; part
+  // 3: gate, up, down (16896); the norms in 0 and 2; the residual none.
+  EXPECT_EQ(unitForwardFlops(block, plan.getModel(), 2, 8, 1).executed,
+            2.0 * 6144 * 16 + 8192);
+  EXPECT_EQ(unitForwardFlops(block, plan.getModel(), 2, 8, 3).executed,
+            2.0 * 16896 * 16);
+  EXPECT_EQ(unitForwardFlops(block, plan.getModel(), 2, 8, 2).executed,
+            2.0 * 64 * 16);
+  EXPECT_EQ(unitForwardFlops(block, plan.getModel(), 2, 8, 4).executed, 0);
+  // The head: lm_head's 256 rows of the rank in part 1.
+  EXPECT_EQ(unitForwardFlops(plan.lookupUnit("head"), plan.getModel(), 2, 8, 1)
+                .executed,
+            2.0 * 256 * 64 * 16);
+}
+
 // LoRA: a frozen weight's backward computes the input's gradient only, one
 // pass where a trained weight takes two; the head tied to a frozen
 // embedding multiplies by frozen weights too.
