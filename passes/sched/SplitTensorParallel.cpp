@@ -72,6 +72,14 @@ private:
               Type elementType);
   /// The compute stream waits for `event` (at the insertion point).
   void waitFor(Value event) { sched::WaitOp::create(builder, loc, event); }
+  /// `buffer` reduced in place over the tensor group, waited for.
+  void reduceOverTensor(Value buffer,
+                        sched::ReduceOp reduce = sched::ReduceOp::Sum);
+  /// `src` reduce-scattered (summed) or all-gathered over the tensor group
+  /// into a new exchange buffer of `numel` elements, waited for; `src` is
+  /// freed.
+  Value moveOverTensor(Value src, bool scatter, int64_t numel,
+                       const std::string &name);
   /// Forward or recompute: the cut after a part, from what the part wrote
   /// (`out`) to what the next part reads; emitted at the insertion point.
   Value forwardCut(tp::Boundary cut, Value out, const std::string &name);
@@ -84,8 +92,6 @@ private:
   LogicalResult splitBackward(sched::BackwardOp op, plan::UnitOp unit,
                               tp::UnitRole role);
   void reduceWholeGradients();
-  void reduceOverTensorAfter(Value scalar, Operation *after,
-                             sched::ReduceOp reduce);
   void reduceStepScalars();
 
   sched::ProgramOp program;
@@ -117,62 +123,60 @@ Value TensorParallelSplit::alloc(Operation *before, const Twine &name,
       UnitAttr(), IntegerAttr());
 }
 
+void TensorParallelSplit::reduceOverTensor(Value buffer,
+                                           sched::ReduceOp reduce) {
+  waitFor(sched::AllReduceOp::create(builder, loc, eventType, buffer,
+                                     sched::Group::Tensor, reduce,
+                                     ValueRange()));
+}
+
+Value TensorParallelSplit::moveOverTensor(Value src, bool scatter,
+                                          int64_t numel,
+                                          const std::string &name) {
+  Type element = cast<MemRefType>(src.getType()).getElementType();
+  Value dst = alloc(&*builder.getInsertionPoint(), name, numel, element);
+  if (scatter)
+    waitFor(sched::ReduceScatterOp::create(
+        builder, loc, eventType, src, dst, sched::Group::Tensor,
+        sched::ReduceOp::Sum, /*accumulate=*/false, ValueRange()));
+  else
+    waitFor(sched::AllGatherOp::create(builder, loc, eventType, src, dst,
+                                       sched::Group::Tensor, ValueRange()));
+  sched::FreeOp::create(builder, loc, src);
+  return dst;
+}
+
 Value TensorParallelSplit::forwardCut(tp::Boundary cut, Value out,
                                       const std::string &name) {
-  Type element = cast<MemRefType>(out.getType()).getElementType();
+  int64_t consumed =
+      tp::consumedElements(cut, tokens, hidden, tensor, sequenceParallel);
   switch (cut) {
   case tp::Boundary::EnterColumns:
-    if (!sequenceParallel)
-      return out;
-    break;
+    return sequenceParallel ? moveOverTensor(out, false, consumed, name) : out;
   case tp::Boundary::LeaveRows:
-    if (!sequenceParallel) {
-      waitFor(sched::AllReduceOp::create(builder, loc, eventType, out,
-                                         sched::Group::Tensor,
-                                         sched::ReduceOp::Sum, ValueRange()));
-      return out;
-    }
-    break;
+    if (sequenceParallel)
+      return moveOverTensor(out, true, consumed, name);
+    reduceOverTensor(out);
+    return out;
   case tp::Boundary::LossStatistics:
     break;
   }
-  int64_t consumed =
-      tp::consumedElements(cut, tokens, hidden, tensor, sequenceParallel);
-  Value next = alloc(&*builder.getInsertionPoint(), name, consumed, element);
-  if (cut == tp::Boundary::LeaveRows)
-    waitFor(sched::ReduceScatterOp::create(
-        builder, loc, eventType, out, next, sched::Group::Tensor,
-        sched::ReduceOp::Sum, /*accumulate=*/false, ValueRange()));
-  else
-    waitFor(sched::AllGatherOp::create(builder, loc, eventType, out, next,
-                                       sched::Group::Tensor, ValueRange()));
-  sched::FreeOp::create(builder, loc, out);
-  return next;
+  return moveOverTensor(out, false, consumed, name);
 }
 
 Value TensorParallelSplit::backwardCut(tp::Boundary cut, Value inGrad,
                                        const std::string &name) {
-  Type element = cast<MemRefType>(inGrad.getType()).getElementType();
-  if (cut == tp::Boundary::EnterColumns && !sequenceParallel) {
-    waitFor(sched::AllReduceOp::create(builder, loc, eventType, inGrad,
-                                       sched::Group::Tensor,
-                                       sched::ReduceOp::Sum, ValueRange()));
-    return inGrad;
-  }
-  if (cut == tp::Boundary::LeaveRows && !sequenceParallel)
-    return inGrad;
   int64_t produced =
       tp::producedElements(cut, tokens, hidden, tensor, sequenceParallel);
-  Value next = alloc(&*builder.getInsertionPoint(), name, produced, element);
-  if (cut == tp::Boundary::EnterColumns)
-    waitFor(sched::ReduceScatterOp::create(
-        builder, loc, eventType, inGrad, next, sched::Group::Tensor,
-        sched::ReduceOp::Sum, /*accumulate=*/false, ValueRange()));
-  else
-    waitFor(sched::AllGatherOp::create(builder, loc, eventType, inGrad, next,
-                                       sched::Group::Tensor, ValueRange()));
-  sched::FreeOp::create(builder, loc, inGrad);
-  return next;
+  if (cut == tp::Boundary::EnterColumns) {
+    if (sequenceParallel)
+      return moveOverTensor(inGrad, true, produced, name);
+    reduceOverTensor(inGrad);
+    return inGrad;
+  }
+  // LeaveRows (nothing flows back from the loss's statistics).
+  return sequenceParallel ? moveOverTensor(inGrad, false, produced, name)
+                          : inGrad;
 }
 
 /// A forward or recompute becomes its parts, each but the last writing
@@ -304,20 +308,9 @@ void TensorParallelSplit::reduceWholeGradients() {
       Value view = sched::ViewOp::create(
           builder, loc, type, root,
           builder.getI64IntegerAttr(unitOffset + param.offset));
-      waitFor(sched::AllReduceOp::create(builder, loc, eventType, view,
-                                         sched::Group::Tensor,
-                                         sched::ReduceOp::Sum, ValueRange()));
+      reduceOverTensor(view);
     }
   }
-}
-
-/// Adds a tensor-group reduction of `scalar` right after `after`.
-void TensorParallelSplit::reduceOverTensorAfter(Value scalar, Operation *after,
-                                                sched::ReduceOp reduce) {
-  builder.setInsertionPointAfter(after);
-  waitFor(sched::AllReduceOp::create(builder, loc, eventType, scalar,
-                                     sched::Group::Tensor, reduce,
-                                     ValueRange()));
 }
 
 /// The step's scalars are each rank's of its slices: the gradient norm
@@ -348,7 +341,8 @@ void TensorParallelSplit::reduceStepScalars() {
         if (isa<sched::WaitOp>(user))
           last = user;
     }
-    reduceOverTensorAfter(scalar, last, write.second);
+    builder.setInsertionPointAfter(last);
+    reduceOverTensor(scalar, write.second);
   }
 }
 

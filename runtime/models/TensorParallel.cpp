@@ -109,61 +109,6 @@ struct ReduceScatterSequence
   }
 };
 
-struct VocabParallelCE : torch::autograd::Function<VocabParallelCE> {
-  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &logits,
-                            const at::Tensor &targets, int64_t start,
-                            int64_t vocab, int64_t ignoreIndex,
-                            const Group &group) {
-    at::Tensor l = logits.to(at::kFloat).contiguous();
-    const int64_t local = l.size(1);
-    // Padding columns (past the vocabulary) take no probability.
-    const int64_t valid = std::clamp<int64_t>(vocab - start, 0, local);
-    if (valid < local) {
-      l = l.clone();
-      l.narrow(1, valid, local - valid)
-          .fill_(-std::numeric_limits<float>::infinity());
-    }
-    at::Tensor max = std::get<0>(l.max(1));
-    allReduce(max, group, c10d::ReduceOp::MAX);
-    at::Tensor shifted = l - max.unsqueeze(1);
-    at::Tensor exp = shifted.exp();
-    at::Tensor sumExp = exp.sum(1);
-    allReduce(sumExp, group);
-
-    // The target's shifted logit, from the rank that holds its column.
-    at::Tensor counted = targets != ignoreIndex;
-    at::Tensor column = targets - start;
-    at::Tensor mine = counted & (column >= 0) & (column < valid);
-    at::Tensor index = column.masked_fill(mine.logical_not(), 0);
-    at::Tensor picked = shifted.gather(1, index.unsqueeze(1))
-                            .squeeze(1)
-                            .masked_fill(mine.logical_not(), 0);
-    allReduce(picked, group);
-
-    at::Tensor perToken =
-        (sumExp.log() - picked).masked_fill(counted.logical_not(), 0);
-    // As at::cross_entropy's mean: over the counted targets (NaN for none).
-    at::Tensor count = counted.sum().to(at::kFloat);
-    ctx->save_for_backward(
-        {exp / sumExp.unsqueeze(1), index, mine, counted, count});
-    ctx->saved_data["dtype"] = static_cast<int64_t>(logits.scalar_type());
-    return perToken.sum() / count;
-  }
-  static variable_list backward(AutogradContext *ctx, variable_list grads) {
-    variable_list saved = ctx->get_saved_variables();
-    at::Tensor softmax = saved[0], index = saved[1], mine = saved[2],
-               counted = saved[3], count = saved[4];
-    at::Tensor g = softmax.clone();
-    g.scatter_add_(1, index.unsqueeze(1),
-                   mine.to(at::kFloat).neg().unsqueeze(1));
-    g.mul_(counted.to(at::kFloat).unsqueeze(1));
-    g.mul_(grads[0] / count);
-    auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
-    return {g.to(dtype),  at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor()};
-  }
-};
-
 } // namespace
 
 at::Tensor localSlice(const at::Tensor &full, int64_t dim, int64_t chunks,
@@ -213,12 +158,73 @@ at::Tensor vocabParallelEmbedding(const at::Tensor &tokens,
   return reduceFromGroup(rows, group);
 }
 
-at::Tensor vocabParallelCrossEntropy(const at::Tensor &logits,
-                                     const at::Tensor &targets, int64_t start,
-                                     int64_t vocab, int64_t ignoreIndex,
-                                     const Group &group) {
-  return VocabParallelCE::apply(logits, targets, start, vocab, ignoreIndex,
-                                group);
+/// The fp32 logits with their padding columns (at or past `vocab`) at
+/// -inf, and how many columns are real.
+static std::pair<at::Tensor, int64_t> realLogits(const at::Tensor &logits,
+                                                 int64_t start, int64_t vocab) {
+  at::Tensor l = logits.to(at::kFloat).contiguous();
+  const int64_t local = l.size(1);
+  const int64_t valid = std::clamp<int64_t>(vocab - start, 0, local);
+  if (valid < local) {
+    l = l.clone();
+    l.narrow(1, valid, local - valid)
+        .fill_(-std::numeric_limits<float>::infinity());
+  }
+  return {l, valid};
+}
+
+/// Which targets are in this rank's real columns, and their column there
+/// (0 elsewhere).
+static std::pair<at::Tensor, at::Tensor>
+targetColumns(const at::Tensor &targets, int64_t start, int64_t valid) {
+  at::Tensor column = targets - start;
+  at::Tensor mine = (column >= 0) & (column < valid);
+  return {mine, column.masked_fill(mine.logical_not(), 0)};
+}
+
+at::Tensor lossStatistics(const at::Tensor &logits, const at::Tensor &targets,
+                          int64_t start, int64_t vocab) {
+  auto [l, valid] = realLogits(logits, start, vocab);
+  at::Tensor max = std::get<0>(l.max(1));
+  // A slice of padding alone: no probability (exp of -inf - -inf is NaN).
+  at::Tensor shift = max.masked_fill(max.isinf(), 0);
+  at::Tensor sumExp = (l - shift.unsqueeze(1)).exp().sum(1);
+  auto [mine, index] = targetColumns(targets, start, valid);
+  at::Tensor picked = l.gather(1, index.unsqueeze(1))
+                          .squeeze(1)
+                          .masked_fill(mine.logical_not(), 0);
+  return at::stack({max, sumExp, picked});
+}
+
+VocabParallelLoss lossFromStatistics(const at::Tensor &stats,
+                                     const at::Tensor &targets,
+                                     int64_t ignoreIndex) {
+  at::Tensor max = stats.select(1, 0), sumExp = stats.select(1, 1);
+  at::Tensor top = std::get<0>(max.max(0));
+  // sum over ranks of sumExp_r exp(max_r - top): a rank of padding alone
+  // (max -inf, sumExp 0) adds nothing.
+  at::Tensor scaled = sumExp * (max - top.unsqueeze(0)).exp();
+  scaled.masked_fill_(sumExp == 0, 0);
+  at::Tensor logSumExp = top + scaled.sum(0).log();
+  at::Tensor picked = stats.select(1, 2).sum(0);
+  at::Tensor counted = targets != ignoreIndex;
+  at::Tensor perToken =
+      (logSumExp - picked).masked_fill(counted.logical_not(), 0);
+  // As at::cross_entropy's mean: over the counted targets (NaN for none).
+  return {perToken.sum() / counted.sum().to(at::kFloat), logSumExp};
+}
+
+at::Tensor lossGradient(const at::Tensor &logits, const at::Tensor &targets,
+                        const at::Tensor &logSumExp, int64_t start,
+                        int64_t vocab, int64_t ignoreIndex, double scale) {
+  auto [l, valid] = realLogits(logits, start, vocab);
+  at::Tensor g = (l - logSumExp.unsqueeze(1)).exp();
+  auto [mine, index] = targetColumns(targets, start, valid);
+  g.scatter_add_(1, index.unsqueeze(1), mine.to(at::kFloat).neg().unsqueeze(1));
+  at::Tensor counted = targets != ignoreIndex;
+  g.mul_(counted.to(at::kFloat).unsqueeze(1));
+  g.mul_(scale / counted.sum().to(at::kFloat));
+  return g.to(logits.scalar_type());
 }
 
 } // namespace plan::rt::tp

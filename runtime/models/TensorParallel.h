@@ -3,14 +3,17 @@
 // What a tensor-parallel unit computes with besides its own weights: the
 // slice of a full weight a rank holds (the plan's `#plan.split` layout), the
 // four collectives that join the column- and row-parallel regions in autograd
-// (Megatron's f, g and their sequence-parallel forms), and the vocab-parallel
-// embedding and cross-entropy. Each collective runs on the tensor group it is
-// given and is an autograd function whose backward is the matching collective.
+// (Megatron's f, g and their sequence-parallel forms), the vocab-parallel
+// embedding, and the vocab-parallel cross-entropy in the form the schedule
+// exchanges (per-token statistics, TensorParallelParts.h). Each collective
+// runs on the tensor group it is given and is an autograd function whose
+// backward is the matching collective.
 //
-// Not wired into plan-run yet: no lowering emits a tensor-parallel schedule
-// (docs/language.md, "Tensor parallelism"). TensorParallelTest proves a
-// Llama block, GPT-2's attention and the vocab-parallel embedding and loss
-// built from them equal to the undivided computation on 2 Gloo ranks.
+// Not wired into plan-run yet: the schedule file has no tensor axis and no
+// runtime computes a unit's parts (docs/language.md, "Tensor parallelism").
+// TensorParallelTest proves a Llama block, GPT-2's attention and the
+// vocab-parallel embedding and loss built from them equal to the undivided
+// computation on 2 Gloo ranks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,16 +65,34 @@ at::Tensor vocabParallelEmbedding(const at::Tensor &tokens,
                                   const at::Tensor &weight, int64_t start,
                                   const Group &group);
 
-/// Megatron's vocab-parallel cross-entropy of [N, V_local] logits holding
-/// vocabulary columns [start, start + V_local), of which those at or past
-/// `vocab` are padding (never predicted): the mean over the targets that
-/// are not `ignoreIndex`, as at::cross_entropy of the gathered logits would
-/// give it, without gathering them. Computed in fp32; the logits' gradient
-/// is this rank's columns of the softmax minus the one-hot targets.
-at::Tensor vocabParallelCrossEntropy(const at::Tensor &logits,
-                                     const at::Tensor &targets, int64_t start,
-                                     int64_t vocab, int64_t ignoreIndex,
-                                     const Group &group);
+/// The vocab-parallel cross-entropy in the schedule's form
+/// (TensorParallelParts.h, LossStatistics): each rank reduces its [N,
+/// V_local] logits, which hold vocabulary columns [start, start + V_local)
+/// (those at or past `vocab` padding, never predicted), to kLossStatistics
+/// fp32 values a token: [kLossStatistics, N], the maximum of its real
+/// columns (-inf for a slice of padding alone), the sum of exp(logit -
+/// maximum), and the target's logit where the target is in the slice (0
+/// elsewhere).
+at::Tensor lossStatistics(const at::Tensor &logits, const at::Tensor &targets,
+                          int64_t start, int64_t vocab);
+
+/// From every rank's statistics ([ranks, kLossStatistics, N], the
+/// all-gather of lossStatistics): each token's log-sum-exp over the whole
+/// vocabulary, and the mean cross-entropy over the targets that are not
+/// `ignoreIndex`, as at::cross_entropy of the gathered logits would give it.
+struct VocabParallelLoss {
+  at::Tensor loss, logSumExp;
+};
+VocabParallelLoss lossFromStatistics(const at::Tensor &stats,
+                                     const at::Tensor &targets,
+                                     int64_t ignoreIndex);
+
+/// The gradient of `scale` times that loss with respect to this rank's
+/// logits: exp(logit - log-sum-exp) minus the one-hot target, on the counted
+/// targets, over their count (0 on padding columns), in the logits' type.
+at::Tensor lossGradient(const at::Tensor &logits, const at::Tensor &targets,
+                        const at::Tensor &logSumExp, int64_t start,
+                        int64_t vocab, int64_t ignoreIndex, double scale);
 
 } // namespace plan::rt::tp
 

@@ -5,6 +5,7 @@
 // model's (a divided weight's gradient is the slice of the full one).
 
 #include "TensorParallel.h"
+#include "TensorParallelParts.h"
 
 #include "TestSupport.h"
 
@@ -311,10 +312,20 @@ TEST(TensorParallel, VocabParallelEmbeddingAndLossEqualTheWholeOnes) {
     expectClose(h, at::embedding(table, tokens), "embedding");
     at::Tensor logits =
         at::linear(tp::copyToGroup(h.reshape({-1, kHidden}), group), myHead);
-    at::Tensor myLoss = tp::vocabParallelCrossEntropy(logits, targets, start,
-                                                      vocab, -100, group);
-    expectClose(myLoss, loss.detach(), "loss");
-    myLoss.backward();
+    // The schedule's form: each rank's statistics, all-gathered, give every
+    // rank the loss and each token's log-sum-exp; backward is local.
+    at::Tensor mine =
+        tp::lossStatistics(logits.detach(), targets, start, vocab);
+    ASSERT_EQ(mine.size(0), tp::kLossStatistics);
+    at::Tensor all = at::empty({kRanks, mine.size(0), mine.size(1)});
+    std::vector<std::vector<at::Tensor>> out = {
+        {all.select(0, 0), all.select(0, 1)}};
+    std::vector<at::Tensor> in = {mine};
+    group->allgather(out, in)->wait();
+    tp::VocabParallelLoss myLoss = tp::lossFromStatistics(all, targets, -100);
+    expectClose(myLoss.loss, loss.detach(), "loss");
+    logits.backward(tp::lossGradient(logits.detach(), targets, myLoss.logSumExp,
+                                     start, vocab, -100, 1.0));
     expectClose(myHead.grad(),
                 tp::localSlice(headRef.grad(), 0, 1, rank, kRanks),
                 "head gradient");
