@@ -288,8 +288,7 @@ int64_t plan::checkpointBytes(ModelAttr model, int64_t microBatch,
 }
 
 TensorShare plan::tensorShareOf(PlanOp plan) {
-  return {std::max<int64_t>(plan.getMeshSize(MeshAxis::Tensor), 1),
-          plan.getParallel().getSequenceParallel()};
+  return {plan.getTensorRanks(), plan.getParallel().getSequenceParallel()};
 }
 
 int64_t plan::workingBytes(TrainAttr train) {

@@ -93,6 +93,18 @@ GroupPlacement plan::placeGroup(ClusterAttr cluster, int64_t meshReplicate,
   llvm_unreachable("unknown group");
 }
 
+std::array<GroupPlacement, kNumGroups>
+plan::placeGroups(sched::ProgramOp program) {
+  std::array<GroupPlacement, kNumGroups> groups;
+  for (int g = 0; g < kNumGroups; ++g)
+    groups[g] = placeGroup(program.getCluster(),
+                           program.getGroupSize(sched::Group::Replicate),
+                           program.getGroupSize(sched::Group::Shard),
+                           program.getGroupSize(sched::Group::Tensor),
+                           static_cast<sched::Group>(g));
+  return groups;
+}
+
 double plan::collectiveSeconds(CollectiveKind kind, uint64_t fullBytes,
                                const GroupPlacement &placement) {
   if (placement.size <= 1)

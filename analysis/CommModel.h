@@ -16,6 +16,7 @@
 
 #include "llvm/ADT/StringRef.h"
 
+#include <array>
 #include <cstdint>
 
 namespace plan {
@@ -55,6 +56,9 @@ struct GroupPlacement {
 GroupPlacement placeGroup(ClusterAttr cluster, int64_t meshReplicate,
                           int64_t meshShard, int64_t meshTensor,
                           sched::Group group);
+
+/// placeGroup for every group of `program`'s mesh (index: sched::Group).
+std::array<GroupPlacement, kNumGroups> placeGroups(sched::ProgramOp program);
 
 /// The links of a cluster as the placement reads them (from a ClusterAttr,
 /// or from the frontend's ClusterSpec before there is IR).

@@ -35,12 +35,6 @@ llvm::StringRef plan::streamName(Stream stream) {
   return "";
 }
 
-/// The ranks of the tensor axis of the plan that holds `unit`.
-static int64_t tensorRanksOf(UnitOp unit) {
-  return std::max<int64_t>(
-      unit->getParentOfType<PlanOp>().getMeshSize(MeshAxis::Tensor), 1);
-}
-
 /// The part of a tensor-parallel unit of `kind` that computes with
 /// parameter `name` (TensorParallelParts.h): a block's input norm (part 0),
 /// attention (1), second norm (2) or MLP (3); the head's final norm (0) or
@@ -66,7 +60,7 @@ UnitFlops plan::unitForwardFlops(UnitOp unit, ModelAttr model,
   if (kind == UnitKind::Embedding)
     return flops;
   auto plan = unit->getParentOfType<PlanOp>();
-  int64_t tensor = tensorRanksOf(unit);
+  int64_t tensor = plan.getTensorRanks();
   // The matmul parameters this rank (and part) multiplies by: its slice of
   // each, a tied one's as its owner divides it; and which of them are frozen
   // (a LoRA base, tied ones included: a LoRA head reads the frozen
@@ -331,13 +325,7 @@ FailureOr<StepTime> StepSimulation::run() {
     hostBandwidth =
         hostKnown ? shareOfHost(kHostBandwidthPerCore) : kHostBandwidthPerRank;
   }
-  int64_t replicate = program.getGroupSize(sched::Group::Replicate);
-  int64_t shard = program.getGroupSize(sched::Group::Shard);
-  for (sched::Group group : {sched::Group::Shard, sched::Group::Replicate,
-                             sched::Group::World, sched::Group::Tensor})
-    groups[static_cast<int>(group)] =
-        placeGroup(cluster, replicate, shard,
-                   program.getGroupSize(sched::Group::Tensor), group);
+  groups = placeGroups(program);
 
   TrainAttr train = plan.getTrain();
   switch (train.getPrecision()) {

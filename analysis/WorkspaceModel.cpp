@@ -327,7 +327,7 @@ WorkspaceShape plan::workspaceShapeOf(UnitOp unit, PlanOp plan,
   s.mlpInAdapters = s.mlpOutAdapters = s.attnOutAdapters = 0;
   s.dropoutRank = 0;
   s.droppedModules.clear();
-  s.tensor = std::max<int64_t>(plan.getMeshSize(MeshAxis::Tensor), 1);
+  s.tensor = plan.getTensorRanks();
   LoraAttr lora = plan.getModel().getLora();
   bool dropout = lora && lora.getDropout().value > 0;
   for (ParamOp param : unit.getBody().getOps<ParamOp>()) {

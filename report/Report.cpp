@@ -192,13 +192,8 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
   return success();
 }
 
-void analyzeComm(sched::ProgramOp program, PlanOp plan, int64_t replicate,
-                 int64_t shard, CommReport &comm) {
-  for (sched::Group group : {sched::Group::Shard, sched::Group::Replicate,
-                             sched::Group::World, sched::Group::Tensor})
-    comm.groups[static_cast<int>(group)] =
-        placeGroup(plan.getCluster(), replicate, shard,
-                   plan.getMeshSize(MeshAxis::Tensor), group);
+void analyzeComm(sched::ProgramOp program, CommReport &comm) {
+  comm.groups = placeGroups(program);
   auto add = [&](CollectiveKind kind, Value full, sched::Group group) {
     auto type = cast<MemRefType>(full.getType());
     uint64_t fullBytes = static_cast<uint64_t>(type.getNumElements()) *
@@ -283,8 +278,7 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module) {
 
   if (failed(analyzeMemory(program, plan, report.memory)))
     return failure();
-  analyzeComm(program, plan, report.meshReplicate, report.meshShard,
-              report.comm);
+  analyzeComm(program, report.comm);
   FailureOr<StepTime> time = simulateStep(program);
   if (failed(time))
     return failure();

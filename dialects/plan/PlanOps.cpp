@@ -293,7 +293,7 @@ LogicalResult GroupOp::verify() {
 /// one).
 static int64_t tensorRanksOf(UnitOp unit) {
   auto plan = unit->getParentOfType<PlanOp>();
-  return plan ? std::max<int64_t>(plan.getMeshSize(MeshAxis::Tensor), 1) : 1;
+  return plan ? plan.getTensorRanks() : 1;
 }
 
 int64_t UnitOp::getStoredNumel() {

@@ -66,6 +66,11 @@ def Plan_PlanOp : Plan_Op<"plan", [
     /// The size of one axis of the mesh; 0 when the mesh is missing or not
     /// a static 3-axis grid (which the verifier rejects).
     int64_t getMeshSize(MeshAxis axis);
+    /// The ranks each divided weight is split over: the tensor axis, 1
+    /// without one.
+    int64_t getTensorRanks() {
+      return std::max<int64_t>(getMeshSize(MeshAxis::Tensor), 1);
+    }
     int64_t getWorldSize() { return getCluster().getWorldSize(); }
   }];
 }

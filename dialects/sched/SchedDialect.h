@@ -51,6 +51,11 @@ mlir::Type getStorageElementType(mlir::MLIRContext *context,
 std::optional<plan::rt::tp::UnitRole>
 getTensorParallelRole(plan::UnitKind kind, plan::ModelFamily family);
 
+/// What `program`'s tensor-parallel exchanges are sized by: its
+/// micro-batch's tokens, the model's hidden size, the mesh's tensor axis
+/// and sequence parallelism.
+plan::rt::tp::ExchangeShape getExchangeShape(ProgramOp program);
+
 /// The memory space of a buffer type.
 MemorySpace getMemorySpace(mlir::MemRefType type);
 

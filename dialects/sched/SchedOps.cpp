@@ -56,6 +56,13 @@ int64_t ProgramOp::getGroupSize(Group group) {
   return 0;
 }
 
+plan::rt::tp::ExchangeShape sched::getExchangeShape(ProgramOp program) {
+  plan::TrainAttr train = program.getTrain();
+  return {train.getMicroBatch() * train.getSeqLen(),
+          program.getModel().getHidden(), program.getGroupSize(Group::Tensor),
+          program.getParallel().getSequenceParallel()};
+}
+
 LogicalResult ProgramOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto plan = symbolTable.lookupNearestSymbolFrom<plan::PlanOp>(
       (*this)->getParentOp(), getPlanAttr());
@@ -399,21 +406,16 @@ static LogicalResult verifyPart(Operation *op, plan::UnitOp unit, int64_t part,
     return op->emitOpError("part ")
            << part << " is not in [0, " << parts << ") of unit '"
            << unit.getSymName() << "'";
-  plan::TrainAttr train = program.getTrain();
-  int64_t tokens = train.getMicroBatch() * train.getSeqLen();
-  int64_t hidden = program.getModel().getHidden();
-  bool sequenceParallel = program.getParallel().getSequenceParallel();
+  plan::rt::tp::ExchangeShape exchange = getExchangeShape(program);
   // Before part k: the cut k - 1, whose consumer it is; after it, cut k (a
   // backward has nothing to read back from the loss's statistics).
   std::optional<int64_t> before, after;
   if (part > 0)
-    before = plan::rt::tp::consumedElements(cuts[part - 1], tokens, hidden,
-                                            tensor, sequenceParallel);
+    before = exchange.consumed(cuts[part - 1]);
   if (part < static_cast<int64_t>(cuts.size()) &&
       !(operands.backward &&
         cuts[part] == plan::rt::tp::Boundary::LossStatistics))
-    after = plan::rt::tp::producedElements(cuts[part], tokens, hidden, tensor,
-                                           sequenceParallel);
+    after = exchange.produced(cuts[part]);
   auto check = [&](Value buffer, const char *name,
                    std::optional<int64_t> expected) -> LogicalResult {
     if (bool(buffer) != expected.has_value())
@@ -605,12 +607,8 @@ LogicalResult LossOp::verify() {
   if (getStats() && tensor <= 1)
     return emitOpError("has `stats`, but the mesh has no tensor axis");
   if (getStats()) {
-    plan::TrainAttr train = program.getTrain();
-    int64_t expected = plan::rt::tp::consumedElements(
-        plan::rt::tp::Boundary::LossStatistics,
-        train.getMicroBatch() * train.getSeqLen(),
-        program.getModel().getHidden(), tensor,
-        program.getParallel().getSequenceParallel());
+    int64_t expected = getExchangeShape(program).consumed(
+        plan::rt::tp::Boundary::LossStatistics);
     if (numel(getStats()) != expected)
       return emitOpError("`stats` has ")
              << numel(getStats()) << " elements, not " << expected;

@@ -72,7 +72,7 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
   llvm::StringMap<unsigned> storedIn;
   llvm::StringSet<> frozenParams;
   // A tensor-parallel rank stores its slice of each divided weight.
-  int64_t tensorRanks = planOp.getMeshSize(plan::MeshAxis::Tensor);
+  int64_t tensorRanks = planOp.getTensorRanks();
   for (auto unit : planOp.getBody().getOps<plan::UnitOp>()) {
     UnitSlot slot;
     slot.op = unit;

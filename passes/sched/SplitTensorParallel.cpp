@@ -98,8 +98,7 @@ private:
   OpBuilder builder;
   Type eventType;
   Location loc = program.getLoc();
-  int64_t tensor = 1, tokens = 0, hidden = 0;
-  bool sequenceParallel = false;
+  tp::ExchangeShape exchange;
   Type statsType;
   // The loss of each micro-batch's head, which reads the statistics.
   llvm::DenseMap<int64_t, sched::LossOp> losses;
@@ -148,13 +147,14 @@ Value TensorParallelSplit::moveOverTensor(Value src, bool scatter,
 
 Value TensorParallelSplit::forwardCut(tp::Boundary cut, Value out,
                                       const std::string &name) {
-  int64_t consumed =
-      tp::consumedElements(cut, tokens, hidden, tensor, sequenceParallel);
+  int64_t consumed = exchange.consumed(cut);
   switch (cut) {
   case tp::Boundary::EnterColumns:
-    return sequenceParallel ? moveOverTensor(out, false, consumed, name) : out;
+    return exchange.sequenceParallel
+               ? moveOverTensor(out, false, consumed, name)
+               : out;
   case tp::Boundary::LeaveRows:
-    if (sequenceParallel)
+    if (exchange.sequenceParallel)
       return moveOverTensor(out, true, consumed, name);
     reduceOverTensor(out);
     return out;
@@ -166,17 +166,17 @@ Value TensorParallelSplit::forwardCut(tp::Boundary cut, Value out,
 
 Value TensorParallelSplit::backwardCut(tp::Boundary cut, Value inGrad,
                                        const std::string &name) {
-  int64_t produced =
-      tp::producedElements(cut, tokens, hidden, tensor, sequenceParallel);
+  int64_t produced = exchange.produced(cut);
   if (cut == tp::Boundary::EnterColumns) {
-    if (sequenceParallel)
+    if (exchange.sequenceParallel)
       return moveOverTensor(inGrad, true, produced, name);
     reduceOverTensor(inGrad);
     return inGrad;
   }
   // LeaveRows (nothing flows back from the loss's statistics).
-  return sequenceParallel ? moveOverTensor(inGrad, false, produced, name)
-                          : inGrad;
+  return exchange.sequenceParallel
+             ? moveOverTensor(inGrad, false, produced, name)
+             : inGrad;
 }
 
 /// A forward or recompute becomes its parts, each but the last writing
@@ -202,10 +202,8 @@ LogicalResult TensorParallelSplit::splitForward(Operation *op,
     if (part < static_cast<int64_t>(cuts.size())) {
       cut = cuts[part];
       bool stats = *cut == tp::Boundary::LossStatistics;
-      out = alloc(
-          op, name + ".out",
-          tp::producedElements(*cut, tokens, hidden, tensor, sequenceParallel),
-          stats ? statsType : working);
+      out = alloc(op, name + ".out", exchange.produced(*cut),
+                  stats ? statsType : working);
     }
     IntegerAttr partAttr = builder.getI64IntegerAttr(part);
     if (forward)
@@ -268,9 +266,7 @@ LogicalResult TensorParallelSplit::splitBackward(sched::BackwardOp op,
     std::string name = base + std::to_string(part);
     Value inGrad;
     if (part > 0)
-      inGrad = alloc(op, name + ".in_grad",
-                     tp::consumedElements(cuts[part - 1], tokens, hidden,
-                                          tensor, sequenceParallel),
+      inGrad = alloc(op, name + ".in_grad", exchange.consumed(cuts[part - 1]),
                      working);
     last = sched::BackwardOp::create(
         builder, loc, op.getUnit(), op.getMicroBatchAttr(),
@@ -284,7 +280,7 @@ LogicalResult TensorParallelSplit::splitBackward(sched::BackwardOp op,
                                 base + std::to_string(part - 1) + ".out_grad")
                   : Value();
   }
-  if (sequenceParallel && last.getGrads() &&
+  if (exchange.sequenceParallel && last.getGrads() &&
       !wholeParams[unit.getOperation()].empty())
     lastBackward[{unit.getOperation(), rootOf(last.getGrads()).first}] = last;
   op->erase();
@@ -348,13 +344,9 @@ void TensorParallelSplit::reduceStepScalars() {
 
 LogicalResult TensorParallelSplit::run() {
   plan::PlanOp plan = program.getPlanOp();
-  tensor = plan.getMeshSize(plan::MeshAxis::Tensor);
-  if (tensor <= 1)
+  exchange = sched::getExchangeShape(program);
+  if (exchange.tensor <= 1)
     return success();
-  plan::TrainAttr train = program.getTrain();
-  tokens = train.getMicroBatch() * train.getSeqLen();
-  hidden = program.getModel().getHidden();
-  sequenceParallel = program.getParallel().getSequenceParallel();
   statsType = builder.getF32Type();
 
   SmallVector<Operation *> compute;
@@ -378,7 +370,7 @@ LogicalResult TensorParallelSplit::run() {
     for (auto param : unit.getBody().getOps<plan::ParamOp>()) {
       if (param.getTiedTo() || param.getFrozen())
         continue;
-      int64_t numel = param.getLocalNumel(tensor);
+      int64_t numel = param.getLocalNumel(exchange.tensor);
       if (!param.getSplitAttr())
         whole.push_back({offset, numel});
       offset += numel;
@@ -405,7 +397,7 @@ LogicalResult TensorParallelSplit::run() {
       return failure();
     }
   }
-  if (sequenceParallel)
+  if (exchange.sequenceParallel)
     reduceWholeGradients();
   reduceStepScalars();
   return success();

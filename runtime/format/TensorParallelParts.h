@@ -83,41 +83,44 @@ inline int64_t partCount(UnitRole role) {
   return role == UnitRole::Head ? cuts : cuts + 1;
 }
 
-/// Elements of what part k writes into its `out` before the collective of
-/// `boundary` (and, in backward, of the gradient it reads back,
-/// `out_grad`), for a micro-batch of `tokens` tokens of `hidden` features
-/// over `tensor` ranks: the whole activation, or under sequence
-/// parallelism a rank's slice of the input of column-parallel layers.
-inline int64_t producedElements(Boundary boundary, int64_t tokens,
-                                int64_t hidden, int64_t tensor,
-                                bool sequenceParallel) {
-  switch (boundary) {
-  case Boundary::EnterColumns:
-    return tokens * hidden / (sequenceParallel ? tensor : 1);
-  case Boundary::LeaveRows:
-    return tokens * hidden;
-  case Boundary::LossStatistics:
-    return tokens * kLossStatistics;
-  }
-  return 0;
-}
+/// What the exchanges of a micro-batch are sized by: `tokens` tokens of
+/// `hidden` features, over `tensor` ranks, with or without sequence
+/// parallelism.
+struct ExchangeShape {
+  int64_t tokens = 0, hidden = 0, tensor = 1;
+  bool sequenceParallel = false;
 
-/// Elements of what part k + 1 reads after the collective (`in`; in
-/// backward the gradient it writes, `in_grad`); for LossStatistics, what
-/// the loss reads (every rank's statistics).
-inline int64_t consumedElements(Boundary boundary, int64_t tokens,
-                                int64_t hidden, int64_t tensor,
-                                bool sequenceParallel) {
-  switch (boundary) {
-  case Boundary::EnterColumns:
-    return tokens * hidden;
-  case Boundary::LeaveRows:
-    return tokens * hidden / (sequenceParallel ? tensor : 1);
-  case Boundary::LossStatistics:
-    return tensor * tokens * kLossStatistics;
+  /// Elements of what part k writes into its `out` before the collective
+  /// of `cut` (and, in backward, of the gradient it reads back,
+  /// `out_grad`): the whole activation, or under sequence parallelism a
+  /// rank's slice of the input of column-parallel layers.
+  int64_t produced(Boundary cut) const {
+    switch (cut) {
+    case Boundary::EnterColumns:
+      return tokens * hidden / (sequenceParallel ? tensor : 1);
+    case Boundary::LeaveRows:
+      return tokens * hidden;
+    case Boundary::LossStatistics:
+      return tokens * kLossStatistics;
+    }
+    return 0;
   }
-  return 0;
-}
+
+  /// Elements of what part k + 1 reads after the collective (`in`; in
+  /// backward the gradient it writes, `in_grad`); for LossStatistics, what
+  /// the loss reads (every rank's statistics).
+  int64_t consumed(Boundary cut) const {
+    switch (cut) {
+    case Boundary::EnterColumns:
+      return tokens * hidden;
+    case Boundary::LeaveRows:
+      return tokens * hidden / (sequenceParallel ? tensor : 1);
+    case Boundary::LossStatistics:
+      return tensor * tokens * kLossStatistics;
+    }
+    return 0;
+  }
+};
 
 } // namespace plan::rt::tp
 
