@@ -92,6 +92,29 @@ TEST_F(PlacementTest, GroupsFollowTheRankLayout) {
   EXPECT_EQ(pcie.bandwidth, 50e9);
 }
 
+// A tensor axis: tensor groups are consecutive ranks, the data-parallel
+// groups strided by T (rank = (r S + s) T + t).
+TEST_F(PlacementTest, TensorAxis) {
+  ClusterAttr twoNodes = cluster(2, 8, 450e9);
+  // mesh (1, 2, 8): tensor = ranks 0-7 (node 0), shard {0, 8} across.
+  GroupPlacement tensor = placeGroup(twoNodes, 1, 2, 8, sched::Group::Tensor);
+  EXPECT_EQ(tensor.size, 8);
+  EXPECT_TRUE(tensor.intraNode);
+  EXPECT_EQ(tensor.bandwidth, 450e9);
+  GroupPlacement shard = placeGroup(twoNodes, 1, 2, 8, sched::Group::Shard);
+  EXPECT_EQ(shard.size, 2);
+  EXPECT_FALSE(shard.intraNode);
+  EXPECT_FALSE(placeGroup(twoNodes, 1, 2, 8, sched::Group::World).intraNode);
+  // mesh (2, 2, 4): shard {0, 4} inside node 0, replicate {0, 8} across,
+  // world (data-parallel) {0, 4, 8, 12} across.
+  EXPECT_TRUE(placeGroup(twoNodes, 2, 2, 4, sched::Group::Shard).intraNode);
+  EXPECT_FALSE(
+      placeGroup(twoNodes, 2, 2, 4, sched::Group::Replicate).intraNode);
+  EXPECT_EQ(placeGroup(twoNodes, 2, 2, 4, sched::Group::World).size, 4);
+  // A tensor group wider than a node crosses it.
+  EXPECT_FALSE(placeGroup(twoNodes, 1, 1, 16, sched::Group::Tensor).intraNode);
+}
+
 TEST_F(PlacementTest, CollectiveSeconds) {
   GroupPlacement shard =
       placeGroup(cluster(1, 8, 400e9), 1, 8, 1, sched::Group::Shard);
