@@ -233,21 +233,19 @@ private:
                 "(sched-split-tensor-parallel)";
     auto key = std::make_tuple(op->getName().getAsOpaquePointer(),
                                unitOp.getOperation(), microBatch);
-    auto it = nextPart.try_emplace(key, backward ? parts - 1 : 0).first;
-    if (part != it->second)
+    PartRun &run =
+        runs.try_emplace(key, PartRun{backward ? parts - 1 : 0, nullptr, 0})
+            .first->second;
+    if (part != run.next)
       return op->emitOpError("is part ")
              << part << " of unit '" << unitOp.getSymName() << "' mb "
-             << microBatch << ", but part " << it->second
+             << microBatch << ", but part " << run.next
              << " comes next: a unit's parts run "
              << (backward ? "from the last to 0" : "from 0 to the last")
              << ", each run complete";
-    it->second += backward ? -1 : 1;
-    if (it->second < 0 || it->second == parts) {
-      nextPart.erase(it);
-      unfinished.erase(key);
-    } else {
-      unfinished[key] = {op, part};
-    }
+    run = {part + (backward ? -1 : 1), op, part};
+    if (run.next < 0 || run.next == parts)
+      runs.erase(key);
     return success();
   }
 
@@ -489,10 +487,10 @@ private:
   }
 
   LogicalResult checkEnd() {
-    for (auto &[key, last] : unfinished)
-      return last.first->emitOpError("is not followed by the rest of its "
-                                     "unit's parts: the run stops at part ")
-             << last.second;
+    for (auto &[key, run] : runs)
+      return run.last->emitOpError("is not followed by the rest of its "
+                                   "unit's parts: the run stops at part ")
+             << run.lastPart;
     for (AsyncState &state : asyncStates)
       if (!state.waitedBy)
         return state.op->emitOpError("returns an event that is never waited: ")
@@ -507,11 +505,16 @@ private:
   ProgramOp program;
   Type working; // what compute reads a frozen base in
   int64_t tensor;
-  // Per (op name, unit, micro-batch): the part that comes next in a run
-  // begun, and the last part of each unfinished run.
+  // Per (op name, unit, micro-batch) whose run of parts has begun and not
+  // ended, in the order they began: the part that comes next, and the last
+  // one seen.
+  struct PartRun {
+    int64_t next;
+    Operation *last;
+    int64_t lastPart;
+  };
   using PartKey = std::tuple<void *, Operation *, int64_t>;
-  std::map<PartKey, int64_t> nextPart;
-  llvm::MapVector<PartKey, std::pair<Operation *, int64_t>> unfinished;
+  llvm::MapVector<PartKey, PartRun> runs;
   llvm::DenseMap<Value, BufferRef> refs;
   SmallVector<Root> roots;
   llvm::DenseMap<Operation *, unsigned> asyncIndex;
