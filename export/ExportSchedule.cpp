@@ -131,12 +131,15 @@ LogicalResult ScheduleExporter::exportPlan() {
     s.sourceFile = file.getFilename().str();
 
   // The file's ranks are replicate x shard: a tensor axis has no place in
-  // it yet (planc refuses such a plan at its `tensor` key before this).
+  // it yet. The error is at the mesh, which is a .plan file's `tensor` key.
   if (int64_t tensor = plan.getMeshSize(MeshAxis::Tensor); tensor != 1)
     return mlir::emitError(plan.getGridOp().getLoc(),
-                           "the schedule file has no tensor axis yet: a plan "
-                           "with tensor = ")
-           << tensor << " cannot be written to one";
+                           "tensor parallelism (tensor = ")
+           << tensor
+           << ") lowers and is reported (planc --emit=sched, --report), but "
+              "the schedule file has no tensor axis yet, so plan-run cannot "
+              "run it; use tensor = 1 for a schedule file (see "
+              "docs/language.md, \"Tensor parallelism\")";
   if (plan.getMeshSize(MeshAxis::Shard) < 1)
     return plan.emitError("the schedule file needs a mesh (replicate, "
                           "shard, 1)");

@@ -71,19 +71,17 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
   // Parameter name -> the unit that stores it (tied parameters excluded).
   llvm::StringMap<unsigned> storedIn;
   llvm::StringSet<> frozenParams;
-  // A tensor-parallel rank stores its slice of each divided weight.
-  int64_t tensorRanks = planOp.getTensorRanks();
   for (auto unit : planOp.getBody().getOps<plan::UnitOp>()) {
     UnitSlot slot;
     slot.op = unit;
     slot.kind = unit.getKind();
     slot.ref = SymbolRefAttr::get(
         planName, {FlatSymbolRefAttr::get(unit.getSymNameAttr())});
+    // A tensor-parallel rank stores its slice of each divided weight.
+    slot.storedNumel = unit.getStoredNumel();
     for (auto param : unit.getBody().getOps<plan::ParamOp>()) {
       if (param.getTiedTo())
         continue;
-      if (!param.getFrozen())
-        slot.storedNumel += param.getLocalNumel(tensorRanks);
       storedIn[param.getParamName()] = units.size();
       if (param.getFrozen())
         frozenParams.insert(param.getParamName());

@@ -495,21 +495,6 @@ int main(int argc, char **argv) {
     plan::buildPlanLowerPipeline(pm);
     if (failed(pm.run(*module)))
       return 1;
-    // A tensor-parallel step lowers and is reported, but the schedule file
-    // has no tensor axis yet.
-    if (emit == Emit::Schedule || emit == Emit::ScheduleJson)
-      for (auto planOp : module->getOps<plan::PlanOp>())
-        if (int64_t tensor = planOp.getMeshSize(plan::MeshAxis::Tensor);
-            tensor > 1) {
-          mlir::emitError(planOp.getGridOp().getLoc(),
-                          "tensor parallelism (tensor = ")
-              << tensor
-              << ") lowers and is reported (planc --emit=sched, --report), "
-                 "but the schedule file has no tensor axis yet, so plan-run "
-                 "cannot run it; use tensor = 1 for a schedule file (see "
-                 "docs/language.md, \"Tensor parallelism\")";
-          return 1;
-        }
     FailureOr<plan::ScheduleReport> report = plan::analyzeSchedule(*module);
     if (failed(report))
       return 1;
