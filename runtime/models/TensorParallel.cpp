@@ -17,12 +17,10 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-void allReduce(at::Tensor &t, const Group &group,
-               c10d::ReduceOp op = c10d::ReduceOp::SUM) {
+/// `t` summed over the group, in place.
+void allReduce(at::Tensor &t, const Group &group) {
   std::vector<at::Tensor> tensors{t};
-  c10d::AllreduceOptions options;
-  options.reduceOp = op;
-  group->allreduce(tensors, options)->wait();
+  group->allreduce(tensors)->wait();
 }
 
 /// The ranks' `x` concatenated along `dim` in rank order.
