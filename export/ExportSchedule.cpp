@@ -130,21 +130,13 @@ LogicalResult ScheduleExporter::exportPlan() {
   if (auto file = plan.getLoc()->findInstanceOf<FileLineColLoc>())
     s.sourceFile = file.getFilename().str();
 
-  // The file's ranks are replicate x shard: a tensor axis has no place in
-  // it yet. The error is at the mesh, which is a .plan file's `tensor` key.
-  if (int64_t tensor = plan.getMeshSize(MeshAxis::Tensor); tensor != 1)
-    return mlir::emitError(plan.getGridOp().getLoc(),
-                           "tensor parallelism (tensor = ")
-           << tensor
-           << ") lowers and is reported (planc --emit=sched, --report), but "
-              "the schedule file has no tensor axis yet, so plan-run cannot "
-              "run it; use tensor = 1 for a schedule file (see "
-              "docs/language.md, \"Tensor parallelism\")";
   if (plan.getMeshSize(MeshAxis::Shard) < 1)
     return plan.emitError("the schedule file needs a mesh (replicate, "
-                          "shard, 1)");
+                          "shard, tensor)");
   s.replicate = plan.getMeshSize(MeshAxis::Replicate);
   s.shard = plan.getMeshSize(MeshAxis::Shard);
+  s.tensor = plan.getTensorRanks();
+  s.sequenceParallel = plan.getParallel().getSequenceParallel();
 
   ModelAttr model = plan.getModel();
   rt::ModelConfig &m = s.model;
@@ -238,6 +230,8 @@ LogicalResult ScheduleExporter::exportPlan() {
       rt::Param p;
       p.name = param.getParamName().str();
       llvm::append_range(p.shape, param.getTensorType().getShape());
+      if (TensorSplitAttr split = param.getSplitAttr())
+        p.split = rt::TensorSplit{split.getDim(), split.getChunks()};
       if (std::optional<StringRef> tied = param.getTiedTo()) {
         p.tiedTo = tied->str();
       } else {
@@ -247,7 +241,7 @@ LogicalResult ScheduleExporter::exportPlan() {
         int64_t &next = p.frozen ? u.frozenNumel : u.numel;
         p.offset = next;
         stored[p.name] = p;
-        next += param.getTensorType().getNumElements();
+        next += param.getLocalNumel(s.tensor);
       }
       u.params.push_back(std::move(p));
     }

@@ -151,14 +151,5 @@ AllocOp sched::getRootAlloc(Value buffer) {
 
 std::optional<plan::rt::tp::UnitRole>
 sched::getTensorParallelRole(plan::UnitKind kind, plan::ModelFamily family) {
-  using plan::rt::tp::UnitRole;
-  if (family == plan::ModelFamily::Bert)
-    return std::nullopt;
-  if (kind == plan::UnitKind::Embedding)
-    return UnitRole::Embedding;
-  if (plan::isBlockKind(kind))
-    return UnitRole::Block;
-  if (plan::isHeadKind(kind))
-    return UnitRole::Head;
-  return std::nullopt;
+  return plan::rt::tp::roleOf(toRuntime(kind), toRuntime(family));
 }

@@ -39,6 +39,29 @@ int64_t storageBytes(BaseStorage storage, int64_t numel) {
   return 4 * numel;
 }
 
+std::vector<int64_t> Param::localShape(int64_t tensor) const {
+  std::vector<int64_t> local = shape;
+  if (split && tensor > 1 && split->dim >= 0 &&
+      split->dim < static_cast<int64_t>(local.size()) && split->chunks > 0)
+    local[split->dim] = splitExtent(local[split->dim], split->chunks, tensor);
+  return local;
+}
+
+int64_t Param::localNumel(int64_t tensor) const {
+  int64_t n = 1;
+  for (int64_t d : localShape(tensor))
+    n *= d;
+  return n;
+}
+
+std::string meshString(const Schedule &schedule) {
+  std::string mesh =
+      std::to_string(schedule.replicate) + "x" + std::to_string(schedule.shard);
+  if (schedule.tensor != 1)
+    mesh += "x" + std::to_string(schedule.tensor);
+  return mesh;
+}
+
 int64_t splitExtent(int64_t extent, int64_t chunks, int64_t ranks) {
   int64_t part = extent / chunks;
   return chunks * ((part + ranks - 1) / ranks);

@@ -43,7 +43,9 @@ namespace plan::rt {
 /// (`in`, `out`, `out_grad`, `in_grad`; recompute's `from` optional for a
 /// later part), the loss's `stats`, grad_norm's `tensor_replicas`, the
 /// `tensor` group and `exchange` role; refused by this runtime's reader.
-inline constexpr uint32_t kScheduleFormatVersion = 7;
+/// 8: the mesh's tensor axis and sequence parallelism, params' `split`: a
+/// tensor-parallel program runs.
+inline constexpr uint32_t kScheduleFormatVersion = 8;
 
 /// A buffer's element type: the IR's float types, and i8 for bytes (a
 /// frozen base stored with an NF4 part), spelled as in MLIR.
@@ -184,6 +186,14 @@ struct ClusterConfig {
   double interNodeBandwidth = 0;
 };
 
+/// How tensor parallelism divides a parameter (the IR's #plan.split):
+/// dimension `dim` is `chunks` equal parts, and tensor rank t holds slice t
+/// of each part, the parts' slices in order (a part the ranks do not divide
+/// is padded with zeros: splitExtent).
+struct TensorSplit {
+  int64_t dim = 0, chunks = 1;
+};
+
 /// One parameter tensor of a unit, HF-named; `offset` is in elements within
 /// the unit's stored elements (unit order, then parameter order): its
 /// trainable ones, or, for a `frozen` parameter (a LoRA run's base), its
@@ -196,8 +206,16 @@ struct Param {
   std::string tiedTo; // "" or the defining parameter's name (stored there)
   bool frozen = false;
   BaseStorage base = BaseStorage::F32; // when frozen
+  // Under tensor parallelism: how the ranks divide it; none where every
+  // tensor rank holds all of it (a norm, a row-parallel bias).
+  std::optional<TensorSplit> split;
 
+  /// Elements of the whole (HF) parameter.
   int64_t numel() const;
+  /// The shape and elements one of `tensor` tensor ranks stores and
+  /// computes with: `shape`, its split dimension cut to its slice.
+  std::vector<int64_t> localShape(int64_t tensor) const;
+  int64_t localNumel(int64_t tensor) const;
 };
 
 /// Bytes `numel` elements take stored as `storage` (NF4: NF4Layout.h).
@@ -310,9 +328,15 @@ struct Schedule {
   std::string producer;   // "planc 0.1.0"
   std::string planName;   // "tiny_llama_cpu"
   std::string sourceFile; // the .plan it came from ("" for builder plans)
-  // mesh: replicate x shard; world = product
-  int64_t replicate = 1, shard = 1;
-  int64_t worldSize() const { return replicate * shard; }
+  // mesh: replicate x shard x tensor, rank = (r * shard + s) * tensor + t
+  // (docs/schedule-format.md); world = product. The data-parallel ranks
+  // (the `world` group) are replicate x shard.
+  int64_t replicate = 1, shard = 1, tensor = 1;
+  // Megatron's sequence parallelism (tensor > 1 only): what lies between
+  // the column- and row-parallel layers covers 1/tensor of the sequence.
+  bool sequenceParallel = false;
+  int64_t worldSize() const { return replicate * shard * tensor; }
+  int64_t dataParallelSize() const { return replicate * shard; }
   ClusterConfig cluster;
   ModelConfig model;
   TrainConfig train;
@@ -337,6 +361,10 @@ struct Schedule {
     return it == arenaBytes.end() ? 0 : it->second;
   }
 };
+
+/// The mesh as messages spell it: "2x4" (replicate x shard), "1x2x4" with
+/// a tensor axis.
+std::string meshString(const Schedule &schedule);
 
 /// A schedule that validateSchedule accepted (ScheduleFile.h): the only kind
 /// the executor runs. Reading a file gives one; a schedule built in memory

@@ -385,6 +385,9 @@ Json unitsToJson(const std::vector<Unit> &units) {
                  {"frozen", p.frozen}};
       if (p.frozen)
         param["base"] = toString(p.base);
+      if (p.split)
+        param["split"] =
+            Json{{"dim", p.split->dim}, {"chunks", p.split->chunks}};
       params.push_back(std::move(param));
     }
     out.push_back(Json{{"name", u.name},
@@ -420,6 +423,12 @@ std::vector<Unit> unitsFromJson(const JsonReader &r, const Json &j,
       param.frozen = r.getBool(params[k], q, "frozen");
       if (param.frozen)
         param.base = r.getKeyword<BaseStorage>(params[k], q, "base");
+      if (params[k].is_object() && params[k].contains("split")) {
+        JsonPath sp = q.member("split");
+        const Json &split = r.getObject(params[k], q, "split");
+        param.split = TensorSplit{r.getInt(split, sp, "dim"),
+                                  r.getInt(split, sp, "chunks")};
+      }
       u.params.push_back(std::move(param));
     }
     units.push_back(std::move(u));
@@ -470,7 +479,10 @@ Json scheduleToJson(const Schedule &s) {
   j["producer"] = s.producer;
   j["plan"] = s.planName;
   j["source_file"] = s.sourceFile;
-  j["mesh"] = Json{{"replicate", s.replicate}, {"shard", s.shard}};
+  j["mesh"] = Json{{"replicate", s.replicate},
+                   {"shard", s.shard},
+                   {"tensor", s.tensor},
+                   {"sequence_parallel", s.sequenceParallel}};
   j["sharding"] = toString(s.sharding);
   j["model"] = modelToJson(s.model);
   j["cluster"] = clusterToJson(s.cluster);
@@ -505,6 +517,8 @@ Schedule scheduleFromJson(const JsonReader &r, const Json &root) {
   const Json &mesh = r.getObject(root, at, "mesh");
   s.replicate = r.getInt(mesh, mp, "replicate");
   s.shard = r.getInt(mesh, mp, "shard");
+  s.tensor = r.getInt(mesh, mp, "tensor");
+  s.sequenceParallel = r.getBool(mesh, mp, "sequence_parallel");
   s.sharding = r.getKeyword<Sharding>(root, at, "sharding");
   s.model = modelFromJson(r, r.member(root, at, "model"), at.member("model"));
   s.cluster =

@@ -12,7 +12,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Format.h"
 #include "ScheduleFile.h"
+#include "TensorParallelParts.h"
 
 #include <algorithm>
 #include <cmath>
@@ -192,7 +194,7 @@ public:
     case GroupAxis::World:
       return s.replicate * s.shard;
     case GroupAxis::Tensor:
-      return 1; // refused by OpChecker::noTensorParallelism
+      return s.tensor;
     }
     return 0;
   }
@@ -252,22 +254,21 @@ private:
     if (s.version != kScheduleFormatVersion)
       error("schedule version " + std::to_string(s.version) +
             " is not this reader's " + std::to_string(kScheduleFormatVersion));
-    if (s.replicate < 1 || s.shard < 1)
-      error("mesh: replicate and shard must be at least 1 (got " +
-            std::to_string(s.replicate) + " x " + std::to_string(s.shard) +
-            ")");
+    const std::string mesh = "mesh " + std::to_string(s.replicate) + " x " +
+                             std::to_string(s.shard) + " x " +
+                             std::to_string(s.tensor);
+    if (s.replicate < 1 || s.shard < 1 || s.tensor < 1)
+      error(mesh + ": replicate, shard and tensor must be at least 1");
     if (s.cluster.nodes < 1 || s.cluster.gpusPerNode < 1)
       error("cluster: nodes and gpus_per_node must be at least 1");
-    __int128 world = __int128(s.replicate) * s.shard;
-    if (world > kMaxRanks)
-      error("mesh " + std::to_string(s.replicate) + " x " +
-            std::to_string(s.shard) + " has more than " +
-            std::to_string(kMaxRanks) + " ranks");
+    if (__int128(s.replicate) * s.shard * s.tensor > kMaxRanks)
+      error(mesh + " has more than " + std::to_string(kMaxRanks) + " ranks");
+    __int128 world = __int128(s.replicate) * s.shard * s.tensor;
     if (world != __int128(s.cluster.nodes) * s.cluster.gpusPerNode)
-      error("mesh " + std::to_string(s.replicate) + " x " +
-            std::to_string(s.shard) + " is not the cluster's " +
-            std::to_string(s.cluster.nodes) + " x " +
-            std::to_string(s.cluster.gpusPerNode) + " ranks");
+      error(mesh + " is not the cluster's " + std::to_string(s.cluster.nodes) +
+            " x " + std::to_string(s.cluster.gpusPerNode) + " ranks");
+    if (s.sequenceParallel && s.tensor == 1)
+      error("mesh: sequence_parallel without a tensor axis (tensor is 1)");
     if (s.microBatches < 1)
       error("micro_batches must be at least 1");
     if (s.microBatches != s.train.gradAccum)
@@ -335,6 +336,22 @@ private:
     if (t.seqLen > m.maxSeqLen)
       error("train.seq_len " + std::to_string(t.seqLen) +
             " exceeds model.max_seq_len " + std::to_string(m.maxSeqLen));
+    // What the parts of a tensor-parallel unit divide (docs/language.md,
+    // "Tensor parallelism"; the plan's checker says it first).
+    if (s.tensor > 1) {
+      if (!tp::roleOf(UnitKind::Embedding, m.family))
+        error(std::string("mesh: tensor parallelism splits Llama and GPT-2 "
+                          "units, not ") +
+              toString(m.family) + "'s");
+      if (m.heads % s.tensor != 0 || m.kvHeads % s.tensor != 0)
+        error("model: heads " + std::to_string(m.heads) + " and kv_heads " +
+              std::to_string(m.kvHeads) + " are not multiples of tensor " +
+              std::to_string(s.tensor));
+      if (s.sequenceParallel && t.seqLen % s.tensor != 0)
+        error("train.seq_len " + std::to_string(t.seqLen) +
+              " is not a multiple of tensor " + std::to_string(s.tensor) +
+              " (sequence parallelism divides the sequence)");
+    }
     inRange(m.normEps, "model.norm_eps", 0, true, 1, true);
     if (m.family == ModelFamily::Llama)
       inRange(m.ropeTheta, "model.rope_theta", 1, false, inf, true);
@@ -378,7 +395,23 @@ private:
           if (numel > kMaxElements)
             error(where + ": parameter '" + p.name + "' is too large");
         }
+        if (p.split) {
+          if (!p.tiedTo.empty())
+            error(where + ": tied parameter '" + p.name +
+                  "' is split as the parameter it ties to is, not by itself");
+          if (p.split->dim < 0 ||
+              p.split->dim >= static_cast<int64_t>(p.shape.size()) ||
+              p.split->chunks < 1 ||
+              p.shape[p.split->dim] % p.split->chunks != 0)
+            error(where + ": parameter '" + p.name + "' has split dim " +
+                  std::to_string(p.split->dim) + " in " +
+                  std::to_string(p.split->chunks) + " parts, which its shape " +
+                  support::shapeString(p.shape) + " does not have");
+        }
+        // A tie compares whole parameters; what one tensor rank stores is
+        // its slice (all of it without a tensor axis).
         paramNumel[p.name] = static_cast<int64_t>(numel);
+        numel = p.localNumel(s.tensor);
         if (!p.tiedTo.empty())
           continue;
         if (p.frozen) {
@@ -845,40 +878,104 @@ public:
                 : ""));
   }
 
-  /// This format's mesh is replicate x shard (Schedule.h): what only a
-  /// tensor-parallel program has (the tensor group, a unit computed in
+  /// The fields of a tensor-parallel program (TensorParallelParts.h). On a
+  /// mesh without a tensor axis, none: the tensor group, a unit computed in
   /// parts, the buffers its parts exchange, the loss's statistics, a norm
-  /// weighing tensor replicas) cannot be run from it. Recompute's `from`,
-  /// optional only for a later part, is required.
-  template <typename T> void noTensorParallelism(const T &op) {
-    auto refuse = [&](const char *what) {
-      fail(std::string(what) +
-           ": a tensor-parallel program, which this schedule's mesh "
-           "(replicate x shard) cannot run");
-    };
-    if constexpr (requires { op.group; }) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(op.group)>, GroupAxis>)
-        if (op.group == GroupAxis::Tensor)
-          refuse("group tensor");
+  /// weighing tensor replicas. On one with: every compute op is a part of
+  /// its unit's role, with the exchange buffers of its place between the
+  /// cuts, each of the size the cut gives it (what the model reads and
+  /// writes), and the loss reads every rank's statistics. Recompute's
+  /// `from` is part 0's alone.
+  template <typename T> void tensorParallelism(const T &op) {
+    const Schedule &s = v.s;
+    if (s.tensor == 1) {
+      auto refuse = [&](const char *what) {
+        fail(std::string(what) +
+             ": a tensor-parallel program, which this schedule's mesh (no "
+             "tensor axis) cannot run");
+      };
+      if constexpr (requires { op.group; }) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(op.group)>,
+                                     GroupAxis>)
+          if (op.group == GroupAxis::Tensor)
+            refuse("group tensor");
+      }
+      if constexpr (requires { op.part; })
+        if (op.part != 0)
+          refuse("part above 0");
+      if constexpr (requires { op.in; })
+        if (op.in >= 0 || op.out >= 0)
+          refuse("in/out");
+      if constexpr (requires { op.inGrad; })
+        if (op.inGrad >= 0 || op.outGrad >= 0)
+          refuse("in_grad/out_grad");
+      if constexpr (requires { op.stats; })
+        if (op.stats >= 0)
+          refuse("stats");
+      if constexpr (requires { op.tensorReplicas; })
+        if (op.tensorReplicas)
+          refuse("tensor_replicas");
+      if constexpr (std::is_same_v<T, ops::Recompute>)
+        if (op.input < 0)
+          fail("from is missing: a recompute starts from the saved input");
+      return;
     }
-    if constexpr (requires { op.part; })
-      if (op.part != 0)
-        refuse("part above 0");
-    if constexpr (requires { op.in; })
-      if (op.in >= 0 || op.out >= 0)
-        refuse("in/out");
-    if constexpr (requires { op.inGrad; })
-      if (op.inGrad >= 0 || op.outGrad >= 0)
-        refuse("in_grad/out_grad");
-    if constexpr (requires { op.stats; })
-      if (op.stats >= 0)
-        refuse("stats");
-    if constexpr (requires { op.tensorReplicas; })
-      if (op.tensorReplicas)
-        refuse("tensor_replicas");
-    if constexpr (std::is_same_v<T, ops::Recompute>)
-      if (op.input < 0)
-        fail("from is missing: a recompute starts from the saved input");
+    const tp::ExchangeShape shape{s.train.microBatch * s.train.seqLen,
+                                  s.model.hidden, s.tensor, s.sequenceParallel};
+    if constexpr (std::is_same_v<T, ops::Loss>) {
+      int64_t want = shape.consumed(tp::Boundary::LossStatistics);
+      if (op.stats < 0)
+        fail("stats are missing: a tensor-parallel loss reads every rank's "
+             "statistics");
+      if (numel(op.stats) != want)
+        fail("stats " + v.bufferName(op.stats) + " has " +
+             std::to_string(numel(op.stats)) + " elements, not " +
+             std::to_string(want));
+    }
+    if constexpr (requires { op.part; }) {
+      std::optional<tp::UnitRole> role =
+          tp::roleOf(s.units[op.unit].kind, s.model.family);
+      if (!role)
+        fail("unit '" + s.units[op.unit].name +
+             "' has no tensor-parallel parts");
+      auto cuts = tp::boundaries(*role);
+      int64_t parts = tp::partCount(*role);
+      if (op.part < 0 || op.part >= parts)
+        fail("part " + std::to_string(op.part) + " is not one of the " +
+             std::to_string(parts) + " parts of unit '" +
+             s.units[op.unit].name + "'");
+      const bool first = op.part == 0;
+      const bool hasCut = op.part < static_cast<int64_t>(cuts.size());
+      // Present where the part's place says, of the size its cut gives.
+      auto exchange = [&](const char *name, int64_t id, bool present,
+                          int64_t elements) {
+        if ((id >= 0) != present)
+          fail(std::string(name) + (present ? " is missing" : " is given") +
+               " for part " + std::to_string(op.part) + " of unit '" +
+               s.units[op.unit].name + "'");
+        if (present && numel(id) != elements)
+          fail(std::string(name) + " " + v.bufferName(id) + " has " +
+               std::to_string(numel(id)) + " elements, not " +
+               std::to_string(elements));
+      };
+      int64_t consumed = first ? 0 : shape.consumed(cuts[op.part - 1]);
+      int64_t produced = hasCut ? shape.produced(cuts[op.part]) : 0;
+      if constexpr (requires { op.in; }) {
+        exchange("in", op.in, !first, consumed);
+        exchange("out", op.out, hasCut, produced);
+      }
+      if constexpr (requires { op.inGrad; }) {
+        bool seeded = hasCut && cuts[op.part] != tp::Boundary::LossStatistics;
+        exchange("in_grad", op.inGrad, !first, consumed);
+        exchange("out_grad", op.outGrad, seeded, produced);
+      }
+      if constexpr (std::is_same_v<T, ops::Recompute>)
+        if ((op.input >= 0) != first)
+          fail(first ? "from is missing: a recompute starts from the saved "
+                       "input"
+                     : "from is given for a later part, which starts from "
+                       "its in");
+    }
   }
 
   void givenTogether(field::NamedIds a, field::NamedIds b) {
@@ -1085,7 +1182,7 @@ void ScheduleValidator::checkOps() {
             }
           });
           OpChecker checker(*this, where);
-          checker.noTensorParallelism(o);
+          checker.tensorParallelism(o);
           T::check(o, checker);
           if constexpr (std::is_same_v<T, ops::OptimizerStep>)
             ++stepsOfGroup[o.group];

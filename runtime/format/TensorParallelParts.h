@@ -25,14 +25,39 @@
 #ifndef PLAN_RUNTIME_FORMAT_TENSORPARALLELPARTS_H
 #define PLAN_RUNTIME_FORMAT_TENSORPARALLELPARTS_H
 
+#include "Keywords.h"
+#include "generated/ScheduleEnums.h"
+
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 namespace plan::rt::tp {
 
 /// What a unit is, as far as its parts go.
 enum class UnitRole : uint8_t { Embedding, Block, Head };
+
+/// The role of a unit of `kind` in a model of `family`; none for BERT,
+/// which tensor parallelism does not split.
+inline std::optional<UnitRole> roleOf(UnitKind kind, ModelFamily family) {
+  if (family == ModelFamily::Bert)
+    return std::nullopt;
+  switch (kind) {
+  case UnitKind::Embedding:
+    return UnitRole::Embedding;
+  case UnitKind::LlamaBlock:
+  case UnitKind::GPT2Block:
+    return UnitRole::Block;
+  case UnitKind::LlamaHead:
+  case UnitKind::GPT2Head:
+    return UnitRole::Head;
+  case UnitKind::BertBlock:
+  case UnitKind::BertHead:
+    break;
+  }
+  return std::nullopt;
+}
 
 /// A cut between part k and part k + 1 (or, LossStatistics, between the
 /// head's last part and the loss).

@@ -671,14 +671,15 @@ TEST(ScheduleFile, NewerVersionAsksForANewerReader) {
 // 2: no optimizer decay scope, so every parameter was decayed; version 3:
 // compute ops without `frozen`; version 4: no frozen layout; version 5: no
 // frozen storage, no bytes, no dequantize; version 6: compute ops without
-// `part` and exchange buffers) are refused by their header, before their body
-// is read: the plan must be compiled again.
+// `part` and exchange buffers; version 7: no tensor axis in the mesh) are
+// refused by their header, before their body is read: the plan must be
+// compiled again.
 TEST(ScheduleFile, OlderVersionsAskToRecompile) {
-  ASSERT_EQ(kScheduleFormatVersion, 7u);
+  ASSERT_EQ(kScheduleFormatVersion, 8u);
   std::string body(std::string_view(serializeSchedule(tiny())).substr(kHeader));
   std::string error = parseError(wrap(body, 1));
   EXPECT_HAS(error, "t.sched: schedule format version 1 is not supported");
-  EXPECT_HAS(error, "this reader reads version 7");
+  EXPECT_HAS(error, "this reader reads version 8");
   EXPECT_HAS(error, "recompile the plan with planc");
   EXPECT_HAS(parseError(wrap(body, 2)),
              "schedule format version 2 is not supported");
@@ -690,12 +691,14 @@ TEST(ScheduleFile, OlderVersionsAskToRecompile) {
              "schedule format version 5 is not supported");
   EXPECT_HAS(parseError(wrap(body, 6)),
              "schedule format version 6 is not supported");
+  EXPECT_HAS(parseError(wrap(body, 7)),
+             "schedule format version 7 is not supported");
   // Even with a body that a version 1 reader would have read.
   EXPECT_HAS(parseError(wrap("{}", 1)), "recompile the plan with planc");
   // In memory, a schedule of another version is neither valid nor written.
   Schedule old = tiny();
   old.version = 1;
-  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 7");
+  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 8");
   EXPECT_THROW(serializeSchedule(old), ScheduleFileError);
 }
 
@@ -1031,10 +1034,10 @@ TEST(ScheduleFile, ValidationCatchesInconsistentPrograms) {
              "is persistent and is never freed");
 }
 
-// A file's mesh is replicate x shard: each field only a tensor-parallel
-// program has is refused by the reader, and recompute's `from` (optional in
-// the op table for a later part) is required.
-TEST(ScheduleFile, TensorParallelFieldsAreRefused) {
+// Without a tensor axis each field only a tensor-parallel program has is
+// refused by the reader, and recompute's `from` (optional in the op table
+// for a later part) is required.
+TEST(ScheduleFile, TensorParallelFieldsNeedATensorAxis) {
   auto errorWith = [](auto edit) {
     Schedule s = compile({"train.activation_checkpointing=full"});
     bool edited = false;
@@ -1045,8 +1048,8 @@ TEST(ScheduleFile, TensorParallelFieldsAreRefused) {
     return validateError(s);
   };
   const std::string why =
-      ": a tensor-parallel program, which this schedule's mesh (replicate x "
-      "shard) cannot run";
+      ": a tensor-parallel program, which this schedule's mesh (no tensor "
+      "axis) cannot run";
   EXPECT_HAS(errorWith([](auto &o) {
                if constexpr (requires { o.part; }) {
                  o.part = 1;
@@ -1082,6 +1085,64 @@ TEST(ScheduleFile, TensorParallelFieldsAreRefused) {
                return false;
              }),
              "from is missing: a recompute starts from the saved input");
+}
+
+// A tensor-parallel program round-trips through a file, and the reader
+// checks what the model relies on: each part of its unit's role, with the
+// exchange buffers of its place, of the sizes its cut gives, and the loss's
+// statistics.
+TEST(ScheduleFile, TensorParallelPartsAreChecked) {
+  Schedule s =
+      compile({"parallel.tensor=2", "parallel.sequence_parallel=true"});
+  EXPECT_EQ(s.tensor, 2);
+  EXPECT_TRUE(s.sequenceParallel);
+  EXPECT_EQ(s.worldSize(), 2 * s.dataParallelSize());
+  Schedule back = parseSchedule(serializeSchedule(s), "t.sched").get();
+  EXPECT_EQ(back.tensor, 2);
+  EXPECT_TRUE(back.sequenceParallel);
+  bool split = false;
+  for (const Unit &u : back.units)
+    for (const Param &p : u.params)
+      split |= p.split.has_value();
+  EXPECT_TRUE(split);
+  auto errorWith = [&](auto edit) {
+    Schedule t = s;
+    bool edited = false;
+    for (Op &op : t.ops)
+      if (!edited)
+        edited = std::visit([&](auto &o) { return edit(o); }, op.body);
+    EXPECT_TRUE(edited);
+    return validateError(t);
+  };
+  EXPECT_HAS(
+      errorWith([](auto &o) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(o)>, ops::Forward>) {
+          o.part = 7;
+          return true;
+        }
+        return false;
+      }),
+      "part 7 is not one of the 2 parts of unit 'embed'");
+  EXPECT_HAS(
+      errorWith([](auto &o) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(o)>, ops::Forward>) {
+          if (o.part != 1)
+            return false;
+          o.in = o.saves;
+          return true;
+        }
+        return false;
+      }),
+      "in buffer");
+  EXPECT_HAS(
+      errorWith([](auto &o) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(o)>, ops::Loss>) {
+          o.stats = -1;
+          return true;
+        }
+        return false;
+      }),
+      "stats are missing");
 }
 
 // A schedule built in memory can hold what no file can spell: enumeration

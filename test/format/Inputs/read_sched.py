@@ -23,7 +23,7 @@ def main(path):
     magic, version, flags, size, crc, reserved = HEADER.unpack_from(data)
     if magic != b"PLANSCHD":
         fail(f"bad magic {magic!r}")
-    if version != 7 or flags != 0 or reserved != 0:
+    if version != 8 or flags != 0 or reserved != 0:
         fail(f"version {version} flags {flags} reserved {reserved}")
     body = data[HEADER.size:]
     if len(body) != size:
@@ -36,9 +36,16 @@ def main(path):
     groups = {g["name"]: g for g in s["groups"]}
     units = {u["name"]: u for u in s["units"]}
     shard = s["mesh"]["shard"]
+    tensor = s["mesh"]["tensor"]
     def numel(p):
+        # What one tensor rank stores: a split dimension's slice of each part,
+        # rounded up (a padded vocabulary).
         n = 1
-        for d in p["shape"]:
+        for k, d in enumerate(p["shape"]):
+            split = p.get("split")
+            if split and split["dim"] == k and tensor > 1:
+                part = d // split["chunks"]
+                d = split["chunks"] * -(-part // tensor)
             n *= d
         return n
 
@@ -117,7 +124,8 @@ def main(path):
     kinds = sorted({op["op"] for op in ops})
     sharded = sum(1 for b in buffers if b["kind"] == "alloc" and b["sharded"])
     lora = s["model"]["lora"]
-    print(f"ok {s['plan']} mesh {s['mesh']['replicate']}x{shard} "
+    mesh = f"{s['mesh']['replicate']}x{shard}" + (f"x{tensor}" if tensor > 1 else "")
+    print(f"ok {s['plan']} mesh {mesh} "
           f"{s['sharding']} {s['train']['precision']} "
           + (f"lora r{lora['rank']} frozen {frozen} " if lora else "")
           + f"units {len(units)} "
