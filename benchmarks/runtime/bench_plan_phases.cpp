@@ -88,16 +88,18 @@ public:
     inner_->setMicroBatch(mb, std::move(batch));
   }
   void forward(int64_t unit, int64_t mb, const plan::rt::UnitWeights &weights,
-               const at::Tensor &saves, bool keepGraph) override {
-    timed([&] { inner_->forward(unit, mb, weights, saves, keepGraph); });
+               const at::Tensor &saves, bool keepGraph,
+               const plan::rt::UnitPart &part) override {
+    timed([&] { inner_->forward(unit, mb, weights, saves, keepGraph, part); });
   }
   void recompute(int64_t unit, int64_t mb, const plan::rt::UnitWeights &weights,
-                 const at::Tensor &input, const at::Tensor &saves) override {
-    timed([&] { inner_->recompute(unit, mb, weights, input, saves); });
+                 const at::Tensor &input, const at::Tensor &saves,
+                 const plan::rt::UnitPart &part) override {
+    timed([&] { inner_->recompute(unit, mb, weights, input, saves, part); });
   }
-  at::Tensor loss(int64_t unit, int64_t mb, double scale,
-                  double lossScale) override {
-    at::Tensor value = inner_->loss(unit, mb, scale, lossScale);
+  at::Tensor loss(int64_t unit, int64_t mb, double scale, double lossScale,
+                  const at::Tensor &stats) override {
+    at::Tensor value = inner_->loss(unit, mb, scale, lossScale, stats);
     if (!inBackward_) {
       lossAt_ = lastCompute_ = Clock::now();
       inBackward_ = true;
@@ -106,9 +108,10 @@ public:
   }
   void backward(int64_t unit, int64_t mb, const plan::rt::UnitWeights &weights,
                 const at::Tensor &activations, const at::Tensor &grads,
-                const at::Tensor &tiedGrads) override {
+                const at::Tensor &tiedGrads,
+                const plan::rt::UnitPart &part) override {
     timed([&] {
-      inner_->backward(unit, mb, weights, activations, grads, tiedGrads);
+      inner_->backward(unit, mb, weights, activations, grads, tiedGrads, part);
     });
   }
   void reset() override { inner_->reset(); }

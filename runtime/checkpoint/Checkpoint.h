@@ -41,7 +41,9 @@ namespace plan::rt {
 /// 2: checkpoint.json carries a `checksum` of its own contents. Version 1
 /// checkpoints (without one) are still read.
 /// 3: `base`, where a LoRA run's frozen base comes from (it is not saved).
-inline constexpr int kCheckpointFormatVersion = 3;
+/// 4: the mesh's `tensor` axis and each saved tensor's `tensor_index`: a
+/// tensor-parallel run's slices (absent in older checkpoints: 1 and 0).
+inline constexpr int kCheckpointFormatVersion = 4;
 
 /// A checkpoint that cannot be written or used (missing or truncated shard,
 /// bad checksum, malformed metadata, another model): one line that names the
@@ -135,6 +137,7 @@ public:
   Precision precision() const; // the saving schedule's precision
   int64_t replicate() const;   // the mesh it was saved from
   int64_t shard() const;
+  int64_t tensor() const;
   OptimizerKind optimizer() const;
   /// Every stored (untied) parameter, in unit order then parameter order.
   std::vector<CheckpointParam> params() const;
@@ -153,12 +156,13 @@ public:
 
   /// Fills every persistent buffer of `executor` (this rank of `schedule`,
   /// placed by `comm`) from the checkpoint, resharding when the layout
-  /// differs, and restores the counters. Weights for an fp32 master come from
-  /// the checkpoint's master (else its params), low-precision params from its
-  /// params when they have the same dtype (else its master, rounded);
-  /// optimizer moments from the same role.
-  /// Gradients and other persistent buffers are zeroed. Restores this rank's
-  /// RNG state when the checkpoint has the same world size.
+  /// differs (a tensor-parallel checkpoint's slices are joined and cut
+  /// again for another tensor degree), and restores the counters. Weights for
+  /// an fp32 master come from the checkpoint's master (else its params),
+  /// low-precision params from its params when they have the same dtype (else
+  /// its master, rounded); optimizer moments from the same role. Gradients and
+  /// other persistent buffers are zeroed. Restores this rank's RNG state when
+  /// the checkpoint has the same world size.
   void restore(const Schedule &schedule, Executor &executor, Comm &comm) const;
 
   /// The model's full weights (fp32 CPU tensors, HF names, tied parameters

@@ -63,8 +63,9 @@ template <typename Fn> auto checkpointFiles(Fn &&fn) {
 //===----------------------------------------------------------------------===//
 
 /// One saved tensor: a training-state buffer (isTrainingState), or its
-/// shard. A sharded buffer is saved by the ranks of replicate index 0 (rank
-/// = shard index), an unsharded one by rank 0: each element once.
+/// shard, of one tensor rank. A sharded buffer is saved by the ranks of
+/// replicate index 0, an unsharded one by the ranks of data-parallel index
+/// 0, each tensor rank its own slices: each element once.
 struct SavedTensor {
   std::string name;
   BufferRole role = BufferRole::Param;
@@ -73,6 +74,7 @@ struct SavedTensor {
   int64_t numel = 0;
   bool sharded = false;
   int64_t shardIndex = 0;
+  int64_t tensorIndex = 0;
   int64_t rank = 0;
 };
 
@@ -96,7 +98,7 @@ struct Metadata {
   Sharding sharding = Sharding::NoShard;
   OptimizerKind optimizer = OptimizerKind::AdamW;
   double momentum = 0; // sgd's
-  int64_t replicate = 1, shard = 1;
+  int64_t replicate = 1, shard = 1, tensor = 1;
   std::vector<Unit> units;
   std::vector<Group> groups;
   std::vector<SavedTensor> tensors;
@@ -130,16 +132,22 @@ struct Checkpoint::Impl {
 
   const SafeTensorsFile &file(int64_t rank);
   void verifyFile(const checkpoint::FileEntry &f) const;
-  /// The saved tensors of `group` in `role`, by shard index.
+  /// The saved tensors of `group` in `role` of tensor rank `tensorIndex`,
+  /// by shard index.
   std::vector<const checkpoint::SavedTensor *>
-  tensorsOf(const std::string &group, BufferRole role) const;
+  tensorsOf(const std::string &group, BufferRole role,
+            int64_t tensorIndex) const;
   /// Whether every saved tensor of `role` has element type `type`.
   bool allOfType(BufferRole role, ElementType type) const;
   bool hasRole(BufferRole role) const;
   /// Copies elements [offset, offset + dst.numel()) of unit `unit`'s stored
-  /// elements in `role` into `dst` (converting the dtype).
-  void readUnit(const std::string &unit, BufferRole role, int64_t offset,
-                at::Tensor dst);
+  /// elements in `role` on tensor rank `tensorIndex` into `dst` (converting
+  /// the dtype).
+  void readUnit(const std::string &unit, BufferRole role, int64_t tensorIndex,
+                int64_t offset, at::Tensor dst);
+  /// The whole (HF-shaped) fp32 value of the checkpoint's stored parameter
+  /// `param` of unit `unit` in `role`: its tensor ranks' slices joined.
+  at::Tensor wholeParam(const Unit &unit, const Param &param, BufferRole role);
 };
 
 } // namespace plan::rt

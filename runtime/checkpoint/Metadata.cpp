@@ -133,18 +133,21 @@ std::vector<SavedTensor> savedTensors(const Schedule &schedule) {
     if (!isTrainingState(b))
       continue;
     int64_t owners = b.sharded ? schedule.shard : 1;
-    for (int64_t i = 0; i < owners; ++i) {
-      SavedTensor t;
-      t.name = b.name;
-      t.role = b.role;
-      t.group = b.group;
-      t.type = b.type;
-      t.numel = b.numel;
-      t.sharded = b.sharded;
-      t.shardIndex = i;
-      t.rank = i; // replicate index 0: rank = shard index
-      out.push_back(std::move(t));
-    }
+    for (int64_t i = 0; i < owners; ++i)
+      for (int64_t k = 0; k < schedule.tensor; ++k) {
+        SavedTensor t;
+        t.name = b.name;
+        t.role = b.role;
+        t.group = b.group;
+        t.type = b.type;
+        t.numel = b.numel;
+        t.sharded = b.sharded;
+        t.shardIndex = i;
+        t.tensorIndex = k;
+        // Replicate index 0: rank = shard index * tensor + tensor index.
+        t.rank = i * schedule.tensor + k;
+        out.push_back(std::move(t));
+      }
   }
   return out;
 }
@@ -186,8 +189,9 @@ std::string metadataText(const CheckpointInfo &info, const Schedule &schedule,
                         {"momentum", o.momentum}};
   j["precision"] = toString(schedule.train.precision);
   j["sharding"] = toString(schedule.sharding);
-  j["mesh"] =
-      Json{{"replicate", schedule.replicate}, {"shard", schedule.shard}};
+  j["mesh"] = Json{{"replicate", schedule.replicate},
+                   {"shard", schedule.shard},
+                   {"tensor", schedule.tensor}};
   Json c;
   c["optimizer_steps"] = counters.optimizerSteps;
   c["loss_scale"] =
@@ -206,6 +210,7 @@ std::string metadataText(const CheckpointInfo &info, const Schedule &schedule,
                            {"numel", t.numel},
                            {"sharded", t.sharded},
                            {"shard_index", t.shardIndex},
+                           {"tensor_index", t.tensorIndex},
                            {"rank", t.rank}});
   j["tensors"] = std::move(tensors);
   Json fileList = Json::array();
@@ -262,9 +267,11 @@ Metadata readMetadata(const JsonReader &r, const Json &j) {
   const Json &mesh = r.getObject(j, at, "mesh");
   m.replicate = r.getInt(mesh, mp, "replicate");
   m.shard = r.getInt(mesh, mp, "shard");
-  if (m.replicate < 1 || m.shard < 1)
+  if (version >= 4)
+    m.tensor = r.getInt(mesh, mp, "tensor");
+  if (m.replicate < 1 || m.shard < 1 || m.tensor < 1)
     r.fail(mp, "invalid mesh " + std::to_string(m.replicate) + "x" +
-                   std::to_string(m.shard));
+                   std::to_string(m.shard) + "x" + std::to_string(m.tensor));
   JsonPath cp = at.member("counters");
   const Json &counters = r.getObject(j, at, "counters");
   m.counters.optimizerSteps = r.getInt(counters, cp, "optimizer_steps");
@@ -281,7 +288,7 @@ Metadata readMetadata(const JsonReader &r, const Json &j) {
     unitNumel[u.name] = u.numel;
     for (size_t k = 0; k < u.params.size(); ++k) {
       const Param &p = u.params[k];
-      int64_t numel = p.numel();
+      int64_t numel = p.localNumel(m.tensor);
       int64_t stored = p.frozen ? u.frozenNumel : u.numel;
       if (p.tiedTo.empty() &&
           (p.offset < 0 || numel < 0 || p.offset + numel > stored))
@@ -351,7 +358,13 @@ Metadata readMetadata(const JsonReader &r, const Json &j) {
     t.numel = r.getInt(tensors[i], p, "numel");
     t.sharded = r.getBool(tensors[i], p, "sharded");
     t.shardIndex = r.getInt(tensors[i], p, "shard_index");
+    if (version >= 4)
+      t.tensorIndex = r.getInt(tensors[i], p, "tensor_index");
     t.rank = r.getInt(tensors[i], p, "rank");
+    if (t.tensorIndex < 0 || t.tensorIndex >= m.tensor)
+      r.fail(p, "('" + t.name + "') is of tensor rank " +
+                    std::to_string(t.tensorIndex) + " of a mesh with " +
+                    std::to_string(m.tensor));
     auto g = groupByName.find(t.group);
     if (g == groupByName.end())
       r.fail(p, "names group '" + t.group + "', which 'groups' lacks");
@@ -374,10 +387,12 @@ Metadata readMetadata(const JsonReader &r, const Json &j) {
 
   // The fields agree with one another: the mesh with the files and the
   // groups' shards, the optimizer with the state saved.
-  if (static_cast<int64_t>(m.files.size()) != m.replicate * m.shard)
+  const int64_t world = m.replicate * m.shard * m.tensor;
+  if (static_cast<int64_t>(m.files.size()) != world)
     r.fail(mp, "is " + std::to_string(m.replicate) + "x" +
-                   std::to_string(m.shard) + ", " +
-                   std::to_string(m.replicate * m.shard) +
+                   std::to_string(m.shard) +
+                   (m.tensor > 1 ? "x" + std::to_string(m.tensor) : "") + ", " +
+                   std::to_string(world) +
                    " ranks that write a file each, but 'files' lists " +
                    std::to_string(m.files.size()));
   for (size_t i = 0; i < m.groups.size(); ++i)

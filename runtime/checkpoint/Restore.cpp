@@ -10,6 +10,7 @@
 #include "CheckpointFormat.h"
 #include "DTypes.h"
 #include "Format.h"
+#include "TensorParallel.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -64,10 +65,11 @@ void Checkpoint::Impl::verifyFile(const FileEntry &f) const {
 }
 
 std::vector<const SavedTensor *>
-Checkpoint::Impl::tensorsOf(const std::string &group, BufferRole role) const {
+Checkpoint::Impl::tensorsOf(const std::string &group, BufferRole role,
+                            int64_t tensorIndex) const {
   std::vector<const SavedTensor *> out;
   for (const SavedTensor &t : meta.tensors)
-    if (t.group == group && t.role == role)
+    if (t.group == group && t.role == role && t.tensorIndex == tensorIndex)
       out.push_back(&t);
   std::sort(out.begin(), out.end(),
             [](const SavedTensor *a, const SavedTensor *b) {
@@ -91,13 +93,14 @@ bool Checkpoint::Impl::hasRole(BufferRole role) const {
 }
 
 void Checkpoint::Impl::readUnit(const std::string &unit, BufferRole role,
-                                int64_t offset, at::Tensor dst) {
+                                int64_t tensorIndex, int64_t offset,
+                                at::Tensor dst) {
   auto place = meta.unitPlace.find(unit);
   if (place == meta.unitPlace.end())
     throw CheckpointError("checkpoint '" + directory +
                           "' holds no state of unit '" + unit + "'");
   const Group &group = meta.groups[place->second.first];
-  auto sources = tensorsOf(group.name, role);
+  auto sources = tensorsOf(group.name, role, tensorIndex);
   if (sources.empty())
     throw CheckpointError("checkpoint '" + directory + "' has no " +
                           toString(role) + " of group '" + group.name + "'");
@@ -143,6 +146,21 @@ void Checkpoint::Impl::readUnit(const std::string &unit, BufferRole role,
     written += count;
     begin += count;
   }
+}
+
+at::Tensor Checkpoint::Impl::wholeParam(const Unit &unit, const Param &param,
+                                        BufferRole role) {
+  const int64_t ranks = param.split ? meta.tensor : 1;
+  std::vector<at::Tensor> slices;
+  for (int64_t t = 0; t < ranks; ++t) {
+    at::Tensor slice = at::empty(param.localShape(meta.tensor), at::kFloat);
+    readUnit(unit.name, role, t, param.offset, slice.view({-1}));
+    slices.push_back(slice);
+  }
+  if (!param.split || meta.tensor == 1)
+    return slices.front();
+  return tp::joinSlices(slices, param.split->dim, param.split->chunks,
+                        param.shape[param.split->dim]);
 }
 
 Checkpoint::Checkpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -196,6 +214,7 @@ Sharding Checkpoint::sharding() const { return impl_->meta.sharding; }
 Precision Checkpoint::precision() const { return impl_->meta.precision; }
 int64_t Checkpoint::replicate() const { return impl_->meta.replicate; }
 int64_t Checkpoint::shard() const { return impl_->meta.shard; }
+int64_t Checkpoint::tensor() const { return impl_->meta.tensor; }
 OptimizerKind Checkpoint::optimizer() const { return impl_->meta.optimizer; }
 
 std::vector<CheckpointParam> Checkpoint::params() const {
@@ -266,7 +285,10 @@ void Checkpoint::checkCompatible(const Schedule &schedule) const {
     if (u.kind != v.kind)
       differ("unit '" + u.name + "''s kind", toString(v.kind),
              toString(u.kind));
-    if (u.numel != v.numel)
+    // A rank's slices differ in size under another tensor degree; the
+    // parameters' whole shapes below are what must agree.
+    const bool sameTensor = c.meta.tensor == schedule.tensor;
+    if (sameTensor && u.numel != v.numel)
       differ("unit '" + u.name + "''s size", num(v.numel), num(u.numel));
     if (u.params.size() != v.params.size())
       differ("unit '" + u.name + "''s parameter count", num(v.params.size()),
@@ -287,7 +309,7 @@ void Checkpoint::checkCompatible(const Schedule &schedule) const {
         differ("whether '" + p.name + "' is frozen (a LoRA base)",
                q.frozen ? "frozen" : "trained",
                p.frozen ? "frozen" : "trained");
-      if (p.tiedTo.empty() && p.offset != q.offset)
+      if (sameTensor && p.tiedTo.empty() && p.offset != q.offset)
         differ("the offset of '" + p.name + "'", num(q.offset), num(p.offset));
     }
   }
@@ -324,6 +346,39 @@ void Checkpoint::restore(const Schedule &schedule, Executor &executor,
     unitNumel[u.name] = u.numel;
   const bool hasMaster = c.hasRole(BufferRole::Master),
              hasParam = c.hasRole(BufferRole::Param);
+  // Unit `unit`'s stored elements [offset, offset + dst.numel()) on this
+  // rank, in `role`: read as saved under the same tensor degree, else from
+  // each parameter's whole value (the saving ranks' slices joined) cut to
+  // this rank's slice, once per unit and role.
+  const int64_t tensorIndex = comm.groupRank(GroupAxis::Tensor);
+  std::map<std::pair<std::string, BufferRole>, at::Tensor> resliced;
+  auto readUnit = [&](const std::string &unit, BufferRole role, int64_t offset,
+                      at::Tensor dst) {
+    if (c.meta.tensor == schedule.tensor)
+      return c.readUnit(unit, role, tensorIndex, offset, dst);
+    at::Tensor &flat = resliced[{unit, role}];
+    if (!flat.defined()) {
+      const Unit &target =
+          *std::find_if(schedule.units.begin(), schedule.units.end(),
+                        [&](const Unit &u) { return u.name == unit; });
+      const Unit &saved =
+          *std::find_if(c.meta.units.begin(), c.meta.units.end(),
+                        [&](const Unit &u) { return u.name == unit; });
+      flat = at::zeros({target.numel}, at::kFloat);
+      for (size_t k = 0; k < target.params.size(); ++k) {
+        const Param &p = target.params[k];
+        if (!p.tiedTo.empty() || p.frozen)
+          continue;
+        at::Tensor whole = c.wholeParam(saved, saved.params[k], role);
+        if (p.split && schedule.tensor > 1)
+          whole = tp::localSlice(whole, p.split->dim, p.split->chunks,
+                                 tensorIndex, schedule.tensor);
+        flat.narrow(0, p.offset, p.localNumel(schedule.tensor))
+            .copy_(whole.reshape({-1}));
+      }
+    }
+    dst.copy_(flat.narrow(0, offset, dst.numel()));
+  };
 
   for (size_t id = 0; id < schedule.buffers.size(); ++id) {
     const Buffer &b = schedule.buffers[id];
@@ -369,8 +424,8 @@ void Checkpoint::restore(const Schedule &schedule, Executor &executor,
       int64_t from = std::max(begin, unitStart);
       int64_t to = std::min(begin + length, unitStart + n->second);
       if (from < to)
-        c.readUnit(unit, source, from - unitStart,
-                   staging.narrow(0, from - begin, to - from));
+        readUnit(unit, source, from - unitStart,
+                 staging.narrow(0, from - begin, to - from));
       unitStart += n->second;
     }
     target.copy_(staging);
@@ -386,7 +441,7 @@ void Checkpoint::restore(const Schedule &schedule, Executor &executor,
     counters.lossScale = fresh.lossScale;
   executor.setCounters(counters);
 
-  if (comm.world() == c.meta.replicate * c.meta.shard) {
+  if (comm.world() == c.meta.replicate * c.meta.shard * c.meta.tensor) {
     const SafeTensorsFile &mine = c.file(comm.rank());
     auto it = mine.metadata().find(kRngKey);
     if (it != mine.metadata().end()) {
@@ -423,15 +478,9 @@ std::vector<std::pair<std::string, at::Tensor>> Checkpoint::weights() const {
       stored |= p.tiedTo.empty() && !p.frozen;
     if (!stored)
       continue;
-    at::Tensor flat = at::empty({u.numel}, at::kFloat);
-    c.readUnit(u.name, role, 0, flat);
-    for (const Param &p : u.params) {
-      if (!p.tiedTo.empty() || p.frozen)
-        continue;
-      out.push_back(
-          {p.name,
-           flat.narrow(0, p.offset, p.numel()).reshape(p.shape).clone()});
-    }
+    for (const Param &p : u.params)
+      if (p.tiedTo.empty() && !p.frozen)
+        out.push_back({p.name, c.wholeParam(u, p, role)});
   }
   return out;
 }

@@ -38,7 +38,7 @@ void worldSum(Comm &comm, at::Tensor &values) {
   std::vector<at::Tensor> tensors{values};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::SUM;
-  comm.group(GroupAxis::World).allreduce(tensors, options)->wait();
+  comm.everyone().allreduce(tensors, options)->wait();
 }
 
 std::string rngStateHex() {
@@ -56,12 +56,14 @@ std::string rngStateHex() {
 std::vector<std::pair<std::string, at::Tensor>>
 ownedTensors(const Schedule &schedule, const Executor &executor, Comm &comm) {
   std::vector<std::pair<std::string, at::Tensor>> out;
+  // Each tensor rank saves its own slices (savedTensors).
   const bool firstReplica = comm.groupRank(GroupAxis::Replicate) == 0;
+  const bool firstDataRank = comm.groupRank(GroupAxis::World) == 0;
   for (size_t id = 0; id < schedule.buffers.size(); ++id) {
     const Buffer &b = schedule.buffers[id];
     if (!isTrainingState(b))
       continue;
-    bool owner = b.sharded ? firstReplica : comm.rank() == 0;
+    bool owner = b.sharded ? firstReplica : firstDataRank;
     if (owner)
       out.push_back(
           {b.name, executor.buffer(static_cast<int64_t>(id)).to(at::kCPU)});

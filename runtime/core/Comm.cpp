@@ -15,28 +15,39 @@ class GlooComm : public Comm {
 public:
   GlooComm(const c10::intrusive_ptr<c10d::Store> &store, int rank, int world,
            const Schedule &schedule, std::chrono::milliseconds timeout)
-      : Comm(rank, schedule.replicate, schedule.shard) {
+      : Comm(rank, schedule.replicate, schedule.shard, schedule.tensor) {
     auto options = makeOptions(timeout);
-    // Each axis gets its own store namespace so that the groups' rendezvous
-    // keys never collide; the group name says which replica / shard it is.
-    worldGroup_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>("world", store), rank, world,
-        options);
-    int replicaIndex = rank / shardSize_, shardIndex = rank % shardSize_;
-    shardGroup_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>(
-            "shard/" + std::to_string(replicaIndex), store),
-        shardIndex, shardSize_, options);
-    replicateGroup_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>(
-            "replicate/" + std::to_string(shardIndex), store),
-        replicaIndex, replicateSize_, options);
+    // Each group gets its own store namespace so that the groups'
+    // rendezvous keys never collide; the name says which one it is.
+    auto group = [&](const std::string &name, int index,
+                     int size) -> c10::intrusive_ptr<c10d::Backend> {
+      return c10::make_intrusive<c10d::ProcessGroupGloo>(
+          c10::make_intrusive<c10d::PrefixStore>(name, store), index, size,
+          options);
+    };
+    everyoneGroup_ = group("world", rank, world);
+    const int t = groupRank(GroupAxis::Tensor);
+    const int dp = groupRank(GroupAxis::World);
+    const int replicaIndex = groupRank(GroupAxis::Replicate);
+    const int shardIndex = groupRank(GroupAxis::Shard);
+    worldGroup_ = tensorSize_ == 1 ? everyoneGroup_
+                                   : group("data/" + std::to_string(t), dp,
+                                           groupSize(GroupAxis::World));
+    shardGroup_ =
+        group("shard/" + std::to_string(replicaIndex * tensorSize_ + t),
+              shardIndex, shardSize_);
+    replicateGroup_ =
+        group("replicate/" + std::to_string(shardIndex * tensorSize_ + t),
+              replicaIndex, replicateSize_);
+    // No collective runs on a tensor group of one (Executor.cpp).
+    if (tensorSize_ > 1)
+      tensorGroup_ = group("tensor/" + std::to_string(dp), t, tensorSize_);
     // Gloo's connectFullMesh can return on one side of a pair while the
     // other is still reading its handshake: a rank that then exited at once
     // (an error found on opening a checkpoint, say) failed its peer's
     // connect with "Connection closed by peer". A barrier over the world
     // group returns only once every rank has connected every group.
-    worldGroup_->barrier()->wait();
+    everyoneGroup_->barrier()->wait();
   }
 
 private:
@@ -64,25 +75,32 @@ c10d::Backend &Comm::group(GroupAxis axis) {
     return *shardGroup_;
   case GroupAxis::Replicate:
     return *replicateGroup_;
+  case GroupAxis::Tensor:
+    if (!tensorGroup_)
+      throw std::runtime_error("the mesh has no tensor axis: no collective "
+                               "runs on its tensor group");
+    return *tensorGroup_;
   case GroupAxis::World:
-  case GroupAxis::Tensor: // not in a valid schedule (its mesh has no such
-                          // axis)
     break;
   }
   return *worldGroup_;
 }
 
+c10d::Backend &Comm::everyone() { return *everyoneGroup_; }
+
 int Comm::groupRank(GroupAxis axis) const {
+  const int dataRank = rank_ / tensorSize_;
   switch (axis) {
   case GroupAxis::Shard:
-    return rank_ % shardSize_;
+    return dataRank % shardSize_;
   case GroupAxis::Replicate:
-    return rank_ / shardSize_;
+    return dataRank / shardSize_;
+  case GroupAxis::Tensor:
+    return rank_ % tensorSize_;
   case GroupAxis::World:
-  case GroupAxis::Tensor: // not in a valid schedule
-    return rank_;
+    break;
   }
-  return rank_;
+  return dataRank;
 }
 
 int Comm::groupSize(GroupAxis axis) const {
@@ -91,24 +109,22 @@ int Comm::groupSize(GroupAxis axis) const {
     return shardSize_;
   case GroupAxis::Replicate:
     return replicateSize_;
+  case GroupAxis::Tensor:
+    return tensorSize_;
   case GroupAxis::World:
-  case GroupAxis::Tensor: // not in a valid schedule
-    return world_;
+    break;
   }
-  return world_;
+  return shardSize_ * replicateSize_;
 }
 
 void Comm::checkMesh(int rank, int world, const Schedule &schedule) {
-  if (schedule.replicate < 1 || schedule.shard < 1)
-    throw std::runtime_error("schedule has an invalid mesh (" +
-                             std::to_string(schedule.replicate) + "x" +
-                             std::to_string(schedule.shard) + ")");
+  const std::string mesh = meshString(schedule);
+  if (schedule.replicate < 1 || schedule.shard < 1 || schedule.tensor < 1)
+    throw std::runtime_error("schedule has an invalid mesh (" + mesh + ")");
   if (world != schedule.worldSize())
-    throw std::runtime_error("schedule is for " +
-                             std::to_string(schedule.worldSize()) + " ranks (" +
-                             std::to_string(schedule.replicate) + "x" +
-                             std::to_string(schedule.shard) + "), but " +
-                             std::to_string(world) + " were launched");
+    throw std::runtime_error(
+        "schedule is for " + std::to_string(schedule.worldSize()) + " ranks (" +
+        mesh + "), but " + std::to_string(world) + " were launched");
   if (rank < 0 || rank >= world)
     throw std::runtime_error("rank " + std::to_string(rank) +
                              " is outside the world of " +

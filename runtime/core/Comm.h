@@ -1,10 +1,14 @@
 //===- Comm.h - Process groups of the mesh ----------------------*- C++ -*-===//
 //
-// The schedule names collectives by mesh axis (shard, replicate, world). The
-// mesh is replicate x shard with rank = replicateIndex * shard + shardIndex
-// (docs/schedule-format.md). Comm builds one c10d backend per axis this rank
-// belongs to (Gloo for the cpu backend, NCCL for the cuda one), each with the
-// collective timeout, over one rendezvous store.
+// The schedule names collectives by mesh axis (shard, replicate, world,
+// tensor). The mesh is replicate x shard x tensor with rank = (replicateIndex
+// * shard + shardIndex) * tensor + tensorIndex (docs/schedule-format.md): a
+// tensor group is consecutive ranks (one node's GPUs), and `world` is the
+// data-parallel ranks that share this rank's tensor index (every rank when
+// tensor is 1). Comm builds one c10d backend per group this rank belongs to
+// (Gloo for the cpu backend, NCCL for the cuda one), each with the
+// collective timeout, over one rendezvous store, and one over every rank for
+// what the ranks agree on outside the schedule (metrics, stop signals).
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,29 +54,35 @@ public:
 
   int rank() const { return rank_; }
   int world() const { return world_; }
-  /// This rank's index and the size of its group along `axis` (the mesh is
-  /// replicate x shard, rank = replicateIndex * shard + shardIndex).
+  /// This rank's index and the size of its group along `axis` (World: the
+  /// data-parallel ranks, replicate x shard).
   int groupRank(GroupAxis axis) const;
   int groupSize(GroupAxis axis) const;
-  /// The process group along `axis` (World, Shard or Replicate): the
-  /// backend's groups set up by its constructor; a test double overrides it.
+  /// The process group along `axis`: the backend's groups set up by its
+  /// constructor; a test double overrides it.
   virtual c10d::Backend &group(GroupAxis axis);
+  /// Every rank of the mesh (the `world` group when tensor is 1).
+  virtual c10d::Backend &everyone();
 
 protected:
   /// Throws std::runtime_error (one line) unless the schedule's mesh is valid,
   /// has `world` ranks, and 0 <= rank < world.
   static void checkMesh(int rank, int world, const Schedule &schedule);
-  /// Records this rank's place in a replicate x shard mesh (checked first by
-  /// checkMesh).
-  Comm(int rank, int64_t replicate, int64_t shard)
-      : rank_(rank), world_(static_cast<int>(replicate * shard)),
+  /// Records this rank's place in a replicate x shard x tensor mesh (checked
+  /// first by checkMesh).
+  Comm(int rank, int64_t replicate, int64_t shard, int64_t tensor = 1)
+      : rank_(rank), world_(static_cast<int>(replicate * shard * tensor)),
         shardSize_(static_cast<int>(shard)),
-        replicateSize_(static_cast<int>(replicate)) {}
+        replicateSize_(static_cast<int>(replicate)),
+        tensorSize_(static_cast<int>(tensor)) {}
 
   int rank_ = 0, world_ = 1;
-  int shardSize_ = 1, replicateSize_ = 1;
-  // The backend's groups, which group() hands out.
-  c10::intrusive_ptr<c10d::Backend> worldGroup_, shardGroup_, replicateGroup_;
+  int shardSize_ = 1, replicateSize_ = 1, tensorSize_ = 1;
+  // The backend's groups, which group() and everyone() hand out: every
+  // rank, the data-parallel ranks (the same backend as everyone's when
+  // tensor is 1), and the shard, replicate and tensor groups.
+  c10::intrusive_ptr<c10d::Backend> everyoneGroup_, worldGroup_, shardGroup_,
+      replicateGroup_, tensorGroup_;
 };
 
 } // namespace plan::rt

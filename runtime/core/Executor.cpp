@@ -200,11 +200,13 @@ struct Executor::Impl {
   }
   void run(const ops::Forward &op) {
     model.forward(op.unit, op.microBatch, weights(op), operand(op.saves),
-                  keepGraph[current]);
+                  keepGraph[current],
+                  UnitPart{op.part, operand(op.in), operand(op.out), {}, {}});
   }
   void run(const ops::Recompute &op) {
     model.recompute(op.unit, op.microBatch, weights(op), operand(op.input),
-                    operand(op.saves));
+                    operand(op.saves),
+                    UnitPart{op.part, operand(op.in), operand(op.out), {}, {}});
   }
   template <typename ComputeOp> UnitWeights weights(const ComputeOp &op) {
     return UnitWeights{operand(op.params), operand(op.tied),
@@ -212,15 +214,20 @@ struct Executor::Impl {
   }
   void run(const ops::Loss &op) {
     double lossScale = op.lossScale >= 0 ? stepScalar(op.lossScale) : 1.0;
-    losses.push_back(model.loss(op.unit, op.microBatch, op.scale, lossScale));
+    losses.push_back(model.loss(op.unit, op.microBatch, op.scale, lossScale,
+                                operand(op.stats)));
   }
   void run(const ops::Backward &op) {
-    model.backward(op.unit, op.microBatch, weights(op), operand(op.activations),
-                   operand(op.grads), operand(op.tiedGrads));
+    model.backward(
+        op.unit, op.microBatch, weights(op), operand(op.activations),
+        operand(op.grads), operand(op.tiedGrads),
+        UnitPart{op.part, {}, {}, operand(op.outGrad), operand(op.inGrad)});
   }
-  void run(const ops::GradNorm &op) {
-    buffers[op.norm].add_(buffers[op.grads].to(at::kFloat).square().sum());
-  }
+  void run(const ops::GradNorm &op);
+  // By op index: the elements of a tensor_replicas norm's gradients that
+  // every tensor rank holds whole (replicaRanges).
+  std::map<size_t, std::vector<std::pair<int64_t, int64_t>>> wholeRanges;
+  std::vector<std::pair<int64_t, int64_t>> replicaRanges(int64_t id) const;
   void run(const ops::CheckFinite &op) {
     // On the device, without reading the result: the host learns it once,
     // at the first op that needs found_inf (stepScalar).
@@ -516,6 +523,83 @@ void Executor::Impl::run(const ops::Copy &op) {
         /*hostCopy=*/true);
 }
 
+/// The elements of buffer `id` that belong to parameters every tensor rank
+/// holds whole (no split). `id` holds groups' gradients, or is a view into
+/// them: one group's (its allocation names the group; all of its flat
+/// vector or this rank's shard), or a bucket of several, where the
+/// optimizer steps that read views of it say which group's lie where.
+std::vector<std::pair<int64_t, int64_t>>
+Executor::Impl::replicaRanges(int64_t id) const {
+  // The allocation a buffer lies in and its first element there.
+  auto rootOf = [&](int64_t b) {
+    int64_t offset = 0;
+    while (schedule.buffers[b].kind != Buffer::Kind::Alloc) {
+      const Buffer &v = schedule.buffers[b];
+      offset += v.kind == Buffer::Kind::View ? v.viewOffset
+                                             : comm.groupRank(v.axis) * v.numel;
+      b = v.source;
+    }
+    return std::pair{b, offset};
+  };
+  auto [root, begin] = rootOf(id);
+  const int64_t end = begin + schedule.buffers[id].numel;
+  auto ofGroup = [&](const Group &group, bool whole, int64_t offset,
+                     int64_t numel) {
+    int64_t first =
+        (whole ? 0 : comm.groupRank(GroupAxis::Shard) * group.shardNumel) +
+        offset;
+    return parameterRanges(schedule, group, first, numel,
+                           [](const Param &p) { return !p.split; });
+  };
+  const Buffer &alloc = schedule.buffers[root];
+  if (!alloc.group.empty())
+    for (const Group &group : schedule.groups)
+      if (group.name == alloc.group)
+        return ofGroup(group, !alloc.sharded, begin, end - begin);
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  bool covered = false;
+  for (const Op &op : schedule.ops) {
+    const auto *step = op.as<ops::OptimizerStep>();
+    if (!step)
+      continue;
+    auto [stepRoot, stepBegin] = rootOf(step->grads);
+    const int64_t numel = schedule.buffers[step->grads].numel;
+    const int64_t lo = std::max(begin, stepBegin);
+    const int64_t hi = std::min(end, stepBegin + numel);
+    if (stepRoot != root || lo >= hi)
+      continue;
+    covered = true;
+    // The group's whole flat vector, or this rank's shard of it.
+    const Group &group = schedule.groups[step->group];
+    for (auto [b, e] :
+         ofGroup(group, numel == group.paddedNumel, lo - stepBegin, hi - lo))
+      ranges.emplace_back(lo - begin + b, lo - begin + e);
+  }
+  if (!covered)
+    throw ExecutionError(
+        describe(current) + ": a norm over tensor replicas of buffer " +
+        std::to_string(id) + ", which holds no optimizer step's gradients");
+  std::sort(ranges.begin(), ranges.end());
+  return ranges;
+}
+
+void Executor::Impl::run(const ops::GradNorm &op) {
+  at::Tensor squares = buffers[op.grads].to(at::kFloat).square();
+  at::Tensor sum = squares.sum();
+  const int64_t tensor = comm.groupSize(GroupAxis::Tensor);
+  if (op.tensorReplicas && tensor > 1) {
+    // Every tensor rank holds the whole parameters' gradients: each counts
+    // 1/T of them, so that the sum over the tensor group counts them once.
+    auto it = wholeRanges.find(current);
+    if (it == wholeRanges.end())
+      it = wholeRanges.emplace(current, replicaRanges(op.grads)).first;
+    for (auto [begin, end] : it->second)
+      sum -= squares.narrow(0, begin, end - begin).sum() *
+             (1.0 - 1.0 / static_cast<double>(tensor));
+  }
+  buffers[op.norm].add_(sum);
+}
+
 void Executor::Impl::run(const ops::OptimizerStep &op) {
   const TrainConfig &train = schedule.train;
   double lossScale = op.lossScale >= 0 ? stepScalar(op.lossScale) : 1.0;
@@ -774,7 +858,7 @@ StepResult Executor::runStep(int64_t step,
   if (s.comm.world() > 1) {
     std::vector<at::Tensor> value{at::full({1}, loss, at::kDouble)};
     try {
-      s.comm.group(GroupAxis::World).allreduce(value)->wait();
+      s.comm.everyone().allreduce(value)->wait();
     } catch (const std::exception &e) {
       s.backend.endStep();
       throw ExecutionError("the loss all_reduce for metrics failed: " +
@@ -785,7 +869,7 @@ StepResult Executor::runStep(int64_t step,
   result.loss = loss;
   result.gradNorm = s.gradNorm;
   result.skipped = s.skipped;
-  result.tokens = tokens * s.comm.world();
+  result.tokens = tokens * s.comm.groupSize(GroupAxis::World);
   result.plannedBytes = schedule.workspaceBytes;
   for (const auto &[space, bytes] : schedule.arenaBytes)
     result.plannedBytes += bytes;

@@ -11,12 +11,11 @@
 
 namespace plan::rt {
 
-DecayMask decayMask(const Schedule &schedule, const Group &group, int64_t first,
-                    int64_t numel, WeightDecayScope scope) {
-  DecayMask mask;
-  if (scope == WeightDecayScope::All)
-    return mask;
-  mask.all = false;
+std::vector<std::pair<int64_t, int64_t>>
+parameterRanges(const Schedule &schedule, const Group &group, int64_t first,
+                int64_t numel,
+                const std::function<bool(const Param &)> &select) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
   const int64_t end = first + numel;
   int64_t unitStart = 0; // of the unit in the group's flat vector
   for (const std::string &unitName : group.units) {
@@ -29,21 +28,34 @@ DecayMask decayMask(const Schedule &schedule, const Group &group, int64_t first,
                                unitName + "', which the schedule lacks");
     for (const Param &param : unit->params) {
       // Frozen parameters (a LoRA base) are not in the trained elements.
-      if (!param.tiedTo.empty() || param.frozen || param.shape.size() < 2)
+      if (!param.tiedTo.empty() || param.frozen || !select(param))
         continue;
-      int64_t size = param.numel();
+      int64_t size = param.localNumel(schedule.tensor);
       int64_t b = std::max(unitStart + param.offset, first);
       int64_t e = std::min(unitStart + param.offset + size, end);
       if (b >= e)
         continue;
-      // Adjacent matrices make one range.
-      if (!mask.ranges.empty() && mask.ranges.back().second == b - first)
-        mask.ranges.back().second = e - first;
+      if (!ranges.empty() && ranges.back().second == b - first)
+        ranges.back().second = e - first;
       else
-        mask.ranges.emplace_back(b - first, e - first);
+        ranges.emplace_back(b - first, e - first);
     }
     unitStart += unit->numel;
   }
+  return ranges;
+}
+
+DecayMask decayMask(const Schedule &schedule, const Group &group, int64_t first,
+                    int64_t numel, WeightDecayScope scope) {
+  DecayMask mask;
+  if (scope == WeightDecayScope::All)
+    return mask;
+  mask.all = false;
+  // Matrices: parameters of two or more dimensions.
+  mask.ranges =
+      parameterRanges(schedule, group, first, numel, [](const Param &param) {
+        return param.shape.size() >= 2;
+      });
   return mask;
 }
 

@@ -16,6 +16,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,15 @@ struct DecayMask {
   bool all = true;
   std::vector<std::pair<int64_t, int64_t>> ranges;
 };
+
+/// The elements of `numel` elements of group `group`'s flat vector from
+/// element `first` on (a rank's shard, or all of it) that hold trained
+/// parameters for which `select` holds: sorted, disjoint [begin, end)
+/// ranges, relative to `first` (adjacent ones merged; padding is in none).
+std::vector<std::pair<int64_t, int64_t>>
+parameterRanges(const Schedule &schedule, const Group &group, int64_t first,
+                int64_t numel,
+                const std::function<bool(const Param &)> &select);
 
 /// The mask of `numel` elements of group `group`'s flat vector from element
 /// `first` on (a rank's shard, or all of it) under `scope`: with `Matrices`,

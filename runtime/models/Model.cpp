@@ -20,6 +20,8 @@
 #include "SafeTensors.h"
 #include "SavedActivations.h"
 #include "Seeds.h"
+#include "TensorParallel.h"
+#include "TensorParallelParts.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
@@ -209,7 +211,9 @@ bool endsWith(const std::string &s, std::string_view suffix) {
 /// One parameter of a unit and its persistent autograd leaf.
 struct Slot {
   std::string name;
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;       // what this rank stores and computes with
+  std::vector<int64_t> fullShape;   // the HF parameter's (shape, unless split)
+  std::optional<TensorSplit> split; // tensor parallelism's, if split
   int64_t numel = 0;
   int64_t offset = 0;    // elements into `params`, `frozen` or `tied`
   bool fromTied = false; // stored in another unit, passed as `tied`
@@ -357,6 +361,38 @@ struct Run {
   at::Tensor output; // hidden state, or the head's loss
 };
 
+/// What one part of a tensor-parallel unit keeps from its forward (or
+/// recompute) until its backward: its inputs as autograd leaves (the
+/// exchanged `in`, and the residual stream it read), and its graph's
+/// outputs (what it wrote to `out`, and the residual stream it left).
+struct PartRun {
+  at::Tensor in, carryIn;
+  at::Tensor out, carryOut;
+};
+
+/// Where a part sits in a unit's residual stream (the hidden state between
+/// the cuts, which the parts hand on inside the model): whether it reads it,
+/// and whether it leaves a new one (a residual sum, the unit's output).
+struct CarryUse {
+  bool reads = false, replaces = false;
+};
+CarryUse carryUse(tp::UnitRole role, int64_t part) {
+  switch (role) {
+  case tp::UnitRole::Embedding: // lookup | hidden state
+    return {false, part == 1};
+  case tp::UnitRole::Block: // norm | attention | residual, norm | MLP |
+                            // residual
+    return {part % 2 == 0, part == 2 || part == 4};
+  case tp::UnitRole::Head: // norm | logits
+    return {part == 0, false};
+  }
+  return {};
+}
+
+/// How a part runs: a forward that keeps its graph, one that does not
+/// (activation checkpointing), or a recompute.
+enum class PartMode { Graph, NoGraph, Recompute };
+
 /// A tensor handed from one unit to the next, tagged with its producer so a
 /// schedule that skips a unit is caught instead of computing garbage.
 struct Handover {
@@ -414,10 +450,14 @@ at::Tensor fullAttention(const at::Tensor &q, const at::Tensor &k,
 class TransformerModel final : public Model {
 public:
   TransformerModel(const Schedule &schedule, at::Device device,
-                   int64_t lossChunkBytes)
+                   int64_t tensorRank, int64_t lossChunkBytes)
       : config_(schedule.model), device_(device),
-        lossChunkBytes_(lossChunkBytes) {
+        lossChunkBytes_(lossChunkBytes), tensor_(schedule.tensor),
+        tensorRank_(tensorRank), sequenceParallel_(schedule.sequenceParallel) {
     const ModelConfig &m = config_;
+    if (tensorRank < 0 || tensorRank >= tensor_)
+      throw ModelError("tensor rank " + std::to_string(tensorRank) +
+                       " is not one of the mesh's " + std::to_string(tensor_));
     if (m.hidden <= 0 || m.heads <= 0 || m.hidden % m.heads != 0)
       throw ModelError("hidden " + std::to_string(m.hidden) +
                        " is not a positive multiple of heads " +
@@ -454,7 +494,7 @@ public:
       if (!s.fromTied)
         (s.frozen ? frozen : out)
             .narrow(0, s.offset, s.numel)
-            .copy_(initialValue(u, s, seed).reshape({-1}));
+            .copy_(rankSlice(s, initialValue(u, s, seed)).reshape({-1}));
   }
 
   void loadUnit(int64_t unit, const TensorSource &source, uint64_t seed,
@@ -469,10 +509,10 @@ public:
       bool fresh = (isNewTaskHead(s.name) || loraAdapterModule(s.name)) &&
                    !source.contains(s.name);
       at::Tensor value =
-          fresh ? initialValue(u, s, seed) : source.get(s.name, s.shape);
+          fresh ? initialValue(u, s, seed) : source.get(s.name, s.fullShape);
       (s.frozen ? frozen : out)
           .narrow(0, s.offset, s.numel)
-          .copy_(value.reshape({-1}));
+          .copy_(rankSlice(s, value).reshape({-1}));
     }
   }
 
@@ -506,7 +546,11 @@ public:
   }
 
   void forward(int64_t unit, int64_t mb, const UnitWeights &weights,
-               const at::Tensor &saves, bool keepGraph) override {
+               const at::Tensor &saves, bool keepGraph,
+               const UnitPart &part) override {
+    if (tensor_ > 1)
+      return runPart(unit, mb, weights, {}, saves, part,
+                     keepGraph ? PartMode::Graph : PartMode::NoGraph);
     UnitModel &u = unitAt(unit);
     const MicroBatch &batch = batchAt(mb);
     bind(u, weights);
@@ -543,7 +587,11 @@ public:
   }
 
   void recompute(int64_t unit, int64_t mb, const UnitWeights &weights,
-                 const at::Tensor &input, const at::Tensor &saves) override {
+                 const at::Tensor &input, const at::Tensor &saves,
+                 const UnitPart &part) override {
+    if (tensor_ > 1)
+      return runPart(unit, mb, weights, input, saves, part,
+                     PartMode::Recompute);
     UnitModel &u = unitAt(unit);
     const MicroBatch &batch = batchAt(mb);
     bind(u, weights);
@@ -574,11 +622,13 @@ public:
     runs_[{unit, mb}] = Run{x, out};
   }
 
-  at::Tensor loss(int64_t unit, int64_t mb, double scale,
-                  double lossScale) override {
+  at::Tensor loss(int64_t unit, int64_t mb, double scale, double lossScale,
+                  const at::Tensor &stats) override {
     UnitModel &u = unitAt(unit);
     if (!isHead(u))
       throw ModelError("loss of unit '" + u.name + "', which is not a head");
+    if (tensor_ > 1)
+      return vocabParallelLoss(u, mb, scale * lossScale, stats);
     auto it = losses_.find(mb);
     if (it == losses_.end())
       throw ModelError("loss of micro-batch " + std::to_string(mb) +
@@ -589,7 +639,9 @@ public:
 
   void backward(int64_t unit, int64_t mb, const UnitWeights &weights,
                 const at::Tensor & /*activations*/, const at::Tensor &grads,
-                const at::Tensor &tiedGrads) override {
+                const at::Tensor &tiedGrads, const UnitPart &part) override {
+    if (tensor_ > 1)
+      return backwardPart(unit, mb, weights, grads, tiedGrads, part);
     UnitModel &u = unitAt(unit);
     auto run = runs_.find({unit, mb});
     if (run == runs_.end())
@@ -635,19 +687,7 @@ public:
                                     /*retain_graph=*/false,
                                     /*create_graph=*/false,
                                     /*allow_unused=*/true);
-    for (size_t k = 0; k < trained.size(); ++k) {
-      const Slot &s = u.slots[trained[k]];
-      const at::Tensor &gi = g[k];
-      if (!gi.defined())
-        continue;
-      const at::Tensor &dst = s.fromTied ? tiedGrads : grads;
-      if (s.fromTied && (!dst.defined() || dst.numel() < s.offset + s.numel))
-        throw ModelError("backward of unit '" + u.name +
-                         "' needs tied_grads "
-                         "holding '" +
-                         s.name + "'");
-      dst.narrow(0, s.offset, s.numel).view(s.shape).add_(gi);
-    }
+    addParamGrads(u, trained, g, grads, tiedGrads);
     runs_.erase(run);
     if (isHead(u))
       seeds_.erase(mb);
@@ -662,6 +702,10 @@ public:
   }
 
   void reset() override {
+    partRuns_.clear();
+    partCarry_.clear();
+    savesUsed_.clear();
+    logSumExp_.clear();
     runs_.clear();
     hidden_.clear();
     gradIn_.clear();
@@ -671,6 +715,545 @@ public:
   }
 
 private:
+  //===--------------------------------------------------------------------===//
+  // Tensor parallelism: a unit in parts (TensorParallelParts.h)
+  //===--------------------------------------------------------------------===//
+
+  /// Adds the gradients `g[k]` of the trained slots `trained[k]` into
+  /// `grads` (or, for a tied parameter, `tiedGrads`).
+  static void addParamGrads(const UnitModel &u,
+                            const std::vector<size_t> &trained,
+                            const std::vector<at::Tensor> &g,
+                            const at::Tensor &grads,
+                            const at::Tensor &tiedGrads) {
+    for (size_t k = 0; k < trained.size(); ++k) {
+      const Slot &s = u.slots[trained[k]];
+      const at::Tensor &gi = g[k];
+      if (!gi.defined())
+        continue;
+      const at::Tensor &dst = s.fromTied ? tiedGrads : grads;
+      if (s.fromTied && (!dst.defined() || dst.numel() < s.offset + s.numel))
+        throw ModelError("backward of unit '" + u.name +
+                         "' needs tied_grads "
+                         "holding '" +
+                         s.name + "'");
+      dst.narrow(0, s.offset, s.numel).view(s.shape).add_(gi);
+    }
+  }
+
+  tp::UnitRole roleOf(const UnitModel &u) const {
+    if (isEmbedding(u))
+      return tp::UnitRole::Embedding;
+    return isHead(u) ? tp::UnitRole::Head : tp::UnitRole::Block;
+  }
+
+  /// Tokens of the residual stream on this rank: the micro-batch's
+  /// sequence, or under sequence parallelism this rank's 1/T of it.
+  int64_t streamLength(const MicroBatch &batch) const {
+    int64_t s = batch.tokens.size(1);
+    return sequenceParallel_ ? s / tensor_ : s;
+  }
+
+  /// The part's input after cut `cut`, as [b, s', h], from the exchanged
+  /// flat leaf `in`: every token after EnterColumns (under sequence
+  /// parallelism the ranks' slices gathered rank-major, [T, b, s/T, h], put
+  /// back in sequence order); this rank's stream after LeaveRows.
+  at::Tensor fromExchange(const at::Tensor &in, tp::Boundary cut,
+                          const MicroBatch &batch) const {
+    const int64_t b = batch.tokens.size(0), s = batch.tokens.size(1);
+    const int64_t h = config_.hidden;
+    if (cut == tp::Boundary::EnterColumns && sequenceParallel_)
+      return in.view({tensor_, b, s / tensor_, h})
+          .permute({1, 0, 2, 3})
+          .reshape({b, s, h});
+    if (cut == tp::Boundary::EnterColumns)
+      return in.view({b, s, h});
+    return in.view({b, streamLength(batch), h});
+  }
+
+  /// What a part hands to cut `cut`, flat: the partial sums of row-parallel
+  /// layers ([b, s, h]) laid out for the reduce-scatter along the sequence
+  /// under sequence parallelism ([T, b, s/T, h]: rank t's positions are
+  /// slice t); anything else as it is.
+  at::Tensor toExchange(const at::Tensor &y, tp::Boundary cut) const {
+    if (cut == tp::Boundary::LeaveRows && sequenceParallel_) {
+      const int64_t b = y.size(0), s = y.size(1), h = y.size(2);
+      return y.view({b, tensor_, s / tensor_, h})
+          .transpose(0, 1)
+          .contiguous()
+          .view({-1});
+    }
+    return y.reshape({-1});
+  }
+
+  /// The first vocabulary row (and logit column) of this rank's slice.
+  int64_t vocabStart(const at::Tensor &rows) const {
+    return tensorRank_ * rows.size(0);
+  }
+
+  /// The bytes of a unit's `saves` that its earlier parts left free, as a
+  /// byte tensor (undefined when none are left: everything then overflows,
+  /// counted).
+  at::Tensor savesFrom(const at::Tensor &saves, int64_t used) const {
+    if (!saves.defined() || saves.nbytes() <= static_cast<size_t>(used))
+      return {};
+    at::Tensor bytes = saves.view(at::kByte);
+    return bytes.narrow(0, used, bytes.numel() - used);
+  }
+
+  /// A leaf holding an exchange buffer's elements, in the type the unit
+  /// computes in: a copy, since the schedule frees the buffer right after
+  /// the part (releaseLeaf gives its memory back once the part ran).
+  static at::Tensor exchangeLeaf(const at::Tensor &buffer,
+                                 at::ScalarType type) {
+    at::Tensor v = buffer.scalar_type() == type ? buffer.detach().clone()
+                                                : buffer.detach().to(type);
+    return v.requires_grad_(true);
+  }
+
+  /// After a part's ops: backward reads nothing of its exchanged input's own
+  /// memory (what autograd saved of it is in `saves`, or kept by
+  /// reference where it did not fit), so its storage is pointed at the
+  /// saved copy, or, where nothing saved it, at `buffer`, and its memory is
+  /// freed. Autograd still has the leaf to differentiate by.
+  static void releaseLeaf(const at::Tensor &leaf, const SaveInto &into,
+                          const at::Tensor &buffer) {
+    std::optional<int64_t> at = into.placedAt(leaf);
+    if (at && *at < 0)
+      return;
+    void *data = at ? into.base() + *at : buffer.data_ptr();
+    leaf.storage().unsafeGetStorageImpl()->set_data_ptr_noswap(
+        at::DataPtr(data, leaf.device()));
+  }
+
+  /// Copies a part's output into its exchange buffer and points the
+  /// output's storage at the buffer: backward reads nothing of a graph's
+  /// output (what it saved went to `saves`), so its own memory is freed.
+  static void handOut(const at::Tensor &value, const at::Tensor &buffer) {
+    // Detached: the arena must not join the part's graph.
+    buffer.copy_(value.detach().reshape({-1}));
+    if (value.scalar_type() != buffer.scalar_type() || !value.is_contiguous() ||
+        value.storage_offset() != 0 ||
+        value.storage().nbytes() != buffer.nbytes())
+      return;
+    value.storage().unsafeGetStorageImpl()->set_data_ptr_noswap(
+        at::DataPtr(buffer.data_ptr(), buffer.device()));
+  }
+
+  /// Part `part.index` of unit `unit` for micro-batch `mb`: its forward
+  /// (with or without a graph) or its recompute (`input`: part 0's saved
+  /// input).
+  void runPart(int64_t unit, int64_t mb, const UnitWeights &weights,
+               const at::Tensor &input, const at::Tensor &saves,
+               const UnitPart &part, PartMode mode) {
+    UnitModel &u = unitAt(unit);
+    const MicroBatch &batch = batchAt(mb);
+    const tp::UnitRole role = roleOf(u);
+    const auto cuts = tp::boundaries(role);
+    const int64_t k = part.index;
+    const char *what = mode == PartMode::Recompute ? "recompute" : "forward";
+    if (k < 0 || k >= tp::partCount(role))
+      throw ModelError(std::string(what) + " of unit '" + u.name + "': part " +
+                       std::to_string(k) + " is not one of its " +
+                       std::to_string(tp::partCount(role)));
+    const bool hasCut = k < static_cast<int64_t>(cuts.size());
+    if ((k > 0) != part.in.defined() || hasCut != part.out.defined())
+      throw ModelError(std::string(what) + " of unit '" + u.name + "' part " +
+                       std::to_string(k) +
+                       " lacks its exchange buffers (in, out)");
+    bind(u, weights);
+    const at::ScalarType type = computeType(weights);
+    const CarryUse carry = carryUse(role, k);
+    const bool graph = mode != PartMode::NoGraph;
+    if (k == 0)
+      savesUsed_[{unit, mb}] = 0;
+
+    // The residual stream it reads: the unit before's output (part 0), an
+    // earlier part's, or for a recompute's part 0 its saved input.
+    std::map<int64_t, Handover> &stream =
+        mode == PartMode::Recompute ? partCarry_ : hidden_;
+    at::Tensor carryIn;
+    bool carryPlanned = false;
+    if (carry.reads && mode == PartMode::Recompute && k == 0) {
+      const int64_t n =
+          batch.tokens.size(0) * streamLength(batch) * config_.hidden;
+      if (!input.defined() || input.numel() < n)
+        throw ModelError("recompute of unit '" + u.name +
+                         "' needs an input of at least " + std::to_string(n) +
+                         " elements");
+      at::Tensor planned = input.narrow(0, 0, n);
+      carryIn = at::from_blob(
+                    planned.data_ptr(),
+                    {batch.tokens.size(0), streamLength(batch), config_.hidden},
+                    planned.options())
+                    .to(type);
+      carryPlanned = true;
+      // Its later parts read it from here (kept by reference: the input
+      // buffer lives until after the unit's backward).
+      partCarry_[mb] = Handover{unit, carryIn, true};
+    } else if (carry.reads) {
+      auto it = stream.find(mb);
+      int64_t from = k == 0 ? unit - 1 : unit;
+      if (it == stream.end() || it->second.unit != from)
+        throw ModelError(std::string(what) + " of unit '" + u.name + "' part " +
+                         std::to_string(k) + " micro-batch " +
+                         std::to_string(mb) + " comes before the " + what +
+                         " of " +
+                         (k == 0 ? "'" + units_[from].name + "'"
+                                 : std::string("its earlier parts")));
+      // From part 0 on the stream is this unit's: its later parts read it.
+      it->second.unit = unit;
+      carryIn = it->second.value;
+      carryPlanned = it->second.planned;
+    }
+    if (mode == PartMode::NoGraph && k == 0 && carryIn.defined()) {
+      // Checkpointed: keep only the input (in the planned buffer).
+      if (!saves.defined() || saves.numel() < carryIn.numel())
+        throw ModelError("forward of unit '" + u.name +
+                         "' without a graph needs a saves buffer of at least " +
+                         std::to_string(carryIn.numel()) + " elements");
+      saves.narrow(0, 0, carryIn.numel()).view(carryIn.sizes()).copy_(carryIn);
+    }
+
+    PartRun run;
+    if (k > 0)
+      run.in = exchangeLeaf(part.in, type);
+    if (carryIn.defined())
+      run.carryIn = carryIn.detach().requires_grad_(graph);
+    std::optional<at::NoGradGuard> noGrad;
+    std::optional<SaveInto> into;
+    if (graph) {
+      std::set<const void *> persistent = persistentStorages(u, {}, batch);
+      if (u.kind == Layer::LlamaBlock) {
+        auto [cos, sin] = ropeTables(batch.tokens.size(1), type, device_);
+        persistent.insert(cos.storage().unsafeGetStorageImpl());
+        persistent.insert(sin.storage().unsafeGetStorageImpl());
+      }
+      if (carryIn.defined() && carryPlanned)
+        persistent.insert(carryIn.storage().unsafeGetStorageImpl());
+      int64_t &used = savesUsed_[{unit, mb}];
+      into.emplace(savesFrom(saves, used), std::move(persistent));
+      if (carryIn.defined() && !carryPlanned && into->adopt(carryIn))
+        for (auto &[m, handover] : stream)
+          if (handover.value.is_same(carryIn))
+            handover.planned = true;
+    } else {
+      noGrad.emplace();
+    }
+
+    at::Tensor x =
+        k > 0 ? fromExchange(run.in, cuts[k - 1], batch) : at::Tensor();
+    auto [out, carryOut] = computePart(u, k, x, run.carryIn, batch);
+
+    if (role == tp::UnitRole::Head && k == 1) {
+      // The logits stay for backward; the loss reads their statistics.
+      part.out.copy_(
+          tp::lossStatistics(out.detach(), batch.targets.reshape({-1}),
+                             vocabStart(u.param(lmHeadRole(u))), config_.vocab)
+              .reshape({-1}));
+      if (into)
+        into->adopt(out);
+    } else if (hasCut) {
+      handOut(out, part.out);
+    }
+    if (carry.replaces) {
+      bool adopted = into && into->adopt(carryOut);
+      bool last = k + 1 == tp::partCount(role);
+      if (mode == PartMode::Recompute && last)
+        partCarry_.erase(mb);
+      else
+        stream[mb] = Handover{unit, carryOut.detach(), adopted};
+    }
+    if (role == tp::UnitRole::Head && k == 1)
+      stream.erase(mb);
+    if (into) {
+      if (run.in.defined())
+        releaseLeaf(run.in, *into, part.in);
+      savesUsed_[{unit, mb}] += into->usedBytes();
+      unplannedSaveBytes_ += into->overflowBytes();
+      into.reset();
+    }
+    if (graph) {
+      run.out = out;
+      run.carryOut = carryOut;
+      partRuns_[{unit, mb, k}] = std::move(run);
+    }
+  }
+
+  /// The head's role index of its vocabulary-parallel weight.
+  static int lmHeadRole(const UnitModel &u) {
+    return u.kind == Layer::Gpt2Head ? int(gpt2_head::LmHead)
+                                     : int(llama_head::LmHead);
+  }
+
+  /// Part `k` of `u`: from the exchanged input `x` ([b, s', h], undefined
+  /// for part 0) and the residual stream `carry`, what it hands to its cut
+  /// (the head's last part: its fp32 logits [tokens, V/T]) and the residual
+  /// stream it leaves (each undefined where it has none).
+  std::pair<at::Tensor, at::Tensor> computePart(const UnitModel &u, int64_t k,
+                                                const at::Tensor &x,
+                                                const at::Tensor &carry,
+                                                const MicroBatch &batch) {
+    const bool gpt2 = u.kind == Layer::Gpt2Embedding ||
+                      u.kind == Layer::Gpt2Block || u.kind == Layer::Gpt2Head;
+    const auto cuts = tp::boundaries(roleOf(u));
+    auto handed = [&](const at::Tensor &y) { return toExchange(y, cuts[k]); };
+    switch (roleOf(u)) {
+    case tp::UnitRole::Embedding: {
+      const at::Tensor &w = u.param(gpt2 ? int(gpt2_embedding::Wte)
+                                         : int(llama_embedding::Tokens));
+      if (k == 0) {
+        // This rank's rows; the ranks' lookups are summed at LeaveRows.
+        at::Tensor row = batch.tokens - vocabStart(w);
+        at::Tensor outside = (row < 0) | (row >= w.size(0));
+        at::Tensor rows = at::embedding(w, row.masked_fill(outside, 0))
+                              .masked_fill(outside.unsqueeze(-1), 0);
+        return {handed(rows), {}};
+      }
+      if (!gpt2)
+        return {{}, x.clone()};
+      const at::Tensor &wpe = u.param(gpt2_embedding::Wpe);
+      const int64_t s = batch.tokens.size(1), n = streamLength(batch);
+      if (s > wpe.size(0))
+        throw ModelError("seq_len " + std::to_string(s) + " exceeds the " +
+                         std::to_string(wpe.size(0)) + " learned positions");
+      const int64_t first = sequenceParallel_ ? tensorRank_ * n : 0;
+      at::Tensor positions =
+          at::arange(first, first + n, batch.tokens.options());
+      return {{}, x + at::embedding(wpe, positions).unsqueeze(0)};
+    }
+    case tp::UnitRole::Block:
+      return gpt2 ? gpt2BlockPart(u, k, x, carry, handed)
+                  : llamaBlockPart(u, k, x, carry, handed);
+    case tp::UnitRole::Head: {
+      if (k == 0) {
+        at::Tensor n =
+            gpt2 ? at::layer_norm(carry, {config_.hidden},
+                                  u.param(gpt2_head::LnW),
+                                  u.param(gpt2_head::LnB), config_.normEps)
+                 : rmsNorm(carry, u.param(llama_head::Norm), config_.normEps);
+        return {handed(n), {}};
+      }
+      at::Tensor logits = at::linear(x, u.param(lmHeadRole(u)));
+      return {logits.reshape({-1, logits.size(-1)}).to(at::kFloat), {}};
+    }
+    }
+    return {};
+  }
+
+  template <typename Handed>
+  std::pair<at::Tensor, at::Tensor>
+  llamaBlockPart(const UnitModel &u, int64_t k, const at::Tensor &x,
+                 const at::Tensor &carry, Handed handed) {
+    using namespace llama_block;
+    switch (k) {
+    case 0:
+      return {handed(rmsNorm(carry, u.param(InputNorm), config_.normEps)), {}};
+    case 1: {
+      // This rank's heads; o_proj's partial sums.
+      const int64_t b = x.size(0), s = x.size(1);
+      const int64_t heads = config_.heads / tensor_;
+      const int64_t kvHeads = config_.kvHeads / tensor_;
+      const int64_t d = config_.hidden / config_.heads;
+      at::Tensor q = u.linear(Q, x).view({b, s, heads, d}).transpose(1, 2);
+      at::Tensor kk = u.linear(K, x).view({b, s, kvHeads, d}).transpose(1, 2);
+      at::Tensor v = u.linear(V, x).view({b, s, kvHeads, d}).transpose(1, 2);
+      auto [cos, sin] = ropeTables(s, x.scalar_type(), x.device());
+      q = q * cos + rotateHalf(q) * sin;
+      kk = kk * cos + rotateHalf(kk) * sin;
+      kk = repeatKv(kk, heads / kvHeads);
+      v = repeatKv(v, heads / kvHeads);
+      at::Tensor a =
+          causalAttention(q, kk, v).transpose(1, 2).contiguous().reshape(
+              {b, s, heads * d});
+      q.reset();
+      kk.reset();
+      v.reset();
+      return {handed(u.linear(O, a)), {}};
+    }
+    case 2: {
+      at::Tensor h1 = carry + x;
+      return {handed(rmsNorm(h1, u.param(PostNorm), config_.normEps)), h1};
+    }
+    case 3: {
+      at::Tensor gate = at::silu(u.linear(Gate, x));
+      at::Tensor product = gate * u.linear(Up, x);
+      gate.reset();
+      return {handed(u.linear(Down, product)), {}};
+    }
+    default:
+      return {{}, carry + x};
+    }
+  }
+
+  template <typename Handed>
+  std::pair<at::Tensor, at::Tensor>
+  gpt2BlockPart(const UnitModel &u, int64_t k, const at::Tensor &x,
+                const at::Tensor &carry, Handed handed) {
+    using namespace gpt2_block;
+    const int64_t h = config_.hidden;
+    switch (k) {
+    case 0:
+      return {handed(at::layer_norm(carry, {h}, u.param(Ln1W), u.param(Ln1B),
+                                    config_.normEps)),
+              {}};
+    case 1: {
+      // c_attn's slice holds this rank's heads' q, k and v; c_proj's rows
+      // give partial sums, its bias is added once the ranks' are summed.
+      const int64_t b = x.size(0), s = x.size(1);
+      const int64_t heads = config_.heads / tensor_, d = h / config_.heads;
+      at::Tensor qkv = u.conv1dOf(AttnW, AttnB, x);
+      auto split = qkv.split(heads * d, 2);
+      qkv.reset();
+      auto heads4 = [&](const at::Tensor &t) {
+        return t.view({b, s, heads, d}).transpose(1, 2);
+      };
+      at::Tensor a =
+          causalAttention(heads4(split[0]), heads4(split[1]), heads4(split[2]))
+              .transpose(1, 2)
+              .contiguous()
+              .reshape({b, s, heads * d});
+      split.clear();
+      return {handed(at::matmul(a, u.param(AttnProjW))), {}};
+    }
+    case 2: {
+      at::Tensor h1 = carry + (x + u.param(AttnProjB));
+      return {handed(at::layer_norm(h1, {h}, u.param(Ln2W), u.param(Ln2B),
+                                    config_.normEps)),
+              h1};
+    }
+    case 3: {
+      at::Tensor act = at::gelu(u.conv1dOf(FcW, FcB, x), "tanh");
+      return {handed(at::matmul(act, u.param(MlpProjW))), {}};
+    }
+    default:
+      return {{}, carry + (x + u.param(MlpProjB))};
+    }
+  }
+
+  /// The vocabulary-parallel loss of micro-batch `mb` from every tensor
+  /// rank's statistics; keeps its log-sum-exp and seed for the head's
+  /// backward.
+  at::Tensor vocabParallelLoss(const UnitModel &u, int64_t mb, double seed,
+                               const at::Tensor &stats) {
+    const MicroBatch &batch = batchAt(mb);
+    const int64_t tokens = batch.targets.numel();
+    if (!stats.defined() ||
+        stats.numel() != tensor_ * tp::kLossStatistics * tokens)
+      throw ModelError("loss of '" + u.name + "' micro-batch " +
+                       std::to_string(mb) + " needs the " +
+                       std::to_string(tensor_) + " tensor ranks' statistics (" +
+                       std::to_string(tensor_ * tp::kLossStatistics * tokens) +
+                       " elements)");
+    tp::VocabParallelLoss loss = tp::lossFromStatistics(
+        stats.view({tensor_, tp::kLossStatistics, tokens}).to(at::kFloat),
+        batch.targets.reshape({-1}), kIgnoreTarget, batch.lossDivisor);
+    logSumExp_[mb] = loss.logSumExp;
+    seeds_[mb] = seed;
+    losses_[mb] = loss.loss;
+    return loss.loss;
+  }
+
+  /// Backward of part `part.index` of unit `unit` for micro-batch `mb`.
+  void backwardPart(int64_t unit, int64_t mb, const UnitWeights &weights,
+                    const at::Tensor &grads, const at::Tensor &tiedGrads,
+                    const UnitPart &part) {
+    UnitModel &u = unitAt(unit);
+    const int64_t k = part.index;
+    auto it = partRuns_.find({unit, mb, k});
+    if (it == partRuns_.end())
+      throw ModelError("backward of unit '" + u.name + "' part " +
+                       std::to_string(k) + " micro-batch " +
+                       std::to_string(mb) +
+                       " has no graph (no forward with a graph or recompute)");
+    PartRun &run = it->second;
+    if (u.numel > 0)
+      checkFlat(u, grads, u.numel, "backward's grads");
+    const tp::UnitRole role = roleOf(u);
+    const CarryUse carry = carryUse(role, k);
+    const bool last = k + 1 == tp::partCount(role);
+    if (run.in.defined() != part.inGrad.defined())
+      throw ModelError("backward of unit '" + u.name + "' part " +
+                       std::to_string(k) + " lacks its in_grad buffer");
+
+    std::vector<at::Tensor> outputs, seeds;
+    if (role == tp::UnitRole::Head && k == 1) {
+      auto seed = seeds_.find(mb);
+      auto lse = logSumExp_.find(mb);
+      if (seed == seeds_.end() || lse == logSumExp_.end())
+        throw ModelError("backward of '" + u.name + "' micro-batch " +
+                         std::to_string(mb) + " before its loss");
+      const MicroBatch &batch = batchAt(mb);
+      outputs.push_back(run.out);
+      seeds.push_back(
+          tp::lossGradient(run.out, batch.targets.reshape({-1}), lse->second,
+                           vocabStart(u.param(lmHeadRole(u))), config_.vocab,
+                           kIgnoreTarget, seed->second, batch.lossDivisor));
+    } else if (run.out.defined()) {
+      if (!part.outGrad.defined() || part.outGrad.numel() != run.out.numel())
+        throw ModelError("backward of unit '" + u.name + "' part " +
+                         std::to_string(k) + " needs an out_grad of " +
+                         std::to_string(run.out.numel()) + " elements");
+      outputs.push_back(run.out);
+      seeds.push_back(part.outGrad.view(run.out.sizes()).to(run.out.dtype()));
+    }
+    if (carry.replaces) {
+      auto g = gradIn_.find(mb);
+      int64_t from = last ? unit + 1 : unit;
+      if (g == gradIn_.end() || g->second.unit != from)
+        throw ModelError("backward of unit '" + u.name + "' part " +
+                         std::to_string(k) + " micro-batch " +
+                         std::to_string(mb) + " comes before the backward of " +
+                         (last && from < static_cast<int64_t>(units_.size())
+                              ? "'" + units_[from].name + "'"
+                              : std::string("its later parts")));
+      outputs.push_back(run.carryOut);
+      seeds.push_back(g->second.value);
+    }
+    bind(u, weights);
+    std::vector<at::Tensor> inputs;
+    std::vector<size_t> trained;
+    for (size_t i = 0; i < u.slots.size(); ++i)
+      if (!u.slots[i].frozen) {
+        inputs.push_back(u.slots[i].leaf);
+        trained.push_back(i);
+      }
+    const size_t inAt = inputs.size();
+    if (run.in.defined())
+      inputs.push_back(run.in);
+    const size_t carryAt = inputs.size();
+    if (run.carryIn.defined())
+      inputs.push_back(run.carryIn);
+    std::vector<at::Tensor> g =
+        torch::autograd::grad(outputs, inputs, seeds, /*retain_graph=*/false,
+                              /*create_graph=*/false, /*allow_unused=*/true);
+    addParamGrads(u, trained, g, grads, tiedGrads);
+    if (run.in.defined()) {
+      if (g[inAt].defined())
+        part.inGrad.copy_(g[inAt].reshape({-1}));
+      else
+        part.inGrad.zero_();
+    }
+    if (run.carryIn.defined()) {
+      at::Tensor gc =
+          g[carryAt].defined() ? g[carryAt] : at::zeros_like(run.carryIn);
+      auto held = gradIn_.find(mb);
+      // A part that reads the stream without leaving a new one (a norm
+      // before the unit's later parts) adds to what those parts handed back.
+      if (!carry.replaces && held != gradIn_.end() && held->second.unit == unit)
+        gradIn_[mb] = Handover{unit, held->second.value + gc};
+      else
+        gradIn_[mb] = Handover{unit, gc};
+    } else if (carry.replaces) {
+      gradIn_.erase(mb);
+    }
+    partRuns_.erase(it);
+    if (role == tp::UnitRole::Head && k == 1) {
+      seeds_.erase(mb);
+      logSumExp_.erase(mb);
+    }
+  }
+
   UnitModel
   makeUnit(const Unit &unit,
            const std::map<std::string, std::pair<const Param *, const Unit *>>
@@ -688,9 +1271,12 @@ private:
     for (const Param &p : unit.params) {
       Slot s;
       s.name = p.name;
-      s.shape = p.shape;
-      s.numel = p.numel();
+      s.shape = p.localShape(tensor_);
+      s.fullShape = p.shape;
+      s.numel = p.localNumel(tensor_);
       s.offset = p.offset;
+      if (tensor_ > 1)
+        s.split = p.split;
       if (!p.tiedTo.empty()) {
         auto it = defined.find(p.tiedTo);
         if (it == defined.end())
@@ -704,6 +1290,9 @@ private:
         s.fromTied = true;
         s.offset = it->second.first->offset;
         s.frozen = it->second.first->frozen;
+        // Stored (and split) as the parameter it ties to.
+        s.shape = it->second.first->localShape(tensor_);
+        s.numel = it->second.first->localNumel(tensor_);
       } else {
         s.frozen = p.frozen;
         int64_t stored = p.frozen ? unit.frozenNumel : unit.numel;
@@ -735,7 +1324,7 @@ private:
                          " computes with: the schedule's parameters are not "
                          "the HF names this runtime knows (recompile the "
                          "plan with planc)");
-      const std::vector<int64_t> &shape = u.slots[found].shape;
+      const std::vector<int64_t> &shape = u.slots[found].fullShape;
       bool ok = shape.size() == spec.shape.size();
       for (size_t d = 0; ok && d < shape.size(); ++d)
         ok = spec.shape[d] < 0 || spec.shape[d] == shape[d];
@@ -789,18 +1378,27 @@ private:
     return u;
   }
 
+  /// This rank's part of a whole parameter's value: its slice under
+  /// tensor parallelism, else all of it.
+  at::Tensor rankSlice(const Slot &s, const at::Tensor &whole) const {
+    if (!s.split)
+      return whole;
+    return tp::localSlice(whole, s.split->dim, s.split->chunks, tensorRank_,
+                          tensor_);
+  }
+
   /// A parameter's deterministic initial value: drawn from a generator
   /// seeded by (seed, name) alone (initUnit).
   static at::Tensor initialValue(const UnitModel &u, const Slot &s,
                                  uint64_t seed) {
-    at::Tensor value = at::empty(s.shape, at::kFloat);
+    at::Tensor value = at::empty(s.fullShape, at::kFloat);
     // A 1-D weight is a norm's scale in both families.
     if (endsWith(s.name, kLoraBSuffix))
       value.zero_(); // PEFT: the adapted model starts as the base
     else if (isLoraA(s.name))
       // PEFT: kaiming_uniform_(a = sqrt(5)), bound sqrt(6 / ((1 + 5) in)).
-      value.uniform_(-1.0 / std::sqrt(static_cast<double>(s.shape[1])),
-                     1.0 / std::sqrt(static_cast<double>(s.shape[1])),
+      value.uniform_(-1.0 / std::sqrt(static_cast<double>(s.fullShape[1])),
+                     1.0 / std::sqrt(static_cast<double>(s.fullShape[1])),
                      at::make_generator<at::CPUGeneratorImpl>(
                          parameterSeed(seed, s.name)));
     else if (endsWith(s.name, ".bias"))
@@ -1284,6 +1882,17 @@ private:
   ModelConfig config_;
   at::Device device_;
   int64_t lossChunkBytes_;
+  // The mesh's tensor axis and this rank's place on it.
+  int64_t tensor_ = 1, tensorRank_ = 0;
+  bool sequenceParallel_ = false;
+  // Tensor parallelism: each part's graph by (unit, micro-batch, part), the
+  // residual stream a recompute's parts hand on by micro-batch, the bytes
+  // of a unit's saves buffer its parts used so far by (unit, micro-batch),
+  // and each micro-batch's log-sum-exp from its loss.
+  std::map<std::tuple<int64_t, int64_t, int64_t>, PartRun> partRuns_;
+  std::map<int64_t, Handover> partCarry_;
+  std::map<std::pair<int64_t, int64_t>, int64_t> savesUsed_;
+  std::map<int64_t, at::Tensor> logSumExp_;
   int64_t unplannedSaveBytes_ = 0;
   std::vector<UnitModel> units_;
   std::map<int64_t, MicroBatch> batches_;
@@ -1300,14 +1909,15 @@ private:
 } // namespace
 
 std::unique_ptr<Model> Model::create(const Schedule &schedule,
-                                     at::Device device,
+                                     at::Device device, int64_t tensorRank,
                                      int64_t lossChunkBytes) {
-  return std::make_unique<TransformerModel>(schedule, device, lossChunkBytes);
+  return std::make_unique<TransformerModel>(schedule, device, tensorRank,
+                                            lossChunkBytes);
 }
 
 void Model::check(const Schedule &schedule) {
   // Construction only resolves names and shapes; tensors come later.
-  TransformerModel(schedule, at::kCPU, kLossChunkBytes);
+  TransformerModel(schedule, at::kCPU, 0, kLossChunkBytes);
 }
 
 } // namespace plan::rt

@@ -32,6 +32,13 @@
 //   autograd graph and stores its input in `saves` (which then has
 //   micro_batch*seq_len*hidden elements); recompute reads it back from
 //   `input` and rebuilds the graph.
+// - Under tensor parallelism (schedule.tensor > 1) each compute op is one
+//   part of its unit (UnitPart, TensorParallelParts.h): parameters are this
+//   rank's slices (Param::localShape), the part reads and writes the
+//   exchange buffers the schedule's collectives fill and drain, the residual
+//   stream between parts and units stays inside the Model (docs/models.md,
+//   "Tensor-parallel units"), and the loss comes from every rank's
+//   statistics.
 // - Errors are exceptions derived from std::runtime_error with a one-line
 //   message.
 //
@@ -88,6 +95,18 @@ struct UnitWeights {
   at::Tensor params, tied, frozen;
 };
 
+/// Which part of a unit a compute op runs, and the exchange buffers of its
+/// place between the cuts (runtime/format/TensorParallelParts.h): forward
+/// and recompute read `in` (what the collective before the part left) and
+/// write `out` (what the collective after it reads); backward reads
+/// `outGrad` and writes `inGrad`. Each is 1-D, of the size the cut's
+/// ExchangeShape gives, and undefined where the part's place has none.
+/// Without tensor parallelism a unit is one part, 0, with no buffers.
+struct UnitPart {
+  int64_t index = 0;
+  at::Tensor in, out, outGrad, inGrad;
+};
+
 class Model {
 public:
   virtual ~Model() = default;
@@ -96,8 +115,10 @@ public:
   /// a unit kind its family does not have.
   /// `lossChunkBytes`: the heads' loss chunking (Schedule.h,
   /// lossChunkTokens); other than the default only in tests.
+  /// `tensorRank`: this rank's index on the mesh's tensor axis, which
+  /// slice of each split parameter and of the vocabulary it holds.
   static std::unique_ptr<Model>
-  create(const Schedule &schedule, at::Device device,
+  create(const Schedule &schedule, at::Device device, int64_t tensorRank = 0,
          int64_t lossChunkBytes = kLossChunkBytes);
 
   /// Throws what create would (one line) when this runtime cannot compute
@@ -111,9 +132,10 @@ public:
   /// `frozen` (Unit::frozenNumel; undefined or empty when it has none): each
   /// parameter is drawn from a generator seeded by (seed, parameter name)
   /// alone, so every strategy, world size and rank gets the same full
-  /// weights, and a LoRA run's base is the full model's. LoRA adapters as
-  /// PEFT initialises them: lora_A Kaiming-uniform (bound 1/sqrt(in)),
-  /// lora_B zero.
+  /// weights, and a LoRA run's base is the full model's. A split parameter
+  /// (tensor parallelism) is drawn whole and this rank's slice stored. LoRA
+  /// adapters as PEFT initialises them: lora_A Kaiming-uniform (bound
+  /// 1/sqrt(in)), lora_B zero.
   virtual void initUnit(int64_t unit, uint64_t seed, at::Tensor out,
                         at::Tensor frozen = {}) = 0;
 
@@ -140,21 +162,31 @@ public:
   virtual void setMicroBatch(int64_t mb, MicroBatch batch) = 0;
 
   /// `keepGraph` is false when a later recompute op rebuilds this unit's
-  /// graph for this micro-batch (activation checkpointing).
+  /// graph for this micro-batch (activation checkpointing). Under tensor
+  /// parallelism each call computes `part` of the unit; the parts of one
+  /// unit share its `saves` buffer, each after the ones before.
   virtual void forward(int64_t unit, int64_t mb, const UnitWeights &weights,
-                       const at::Tensor &saves, bool keepGraph) = 0;
+                       const at::Tensor &saves, bool keepGraph,
+                       const UnitPart &part = {}) = 0;
+  /// `input` is the saved input of part 0 (undefined for a later part,
+  /// which reads part.in).
   virtual void recompute(int64_t unit, int64_t mb, const UnitWeights &weights,
-                         const at::Tensor &input, const at::Tensor &saves) = 0;
+                         const at::Tensor &input, const at::Tensor &saves,
+                         const UnitPart &part = {}) = 0;
   /// After the head's forward: returns the micro-batch's mean loss (the
   /// cross-entropy over its counted targets; a regression's squared error)
   /// (a 0-dim fp32 tensor on the compute device, unscaled, which the
   /// executor reads after the step, so that no loss op waits for the
-  /// device) and seeds its backward with `scale * lossScale`.
+  /// device) and seeds its backward with `scale * lossScale`. Under tensor
+  /// parallelism the loss is computed from `stats`, every tensor rank's
+  /// per-token statistics of its vocabulary slice (kLossStatistics fp32 a
+  /// token, rank-major).
   virtual at::Tensor loss(int64_t unit, int64_t mb, double scale,
-                          double lossScale) = 0;
+                          double lossScale, const at::Tensor &stats = {}) = 0;
   virtual void backward(int64_t unit, int64_t mb, const UnitWeights &weights,
                         const at::Tensor &activations, const at::Tensor &grads,
-                        const at::Tensor &tiedGrads) = 0;
+                        const at::Tensor &tiedGrads,
+                        const UnitPart &part = {}) = 0;
 
   /// Drops everything kept for micro-batches (end of a step or an error).
   virtual void reset() = 0;

@@ -136,6 +136,16 @@ int64_t SaveInto::place(const at::Tensor &tensor) {
   return offset;
 }
 
+std::optional<int64_t> SaveInto::placedAt(const at::Tensor &tensor) const {
+  const void *storage = tensor.storage().unsafeGetStorageImpl();
+  if (persistent_.count(storage))
+    return -1;
+  auto it = placed_.find(std::make_pair(storage, tensor._version()));
+  if (it == placed_.end())
+    return std::nullopt;
+  return it->second;
+}
+
 bool SaveInto::adopt(const at::Tensor &tensor) {
   int64_t offset = place(tensor);
   if (offset < 0)

@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -65,6 +66,10 @@ public:
   /// freed). Returns false, leaving it as it is, when it is kept by
   /// reference (persistent, another device, or does not fit: counted).
   bool adopt(const at::Tensor &tensor);
+  /// After the scope's ops: where `tensor`'s storage (as it is now) went,
+  /// its offset in the buffer or -1 when kept by reference; none when
+  /// nothing saved it.
+  std::optional<int64_t> placedAt(const at::Tensor &tensor) const;
   char *base() const { return base_; }
 
 private:

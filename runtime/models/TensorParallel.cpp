@@ -128,6 +128,20 @@ at::Tensor localSlice(const at::Tensor &full, int64_t dim, int64_t chunks,
   return at::cat(pieces, dim);
 }
 
+at::Tensor joinSlices(const std::vector<at::Tensor> &slices, int64_t dim,
+                      int64_t chunks, int64_t extent) {
+  const int64_t part = extent / chunks;
+  const int64_t slice = slices.front().size(dim) / chunks;
+  std::vector<at::Tensor> parts;
+  for (int64_t c = 0; c < chunks; ++c) {
+    std::vector<at::Tensor> pieces;
+    for (const at::Tensor &s : slices)
+      pieces.push_back(s.narrow(dim, c * slice, slice));
+    parts.push_back(at::cat(pieces, dim).narrow(dim, 0, part));
+  }
+  return at::cat(parts, dim).contiguous();
+}
+
 at::Tensor copyToGroup(const at::Tensor &x, const Group &group) {
   return CopyToGroup::apply(x, group);
 }
@@ -194,9 +208,17 @@ at::Tensor lossStatistics(const at::Tensor &logits, const at::Tensor &targets,
   return at::stack({max, sumExp, picked});
 }
 
+/// What the loss's sum over the counted targets is divided by: `divisor`,
+/// or where it is not positive their count.
+static at::Tensor lossDenominator(const at::Tensor &counted, double divisor) {
+  if (divisor > 0)
+    return at::full({}, divisor, counted.options().dtype(at::kFloat));
+  return counted.sum().to(at::kFloat);
+}
+
 VocabParallelLoss lossFromStatistics(const at::Tensor &stats,
                                      const at::Tensor &targets,
-                                     int64_t ignoreIndex) {
+                                     int64_t ignoreIndex, double divisor) {
   at::Tensor max = stats.select(1, 0), sumExp = stats.select(1, 1);
   at::Tensor top = std::get<0>(max.max(0));
   // sum over ranks of sumExp_r exp(max_r - top): a rank of padding alone
@@ -209,19 +231,20 @@ VocabParallelLoss lossFromStatistics(const at::Tensor &stats,
   at::Tensor perToken =
       (logSumExp - picked).masked_fill(counted.logical_not(), 0);
   // As at::cross_entropy's mean: over the counted targets (NaN for none).
-  return {perToken.sum() / counted.sum().to(at::kFloat), logSumExp};
+  return {perToken.sum() / lossDenominator(counted, divisor), logSumExp};
 }
 
 at::Tensor lossGradient(const at::Tensor &logits, const at::Tensor &targets,
                         const at::Tensor &logSumExp, int64_t start,
-                        int64_t vocab, int64_t ignoreIndex, double scale) {
+                        int64_t vocab, int64_t ignoreIndex, double scale,
+                        double divisor) {
   auto [l, valid] = realLogits(logits, start, vocab);
   at::Tensor g = (l - logSumExp.unsqueeze(1)).exp();
   auto [mine, index] = targetColumns(targets, start, valid);
   g.scatter_add_(1, index.unsqueeze(1), mine.to(at::kFloat).neg().unsqueeze(1));
   at::Tensor counted = targets != ignoreIndex;
   g.mul_(counted.to(at::kFloat).unsqueeze(1));
-  g.mul_(scale / counted.sum().to(at::kFloat));
+  g.mul_(scale / lossDenominator(counted, divisor));
   return g.to(logits.scalar_type());
 }
 

@@ -9,11 +9,11 @@
 // runs on the tensor group it is given and is an autograd function whose
 // backward is the matching collective.
 //
-// Not wired into plan-run yet: the schedule file has no tensor axis and no
-// runtime computes a unit's parts (docs/language.md, "Tensor parallelism").
+// plan-run's units use localSlice and the loss's statistics (Model.cpp:
+// the schedule runs the collectives between a unit's parts itself);
 // TensorParallelTest proves a Llama block, GPT-2's attention and the
-// vocab-parallel embedding and loss built from them equal to the undivided
-// computation on 2 Gloo ranks.
+// vocab-parallel embedding and loss built from these pieces equal to the
+// undivided computation on 2 Gloo ranks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +24,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <cstdint>
+#include <vector>
 
 namespace plan::rt::tp {
 
@@ -37,6 +38,12 @@ using Group = c10::intrusive_ptr<c10d::Backend>;
 /// with zeros first (splitExtent). A copy, contiguous.
 at::Tensor localSlice(const at::Tensor &full, int64_t dim, int64_t chunks,
                       int64_t index, int64_t ranks);
+
+/// The inverse of localSlice: the whole tensor from every rank's slice
+/// (`slices`, in rank order) of a split of dimension `dim` in `chunks` parts
+/// of a whole extent `extent` there (padding dropped).
+at::Tensor joinSlices(const std::vector<at::Tensor> &slices, int64_t dim,
+                      int64_t chunks, int64_t extent);
 
 /// Megatron's f, before a column-parallel layer: the identity, and in
 /// backward the sum of the input's gradient over the group (each rank's
@@ -78,21 +85,25 @@ at::Tensor lossStatistics(const at::Tensor &logits, const at::Tensor &targets,
 
 /// From every rank's statistics ([ranks, kLossStatistics, N], the
 /// all-gather of lossStatistics): each token's log-sum-exp over the whole
-/// vocabulary, and the mean cross-entropy over the targets that are not
-/// `ignoreIndex`, as at::cross_entropy of the gathered logits would give it.
+/// vocabulary, and the cross-entropy summed over the targets that are not
+/// `ignoreIndex` over `divisor`, or where `divisor` is not positive their
+/// mean, as at::cross_entropy of the gathered logits would give it
+/// (MicroBatch::lossDivisor).
 struct VocabParallelLoss {
   at::Tensor loss, logSumExp;
 };
 VocabParallelLoss lossFromStatistics(const at::Tensor &stats,
                                      const at::Tensor &targets,
-                                     int64_t ignoreIndex);
+                                     int64_t ignoreIndex, double divisor = 0);
 
 /// The gradient of `scale` times that loss with respect to this rank's
 /// logits: exp(logit - log-sum-exp) minus the one-hot target, on the counted
-/// targets, over their count (0 on padding columns), in the logits' type.
+/// targets, over `divisor` or their count (0 on padding columns), in the
+/// logits' type.
 at::Tensor lossGradient(const at::Tensor &logits, const at::Tensor &targets,
                         const at::Tensor &logSumExp, int64_t start,
-                        int64_t vocab, int64_t ignoreIndex, double scale);
+                        int64_t vocab, int64_t ignoreIndex, double scale,
+                        double divisor = 0);
 
 } // namespace plan::rt::tp
 

@@ -93,7 +93,8 @@ RunStart prepareRun(const Schedule &schedule, const TrainOptions &options) {
 Trainer::Trainer(const ValidSchedule &schedule, const TrainOptions &options,
                  RunStart start, Comm &comm, DeviceBackend &backend)
     : Trainer(schedule, options, std::move(start), comm, backend,
-              Model::create(schedule, backend.device())) {}
+              Model::create(schedule, backend.device(),
+                            comm.groupRank(GroupAxis::Tensor))) {}
 
 Trainer::Trainer(const ValidSchedule &schedule, const TrainOptions &options,
                  RunStart start, Comm &comm, DeviceBackend &backend,
@@ -159,13 +160,13 @@ StepResult Trainer::step() {
   if (finished())
     throw TrainError("the run is finished: it has no step " +
                      std::to_string(next_));
-  // Every rank is a data-parallel rank under every sharding strategy (the
-  // mesh is replicate x shard, all of it data-parallel): each reads its own
-  // slice of the global batch.
+  // Each data-parallel rank (replicate x shard) reads its own slice of the
+  // global batch; the ranks of a tensor group read the same one.
   const Schedule &s = schedule_;
   std::vector<MicroBatch> batches =
-      data_->batches(next_, s.microBatches, comm_.rank(), comm_.world(),
-                     s.train.microBatch, s.train.seqLen, backend_.device());
+      data_->batches(next_, s.microBatches, comm_.groupRank(GroupAxis::World),
+                     comm_.groupSize(GroupAxis::World), s.train.microBatch,
+                     s.train.seqLen, backend_.device());
   StepResult result = executor_->runStep(next_, batches);
   ++next_;
   return result;
@@ -182,7 +183,7 @@ Trainer::AfterStep Trainer::afterStep(int localStop) {
     c10d::AllreduceOptions options;
     options.reduceOp = c10d::ReduceOp::MAX;
     try {
-      comm_.group(GroupAxis::World).allreduce(value, options)->wait();
+      comm_.everyone().allreduce(value, options)->wait();
     } catch (const std::exception &e) {
       std::string what = e.what();
       throw TrainError("the stop-signal all_reduce failed: " +
@@ -206,7 +207,8 @@ SaveResult Trainer::save() {
   info.seed = seed_;
   info.data = dataSpec_;
   info.base = base_;
-  info.globalBatch = s.microBatches * comm_.world() * s.train.microBatch;
+  info.globalBatch =
+      s.microBatches * comm_.groupSize(GroupAxis::World) * s.train.microBatch;
   info.sequencesConsumed = data_->sequencesConsumed(step, info.globalBatch);
   SaveOptions options;
   options.keep = checkpoints_.keep;

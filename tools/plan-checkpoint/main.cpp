@@ -47,9 +47,15 @@ void printInfo(const Checkpoint &c) {
               static_cast<long long>(m.intermediate),
               static_cast<long long>(m.layers), static_cast<long long>(m.heads),
               static_cast<long long>(m.kvHeads));
-  std::printf("mesh:       %lldx%lld (replicate x shard)\n",
-              static_cast<long long>(c.replicate()),
-              static_cast<long long>(c.shard()));
+  if (c.tensor() > 1)
+    std::printf("mesh:       %lldx%lldx%lld (replicate x shard x tensor)\n",
+                static_cast<long long>(c.replicate()),
+                static_cast<long long>(c.shard()),
+                static_cast<long long>(c.tensor()));
+  else
+    std::printf("mesh:       %lldx%lld (replicate x shard)\n",
+                static_cast<long long>(c.replicate()),
+                static_cast<long long>(c.shard()));
   std::printf("sharding:   %s\n", toString(c.sharding()));
   std::printf("precision:  %s\n", toString(c.precision()));
   std::printf("optimizer:  %s\n", toString(c.optimizer()));

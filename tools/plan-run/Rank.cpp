@@ -418,9 +418,7 @@ int runRank(const RunOptions &options, const RankInfo &rank,
     if (schedule->worldSize() != rank.world)
       throw std::runtime_error(options.file + ": schedule is for " +
                                std::to_string(schedule->worldSize()) +
-                               " ranks (" +
-                               std::to_string(schedule->replicate) + "x" +
-                               std::to_string(schedule->shard) + "); " +
+                               " ranks (" + rt::meshString(schedule) + "); " +
                                std::to_string(rank.world) + " were launched");
     const bool reports = rank.rank == 0;
     // Before any kernel runs. Also with --backend cuda: a GPU rank's host

@@ -69,8 +69,7 @@ int launchLocalRanks(const RunOptions &options, const std::string &executable) {
   if (schedule->worldSize() != *options.nproc)
     return fail(options.file + ": schedule is for " +
                 std::to_string(schedule->worldSize()) + " ranks (" +
-                std::to_string(schedule->replicate) + "x" +
-                std::to_string(schedule->shard) + "); " +
+                plan::rt::meshString(schedule) + "); " +
                 std::to_string(*options.nproc) + " were launched");
   if (runIsComplete(options, schedule))
     return 0;

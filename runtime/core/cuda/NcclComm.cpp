@@ -406,7 +406,7 @@ public:
   NcclComm(const c10::intrusive_ptr<c10d::Store> &store, int rank, int world,
            const Schedule &schedule, std::chrono::milliseconds timeout,
            at::Device device)
-      : Comm(rank, schedule.replicate, schedule.shard) {
+      : Comm(rank, schedule.replicate, schedule.shard, schedule.tensor) {
     c10::cuda::CUDAGuard guard(device);
 
     ncclUniqueId id;
@@ -423,30 +423,47 @@ public:
                                  " bytes, not an NCCL unique id");
       std::memcpy(&id, bytes.data(), sizeof(id));
     }
-    ncclComm_t worldComm = nullptr, shardComm = nullptr,
-               replicateComm = nullptr;
-    check(ncclCommInitRank(&worldComm, world, id, rank), nullptr,
+    ncclComm_t everyoneComm = nullptr;
+    check(ncclCommInitRank(&everyoneComm, world, id, rank), nullptr,
           "ncclCommInitRank");
-    auto worldHandle =
-        std::make_shared<NcclHandle>(worldComm, "world group", rank, timeout);
-    int replicaIndex = rank / shardSize_, shardIndex = rank % shardSize_;
-    // Collective over the world: every rank splits in the same order.
-    check(ncclCommSplit(worldComm, replicaIndex, rank, &shardComm, nullptr),
-          worldComm, "ncclCommSplit (shard group)");
-    auto shardHandle =
-        std::make_shared<NcclHandle>(shardComm, "shard group", rank, timeout);
-    check(ncclCommSplit(worldComm, shardIndex, rank, &replicateComm, nullptr),
-          worldComm, "ncclCommSplit (replicate group)");
-    auto replicateHandle = std::make_shared<NcclHandle>(
-        replicateComm, "replicate group", rank, timeout);
-
-    handles_ = {worldHandle, shardHandle, replicateHandle};
-    worldGroup_ =
-        c10::make_intrusive<NcclBackend>(worldHandle, rank, world, device);
+    auto everyone = std::make_shared<NcclHandle>(everyoneComm, "world group",
+                                                 rank, timeout);
+    handles_ = {everyone};
+    const int t = groupRank(GroupAxis::Tensor);
+    const int dp = groupRank(GroupAxis::World);
+    const int replicaIndex = groupRank(GroupAxis::Replicate);
+    const int shardIndex = groupRank(GroupAxis::Shard);
+    // Collective over every rank: every rank splits in the same order. The
+    // ranks of a color keep their order (key: the global rank).
+    auto split = [&](int color, const char *name) {
+      ncclComm_t comm = nullptr;
+      check(ncclCommSplit(everyoneComm, color, rank, &comm, nullptr),
+            everyoneComm,
+            (std::string("ncclCommSplit (") + name + ")").c_str());
+      handles_.push_back(
+          std::make_shared<NcclHandle>(comm, name, rank, timeout));
+      return handles_.back();
+    };
+    auto shardHandle = split(replicaIndex * tensorSize_ + t, "shard group");
+    auto replicateHandle =
+        split(shardIndex * tensorSize_ + t, "replicate group");
+    everyoneGroup_ =
+        c10::make_intrusive<NcclBackend>(everyone, rank, world, device);
     shardGroup_ = c10::make_intrusive<NcclBackend>(shardHandle, shardIndex,
                                                    shardSize_, device);
     replicateGroup_ = c10::make_intrusive<NcclBackend>(
         replicateHandle, replicaIndex, replicateSize_, device);
+    // Without a tensor axis the data-parallel ranks are every rank, and no
+    // collective runs on a tensor group of one.
+    if (tensorSize_ == 1) {
+      worldGroup_ = everyoneGroup_;
+    } else {
+      worldGroup_ =
+          c10::make_intrusive<NcclBackend>(split(t, "data-parallel group"), dp,
+                                           groupSize(GroupAxis::World), device);
+      tensorGroup_ = c10::make_intrusive<NcclBackend>(split(dp, "tensor group"),
+                                                      t, tensorSize_, device);
+    }
     watchdog_ = std::thread([this, device] { watch(device); });
   }
 
@@ -458,9 +475,11 @@ public:
     stopCv_.notify_all();
     watchdog_.join();
     // Backends, then the communicators (the last handle reference).
+    everyoneGroup_.reset();
     worldGroup_.reset();
     shardGroup_.reset();
     replicateGroup_.reset();
+    tensorGroup_.reset();
     // Split communicators before their parent (handles_[0]).
     while (!handles_.empty())
       handles_.pop_back();

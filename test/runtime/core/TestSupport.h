@@ -185,6 +185,7 @@ public:
   c10d::Backend &group(GroupAxis) override {
     throw std::runtime_error("MeshPositionComm has no process groups");
   }
+  c10d::Backend &everyone() override { return group(GroupAxis::World); }
 };
 
 /// Floats that forked ranks write and the parent reads.

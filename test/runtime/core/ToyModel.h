@@ -43,7 +43,8 @@ public:
     targets_[mb] = batch.targets.to(at::kFloat).reshape(-1);
   }
   void forward(int64_t unit, int64_t mb, const UnitWeights &weights,
-               const at::Tensor &saves, bool keepGraph) override {
+               const at::Tensor &saves, bool keepGraph,
+               const UnitPart &) override {
     const at::Tensor &params = weights.params;
     keepGraphLog.push_back({unit, mb, keepGraph});
     at::Tensor x = unit == 0 ? inputs_.at(mb) : outputs_.at({unit - 1, mb});
@@ -53,22 +54,23 @@ public:
     outputs_[{unit, mb}] = x * params.to(at::kFloat);
   }
   void recompute(int64_t unit, int64_t mb, const UnitWeights &,
-                 const at::Tensor &input, const at::Tensor &) override {
+                 const at::Tensor &input, const at::Tensor &,
+                 const UnitPart &) override {
     recomputeLog.push_back({unit, mb});
     saved_[{unit, mb}] = input.to(at::kFloat)
                              .narrow(0, 0, saved_.at({unit, mb}).numel())
                              .clone();
   }
-  at::Tensor loss(int64_t unit, int64_t mb, double scale,
-                  double lossScale) override {
+  at::Tensor loss(int64_t unit, int64_t mb, double scale, double lossScale,
+                  const at::Tensor &) override {
     at::Tensor diff = outputs_.at({unit, mb}) - targets_.at(mb);
     upstream_[mb] =
         diff / static_cast<double>(diff.numel()) * (scale * lossScale);
     return 0.5 * diff.square().mean();
   }
   void backward(int64_t unit, int64_t mb, const UnitWeights &weights,
-                const at::Tensor &, const at::Tensor &grads,
-                const at::Tensor &) override {
+                const at::Tensor &, const at::Tensor &grads, const at::Tensor &,
+                const UnitPart &) override {
     const at::Tensor &params = weights.params;
     at::Tensor up = upstream_.at(mb);
     grads.add_((up * saved_.at({unit, mb})).to(grads.scalar_type()));

@@ -557,7 +557,7 @@ TEST_P(ModelFamilies, ChunkedLossMatchesTheLossInOnePiece) {
   const int64_t chunkBytes = 5 * 4 * s.model.vocab;
   ASSERT_EQ(lossChunkTokens(16, s.model.vocab, chunkBytes), 5);
   auto whole = Model::create(s, at::kCPU);
-  auto chunked = Model::create(s, at::kCPU, chunkBytes);
+  auto chunked = Model::create(s, at::kCPU, 0, chunkBytes);
   auto flat = initWeights(*whole, s, 21);
   auto batches = randomBatches(s.model, 2, 2, 8, 22);
   for (bool checkpoint : {false, true}) {
