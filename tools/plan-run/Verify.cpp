@@ -5,11 +5,12 @@
 // tied embeddings, RoPE settings, BERT's head; it gets 2 layers (or 1),
 // head dimension 8 and 2 key/value heads (or fewer), the intermediate size
 // in the plan's ratio to hidden, a 256-token vocabulary. The mesh keeps its
-// shape with each axis at most 2. The plan's optimizer, clipping, precision,
+// shape with each axis at most 2 (a tensor axis too, with sequence
+// parallelism as the plan has it). The plan's optimizer, clipping, precision,
 // accumulation, offload and checkpointing stay; the learning rate is held
 // constant so that each of the few steps moves the weights. The reference is
-// that shrunk plan with no_shard on one rank, nothing offloaded, no
-// checkpointing, and the same sequences per step.
+// that shrunk plan with no_shard on one rank, no tensor parallelism, nothing
+// offloaded, no checkpointing, and the same sequences per step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -116,7 +117,14 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
   int64_t accum = std::min<int64_t>(s.microBatches, 4);
   int64_t replicate = std::min<int64_t>(s.replicate, 2);
   int64_t shard = std::min<int64_t>(s.shard, 2);
-  int64_t world = replicate * shard;
+  // A tensor axis of 2 divides the shrunk heads (kv_heads 2, or heads a
+  // multiple of 2 without GQA) and the sequence (32 tokens or fewer, even).
+  int64_t tensor = std::min<int64_t>(s.tensor, 2);
+  // Data-parallel ranks (what splits the batch), and every rank.
+  int64_t dataParallel = replicate * shard;
+  int64_t world = dataParallel * tensor;
+  // The MLP's features split evenly too.
+  intermediate = (intermediate + tensor - 1) / tensor * tensor;
 
   std::vector<std::string> shrunk = options.sets;
   // Mixed precision: both runs keep gradients as the plan does (planc picks
@@ -156,21 +164,26 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
   std::vector<std::string> planSets = shrunk;
   // The global batch too: a plan that states it would otherwise disagree.
   const std::string globalBatch =
-      "train.global_batch=" + std::to_string(microBatch * accum * world);
+      "train.global_batch=" + std::to_string(microBatch * accum * dataParallel);
   planSets.push_back("train.grad_accum=" + std::to_string(accum));
   planSets.push_back(globalBatch);
   planSets.push_back("cluster.gpus_per_node=" + std::to_string(world));
+  if (tensor > 1)
+    planSets.push_back("parallel.tensor=" + std::to_string(tensor));
   if (s.sharding == rt::Sharding::HybridShard)
     planSets.push_back("parallel.mesh=(" + std::to_string(replicate) + ", " +
                        std::to_string(shard) + ")");
   std::vector<std::string> referenceSets = shrunk;
-  for (std::string set : {"train.grad_accum=" + std::to_string(accum * world),
-                          globalBatch, std::string("cluster.gpus_per_node=1"),
-                          std::string("parallel.sharding=no_shard"),
-                          std::string("parallel.offload.params=device"),
-                          std::string("parallel.offload.grads=device"),
-                          std::string("parallel.offload.optimizer=device"),
-                          std::string("train.activation_checkpointing=none")})
+  for (std::string set :
+       {"train.grad_accum=" + std::to_string(accum * dataParallel), globalBatch,
+        std::string("cluster.gpus_per_node=1"),
+        std::string("parallel.tensor=1"),
+        std::string("parallel.sequence_parallel=false"),
+        std::string("parallel.sharding=no_shard"),
+        std::string("parallel.offload.params=device"),
+        std::string("parallel.offload.grads=device"),
+        std::string("parallel.offload.optimizer=device"),
+        std::string("train.activation_checkpointing=none")})
     referenceSets.push_back(set);
 
   bool offloaded =
@@ -191,25 +204,43 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
       static_cast<long long>(heads), static_cast<long long>(kvHeads),
       static_cast<long long>(intermediate), static_cast<long long>(microBatch),
       static_cast<long long>(seqLen));
-  std::printf(
-      "  the plan:      %s on mesh (%lld, %lld) = %lld local CPU "
-      "rank%s, %s%s, grad_accum %lld%s (the plan's: mesh (%lld, %lld), "
-      "grad_accum %lld)\n",
-      rt::toString(s.sharding), static_cast<long long>(replicate),
-      static_cast<long long>(shard), static_cast<long long>(world),
-      world == 1 ? "" : "s", rt::toString(s.train.precision),
-      !mixed             ? ""
-      : workingTypeGrads ? " with working-type gradients"
-                         : " with fp32 gradients",
-      static_cast<long long>(accum), offloaded ? ", offloaded as planned" : "",
-      static_cast<long long>(s.replicate), static_cast<long long>(s.shard),
-      static_cast<long long>(s.microBatches));
+  // "(R, S)", or with a tensor axis "(R, S) x tensor T[ + SP]".
+  auto mesh = [](int64_t r, int64_t sh, int64_t t, bool sp) {
+    // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on
+    // "(" + std::to_string(...).
+    std::string text = "(";
+    text += std::to_string(r);
+    text += ", ";
+    text += std::to_string(sh);
+    text += ")";
+    if (t > 1) {
+      text += " x tensor ";
+      text += std::to_string(t);
+      if (sp)
+        text += " + SP";
+    }
+    return text;
+  };
+  std::printf("  the plan:      %s on mesh %s = %lld local CPU "
+              "rank%s, %s%s, grad_accum %lld%s (the plan's: mesh %s, "
+              "grad_accum %lld)\n",
+              rt::toString(s.sharding),
+              mesh(replicate, shard, tensor, s.sequenceParallel).c_str(),
+              static_cast<long long>(world), world == 1 ? "" : "s",
+              rt::toString(s.train.precision),
+              !mixed             ? ""
+              : workingTypeGrads ? " with working-type gradients"
+                                 : " with fp32 gradients",
+              static_cast<long long>(accum),
+              offloaded ? ", offloaded as planned" : "",
+              mesh(s.replicate, s.shard, s.tensor, s.sequenceParallel).c_str(),
+              static_cast<long long>(s.microBatches));
   std::printf("  the reference: no_shard on 1 rank, %s, grad_accum %lld, "
               "nothing offloaded, no checkpointing: the same %lld sequences "
               "a step\n",
               rt::toString(s.train.precision),
-              static_cast<long long>(accum * world),
-              static_cast<long long>(accum * world * microBatch));
+              static_cast<long long>(accum * dataParallel),
+              static_cast<long long>(accum * dataParallel * microBatch));
   std::fflush(stdout);
 
   TemporaryDirectory work; // the runs' metrics
