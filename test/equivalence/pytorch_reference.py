@@ -33,6 +33,7 @@ Ends with `N passed, N failed`.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -328,6 +329,12 @@ def main():
             passed += ok
             failed += not ok
     print(f"{passed} passed, {failed} failed")
+    # Its runs' files (2 GB with --transformers' bert-base-cased): kept only
+    # to look at a failure.
+    if failed:
+        print(f"the runs' files are in {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     return 1 if failed else 0
 
 
