@@ -754,21 +754,33 @@ private:
     return sequenceParallel_ ? s / tensor_ : s;
   }
 
-  /// The part's input after cut `cut`, as [b, s', h], from the exchanged
-  /// flat leaf `in`: every token after EnterColumns (under sequence
-  /// parallelism the ranks' slices gathered rank-major, [T, b, s/T, h], put
-  /// back in sequence order); this rank's stream after LeaveRows.
-  at::Tensor fromExchange(const at::Tensor &in, tp::Boundary cut,
+  /// How an exchange buffer after cut `cut` holds the part's input, [b,
+  /// s', h] in sequence order: as it is, except the ranks' slices that
+  /// sequence parallelism gathers before column-parallel layers, which lie
+  /// rank-major ([T, b, s/T, h]); as that, a [b, T, s/T, h] view of the
+  /// input.
+  at::Tensor exchangeView(const at::Tensor &buffer, tp::Boundary cut,
                           const MicroBatch &batch) const {
     const int64_t b = batch.tokens.size(0), s = batch.tokens.size(1);
     const int64_t h = config_.hidden;
     if (cut == tp::Boundary::EnterColumns && sequenceParallel_)
-      return in.view({tensor_, b, s / tensor_, h})
-          .permute({1, 0, 2, 3})
-          .reshape({b, s, h});
+      return buffer.view({tensor_, b, s / tensor_, h}).transpose(0, 1);
     if (cut == tp::Boundary::EnterColumns)
-      return in.view({b, s, h});
-    return in.view({b, streamLength(batch), h});
+      return buffer.view({b, s, h});
+    return buffer.view({b, streamLength(batch), h});
+  }
+
+  /// The part's input after cut `cut` as a leaf, [b, s', h] in the type the
+  /// unit computes in: a copy (in sequence order), since the schedule frees
+  /// the buffer right after the part (releaseLeaf gives its memory back
+  /// once the part ran).
+  at::Tensor exchangeLeaf(const at::Tensor &buffer, tp::Boundary cut,
+                          const MicroBatch &batch, at::ScalarType type) const {
+    at::Tensor from = exchangeView(buffer.detach(), cut, batch);
+    at::Tensor leaf = at::empty(from.sizes(), buffer.options().dtype(type));
+    leaf.copy_(from);
+    const int64_t b = batch.tokens.size(0);
+    return leaf.view({b, -1, config_.hidden}).requires_grad_(true);
   }
 
   /// What a part hands to cut `cut`, flat: the partial sums of row-parallel
@@ -799,16 +811,6 @@ private:
       return {};
     at::Tensor bytes = saves.view(at::kByte);
     return bytes.narrow(0, used, bytes.numel() - used);
-  }
-
-  /// A leaf holding an exchange buffer's elements, in the type the unit
-  /// computes in: a copy, since the schedule frees the buffer right after
-  /// the part (releaseLeaf gives its memory back once the part ran).
-  static at::Tensor exchangeLeaf(const at::Tensor &buffer,
-                                 at::ScalarType type) {
-    at::Tensor v = buffer.scalar_type() == type ? buffer.detach().clone()
-                                                : buffer.detach().to(type);
-    return v.requires_grad_(true);
   }
 
   /// After a part's ops: backward reads nothing of its exchanged input's own
@@ -917,7 +919,7 @@ private:
 
     PartRun run;
     if (k > 0)
-      run.in = exchangeLeaf(part.in, type);
+      run.in = exchangeLeaf(part.in, cuts[k - 1], batch, type);
     if (carryIn.defined())
       run.carryIn = carryIn.detach().requires_grad_(graph);
     std::optional<at::NoGradGuard> noGrad;
@@ -941,9 +943,7 @@ private:
       noGrad.emplace();
     }
 
-    at::Tensor x =
-        k > 0 ? fromExchange(run.in, cuts[k - 1], batch) : at::Tensor();
-    auto [out, carryOut] = computePart(u, k, x, run.carryIn, batch);
+    auto [out, carryOut] = computePart(u, k, run.in, run.carryIn, batch);
 
     if (role == tp::UnitRole::Head && k == 1) {
       // The logits stay for backward; the loss reads their statistics.
@@ -1229,10 +1229,13 @@ private:
                               /*create_graph=*/false, /*allow_unused=*/true);
     addParamGrads(u, trained, g, grads, tiedGrads);
     if (run.in.defined()) {
+      // In the layout of the buffer `in` came from.
+      at::Tensor into =
+          exchangeView(part.inGrad, tp::boundaries(role)[k - 1], batchAt(mb));
       if (g[inAt].defined())
-        part.inGrad.copy_(g[inAt].reshape({-1}));
+        into.copy_(g[inAt].view(into.sizes()));
       else
-        part.inGrad.zero_();
+        into.zero_();
     }
     if (run.carryIn.defined()) {
       at::Tensor gc =

@@ -200,7 +200,8 @@ at::Tensor lossStatistics(const at::Tensor &logits, const at::Tensor &targets,
   at::Tensor max = std::get<0>(l.max(1));
   // A slice of padding alone: no probability (exp of -inf - -inf is NaN).
   at::Tensor shift = max.masked_fill(max.isinf(), 0);
-  at::Tensor sumExp = (l - shift.unsqueeze(1)).exp().sum(1);
+  // exp in place: one temporary of the logits' size, not two.
+  at::Tensor sumExp = (l - shift.unsqueeze(1)).exp_().sum(1);
   auto [mine, index] = targetColumns(targets, start, valid);
   at::Tensor picked = l.gather(1, index.unsqueeze(1))
                           .squeeze(1)
@@ -239,7 +240,7 @@ at::Tensor lossGradient(const at::Tensor &logits, const at::Tensor &targets,
                         int64_t vocab, int64_t ignoreIndex, double scale,
                         double divisor) {
   auto [l, valid] = realLogits(logits, start, vocab);
-  at::Tensor g = (l - logSumExp.unsqueeze(1)).exp();
+  at::Tensor g = (l - logSumExp.unsqueeze(1)).exp_();
   auto [mine, index] = targetColumns(targets, start, valid);
   g.scatter_add_(1, index.unsqueeze(1), mine.to(at::kFloat).neg().unsqueeze(1));
   at::Tensor counted = targets != ignoreIndex;
