@@ -30,7 +30,7 @@ TensorShare tensorShareOf(PlanOp plan);
 /// blocks checkpointed without a graph).
 /// Under tensor parallelism (`share`), one rank's: the same op list with
 /// its heads, features and vocabulary slice (docs/sched.md, "Activation
-/// model"), not yet measured against a runtime.
+/// model"), at or slightly above what plan-run's parts save.
 int64_t activationBytes(UnitKind kind, ModelAttr model, int64_t microBatch,
                         int64_t seqLen, int64_t workingBytes,
                         bool ownInput = false, TensorShare share = {});
