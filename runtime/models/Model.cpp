@@ -1049,38 +1049,17 @@ private:
     switch (k) {
     case 0:
       return {handed(rmsNorm(carry, u.param(InputNorm), config_.normEps)), {}};
-    case 1: {
-      // This rank's heads; o_proj's partial sums.
-      const int64_t b = x.size(0), s = x.size(1);
-      const int64_t heads = config_.heads / tensor_;
-      const int64_t kvHeads = config_.kvHeads / tensor_;
-      const int64_t d = config_.hidden / config_.heads;
-      at::Tensor q = u.linear(Q, x).view({b, s, heads, d}).transpose(1, 2);
-      at::Tensor kk = u.linear(K, x).view({b, s, kvHeads, d}).transpose(1, 2);
-      at::Tensor v = u.linear(V, x).view({b, s, kvHeads, d}).transpose(1, 2);
-      auto [cos, sin] = ropeTables(s, x.scalar_type(), x.device());
-      q = q * cos + rotateHalf(q) * sin;
-      kk = kk * cos + rotateHalf(kk) * sin;
-      kk = repeatKv(kk, heads / kvHeads);
-      v = repeatKv(v, heads / kvHeads);
-      at::Tensor a =
-          causalAttention(q, kk, v).transpose(1, 2).contiguous().reshape(
-              {b, s, heads * d});
-      q.reset();
-      kk.reset();
-      v.reset();
-      return {handed(u.linear(O, a)), {}};
-    }
+    case 1: // This rank's heads; o_proj's partial sums.
+      return {
+          handed(u.linear(O, llamaSelfAttention(u, x, config_.heads / tensor_,
+                                                config_.kvHeads / tensor_))),
+          {}};
     case 2: {
       at::Tensor h1 = carry + x;
       return {handed(rmsNorm(h1, u.param(PostNorm), config_.normEps)), h1};
     }
-    case 3: {
-      at::Tensor gate = at::silu(u.linear(Gate, x));
-      at::Tensor product = gate * u.linear(Up, x);
-      gate.reset();
-      return {handed(u.linear(Down, product)), {}};
-    }
+    case 3: // This rank's features; down_proj's partial sums.
+      return {handed(llamaFeedForward(u, x)), {}};
     default:
       return {{}, carry + x};
     }
@@ -1097,35 +1076,21 @@ private:
       return {handed(at::layer_norm(carry, {h}, u.param(Ln1W), u.param(Ln1B),
                                     config_.normEps)),
               {}};
-    case 1: {
-      // c_attn's slice holds this rank's heads' q, k and v; c_proj's rows
-      // give partial sums, its bias is added once the ranks' are summed.
-      const int64_t b = x.size(0), s = x.size(1);
-      const int64_t heads = config_.heads / tensor_, d = h / config_.heads;
-      at::Tensor qkv = u.conv1dOf(AttnW, AttnB, x);
-      auto split = qkv.split(heads * d, 2);
-      qkv.reset();
-      auto heads4 = [&](const at::Tensor &t) {
-        return t.view({b, s, heads, d}).transpose(1, 2);
-      };
-      at::Tensor a =
-          causalAttention(heads4(split[0]), heads4(split[1]), heads4(split[2]))
-              .transpose(1, 2)
-              .contiguous()
-              .reshape({b, s, heads * d});
-      split.clear();
-      return {handed(at::matmul(a, u.param(AttnProjW))), {}};
-    }
+    case 1: // c_proj's rows give partial sums, its bias is added once the
+            // ranks' are summed.
+      return {
+          handed(at::matmul(gpt2SelfAttention(u, x, config_.heads / tensor_),
+                            u.param(AttnProjW))),
+          {}};
     case 2: {
       at::Tensor h1 = carry + (x + u.param(AttnProjB));
       return {handed(at::layer_norm(h1, {h}, u.param(Ln2W), u.param(Ln2B),
                                     config_.normEps)),
               h1};
     }
-    case 3: {
-      at::Tensor act = at::gelu(u.conv1dOf(FcW, FcB, x), "tanh");
-      return {handed(at::matmul(act, u.param(MlpProjW))), {}};
-    }
+    case 3:
+      return {handed(at::matmul(gpt2MlpActivation(u, x), u.param(MlpProjW))),
+              {}};
     default:
       return {{}, carry + (x + u.param(MlpProjB))};
     }
@@ -1686,32 +1651,46 @@ private:
   /// x + o_proj(attention(RMSNorm(x))).
   at::Tensor llamaAttention(const UnitModel &u, const at::Tensor &x) {
     using namespace llama_block;
-    const int64_t b = x.size(0), s = x.size(1), h = config_.hidden;
-    const int64_t heads = config_.heads, kvHeads = config_.kvHeads;
-    const int64_t d = h / heads;
-    at::Tensor n = rmsNorm(x, u.param(InputNorm), config_.normEps);
+    at::Tensor a =
+        llamaSelfAttention(u, rmsNorm(x, u.param(InputNorm), config_.normEps),
+                           config_.heads, config_.kvHeads);
+    return x + u.linear(O, a);
+  }
+
+  /// Llama's attention of `heads` query and `kvHeads` key/value heads (all,
+  /// or a tensor-parallel rank's) on the normalised input `n`, dropped once
+  /// q, k and v exist: q and k with RoPE, k and v repeated to every query
+  /// head, SDPA. [b, s, heads x head_dim]: o_proj's input.
+  at::Tensor llamaSelfAttention(const UnitModel &u, at::Tensor n, int64_t heads,
+                                int64_t kvHeads) {
+    using namespace llama_block;
+    const int64_t b = n.size(0), s = n.size(1);
+    const int64_t d = config_.hidden / config_.heads;
+    const at::ScalarType type = n.scalar_type();
+    const at::Device device = n.device();
     at::Tensor q = u.linear(Q, n).view({b, s, heads, d}).transpose(1, 2);
     at::Tensor k = u.linear(K, n).view({b, s, kvHeads, d}).transpose(1, 2);
     at::Tensor v = u.linear(V, n).view({b, s, kvHeads, d}).transpose(1, 2);
     n.reset();
-    auto [cos, sin] = ropeTables(s, x.scalar_type(), x.device());
+    auto [cos, sin] = ropeTables(s, type, device);
     q = q * cos + rotateHalf(q) * sin;
     k = k * cos + rotateHalf(k) * sin;
     k = repeatKv(k, heads / kvHeads);
     v = repeatKv(v, heads / kvHeads);
-    at::Tensor a =
-        causalAttention(q, k, v).transpose(1, 2).contiguous().reshape(
-            {b, s, h});
-    q.reset();
-    k.reset();
-    v.reset();
-    return x + u.linear(O, a);
+    return causalAttention(q, k, v).transpose(1, 2).contiguous().reshape(
+        {b, s, heads * d});
   }
 
   /// down_proj(silu(gate_proj(n)) * up_proj(n)) of n = RMSNorm(h1).
   at::Tensor llamaMlp(const UnitModel &u, const at::Tensor &h1) {
     using namespace llama_block;
-    at::Tensor n = rmsNorm(h1, u.param(PostNorm), config_.normEps);
+    return llamaFeedForward(u, rmsNorm(h1, u.param(PostNorm), config_.normEps));
+  }
+
+  /// down_proj(silu(gate_proj(n)) * up_proj(n)) on the normalised input
+  /// `n`, dropped once gate and up exist (all features, or a rank's).
+  at::Tensor llamaFeedForward(const UnitModel &u, at::Tensor n) {
+    using namespace llama_block;
     at::Tensor gate = at::silu(u.linear(Gate, n));
     at::Tensor up = u.linear(Up, n);
     n.reset();
@@ -1729,36 +1708,52 @@ private:
   /// x + c_proj(attention(ln_1(x))).
   at::Tensor gpt2Attention(const UnitModel &u, const at::Tensor &x) {
     using namespace gpt2_block;
-    const int64_t b = x.size(0), s = x.size(1), h = config_.hidden;
-    const int64_t heads = config_.heads, d = h / heads;
-    at::Tensor n =
-        at::layer_norm(x, {h}, u.param(Ln1W), u.param(Ln1B), config_.normEps);
+    at::Tensor a =
+        gpt2SelfAttention(u,
+                          at::layer_norm(x, {config_.hidden}, u.param(Ln1W),
+                                         u.param(Ln1B), config_.normEps),
+                          config_.heads);
+    return x + u.conv1dOf(AttnProjW, AttnProjB, a);
+  }
+
+  /// GPT-2's attention of `heads` heads (all, or a tensor-parallel rank's,
+  /// whose c_attn slice holds their q, k and v) on the normalised input
+  /// `n`, dropped once c_attn ran: SDPA of c_attn's q, k and v.
+  /// [b, s, heads x head_dim]: c_proj's input.
+  at::Tensor gpt2SelfAttention(const UnitModel &u, at::Tensor n,
+                               int64_t heads) {
+    using namespace gpt2_block;
+    const int64_t b = n.size(0), s = n.size(1);
+    const int64_t d = config_.hidden / config_.heads;
     at::Tensor qkv = u.conv1dOf(AttnW, AttnB, n);
     n.reset();
-    auto split = qkv.split(h, 2);
+    auto split = qkv.split(heads * d, 2);
     qkv.reset();
     auto heads4 = [&](const at::Tensor &t) {
       return t.view({b, s, heads, d}).transpose(1, 2);
     };
-    at::Tensor a =
-        causalAttention(heads4(split[0]), heads4(split[1]), heads4(split[2]))
-            .transpose(1, 2)
-            .contiguous()
-            .reshape({b, s, h});
-    split.clear();
-    return x + u.conv1dOf(AttnProjW, AttnProjB, a);
+    return causalAttention(heads4(split[0]), heads4(split[1]), heads4(split[2]))
+        .transpose(1, 2)
+        .contiguous()
+        .reshape({b, s, heads * d});
   }
 
   /// mlp.c_proj(gelu(mlp.c_fc(ln_2(h1)))).
   at::Tensor gpt2Mlp(const UnitModel &u, const at::Tensor &h1) {
     using namespace gpt2_block;
-    at::Tensor n = at::layer_norm(h1, {config_.hidden}, u.param(Ln2W),
-                                  u.param(Ln2B), config_.normEps);
+    at::Tensor act =
+        gpt2MlpActivation(u, at::layer_norm(h1, {config_.hidden}, u.param(Ln2W),
+                                            u.param(Ln2B), config_.normEps));
+    return u.conv1dOf(MlpProjW, MlpProjB, act);
+  }
+
+  /// gelu(mlp.c_fc(n)) on the normalised input `n`, dropped once c_fc ran
+  /// (all features, or a rank's): c_proj's input.
+  at::Tensor gpt2MlpActivation(const UnitModel &u, at::Tensor n) {
+    using namespace gpt2_block;
     at::Tensor fc = u.conv1dOf(FcW, FcB, n);
     n.reset();
-    at::Tensor act = at::gelu(fc, "tanh");
-    fc.reset();
-    return u.conv1dOf(MlpProjW, MlpProjB, act);
+    return at::gelu(fc, "tanh");
   }
 
   /// BertEmbeddings: LayerNorm(word[tokens] + token_type[0] + position[0..s)).
