@@ -54,6 +54,13 @@ CASES = [
      ["model=llama_tiny", "train.precision=bf16_mixed", "train.grad_dtype=fp32",
       "train.grad_clip=1.0"] + TINY),
     ("gpt2_tiny bf16", 1, ["model=gpt2_tiny", "train.precision=bf16_mixed"] + TINY),
+    # Tensor parallelism: each unit in parts, the exchanged buffers in the
+    # arena, a part's input copied once (Model.cpp, runPart).
+    ("llama_tiny fp32 tensor 2", 2,
+     ["model=llama_tiny", "parallel.tensor=2", "parallel.sharding=no_shard"] + TINY),
+    ("llama_tiny fp32 tensor 2 + SP", 2,
+     ["model=llama_tiny", "parallel.tensor=2", "parallel.sequence_parallel=true",
+      "parallel.sharding=no_shard"] + TINY),
     ("bert masked_lm fp32", 1, BERT_TINY + TINY),
     ("bert masked_lm bf16 checkpointed", 1,
      BERT_TINY + TINY + ["train.precision=bf16_mixed",
