@@ -34,9 +34,10 @@ public:
                                           int rank, int world,
                                           const Schedule &schedule,
                                           std::chrono::milliseconds timeout);
-  /// NCCL communicators on CUDA `device` (the cuda backend): the world
-  /// communicator (its unique id goes through `store`) and the shard and
-  /// replicate groups split from it. Each group is a c10d::Backend with its
+  /// NCCL communicators on CUDA `device` (the cuda backend): a communicator
+  /// of every rank (its unique id goes through `store`) and the shard,
+  /// replicate and (with a tensor axis) tensor and data-parallel groups
+  /// split from it. Each group is a c10d::Backend with its
   /// own communication stream that first waits for the current stream; its
   /// ops return a Work whose wait() orders the current stream after them.
   /// CPU tensors (small control all-reduces) are staged through the device
