@@ -133,6 +133,14 @@ def checkpoint_cases(args):
     ref_run = train(args, ref_sched, 1, "ckpt-ref-run", ["--checkpoint-dir", ref_dir] + every)
     step2 = "step-00000002"
     yield ("tp2 checkpointing run vs single rank", compare(tp_run, ref_run), FP32_RTOL)
+    # Its description names the tensor axis, and every rank's file checks out.
+    for sub in ("info", "verify"):
+        cmd = [args.plan_checkpoint, sub, os.path.join(tp_dir, step2)]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stdout}{p.stderr}")
+        if sub == "info" and "mesh:       1x2x2 (replicate x shard x tensor)" not in p.stdout:
+            raise RuntimeError(f"plan-checkpoint info does not show the tensor axis:\n{p.stdout}")
     resumed = train(args, tp_sched, 4, "ckpt-tp-resumed",
                     ["--resume", os.path.join(tp_dir, step2)])
     yield ("tp2 resumed at step 2 vs its run (bitwise)", compare(resumed, tp_run), 0.0)
