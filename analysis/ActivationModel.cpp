@@ -107,7 +107,10 @@ Saved rmsNorm(const ActivationShape &a, int64_t w, bool unitInput) {
 // (the exchanged activation, every token) instead; q, k, v, the attention
 // output and the MLP's four are this rank's heads' and features' (the
 // `4 w h` and `4 w inter` terms, over T); under sequence parallelism the
-// norms and the block's output cover 1/T of the tokens.
+// norms and the block's output cover 1/T of the tokens. The residual sum h1
+// is kept from the part that makes it to the part that adds the MLP's
+// output to it: in fp32 it is the second norm's fp32 input, counted there;
+// in a 16-bit working type it is a tensor of its own (one storage more).
 int64_t llamaBlock(const ActivationShape &a, int64_t w) {
   Saved input = rmsNorm(a, w, true), inner = rmsNorm(a, w, false);
   if (a.tensor == 1) {
@@ -116,11 +119,14 @@ int64_t llamaBlock(const ActivationShape &a, int64_t w) {
     return bytes(a.tokens, perToken, logsumexpBytes(a),
                  input.storages + inner.storages + 5 + 2 + 4 + 1);
   }
-  int64_t norms = input.perToken + inner.perToken - 2 * w * a.h + w * a.h;
+  const bool ownResidual = w != kF32;
+  int64_t norms = input.perToken + inner.perToken - 2 * w * a.h + w * a.h +
+                  (ownResidual ? w * a.h : 0);
   int64_t layers = 2 * w * a.h + 4 * w * a.h / a.tensor + 4 * w * a.inter;
   return bytes(a.normTokens, norms, 0, 0) +
          bytes(a.tokens, layers, logsumexpBytes(a),
-               input.storages + inner.storages + 5 + 2 + 4 + 1);
+               input.storages + inner.storages + 5 + 2 + 4 + 1 +
+                   (ownResidual ? 1 : 0));
 }
 
 // ln_1's mean, rstd and output (its input is the unit's); qkv (SDPA saves
