@@ -667,15 +667,9 @@ public:
       seed = it->second.value;
     }
     bind(u, weights);
-    // The trained parameters' leaves (a LoRA base's have no gradient), then
-    // the unit's input.
+    // The trained parameters' leaves, then the unit's input.
     std::vector<at::Tensor> inputs;
-    std::vector<size_t> trained;
-    for (size_t i = 0; i < u.slots.size(); ++i)
-      if (!u.slots[i].frozen) {
-        inputs.push_back(u.slots[i].leaf);
-        trained.push_back(i);
-      }
+    std::vector<size_t> trained = trainedLeaves(u, inputs);
     if (run->second.input.defined())
       inputs.push_back(run->second.input);
     // Nothing to differentiate: an embedding whose weights are all a LoRA
@@ -718,6 +712,19 @@ private:
   //===--------------------------------------------------------------------===//
   // Tensor parallelism: a unit in parts (TensorParallelParts.h)
   //===--------------------------------------------------------------------===//
+
+  /// Appends the leaves of `u`'s trained parameters (a LoRA base's get no
+  /// gradient) to `inputs`; returns their slots, in that order.
+  static std::vector<size_t> trainedLeaves(const UnitModel &u,
+                                           std::vector<at::Tensor> &inputs) {
+    std::vector<size_t> trained;
+    for (size_t i = 0; i < u.slots.size(); ++i)
+      if (!u.slots[i].frozen) {
+        inputs.push_back(u.slots[i].leaf);
+        trained.push_back(i);
+      }
+    return trained;
+  }
 
   /// Adds the gradients `g[k]` of the trained slots `trained[k]` into
   /// `grads` (or, for a tied parameter, `tiedGrads`).
@@ -1177,12 +1184,7 @@ private:
     }
     bind(u, weights);
     std::vector<at::Tensor> inputs;
-    std::vector<size_t> trained;
-    for (size_t i = 0; i < u.slots.size(); ++i)
-      if (!u.slots[i].frozen) {
-        inputs.push_back(u.slots[i].leaf);
-        trained.push_back(i);
-      }
+    std::vector<size_t> trained = trainedLeaves(u, inputs);
     const size_t inAt = inputs.size();
     if (run.in.defined())
       inputs.push_back(run.in);
