@@ -1011,11 +1011,7 @@ private:
                                          : int(llama_embedding::Tokens));
       if (k == 0) {
         // This rank's rows; the ranks' lookups are summed at LeaveRows.
-        at::Tensor row = batch.tokens - vocabStart(w);
-        at::Tensor outside = (row < 0) | (row >= w.size(0));
-        at::Tensor rows = at::embedding(w, row.masked_fill(outside, 0))
-                              .masked_fill(outside.unsqueeze(-1), 0);
-        return {handed(rows), {}};
+        return {handed(tp::vocabRows(batch.tokens, w, vocabStart(w))), {}};
       }
       if (!gpt2)
         return {{}, x.clone()};

@@ -4,110 +4,11 @@
 
 #include "Schedule.h"
 
-#include <torch/csrc/autograd/custom_function.h>
-
 #include <algorithm>
 #include <limits>
 #include <vector>
 
 namespace plan::rt::tp {
-
-namespace {
-
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
-/// `t` summed over the group, in place.
-void allReduce(at::Tensor &t, const Group &group) {
-  std::vector<at::Tensor> tensors{t};
-  group->allreduce(tensors)->wait();
-}
-
-/// The ranks' `x` concatenated along `dim` in rank order.
-at::Tensor allGather(const at::Tensor &x, int64_t dim, const Group &group) {
-  at::Tensor in = x.movedim(dim, 0).contiguous();
-  std::vector<int64_t> shape = in.sizes().vec();
-  shape[0] *= group->getSize();
-  at::Tensor out = at::empty(shape, in.options());
-  group->_allgather_base(out, in)->wait();
-  return out.movedim(0, dim).contiguous();
-}
-
-/// The ranks' `x` summed, and this rank's slice of it along `dim`.
-at::Tensor reduceScatter(const at::Tensor &x, int64_t dim, const Group &group) {
-  at::Tensor in = x.movedim(dim, 0).contiguous();
-  std::vector<int64_t> shape = in.sizes().vec();
-  shape[0] /= group->getSize();
-  at::Tensor out = at::empty(shape, in.options());
-  group->_reduce_scatter_base(out, in)->wait();
-  return out.movedim(0, dim).contiguous();
-}
-
-// The group rides in the autograd context as a capsule (c10d::Backend is a
-// CustomClassHolder), so backward runs its collective on the same group.
-c10::IValue capsule(const Group &group) {
-  return c10::IValue::make_capsule(
-      c10::static_intrusive_pointer_cast<torch::CustomClassHolder>(group));
-}
-Group groupOf(AutogradContext *ctx) {
-  return c10::static_intrusive_pointer_cast<c10d::Backend>(
-      ctx->saved_data["group"].toCapsule());
-}
-
-struct CopyToGroup : torch::autograd::Function<CopyToGroup> {
-  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x,
-                            const Group &group) {
-    ctx->saved_data["group"] = capsule(group);
-    return x.view_as(x);
-  }
-  static variable_list backward(AutogradContext *ctx, variable_list grads) {
-    at::Tensor g = grads[0].contiguous().clone();
-    allReduce(g, groupOf(ctx));
-    return {g, at::Tensor()};
-  }
-};
-
-struct ReduceFromGroup : torch::autograd::Function<ReduceFromGroup> {
-  static at::Tensor forward(AutogradContext *, const at::Tensor &x,
-                            const Group &group) {
-    at::Tensor sum = x.contiguous().clone();
-    allReduce(sum, group);
-    return sum;
-  }
-  static variable_list backward(AutogradContext *, variable_list grads) {
-    return {grads[0], at::Tensor()};
-  }
-};
-
-struct GatherSequence : torch::autograd::Function<GatherSequence> {
-  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x,
-                            int64_t dim, const Group &group) {
-    ctx->saved_data["group"] = capsule(group);
-    ctx->saved_data["dim"] = dim;
-    return allGather(x, dim, group);
-  }
-  static variable_list backward(AutogradContext *ctx, variable_list grads) {
-    return {
-        reduceScatter(grads[0], ctx->saved_data["dim"].toInt(), groupOf(ctx)),
-        at::Tensor(), at::Tensor()};
-  }
-};
-
-struct ReduceScatterSequence
-    : torch::autograd::Function<ReduceScatterSequence> {
-  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x,
-                            int64_t dim, const Group &group) {
-    ctx->saved_data["group"] = capsule(group);
-    ctx->saved_data["dim"] = dim;
-    return reduceScatter(x, dim, group);
-  }
-  static variable_list backward(AutogradContext *ctx, variable_list grads) {
-    return {allGather(grads[0], ctx->saved_data["dim"].toInt(), groupOf(ctx)),
-            at::Tensor(), at::Tensor()};
-  }
-};
-
-} // namespace
 
 at::Tensor localSlice(const at::Tensor &full, int64_t dim, int64_t chunks,
                       int64_t index, int64_t ranks) {
@@ -142,32 +43,12 @@ at::Tensor joinSlices(const std::vector<at::Tensor> &slices, int64_t dim,
   return at::cat(parts, dim).contiguous();
 }
 
-at::Tensor copyToGroup(const at::Tensor &x, const Group &group) {
-  return CopyToGroup::apply(x, group);
-}
-
-at::Tensor reduceFromGroup(const at::Tensor &x, const Group &group) {
-  return ReduceFromGroup::apply(x, group);
-}
-
-at::Tensor gatherSequence(const at::Tensor &x, int64_t dim,
-                          const Group &group) {
-  return GatherSequence::apply(x, dim, group);
-}
-
-at::Tensor reduceScatterSequence(const at::Tensor &x, int64_t dim,
-                                 const Group &group) {
-  return ReduceScatterSequence::apply(x, dim, group);
-}
-
-at::Tensor vocabParallelEmbedding(const at::Tensor &tokens,
-                                  const at::Tensor &weight, int64_t start,
-                                  const Group &group) {
+at::Tensor vocabRows(const at::Tensor &tokens, const at::Tensor &weight,
+                     int64_t start) {
   at::Tensor row = tokens - start;
   at::Tensor outside = (row < 0) | (row >= weight.size(0));
-  at::Tensor rows = at::embedding(weight, row.masked_fill(outside, 0))
-                        .masked_fill(outside.unsqueeze(-1), 0);
-  return reduceFromGroup(rows, group);
+  return at::embedding(weight, row.masked_fill(outside, 0))
+      .masked_fill(outside.unsqueeze(-1), 0);
 }
 
 /// The fp32 logits with their padding columns (at or past `vocab`) at

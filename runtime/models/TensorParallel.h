@@ -1,19 +1,14 @@
 //===- TensorParallel.h - Megatron's tensor-parallel pieces -----*- C++ -*-===//
 //
-// What a tensor-parallel unit computes with besides its own weights: the
-// slice of a full weight a rank holds (the plan's `#plan.split` layout), the
-// four collectives that join the column- and row-parallel regions in autograd
-// (Megatron's f, g and their sequence-parallel forms), the vocab-parallel
+// What a tensor-parallel unit computes with besides the schedule's
+// activation collectives (which run between a unit's parts as sched ops,
+// docs/sched.md): the slice of a full weight a rank holds (the plan's
+// `#plan.split` layout) and its inverse, a rank's rows of a vocab-parallel
 // embedding, and the vocab-parallel cross-entropy in the form the schedule
-// exchanges (per-token statistics, TensorParallelParts.h). Each collective
-// runs on the tensor group it is given and is an autograd function whose
-// backward is the matching collective.
-//
-// plan-run's units use localSlice and the loss's statistics (Model.cpp:
-// the schedule runs the collectives between a unit's parts itself);
-// TensorParallelTest proves a Llama block, GPT-2's attention and the
-// vocab-parallel embedding and loss built from these pieces equal to the
-// undivided computation on 2 Gloo ranks.
+// exchanges (per-token statistics, TensorParallelParts.h). Model.cpp's parts
+// and the checkpoints compute with them; TensorParallelTest proves them,
+// with Megatron's f/g collectives written as autograd functions, equal to
+// the undivided computation on 2 Gloo ranks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,16 +16,11 @@
 #define PLAN_RUNTIME_MODELS_TENSORPARALLEL_H
 
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <cstdint>
 #include <vector>
 
 namespace plan::rt::tp {
-
-/// The tensor group the collectives run on. The Comm that owns the backend
-/// outlives every autograd graph built on it.
-using Group = c10::intrusive_ptr<c10d::Backend>;
 
 /// Rank `index` of `ranks`'s part of `full` under a split of dimension `dim`
 /// in `chunks` equal parts (the IR's `split <dim, chunks>`): slice `index` of
@@ -45,32 +35,11 @@ at::Tensor localSlice(const at::Tensor &full, int64_t dim, int64_t chunks,
 at::Tensor joinSlices(const std::vector<at::Tensor> &slices, int64_t dim,
                       int64_t chunks, int64_t extent);
 
-/// Megatron's f, before a column-parallel layer: the identity, and in
-/// backward the sum of the input's gradient over the group (each rank's
-/// columns contribute to it).
-at::Tensor copyToGroup(const at::Tensor &x, const Group &group);
-
-/// Megatron's g, after a row-parallel layer: the sum of the ranks' partial
-/// outputs, and in backward the identity.
-at::Tensor reduceFromGroup(const at::Tensor &x, const Group &group);
-
-/// Sequence parallelism before a column-parallel layer: the ranks' slices of
-/// dimension `dim` (the sequence) gathered in rank order; in backward the
-/// gradient reduce-scattered back to the slices.
-at::Tensor gatherSequence(const at::Tensor &x, int64_t dim, const Group &group);
-
-/// Sequence parallelism after a row-parallel layer: the partial outputs
-/// summed and scattered along `dim`, each rank keeping its slice; in
-/// backward the gradient all-gathered.
-at::Tensor reduceScatterSequence(const at::Tensor &x, int64_t dim,
-                                 const Group &group);
-
-/// A vocab-parallel embedding lookup: `weight` holds rows [start, start +
-/// weight.size(0)) of the table; tokens outside them look up zeros, and the
-/// ranks' lookups are summed (reduceFromGroup).
-at::Tensor vocabParallelEmbedding(const at::Tensor &tokens,
-                                  const at::Tensor &weight, int64_t start,
-                                  const Group &group);
+/// A rank's part of a vocab-parallel embedding lookup: `weight` holds rows
+/// [start, start + weight.size(0)) of the table; tokens outside them look
+/// up zeros. The ranks' lookups sum to the whole table's.
+at::Tensor vocabRows(const at::Tensor &tokens, const at::Tensor &weight,
+                     int64_t start);
 
 /// The vocab-parallel cross-entropy in the schedule's form
 /// (TensorParallelParts.h, LossStatistics): each rank reduces its [N,

@@ -10,14 +10,143 @@
 #include "TestSupport.h"
 
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <cmath>
+#include <vector>
 
 using namespace plan::rt;
 using plan::rt::test::forEachRank;
 namespace tp = plan::rt::tp;
 
+// Megatron's f and g and their sequence-parallel forms as autograd
+// functions on a tensor group: how Megatron joins the column- and
+// row-parallel regions inside one graph. plan-run runs the same
+// collectives as sched ops between a unit's parts instead; these build the
+// undivided computation's reference blocks here.
 namespace {
+
+/// The tensor group the collectives run on; the Comm that owns the backend
+/// outlives every autograd graph built on it.
+using Group = c10::intrusive_ptr<c10d::Backend>;
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+/// `t` summed over the group, in place.
+void allReduce(at::Tensor &t, const Group &group) {
+  std::vector<at::Tensor> tensors{t};
+  group->allreduce(tensors)->wait();
+}
+
+/// The ranks' `x` concatenated along `dim` in rank order.
+at::Tensor allGather(const at::Tensor &x, int64_t dim, const Group &group) {
+  at::Tensor in = x.movedim(dim, 0).contiguous();
+  std::vector<int64_t> shape = in.sizes().vec();
+  shape[0] *= group->getSize();
+  at::Tensor out = at::empty(shape, in.options());
+  group->_allgather_base(out, in)->wait();
+  return out.movedim(0, dim).contiguous();
+}
+
+/// The ranks' `x` summed, and this rank's slice of it along `dim`.
+at::Tensor reduceScatter(const at::Tensor &x, int64_t dim, const Group &group) {
+  at::Tensor in = x.movedim(dim, 0).contiguous();
+  std::vector<int64_t> shape = in.sizes().vec();
+  shape[0] /= group->getSize();
+  at::Tensor out = at::empty(shape, in.options());
+  group->_reduce_scatter_base(out, in)->wait();
+  return out.movedim(0, dim).contiguous();
+}
+
+// The group rides in the autograd context as a capsule (c10d::Backend is a
+// CustomClassHolder), so backward runs its collective on the same group.
+c10::IValue capsule(const Group &group) {
+  return c10::IValue::make_capsule(
+      c10::static_intrusive_pointer_cast<torch::CustomClassHolder>(group));
+}
+Group groupOf(AutogradContext *ctx) {
+  return c10::static_intrusive_pointer_cast<c10d::Backend>(
+      ctx->saved_data["group"].toCapsule());
+}
+
+struct CopyToGroup : torch::autograd::Function<CopyToGroup> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x,
+                            const Group &group) {
+    ctx->saved_data["group"] = capsule(group);
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    at::Tensor g = grads[0].contiguous().clone();
+    allReduce(g, groupOf(ctx));
+    return {g, at::Tensor()};
+  }
+};
+
+struct ReduceFromGroup : torch::autograd::Function<ReduceFromGroup> {
+  static at::Tensor forward(AutogradContext *, const at::Tensor &x,
+                            const Group &group) {
+    at::Tensor sum = x.contiguous().clone();
+    allReduce(sum, group);
+    return sum;
+  }
+  static variable_list backward(AutogradContext *, variable_list grads) {
+    return {grads[0], at::Tensor()};
+  }
+};
+
+struct GatherSequence : torch::autograd::Function<GatherSequence> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x,
+                            int64_t dim, const Group &group) {
+    ctx->saved_data["group"] = capsule(group);
+    ctx->saved_data["dim"] = dim;
+    return allGather(x, dim, group);
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    return {
+        reduceScatter(grads[0], ctx->saved_data["dim"].toInt(), groupOf(ctx)),
+        at::Tensor(), at::Tensor()};
+  }
+};
+
+struct ReduceScatterSequence
+    : torch::autograd::Function<ReduceScatterSequence> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x,
+                            int64_t dim, const Group &group) {
+    ctx->saved_data["group"] = capsule(group);
+    ctx->saved_data["dim"] = dim;
+    return reduceScatter(x, dim, group);
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    return {allGather(grads[0], ctx->saved_data["dim"].toInt(), groupOf(ctx)),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor copyToGroup(const at::Tensor &x, const Group &group) {
+  return CopyToGroup::apply(x, group);
+}
+
+at::Tensor reduceFromGroup(const at::Tensor &x, const Group &group) {
+  return ReduceFromGroup::apply(x, group);
+}
+
+at::Tensor gatherSequence(const at::Tensor &x, int64_t dim,
+                          const Group &group) {
+  return GatherSequence::apply(x, dim, group);
+}
+
+at::Tensor reduceScatterSequence(const at::Tensor &x, int64_t dim,
+                                 const Group &group) {
+  return ReduceScatterSequence::apply(x, dim, group);
+}
+
+at::Tensor vocabParallelEmbedding(const at::Tensor &tokens,
+                                  const at::Tensor &weight, int64_t start,
+                                  const Group &group) {
+  return reduceFromGroup(tp::vocabRows(tokens, weight, start), group);
+}
 
 constexpr int kRanks = 2;
 
@@ -29,7 +158,7 @@ Schedule twoRanks() {
   return s;
 }
 
-tp::Group tensorGroup(Comm &comm) {
+Group tensorGroup(Comm &comm) {
   return c10::intrusive_ptr<c10d::Backend>::reclaim_copy(
       &comm.group(GroupAxis::Shard));
 }
@@ -131,20 +260,20 @@ at::Tensor rope(const at::Tensor &t) {
 /// this rank's slice of the sequence) and the regions are joined by the
 /// group's collectives exactly where Megatron joins them.
 at::Tensor llamaBlock(const at::Tensor &x, const LlamaBlock &w,
-                      const tp::Group *group, bool sequenceParallel) {
+                      const Group *group, bool sequenceParallel) {
   const int64_t ranks = group ? kRanks : 1;
   const int64_t heads = kHeads / ranks, kvHeads = kKvHeads / ranks;
   auto enter = [&](const at::Tensor &t) {
     if (!group)
       return t;
-    return sequenceParallel ? tp::gatherSequence(t, 1, *group)
-                            : tp::copyToGroup(t, *group);
+    return sequenceParallel ? gatherSequence(t, 1, *group)
+                            : copyToGroup(t, *group);
   };
   auto leave = [&](const at::Tensor &t) {
     if (!group)
       return t;
-    return sequenceParallel ? tp::reduceScatterSequence(t, 1, *group)
-                            : tp::reduceFromGroup(t, *group);
+    return sequenceParallel ? reduceScatterSequence(t, 1, *group)
+                            : reduceFromGroup(t, *group);
   };
   at::Tensor n = enter(rmsNorm(x, w.norm1));
   const int64_t b = n.size(0), s = n.size(1);
@@ -170,7 +299,7 @@ at::Tensor llamaBlock(const at::Tensor &x, const LlamaBlock &w,
 
 void checkLlamaBlock(bool sequenceParallel) {
   forEachRank(twoRanks(), [&](int rank, Comm &comm) {
-    tp::Group group = tensorGroup(comm);
+    Group group = tensorGroup(comm);
     LlamaBlock full = randomLlamaBlock();
     at::Tensor xFull = at::randn({kBatch, kSeq, kHidden});
     at::Tensor dy = at::randn({kBatch, kSeq, kHidden});
@@ -232,7 +361,7 @@ TEST(TensorParallel, LlamaBlockWithSequenceParallelism) {
 
 TEST(TensorParallel, Gpt2FusedAttentionEqualsTheWholeAttention) {
   forEachRank(twoRanks(), [&](int rank, Comm &comm) {
-    tp::Group group = tensorGroup(comm);
+    Group group = tensorGroup(comm);
     at::manual_seed(11);
     const int64_t h = kHidden, heads = kHeads, d = h / heads;
     at::Tensor attnW = leaf(0.2 * at::randn({h, 3 * h}));
@@ -246,9 +375,9 @@ TEST(TensorParallel, Gpt2FusedAttentionEqualsTheWholeAttention) {
     // the row-parallel c_proj adds its whole bias after the reduction.
     auto attention = [&](const at::Tensor &x, const at::Tensor &wa,
                          const at::Tensor &ba, const at::Tensor &wp,
-                         const tp::Group *g) {
+                         const Group *g) {
       const int64_t local = g ? heads / kRanks : heads;
-      at::Tensor n = g ? tp::copyToGroup(x, *g) : x;
+      at::Tensor n = g ? copyToGroup(x, *g) : x;
       auto qkv = (at::matmul(n, wa) + ba).split(local * d, 2);
       auto split = [&](const at::Tensor &t) {
         return t.reshape({kBatch, kSeq, local, d}).transpose(1, 2);
@@ -259,7 +388,7 @@ TEST(TensorParallel, Gpt2FusedAttentionEqualsTheWholeAttention) {
                          .transpose(1, 2)
                          .reshape({kBatch, kSeq, local * d});
       at::Tensor out = at::matmul(a, wp);
-      return (g ? tp::reduceFromGroup(out, *g) : out) + projB;
+      return (g ? reduceFromGroup(out, *g) : out) + projB;
     };
     at::Tensor xRef = leaf(xFull);
     attention(xRef, attnW, attnB, projW, nullptr).backward(dy);
@@ -288,7 +417,7 @@ TEST(TensorParallel, Gpt2FusedAttentionEqualsTheWholeAttention) {
 
 TEST(TensorParallel, VocabParallelEmbeddingAndLossEqualTheWholeOnes) {
   forEachRank(twoRanks(), [&](int rank, Comm &comm) {
-    tp::Group group = tensorGroup(comm);
+    Group group = tensorGroup(comm);
     at::manual_seed(3);
     // 11 entries over 2 ranks: 6 rows each, rank 1's last one padding.
     const int64_t vocab = 11, local = splitExtent(vocab, 1, kRanks);
@@ -308,10 +437,10 @@ TEST(TensorParallel, VocabParallelEmbeddingAndLossEqualTheWholeOnes) {
     at::Tensor myTable = leaf(tp::localSlice(table, 0, 1, rank, kRanks));
     at::Tensor myHead = leaf(tp::localSlice(head, 0, 1, rank, kRanks));
     const int64_t start = rank * local;
-    at::Tensor h = tp::vocabParallelEmbedding(tokens, myTable, start, group);
+    at::Tensor h = vocabParallelEmbedding(tokens, myTable, start, group);
     expectClose(h, at::embedding(table, tokens), "embedding");
     at::Tensor logits =
-        at::linear(tp::copyToGroup(h.reshape({-1, kHidden}), group), myHead);
+        at::linear(copyToGroup(h.reshape({-1, kHidden}), group), myHead);
     // The schedule's form: each rank's statistics, all-gathered, give every
     // rank the loss and each token's log-sum-exp; backward is local.
     at::Tensor mine =
