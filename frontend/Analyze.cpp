@@ -394,6 +394,8 @@ private:
   bool readGradClip(const Value &v, const std::string &path);
   bool readWrap(const Value &v, const std::string &path);
   bool readMesh(const Value &v, const std::string &path);
+  bool readPipelineSchedule(const Value &v, const std::string &path);
+  bool readStages(const Value &v, const std::string &path);
   bool readRopeScaling(const Value &v, const std::string &path);
   /// `model.lora { ... }` and `model.base`, once the family is known.
   GroupReader loraSection(ModelFamily family);
@@ -1266,6 +1268,10 @@ std::vector<KeyRule> Analyzer::parallelKeys() {
       {"tensor", Need::Optional, integer(p.tensor), nullptr},
       {"sequence_parallel", Need::Optional, boolean(p.sequenceParallel),
        nullptr},
+      {"pipeline", Need::Optional, integer(p.pipeline), nullptr},
+      {"schedule", Need::Optional, method(&Analyzer::readPipelineSchedule),
+       nullptr},
+      {"stages", Need::Optional, method(&Analyzer::readStages), nullptr},
       {"wrap", Need::Optional, method(&Analyzer::readWrap), nullptr},
       {"offload", Need::Optional, nullptr,
        section([this] { return offloadKeys(); })},
@@ -1325,6 +1331,16 @@ StringRef plan::foreignParallelKeyMeaning(StringRef key) {
       {"tensor_model_parallel_size",
        "use tensor instead (Megatron's tensor_model_parallel_size)"},
       {"sequence_parallelism", "use sequence_parallel = true instead"},
+      {"pp_degree",
+       "use pipeline instead (Accelerate's megatron_lm pp_degree)"},
+      {"pipeline_model_parallel_size",
+       "use pipeline instead (Megatron's pipeline_model_parallel_size)"},
+      {"num_micro_batches",
+       "use train.grad_accum instead: a pipeline's micro-batches are the "
+       "step's accumulated micro-batches"},
+      {"virtual_pipeline_model_parallel_size",
+       "use schedule = interleaved(v) instead (Megatron's "
+       "virtual_pipeline_model_parallel_size)"},
   };
   for (auto [name, reason] : foreign)
     if (key == name)
@@ -1367,6 +1383,56 @@ bool Analyzer::readMesh(const Value &v, const std::string &path) {
                                        element++ ? p.meshShard
                                                  : p.meshReplicate);
                   });
+}
+
+bool Analyzer::readPipelineSchedule(const Value &v, const std::string &path) {
+  ParallelSpec &p = plan.parallel;
+  Form forms[] = {
+      {"gpipe",
+       false,
+       {},
+       [&p] {
+         p.schedule = PipelineSchedule::GPipe;
+         p.virtualStages = 1;
+       },
+       ""},
+      {"1f1b",
+       false,
+       {},
+       [&p] {
+         p.schedule = PipelineSchedule::OneFOneB;
+         p.virtualStages = 1;
+       },
+       ""},
+      {"interleaved",
+       true,
+       {{"v", Need::Required, integer(p.virtualStages)}},
+       [&p] { p.schedule = PipelineSchedule::Interleaved; },
+       "interleaved(2)"},
+  };
+  return readForm(v, path, "pipeline schedule", forms);
+}
+
+/// `balanced`, or each model chunk's transformer blocks: `[9, 8, 8, 7]`.
+bool Analyzer::readStages(const Value &v, const std::string &path) {
+  ParallelSpec &p = plan.parallel;
+  if (v.kind == ValueKind::Identifier && v.text == "balanced" && !v.block) {
+    p.stages.clear();
+    return true;
+  }
+  if (v.kind != ValueKind::List || v.elements.empty())
+    return typeError(v, path,
+                     "balanced or a list of each stage's transformer blocks, "
+                     "e.g. [9, 8, 8, 7]");
+  std::vector<int64_t> stages;
+  for (const syntax::Argument &element : v.elements) {
+    int64_t layers = 0;
+    if (!element.value || !readInteger(*element.value, path, layers))
+      return false;
+    stages.push_back(layers);
+  }
+  p.stages = std::move(stages);
+  return true;
 }
 
 bool Analyzer::readWrap(const Value &v, const std::string &path) {
@@ -1799,7 +1865,7 @@ void plan::applyDerivedDefaults(PlanSpec &plan) {
   // The data-parallel ranks: the tensor groups split each replica. A degree
   // that does not divide the world is the checker's error.
   int64_t world = saturatingProduct(c.nodes, c.gpusPerNode);
-  int64_t dataParallel = p.tensor > 0 ? world / p.tensor : world;
+  int64_t dataParallel = p.dataParallelRanks(world);
   if (!plan.isGiven("parallel.mesh")) {
     switch (p.sharding) {
     case Sharding::NoShard:

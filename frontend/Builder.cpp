@@ -585,6 +585,35 @@ ParallelBuilder &ParallelBuilder::sequenceParallel(bool enabled) {
   keys.set("sequence_parallel", boolValue(enabled));
   return *this;
 }
+ParallelBuilder &ParallelBuilder::pipeline(int64_t degree) {
+  keys.set("pipeline", integerValue(degree));
+  return *this;
+}
+ParallelBuilder &ParallelBuilder::schedule(PipelineSchedule schedule,
+                                           int64_t virtualStages) {
+  if (schedule != PipelineSchedule::Interleaved) {
+    keys.set("schedule", nameValue(stringify(schedule)));
+    return *this;
+  }
+  Value call;
+  call.kind = ValueKind::Call;
+  call.text = stringify(schedule).str();
+  call.elements.push_back(argument("", integerValue(virtualStages)));
+  keys.set("schedule", std::move(call));
+  return *this;
+}
+ParallelBuilder &ParallelBuilder::stages(llvm::ArrayRef<int64_t> layers) {
+  if (layers.empty()) {
+    keys.set("stages", nameValue("balanced"));
+    return *this;
+  }
+  Value list;
+  list.kind = ValueKind::List;
+  for (int64_t n : layers)
+    list.elements.push_back(argument("", integerValue(n)));
+  keys.set("stages", std::move(list));
+  return *this;
+}
 ParallelBuilder &ParallelBuilder::wrap(WrapKind kind) {
   keys.set("wrap", nameValue(stringify(kind)));
   return *this;
@@ -733,6 +762,10 @@ PlanBuilder PlanBuilder::resolved(const PlanSpec &plan) {
   // Sequence parallelism acts only within a tensor group.
   if (p.tensor > 1)
     parallel.tensor(p.tensor).sequenceParallel(p.sequenceParallel);
+  if (p.pipeline > 1)
+    parallel.pipeline(p.pipeline)
+        .schedule(p.schedule, p.virtualStages)
+        .stages(p.stages);
   if (p.wrap.kind == WrapKind::MinParams)
     parallel.wrapMinParams(p.wrap.minParams);
   else

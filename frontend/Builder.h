@@ -266,6 +266,13 @@ public:
   /// The tensor-parallel degree (`tensor = N`).
   ParallelBuilder &tensor(int64_t degree);
   ParallelBuilder &sequenceParallel(bool enabled);
+  /// The pipeline-parallel degree (`pipeline = N`).
+  ParallelBuilder &pipeline(int64_t degree);
+  /// `schedule = gpipe | 1f1b | interleaved(virtualStages)`.
+  ParallelBuilder &schedule(PipelineSchedule schedule,
+                            int64_t virtualStages = 1);
+  /// `stages = [layers, ...]`, or `balanced` when `layers` is empty.
+  ParallelBuilder &stages(llvm::ArrayRef<int64_t> layers);
   /// `wrap = transformer_block` or `wrap = whole_model`.
   ParallelBuilder &wrap(WrapKind kind);
   /// `wrap = min_params(N)`.

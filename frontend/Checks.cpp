@@ -16,9 +16,11 @@
 #include "frontend/Analyze.h"
 
 #include "analysis/CommModel.h"
+#include "analysis/PipelineModel.h"
 #include "runtime/support/Format.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -164,6 +166,10 @@ static bool wrapsByParams(const PlanSpec &p) {
   return p.parallel.wrap.kind == WrapKind::MinParams;
 }
 
+static bool isInterleaved(const PlanSpec &p) {
+  return p.parallel.schedule == PipelineSchedule::Interleaved;
+}
+
 static const IntegerRange integerRanges[] = {
     {"model.vocab", 1, maxCount,
      [](const PlanSpec &p) { return p.model.vocab; }},
@@ -223,6 +229,10 @@ static const IntegerRange integerRanges[] = {
      [](const PlanSpec &p) { return p.parallel.maxInflightGathers; }},
     {"parallel.tensor", 1, maxCount,
      [](const PlanSpec &p) { return p.parallel.tensor; }},
+    {"parallel.pipeline", 1, maxCount,
+     [](const PlanSpec &p) { return p.parallel.pipeline; }},
+    {"parallel.schedule.v", 2, maxCount,
+     [](const PlanSpec &p) { return p.parallel.virtualStages; }, isInterleaved},
 };
 
 static const RealRange realRanges[] = {
@@ -356,6 +366,7 @@ public:
     checkRecipe();
     checkMesh();
     checkTensor();
+    checkPipeline();
     checkOffload();
     checkNoEffect();
     return diag.numErrors() == errorsBefore;
@@ -369,8 +380,12 @@ private:
   /// Whether the tensor groups tile the cluster (an error if not; true when
   /// a key it reads is already wrong).
   bool checkTensorGroups();
+  /// Whether the pipeline's stages divide the ranks the tensor groups
+  /// leave (an error if not).
+  bool checkPipelineRanks();
   void checkMesh();
   void checkTensor();
+  void checkPipeline();
   void checkOffload();
   void checkNoEffect();
 
@@ -448,7 +463,7 @@ struct DerivedDefault {
 static const DerivedDefault derivedDefaults[] = {
     {"parallel.mesh",
      {"parallel.sharding", "cluster.nodes", "cluster.gpus_per_node",
-      "parallel.tensor"}},
+      "parallel.tensor", "parallel.pipeline"}},
     {"parallel.optimizer_step", {"parallel.offload.optimizer"}},
     {"train.loss_scale", {"train.precision"}},
     {"model.kv_heads", {"model.heads"}},
@@ -456,6 +471,8 @@ static const DerivedDefault derivedDefaults[] = {
     {"train.grad_accum",
      {"train.global_batch", "train.micro_batch", "cluster.nodes",
       "cluster.gpus_per_node", "parallel.tensor"}},
+    {"train.grad_accum",
+     {"train.global_batch", "train.micro_batch", "parallel.pipeline"}},
     {"cluster.host_bandwidth", {"cluster.gpu"}},
     {"cluster.host_cores", {"cluster.gpu"}},
 };
@@ -510,6 +527,11 @@ void PlanChecker::checkRanges() {
   // of range, and the default mesh is derived from it.
   if (!checkTensorGroups()) {
     unchecked.insert("parallel.tensor");
+    if (!plan.isGiven("parallel.mesh"))
+      unchecked.insert("parallel.mesh");
+  }
+  if (!checkPipelineRanks()) {
+    unchecked.insert("parallel.pipeline");
     if (!plan.isGiven("parallel.mesh"))
       unchecked.insert("parallel.mesh");
   }
@@ -589,12 +611,15 @@ void PlanChecker::checkRecipe() {
   // from it when not given.
   if (plan.isGiven("train.global_batch") &&
       reads({"train.global_batch", "train.micro_batch", "train.grad_accum",
-             "cluster.nodes", "cluster.gpus_per_node", "parallel.tensor"})) {
-    // The ranks of one tensor group read the same micro-batch; a readable
-    // degree tiles the cluster (checkRanges), so it divides the world.
-    int64_t ranks = plan.cluster.worldSize() / plan.parallel.tensor;
-    StringRef ranksName =
-        plan.parallel.tensor > 1 ? "data-parallel ranks" : "ranks";
+             "cluster.nodes", "cluster.gpus_per_node", "parallel.tensor",
+             "parallel.pipeline"})) {
+    // The ranks of one tensor group, and the stages of one pipeline, read
+    // the same micro-batch; readable degrees tile the cluster
+    // (checkRanges), so they divide the world.
+    int64_t ranks = plan.parallel.dataParallelRanks(plan.cluster.worldSize());
+    StringRef ranksName = plan.parallel.tensor * plan.parallel.pipeline > 1
+                              ? "data-parallel ranks"
+                              : "ranks";
     int64_t perMicroBatch = t.microBatch * ranks;
     if (!plan.isGiven("train.grad_accum") && t.globalBatch % perMicroBatch) {
       int64_t below = t.globalBatch / perMicroBatch * perMicroBatch;
@@ -767,15 +792,16 @@ bool PlanChecker::checkTensorGroups() {
 
 void PlanChecker::checkMesh() {
   if (!reads({"parallel.mesh", "parallel.sharding", "cluster.nodes",
-              "cluster.gpus_per_node", "parallel.tensor"}))
+              "cluster.gpus_per_node", "parallel.tensor", "parallel.pipeline"}))
     return;
   const ClusterSpec &c = plan.cluster;
   const ParallelSpec &p = plan.parallel;
   // Both are in [1, 2^31) by now, so neither product overflows.
   int64_t world = c.nodes * c.gpusPerNode;
-  // The ranks that read different data: the tensor groups split each one.
-  int64_t ranks = world / p.tensor;
-  bool split = p.tensor > 1;
+  // The ranks that read different data: the tensor groups and the
+  // pipelines split the world.
+  int64_t ranks = p.dataParallelRanks(world);
+  bool split = p.tensor * p.pipeline > 1;
   std::string mesh = formatMesh(p.meshReplicate, p.meshShard);
   StringRef sharding = stringify(p.sharding);
   bool meshWritten = plan.isGiven("parallel.mesh");
@@ -785,10 +811,17 @@ void PlanChecker::checkMesh() {
         "parallel.mesh",
         split ? formatv("mesh {0} has {1} data-parallel ranks, but the "
                         "cluster's {2} ranks (nodes {3} x gpus_per_node {4}) "
-                        "in tensor groups of {5} make {6}; replicate x shard "
-                        "x tensor must equal nodes x gpus_per_node",
+                        "in {5} make {6}; {7}replicate x shard x tensor must "
+                        "equal nodes x gpus_per_node",
                         mesh, p.meshReplicate * p.meshShard, world, c.nodes,
-                        c.gpusPerNode, p.tensor, ranks)
+                        c.gpusPerNode,
+                        p.pipeline > 1
+                            ? formatv("tensor groups of {0} and pipelines of "
+                                      "{1}",
+                                      p.tensor, p.pipeline)
+                                  .str()
+                            : formatv("tensor groups of {0}", p.tensor).str(),
+                        ranks, p.pipeline > 1 ? "pipeline x " : "")
                     .str()
               : formatv("mesh {0} has {1} ranks, but the cluster has {2} "
                         "(nodes {3} x gpus_per_node {4}); replicate x "
@@ -1012,6 +1045,164 @@ void PlanChecker::checkTensor() {
               rt::support::formatSeconds(inside)));
 }
 
+bool PlanChecker::checkPipelineRanks() {
+  if (!reads({"parallel.pipeline", "parallel.tensor", "cluster.nodes",
+              "cluster.gpus_per_node"}))
+    return true;
+  const ParallelSpec &p = plan.parallel;
+  int64_t perPipeline = plan.cluster.worldSize() / p.tensor;
+  if (perPipeline % p.pipeline == 0)
+    return true;
+  auto d = error("parallel.pipeline",
+                 formatv("pipeline = {0} does not divide the cluster's {1} "
+                         "ranks{2}: every stage needs the same number of "
+                         "ranks",
+                         p.pipeline, perPipeline,
+                         p.tensor > 1
+                             ? formatv(" in tensor groups of {0} ({1} groups)",
+                                       p.tensor, perPipeline)
+                                   .str()
+                             : std::string()));
+  note(d, "cluster.gpus_per_node", "the cluster's size is set here");
+  return false;
+}
+
+void PlanChecker::checkPipeline() {
+  const ParallelSpec &p = plan.parallel;
+  if (!reads({"parallel.pipeline", "parallel.schedule", "parallel.stages"}))
+    return;
+  // A schedule or stages without a pipeline is checkNoEffect's warning.
+  if (p.pipeline == 1)
+    return;
+
+  const ModelSpec &m = plan.model;
+  const TrainSpec &t = plan.train;
+  bool modelKnown = reads({"model"});
+  if (modelKnown && m.family == ModelFamily::Bert) {
+    auto d = error("parallel.pipeline",
+                   "pipeline parallelism divides Llama and GPT-2 models; "
+                   "BERT is not divided yet: use pipeline = 1 and data "
+                   "parallelism (BERT-large's 340M parameters fit one GPU)");
+    note(d, "model", "the model is BERT here");
+    return;
+  }
+  if (plan.lora) {
+    auto d = error("parallel.pipeline",
+                   "LoRA with pipeline parallelism is not supported yet; use "
+                   "pipeline = 1 (a LoRA run's frozen base shards with "
+                   "full_shard)");
+    note(d, "model.lora", "the adapters are set here");
+    return;
+  }
+  if (reads({"parallel.tensor"}) && p.tensor > 1) {
+    auto d = error("parallel.pipeline",
+                   "pipeline parallelism together with tensor parallelism is "
+                   "not supported yet: the residual stream would cross the "
+                   "stages in its tensor-parallel form, which neither the "
+                   "lowering nor plan-run does; use tensor = 1 with a "
+                   "pipeline, or pipeline = 1 with tensor parallelism");
+    note(d, "parallel.tensor", formatv("tensor is {0} here", p.tensor));
+    return;
+  }
+  if (modelKnown && m.tieEmbeddings) {
+    auto d = error("parallel.pipeline",
+                   "pipeline parallelism with tied input and output "
+                   "embeddings is not supported yet: the embedding on the "
+                   "first stage and the head on the last would share one "
+                   "weight, whose gradients the two stages must add (an "
+                   "all-reduce over the pipeline's ends, Megatron's "
+                   "embedding group), which no pass inserts yet; use "
+                   "pipeline = 1, or a Llama model with tie_embeddings = "
+                   "false (GPT-2 always ties)");
+    note(d, "model", "the model ties its embeddings here");
+    return;
+  }
+
+  int64_t chunks = p.pipeline * p.virtualStages;
+  std::string chunkWord =
+      p.virtualStages > 1
+          ? formatv("pipeline x virtual stages = {0} x {1} = {2} model "
+                    "chunks",
+                    p.pipeline, p.virtualStages, chunks)
+                .str()
+          : formatv("pipeline = {0} stages", p.pipeline).str();
+  if (!p.stages.empty()) {
+    if (static_cast<int64_t>(p.stages.size()) != chunks) {
+      error("parallel.stages",
+            formatv("'parallel.stages' lists {0} layer counts, but there are "
+                    "{1}: give one per {2}",
+                    p.stages.size(), chunkWord,
+                    p.virtualStages > 1 ? "model chunk" : "stage"));
+      return;
+    }
+    int64_t total = 0;
+    for (int64_t layers : p.stages) {
+      if (layers < 1) {
+        error("parallel.stages",
+              formatv("'parallel.stages' gives a stage {0} transformer "
+                      "blocks: every stage needs at least one",
+                      layers));
+        return;
+      }
+      total += layers;
+    }
+    if (modelKnown && reads({"model.layers"}) && total != m.layers) {
+      auto d = error("parallel.stages",
+                     formatv("'parallel.stages' adds up to {0} transformer "
+                             "blocks, but the model has {1}",
+                             total, m.layers));
+      note(d, "model.layers", "the layers are set here");
+      return;
+    }
+  } else if (modelKnown && reads({"model.layers"}) && m.layers < chunks) {
+    auto d = error("parallel.pipeline",
+                   formatv("{0} need at least as many transformer blocks, "
+                           "and the model has {1}",
+                           chunkWord, m.layers));
+    note(d, "model.layers", "the layers are set here");
+    return;
+  }
+
+  if (!reads({"train.grad_accum"}))
+    return;
+  StringRef schedule = stringify(p.schedule);
+  if (p.schedule != PipelineSchedule::GPipe && t.gradAccum < p.pipeline) {
+    auto d = error(
+        "train.grad_accum",
+        formatv("schedule = {0} keeps every stage busy with at least "
+                "pipeline = {1} micro-batches in flight, and grad_accum = {2} "
+                "gives fewer; accumulate at least {1} micro-batches (4-8x "
+                "pipeline keeps the bubble small)",
+                schedule, p.pipeline, t.gradAccum));
+    note(d, "parallel.pipeline", formatv("pipeline is {0} here", p.pipeline));
+    return;
+  }
+  if (p.schedule == PipelineSchedule::Interleaved &&
+      t.gradAccum % p.pipeline != 0) {
+    auto d = error("train.grad_accum",
+                   formatv("the interleaved schedule runs micro-batches in "
+                           "rounds of pipeline = {0}, and grad_accum = {1} is "
+                           "not a multiple of it",
+                           p.pipeline, t.gradAccum));
+    note(d, "parallel.pipeline", formatv("pipeline is {0} here", p.pipeline));
+    return;
+  }
+  double bubble = pipelineBubbleFraction(p.schedule, p.pipeline, t.gradAccum,
+                                         p.virtualStages);
+  if (bubble > 0.25)
+    diag.warning(
+        locOf("parallel.pipeline"),
+        formatv("the pipeline's bubble is {0}% of each step: with pipeline "
+                "= {1} and grad_accum = {2} micro-batches every stage idles "
+                "for (p - 1) / (m + p - 1){3} of it; more micro-batches{4} "
+                "shrink it",
+                llvm::format("%.0f", bubble * 100), p.pipeline, t.gradAccum,
+                p.virtualStages > 1 ? " / v" : "",
+                p.schedule == PipelineSchedule::Interleaved
+                    ? " or more virtual stages"
+                    : " or schedule = interleaved(v)"));
+}
+
 void PlanChecker::checkOffload() {
   const ParallelSpec &p = plan.parallel;
   const OffloadSpec &o = p.offload;
@@ -1075,6 +1266,14 @@ void PlanChecker::checkNoEffect() {
   StringRef sharding = stringify(p.sharding);
   bool sharded = shardsGradients(p.sharding);
   bool shardingKnown = reads({"parallel.sharding"});
+
+  if (reads({"parallel.pipeline"}) && p.pipeline == 1)
+    for (StringRef key : {"schedule", "stages"})
+      warnIfGiven(("parallel." + key).str(),
+                  formatv("'parallel.{0}' has no effect with pipeline = 1: "
+                          "it orders and divides the stages of a pipeline, "
+                          "and there is one stage",
+                          key));
 
   if (reads({"parallel.grad_sync", "train.grad_accum"}) &&
       plan.train.gradAccum == 1)

@@ -199,7 +199,10 @@ struct PlanImporter {
     return ParallelAttr::getChecked(
         errorAt("parallel"), ctx, p.sharding, wrap, offload, p.optimizerStep,
         p.backwardPrefetch, p.forwardPrefetch, p.maxInflightGathers,
-        p.bucketBytes, p.gradSync, p.sequenceParallel);
+        p.bucketBytes, p.gradSync, p.sequenceParallel, p.schedule,
+        p.virtualStages,
+        p.stages.empty() ? mlir::DenseI64ArrayAttr()
+                         : mlir::DenseI64ArrayAttr::get(ctx, p.stages));
   }
 };
 
@@ -223,14 +226,16 @@ OwningOpRef<ModuleOp> importPlan(const PlanSpec &plan, DiagEmitter &diag) {
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
   OpBuilder builder = OpBuilder::atBlockEnd(module->getBody());
   llvm::StringRef meshName = "mesh";
-  // Axes (replicate, shard, tensor): a tensor group is consecutive ranks.
-  shard::GridOp::create(
-      builder,
-      importer.locOf(plan.parallel.tensor > 1 ? "parallel.tensor"
-                                              : "parallel.mesh"),
-      meshName,
-      llvm::ArrayRef<int64_t>{plan.parallel.meshReplicate,
-                              plan.parallel.meshShard, plan.parallel.tensor});
+  // Axes (pipeline, replicate, shard, tensor): a tensor group is
+  // consecutive ranks, a pipeline's stages the farthest apart.
+  const ParallelSpec &p = plan.parallel;
+  shard::GridOp::create(builder,
+                        importer.locOf(p.pipeline > 1 ? "parallel.pipeline"
+                                       : p.tensor > 1 ? "parallel.tensor"
+                                                      : "parallel.mesh"),
+                        meshName,
+                        llvm::ArrayRef<int64_t>{p.pipeline, p.meshReplicate,
+                                                p.meshShard, p.tensor});
   PlanOp::create(builder, fileLoc, plan.name, meshName, model, cluster, train,
                  parallel);
   if (failed(verify(*module)))

@@ -16,6 +16,10 @@ namespace {
 bool isIdentifierStart(char c) { return llvm::isAlpha(c) || c == '_'; }
 bool isIdentifierChar(char c) { return llvm::isAlnum(c) || c == '_'; }
 
+/// Names the language spells with a leading digit (a pipeline schedule):
+/// words, not malformed numbers.
+bool isDigitLeadingName(StringRef word) { return word == "1f1b"; }
+
 /// The bytes of `text` up to the end of its number body (digit groups,
 /// fraction, exponent) or `StringRef::npos` when they do not form one.
 /// Digit groups are separated by single underscores: "8_192", never "8__192"
@@ -158,6 +162,13 @@ Token Lexer::lex() {
   // ".5" is a broken number, but in "layers.0" the '.' separates key parts.
   bool dotStartsNumber =
       c == '.' && digitFollows && (cur == begin || !isIdentifierChar(cur[-1]));
+  if (llvm::isDigit(c)) {
+    const char *wordEnd = cur;
+    while (wordEnd != end && isIdentifierChar(*wordEnd))
+      ++wordEnd;
+    if (isDigitLeadingName(StringRef(cur, wordEnd - cur)))
+      return lexIdentifier(std::move(tok));
+  }
   if (llvm::isDigit(c) || dotStartsNumber ||
       (c == '-' && (digitFollows || (cur + 1 != end && cur[1] == '.'))))
     return lexNumber(std::move(tok));

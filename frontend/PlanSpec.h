@@ -48,6 +48,7 @@ PLAN_ENUM_STRINGIFY(MemorySpace)
 PLAN_ENUM_STRINGIFY(WrapKind)
 PLAN_ENUM_STRINGIFY(Prefetch)
 PLAN_ENUM_STRINGIFY(GradSync)
+PLAN_ENUM_STRINGIFY(PipelineSchedule)
 PLAN_ENUM_STRINGIFY(UnitKind)
 PLAN_ENUM_STRINGIFY(BaseStorage)
 #undef PLAN_ENUM_STRINGIFY
@@ -238,6 +239,14 @@ struct ParallelSpec {
   /// Megatron sequence parallelism: the regions between the tensor-parallel
   /// ones (norms, dropout, residuals) split along the sequence.
   bool sequenceParallel = false;
+  /// Pipeline parallelism: the stages the units are divided among (the
+  /// mesh's outermost axis), the order of their micro-batches, the model
+  /// chunks per stage (interleaved(v)) and each chunk's transformer blocks
+  /// (empty: balanced by predicted compute time).
+  int64_t pipeline = 1;
+  PipelineSchedule schedule = PipelineSchedule::OneFOneB;
+  int64_t virtualStages = 1;
+  std::vector<int64_t> stages;
   WrapSpec wrap;
   OffloadSpec offload;
   MemorySpace optimizerStep = MemorySpace::Device;
@@ -246,6 +255,12 @@ struct ParallelSpec {
   int64_t maxInflightGathers = 2;
   int64_t bucketBytes = 25 * 1024 * 1024;
   GradSync gradSync = GradSync::EveryMicroBatch;
+  /// The ranks that read different data out of `world`: the tensor groups
+  /// and the pipelines split it.
+  int64_t dataParallelRanks(int64_t world) const {
+    int64_t split = tensor * pipeline;
+    return split > 0 ? world / split : world;
+  }
   bool operator==(const ParallelSpec &) const = default;
 };
 

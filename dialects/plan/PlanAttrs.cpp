@@ -311,9 +311,19 @@ LogicalResult ParallelAttr::verify(EmitErrorFn emitError, Sharding sharding,
                                    WrapAttr wrap, OffloadAttr offload,
                                    MemorySpace optimizerStep, Prefetch, bool,
                                    int64_t maxInflightGathers, int64_t bucket,
-                                   GradSync, bool) {
+                                   GradSync, bool, PipelineSchedule,
+                                   int64_t virtualStages,
+                                   mlir::DenseI64ArrayAttr stages) {
   if (!wrap || !offload)
     return emitError() << "parallel needs a wrap policy and an offload";
+  if (failed(checkPositive(emitError, "virtual_stages", virtualStages)))
+    return failure();
+  if (stages)
+    for (int64_t layers : stages.asArrayRef())
+      if (layers < 1)
+        return emitError() << "stages: every pipeline stage needs at least "
+                              "one transformer block, got "
+                           << layers;
   if (failed(checkPositive(emitError, "max_inflight_gathers",
                            maxInflightGathers)) ||
       failed(checkPositive(emitError, "bucket", bucket)))

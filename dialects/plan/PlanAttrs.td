@@ -256,7 +256,10 @@ def Plan_ParallelAttr : Plan_Attr<"Parallel", "parallel"> {
     I64Param<"", "2">:$max_inflight_gathers,
     I64Param<"bytes", "26214400">:$bucket,
     EnumParam<Plan_GradSync, "::plan::GradSync::EveryMicroBatch">:$grad_sync,
-    BoolParam<"", "false">:$sequence_parallel);
+    BoolParam<"", "false">:$sequence_parallel,
+    EnumParam<Plan_PipelineSchedule, "::plan::PipelineSchedule::OneFOneB">:$pipeline_schedule,
+    I64Param<"", "1">:$virtual_stages,
+    OptionalParameter<"::mlir::DenseI64ArrayAttr">:$stages);
   let genVerifyDecl = 1;
 }
 

@@ -24,11 +24,18 @@
 namespace plan {
 
 /// The axes of a plan's mesh (its `shard.grid`), outermost first. Ranks are
-/// laid out `(replicate_index * S + shard_index) * T + tensor_index`, so a
-/// tensor group is T consecutive ranks (inside one node when T divides
-/// gpus_per_node) and a shard group's ranks are T apart.
-enum class MeshAxis : unsigned { Replicate = 0, Shard = 1, Tensor = 2 };
-constexpr unsigned kMeshAxes = 3;
+/// laid out `((pipeline_index * R + replicate_index) * S + shard_index) * T +
+/// tensor_index`, so a tensor group is T consecutive ranks (inside one node
+/// when T divides gpus_per_node), a shard group's ranks are T apart, and the
+/// stages of a pipeline are R x S x T ranks apart (across nodes first, as
+/// Megatron places them).
+enum class MeshAxis : unsigned {
+  Pipeline = 0,
+  Replicate = 1,
+  Shard = 2,
+  Tensor = 3
+};
+constexpr unsigned kMeshAxes = 4;
 
 /// A double attribute parameter. It converts to and from double, so the
 /// generated getters read like plain doubles; it exists because attribute

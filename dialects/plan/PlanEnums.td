@@ -95,6 +95,12 @@ def Plan_GradSync : Plan_Enum<"GradSync",
   I32EnumAttrCase<"EveryMicroBatch", 0, "every_micro_batch">,
   I32EnumAttrCase<"LastMicroBatch", 1, "last_micro_batch">]>;
 
+def Plan_PipelineSchedule : Plan_Enum<"PipelineSchedule",
+    "order of a pipeline's forward and backward micro-batches", [
+  I32EnumAttrCase<"GPipe", 0, "gpipe">,
+  I32EnumAttrCase<"OneFOneB", 1, "1f1b">,
+  I32EnumAttrCase<"Interleaved", 2, "interleaved">]>;
+
 def Plan_BaseStorage : Plan_Enum<"BaseStorage",
     "how the frozen base weights of a LoRA run are stored", [
   I32EnumAttrCase<"NF4", 0, "nf4">,

@@ -136,28 +136,49 @@ LogicalResult PlanOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   if (shape.size() != kMeshAxes)
     return emitOpError("mesh '")
            << getMesh() << "' must have " << kMeshAxes
-           << " axes (replicate, shard, tensor), got " << shape.size();
+           << " axes (pipeline, replicate, shard, tensor), got "
+           << shape.size();
   if (llvm::any_of(shape, ShapedType::isDynamic))
     return emitOpError("mesh '") << getMesh() << "' must have a static shape";
-  int64_t size = shape[0] * shape[1] * shape[2];
+  int64_t pipeline = getMeshSize(MeshAxis::Pipeline);
+  int64_t replicate = getMeshSize(MeshAxis::Replicate);
+  int64_t shard = getMeshSize(MeshAxis::Shard);
+  int64_t tensor = getMeshSize(MeshAxis::Tensor);
+  int64_t size = pipeline * replicate * shard * tensor;
   if (size != getWorldSize())
     return emitOpError("mesh '")
-           << getMesh() << "' has " << shape[0] << "x" << shape[1] << "x"
-           << shape[2] << " = " << size << " ranks but the cluster has "
-           << getWorldSize() << " (" << getCluster().getNodes() << " nodes x "
+           << getMesh() << "' has " << pipeline << "x" << replicate << "x"
+           << shard << "x" << tensor << " = " << size
+           << " ranks but the cluster has " << getWorldSize() << " ("
+           << getCluster().getNodes() << " nodes x "
            << getCluster().getGpusPerNode() << " gpus_per_node)";
-  if (getParallel().getSequenceParallel() && shape[2] < 2)
+  if (getParallel().getSequenceParallel() && tensor < 2)
     return emitOpError("sequence_parallel splits along the sequence over "
                        "the tensor axis, which is 1");
   Sharding sharding = getParallel().getSharding();
-  if (sharding == Sharding::NoShard && shape[1] != 1)
+  if (sharding == Sharding::NoShard && shard != 1)
     return emitOpError("no_shard does not shard: the mesh's shard axis must "
                        "be 1, got ")
-           << shape[1];
-  if (sharding == Sharding::HybridShard && shape[0] < 2)
+           << shard;
+  if (sharding == Sharding::HybridShard && replicate < 2)
     return emitOpError("hybrid_shard needs at least 2 replica groups, the "
                        "mesh has ")
-           << shape[0];
+           << replicate;
+  ParallelAttr parallel = getParallel();
+  int64_t chunks = pipeline * parallel.getVirtualStages();
+  if (parallel.getPipelineSchedule() == PipelineSchedule::Interleaved
+          ? parallel.getVirtualStages() < 2
+          : parallel.getVirtualStages() != 1)
+    return emitOpError("virtual_stages ")
+           << parallel.getVirtualStages()
+           << (parallel.getPipelineSchedule() == PipelineSchedule::Interleaved
+                   ? " must be at least 2 for the interleaved schedule"
+                   : " must be 1 unless the schedule is interleaved");
+  if (parallel.getStages() &&
+      static_cast<int64_t>(parallel.getStages().size()) != chunks)
+    return emitOpError("stages lists ")
+           << parallel.getStages().size() << " layer counts for " << chunks
+           << " pipeline stages";
   return success();
 }
 
@@ -184,16 +205,47 @@ LogicalResult PlanOp::verify() {
         if (!names.contains(*tied))
           return p.emitOpError("is tied to '")
                  << *tied << "', which is not a parameter of this plan";
-  // Each unit is in at most one group.
+  // Each unit is in at most one group, and a group's units in one stage.
   llvm::StringMap<GroupOp> owner;
-  for (auto group : getBody().getOps<GroupOp>())
+  for (auto group : getBody().getOps<GroupOp>()) {
+    std::optional<int64_t> stage;
     for (auto unit : group.getUnits().getAsRange<FlatSymbolRefAttr>()) {
       auto [it, inserted] = owner.try_emplace(unit.getValue(), group);
       if (!inserted)
         return group.emitOpError("unit '")
                << unit.getValue() << "' is already in group '"
                << it->second.getSymName() << "'";
+      UnitOp unitOp = lookupUnit(unit.getValue());
+      std::optional<int64_t> unitStage =
+          unitOp ? unitOp.getStage() : std::nullopt;
+      if (stage && unitStage && *stage != *unitStage)
+        return group.emitOpError("holds units of pipeline stages ")
+               << *stage << " and " << *unitStage
+               << ": a group's units run on one stage";
+      if (!stage)
+        stage = unitStage;
     }
+  }
+  // Stages, when units have them, follow the units' order: chunk 0 first,
+  // each chunk a run of units, the last one the mesh's last.
+  int64_t previous = -1, chunks = getPipelineChunks();
+  for (auto unit : getBody().getOps<UnitOp>()) {
+    std::optional<int64_t> stage = unit.getStage();
+    if (!stage)
+      continue;
+    if (*stage != previous && *stage != previous + 1)
+      return unit.emitOpError("is in pipeline stage ")
+             << *stage << " after a unit in stage " << previous
+             << ": stages follow the units' order, one after the other";
+    if (*stage >= chunks)
+      return unit.emitOpError("is in pipeline stage ")
+             << *stage << ", but the mesh and virtual_stages make " << chunks;
+    previous = *stage;
+  }
+  if (previous >= 0 && previous != chunks - 1)
+    return emitOpError("divides its units among ")
+           << previous + 1 << " pipeline stages, but the mesh and "
+           << "virtual_stages make " << chunks;
   return success();
 }
 

@@ -22,7 +22,8 @@ def Plan_PlanOp : Plan_Op<"plan", [
   let summary = "A training plan";
   let description = [{
     One training job. `mesh` names the `shard.grid` its ranks form, with
-    three axes: replicate, shard (`mesh = (replicate, shard)` in the .plan
+    four axes: pipeline (`pipeline`, the stages the units are divided
+    among), replicate, shard (`mesh = (replicate, shard)` in the .plan
     language, the data-parallel ranks) and tensor (`tensor`, the ranks that
     split each block's weights). Its size is the cluster's world size; a
     tensor group is consecutive ranks. The body is empty until
@@ -30,7 +31,7 @@ def Plan_PlanOp : Plan_Op<"plan", [
     `plan.group`s.
 
     ```mlir
-    shard.grid @mesh(shape = 1x8x1)
+    shard.grid @mesh(shape = 1x1x8x1)
     plan.plan @llama3_8b_fsdp on @mesh
         model #plan.model<family = llama, ...>
         cluster #plan.cluster<nodes = 1, gpus_per_node = 8, ...>
@@ -64,7 +65,7 @@ def Plan_PlanOp : Plan_Op<"plan", [
     /// The mesh this plan runs on.
     ::mlir::shard::GridOp getGridOp();
     /// The size of one axis of the mesh; 0 when the mesh is missing or not
-    /// a static 3-axis grid (which the verifier rejects).
+    /// a static 4-axis grid (which the verifier rejects).
     int64_t getMeshSize(MeshAxis axis);
     /// The ranks each divided weight is split over: the tensor axis, 1
     /// without one.
@@ -72,6 +73,15 @@ def Plan_PlanOp : Plan_Op<"plan", [
       return std::max<int64_t>(getMeshSize(MeshAxis::Tensor), 1);
     }
     int64_t getWorldSize() { return getCluster().getWorldSize(); }
+    /// The pipeline's stages (the mesh's pipeline axis, 1 without one).
+    int64_t getPipelineRanks() {
+      return std::max<int64_t>(getMeshSize(MeshAxis::Pipeline), 1);
+    }
+    /// The model chunks the units are divided into: a stage per pipeline
+    /// rank, or `virtual_stages` per rank under the interleaved schedule.
+    int64_t getPipelineChunks() {
+      return getPipelineRanks() * getParallel().getVirtualStages();
+    }
   }];
 }
 
@@ -84,6 +94,10 @@ def Plan_UnitOp : Plan_Op<"unit", [
     Units are computed one at a time; `plan.group`s say which are sharded,
     gathered and freed together.
 
+    Under pipeline parallelism `stage` is the model chunk the unit is in
+    (`plan-assign-stages`): chunk `c` runs on pipeline rank `c mod P`, and
+    the chunks follow the units' order.
+
     ```mlir
     plan.unit @layers.0 kind llama_block {
       plan.param "model.layers.0.self_attn.q_proj.weight" : tensor<4096x4096xf32>
@@ -91,10 +105,12 @@ def Plan_UnitOp : Plan_Op<"unit", [
     }
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, Plan_UnitKindAttr:$kind);
+  let arguments = (ins SymbolNameAttr:$sym_name, Plan_UnitKindAttr:$kind,
+                       OptionalAttr<I64Attr>:$stage);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $sym_name `kind` custom<EnumKeyword>($kind) attr-dict-with-keyword $body
+    $sym_name `kind` custom<EnumKeyword>($kind) (`stage` $stage^)?
+    attr-dict-with-keyword $body
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -30,9 +30,9 @@ LogicalResult assignSharding(PlanOp plan) {
   int64_t shardRanks = plan.getMeshSize(MeshAxis::Shard);
   if (shardRanks < 1)
     return plan.emitError("plan '")
-           << plan.getSymName() << "' needs a static 3-axis mesh '"
+           << plan.getSymName() << "' needs a static 4-axis mesh '"
            << plan.getMesh()
-           << "' (replicate, shard, tensor) to size its shards";
+           << "' (pipeline, replicate, shard, tensor) to size its shards";
 
   auto groups = plan.getBody().getOps<GroupOp>();
   if (groups.empty())

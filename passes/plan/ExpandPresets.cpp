@@ -109,7 +109,8 @@ LogicalResult expandPlan(PlanOp plan) {
   // The tensor-parallel layout is written where a tensor axis divides it.
   bool tensorParallel = plan.getMeshSize(MeshAxis::Tensor) > 1;
   for (const ModelUnit &unit : units) {
-    auto unitOp = UnitOp::create(builder, loc, unit.name, unit.kind);
+    auto unitOp = UnitOp::create(builder, loc, unit.name, unit.kind,
+                                 /*stage=*/IntegerAttr());
     OpBuilder paramBuilder =
         OpBuilder::atBlockEnd(&unitOp.getBody().emplaceBlock());
     for (const ParamInfo &param : unit.params) {

@@ -4,6 +4,9 @@
 // policy, as docs/sched.md ("plan-wrap-units") says. The non-block units
 // (embedding, head) always share the root group, as under FSDP's root
 // module, which also keeps a tied embedding and lm_head in one buffer.
+// Under pipeline parallelism (units with a `stage`) no group spans two
+// stages: each stage is wrapped on its own, its non-block units in its own
+// root group `fsdp.stage<c>.root` (`fsdp.stage<c>` for whole_model).
 //
 // A plan whose units are all grouped already (by hand, or by an earlier run)
 // is left alone; one where only some are grouped is rejected, since the
@@ -77,45 +80,63 @@ LogicalResult wrapPlan(PlanOp plan) {
            << "' has no units to wrap; run plan-expand-presets first";
 
   WrapAttr wrap = plan.getParallel().getWrap();
-  GroupPlan root{"fsdp.root", {}, units.size()};
-  SmallVector<GroupPlan> blocks;
-  GroupPlan pending;
-  int64_t pendingNumel = 0;
-  auto closePending = [&] {
-    if (pending.units.empty())
-      return;
-    pending.name = groupName(pending.units);
-    blocks.push_back(std::move(pending));
-    pending = GroupPlan();
-    pendingNumel = 0;
-  };
-
-  for (auto [index, unit] : llvm::enumerate(units)) {
-    if (wrap.getKind() == WrapKind::WholeModel ||
-        !isBlockKind(unit.getKind())) {
-      if (root.units.empty())
-        root.firstUnit = index;
-      root.units.push_back(unit);
-      continue;
+  auto stageOf = [](UnitOp unit) { return unit.getStage().value_or(0); };
+  bool staged = llvm::any_of(
+      units, [](UnitOp unit) { return unit.getStage().has_value(); });
+  SmallVector<GroupPlan> groups;
+  // One stage's units, [begin, end) of `units`.
+  auto wrapStage = [&](size_t begin, size_t end) {
+    std::string stagePrefix =
+        staged ? "fsdp.stage" + std::to_string(stageOf(units[begin])) : "";
+    GroupPlan root{staged ? (wrap.getKind() == WrapKind::WholeModel
+                                 ? stagePrefix
+                                 : stagePrefix + ".root")
+                          : "fsdp.root",
+                   {},
+                   end};
+    GroupPlan pending;
+    int64_t pendingNumel = 0;
+    auto closePending = [&] {
+      if (pending.units.empty())
+        return;
+      pending.name = groupName(pending.units);
+      groups.push_back(std::move(pending));
+      pending = GroupPlan();
+      pendingNumel = 0;
+    };
+    for (size_t index = begin; index < end; ++index) {
+      UnitOp unit = units[index];
+      if (wrap.getKind() == WrapKind::WholeModel ||
+          !isBlockKind(unit.getKind())) {
+        if (root.units.empty())
+          root.firstUnit = index;
+        root.units.push_back(unit);
+        continue;
+      }
+      if (pending.units.empty())
+        pending.firstUnit = index;
+      pending.units.push_back(unit);
+      // Every stored element counts, frozen ones too (a LoRA base), as
+      // PyTorch's size_based_auto_wrap_policy counts them.
+      pendingNumel += unit.getStoredNumel() + unit.getFrozenNumel();
+      // transformer_block closes a group after every block, min_params once
+      // it holds enough elements. Groups are runs of consecutive blocks, so
+      // a run that the head (or any non-block unit, or the stage's end)
+      // cuts short stays a smaller group.
+      if (wrap.getKind() == WrapKind::TransformerBlock ||
+          pendingNumel >= wrap.getMinParams() || index + 1 == end ||
+          !isBlockKind(units[index + 1].getKind()))
+        closePending();
     }
-    if (pending.units.empty())
-      pending.firstUnit = index;
-    pending.units.push_back(unit);
-    // Every stored element counts, frozen ones too (a LoRA base), as
-    // PyTorch's size_based_auto_wrap_policy counts them.
-    pendingNumel += unit.getStoredNumel() + unit.getFrozenNumel();
-    // transformer_block closes a group after every block, min_params once it
-    // holds enough elements. Groups are runs of consecutive blocks, so a run
-    // that the head (or any non-block unit) cuts short stays a smaller group.
-    if (wrap.getKind() == WrapKind::TransformerBlock ||
-        pendingNumel >= wrap.getMinParams() || index + 1 == units.size() ||
-        !isBlockKind(units[index + 1].getKind()))
-      closePending();
+    if (!root.units.empty())
+      groups.push_back(std::move(root));
+  };
+  for (size_t begin = 0, end; begin < units.size(); begin = end) {
+    end = begin + 1;
+    while (end < units.size() && stageOf(units[end]) == stageOf(units[begin]))
+      ++end;
+    wrapStage(begin, end);
   }
-
-  SmallVector<GroupPlan> groups = std::move(blocks);
-  if (!root.units.empty())
-    groups.push_back(std::move(root));
   llvm::stable_sort(groups, [](const GroupPlan &a, const GroupPlan &b) {
     return a.firstUnit < b.firstUnit;
   });

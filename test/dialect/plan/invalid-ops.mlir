@@ -7,8 +7,8 @@
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x4x1)
-// expected-error @below {{mesh 'mesh' has 1x4x1 = 4 ranks but the cluster has 8 (2 nodes x 4 gpus_per_node)}}
+shard.grid @mesh(shape = 1x1x4x1)
+// expected-error @below {{mesh 'mesh' has 1x1x4x1 = 4 ranks but the cluster has 8 (2 nodes x 4 gpus_per_node)}}
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
 }
 
@@ -21,7 +21,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp 
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #sp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>, sequence_parallel = true>
 
-shard.grid @mesh(shape = 1x4x1)
+shard.grid @mesh(shape = 1x1x4x1)
 // expected-error @below {{sequence_parallel splits along the sequence over the tensor axis, which is 1}}
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #sp {
 }
@@ -35,8 +35,8 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #sp {
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x4x2)
-// expected-error @below {{mesh 'mesh' has 1x4x2 = 8 ranks but the cluster has 4 (1 nodes x 4 gpus_per_node)}}
+shard.grid @mesh(shape = 1x1x4x2)
+// expected-error @below {{mesh 'mesh' has 1x1x4x2 = 8 ranks but the cluster has 4 (1 nodes x 4 gpus_per_node)}}
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
 }
 
@@ -61,7 +61,7 @@ plan.plan @p on @nowhere model #model cluster #cluster train #train parallel #fs
 #fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
 shard.grid @mesh(shape = 4)
-// expected-error @below {{mesh 'mesh' must have 3 axes (replicate, shard, tensor), got 1}}
+// expected-error @below {{mesh 'mesh' must have 4 axes (pipeline, replicate, shard, tensor), got 1}}
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
 }
 
@@ -73,7 +73,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp 
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x4x1)
+shard.grid @mesh(shape = 1x1x4x1)
 // expected-error @below {{no_shard does not shard: the mesh's shard axis must be 1, got 4}}
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 }
@@ -86,7 +86,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 128, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x4x1)
+shard.grid @mesh(shape = 1x1x4x1)
 // expected-error @below {{seq_len 128 exceeds the model's max_seq_len 64}}
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
 }
@@ -99,7 +99,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp 
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #hsdp = #plan.parallel<sharding = hybrid_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x4x1)
+shard.grid @mesh(shape = 1x1x4x1)
 // expected-error @below {{hybrid_shard needs at least 2 replica groups, the mesh has 1}}
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #hsdp {
 }
@@ -112,7 +112,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #hsdp 
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
   plan.unit @a kind embedding {
     plan.param "w" : tensor<8x8xf32>
@@ -131,7 +131,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
   plan.unit @a kind embedding {
     plan.param "w" : tensor<3x8xf32>
@@ -153,7 +153,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp 
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
   plan.unit @a kind embedding {
     plan.param "w" : tensor<3x8xf32>
@@ -174,7 +174,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp 
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
   plan.unit @a kind embedding {
     plan.param "w" : tensor<3x8xf32>
@@ -195,7 +195,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp 
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
   plan.unit @a kind embedding {
     plan.param "w" : tensor<3x8xf32>
@@ -216,7 +216,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp 
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
   plan.unit @a kind embedding {
     plan.param "w" : tensor<3x8xf32>
@@ -236,7 +236,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp 
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
   plan.unit @a kind embedding {
     // expected-error @below {{parameter 'w' must have a static shape}}
@@ -252,7 +252,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
   plan.unit @a kind embedding {
     // expected-error @below {{parameter 'v' has an empty dimension}}
@@ -268,7 +268,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
   plan.unit @a kind embedding {
     // expected-error @below {{parameter 'i' must have a floating-point element type}}
@@ -284,7 +284,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
   plan.unit @a kind embedding {
     // expected-error @below {{parameter 't' cannot be tied to itself}}
@@ -306,7 +306,7 @@ plan.unit @a kind transformer {
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
   plan.unit @a kind embedding {
     plan.param "w" : tensor<3x8xf32> frozen bf16
@@ -325,7 +325,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp 
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
   plan.unit @a kind embedding {
     plan.param "w" : tensor<3x8xf32> frozen bf16
@@ -343,7 +343,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp 
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #fsdp = #plan.parallel<sharding = full_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp {
   plan.unit @a kind embedding {
     plan.param "w" : tensor<3x8xf32> frozen bf16
@@ -361,7 +361,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #fsdp 
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x1x2)
+shard.grid @mesh(shape = 1x1x1x2)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
   plan.unit @a kind embedding {
     // expected-error @below {{parameter 'w' is split along dim 2 but has 2 dims}}
@@ -378,7 +378,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x1x2)
+shard.grid @mesh(shape = 1x1x1x2)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
   plan.unit @a kind embedding {
     // expected-error @below {{parameter 'w' dim 1 (8) is not 3 equal parts}}
@@ -395,7 +395,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x1x2)
+shard.grid @mesh(shape = 1x1x1x2)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
   plan.unit @a kind embedding {
     plan.param "w" : tensor<8x8xf32> split <dim = 0>
@@ -413,7 +413,7 @@ plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
 #train = #plan.train<optimizer = #plan.optimizer<kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 64, loss_scale = #plan.loss_scale<kind = none>, lr_schedule = #plan.lr_schedule<kind = constant>>
 #ddp = #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>, offload = #plan.offload<>>
 
-shard.grid @mesh(shape = 1x1x2)
+shard.grid @mesh(shape = 1x1x1x2)
 plan.plan @p on @mesh model #model cluster #cluster train #train parallel #ddp {
   plan.unit @a kind embedding {
     // expected-error @below {{chunks must be >= 1, got 0}}

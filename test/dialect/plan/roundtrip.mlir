@@ -6,7 +6,7 @@
 // RUN: diff %t.1.mlir %t.3.mlir
 // RUN: FileCheck %s < %t.1.mlir
 
-// CHECK-LABEL: shard.grid @mesh(shape = 1x2x1)
+// CHECK-LABEL: shard.grid @mesh(shape = 1x1x2x1)
 // CHECK-NEXT:  plan.plan @tiny on @mesh
 // CHECK-NEXT:      model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
 // CHECK-NEXT:      cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -28,7 +28,7 @@
 // CHECK-NEXT:    plan.group @fsdp.layers.0 units [@layers.0]
 // CHECK-NEXT:  }
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @tiny on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
                       intermediate = 176, layers = 2, heads = 4, kv_heads = 2,

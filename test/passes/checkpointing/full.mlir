@@ -15,7 +15,7 @@
 // LOWER:     sched.alloc "head.saves.mb0" role activations : memref<10337xf32
 // LOWER-NOT: sched.recompute
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @ckpt on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
                       intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>

@@ -199,7 +199,7 @@
 !m64 = memref<64xf32, #sched.space<device>>
 !m68 = memref<68xf32, #sched.space<device>>
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @tiny on @mesh
     model #plan.model<family = llama, vocab = 16, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 8, tie_embeddings = true>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = #plan.device<name = "cpu", memory = 1073741824, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 1073741824, inter_node_bandwidth = 1.0e10>
@@ -273,7 +273,7 @@ sched.program @tiny.step for @tiny micro_batches 1
 !m68 = memref<68xf32, #sched.space<device>>
 !m132 = memref<132xf32, #sched.space<device>>
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @tiny on @mesh
     model #plan.model<family = llama, vocab = 16, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 8>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = #plan.device<name = "cpu", memory = 1073741824, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 1073741824, inter_node_bandwidth = 1.0e10>
@@ -355,7 +355,7 @@ sched.program @tiny.step for @tiny micro_batches 2
 !m68 = memref<68xf32, #sched.space<device>>
 !m132 = memref<132xf32, #sched.space<device>>
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @tiny on @mesh
     model #plan.model<family = llama, vocab = 16, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 8>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = #plan.device<name = "cpu", memory = 1073741824, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 1073741824, inter_node_bandwidth = 1.0e10>
@@ -438,7 +438,7 @@ sched.program @tiny.step for @tiny micro_batches 2
 !m68 = memref<68xf32, #sched.space<device>>
 !m132 = memref<132xf32, #sched.space<device>>
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @tiny on @mesh
     model #plan.model<family = llama, vocab = 16, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 8>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = #plan.device<name = "cpu", memory = 1073741824, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 1073741824, inter_node_bandwidth = 1.0e10>

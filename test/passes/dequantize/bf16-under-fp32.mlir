@@ -3,7 +3,7 @@
 // sched-dequantize-base converts it to fp32 before each compute op that
 // reads it.
 // RUN: plan-opt %s --sched-lower --sched-dequantize-base --sched-verify-schedule | FileCheck %s
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, vocab = 16, hidden = 8, intermediate = 16, layers = 1, heads = 2, kv_heads = 2, max_seq_len = 16, lora = <rank = 2, alpha = 4.0, targets = ["q_proj"], base = bf16>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 0.1, fp16_tflops = 0.1, fp32_tflops = 0.1, hbm_bandwidth = 1.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 17179869184, inter_node_bandwidth = 2.5e10>

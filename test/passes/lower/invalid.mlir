@@ -3,7 +3,7 @@
 // RUN: plan-opt %s -split-input-file -verify-diagnostics -sched-lower
 
 // A plan without units.
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 // expected-error @+1 {{plan 'empty' has no plan.unit: run plan-expand-presets first}}
 plan.plan @empty on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
@@ -24,7 +24,7 @@ plan.plan @empty on @mesh
 // -----
 
 // Units, but no groups yet.
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 // expected-error @+1 {{plan 'ungrouped' has no plan.group: run plan-wrap-units and plan-assign-sharding first}}
 plan.plan @ungrouped on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
@@ -52,7 +52,7 @@ plan.plan @ungrouped on @mesh
 // -----
 
 // Groups without their sizes.
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @unsized on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
                       intermediate = 176, layers = 1, heads = 4, kv_heads = 2, max_seq_len = 256>
@@ -81,7 +81,7 @@ plan.plan @unsized on @mesh
 // -----
 
 // A unit no group stores.
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @orphan on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
                       intermediate = 176, layers = 1, heads = 4, kv_heads = 2, max_seq_len = 256>
@@ -113,7 +113,7 @@ plan.plan @orphan on @mesh
 // -----
 
 // The loss needs a head at the end.
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @headless on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
                       intermediate = 176, layers = 1, heads = 4, kv_heads = 2, max_seq_len = 256>
@@ -141,7 +141,7 @@ plan.plan @headless on @mesh
 // -----
 
 // A unit tied to its own parameter.
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @selftied on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
                       intermediate = 176, layers = 1, heads = 4, kv_heads = 2, max_seq_len = 256>
@@ -170,7 +170,7 @@ plan.plan @selftied on @mesh
 // -----
 
 // A tie to a parameter that is itself tied.
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @chain on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
                       intermediate = 176, layers = 1, heads = 4, kv_heads = 2, max_seq_len = 256>
@@ -199,7 +199,7 @@ plan.plan @chain on @mesh
 // -----
 
 // One unit tying parameters of two units.
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @twoties on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
                       intermediate = 176, layers = 1, heads = 4, kv_heads = 2, max_seq_len = 256>
@@ -231,7 +231,7 @@ plan.plan @twoties on @mesh
 // -----
 
 // A plan lowered already.
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 // expected-error @+1 {{plan 'twice' is already lowered}}
 plan.plan @twice on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
@@ -276,7 +276,7 @@ sched.program @twice.step for @twice micro_batches 1
 // -----
 
 // The program's name is taken.
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 // expected-error @+1 {{the program of plan 'taken' would be named 'taken.step', which is taken}}
 plan.plan @taken on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
@@ -302,4 +302,4 @@ plan.plan @taken on @mesh
   plan.group @fsdp.root units [@embed, @head] {numel = 65600 : i64, padded_numel = 65600 : i64, shard_numel = 32800 : i64}
 }
 // expected-note @+1 {{by this symbol}}
-shard.grid @taken.step(shape = 1x1x1)
+shard.grid @taken.step(shape = 1x1x1x1)

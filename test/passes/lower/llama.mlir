@@ -5,7 +5,7 @@
 // activations, one step per group.
 // RUN: plan-opt %s -sched-lower | FileCheck %s
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @tiny on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
                       intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>

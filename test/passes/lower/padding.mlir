@@ -3,7 +3,7 @@
 // the 2 elements of padding after the head belong to no unit.
 // RUN: plan-opt %s -sched-lower | FileCheck %s
 
-shard.grid @mesh(shape = 1x3x1)
+shard.grid @mesh(shape = 1x1x3x1)
 plan.plan @padded on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64,
                       intermediate = 176, layers = 1, heads = 4, kv_heads = 2, max_seq_len = 256>

@@ -4,7 +4,7 @@
 // gradients as `tied_grads`, wherever the embedding's group is.
 // RUN: plan-opt %s -split-input-file -sched-lower | FileCheck %s
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @gpt2 on @mesh
     model #plan.model<family = gpt2, preset = "gpt2_tiny", vocab = 512, hidden = 64, intermediate = 256,
                       layers = 2, heads = 4, kv_heads = 4, max_seq_len = 256, tie_embeddings = true>
@@ -93,7 +93,7 @@ plan.plan @gpt2 on @mesh
 
 // A grouping that puts the head alone: the tied views are still the
 // embedding unit's, in the other group's buffers.
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @apart on @mesh
     model #plan.model<family = gpt2, preset = "gpt2_tiny", vocab = 512, hidden = 64, intermediate = 256,
                       layers = 2, heads = 4, kv_heads = 4, max_seq_len = 256, tie_embeddings = true>

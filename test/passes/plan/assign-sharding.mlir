@@ -8,7 +8,7 @@
 // CHECK-LABEL: plan.plan @padded
 // CHECK:       plan.group @fsdp.root units [@embed, @head] {numel = 88 : i64, padded_numel = 90 : i64, shard_numel = 30 : i64}
 // CHECK-NEXT:  plan.group @fsdp.layers.0 units [@layers.0] {numel = 100 : i64, padded_numel = 102 : i64, shard_numel = 34 : i64}
-shard.grid @mesh(shape = 1x3x1)
+shard.grid @mesh(shape = 1x1x3x1)
 plan.plan @padded on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 3, device = <name = "cpu", memory = 17179869184, bf16_tflops = 0.5, fp16_tflops = 0.5, fp32_tflops = 0.5, hbm_bandwidth = 5.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 17179869184, inter_node_bandwidth = 2.5e10>
@@ -33,7 +33,7 @@ plan.plan @padded on @mesh
 // CHECK-LABEL: plan.plan @tied
 // CHECK:       plan.group @fsdp.root units [@embed, @head] {numel = 48 : i64, padded_numel = 48 : i64, shard_numel = 24 : i64}
 // CHECK-NEXT:  plan.group @fsdp.layers.0 units [@layers.0] {numel = 100 : i64, padded_numel = 100 : i64, shard_numel = 50 : i64}
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @tied on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 0.5, fp16_tflops = 0.5, fp32_tflops = 0.5, hbm_bandwidth = 5.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 17179869184, inter_node_bandwidth = 2.5e10>
@@ -56,7 +56,7 @@ plan.plan @tied on @mesh
 // no_shard: the shard axis is 1; the shard is the whole buffer.
 // CHECK-LABEL: plan.plan @ddp
 // CHECK:       plan.group @fsdp.root units [@embed, @layers.0, @head] {numel = 188 : i64, padded_numel = 188 : i64, shard_numel = 188 : i64}
-shard.grid @mesh(shape = 2x1x1)
+shard.grid @mesh(shape = 1x2x1x1)
 plan.plan @ddp on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 0.5, fp16_tflops = 0.5, fp32_tflops = 0.5, hbm_bandwidth = 5.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 17179869184, inter_node_bandwidth = 2.5e10>
@@ -83,7 +83,7 @@ plan.plan @ddp on @mesh
 // CHECK-LABEL: plan.plan @lora
 // CHECK:       plan.group @fsdp.root units [@embed, @head] {frozen_numel = 88 : i64, frozen_padded_numel = 90 : i64, frozen_shard_numel = 30 : i64, numel = 0 : i64, padded_numel = 0 : i64, shard_numel = 0 : i64}
 // CHECK-NEXT:  plan.group @fsdp.layers.0 units [@layers.0] {frozen_numel = 100 : i64, frozen_padded_numel = 102 : i64, frozen_shard_numel = 34 : i64, numel = 12 : i64, padded_numel = 12 : i64, shard_numel = 4 : i64}
-shard.grid @mesh(shape = 1x3x1)
+shard.grid @mesh(shape = 1x1x3x1)
 plan.plan @lora on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = bf16>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 3, device = <name = "cpu", memory = 17179869184, bf16_tflops = 0.5, fp16_tflops = 0.5, fp32_tflops = 0.5, hbm_bandwidth = 5.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 17179869184, inter_node_bandwidth = 2.5e10>

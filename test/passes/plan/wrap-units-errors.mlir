@@ -2,7 +2,7 @@
 // RUN: plan-opt %s -split-input-file -verify-diagnostics --plan-wrap-units
 
 // expected-error @+2 {{plan 'empty' has no units to wrap; run plan-expand-presets first}}
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @empty on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 0.5, fp16_tflops = 0.5, fp32_tflops = 0.5, hbm_bandwidth = 5.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 17179869184, inter_node_bandwidth = 2.5e10>
@@ -12,7 +12,7 @@ plan.plan @empty on @mesh
 
 // -----
 
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @partial on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 0.5, fp16_tflops = 0.5, fp32_tflops = 0.5, hbm_bandwidth = 5.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 17179869184, inter_node_bandwidth = 2.5e10>

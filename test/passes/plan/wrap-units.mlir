@@ -10,7 +10,7 @@
 // CHECK-NEXT:  plan.group @fsdp.layers.1 units [@layers.1]{{$}}
 // CHECK-NEXT:  plan.group @fsdp.layers.2 units [@layers.2]{{$}}
 // CHECK-NEXT:  }
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @per_block on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 0.5, fp16_tflops = 0.5, fp32_tflops = 0.5, hbm_bandwidth = 5.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 17179869184, inter_node_bandwidth = 2.5e10>
@@ -43,7 +43,7 @@ plan.plan @per_block on @mesh
 // CHECK-NEXT:  plan.group @"fsdp.layers.0-2" units [@layers.0, @layers.1, @layers.2]{{$}}
 // CHECK-NEXT:  plan.group @"fsdp.layers.3-4" units [@layers.3, @layers.4]{{$}}
 // CHECK-NEXT:  }
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @min_params on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 0.5, fp16_tflops = 0.5, fp32_tflops = 0.5, hbm_bandwidth = 5.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 17179869184, inter_node_bandwidth = 2.5e10>
@@ -81,7 +81,7 @@ plan.plan @min_params on @mesh
 // CHECK-NEXT:  plan.group @fsdp.layers.0 units [@layers.0]{{$}}
 // CHECK-NEXT:  plan.group @fsdp.layers.1 units [@layers.1]{{$}}
 // CHECK-NEXT:  }
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @min_params_small on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 0.5, fp16_tflops = 0.5, fp32_tflops = 0.5, hbm_bandwidth = 5.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 17179869184, inter_node_bandwidth = 2.5e10>
@@ -108,7 +108,7 @@ plan.plan @min_params_small on @mesh
 // CHECK-LABEL: plan.plan @whole
 // CHECK:       plan.group @fsdp.root units [@embed, @layers.0, @layers.1, @head]{{$}}
 // CHECK-NEXT:  }
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @whole on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 0.5, fp16_tflops = 0.5, fp32_tflops = 0.5, hbm_bandwidth = 5.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 17179869184, inter_node_bandwidth = 2.5e10>
@@ -135,7 +135,7 @@ plan.plan @whole on @mesh
 // CHECK-LABEL: plan.plan @grouped
 // CHECK:       plan.group @mine units [@embed, @layers.0, @layers.1, @head]{{$}}
 // CHECK-NEXT:  }
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @grouped on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 0.5, fp16_tflops = 0.5, fp32_tflops = 0.5, hbm_bandwidth = 5.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 17179869184, inter_node_bandwidth = 2.5e10>

@@ -5,7 +5,7 @@
 // A transient buffer read before anything wrote it.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -32,7 +32,7 @@ sched.program @p.step for @p micro_batches 1
 // buffer reads the unwritten half.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -62,7 +62,7 @@ sched.program @p.step for @p micro_batches 1
 // An accumulating reduce-scatter reads its destination.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -90,7 +90,7 @@ sched.program @p.step for @p micro_batches 1
 // A use after sched.free, through a view.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -115,7 +115,7 @@ sched.program @p.step for @p micro_batches 1
 // A buffer freed twice.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -139,7 +139,7 @@ sched.program @p.step for @p micro_batches 1
 // A transient buffer never freed.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -161,7 +161,7 @@ sched.program @p.step for @p micro_batches 1
 // A freed persistent buffer (sched.free's verifier already rejects it).
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -183,7 +183,7 @@ sched.program @p.step for @p micro_batches 1
 // An event never waited.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -205,7 +205,7 @@ sched.program @p.step for @p micro_batches 1
 // An event used only in `after` lists still needs its own wait.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -233,7 +233,7 @@ sched.program @p.step for @p micro_batches 1
 // An event waited twice.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -258,7 +258,7 @@ sched.program @p.step for @p micro_batches 1
 // Reading what an un-waited all-gather writes.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -288,7 +288,7 @@ sched.program @p.step for @p micro_batches 1
 // Writing what an un-waited reduce-scatter reads.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -316,7 +316,7 @@ sched.program @p.step for @p micro_batches 1
 // Freeing what an un-waited copy reads.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -344,7 +344,7 @@ sched.program @p.step for @p micro_batches 1
 // the staging buffer before the copy has filled it.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -375,7 +375,7 @@ sched.program @p.step for @p micro_batches 1
 // being reduced.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -405,7 +405,7 @@ sched.program @p.step for @p micro_batches 1
 // chained to.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -434,7 +434,7 @@ sched.program @p.step for @p micro_batches 1
 // buffer reads the other ranks' slices, which nothing wrote here.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>

@@ -13,7 +13,7 @@
 // CHECK-LABEL: sched.program @p.step
 // CHECK-SAME:    workspace_at = "reduce_scatter b.grad.full", workspace_bytes = 18384 : i64
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -64,7 +64,7 @@ sched.program @p.step for @p micro_batches 1
 // CHECK-SAME:    workspace_at = "reduce_scatter b.grad.full", workspace_bytes = 67111248 : i64
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @g on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "h100_sxm", memory = 85899345920, bf16_tflops = 989.0, fp16_tflops = 989.0, fp32_tflops = 67.0, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, pcie_bandwidth = 6.4e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -108,7 +108,7 @@ sched.program @g.step for @g micro_batches 1
 // CHECK-SAME:    workspace_at = "reduce_scatter b.grad.full", workspace_bytes = 19138640 : i64
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 1x2x1)
+shard.grid @mesh(shape = 1x1x2x1)
 plan.plan @g on @mesh
     model #plan.model<family = gpt2, preset = "gpt2_tiny", vocab = 8, hidden = 4, intermediate = 16, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, tie_embeddings = true>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "a100_80g", memory = 85899345920, bf16_tflops = 989.0, fp16_tflops = 989.0, fp32_tflops = 67.0, hbm_bandwidth = 3.35e12, nvlink_bandwidth = 4.5e11, pcie_bandwidth = 6.4e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>

@@ -3,7 +3,7 @@
 !d64 = memref<64xf32, #sched.space<device>>
 !d96 = memref<96xf32, #sched.space<device>>
 
-shard.grid @mesh(shape = 2x1x1)
+shard.grid @mesh(shape = 1x2x1x1)
 plan.plan @t on @mesh
     model #plan.model<family = llama, vocab = 4, hidden = 4, intermediate = 8, layers = 3, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
