@@ -69,7 +69,7 @@ GroupPlacement plan::placeRing(const ClusterLinks &links, int64_t size,
 
 GroupPlacement plan::placeGroup(ClusterAttr cluster, int64_t meshReplicate,
                                 int64_t meshShard, int64_t meshTensor,
-                                sched::Group group) {
+                                sched::Group group, int64_t meshPipeline) {
   DeviceAttr device = cluster.getDevice();
   ClusterLinks links{
       cluster.getGpusPerNode(), device.getNvlinkBandwidth().value,
@@ -77,7 +77,8 @@ GroupPlacement plan::placeGroup(ClusterAttr cluster, int64_t meshReplicate,
       cluster.getInterNodeBandwidth().value};
   // The highest rank in rank 0's group decides whether it leaves node 0:
   // tensor = ranks [0, T), shard = {0, T, ..., (S-1)T}, replicate = {0, ST,
-  // 2ST, ...}, world = the data-parallel ranks {0, T, ..., (RS-1)T}.
+  // 2ST, ...}, world = the data-parallel ranks {0, T, ..., (RS-1)T},
+  // pipeline = {0, RST, ..., (P-1)RST}.
   int64_t t = std::max<int64_t>(meshTensor, 1);
   switch (group) {
   case sched::Group::Shard:
@@ -89,6 +90,10 @@ GroupPlacement plan::placeGroup(ClusterAttr cluster, int64_t meshReplicate,
                      (meshReplicate * meshShard - 1) * t);
   case sched::Group::Tensor:
     return placeRing(links, t, t - 1);
+  case sched::Group::Pipeline:
+    return placeRing(links, std::max<int64_t>(meshPipeline, 1),
+                     (std::max<int64_t>(meshPipeline, 1) - 1) * meshReplicate *
+                         meshShard * t);
   }
   llvm_unreachable("unknown group");
 }
@@ -101,7 +106,8 @@ plan::placeGroups(sched::ProgramOp program) {
                            program.getGroupSize(sched::Group::Replicate),
                            program.getGroupSize(sched::Group::Shard),
                            program.getGroupSize(sched::Group::Tensor),
-                           static_cast<sched::Group>(g));
+                           static_cast<sched::Group>(g),
+                           program.getGroupSize(sched::Group::Pipeline));
   return groups;
 }
 

@@ -23,7 +23,8 @@ namespace plan {
 
 enum class CollectiveKind { AllGather, ReduceScatter, AllReduce, Broadcast };
 constexpr int kNumCollectiveKinds = 4;
-constexpr int kNumGroups = 4; // sched::Group: shard, replicate, world, tensor
+// sched::Group: shard, replicate, world, tensor, pipeline.
+constexpr int kNumGroups = sched::getMaxEnumValForGroup() + 1;
 
 /// "all_gather", "reduce_scatter", "all_reduce", "broadcast".
 llvm::StringRef collectiveKindName(CollectiveKind kind);
@@ -55,7 +56,7 @@ struct GroupPlacement {
 
 GroupPlacement placeGroup(ClusterAttr cluster, int64_t meshReplicate,
                           int64_t meshShard, int64_t meshTensor,
-                          sched::Group group);
+                          sched::Group group, int64_t meshPipeline = 1);
 
 /// placeGroup for every group of `program`'s mesh (index: sched::Group).
 std::array<GroupPlacement, kNumGroups> placeGroups(sched::ProgramOp program);

@@ -362,6 +362,29 @@ FailureOr<StepTime> StepSimulation::run() {
     return success();
   };
 
+  // A pipeline's send or receive: one hop to the neighbouring stage on the
+  // pipeline group's links, on the communication stream. What it waits
+  // for the neighbour is the bubble, which the report adds for the whole
+  // pipeline (pipelineBubbleFraction).
+  auto pointToPoint = [&](Operation *op, StringRef what, Value buffer,
+                          sched::Peer peer, ValueRange after) {
+    const GroupPlacement &placement =
+        groups[static_cast<int>(sched::Group::Pipeline)];
+    double seconds = placement.stepLatency;
+    if (placement.bandwidth > 0)
+      seconds += static_cast<double>(bufferBytes(buffer)) /
+                 (placement.bandwidth * kBandwidthEfficiency);
+    std::string name = llvm::formatv("{0} {1} ({2})", what, bufferName(buffer),
+                                     sched::stringifyPeer(peer))
+                           .str();
+    time.groupBusySeconds[static_cast<int>(sched::Group::Pipeline)] += seconds;
+    if (failed(issue(op, Stream::Comm, std::move(name), seconds, after)))
+      return failure();
+    double end = events[op->getResult(0)].end;
+    commIntervals.push_back({end - seconds, end, sched::Group::Pipeline});
+    return success();
+  };
+
   for (Operation &op : program.getBody().front()) {
     time.opStart.push_back(now);
     LogicalResult result =
@@ -385,6 +408,14 @@ FailureOr<StepTime> StepSimulation::run() {
             .Case([&](sched::BroadcastOp op) {
               return collective(op, CollectiveKind::Broadcast, op.getBuffer(),
                                 op.getGroup(), op.getAfter());
+            })
+            .Case([&](sched::SendOp op) {
+              return pointToPoint(op, "send", op.getBuffer(), op.getPeer(),
+                                  op.getAfter());
+            })
+            .Case([&](sched::RecvOp op) {
+              return pointToPoint(op, "recv", op.getBuffer(), op.getPeer(),
+                                  op.getAfter());
             })
             .Case([&](sched::CopyOp op) {
               bool toDevice = onDevice(op.getDst());

@@ -1,12 +1,13 @@
 //===- ExportSchedule.cpp - The lowered module as a schedule file ---------===//
 //
-// Walks the sched.program once, in order. Every value that is a buffer gets
-// the next buffer id where it is defined and every event the next event id,
-// so ids are dense and each op refers only to ids defined above it, which is
-// what the runtime's validateSchedule checks. The ops are exported field by
-// field from the runtime's op table (sched::visitTableOp), which plan-tblgen
-// generates from the ops' ODS definitions: no op is listed here.
-// Enumerations cross the boundary by keyword (the IR's and the file's
+// Walks each sched.program once, in order (a plan with a pipeline has one per
+// stage, each its own program in the file). Every value that is a buffer
+// gets the next buffer id of its program where it is defined and every event
+// the next event id, so ids are dense and each op refers only to ids defined
+// above it, which is what the runtime's validateSchedule checks. The ops are
+// exported field by field from the runtime's op table (sched::visitTableOp),
+// which plan-tblgen generates from the ops' ODS definitions: no op is listed
+// here. Enumerations cross the boundary by keyword (the IR's and the file's
 // spellings are the same), not by numeric value.
 //
 //===----------------------------------------------------------------------===//
@@ -38,13 +39,14 @@ namespace {
 
 class ScheduleExporter {
 public:
-  ScheduleExporter(sched::ProgramOp program, PlanOp plan)
-      : program(program), plan(plan) {}
+  ScheduleExporter(ArrayRef<sched::ProgramOp> programs, PlanOp plan)
+      : programs(programs), plan(plan) {}
 
   FailureOr<rt::Schedule> run();
 
 private:
   LogicalResult exportPlan();
+  LogicalResult exportProgram(sched::ProgramOp program, rt::Program &out);
   LogicalResult exportOp(Operation &op);
   /// Fills `value`, the field `d` of the op table's struct for `op`.
   template <typename Concrete, typename Descriptor, typename Value>
@@ -62,15 +64,16 @@ private:
   int64_t event(Operation *user, Value value);
   std::vector<int64_t> events(Operation *user, ValueRange values);
   int64_t defineEvent(Value value) {
-    int64_t id = schedule.numEvents++;
+    int64_t id = current->numEvents++;
     eventIds[value] = id;
     return id;
   }
   int64_t unit(Operation *user, SymbolRefAttr ref);
 
-  sched::ProgramOp program;
+  ArrayRef<sched::ProgramOp> programs;
   PlanOp plan;
   rt::Schedule schedule;
+  rt::Program *current = nullptr; // the program being exported
   llvm::DenseMap<Value, int64_t> bufferIds, eventIds;
   llvm::StringMap<int64_t> unitIndex, groupIndex;
   bool hadError = false;
@@ -131,8 +134,9 @@ LogicalResult ScheduleExporter::exportPlan() {
     s.sourceFile = file.getFilename().str();
 
   if (plan.getMeshSize(MeshAxis::Shard) < 1)
-    return plan.emitError("the schedule file needs a mesh (replicate, "
-                          "shard, tensor)");
+    return plan.emitError("the schedule file needs a mesh (pipeline, "
+                          "replicate, shard, tensor)");
+  s.pipeline = plan.getPipelineRanks();
   s.replicate = plan.getMeshSize(MeshAxis::Replicate);
   s.shard = plan.getMeshSize(MeshAxis::Shard);
   s.tensor = plan.getTensorRanks();
@@ -226,6 +230,7 @@ LogicalResult ScheduleExporter::exportPlan() {
     rt::Unit u;
     u.name = unitOp.getSymName().str();
     u.kind = sched::toRuntime(unitOp.getKind());
+    u.stage = static_cast<int64_t>(unitOp.getStage().value_or(0)) % s.pipeline;
     for (ParamOp param : unitOp.getBody().getOps<ParamOp>()) {
       rt::Param p;
       p.name = param.getParamName().str();
@@ -288,9 +293,19 @@ LogicalResult ScheduleExporter::exportPlan() {
     s.groups.push_back(std::move(g));
   }
 
-  for (auto [attrName, out] :
-       {std::pair{"arena_bytes", &s.arenaBytes},
-        std::pair{"persistent_bytes", &s.persistentBytes}}) {
+  s.microBatches = static_cast<int64_t>(
+      sched::ProgramOp(programs.front()).getMicroBatches());
+  return success();
+}
+
+LogicalResult ScheduleExporter::exportProgram(sched::ProgramOp program,
+                                              rt::Program &out) {
+  current = &out;
+  bufferIds.clear();
+  eventIds.clear();
+  for (auto [attrName, sizesOut] :
+       {std::pair{"arena_bytes", &out.arenaBytes},
+        std::pair{"persistent_bytes", &out.persistentBytes}}) {
     auto sizes = program->getAttrOfType<DictionaryAttr>(attrName);
     if (!sizes)
       return program.emitError("has no ")
@@ -302,15 +317,17 @@ LogicalResult ScheduleExporter::exportPlan() {
       if (!bytes || !space)
         return program.emitError("malformed ")
                << attrName << " entry '" << entry.getName().getValue() << "'";
-      (*out)[*space] = bytes.getInt();
+      (*sizesOut)[*space] = bytes.getInt();
     }
   }
   auto workspace = program->getAttrOfType<IntegerAttr>("workspace_bytes");
   if (!workspace)
     return program.emitError(
         "has no workspace_bytes: run sched-plan-workspace before exporting");
-  s.workspaceBytes = workspace.getInt();
-  s.microBatches = static_cast<int64_t>(program.getMicroBatches());
+  out.workspaceBytes = workspace.getInt();
+  for (Operation &op : program.getBody().front())
+    if (failed(exportOp(op)))
+      return failure();
   return success();
 }
 
@@ -376,8 +393,8 @@ LogicalResult ScheduleExporter::defineAlloc(sched::AllocOp alloc) {
              << paddedNumel << ")";
   }
 
-  bufferIds[alloc.getResult()] = static_cast<int64_t>(schedule.buffers.size());
-  schedule.buffers.push_back(std::move(b));
+  bufferIds[alloc.getResult()] = static_cast<int64_t>(current->buffers.size());
+  current->buffers.push_back(std::move(b));
   return success();
 }
 
@@ -387,7 +404,7 @@ LogicalResult ScheduleExporter::defineView(Operation *op, Value result,
   int64_t sourceId = buffer(op, source);
   if (sourceId < 0)
     return failure();
-  const rt::Buffer &src = schedule.buffers[sourceId];
+  const rt::Buffer &src = current->buffers[sourceId];
   rt::Buffer b;
   b.kind = kind;
   b.type = src.type;
@@ -398,8 +415,8 @@ LogicalResult ScheduleExporter::defineView(Operation *op, Value result,
     b.viewOffset = static_cast<int64_t>(view.getOffset());
   else
     b.axis = sched::toRuntime(cast<sched::ShardViewOp>(op).getGroup());
-  bufferIds[result] = static_cast<int64_t>(schedule.buffers.size());
-  schedule.buffers.push_back(std::move(b));
+  bufferIds[result] = static_cast<int64_t>(current->buffers.size());
+  current->buffers.push_back(std::move(b));
   return success();
 }
 
@@ -478,15 +495,16 @@ LogicalResult ScheduleExporter::exportOp(Operation &operation) {
            << op->getName() << "': the exporter would have to drop it";
   if (hadError)
     return failure();
-  schedule.ops.push_back(std::move(out));
+  current->ops.push_back(std::move(out));
   return success();
 }
 
 FailureOr<rt::Schedule> ScheduleExporter::run() {
   if (failed(exportPlan()))
     return failure();
-  for (Operation &op : program.getBody().front())
-    if (failed(exportOp(op)))
+  schedule.programs.assign(programs.size(), rt::Program());
+  for (auto [program, out] : llvm::zip_equal(programs, schedule.programs))
+    if (failed(exportProgram(program, out)))
       return failure();
   return std::move(schedule);
 }
@@ -498,16 +516,28 @@ FailureOr<rt::Schedule> exportSchedule(ModuleOp module) {
   if (programs.empty())
     return module.emitError("no sched.program to export: lower the plan "
                             "first (buildPlanLowerPipeline, --plan-lower)");
-  if (programs.size() > 1)
-    return programs[1].emitError("a schedule file holds one program; the "
-                                 "module has ")
-           << programs.size();
-  sched::ProgramOp program = programs.front();
-  PlanOp plan = program.getPlanOp();
+  PlanOp plan = programs.front().getPlanOp();
   if (!plan)
-    return program.emitError("its plan ")
-           << program.getPlanAttr() << " is not in the module";
-  return ScheduleExporter(program, plan).run();
+    return programs.front().emitError("its plan ")
+           << programs.front().getPlanAttr() << " is not in the module";
+  // One program, or one per pipeline stage, in stage order.
+  for (sched::ProgramOp program : programs)
+    if (program.getPlanOp() != plan)
+      return program.emitError("a schedule file holds the programs of one "
+                               "plan; this one is of plan ")
+             << program.getPlanAttr();
+  int64_t stages = plan.getPipelineRanks();
+  llvm::stable_sort(programs, [](sched::ProgramOp a, sched::ProgramOp b) {
+    return a.getStage().value_or(0) < b.getStage().value_or(0);
+  });
+  for (auto [index, program] : llvm::enumerate(programs))
+    if (static_cast<int64_t>(programs.size()) != stages ||
+        (stages > 1 && program.getStage() != index))
+      return program.emitError("a schedule file holds one program per "
+                               "pipeline stage; plan ")
+             << plan.getSymName() << " has " << stages
+             << " stages and the module " << programs.size() << " programs";
+  return ScheduleExporter(programs, plan).run();
 }
 
 } // namespace plan

@@ -30,6 +30,17 @@ def PlanWrapUnits : Pass<"plan-wrap-units", "::mlir::ModuleOp"> {
   let dependentDialects = ["::plan::PlanDialect"];
 }
 
+def PlanAssignStages : Pass<"plan-assign-stages", "::mlir::ModuleOp"> {
+  let summary = "Divide the units among the pipeline's stages";
+  let description = [{
+    On a mesh whose pipeline axis is above 1, sets each `plan.unit`'s
+    `stage` (its model chunk): the plan's `stages` layer counts, or chunks
+    balanced by predicted forward FLOPs. Runs after plan-expand-presets and
+    before plan-wrap-units, which never groups units of two stages.
+  }];
+  let dependentDialects = ["::plan::PlanDialect"];
+}
+
 def PlanAssignSharding : Pass<"plan-assign-sharding", "::mlir::ModuleOp"> {
   let summary = "Size each group's flat buffer and its shard";
   let dependentDialects = ["::plan::PlanDialect"];
@@ -115,6 +126,18 @@ def SchedDequantizeBase : Pass<"sched-dequantize-base", "::sched::ProgramOp"> {
 
 def SchedVerifySchedule : Pass<"sched-verify-schedule", "::sched::ProgramOp"> {
   let summary = "Reject schedules that deadlock, race or touch dead memory";
+  let dependentDialects = ["::sched::SchedDialect"];
+}
+
+def SchedVerifyPipeline : Pass<"sched-verify-pipeline", "::mlir::ModuleOp"> {
+  let summary = "Prove a pipeline's stage programs match and cannot deadlock";
+  let description = [{
+    For a plan with a pipeline (one sched.program per stage): every
+    sched.send meets its sched.recv on the neighbour at the same position
+    (same unit, micro-batch, size and type), every stage issues the same
+    collectives on the pipeline group, and playing the programs together
+    with rendezvous point-to-point semantics ends with every stage done.
+  }];
   let dependentDialects = ["::sched::SchedDialect"];
 }
 

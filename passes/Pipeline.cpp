@@ -6,6 +6,7 @@
 
 void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createPlanExpandPresets());
+  pm.addPass(createPlanAssignStages());
   pm.addPass(createPlanWrapUnits());
   pm.addPass(createPlanAssignSharding());
   pm.addPass(createSchedLower());
@@ -22,6 +23,8 @@ void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm) {
   program.addPass(createSchedVerifySchedule());
   program.addPass(createSchedPlanMemory());
   program.addPass(createSchedPlanWorkspace());
+  // The stages of a pipeline together.
+  pm.addPass(createSchedVerifyPipeline());
 }
 
 void plan::registerPlanCompilerPasses() {

@@ -60,9 +60,22 @@ def Sched_Group : Sched_Enum<"Group", "process group of the mesh", [
   I32EnumAttrCase<"World", 2, "world">,
   // Axis 2: the ranks that divide each weight among them (tensor
   // parallelism): consecutive ranks.
-  I32EnumAttrCase<"Tensor", 3, "tensor">]>;
+  I32EnumAttrCase<"Tensor", 3, "tensor">,
+  // The outermost axis: the stages of one pipeline, which sched.send and
+  // sched.recv connect.
+  I32EnumAttrCase<"Pipeline", 4, "pipeline">]>;
 
 def Sched_GroupAttr : EnumAttr<Sched_Dialect, Sched_Group, "group"> {
+}
+
+// The neighbour in the pipeline group a sched.send or sched.recv talks to:
+// the stage after this one (pipeline rank + 1, wrapping from the last rank
+// to the first between the chunks of the interleaved schedule) or before it.
+def Sched_Peer : Sched_Enum<"Peer", "pipeline neighbour", [
+  I32EnumAttrCase<"Next", 0, "next">,
+  I32EnumAttrCase<"Prev", 1, "prev">]>;
+
+def Sched_PeerAttr : EnumAttr<Sched_Dialect, Sched_Peer, "peer"> {
 }
 
 def Sched_ReduceOp : Sched_Enum<"ReduceOp", "reduction", [
@@ -88,7 +101,7 @@ def Sched_BufferRole : Sched_Enum<"BufferRole", "what a buffer holds", [
   I32EnumAttrCase<"Scalar", 11, "scalar">,           // a norm, a found-inf flag
   I32EnumAttrCase<"LossScale", 12, "loss_scale">,    // fp16's loss scale (persistent)
   I32EnumAttrCase<"Frozen", 13, "frozen">,           // weights that do not train (a LoRA base)
-  I32EnumAttrCase<"Exchange", 14, "exchange">]>;     // an activation or its gradient between two parts of a unit (tensor parallelism)
+  I32EnumAttrCase<"Exchange", 14, "exchange">]>;     // an activation or its gradient between two parts of a unit (tensor parallelism) or two pipeline stages
 
 def Sched_BufferRoleAttr : EnumAttr<Sched_Dialect, Sched_BufferRole, "role"> {
 }

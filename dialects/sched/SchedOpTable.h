@@ -89,6 +89,14 @@ inline bool isCollective(mlir::Operation *op) {
   return info && info->group;
 }
 
+/// Whether `op` is a collective on the pipeline group, which sched-lower
+/// emits itself (the sum of the stages' gradient norms) and the passes
+/// that distribute the single-rank program leave alone.
+inline bool isPipelineCollective(mlir::Operation *op) {
+  std::optional<AsyncInfo> info = getAsyncInfo(op);
+  return info && info->group == Group::Pipeline;
+}
+
 } // namespace sched
 
 #endif // PLAN_DIALECTS_SCHED_SCHEDOPTABLE_H

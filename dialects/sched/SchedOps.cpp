@@ -52,8 +52,29 @@ int64_t ProgramOp::getGroupSize(Group group) {
     return replicate * shard;
   case Group::Tensor:
     return plan.getMeshSize(plan::MeshAxis::Tensor);
+  case Group::Pipeline:
+    return plan.getMeshSize(plan::MeshAxis::Pipeline);
   }
   return 0;
+}
+
+bool ProgramOp::runsUnit(plan::UnitOp unit) {
+  std::optional<int64_t> stage = getStage();
+  plan::PlanOp plan = getPlanOp();
+  if (!stage || !plan)
+    return true;
+  return static_cast<int64_t>(unit.getStage().value_or(0)) %
+             plan.getPipelineRanks() ==
+         *stage;
+}
+
+bool ProgramOp::holdsGroup(plan::GroupOp group) {
+  plan::PlanOp plan = getPlanOp();
+  auto units = group.getUnits().getAsRange<FlatSymbolRefAttr>();
+  if (!plan || units.empty())
+    return true;
+  plan::UnitOp first = plan.lookupUnit((*units.begin()).getValue());
+  return !first || runsUnit(first);
 }
 
 plan::rt::tp::ExchangeShape sched::getExchangeShape(ProgramOp program) {
@@ -362,6 +383,25 @@ static LogicalResult verifyCompute(Operation *op, SymbolRefAttr unitRef,
   return success();
 }
 
+/// Whether `unit` is the last of its pipeline chunk (the next unit of the
+/// plan is in another one), and the first.
+static bool endsChunk(plan::UnitOp unit) {
+  auto next = dyn_cast_or_null<plan::UnitOp>(unit->getNextNode());
+  return next && next.getStage() != unit.getStage();
+}
+static bool startsChunk(plan::UnitOp unit) {
+  auto previous = dyn_cast_or_null<plan::UnitOp>(unit->getPrevNode());
+  return previous && previous.getStage() != unit.getStage();
+}
+
+/// Elements of one micro-batch's hidden states, which cross between
+/// pipeline stages.
+static int64_t hiddenElements(ProgramOp program) {
+  plan::TrainAttr train = program.getTrain();
+  return train.getMicroBatch() * train.getSeqLen() *
+         program.getModel().getHidden();
+}
+
 /// What a part's exchange operands must be, and which: `in` and `out` of a
 /// forward or recompute, `in_grad` and `out_grad` of a backward. Absent
 /// operands are null.
@@ -370,6 +410,46 @@ struct PartOperands {
   const char *inName, *outName;
   bool backward;
 };
+
+/// A compute op of a pipeline stage's program (no tensor axis): one part,
+/// and exchange buffers only where its unit's chunk meets another: the
+/// forward of a chunk's first unit reads the stage's input (`in`), that of
+/// its last unit writes the output sent on (`out`); backward the other way
+/// round (`out_grad` received, `in_grad` sent back). A recompute restarts
+/// from its saved input and exchanges nothing.
+static LogicalResult verifyStageBoundary(Operation *op, plan::UnitOp unit,
+                                         int64_t part,
+                                         const PartOperands &operands) {
+  if (part != 0)
+    return op->emitOpError("`part` splits a unit at its tensor-parallel "
+                           "collectives: it needs a mesh with a tensor axis "
+                           "above 1");
+  bool recompute = isa<RecomputeOp>(op);
+  // `in` (`in_grad`) at a chunk's start, `out` (`out_grad`) at its end.
+  bool start = !recompute && startsChunk(unit);
+  bool end = !recompute && endsChunk(unit);
+  int64_t hidden = hiddenElements(programOf(op));
+  auto check = [&](Value buffer, const char *name,
+                   bool expected) -> LogicalResult {
+    if (bool(buffer) != expected)
+      return op->emitOpError("unit '")
+             << unit.getSymName() << "' " << (expected ? "needs" : "has no")
+             << " `" << name << "`: "
+             << (recompute ? "a recompute exchanges nothing with other "
+                             "pipeline stages"
+                           : "only a pipeline chunk's first and last units "
+                             "exchange hidden states with other stages");
+    if (buffer && numel(buffer) != hidden)
+      return op->emitOpError("`")
+             << name << "` of unit '" << unit.getSymName() << "' has "
+             << numel(buffer) << " elements, not the " << hidden
+             << " of one micro-batch's hidden states";
+    return success();
+  };
+  if (failed(check(operands.in, operands.inName, start)))
+    return failure();
+  return check(operands.out, operands.outName, end);
+}
 
 /// Checks `part` and the exchange buffers of a compute op of `unit`
 /// against runtime/format/TensorParallelParts.h: without a tensor axis a
@@ -381,6 +461,8 @@ static LogicalResult verifyPart(Operation *op, plan::UnitOp unit, int64_t part,
   ProgramOp program = programOf(op);
   plan::PlanOp plan = program.getPlanOp();
   int64_t tensor = plan.getMeshSize(plan::MeshAxis::Tensor);
+  if (tensor <= 1 && program.getStage())
+    return verifyStageBoundary(op, unit, part, operands);
   if (tensor <= 1) {
     if (part != 0 || operands.in || operands.out)
       return op->emitOpError("`part`, `")
@@ -432,6 +514,59 @@ static LogicalResult verifyPart(Operation *op, plan::UnitOp unit, int64_t part,
   if (failed(check(operands.in, operands.inName, before)))
     return failure();
   return check(operands.out, operands.outName, after);
+}
+
+/// Checks a sched.send or sched.recv: in a pipeline stage's program, about
+/// the output of `unit`, the last unit of a chunk, which this stage
+/// produces (a send to `next`, a receive from `next` of its gradient) or
+/// consumes (a receive from `prev`, a send to `prev` of its gradient).
+static LogicalResult verifyPointToPoint(Operation *op, Value buffer, Peer peer,
+                                        SymbolRefAttr unitRef,
+                                        int64_t microBatch, bool sends) {
+  plan::UnitOp unit;
+  if (failed(verifyUnitAndMicroBatch(op, unitRef, microBatch, unit)))
+    return failure();
+  if (!unit)
+    return success();
+  ProgramOp program = programOf(op);
+  plan::PlanOp plan = program.getPlanOp();
+  int64_t ranks = plan.getPipelineRanks();
+  std::optional<int64_t> stage = program.getStage();
+  if (!stage || ranks <= 1)
+    return op->emitOpError("connects pipeline stages: it needs a stage's "
+                           "program, on a mesh with a pipeline axis above 1");
+  if (!endsChunk(unit))
+    return op->emitOpError("unit '")
+           << unit.getSymName()
+           << "' is not the last unit of a pipeline chunk: only those "
+              "outputs cross to another stage";
+  int64_t chunk = *unit.getStage();
+  // The rank that computes the unit, and the one that reads its output.
+  int64_t producer = chunk % ranks, consumer = (chunk + 1) % ranks;
+  bool produces = peer == Peer::Next;
+  int64_t expected = produces ? producer : consumer;
+  if (*stage != expected)
+    return op->emitOpError("stage ")
+           << *stage << " " << (sends ? "sends" : "receives")
+           << (produces ? " the output of" : " the gradient of the output of")
+           << " unit '" << unit.getSymName() << "' (chunk " << chunk << ")"
+           << (sends ? " to " : " from ") << stringifyPeer(peer)
+           << ", which stage " << expected << " does";
+  if (numel(buffer) != hiddenElements(program))
+    return op->emitOpError("buffer has ")
+           << numel(buffer) << " elements, not the " << hiddenElements(program)
+           << " of one micro-batch's hidden states";
+  return success();
+}
+
+LogicalResult SendOp::verify() {
+  return verifyPointToPoint(*this, getBuffer(), getPeer(), getUnit(),
+                            getMicroBatch(), /*sends=*/true);
+}
+
+LogicalResult RecvOp::verify() {
+  return verifyPointToPoint(*this, getBuffer(), getPeer(), getUnit(),
+                            getMicroBatch(), /*sends=*/false);
 }
 
 plan::UnitOp ForwardOp::getUnitOp() { return lookupUnit(*this, getUnit()); }

@@ -54,6 +54,11 @@ def Sched_ProgramOp : Sched_Op<"program", [
     run on each program alone; the verifier keeps it equal to the plan's.
     Units and groups stay in the plan, named by symbol.
 
+    Under pipeline parallelism a plan has one program per pipeline rank,
+    `@<plan>.stage<k>` with `stage k`: the units of the model chunks that
+    rank runs, their state, and the sched.send / sched.recv that connect it
+    to its neighbours. A rank runs the program of its pipeline coordinate.
+
     ```mlir
     sched.program @tiny.step for @tiny micro_batches 2
         model <family = llama, ...> cluster <...> train <...> parallel <...> {
@@ -62,13 +67,14 @@ def Sched_ProgramOp : Sched_Op<"program", [
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$plan,
+                       OptionalAttr<I64Attr>:$stage,
                        I64Attr:$micro_batches, Sched_PlanAttr<"Model">:$model,
                        Sched_PlanAttr<"Cluster">:$cluster,
                        Sched_PlanAttr<"Train">:$train,
                        Sched_PlanAttr<"Parallel">:$parallel);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    $sym_name `for` $plan `micro_batches` $micro_batches
+    $sym_name `for` $plan (`stage` $stage^)? `micro_batches` $micro_batches
     `model` $model `cluster` $cluster `train` $train `parallel` $parallel
     attr-dict-with-keyword $body
   }];
@@ -78,6 +84,11 @@ def Sched_ProgramOp : Sched_Op<"program", [
     ::plan::PlanOp getPlanOp();
     /// Ranks in `group` according to the plan's mesh; 0 if unknown.
     int64_t getGroupSize(::sched::Group group);
+    /// Whether this program computes `unit`: every unit, or under pipeline
+    /// parallelism those of the chunks its stage runs.
+    bool runsUnit(::plan::UnitOp unit);
+    /// Whether it holds `group`'s state: whether it runs the group's units.
+    bool holdsGroup(::plan::GroupOp group);
   }];
 }
 
@@ -237,6 +248,60 @@ def Sched_BroadcastOp : Sched_AsyncOp<"broadcast"> {
   }];
   let hasVerifier = 1;
   let fileChecks = [Sched_RankOfGroup<"root">];
+}
+
+def Sched_SendOp : Sched_AsyncOp<"send"> {
+  let summary = "Send a buffer to the neighbouring pipeline stage";
+  let description = [{
+    Pipeline parallelism: `buffer` goes to the same rank of the `next`
+    stage (the output of `unit`, the last unit of this stage's chunk, for
+    micro-batch `mb`) or of the `prev` one (the gradient of the input of
+    `unit`, the first unit of its chunk). Each send has one `sched.recv` on
+    the neighbour naming the same unit and micro-batch, of the same size and
+    type; a neighbour's sends and receives pair up in program order
+    (sched-verify-pipeline proves it, and that the stages cannot deadlock).
+    On the communication stream, like a collective; the buffer must not be
+    written or freed until the compute stream has waited for the event.
+
+    ```mlir
+    %e = sched.send %y to next for @tiny::@layers.1 mb 0 : memref<4096xbf16, #sched.space<device>>
+    ```
+  }];
+  let arguments = (ins Arg<Sched_Buffer, "", [Sched_Reads]>:$buffer,
+                       Sched_PeerAttr:$peer, Sched_UnitRefAttr:$unit,
+                       Sched_MicroBatchAttr:$micro_batch,
+                       Variadic<Sched_EventType>:$after);
+  let assemblyFormat = [{
+    $buffer `to` custom<EnumKeyword>($peer) `for` $unit `mb` $micro_batch (`after` $after^)? attr-dict `:`
+    type($buffer)
+  }];
+  let hasVerifier = 1;
+  let fileChecks = [Sched_Roles<["buffer"], ["exchange"]>];
+}
+
+def Sched_RecvOp : Sched_AsyncOp<"recv"> {
+  let summary = "Receive a buffer from the neighbouring pipeline stage";
+  let description = [{
+    The other end of a `sched.send`: `buffer` is overwritten with what the
+    `prev` stage sent (the output of `unit` for micro-batch `mb`, this
+    chunk's input) or the `next` one (the gradient of `unit`'s input, the
+    gradient of this chunk's output). Nothing may read the buffer until the
+    compute stream has waited for the event.
+
+    ```mlir
+    %e = sched.recv %x from prev for @tiny::@layers.1 mb 0 : memref<4096xbf16, #sched.space<device>>
+    ```
+  }];
+  let arguments = (ins Arg<Sched_Buffer, "", [Sched_Writes]>:$buffer,
+                       Sched_PeerAttr:$peer, Sched_UnitRefAttr:$unit,
+                       Sched_MicroBatchAttr:$micro_batch,
+                       Variadic<Sched_EventType>:$after);
+  let assemblyFormat = [{
+    $buffer `from` custom<EnumKeyword>($peer) `for` $unit `mb` $micro_batch (`after` $after^)? attr-dict `:`
+    type($buffer)
+  }];
+  let hasVerifier = 1;
+  let fileChecks = [Sched_Roles<["buffer"], ["exchange"]>];
 }
 
 def Sched_CopyOp : Sched_AsyncOp<"copy"> {

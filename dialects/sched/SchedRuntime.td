@@ -17,6 +17,7 @@ include "dialects/sched/SchedOps.td"
 // The sched dialect's enumerations.
 def : Sched_RuntimeEnum<Sched_MemorySpace, "Space">;
 def : Sched_RuntimeEnum<Sched_Group, "GroupAxis">;
+def : Sched_RuntimeEnum<Sched_Peer>;
 def : Sched_RuntimeEnum<Sched_ReduceOp, "ReduceKind">;
 def : Sched_RuntimeEnum<Sched_BufferRole>;
 

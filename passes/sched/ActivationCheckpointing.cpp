@@ -79,7 +79,8 @@ struct SchedActivationCheckpointingPass
     if (train.getActivationCheckpointing() != plan::Checkpointing::Full)
       return;
     for (Operation &op : program.getBody().front())
-      if (sched::isCollective(&op) || isa<sched::RecomputeOp>(op)) {
+      if ((sched::isCollective(&op) && !sched::isPipelineCollective(&op)) ||
+          isa<sched::RecomputeOp>(op)) {
         op.emitOpError("is already in the program: "
                        "sched-activation-checkpointing expects the "
                        "single-rank program of sched-lower");

@@ -173,6 +173,9 @@ private:
         [[fallthrough]];
       case sched::BufferRole::Param:
       case sched::BufferRole::Activations:
+      // A pipeline stage's input and output and their gradients, made by
+      // sched-lower (tensor parallelism's are made later, in their type).
+      case sched::BufferRole::Exchange:
         retypeBuffer(alloc.getResult(), working);
         break;
       case sched::BufferRole::UnshardedGrad:
@@ -331,6 +334,14 @@ private:
         builder, loc, sched::EventType::get(program.getContext()), foundInf,
         sched::Group::World, sched::ReduceOp::Max, ValueRange());
     sched::WaitOp::create(builder, loc, anyInf);
+    // Each pipeline stage checks its own gradients; all skip together.
+    if (program.getGroupSize(sched::Group::Pipeline) > 1)
+      sched::WaitOp::create(builder, loc,
+                            sched::AllReduceOp::create(
+                                builder, loc,
+                                sched::EventType::get(program.getContext()),
+                                foundInf, sched::Group::Pipeline,
+                                sched::ReduceOp::Max, ValueRange()));
 
     Operation *afterSteps = nullptr;
     for (sched::OptimizerStepOp step : steps) {

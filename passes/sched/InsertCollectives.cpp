@@ -62,6 +62,7 @@ struct GroupState {
   sched::AllocOp grad;
   sched::AllocOp frozen;
   sched::OptimizerStepOp step;
+  int64_t chunk = 0; // its units' pipeline chunk (0 without a pipeline)
   bool trains() const { return paddedNumel > 0; }
 };
 
@@ -206,7 +207,15 @@ private:
   SmallVector<SmallVector<Span>> forwardSpans, backwardSpans;
   // Per micro-batch: where work that must finish before the next micro-batch
   // (or, for the last one, before the optimizer section) is placed.
-  SmallVector<Operation *> afterBackward;
+  // Per (pipeline chunk, micro-batch): the op after the chunk's last
+  // backward of the micro-batch (without a pipeline, of the micro-batch's
+  // last backward), where its groups' gradient reductions complete. A
+  // pipeline stage runs one chunk's backwards of a micro-batch together, but
+  // its other chunks' may come between two micro-batches of one chunk.
+  DenseMap<std::pair<int64_t, int64_t>, Operation *> afterBackward;
+  Operation *afterBackwardOf(const GroupState &state, int64_t mb) {
+    return afterBackward.lookup({state.chunk, mb});
+  }
   DenseMap<std::tuple<Value, int64_t, int64_t>, Value> views;
   SmallVector<Completion> completions;
 };
@@ -218,14 +227,18 @@ LogicalResult ProgramDistribution::analyze() {
   microBatches = program.getMicroBatches();
   Block &body = program.getBody().front();
 
+  // sched-lower's own: a pipeline's sum of its stages' gradient norms.
   for (Operation &op : body)
-    if (sched::isCollective(&op))
+    if (sched::isCollective(&op) && !sched::isPipelineCollective(&op))
       return op.emitOpError("program already has collectives: "
                             "sched-insert-collectives expects the "
                             "single-rank program of sched-lower");
 
-  // The group's state, found by name and role.
+  // The group's state, found by name and role: a pipeline stage's program
+  // holds its chunks' groups.
   for (plan::GroupOp group : plan.getBody().getOps<plan::GroupOp>()) {
+    if (!program.holdsGroup(group))
+      continue;
     GroupState state;
     state.group = group;
     state.name = group.getSymName().str();
@@ -236,6 +249,10 @@ LogicalResult ProgramDistribution::analyze() {
     state.shardNumel = *group.getShardNumel();
     state.frozenPaddedNumel = group.getFrozenPaddedNumel().value_or(0);
     state.frozenShardNumel = group.getFrozenShardNumel().value_or(0);
+    if (auto units = group.getUnits().getAsRange<FlatSymbolRefAttr>();
+        !units.empty())
+      if (plan::UnitOp unit = plan.lookupUnit((*units.begin()).getValue()))
+        state.chunk = static_cast<int64_t>(unit.getStage().value_or(0));
     groups.push_back(state);
   }
   if (groups.empty())
@@ -403,6 +420,7 @@ LogicalResult ProgramDistribution::analyze() {
   forwardSpans.assign(groups.size(), SmallVector<Span>(microBatches));
   backwardSpans.assign(groups.size(), SmallVector<Span>(microBatches));
   SmallVector<Operation *> lastBackward(microBatches, nullptr);
+  DenseMap<std::pair<int64_t, int64_t>, Operation *> lastChunkBackward;
   for (Operation &op : body) {
     if (!isCompute(&op))
       continue;
@@ -410,8 +428,13 @@ LogicalResult ProgramDistribution::analyze() {
     if (mb < 0 || mb >= microBatches)
       return op.emitOpError("micro-batch ") << mb << " is out of range";
     bool forward = isa<sched::ForwardOp>(op);
-    if (isa<sched::BackwardOp>(op))
+    if (auto backward = dyn_cast<sched::BackwardOp>(op)) {
       lastBackward[mb] = &op;
+      plan::UnitOp unit = backward.getUnitOp();
+      int64_t chunk =
+          unit ? static_cast<int64_t>(unit.getStage().value_or(0)) : 0;
+      lastChunkBackward[{chunk, mb}] = &op;
+    }
     for (Value operand : op.getOperands()) {
       auto it = refs.find(operand);
       if (it == refs.end())
@@ -441,11 +464,11 @@ LogicalResult ProgramDistribution::analyze() {
     if (isa<sched::GradNormOp, sched::OptimizerStepOp>(op) &&
         op.isBeforeInBlock(finalBackward))
       return op.emitOpError("must follow the last backward of the step");
-  for (int64_t mb = 0; mb < microBatches; ++mb) {
-    Operation *anchor = lastBackward[mb]->getNextNode();
+  for (auto [key, last] : lastChunkBackward) {
+    Operation *anchor = last->getNextNode();
     while (anchor && isa<sched::FreeOp>(anchor))
       anchor = anchor->getNextNode();
-    afterBackward.push_back(anchor);
+    afterBackward[key] = anchor;
   }
   return success();
 }
@@ -506,7 +529,7 @@ void ProgramDistribution::distributeNoShard() {
         Value done = sched::AllReduceOp::create(
             builder, loc, eventType, microBatchGrad, sched::Group::World,
             gradientReduction(), ValueRange());
-        completions.push_back({afterBackward[mb],
+        completions.push_back({afterBackwardOf(state, mb),
                                done,
                                microBatchGrad,
                                state.grad,
@@ -520,7 +543,7 @@ void ProgramDistribution::distributeNoShard() {
                                             sched::Group::World,
                                             gradientReduction(), ValueRange());
     completions.push_back(
-        {afterBackward[microBatches - 1], done, Value(), Value(), {}});
+        {afterBackwardOf(state, microBatches - 1), done, Value(), Value(), {}});
   }
 }
 
@@ -559,8 +582,11 @@ void ProgramDistribution::distributeZero1() {
         Value scattered = sched::ReduceScatterOp::create(
             builder, loc, eventType, fullGrad, state.grad, sched::Group::Shard,
             gradientReduction(), /*accumulate=*/true, ValueRange());
-        completions.push_back(
-            {afterBackward[mb], scattered, Value(), Value(), {fullGrad}});
+        completions.push_back({afterBackwardOf(state, mb),
+                               scattered,
+                               Value(),
+                               Value(),
+                               {fullGrad}});
       }
     } else {
       Span span = backwardSpans[index][microBatches - 1];
@@ -572,8 +598,11 @@ void ProgramDistribution::distributeZero1() {
       Value reduced = sched::ReduceScatterOp::create(
           builder, loc, eventType, state.grad, gradShard, sched::Group::Shard,
           gradientReduction(), /*accumulate=*/false, ValueRange());
-      completions.push_back(
-          {afterBackward[microBatches - 1], reduced, Value(), Value(), {}});
+      completions.push_back({afterBackwardOf(state, microBatches - 1),
+                             reduced,
+                             Value(),
+                             Value(),
+                             {}});
       for (Operation *user : llvm::make_early_inc_range(state.grad->getUsers()))
         if (auto norm = dyn_cast<sched::GradNormOp>(user))
           norm.getGradsMutable().assign(gradShard);
@@ -634,14 +663,17 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
       Value scattered = sched::ReduceScatterOp::create(
           builder, loc, eventType, fullGrad, state.grad, sched::Group::Shard,
           gradientReduction(), /*accumulate=*/true, ValueRange());
-      completions.push_back(
-          {afterBackward[mb], scattered, Value(), Value(), {fullGrad}});
+      completions.push_back({afterBackwardOf(state, mb),
+                             scattered,
+                             Value(),
+                             Value(),
+                             {fullGrad}});
       if (reduceOverReplicas && mb == microBatches - 1) {
         Value replicated = sched::AllReduceOp::create(
             builder, loc, eventType, state.grad, sched::Group::Replicate,
             gradientReduction(), ValueRange{scattered});
         completions.push_back(
-            {afterBackward[mb], replicated, Value(), Value(), {}});
+            {afterBackwardOf(state, mb), replicated, Value(), Value(), {}});
       }
     }
 

@@ -5,11 +5,15 @@
 // forward and backward of every micro-batch with its transient activations,
 // the loss, clipping and one optimizer step per group. The program is what
 // one rank would run alone; sched-insert-collectives distributes it.
+// Under pipeline parallelism there is one program per pipeline rank, with
+// the units of its model chunks in the schedule's order of forwards and
+// backwards, and the sched.send / sched.recv between neighbouring stages.
 // docs/sched.md ("sched-lower") is the contract.
 //
 //===----------------------------------------------------------------------===//
 
 #include "analysis/ActivationModel.h"
+#include "analysis/PipelineModel.h"
 #include "frontend/Models.h"
 #include "passes/Passes.h"
 
@@ -43,6 +47,7 @@ struct UnitSlot {
   int64_t frozenSize = 0;
   unsigned group = kNone;
   int64_t offset = 0, frozenOffset = 0; // in its group's flat buffers
+  int64_t chunk = 0;          // its pipeline model chunk (0 without one)
   unsigned tiedOwner = kNone; // the unit storing the parameter this one ties
   bool tiesFrozen = false;    // ... which is frozen (a LoRA base)
   Value params, grads;        // views of the group's buffers; null when the
@@ -79,6 +84,7 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
         planName, {FlatSymbolRefAttr::get(unit.getSymNameAttr())});
     // A tensor-parallel rank stores its slice of each divided weight.
     slot.storedNumel = unit.getStoredNumel();
+    slot.chunk = unit.getStage().value_or(0);
     for (auto param : unit.getBody().getOps<plan::ParamOp>()) {
       if (param.getTiedTo())
         continue;
@@ -171,6 +177,12 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
                   "parameters of one";
       unit.tiedOwner = owner->second;
       unit.tiesFrozen = frozenParams.contains(*tied);
+      if (units[owner->second].chunk != unit.chunk)
+        return param.emitError("parameter '")
+               << param.getParamName() << "' is tied to '" << *tied
+               << "' of pipeline stage " << units[owner->second].chunk
+               << ", not its own stage " << unit.chunk
+               << ": ties across stages are not supported yet";
     }
   }
 
@@ -192,6 +204,11 @@ public:
 
   void build(MutableArrayRef<UnitSlot> units,
              MutableArrayRef<GroupSlot> groups);
+  /// Pipeline rank `rank`'s program: the groups of its chunks, its
+  /// forwards and backwards in the schedule's order, and the sends and
+  /// receives between them.
+  void buildStage(MutableArrayRef<UnitSlot> units,
+                  MutableArrayRef<GroupSlot> groups, int64_t rank);
 
 private:
   /// An fp32 buffer (sched-insert-casts retypes it for mixed precision),
@@ -220,6 +237,33 @@ private:
                   MutableArrayRef<GroupSlot> groups);
   void buildMicroBatch(MutableArrayRef<UnitSlot> units, int64_t microBatch);
   void buildStep(MutableArrayRef<GroupSlot> groups);
+
+  /// A saves buffer of `unit` for micro-batch `microBatch`.
+  Value allocSaves(const UnitSlot &unit, StringRef suffix);
+  /// A buffer of one micro-batch's hidden states, exchanged between
+  /// stages.
+  Value allocHidden(const Twine &name);
+  /// The tied buffer a compute op of `unit` passes as `params` or `grads`.
+  Value tiedOf(ArrayRef<UnitSlot> units, const UnitSlot &unit,
+               Value UnitSlot::*view);
+  void forwardChunk(MutableArrayRef<UnitSlot> units, ArrayRef<unsigned> chunk,
+                    int64_t chunkIndex, int64_t microBatch);
+  void backwardChunk(MutableArrayRef<UnitSlot> units, ArrayRef<unsigned> chunk,
+                     int64_t chunkIndex, int64_t microBatch);
+  /// Issues a send on the channel to `peer`, first finishing the one
+  /// before it there (its wait, and its buffer's free).
+  void send(Value buffer, sched::Peer peer, const UnitSlot &boundary,
+            int64_t microBatch);
+  void finishSend(sched::Peer peer);
+
+  /// Per pipeline rank: the last unit of each chunk, whose output crosses
+  /// to the next chunk; the saves and stage input of each (chunk,
+  /// micro-batch) between its forward and backward; the send in flight on
+  /// each channel.
+  int64_t lastChunk = 0;
+  llvm::DenseMap<std::pair<int64_t, int64_t>, SmallVector<Value>> chunkSaves;
+  llvm::DenseMap<std::pair<int64_t, int64_t>, Value> chunkInput;
+  std::pair<Value, Value> inFlight[2]; // (event, buffer) per sched::Peer
 
   plan::PlanOp planOp;
   OpBuilder &b;
@@ -282,32 +326,191 @@ void StepBuilder::buildState(MutableArrayRef<UnitSlot> units,
   }
 }
 
+Value StepBuilder::allocSaves(const UnitSlot &unit, StringRef suffix) {
+  plan::UnitOp op = unit.op;
+  return alloc(op.getSymName() + ".saves" + suffix,
+               sched::BufferRole::Activations,
+               plan::savesElements(op, planOp.getModel(), planOp.getTrain()),
+               /*persistent=*/false);
+}
+
+Value StepBuilder::allocHidden(const Twine &name) {
+  plan::TrainAttr train = planOp.getTrain();
+  return alloc(name, sched::BufferRole::Exchange,
+               train.getMicroBatch() * train.getSeqLen() *
+                   planOp.getModel().getHidden(),
+               /*persistent=*/false);
+}
+
+Value StepBuilder::tiedOf(ArrayRef<UnitSlot> units, const UnitSlot &unit,
+                          Value UnitSlot::*view) {
+  // A tie to a frozen parameter reads the owner's frozen base and gets no
+  // gradient.
+  if (unit.tiedOwner == kNone)
+    return Value();
+  if (unit.tiesFrozen)
+    return view == &UnitSlot::params ? units[unit.tiedOwner].frozen : Value();
+  return units[unit.tiedOwner].*view;
+}
+
+void StepBuilder::finishSend(sched::Peer peer) {
+  auto &[event, buffer] = inFlight[static_cast<unsigned>(peer)];
+  if (!event)
+    return;
+  sched::WaitOp::create(b, loc, event);
+  sched::FreeOp::create(b, loc, buffer);
+  event = buffer = Value();
+}
+
+void StepBuilder::send(Value buffer, sched::Peer peer, const UnitSlot &boundary,
+                       int64_t microBatch) {
+  finishSend(peer);
+  Value event = sched::SendOp::create(
+      b, loc, sched::EventType::get(b.getContext()), buffer,
+      sched::PeerAttr::get(b.getContext(), peer), boundary.ref,
+      b.getI64IntegerAttr(microBatch), ValueRange());
+  inFlight[static_cast<unsigned>(peer)] = {event, buffer};
+}
+
+void StepBuilder::forwardChunk(MutableArrayRef<UnitSlot> units,
+                               ArrayRef<unsigned> chunk, int64_t chunkIndex,
+                               int64_t microBatch) {
+  IntegerAttr mb = b.getI64IntegerAttr(microBatch);
+  std::string suffix = (".mb" + Twine(microBatch)).str();
+  // The stage's input: the previous chunk's last unit's output.
+  Value input;
+  if (chunkIndex > 0) {
+    plan::UnitOp first = units[chunk.front()].op;
+    input = allocHidden(first.getSymName() + ".input" + suffix);
+    sched::WaitOp::create(
+        b, loc,
+        sched::RecvOp::create(
+            b, loc, sched::EventType::get(b.getContext()), input,
+            sched::PeerAttr::get(b.getContext(), sched::Peer::Prev),
+            units[chunk.front() - 1].ref, mb, ValueRange()));
+  }
+  SmallVector<Value> &saves = chunkSaves[{chunkIndex, microBatch}];
+  Value output;
+  for (unsigned index : chunk) {
+    UnitSlot &unit = units[index];
+    saves.push_back(allocSaves(unit, suffix));
+    bool last = index == chunk.back() && chunkIndex < lastChunk;
+    if (last)
+      output = allocHidden(unit.op.getSymName() + ".output" + suffix);
+    sched::ForwardOp::create(
+        b, loc, unit.ref, mb, /*part=*/IntegerAttr(), unit.params,
+        tiedOf(units, unit, &UnitSlot::params), unit.frozen,
+        index == chunk.front() ? input : Value(), saves.back(), output);
+  }
+  // A block checkpointed without a graph copies its input into its saves;
+  // one with a graph keeps it where it is until its backward.
+  bool inputCopied = planOp.getTrain().getActivationCheckpointing() ==
+                         plan::Checkpointing::Full &&
+                     plan::isBlockKind(units[chunk.front()].kind);
+  if (input && inputCopied)
+    sched::FreeOp::create(b, loc, input);
+  else if (input)
+    chunkInput[{chunkIndex, microBatch}] = input;
+  if (output)
+    send(output, sched::Peer::Next, units[chunk.back()], microBatch);
+  else
+    sched::LossOp::create(
+        b, loc, units[chunk.back()].ref, mb,
+        b.getF64FloatAttr(
+            1.0 / static_cast<double>(planOp.getTrain().getGradAccum())),
+        /*loss_scale=*/Value(), /*stats=*/Value());
+}
+
+void StepBuilder::backwardChunk(MutableArrayRef<UnitSlot> units,
+                                ArrayRef<unsigned> chunk, int64_t chunkIndex,
+                                int64_t microBatch) {
+  IntegerAttr mb = b.getI64IntegerAttr(microBatch);
+  std::string suffix = (".mb" + Twine(microBatch)).str();
+  // The gradient of this chunk's output, from the next chunk.
+  Value outGrad;
+  if (chunkIndex < lastChunk) {
+    UnitSlot &last = units[chunk.back()];
+    outGrad = allocHidden(last.op.getSymName() + ".output_grad" + suffix);
+    sched::WaitOp::create(
+        b, loc,
+        sched::RecvOp::create(
+            b, loc, sched::EventType::get(b.getContext()), outGrad,
+            sched::PeerAttr::get(b.getContext(), sched::Peer::Next), last.ref,
+            mb, ValueRange()));
+  }
+  // The gradient of its input, for the chunk before.
+  Value inGrad;
+  if (chunkIndex > 0)
+    inGrad = allocHidden(units[chunk.front() - 1].op.getSymName() +
+                         ".output_grad" + suffix);
+  SmallVector<Value> saves = chunkSaves.lookup({chunkIndex, microBatch});
+  chunkSaves.erase({chunkIndex, microBatch});
+  for (int64_t position = chunk.size() - 1; position >= 0; --position) {
+    unsigned index = chunk[position];
+    UnitSlot &unit = units[index];
+    sched::BackwardOp::create(
+        b, loc, unit.ref, mb, /*part=*/IntegerAttr(), unit.params,
+        tiedOf(units, unit, &UnitSlot::params), unit.frozen, saves[position],
+        index == chunk.back() ? outGrad : Value(), unit.grads,
+        tiedOf(units, unit, &UnitSlot::grads),
+        position == 0 ? inGrad : Value());
+    sched::FreeOp::create(b, loc, saves[position]);
+    if (index == chunk.back() && outGrad)
+      sched::FreeOp::create(b, loc, outGrad);
+  }
+  if (Value input = chunkInput.lookup({chunkIndex, microBatch})) {
+    sched::FreeOp::create(b, loc, input);
+    chunkInput.erase({chunkIndex, microBatch});
+  }
+  if (inGrad)
+    send(inGrad, sched::Peer::Prev, units[chunk.front() - 1], microBatch);
+}
+
+void StepBuilder::buildStage(MutableArrayRef<UnitSlot> units,
+                             MutableArrayRef<GroupSlot> groups, int64_t rank) {
+  int64_t ranks = planOp.getPipelineRanks();
+  int64_t chunks = planOp.getPipelineChunks();
+  lastChunk = chunks - 1;
+  // The chunks' units, in order; the rank's groups.
+  SmallVector<SmallVector<unsigned>> chunkUnits(chunks);
+  for (auto [index, unit] : llvm::enumerate(units))
+    chunkUnits[unit.chunk].push_back(index);
+  SmallVector<GroupSlot> mine;
+  for (GroupSlot &group : groups)
+    if (units[group.units.front()].chunk % ranks == rank)
+      mine.push_back(group);
+  buildState(units, mine);
+  for (GroupSlot &group : mine)
+    if (group.grad)
+      sched::ZeroOp::create(b, loc, group.grad);
+  plan::ParallelAttr parallel = planOp.getParallel();
+  for (const plan::PipelineTask &task : plan::pipelineTasks(
+           parallel.getPipelineSchedule(), ranks, parallel.getVirtualStages(),
+           planOp.getTrain().getGradAccum(), rank)) {
+    if (task.backward)
+      backwardChunk(units, chunkUnits[task.chunk], task.chunk, task.microBatch);
+    else
+      forwardChunk(units, chunkUnits[task.chunk], task.chunk, task.microBatch);
+  }
+  finishSend(sched::Peer::Next);
+  finishSend(sched::Peer::Prev);
+  buildStep(mine);
+}
+
 void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
                                   int64_t microBatch) {
   plan::TrainAttr train = planOp.getTrain();
   IntegerAttr mb = b.getI64IntegerAttr(microBatch);
   std::string suffix = (".mb" + Twine(microBatch)).str();
-  // A tie to a frozen parameter reads the owner's frozen base and gets no
-  // gradient.
-  auto tiedOf = [&](const UnitSlot &unit, Value UnitSlot::*view) {
-    if (unit.tiedOwner == kNone)
-      return Value();
-    if (unit.tiesFrozen)
-      return view == &UnitSlot::params ? units[unit.tiedOwner].frozen : Value();
-    return units[unit.tiedOwner].*view;
-  };
-
   // What each unit's forward saves for its backward, in the working type
   // (sched-insert-casts retypes the buffers). sched-activation-checkpointing
   // turns a block's into its input alone.
   SmallVector<Value> saved(units.size());
   for (auto [index, unit] : llvm::enumerate(units)) {
-    saved[index] = alloc(unit.op.getSymName() + ".saves" + suffix,
-                         sched::BufferRole::Activations,
-                         plan::savesElements(unit.op, planOp.getModel(), train),
-                         /*persistent=*/false);
+    saved[index] = allocSaves(unit, suffix);
     sched::ForwardOp::create(b, loc, unit.ref, mb, /*part=*/IntegerAttr(),
-                             unit.params, tiedOf(unit, &UnitSlot::params),
+                             unit.params,
+                             tiedOf(units, unit, &UnitSlot::params),
                              unit.frozen, /*in=*/Value(), saved[index],
                              /*out=*/Value());
   }
@@ -318,11 +521,11 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
 
   for (int64_t index = units.size() - 1; index >= 0; --index) {
     UnitSlot &unit = units[index];
-    sched::BackwardOp::create(b, loc, unit.ref, mb, /*part=*/IntegerAttr(),
-                              unit.params, tiedOf(unit, &UnitSlot::params),
-                              unit.frozen, saved[index], /*out_grad=*/Value(),
-                              unit.grads, tiedOf(unit, &UnitSlot::grads),
-                              /*in_grad=*/Value());
+    sched::BackwardOp::create(
+        b, loc, unit.ref, mb, /*part=*/IntegerAttr(), unit.params,
+        tiedOf(units, unit, &UnitSlot::params), unit.frozen, saved[index],
+        /*out_grad=*/Value(), unit.grads, tiedOf(units, unit, &UnitSlot::grads),
+        /*in_grad=*/Value());
     sched::FreeOp::create(b, loc, saved[index]);
   }
 }
@@ -336,6 +539,13 @@ void StepBuilder::buildStep(MutableArrayRef<GroupSlot> groups) {
     for (GroupSlot &group : groups)
       if (group.grad)
         sched::GradNormOp::create(b, loc, group.grad, norm);
+    // Each stage's groups add their squares; the norm is the pipeline's.
+    if (planOp.getPipelineRanks() > 1)
+      sched::WaitOp::create(b, loc,
+                            sched::AllReduceOp::create(
+                                b, loc, sched::EventType::get(b.getContext()),
+                                norm, sched::Group::Pipeline,
+                                sched::ReduceOp::Sum, ValueRange()));
   }
   for (GroupSlot &group : groups)
     if (group.param)
@@ -373,31 +583,55 @@ struct SchedLowerPass : plan::impl::SchedLowerBase<SchedLowerPass> {
       diag.attachNote(existing.getLoc()) << "its program";
       return diag;
     }
-    std::string name = (planOp.getSymName() + ".step").str();
-    if (Operation *clash = symbols.lookup(name)) {
-      InFlightDiagnostic diag = planOp.emitError("the program of plan '")
-                                << planOp.getSymName() << "' would be named '"
-                                << name << "', which is taken";
-      diag.attachNote(clash->getLoc()) << "by this symbol";
-      return diag;
-    }
+    int64_t ranks = planOp.getPipelineRanks();
+    SmallVector<std::string> names;
+    if (ranks == 1)
+      names.push_back((planOp.getSymName() + ".step").str());
+    for (int64_t rank = 0; ranks > 1 && rank < ranks; ++rank)
+      names.push_back((planOp.getSymName() + ".stage" + Twine(rank)).str());
+    for (const std::string &name : names)
+      if (Operation *clash = symbols.lookup(name)) {
+        InFlightDiagnostic diag = planOp.emitError("the program of plan '")
+                                  << planOp.getSymName() << "' would be named '"
+                                  << name << "', which is taken";
+        diag.attachNote(clash->getLoc()) << "by this symbol";
+        return diag;
+      }
 
     SmallVector<UnitSlot> units;
     SmallVector<GroupSlot> groups;
     if (failed(resolvePlan(planOp, units, groups)))
       return failure();
+    if (ranks > 1 &&
+        llvm::any_of(units, [](UnitSlot &unit) { return !unit.op.getStage(); }))
+      return planOp.emitError("plan '")
+             << planOp.getSymName()
+             << "' has a pipeline but units without a stage: run "
+                "plan-assign-stages first";
 
     OpBuilder builder(planOp.getContext());
     builder.setInsertionPointAfter(planOp);
-    auto program = sched::ProgramOp::create(
-        builder, planOp.getLoc(), builder.getStringAttr(name),
-        FlatSymbolRefAttr::get(planOp.getSymNameAttr()),
-        builder.getI64IntegerAttr(planOp.getTrain().getGradAccum()),
-        planOp.getModel(), planOp.getCluster(), planOp.getTrain(),
-        planOp.getParallel());
-    builder.setInsertionPointToStart(&program.getBody().emplaceBlock());
-    StepBuilder(planOp, builder).build(units, groups);
-    symbols.insert(program);
+    for (auto [rank, name] : llvm::enumerate(names)) {
+      auto program = sched::ProgramOp::create(
+          builder, planOp.getLoc(), builder.getStringAttr(name),
+          FlatSymbolRefAttr::get(planOp.getSymNameAttr()),
+          ranks > 1 ? builder.getI64IntegerAttr(rank) : IntegerAttr(),
+          builder.getI64IntegerAttr(planOp.getTrain().getGradAccum()),
+          planOp.getModel(), planOp.getCluster(), planOp.getTrain(),
+          planOp.getParallel());
+      OpBuilder body(planOp.getContext());
+      body.setInsertionPointToStart(&program.getBody().emplaceBlock());
+      // Each program gets its own views of the state.
+      SmallVector<UnitSlot> programUnits(units);
+      SmallVector<GroupSlot> programGroups(groups);
+      StepBuilder stepBuilder(planOp, body);
+      if (ranks > 1)
+        stepBuilder.buildStage(programUnits, programGroups, rank);
+      else
+        stepBuilder.build(programUnits, programGroups);
+      builder.setInsertionPointAfter(program);
+      symbols.insert(program);
+    }
     return success();
   }
 };

@@ -5,7 +5,7 @@
 
 #dev = #sched.space<device>
 #host = #sched.space<host>
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = nf4>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -49,7 +49,7 @@ sched.program @p.step for @p micro_batches 1
 
 #dev = #sched.space<device>
 #host = #sched.space<host>
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = nf4>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -84,7 +84,7 @@ sched.program @p.step for @p micro_batches 1
 
 #dev = #sched.space<device>
 #host = #sched.space<host>
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = nf4>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -119,7 +119,7 @@ sched.program @p.step for @p micro_batches 1
 
 #dev = #sched.space<device>
 #host = #sched.space<host>
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = nf4>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -154,7 +154,7 @@ sched.program @p.step for @p micro_batches 1
 
 #dev = #sched.space<device>
 #host = #sched.space<host>
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = nf4>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -189,7 +189,7 @@ sched.program @p.step for @p micro_batches 1
 
 #dev = #sched.space<device>
 #host = #sched.space<host>
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = nf4>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -224,7 +224,7 @@ sched.program @p.step for @p micro_batches 1
 
 #dev = #sched.space<device>
 #host = #sched.space<host>
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = nf4>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -259,7 +259,7 @@ sched.program @p.step for @p micro_batches 1
 
 #dev = #sched.space<device>
 #host = #sched.space<host>
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = nf4>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>

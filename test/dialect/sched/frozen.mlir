@@ -5,7 +5,7 @@
 // RUN: plan-opt %s -split-input-file -verify-diagnostics
 
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = fp32>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -45,7 +45,7 @@ sched.program @p.step for @p micro_batches 1
 // -----
 
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = fp32>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -82,7 +82,7 @@ sched.program @p.step for @p micro_batches 1
 // -----
 
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = fp32>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -119,7 +119,7 @@ sched.program @p.step for @p micro_batches 1
 // -----
 
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = fp32>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -156,7 +156,7 @@ sched.program @p.step for @p micro_batches 1
 // -----
 
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = fp32>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -194,7 +194,7 @@ sched.program @p.step for @p micro_batches 1
 // -----
 
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = fp32>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>

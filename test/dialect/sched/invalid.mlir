@@ -10,7 +10,7 @@
 // The plan a program runs must resolve...
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -30,7 +30,7 @@ sched.program @p.step for @nowhere micro_batches 2
 // ...to a plan.plan, not any symbol.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -50,7 +50,7 @@ sched.program @p.step for @mesh micro_batches 2
 // At least one micro-batch.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -71,7 +71,7 @@ sched.program @p.step for @p micro_batches 0
 // reads it there).
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -91,7 +91,7 @@ sched.program @p.step for @p micro_batches 2
 // A buffer needs a name.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -113,7 +113,7 @@ sched.program @p.step for @p micro_batches 2
 // An empty buffer.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -135,7 +135,7 @@ sched.program @p.step for @p micro_batches 2
 // A negative arena offset (the memory planner's).
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -156,7 +156,7 @@ sched.program @p.step for @p micro_batches 2
 // sched.free takes an alloc, not a view of one.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -179,7 +179,7 @@ sched.program @p.step for @p micro_batches 2
 // A persistent buffer lives across steps.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -201,7 +201,7 @@ sched.program @p.step for @p micro_batches 2
 // A view keeps the element type...
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -224,7 +224,7 @@ sched.program @p.step for @p micro_batches 2
 // ...and the memory space.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -247,7 +247,7 @@ sched.program @p.step for @p micro_batches 2
 // A view past the end of its source.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -270,7 +270,7 @@ sched.program @p.step for @p micro_batches 2
 // A view before the start of its source.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -293,7 +293,7 @@ sched.program @p.step for @p micro_batches 2
 // A shard view keeps the element type and memory space.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -316,7 +316,7 @@ sched.program @p.step for @p micro_batches 2
 // A shard is 1/n of its source, n the group size from the mesh (2x4: shard 4).
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -339,7 +339,7 @@ sched.program @p.step for @p micro_batches 2
 // The world group of the 2x4 mesh has 8 ranks.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -362,7 +362,7 @@ sched.program @p.step for @p micro_batches 2
 // Collectives and copies move one element type: all_gather...
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -387,7 +387,7 @@ sched.program @p.step for @p micro_batches 2
 // ...reduce_scatter...
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -413,7 +413,7 @@ sched.program @p.step for @p micro_batches 2
 // ...and copy.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -438,7 +438,7 @@ sched.program @p.step for @p micro_batches 2
 // An all-gather over the shard group (4 ranks) fills 4x its input.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -463,7 +463,7 @@ sched.program @p.step for @p micro_batches 2
 // A reduce-scatter over the replicate group (2 ranks) keeps half.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -489,7 +489,7 @@ sched.program @p.step for @p micro_batches 2
 // Accumulating a max into the destination is not a reduction.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -515,7 +515,7 @@ sched.program @p.step for @p micro_batches 2
 // The root of a broadcast is a rank of its group (world: 0..7)...
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -538,7 +538,7 @@ sched.program @p.step for @p micro_batches 2
 // ...and not negative.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -561,7 +561,7 @@ sched.program @p.step for @p micro_batches 2
 // A copy moves every element.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -586,7 +586,7 @@ sched.program @p.step for @p micro_batches 2
 // A copy crosses between host and device: not device to device...
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -611,7 +611,7 @@ sched.program @p.step for @p micro_batches 2
 // ...nor between host spaces (pageable and pinned are both the host).
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -636,7 +636,7 @@ sched.program @p.step for @p micro_batches 2
 // A cast converts every element.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -659,7 +659,7 @@ sched.program @p.step for @p micro_batches 2
 // A cast stays in one memory space.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -682,7 +682,7 @@ sched.program @p.step for @p micro_batches 2
 // A cast changes the element type.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -705,7 +705,7 @@ sched.program @p.step for @p micro_batches 2
 // Accumulation adds element-wise.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -730,7 +730,7 @@ sched.program @p.step for @p micro_batches 2
 // Accumulation stays in one memory space.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -755,7 +755,7 @@ sched.program @p.step for @p micro_batches 2
 // Compute names a plan.unit (the plan's units nest in it: @p::@unit).
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -789,7 +789,7 @@ sched.program @p.step for @p micro_batches 2
 // A micro-batch index is below micro_batches.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -823,7 +823,7 @@ sched.program @p.step for @p micro_batches 2
 // A negative micro-batch (recompute checks like forward).
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -860,7 +860,7 @@ sched.program @p.step for @p micro_batches 2
 // params holds exactly the elements the unit stores.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -894,7 +894,7 @@ sched.program @p.step for @p micro_batches 2
 // The head ties lm_head.weight to the embedding's: it needs `tied`.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -928,7 +928,7 @@ sched.program @p.step for @p micro_batches 2
 // A unit that ties nothing takes no `tied`.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -963,7 +963,7 @@ sched.program @p.step for @p micro_batches 2
 // `tied` is all of the stored elements of the unit that holds the tied parameter (embed: 32).
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -998,7 +998,7 @@ sched.program @p.step for @p micro_batches 2
 // `tied` is in the element type of `params`.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1033,7 +1033,7 @@ sched.program @p.step for @p micro_batches 2
 // backward checks its unit like forward.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1071,7 +1071,7 @@ sched.program @p.step for @p micro_batches 2
 // Gradients have the layout of the parameters.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1109,7 +1109,7 @@ sched.program @p.step for @p micro_batches 2
 // A tied unit's backward also writes the tied parameter's gradient...
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1148,7 +1148,7 @@ sched.program @p.step for @p micro_batches 2
 // ...and an untied one has none.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1189,7 +1189,7 @@ sched.program @p.step for @p micro_batches 2
 // `tied_grads` has the layout of `tied`.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1231,7 +1231,7 @@ sched.program @p.step for @p micro_batches 2
 // The step looks its group up through its program.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1253,7 +1253,7 @@ sched.optimizer_step @p::@fsdp.layers.0 params(%p : memref<4xf32, #dev>) grads(%
 // The step names a plan.group (not a unit).
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1281,7 +1281,7 @@ sched.program @p.step for @p micro_batches 2
 // The step updates fp32 parameters (the master copy under mixed precision).
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1309,7 +1309,7 @@ sched.program @p.step for @p micro_batches 2
 // params, grads and state are one size...
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1337,7 +1337,7 @@ sched.program @p.step for @p micro_batches 2
 // ...in one memory space (an offloaded step has all of them on the host).
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1365,7 +1365,7 @@ sched.program @p.step for @p micro_batches 2
 // Optimizer state is fp32.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1393,7 +1393,7 @@ sched.program @p.step for @p micro_batches 2
 // Gradients are fp32 by the time of the step.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1421,7 +1421,7 @@ sched.program @p.step for @p micro_batches 2
 // SGD with momentum keeps one state buffer...
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1448,7 +1448,7 @@ sched.program @p.step for @p micro_batches 2
 // ...SGD without momentum none...
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1476,7 +1476,7 @@ sched.program @p.step for @p micro_batches 2
 // ...and AdamW two (exp_avg, exp_avg_sq).
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1504,7 +1504,7 @@ sched.program @p.step for @p micro_batches 2
 // Buffers (Sched_Buffer) are 1-D...
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1525,7 +1525,7 @@ sched.program @p.step for @p micro_batches 2
 // ...static...
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1546,7 +1546,7 @@ sched.program @p.step for @p micro_batches 2
 // ...of floats...
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1567,7 +1567,7 @@ sched.program @p.step for @p micro_batches 2
 // ...in a #sched.space...
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1588,7 +1588,7 @@ sched.program @p.step for @p micro_batches 2
 // ...not any other memory space.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1609,7 +1609,7 @@ sched.program @p.step for @p micro_batches 2
 // Operands are buffers too.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1633,7 +1633,7 @@ sched.program @p.step for @p micro_batches 2
 // Scalars (Sched_Scalar: norm, found_inf, loss_scale) hold one element...
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1658,7 +1658,7 @@ sched.program @p.step for @p micro_batches 2
 // ...of fp32.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1681,7 +1681,7 @@ sched.program @p.step for @p micro_batches 2
 // sched.wait waits for an event.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1704,7 +1704,7 @@ sched.program @p.step for @p micro_batches 2
 // An asynchronous op returns an event.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1726,7 +1726,7 @@ sched.program @p.step for @p micro_batches 2
 // In the generic form the attributes are the enum attributes themselves.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1749,7 +1749,7 @@ sched.program @p.step for @p micro_batches 2
 // The types of the dialect: !sched.event only.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1770,7 +1770,7 @@ sched.program @p.step for @p micro_batches 2
 // Its attributes: space, group, reduce, role.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1792,7 +1792,7 @@ sched.program @p.step for @p micro_batches 2
 // A memory space is one of device, host, pinned_host.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1814,7 +1814,7 @@ sched.program @p.step for @p micro_batches 2
 // The roles of a buffer, in the custom form (the list of roles left out).
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1835,7 +1835,7 @@ sched.program @p.step for @p micro_batches 2
 // The process groups.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1848,7 +1848,7 @@ sched.program @p.step for @p micro_batches 2
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role grad persistent : memref<8xf32, #dev>
-  // expected-error @below {{expected one of [shard, replicate, world, tensor] for process group of the mesh, got: node}}
+  // expected-error @below {{expected one of [shard, replicate, world, tensor, pipeline] for process group of the mesh, got: node}}
   %e = sched.all_reduce %a group node reduce sum : memref<8xf32, #dev>
 }
 
@@ -1857,7 +1857,7 @@ sched.program @p.step for @p micro_batches 2
 // The reductions.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1879,7 +1879,7 @@ sched.program @p.step for @p micro_batches 2
 // A negative count of micro-batches (the attribute reads back unsigned).
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1907,7 +1907,7 @@ sched.program @p.step for @p micro_batches -1
 // A view whose offset is so large that offset + size overflows.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1938,7 +1938,7 @@ sched.program @p.step for @p micro_batches 2
 // Compute outside a program has no plan to find its unit in.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -1963,7 +1963,7 @@ sched.forward @p::@layers.0 mb 0 params(%p : memref<16xf32, #dev>) saves(%s : me
 // A unit of another plan is not this program's.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2005,7 +2005,7 @@ sched.program @p.step for @p micro_batches 2
 // A group of another plan is not this program's.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2048,7 +2048,7 @@ sched.program @p.step for @p micro_batches 2
 // a plan, and the program's error is the only one (no crash).
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2081,7 +2081,7 @@ sched.program @p.step for @mesh micro_batches 2
 // The loss names a unit of the plan.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2110,7 +2110,7 @@ sched.program @p.step for @p micro_batches 2
 // The loss is of the head's logits.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2139,7 +2139,7 @@ sched.program @p.step for @p micro_batches 2
 // The loss's micro-batch is one of the program's.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2168,7 +2168,7 @@ sched.program @p.step for @p micro_batches 2
 // The loss seeds backward with a positive, finite scale.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2197,7 +2197,7 @@ sched.program @p.step for @p micro_batches 2
 // Outside a program the loss has no plan either.
 #dev = #sched.space<device>
 #host = #sched.space<pinned_host>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2219,7 +2219,7 @@ sched.loss @p::@head mb 0 scale 5.000000e-01
 
 // Tensor-parallel parts need a tensor axis.
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2252,7 +2252,7 @@ sched.program @p.step for @p micro_batches 2
 
 // So do the loss's statistics...
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2283,7 +2283,7 @@ sched.program @p.step for @p micro_batches 2
 
 // ...and a norm that weighs tensor replicas.
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 2x4x1)
+shard.grid @mesh(shape = 1x2x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2315,7 +2315,7 @@ sched.program @p.step for @p micro_batches 2
 
 // A block has parts 0 to 4.
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x4x2)
+shard.grid @mesh(shape = 1x1x4x2)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2348,7 +2348,7 @@ sched.program @p.step for @p micro_batches 2
 
 // A later part reads what the collective before it left.
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x4x2)
+shard.grid @mesh(shape = 1x1x4x2)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2380,7 +2380,7 @@ sched.program @p.step for @p micro_batches 2
 
 // What a part exchanges has the cut's size: the embedding's partial sums are 8 tokens x 4.
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x4x2)
+shard.grid @mesh(shape = 1x1x4x2)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2413,7 +2413,7 @@ sched.program @p.step for @p micro_batches 2
 
 // Nothing flows back from the loss's statistics.
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x4x2)
+shard.grid @mesh(shape = 1x1x4x2)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2447,7 +2447,7 @@ sched.program @p.step for @p micro_batches 2
 
 // A recompute's later part starts from `in`, not the saved input.
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x4x2)
+shard.grid @mesh(shape = 1x1x4x2)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2480,7 +2480,7 @@ sched.program @p.step for @p micro_batches 2
 
 // The loss reads every tensor rank's statistics: 2 x 3 x 8.
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x4x2)
+shard.grid @mesh(shape = 1x1x4x2)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>

@@ -1,0 +1,347 @@
+//===- VerifyPipeline.cpp - Prove a pipeline's stages fit together --------===//
+//
+// A plan with a pipeline has one sched.program per pipeline rank. Each is
+// verified alone (sched-verify-schedule); this pass checks them together,
+// as docs/sched.md ("sched-verify-pipeline") says:
+//
+// - every sched.send has its sched.recv on the neighbour at the same
+//   position: the k-th send on a channel (a stage and a direction) meets the
+//   k-th receive at the other end, and they name the same unit and
+//   micro-batch, with buffers of one size and element type;
+// - every collective on the pipeline group is issued by every stage, in the
+//   same order, of the same kind and size;
+// - the stages cannot deadlock. The programs are played together: each
+//   stage's compute stream runs in order and stops at a sched.wait whose
+//   event has not completed; a send and its receive complete together once
+//   both stages have reached them (and everything before them on their
+//   channel has completed), which is what NCCL's point-to-point calls do; a
+//   pipeline collective completes once every stage has reached it. The play
+//   must end with every stage at its program's end.
+//
+// Linear in the programs' ops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/sched/SchedOpTable.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <deque>
+
+namespace plan {
+#define GEN_PASS_DEF_SCHEDVERIFYPIPELINE
+#include "passes/Passes.h.inc"
+} // namespace plan
+
+using namespace mlir;
+using namespace sched;
+
+namespace {
+
+/// One stage's program as the play walks it.
+struct Stage {
+  ProgramOp program;
+  int64_t rank = 0;
+  SmallVector<Operation *> ops;
+  size_t next = 0; // the op its compute stream reaches next
+  bool done() const { return next == ops.size(); }
+};
+
+/// A send or a receive on a channel, in the order its stage issued it.
+struct PointToPoint {
+  Operation *op;
+  Value event;
+  SymbolRefAttr unit;
+  int64_t microBatch;
+  MemRefType type;
+};
+
+/// What a stage sends in one direction, and what its neighbour receives
+/// from it, matched in order.
+struct Channel {
+  std::deque<PointToPoint> sends, recvs;
+  size_t matched = 0; // pairs completed so far
+};
+
+class PipelinePlay {
+public:
+  PipelinePlay(plan::PlanOp plan, SmallVector<Stage> stages)
+      : plan(plan), stages(std::move(stages)) {}
+
+  LogicalResult run();
+
+private:
+  /// Channel from pipeline rank `rank` towards `peer`.
+  Channel &channel(int64_t rank, Peer peer) {
+    return channels[{rank, static_cast<unsigned>(peer)}];
+  }
+  int64_t neighbour(int64_t rank, Peer peer) const {
+    int64_t ranks = stages.size();
+    return (rank + (peer == Peer::Next ? 1 : ranks - 1)) % ranks;
+  }
+  /// Runs a stage's compute stream until it waits for an event that has
+  /// not completed; whether it moved.
+  bool advance(Stage &stage);
+  /// Completes what can complete; whether anything did, or failure on a
+  /// mismatch.
+  FailureOr<bool> complete();
+  LogicalResult matchPair(const PointToPoint &send, const PointToPoint &recv,
+                          int64_t sender, Peer peer);
+  LogicalResult reportDeadlock();
+  LogicalResult reportUnmatched();
+  std::string describe(Operation *op);
+
+  plan::PlanOp plan;
+  SmallVector<Stage> stages;
+  std::map<std::pair<int64_t, unsigned>, Channel> channels;
+  // Pipeline collectives issued by each stage, in order.
+  SmallVector<SmallVector<Operation *>> collectives;
+  size_t collectivesDone = 0;
+  DenseSet<Value> completed;
+};
+
+std::string PipelinePlay::describe(Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (auto send = dyn_cast<SendOp>(op))
+    os << "its send to " << stringifyPeer(send.getPeer()) << " for "
+       << send.getUnit() << " mb " << send.getMicroBatch();
+  else if (auto recv = dyn_cast<RecvOp>(op))
+    os << "its receive from " << stringifyPeer(recv.getPeer()) << " for "
+       << recv.getUnit() << " mb " << recv.getMicroBatch();
+  else
+    os << "its '" << op->getName() << "' on the pipeline group";
+  return text;
+}
+
+bool PipelinePlay::advance(Stage &stage) {
+  bool moved = false;
+  while (!stage.done()) {
+    Operation *op = stage.ops[stage.next];
+    if (auto wait = dyn_cast<WaitOp>(op)) {
+      // Events of other asynchronous ops (copies, collectives on the
+      // stage's own groups) complete on their own.
+      Value event = wait.getEvent();
+      Operation *source = event.getDefiningOp();
+      bool ours = source &&
+                  (isa<SendOp, RecvOp>(source) || isPipelineCollective(source));
+      if (ours && !completed.contains(event))
+        return moved;
+    } else if (auto send = dyn_cast<SendOp>(op)) {
+      channel(stage.rank, send.getPeer())
+          .sends.push_back({op, send.getDone(), send.getUnit(),
+                            static_cast<int64_t>(send.getMicroBatch()),
+                            cast<MemRefType>(send.getBuffer().getType())});
+    } else if (auto recv = dyn_cast<RecvOp>(op)) {
+      // A receive from `prev` reads the channel of the stage before
+      // towards `next`, and the other way round.
+      Peer towards = recv.getPeer() == Peer::Prev ? Peer::Next : Peer::Prev;
+      channel(neighbour(stage.rank, recv.getPeer()), towards)
+          .recvs.push_back({op, recv.getDone(), recv.getUnit(),
+                            static_cast<int64_t>(recv.getMicroBatch()),
+                            cast<MemRefType>(recv.getBuffer().getType())});
+    } else if (isPipelineCollective(op)) {
+      collectives[stage.rank].push_back(op);
+    }
+    ++stage.next;
+    moved = true;
+  }
+  return moved;
+}
+
+LogicalResult PipelinePlay::matchPair(const PointToPoint &send,
+                                      const PointToPoint &recv, int64_t sender,
+                                      Peer peer) {
+  if (send.unit == recv.unit && send.microBatch == recv.microBatch &&
+      send.type.getNumElements() == recv.type.getNumElements() &&
+      send.type.getElementType() == recv.type.getElementType())
+    return success();
+  auto shape = [](MemRefType type) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << type.getNumElements() << " x " << type.getElementType();
+    return text;
+  };
+  InFlightDiagnostic diag =
+      send.op->emitError("stage ")
+      << sender << "'s send to " << stringifyPeer(peer) << " for " << send.unit
+      << " mb " << send.microBatch << " (" << shape(send.type)
+      << ") meets stage " << neighbour(sender, peer) << "'s receive for "
+      << recv.unit << " mb " << recv.microBatch << " (" << shape(recv.type)
+      << "): sends and receives between two stages pair up in program order";
+  diag.attachNote(recv.op->getLoc()) << "the receive";
+  return diag;
+}
+
+FailureOr<bool> PipelinePlay::complete() {
+  bool any = false;
+  for (auto &[key, ch] : channels) {
+    while (ch.matched < ch.sends.size() && ch.matched < ch.recvs.size()) {
+      const PointToPoint &send = ch.sends[ch.matched];
+      const PointToPoint &recv = ch.recvs[ch.matched];
+      if (failed(
+              matchPair(send, recv, key.first, static_cast<Peer>(key.second))))
+        return failure();
+      completed.insert(send.event);
+      completed.insert(recv.event);
+      ++ch.matched;
+      any = true;
+    }
+  }
+  // The n-th collective completes once every stage has issued it.
+  while (llvm::all_of(collectives, [&](const SmallVector<Operation *> &ops) {
+    return ops.size() > collectivesDone;
+  })) {
+    Operation *first = collectives.front()[collectivesDone];
+    for (auto [rank, ops] : llvm::enumerate(collectives)) {
+      Operation *op = ops[collectivesDone];
+      if (op->getName() != first->getName() ||
+          op->getAttrDictionary() != first->getAttrDictionary() ||
+          op->getOperandTypes() != first->getOperandTypes()) {
+        InFlightDiagnostic diag =
+            op->emitError("stage ")
+            << rank << "'s pipeline collective #" << collectivesDone
+            << " differs from stage 0's: every stage issues the same "
+               "collectives on the pipeline group, in the same order";
+        diag.attachNote(first->getLoc()) << "stage 0's";
+        return failure();
+      }
+      completed.insert(getAsyncInfo(op)->done);
+    }
+    ++collectivesDone;
+    any = true;
+  }
+  return any;
+}
+
+LogicalResult PipelinePlay::reportDeadlock() {
+  // A stage waiting for a neighbour that has ended: a send or receive
+  // without a partner, a collective the other never issues.
+  for (Stage &stage : stages) {
+    if (stage.done())
+      continue;
+    Operation *awaited =
+        cast<WaitOp>(stage.ops[stage.next]).getEvent().getDefiningOp();
+    std::optional<Peer> peer;
+    if (auto send = dyn_cast<SendOp>(awaited))
+      peer = send.getPeer();
+    else if (auto recv = dyn_cast<RecvOp>(awaited))
+      peer = recv.getPeer();
+    for (Stage &other : stages) {
+      if (!other.done() ||
+          (peer && other.rank != neighbour(stage.rank, *peer)))
+        continue;
+      return awaited->emitError("stage ")
+             << stage.rank << " waits for " << describe(awaited)
+             << ", but stage " << other.rank << " ends its program without "
+             << (peer ? (isa<SendOp>(awaited) ? "receiving it"
+                                              : "sending it")
+                      : "issuing it")
+             << ": it has no partner";
+    }
+  }
+  InFlightDiagnostic diag = plan.emitError("the pipeline stages of plan '")
+                            << plan.getSymName()
+                            << "' deadlock: each waits for another";
+  for (Stage &stage : stages) {
+    if (stage.done())
+      continue;
+    auto wait = cast<WaitOp>(stage.ops[stage.next]);
+    diag.attachNote(wait.getLoc()) << "stage " << stage.rank << " waits for "
+                                   << describe(wait.getEvent().getDefiningOp())
+                                   << ", which its neighbour has not reached";
+  }
+  return diag;
+}
+
+LogicalResult PipelinePlay::reportUnmatched() {
+  for (auto &[key, ch] : channels) {
+    if (ch.sends.size() == ch.recvs.size())
+      continue;
+    Peer peer = static_cast<Peer>(key.second);
+    bool moreSends = ch.sends.size() > ch.recvs.size();
+    Operation *extra =
+        moreSends ? ch.sends[ch.recvs.size()].op : ch.recvs[ch.sends.size()].op;
+    return extra->emitError("stage ")
+           << key.first << " sends " << ch.sends.size() << " buffers to "
+           << stringifyPeer(peer) << " but stage " << neighbour(key.first, peer)
+           << " receives " << ch.recvs.size() << ": this "
+           << (moreSends ? "send" : "receive") << " has no partner";
+  }
+  size_t fewest = collectives.front().size();
+  for (auto &ops : collectives)
+    fewest = std::min(fewest, ops.size());
+  for (auto [rank, ops] : llvm::enumerate(collectives))
+    if (ops.size() != fewest)
+      return ops[fewest]->emitError("stage ")
+             << rank << " issues " << ops.size()
+             << " collectives on the pipeline group, another stage " << fewest
+             << ": every stage issues the same ones";
+  return success();
+}
+
+LogicalResult PipelinePlay::run() {
+  collectives.resize(stages.size());
+  while (true) {
+    bool moved = false;
+    for (Stage &stage : stages)
+      moved |= advance(stage);
+    FailureOr<bool> completedAny = complete();
+    if (failed(completedAny))
+      return failure();
+    if (llvm::all_of(stages, [](const Stage &s) { return s.done(); }))
+      return reportUnmatched();
+    if (!moved && !*completedAny)
+      return reportDeadlock();
+  }
+}
+
+struct SchedVerifyPipelinePass
+    : plan::impl::SchedVerifyPipelineBase<SchedVerifyPipelinePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    llvm::StringMap<SmallVector<Stage>> byPlan;
+    for (ProgramOp program : module.getOps<ProgramOp>()) {
+      std::optional<uint64_t> stage = program.getStage();
+      if (!stage)
+        continue;
+      Stage s{program, static_cast<int64_t>(*stage), {}, 0};
+      for (Operation &op : program.getBody().front())
+        s.ops.push_back(&op);
+      byPlan[program.getPlan()].push_back(std::move(s));
+    }
+    bool failedAny = false;
+    for (plan::PlanOp plan : module.getOps<plan::PlanOp>()) {
+      auto it = byPlan.find(plan.getSymName());
+      if (it == byPlan.end())
+        continue;
+      SmallVector<Stage> &stages = it->second;
+      int64_t ranks = plan.getPipelineRanks();
+      llvm::sort(stages, [](const Stage &a, const Stage &b) {
+        return a.rank < b.rank;
+      });
+      bool complete = static_cast<int64_t>(stages.size()) == ranks;
+      for (auto [index, stage] : llvm::enumerate(stages))
+        complete &= stage.rank == static_cast<int64_t>(index);
+      if (!complete) {
+        plan.emitError("plan '")
+            << plan.getSymName() << "' has a pipeline of " << ranks
+            << " stages, but its programs are for stages other than 0 to "
+            << ranks - 1 << ", one each";
+        failedAny = true;
+        continue;
+      }
+      if (failed(PipelinePlay(plan, std::move(stages)).run()))
+        failedAny = true;
+    }
+    if (failedAny)
+      signalPassFailure();
+  }
+};
+
+} // namespace
