@@ -43,7 +43,9 @@ namespace plan::rt {
 /// 3: `base`, where a LoRA run's frozen base comes from (it is not saved).
 /// 4: the mesh's `tensor` axis and each saved tensor's `tensor_index`: a
 /// tensor-parallel run's slices (absent in older checkpoints: 1 and 0).
-inline constexpr int kCheckpointFormatVersion = 4;
+/// 5: the mesh's `pipeline` axis: each stage's ranks save its groups
+/// (absent in older checkpoints: 1).
+inline constexpr int kCheckpointFormatVersion = 5;
 
 /// A checkpoint that cannot be written or used (missing or truncated shard,
 /// bad checksum, malformed metadata, another model): one line that names the
@@ -138,6 +140,7 @@ public:
   int64_t replicate() const;   // the mesh it was saved from
   int64_t shard() const;
   int64_t tensor() const;
+  int64_t pipeline() const;
   OptimizerKind optimizer() const;
   /// Every stored (untied) parameter, in unit order then parameter order.
   std::vector<CheckpointParam> params() const;

@@ -98,7 +98,7 @@ struct Metadata {
   Sharding sharding = Sharding::NoShard;
   OptimizerKind optimizer = OptimizerKind::AdamW;
   double momentum = 0; // sgd's
-  int64_t replicate = 1, shard = 1, tensor = 1;
+  int64_t pipeline = 1, replicate = 1, shard = 1, tensor = 1;
   std::vector<Unit> units;
   std::vector<Group> groups;
   std::vector<SavedTensor> tensors;

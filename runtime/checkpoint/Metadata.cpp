@@ -129,26 +129,32 @@ std::string hexCrc(uint32_t crc) {
 
 std::vector<SavedTensor> savedTensors(const Schedule &schedule) {
   std::vector<SavedTensor> out;
-  for (const Buffer &b : schedule.buffers) {
-    if (!isTrainingState(b))
-      continue;
-    int64_t owners = b.sharded ? schedule.shard : 1;
-    for (int64_t i = 0; i < owners; ++i)
-      for (int64_t k = 0; k < schedule.tensor; ++k) {
-        SavedTensor t;
-        t.name = b.name;
-        t.role = b.role;
-        t.group = b.group;
-        t.type = b.type;
-        t.numel = b.numel;
-        t.sharded = b.sharded;
-        t.shardIndex = i;
-        t.tensorIndex = k;
-        // Replicate index 0: rank = shard index * tensor + tensor index.
-        t.rank = i * schedule.tensor + k;
-        out.push_back(std::move(t));
-      }
-  }
+  // Each pipeline stage's ranks save its program's state.
+  const int64_t stageRanks =
+      schedule.replicate * schedule.shard * schedule.tensor;
+  for (size_t stage = 0; stage < schedule.programs.size(); ++stage)
+    for (const Buffer &b : schedule.programs[stage].buffers) {
+      if (!isTrainingState(b))
+        continue;
+      int64_t owners = b.sharded ? schedule.shard : 1;
+      for (int64_t i = 0; i < owners; ++i)
+        for (int64_t k = 0; k < schedule.tensor; ++k) {
+          SavedTensor t;
+          t.name = b.name;
+          t.role = b.role;
+          t.group = b.group;
+          t.type = b.type;
+          t.numel = b.numel;
+          t.sharded = b.sharded;
+          t.shardIndex = i;
+          t.tensorIndex = k;
+          // Replicate index 0: rank = stage * (replicate * shard * tensor)
+          // + shard index * tensor + tensor index.
+          t.rank = static_cast<int64_t>(stage) * stageRanks +
+                   i * schedule.tensor + k;
+          out.push_back(std::move(t));
+        }
+    }
   return out;
 }
 
@@ -189,7 +195,8 @@ std::string metadataText(const CheckpointInfo &info, const Schedule &schedule,
                         {"momentum", o.momentum}};
   j["precision"] = toString(schedule.train.precision);
   j["sharding"] = toString(schedule.sharding);
-  j["mesh"] = Json{{"replicate", schedule.replicate},
+  j["mesh"] = Json{{"pipeline", schedule.pipeline},
+                   {"replicate", schedule.replicate},
                    {"shard", schedule.shard},
                    {"tensor", schedule.tensor}};
   Json c;
@@ -269,9 +276,12 @@ Metadata readMetadata(const JsonReader &r, const Json &j) {
   m.shard = r.getInt(mesh, mp, "shard");
   if (version >= 4)
     m.tensor = r.getInt(mesh, mp, "tensor");
-  if (m.replicate < 1 || m.shard < 1 || m.tensor < 1)
-    r.fail(mp, "invalid mesh " + std::to_string(m.replicate) + "x" +
-                   std::to_string(m.shard) + "x" + std::to_string(m.tensor));
+  if (version >= 5)
+    m.pipeline = r.getInt(mesh, mp, "pipeline");
+  if (m.pipeline < 1 || m.replicate < 1 || m.shard < 1 || m.tensor < 1)
+    r.fail(mp, "invalid mesh " + std::to_string(m.pipeline) + "x" +
+                   std::to_string(m.replicate) + "x" + std::to_string(m.shard) +
+                   "x" + std::to_string(m.tensor));
   JsonPath cp = at.member("counters");
   const Json &counters = r.getObject(j, at, "counters");
   m.counters.optimizerSteps = r.getInt(counters, cp, "optimizer_steps");
@@ -387,14 +397,18 @@ Metadata readMetadata(const JsonReader &r, const Json &j) {
 
   // The fields agree with one another: the mesh with the files and the
   // groups' shards, the optimizer with the state saved.
-  const int64_t world = m.replicate * m.shard * m.tensor;
+  const int64_t world = m.pipeline * m.replicate * m.shard * m.tensor;
   if (static_cast<int64_t>(m.files.size()) != world)
-    r.fail(mp, "is " + std::to_string(m.replicate) + "x" +
-                   std::to_string(m.shard) +
-                   (m.tensor > 1 ? "x" + std::to_string(m.tensor) : "") + ", " +
-                   std::to_string(world) +
-                   " ranks that write a file each, but 'files' lists " +
-                   std::to_string(m.files.size()));
+    r.fail(mp,
+           "is " +
+               (m.pipeline > 1 ? std::to_string(m.pipeline) + "x"
+                               : std::string()) +
+               std::to_string(m.replicate) + "x" + std::to_string(m.shard) +
+               (m.tensor > 1 || m.pipeline > 1 ? "x" + std::to_string(m.tensor)
+                                               : "") +
+               ", " + std::to_string(world) +
+               " ranks that write a file each, but 'files' lists " +
+               std::to_string(m.files.size()));
   for (size_t i = 0; i < m.groups.size(); ++i)
     if (m.groups[i].shardNumel * m.shard != m.groups[i].paddedNumel)
       r.fail(gp.element(i),

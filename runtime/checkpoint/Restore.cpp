@@ -215,6 +215,7 @@ Precision Checkpoint::precision() const { return impl_->meta.precision; }
 int64_t Checkpoint::replicate() const { return impl_->meta.replicate; }
 int64_t Checkpoint::shard() const { return impl_->meta.shard; }
 int64_t Checkpoint::tensor() const { return impl_->meta.tensor; }
+int64_t Checkpoint::pipeline() const { return impl_->meta.pipeline; }
 OptimizerKind Checkpoint::optimizer() const { return impl_->meta.optimizer; }
 
 std::vector<CheckpointParam> Checkpoint::params() const {
@@ -314,10 +315,11 @@ void Checkpoint::checkCompatible(const Schedule &schedule) const {
     }
   }
   std::set<BufferRole> needed;
-  for (const Buffer &buf : schedule.buffers)
-    if (isTrainingState(buf) && buf.role != BufferRole::Param &&
-        buf.role != BufferRole::Master)
-      needed.insert(buf.role);
+  for (const Program &program : schedule.programs)
+    for (const Buffer &buf : program.buffers)
+      if (isTrainingState(buf) && buf.role != BufferRole::Param &&
+          buf.role != BufferRole::Master)
+        needed.insert(buf.role);
   for (BufferRole role : needed)
     if (!c.hasRole(role))
       throw CheckpointError("checkpoint '" + c.directory + "' has no " +
@@ -380,8 +382,11 @@ void Checkpoint::restore(const Schedule &schedule, Executor &executor,
     dst.copy_(flat.narrow(0, offset, dst.numel()));
   };
 
-  for (size_t id = 0; id < schedule.buffers.size(); ++id) {
-    const Buffer &b = schedule.buffers[id];
+  // This rank's stage's state: by unit, whatever stage saved it.
+  const Program &program = schedule.programs.at(
+      static_cast<size_t>(comm.groupRank(GroupAxis::Pipeline)));
+  for (size_t id = 0; id < program.buffers.size(); ++id) {
+    const Buffer &b = program.buffers[id];
     if (!isTrainingState(b))
       continue;
     auto g = groups.find(b.group);
@@ -441,7 +446,8 @@ void Checkpoint::restore(const Schedule &schedule, Executor &executor,
     counters.lossScale = fresh.lossScale;
   executor.setCounters(counters);
 
-  if (comm.world() == c.meta.replicate * c.meta.shard * c.meta.tensor) {
+  if (comm.world() ==
+      c.meta.pipeline * c.meta.replicate * c.meta.shard * c.meta.tensor) {
     const SafeTensorsFile &mine = c.file(comm.rank());
     auto it = mine.metadata().find(kRngKey);
     if (it != mine.metadata().end()) {

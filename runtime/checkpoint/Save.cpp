@@ -59,8 +59,11 @@ ownedTensors(const Schedule &schedule, const Executor &executor, Comm &comm) {
   // Each tensor rank saves its own slices (savedTensors).
   const bool firstReplica = comm.groupRank(GroupAxis::Replicate) == 0;
   const bool firstDataRank = comm.groupRank(GroupAxis::World) == 0;
-  for (size_t id = 0; id < schedule.buffers.size(); ++id) {
-    const Buffer &b = schedule.buffers[id];
+  // Each pipeline stage's ranks hold its program's state.
+  const Program &program = schedule.programs.at(
+      static_cast<size_t>(comm.groupRank(GroupAxis::Pipeline)));
+  for (size_t id = 0; id < program.buffers.size(); ++id) {
+    const Buffer &b = program.buffers[id];
     if (!isTrainingState(b))
       continue;
     bool owner = b.sharded ? firstReplica : firstDataRank;

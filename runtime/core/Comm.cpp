@@ -15,7 +15,8 @@ class GlooComm : public Comm {
 public:
   GlooComm(const c10::intrusive_ptr<c10d::Store> &store, int rank, int world,
            const Schedule &schedule, std::chrono::milliseconds timeout)
-      : Comm(rank, schedule.replicate, schedule.shard, schedule.tensor) {
+      : Comm(rank, schedule.replicate, schedule.shard, schedule.tensor,
+             schedule.pipeline) {
     auto options = makeOptions(timeout);
     // Each group gets its own store namespace so that the groups'
     // rendezvous keys never collide; the name says which one it is.
@@ -26,22 +27,23 @@ public:
           options);
     };
     everyoneGroup_ = group("world", rank, world);
-    const int t = groupRank(GroupAxis::Tensor);
-    const int dp = groupRank(GroupAxis::World);
-    const int replicaIndex = groupRank(GroupAxis::Replicate);
-    const int shardIndex = groupRank(GroupAxis::Shard);
-    worldGroup_ = tensorSize_ == 1 ? everyoneGroup_
-                                   : group("data/" + std::to_string(t), dp,
-                                           groupSize(GroupAxis::World));
-    shardGroup_ =
-        group("shard/" + std::to_string(replicaIndex * tensorSize_ + t),
-              shardIndex, shardSize_);
-    replicateGroup_ =
-        group("replicate/" + std::to_string(shardIndex * tensorSize_ + t),
-              replicaIndex, replicateSize_);
-    // No collective runs on a tensor group of one (Executor.cpp).
+    auto groupOf = [&](GroupAxis axis, const char *name) {
+      return group(name + std::string("/") + std::to_string(groupColor(axis)),
+                   groupRank(axis), groupSize(axis));
+    };
+    worldGroup_ = tensorSize_ * pipelineSize_ == 1
+                      ? everyoneGroup_
+                      : groupOf(GroupAxis::World, "data");
+    shardGroup_ = groupOf(GroupAxis::Shard, "shard");
+    replicateGroup_ = groupOf(GroupAxis::Replicate, "replicate");
+    // No collective runs on a tensor or pipeline group of one (Executor.cpp).
     if (tensorSize_ > 1)
-      tensorGroup_ = group("tensor/" + std::to_string(dp), t, tensorSize_);
+      tensorGroup_ = groupOf(GroupAxis::Tensor, "tensor");
+    if (pipelineSize_ > 1) {
+      pipelineGroup_ = groupOf(GroupAxis::Pipeline, "pipeline");
+      towardsNext_ = groupOf(GroupAxis::Pipeline, "pipeline-next");
+      towardsPrev_ = groupOf(GroupAxis::Pipeline, "pipeline-prev");
+    }
     // Gloo's connectFullMesh can return on one side of a pair while the
     // other is still reading its handshake: a rank that then exited at once
     // (an error found on opening a checkpoint, say) failed its peer's
@@ -80,6 +82,11 @@ c10d::Backend &Comm::group(GroupAxis axis) {
       throw std::runtime_error("the mesh has no tensor axis: no collective "
                                "runs on its tensor group");
     return *tensorGroup_;
+  case GroupAxis::Pipeline:
+    if (!pipelineGroup_)
+      throw std::runtime_error("the mesh has no pipeline axis: no "
+                               "collective runs on its pipeline group");
+    return *pipelineGroup_;
   case GroupAxis::World:
     break;
   }
@@ -88,8 +95,17 @@ c10d::Backend &Comm::group(GroupAxis axis) {
 
 c10d::Backend &Comm::everyone() { return *everyoneGroup_; }
 
+c10d::Backend &Comm::channel(Peer direction) {
+  const auto &backend = direction == Peer::Next ? towardsNext_ : towardsPrev_;
+  if (!backend)
+    throw std::runtime_error("the mesh has no pipeline axis: nothing is sent "
+                             "between stages");
+  return *backend;
+}
+
 int Comm::groupRank(GroupAxis axis) const {
-  const int dataRank = rank_ / tensorSize_;
+  const int inStage = rank_ % stageSize();
+  const int dataRank = inStage / tensorSize_;
   switch (axis) {
   case GroupAxis::Shard:
     return dataRank % shardSize_;
@@ -97,6 +113,8 @@ int Comm::groupRank(GroupAxis axis) const {
     return dataRank / shardSize_;
   case GroupAxis::Tensor:
     return rank_ % tensorSize_;
+  case GroupAxis::Pipeline:
+    return rank_ / stageSize();
   case GroupAxis::World:
     break;
   }
@@ -111,15 +129,38 @@ int Comm::groupSize(GroupAxis axis) const {
     return replicateSize_;
   case GroupAxis::Tensor:
     return tensorSize_;
+  case GroupAxis::Pipeline:
+    return pipelineSize_;
   case GroupAxis::World:
     break;
   }
   return shardSize_ * replicateSize_;
 }
 
+int Comm::groupColor(GroupAxis axis) const {
+  const int stage = groupRank(GroupAxis::Pipeline);
+  const int t = groupRank(GroupAxis::Tensor);
+  switch (axis) {
+  case GroupAxis::Shard:
+    return (stage * replicateSize_ + groupRank(GroupAxis::Replicate)) *
+               tensorSize_ +
+           t;
+  case GroupAxis::Replicate:
+    return (stage * shardSize_ + groupRank(GroupAxis::Shard)) * tensorSize_ + t;
+  case GroupAxis::Tensor:
+    return rank_ / tensorSize_;
+  case GroupAxis::Pipeline:
+    return rank_ % stageSize();
+  case GroupAxis::World:
+    break;
+  }
+  return stage * tensorSize_ + t;
+}
+
 void Comm::checkMesh(int rank, int world, const Schedule &schedule) {
   const std::string mesh = meshString(schedule);
-  if (schedule.replicate < 1 || schedule.shard < 1 || schedule.tensor < 1)
+  if (schedule.pipeline < 1 || schedule.replicate < 1 || schedule.shard < 1 ||
+      schedule.tensor < 1)
     throw std::runtime_error("schedule has an invalid mesh (" + mesh + ")");
   if (world != schedule.worldSize())
     throw std::runtime_error(

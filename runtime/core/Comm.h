@@ -1,14 +1,18 @@
 //===- Comm.h - Process groups of the mesh ----------------------*- C++ -*-===//
 //
 // The schedule names collectives by mesh axis (shard, replicate, world,
-// tensor). The mesh is replicate x shard x tensor with rank = (replicateIndex
-// * shard + shardIndex) * tensor + tensorIndex (docs/schedule-format.md): a
-// tensor group is consecutive ranks (one node's GPUs), and `world` is the
-// data-parallel ranks that share this rank's tensor index (every rank when
-// tensor is 1). Comm builds one c10d backend per group this rank belongs to
-// (Gloo for the cpu backend, NCCL for the cuda one), each with the
-// collective timeout, over one rendezvous store, and one over every rank for
-// what the ranks agree on outside the schedule (metrics, stop signals).
+// tensor, pipeline). The mesh is pipeline x replicate x shard x tensor with
+// rank = ((stage * replicate + replicateIndex) * shard + shardIndex) *
+// tensor + tensorIndex (docs/schedule-format.md): a tensor group is
+// consecutive ranks (one node's GPUs), `world` is the data-parallel ranks of
+// this rank's stage that share its tensor index (every rank when tensor and
+// pipeline are 1), and a pipeline group the stages of one pipeline. Comm
+// builds one c10d backend per group this rank belongs to (Gloo for the cpu
+// backend, NCCL for the cuda one), each with the collective timeout, over
+// one rendezvous store, and one over every rank for what the ranks agree on
+// outside the schedule (metrics, stop signals). A pipeline's sends and
+// receives go over two more backends, one per direction, so that each
+// direction's transfers pair up in order whatever the other's do.
 //
 //===----------------------------------------------------------------------===//
 
@@ -62,28 +66,43 @@ public:
   /// The process group along `axis`: the backend's groups set up by its
   /// constructor; a test double overrides it.
   virtual c10d::Backend &group(GroupAxis axis);
-  /// Every rank of the mesh (the `world` group when tensor is 1).
+  /// Every rank of the mesh (the `world` group when tensor and pipeline are
+  /// 1).
   virtual c10d::Backend &everyone();
+  /// The backend that carries a pipeline's data towards `direction`: a send
+  /// to the next stage and a receive from the previous one use
+  /// channel(Peer::Next). Group ranks are pipeline stages.
+  virtual c10d::Backend &channel(Peer direction);
+  /// Which group of `axis` this rank is in, numbered over the mesh: the
+  /// name (Gloo) or colour (NCCL) of the group each backend connects.
+  int groupColor(GroupAxis axis) const;
 
 protected:
   /// Throws std::runtime_error (one line) unless the schedule's mesh is valid,
   /// has `world` ranks, and 0 <= rank < world.
   static void checkMesh(int rank, int world, const Schedule &schedule);
-  /// Records this rank's place in a replicate x shard x tensor mesh (checked
-  /// first by checkMesh).
-  Comm(int rank, int64_t replicate, int64_t shard, int64_t tensor = 1)
-      : rank_(rank), world_(static_cast<int>(replicate * shard * tensor)),
+  /// Records this rank's place in a pipeline x replicate x shard x tensor
+  /// mesh (checked first by checkMesh).
+  Comm(int rank, int64_t replicate, int64_t shard, int64_t tensor = 1,
+       int64_t pipeline = 1)
+      : rank_(rank),
+        world_(static_cast<int>(pipeline * replicate * shard * tensor)),
         shardSize_(static_cast<int>(shard)),
         replicateSize_(static_cast<int>(replicate)),
-        tensorSize_(static_cast<int>(tensor)) {}
+        tensorSize_(static_cast<int>(tensor)),
+        pipelineSize_(static_cast<int>(pipeline)) {}
+
+  /// The ranks of one pipeline stage.
+  int stageSize() const { return world_ / pipelineSize_; }
 
   int rank_ = 0, world_ = 1;
-  int shardSize_ = 1, replicateSize_ = 1, tensorSize_ = 1;
-  // The backend's groups, which group() and everyone() hand out: every
-  // rank, the data-parallel ranks (the same backend as everyone's when
-  // tensor is 1), and the shard, replicate and tensor groups.
+  int shardSize_ = 1, replicateSize_ = 1, tensorSize_ = 1, pipelineSize_ = 1;
+  // The backend's groups, which group(), everyone() and channel() hand out:
+  // every rank, the data-parallel ranks (the same backend as everyone's
+  // when tensor and pipeline are 1), the shard, replicate, tensor and
+  // pipeline groups, and the pipeline's two directions.
   c10::intrusive_ptr<c10d::Backend> everyoneGroup_, worldGroup_, shardGroup_,
-      replicateGroup_, tensorGroup_;
+      replicateGroup_, tensorGroup_, pipelineGroup_, towardsNext_, towardsPrev_;
 };
 
 } // namespace plan::rt

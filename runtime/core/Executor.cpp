@@ -103,9 +103,14 @@ template <typename Fn> void forEachBuffer(const Op &op, Fn &&fn) {
 struct Executor::Impl {
   Impl(const ValidSchedule &schedule, Model &model, Comm &comm,
        DeviceBackend &backend)
-      : schedule(schedule.get()), model(model), comm(comm), backend(backend) {}
+      : schedule(schedule.get()),
+        program(this->schedule.programs.at(
+            static_cast<size_t>(comm.groupRank(GroupAxis::Pipeline)))),
+        model(model), comm(comm), backend(backend) {}
 
   Schedule schedule;
+  // The program of this rank's pipeline stage (the step's without one).
+  const Program &program;
   Model &model;
   Comm &comm;
   DeviceBackend &backend;
@@ -116,7 +121,10 @@ struct Executor::Impl {
   // By op index: the op reads or writes host memory on the host (the backend
   // first waits for the asynchronous copies that touched host memory).
   std::vector<bool> hostSide;
-  std::vector<int64_t> stepsTaken;         // non-skipped steps by group
+  std::vector<int64_t> stepsTaken; // non-skipped steps by group
+  // By group: whether this program steps it (under pipeline parallelism,
+  // the groups of this rank's stage).
+  std::vector<bool> stepsGroup;
   std::map<int64_t, DecayMask> decayMasks; // by group, made at its 1st step
   std::vector<Event> events;
   int64_t totalSteps = 0;
@@ -137,7 +145,7 @@ struct Executor::Impl {
       const std::function<void(int64_t, at::Tensor, at::Tensor)> &fillUnit);
 
   std::string describe(size_t index) const {
-    const Op &op = schedule.ops[index];
+    const Op &op = program.ops[index];
     std::string s =
         std::string(toString(op.kind())) + " (op " + std::to_string(index);
     if (op.line)
@@ -190,6 +198,8 @@ struct Executor::Impl {
   void run(const ops::AllReduce &op);
   void run(const ops::Broadcast &op);
   void run(const ops::Copy &op);
+  void run(const ops::Send &op);
+  void run(const ops::Recv &op);
   void run(const ops::Cast &op) { buffers[op.dst].copy_(buffers[op.src]); }
   void run(const ops::Dequantize &op) {
     loadFrozenBase(schedule.units[op.unit], buffers[op.src], buffers[op.dst]);
@@ -245,7 +255,7 @@ struct Executor::Impl {
 
 void Executor::Impl::allocate() {
   for (Space space : {Space::Device, Space::Host, Space::PinnedHost}) {
-    int64_t bytes = schedule.arenaSize(space);
+    int64_t bytes = program.arenaSize(space);
     try {
       arenas[static_cast<size_t>(space)] = backend.allocateArena(space, bytes);
     } catch (const std::exception &e) {
@@ -260,9 +270,9 @@ void Executor::Impl::allocate() {
           "): not enough memory on this machine (" + why + ")");
     }
   }
-  buffers.resize(schedule.buffers.size());
-  for (size_t id = 0; id < schedule.buffers.size(); ++id) {
-    const Buffer &b = schedule.buffers[id];
+  buffers.resize(program.buffers.size());
+  for (size_t id = 0; id < program.buffers.size(); ++id) {
+    const Buffer &b = program.buffers[id];
     switch (b.kind) {
     case Buffer::Kind::Alloc:
       buffers[id] =
@@ -287,10 +297,10 @@ void Executor::Impl::allocate() {
 /// holds the loss scale.
 void Executor::Impl::prepare() {
   // A forward that a later recompute rebuilds keeps no autograd graph.
-  keepGraph.assign(schedule.ops.size(), true);
+  keepGraph.assign(program.ops.size(), true);
   std::set<std::pair<int64_t, int64_t>> recomputed;
-  for (size_t i = schedule.ops.size(); i-- > 0;) {
-    const Op &op = schedule.ops[i];
+  for (size_t i = program.ops.size(); i-- > 0;) {
+    const Op &op = program.ops[i];
     if (const auto *recompute = op.as<ops::Recompute>())
       recomputed.insert({recompute->unit, recompute->microBatch});
     if (const auto *forward = op.as<ops::Forward>())
@@ -298,12 +308,12 @@ void Executor::Impl::prepare() {
   }
   // Ops that touch host memory from the host: every op with an operand
   // outside device memory, except an asynchronous copy between the sides.
-  hostSide.assign(schedule.ops.size(), false);
+  hostSide.assign(program.ops.size(), false);
   auto onHost = [&](int64_t id) {
-    return schedule.buffers[id].space != Space::Device;
+    return program.buffers[id].space != Space::Device;
   };
-  for (size_t i = 0; i < schedule.ops.size(); ++i) {
-    const Op &op = schedule.ops[i];
+  for (size_t i = 0; i < program.ops.size(); ++i) {
+    const Op &op = program.ops[i];
     if (const auto *copy = op.as<ops::Copy>()) {
       hostSide[i] = onHost(copy->src) && onHost(copy->dst);
       continue;
@@ -314,9 +324,9 @@ void Executor::Impl::prepare() {
     });
     hostSide[i] = host;
   }
-  for (size_t id = 0; id < schedule.buffers.size(); ++id)
-    if (schedule.buffers[id].kind == Buffer::Kind::Alloc &&
-        schedule.buffers[id].role == BufferRole::LossScale)
+  for (size_t id = 0; id < program.buffers.size(); ++id)
+    if (program.buffers[id].kind == Buffer::Kind::Alloc &&
+        program.buffers[id].role == BufferRole::LossScale)
       lossScaleBuffer = static_cast<int64_t>(id);
 }
 
@@ -331,7 +341,7 @@ void Executor::Impl::fillState(
   // A group's full flat vectors: its trainable elements, and a LoRA run's
   // frozen base, stored as its buffer holds it.
   std::map<std::string, ElementType> frozenTypes;
-  for (const Buffer &b : schedule.buffers)
+  for (const Buffer &b : program.buffers)
     if (b.kind == Buffer::Kind::Alloc && b.role == BufferRole::Frozen &&
         !b.group.empty())
       frozenTypes[b.group] = b.type;
@@ -361,8 +371,8 @@ void Executor::Impl::fillState(
     return fullGroups[group.name] = {flat, frozen};
   };
 
-  for (size_t id = 0; id < schedule.buffers.size(); ++id) {
-    const Buffer &b = schedule.buffers[id];
+  for (size_t id = 0; id < program.buffers.size(); ++id) {
+    const Buffer &b = program.buffers[id];
     if (b.kind != Buffer::Kind::Alloc || !b.persistent)
       continue;
     at::Tensor &t = buffers[id];
@@ -498,6 +508,29 @@ void Executor::Impl::run(const ops::Broadcast &op) {
   issue(comm.group(op.group).broadcast(tensors, options), nullptr, op.done);
 }
 
+/// The pipeline stage `peer` is: the next one or the previous one, the
+/// last stage's next being the first (the interleaved schedule's chunks
+/// wrap around).
+static int pipelinePeer(const Comm &comm, Peer peer) {
+  int stages = comm.groupSize(GroupAxis::Pipeline);
+  int stage = comm.groupRank(GroupAxis::Pipeline);
+  return (stage + (peer == Peer::Next ? 1 : stages - 1)) % stages;
+}
+
+void Executor::Impl::run(const ops::Send &op) {
+  std::vector<at::Tensor> tensors{buffers[op.buffer]};
+  issue(comm.channel(op.peer).send(tensors, pipelinePeer(comm, op.peer), 0),
+        nullptr, op.done);
+}
+
+void Executor::Impl::run(const ops::Recv &op) {
+  // What comes from the previous stage travels towards the next one.
+  Peer direction = op.peer == Peer::Prev ? Peer::Next : Peer::Prev;
+  std::vector<at::Tensor> tensors{buffers[op.buffer]};
+  issue(comm.channel(direction).recv(tensors, pipelinePeer(comm, op.peer), 0),
+        nullptr, op.done);
+}
+
 void Executor::Impl::run(const ops::Copy &op) {
   at::Tensor src = buffers[op.src], dst = buffers[op.dst];
   if (!backend.copiesAsync(dst, src)) {
@@ -533,8 +566,8 @@ Executor::Impl::replicaRanges(int64_t id) const {
   // The allocation a buffer lies in and its first element there.
   auto rootOf = [&](int64_t b) {
     int64_t offset = 0;
-    while (schedule.buffers[b].kind != Buffer::Kind::Alloc) {
-      const Buffer &v = schedule.buffers[b];
+    while (program.buffers[b].kind != Buffer::Kind::Alloc) {
+      const Buffer &v = program.buffers[b];
       offset += v.kind == Buffer::Kind::View ? v.viewOffset
                                              : comm.groupRank(v.axis) * v.numel;
       b = v.source;
@@ -542,7 +575,7 @@ Executor::Impl::replicaRanges(int64_t id) const {
     return std::pair{b, offset};
   };
   auto [root, begin] = rootOf(id);
-  const int64_t end = begin + schedule.buffers[id].numel;
+  const int64_t end = begin + program.buffers[id].numel;
   auto ofGroup = [&](const Group &group, bool whole, int64_t offset,
                      int64_t numel) {
     int64_t first =
@@ -551,19 +584,19 @@ Executor::Impl::replicaRanges(int64_t id) const {
     return parameterRanges(schedule, group, first, numel,
                            [](const Param &p) { return !p.split; });
   };
-  const Buffer &alloc = schedule.buffers[root];
+  const Buffer &alloc = program.buffers[root];
   if (!alloc.group.empty())
     for (const Group &group : schedule.groups)
       if (group.name == alloc.group)
         return ofGroup(group, !alloc.sharded, begin, end - begin);
   std::vector<std::pair<int64_t, int64_t>> ranges;
   bool covered = false;
-  for (const Op &op : schedule.ops) {
+  for (const Op &op : program.ops) {
     const auto *step = op.as<ops::OptimizerStep>();
     if (!step)
       continue;
     auto [stepRoot, stepBegin] = rootOf(step->grads);
-    const int64_t numel = schedule.buffers[step->grads].numel;
+    const int64_t numel = program.buffers[step->grads].numel;
     const int64_t lo = std::max(begin, stepBegin);
     const int64_t hi = std::min(end, stepBegin + numel);
     if (stepRoot != root || lo >= hi)
@@ -645,7 +678,7 @@ void Executor::Impl::run(const ops::OptimizerStep &op) {
 
 void Executor::Impl::execute(size_t index) {
   current = index;
-  const Op &op = schedule.ops[index];
+  const Op &op = program.ops[index];
   // An op starts after its `after` events; a copy orders itself (run(Copy)).
   if (!op.as<ops::Copy>())
     forEachField(op, [&](auto d, const auto &value) {
@@ -669,8 +702,12 @@ Executor::Executor(const ValidSchedule &schedule, Model &model, Comm &comm,
                            std::to_string(comm.world()));
     impl_->allocate();
     impl_->prepare();
-    impl_->events.resize(static_cast<size_t>(schedule->numEvents));
+    impl_->events.resize(static_cast<size_t>(impl_->program.numEvents));
     impl_->stepsTaken.assign(schedule->groups.size(), 0);
+    impl_->stepsGroup.assign(schedule->groups.size(), false);
+    for (const Op &op : impl_->program.ops)
+      if (const auto *step = op.as<ops::OptimizerStep>())
+        impl_->stepsGroup[static_cast<size_t>(step->group)] = true;
     impl_->dynamicLossScale.growthInterval =
         schedule->train.lossScale.growthInterval;
   } catch (...) {
@@ -707,8 +744,8 @@ void Executor::loadState(const TensorSource &source, uint64_t seed) {
 
 void Executor::clearState() {
   Impl &s = *impl_;
-  for (size_t id = 0; id < s.schedule.buffers.size(); ++id) {
-    const Buffer &b = s.schedule.buffers[id];
+  for (size_t id = 0; id < s.program.buffers.size(); ++id) {
+    const Buffer &b = s.program.buffers[id];
     // A LoRA run's frozen base is no training state: it stays.
     if (b.kind != Buffer::Kind::Alloc || !b.persistent ||
         b.role == BufferRole::Frozen)
@@ -728,8 +765,10 @@ ExecutorCounters Executor::counters() const {
   ExecutorCounters c;
   bool first = true;
   for (size_t g = 0; g < s.stepsTaken.size(); ++g) {
-    if (s.schedule.groups[g].numel == 0)
-      continue; // a LoRA base's group: nothing of it steps
+    // A LoRA base's group (nothing of it steps), or another pipeline
+    // stage's.
+    if (s.schedule.groups[g].numel == 0 || !s.stepsGroup[g])
+      continue;
     if (!first && s.stepsTaken[g] != c.optimizerSteps)
       throw ExecutionError("group '" + s.schedule.groups[g].name + "' took " +
                            std::to_string(s.stepsTaken[g]) +
@@ -798,7 +837,7 @@ StepResult Executor::runStep(int64_t step,
       tokens += batches[mb].tokens.numel();
       s.model.setMicroBatch(static_cast<int64_t>(mb), batches[mb]);
     }
-    for (size_t i = 0; i < schedule.ops.size(); ++i) {
+    for (size_t i = 0; i < s.program.ops.size(); ++i) {
       OpMemory memory;
       std::chrono::steady_clock::time_point start;
       if (s.traceMemory) {
@@ -810,7 +849,7 @@ StepResult Executor::runStep(int64_t step,
       }
       try {
         s.execute(i);
-        s.forgetWritten(schedule.ops[i]);
+        s.forgetWritten(s.program.ops[i]);
       } catch (const ExecutionError &) {
         throw;
       } catch (const std::exception &e) {
@@ -854,9 +893,12 @@ StepResult Executor::runStep(int64_t step,
     loss /= static_cast<double>(s.losses.size());
   }
   // Metrics only, not part of the schedule: every rank reports the loss of
-  // the global batch.
+  // the global batch, the mean over the ranks that compute one (a
+  // pipeline's last stage).
   if (s.comm.world() > 1) {
-    std::vector<at::Tensor> value{at::full({1}, loss, at::kDouble)};
+    bool computes = !s.losses.empty();
+    std::vector<at::Tensor> value{
+        at::tensor({computes ? loss : 0.0, computes ? 1.0 : 0.0}, at::kDouble)};
     try {
       s.comm.everyone().allreduce(value)->wait();
     } catch (const std::exception &e) {
@@ -864,14 +906,15 @@ StepResult Executor::runStep(int64_t step,
       throw ExecutionError("the loss all_reduce for metrics failed: " +
                            firstLine(e.what()));
     }
-    loss = value[0].item<double>() / s.comm.world();
+    double ranks = value[0][1].item<double>();
+    loss = ranks > 0 ? value[0][0].item<double>() / ranks : 0.0;
   }
   result.loss = loss;
   result.gradNorm = s.gradNorm;
   result.skipped = s.skipped;
   result.tokens = tokens * s.comm.groupSize(GroupAxis::World);
-  result.plannedBytes = schedule.workspaceBytes;
-  for (const auto &[space, bytes] : schedule.arenaBytes)
+  result.plannedBytes = s.program.workspaceBytes;
+  for (const auto &[space, bytes] : s.program.arenaBytes)
     result.plannedBytes += bytes;
   s.backend.endStep();
   // The allocator's peak since the step started (with the memory trace,

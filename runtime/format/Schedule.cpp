@@ -55,10 +55,18 @@ int64_t Param::localNumel(int64_t tensor) const {
 }
 
 std::string meshString(const Schedule &schedule) {
-  std::string mesh =
-      std::to_string(schedule.replicate) + "x" + std::to_string(schedule.shard);
-  if (schedule.tensor != 1)
-    mesh += "x" + std::to_string(schedule.tensor);
+  std::string mesh;
+  if (schedule.pipeline != 1) {
+    mesh += std::to_string(schedule.pipeline);
+    mesh += "x";
+  }
+  mesh += std::to_string(schedule.replicate);
+  mesh += "x";
+  mesh += std::to_string(schedule.shard);
+  if (schedule.tensor != 1 || schedule.pipeline != 1) {
+    mesh += "x";
+    mesh += std::to_string(schedule.tensor);
+  }
   return mesh;
 }
 

@@ -45,7 +45,9 @@ namespace plan::rt {
 /// `tensor` group and `exchange` role; refused by this runtime's reader.
 /// 8: the mesh's tensor axis and sequence parallelism, params' `split`: a
 /// tensor-parallel program runs.
-inline constexpr uint32_t kScheduleFormatVersion = 8;
+/// 9: the mesh's pipeline axis, units' `stage`, one program per pipeline
+/// stage (`stages`), the `send` and `recv` ops, the `pipeline` group.
+inline constexpr uint32_t kScheduleFormatVersion = 9;
 
 /// A buffer's element type: the IR's float types, and i8 for bytes (a
 /// frozen base stored with an NF4 part), spelled as in MLIR.
@@ -238,6 +240,7 @@ struct Unit {
   std::vector<Param> params;
   int64_t numel = 0;       // stored trainable elements (tied ones excluded)
   int64_t frozenNumel = 0; // stored frozen elements (a LoRA base)
+  int64_t stage = 0;       // the pipeline stage that computes it
 
   /// The bytes its frozen parameters take stored as each says, in
   /// parameter order: what it holds in a group's frozen buffer of bytes.
@@ -323,34 +326,15 @@ struct Op {
   template <typename T> T *as() { return std::get_if<T>(&body); }
 };
 
-struct Schedule {
-  uint32_t version = kScheduleFormatVersion;
-  std::string producer;   // "planc 0.1.0"
-  std::string planName;   // "tiny_llama_cpu"
-  std::string sourceFile; // the .plan it came from ("" for builder plans)
-  // mesh: replicate x shard x tensor, rank = (r * shard + s) * tensor + t
-  // (docs/schedule-format.md); world = product. The data-parallel ranks
-  // (the `world` group) are replicate x shard.
-  int64_t replicate = 1, shard = 1, tensor = 1;
-  // Megatron's sequence parallelism (tensor > 1 only): what lies between
-  // the column- and row-parallel layers covers 1/tensor of the sequence.
-  bool sequenceParallel = false;
-  int64_t worldSize() const { return replicate * shard * tensor; }
-  int64_t dataParallelSize() const { return replicate * shard; }
-  ClusterConfig cluster;
-  ModelConfig model;
-  TrainConfig train;
-  // Informative only: the runtime makes no strategy decisions.
-  Sharding sharding = Sharding::NoShard;
-  std::vector<Unit> units;
-  std::vector<Group> groups;
+/// One pipeline stage's program (the whole step's without a pipeline): its
+/// buffers, its ops in order, and their planned memory.
+struct Program {
   // Planned arena sizes in bytes per memory space.
   std::map<Space, int64_t> arenaBytes, persistentBytes;
   // What LibTorch allocates outside the arenas at the step's worst point,
   // in the memory the backend measures (sched-plan-workspace): the planned
   // peak is the arenas plus this.
   int64_t workspaceBytes = 0;
-  int64_t microBatches = 1;
   int64_t numEvents = 0;
   std::vector<Buffer> buffers;
   std::vector<Op> ops;
@@ -362,8 +346,35 @@ struct Schedule {
   }
 };
 
+struct Schedule {
+  uint32_t version = kScheduleFormatVersion;
+  std::string producer;   // "planc 0.1.0"
+  std::string planName;   // "tiny_llama_cpu"
+  std::string sourceFile; // the .plan it came from ("" for builder plans)
+  // mesh: pipeline x replicate x shard x tensor, rank = ((p * replicate + r)
+  // * shard + s) * tensor + t (docs/schedule-format.md); world = product.
+  // The data-parallel ranks (the `world` group) are replicate x shard.
+  int64_t pipeline = 1, replicate = 1, shard = 1, tensor = 1;
+  // Megatron's sequence parallelism (tensor > 1 only): what lies between
+  // the column- and row-parallel layers covers 1/tensor of the sequence.
+  bool sequenceParallel = false;
+  int64_t worldSize() const { return pipeline * replicate * shard * tensor; }
+  int64_t dataParallelSize() const { return replicate * shard; }
+  ClusterConfig cluster;
+  ModelConfig model;
+  TrainConfig train;
+  // Informative only: the runtime makes no strategy decisions.
+  Sharding sharding = Sharding::NoShard;
+  std::vector<Unit> units;
+  std::vector<Group> groups;
+  int64_t microBatches = 1;
+  // One per pipeline stage, in stage order: the program a rank runs is its
+  // stage's (the only one without a pipeline).
+  std::vector<Program> programs = std::vector<Program>(1);
+};
+
 /// The mesh as messages spell it: "2x4" (replicate x shard), "1x2x4" with
-/// a tensor axis.
+/// a tensor axis, "2x1x2x4" (pipeline first) with a pipeline.
 std::string meshString(const Schedule &schedule);
 
 /// A schedule that validateSchedule accepted (ScheduleFile.h): the only kind

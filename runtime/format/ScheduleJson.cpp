@@ -394,6 +394,7 @@ Json unitsToJson(const std::vector<Unit> &units) {
                        {"kind", toString(u.kind)},
                        {"numel", u.numel},
                        {"frozen_numel", u.frozenNumel},
+                       {"stage", u.stage},
                        {"params", std::move(params)}});
   }
   return out;
@@ -411,6 +412,7 @@ std::vector<Unit> unitsFromJson(const JsonReader &r, const Json &j,
     u.kind = r.getKeyword<UnitKind>(j[i], p, "kind");
     u.numel = r.getInt(j[i], p, "numel");
     u.frozenNumel = r.getInt(j[i], p, "frozen_numel");
+    u.stage = r.getInt(j[i], p, "stage");
     JsonPath pp = p.member("params");
     const Json &params = r.getArray(j[i], p, "params");
     for (size_t k = 0; k < params.size(); ++k) {
@@ -474,12 +476,56 @@ std::vector<Group> groupsFromJson(const JsonReader &r, const Json &j,
 // The body
 //===----------------------------------------------------------------------===//
 
+/// A program's fields, at the top level of the body without a pipeline and
+/// in each element of `stages` with one.
+static void programToJson(const Program &p, Json &j) {
+  j["arena_bytes"] = arenaToJson(p.arenaBytes);
+  j["persistent_bytes"] = arenaToJson(p.persistentBytes);
+  j["workspace_bytes"] = p.workspaceBytes;
+  j["num_events"] = p.numEvents;
+  Json buffers = Json::array();
+  for (const Buffer &b : p.buffers)
+    buffers.push_back(bufferToJson(b));
+  j["buffers"] = std::move(buffers);
+  Json ops = Json::array();
+  for (const Op &op : p.ops)
+    ops.push_back(opToJson(op));
+  j["ops"] = std::move(ops);
+}
+
+static Program programFromJson(const JsonReader &r, const Json &root,
+                               const JsonPath &at) {
+  if (!root.is_object())
+    r.fail(at, "must be an object");
+  Program p;
+  p.arenaBytes = arenaFromJson(r, r.member(root, at, "arena_bytes"),
+                               at.member("arena_bytes"));
+  p.persistentBytes = arenaFromJson(r, r.member(root, at, "persistent_bytes"),
+                                    at.member("persistent_bytes"));
+  p.workspaceBytes = r.getInt(root, at, "workspace_bytes");
+  p.numEvents = r.getInt(root, at, "num_events");
+
+  JsonPath bp = at.member("buffers");
+  const Json &buffers = r.getArray(root, at, "buffers");
+  p.buffers.reserve(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i)
+    p.buffers.push_back(bufferFromJson(r, buffers[i], bp.element(i)));
+
+  JsonPath op = at.member("ops");
+  const Json &ops = r.getArray(root, at, "ops");
+  p.ops.reserve(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i)
+    p.ops.push_back(opFromJson(r, ops[i], op.element(i)));
+  return p;
+}
+
 Json scheduleToJson(const Schedule &s) {
   Json j;
   j["producer"] = s.producer;
   j["plan"] = s.planName;
   j["source_file"] = s.sourceFile;
-  j["mesh"] = Json{{"replicate", s.replicate},
+  j["mesh"] = Json{{"pipeline", s.pipeline},
+                   {"replicate", s.replicate},
                    {"shard", s.shard},
                    {"tensor", s.tensor},
                    {"sequence_parallel", s.sequenceParallel}};
@@ -489,19 +535,18 @@ Json scheduleToJson(const Schedule &s) {
   j["train"] = trainToJson(s.train);
   j["units"] = unitsToJson(s.units);
   j["groups"] = groupsToJson(s.groups);
-  j["arena_bytes"] = arenaToJson(s.arenaBytes);
-  j["persistent_bytes"] = arenaToJson(s.persistentBytes);
-  j["workspace_bytes"] = s.workspaceBytes;
   j["micro_batches"] = s.microBatches;
-  j["num_events"] = s.numEvents;
-  Json buffers = Json::array();
-  for (const Buffer &b : s.buffers)
-    buffers.push_back(bufferToJson(b));
-  j["buffers"] = std::move(buffers);
-  Json ops = Json::array();
-  for (const Op &op : s.ops)
-    ops.push_back(opToJson(op));
-  j["ops"] = std::move(ops);
+  if (s.pipeline == 1 && s.programs.size() == 1) {
+    programToJson(s.programs.front(), j);
+    return j;
+  }
+  Json stages = Json::array();
+  for (const Program &p : s.programs) {
+    Json stage;
+    programToJson(p, stage);
+    stages.push_back(std::move(stage));
+  }
+  j["stages"] = std::move(stages);
   return j;
 }
 
@@ -515,6 +560,7 @@ Schedule scheduleFromJson(const JsonReader &r, const Json &root) {
   s.sourceFile = r.getString(root, at, "source_file");
   JsonPath mp = at.member("mesh");
   const Json &mesh = r.getObject(root, at, "mesh");
+  s.pipeline = r.getInt(mesh, mp, "pipeline");
   s.replicate = r.getInt(mesh, mp, "replicate");
   s.shard = r.getInt(mesh, mp, "shard");
   s.tensor = r.getInt(mesh, mp, "tensor");
@@ -527,25 +573,16 @@ Schedule scheduleFromJson(const JsonReader &r, const Json &root) {
   s.units = unitsFromJson(r, r.member(root, at, "units"), at.member("units"));
   s.groups =
       groupsFromJson(r, r.member(root, at, "groups"), at.member("groups"));
-  s.arenaBytes = arenaFromJson(r, r.member(root, at, "arena_bytes"),
-                               at.member("arena_bytes"));
-  s.persistentBytes = arenaFromJson(r, r.member(root, at, "persistent_bytes"),
-                                    at.member("persistent_bytes"));
-  s.workspaceBytes = r.getInt(root, at, "workspace_bytes");
   s.microBatches = r.getInt(root, at, "micro_batches");
-  s.numEvents = r.getInt(root, at, "num_events");
-
-  JsonPath bp = at.member("buffers");
-  const Json &buffers = r.getArray(root, at, "buffers");
-  s.buffers.reserve(buffers.size());
-  for (size_t i = 0; i < buffers.size(); ++i)
-    s.buffers.push_back(bufferFromJson(r, buffers[i], bp.element(i)));
-
-  JsonPath op = at.member("ops");
-  const Json &ops = r.getArray(root, at, "ops");
-  s.ops.reserve(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i)
-    s.ops.push_back(opFromJson(r, ops[i], op.element(i)));
+  s.programs.clear();
+  if (s.pipeline == 1) {
+    s.programs.push_back(programFromJson(r, root, at));
+    return s;
+  }
+  JsonPath sp = at.member("stages");
+  const Json &stages = r.getArray(root, at, "stages");
+  for (size_t i = 0; i < stages.size(); ++i)
+    s.programs.push_back(programFromJson(r, stages[i], sp.element(i)));
   return s;
 }
 

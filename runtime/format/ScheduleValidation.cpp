@@ -165,18 +165,34 @@ public:
     checkHeaderFields();
     checkUnits();
     checkGroups();
-    checkArenas();
-    checkBuffers();
-    checkOps();
+    if (static_cast<int64_t>(s.programs.size()) != s.pipeline)
+      error("the schedule has " + std::to_string(s.programs.size()) +
+            " programs for a pipeline of " + std::to_string(s.pipeline) +
+            " stages: one per stage");
+    for (size_t stage = 0; stage < s.programs.size(); ++stage) {
+      program = &s.programs[stage];
+      programIndex = static_cast<int64_t>(stage);
+      stagePrefix = s.pipeline > 1 ? "stage " + std::to_string(stage) + ": "
+                                   : std::string();
+      checkArenas();
+      checkBuffers();
+      checkOps();
+    }
   }
 
   [[noreturn]] void error(const std::string &what) const {
-    throw ScheduleFileError(name + ": " + what);
+    throw ScheduleFileError(name + ": " + stagePrefix + what);
   }
+
+  /// The program being checked: each pipeline stage's in turn.
+  const Program &prog() const { return *program; }
 
   // What the op checks (OpChecker) need.
   const Schedule &s;
   const std::string &name;
+  const Program *program = nullptr;
+  int64_t programIndex = 0; // its pipeline stage
+  std::string stagePrefix;
   std::vector<int64_t> tiedUnit; // per unit: the unit it ties, or -1
   // Per unit: whether that tie is to a frozen parameter.
   std::vector<bool> tiedFrozen;
@@ -195,16 +211,18 @@ public:
       return s.replicate * s.shard;
     case GroupAxis::Tensor:
       return s.tensor;
+    case GroupAxis::Pipeline:
+      return s.pipeline;
     }
     return 0;
   }
 
   std::string bufferName(int64_t id) const {
-    const Buffer &b = s.buffers[id];
+    const Buffer &b = prog().buffers[id];
     if (b.kind == Buffer::Kind::Alloc)
       return "buffer " + std::to_string(id) + " ('" + b.name + "')";
     return "buffer " + std::to_string(id) + " (" + toString(b.kind) + " of '" +
-           s.buffers[root[id]].name + "')";
+           prog().buffers[root[id]].name + "')";
   }
 
 private:
@@ -248,27 +266,35 @@ private:
     known(s.train.reduceDtype, "train.reduce_dtype");
     known(s.train.activationCheckpointing, "train.activation_checkpointing");
     known(s.train.lrSchedule.kind, "train.lr_schedule.kind");
-    for (const auto *sizes : {&s.arenaBytes, &s.persistentBytes})
-      for (const auto &[space, bytes] : *sizes)
-        known(space, "arena_bytes");
     if (s.version != kScheduleFormatVersion)
       error("schedule version " + std::to_string(s.version) +
             " is not this reader's " + std::to_string(kScheduleFormatVersion));
-    const std::string mesh = "mesh " + std::to_string(s.replicate) + " x " +
-                             std::to_string(s.shard) + " x " +
-                             std::to_string(s.tensor);
-    if (s.replicate < 1 || s.shard < 1 || s.tensor < 1)
-      error(mesh + ": replicate, shard and tensor must be at least 1");
+    std::string mesh = "mesh ";
+    if (s.pipeline != 1) {
+      mesh += std::to_string(s.pipeline);
+      mesh += " x ";
+    }
+    mesh += std::to_string(s.replicate);
+    mesh += " x ";
+    mesh += std::to_string(s.shard);
+    mesh += " x ";
+    mesh += std::to_string(s.tensor);
+    if (s.pipeline < 1 || s.replicate < 1 || s.shard < 1 || s.tensor < 1)
+      error(mesh +
+            ": pipeline, replicate, shard and tensor must be at least 1");
     if (s.cluster.nodes < 1 || s.cluster.gpusPerNode < 1)
       error("cluster: nodes and gpus_per_node must be at least 1");
-    if (__int128(s.replicate) * s.shard * s.tensor > kMaxRanks)
+    if (__int128(s.pipeline) * s.replicate * s.shard * s.tensor > kMaxRanks)
       error(mesh + " has more than " + std::to_string(kMaxRanks) + " ranks");
-    __int128 world = __int128(s.replicate) * s.shard * s.tensor;
+    __int128 world = __int128(s.pipeline) * s.replicate * s.shard * s.tensor;
     if (world != __int128(s.cluster.nodes) * s.cluster.gpusPerNode)
       error(mesh + " is not the cluster's " + std::to_string(s.cluster.nodes) +
             " x " + std::to_string(s.cluster.gpusPerNode) + " ranks");
     if (s.sequenceParallel && s.tensor == 1)
       error("mesh: sequence_parallel without a tensor axis (tensor is 1)");
+    if (s.pipeline > 1 && s.tensor > 1)
+      error(mesh + ": pipeline and tensor parallelism together are not "
+                   "supported by this runtime yet");
     if (s.microBatches < 1)
       error("micro_batches must be at least 1");
     if (s.microBatches != s.train.gradAccum)
@@ -276,8 +302,6 @@ private:
             " is not train.grad_accum " + std::to_string(s.train.gradAccum));
     if (s.train.microBatch < 1 || s.train.seqLen < 1)
       error("train: micro_batch and seq_len must be at least 1");
-    if (s.numEvents < 0)
-      error("num_events is negative");
     const ModelConfig &m = s.model;
     finite(m.ropeTheta, "model.rope_theta");
     finite(m.normEps, "model.norm_eps");
@@ -380,6 +404,9 @@ private:
               " out of range");
       if (unit.frozenNumel > 0 && !s.model.lora)
         error(where + ": frozen parameters, but the model has no lora");
+      if (unit.stage < 0 || unit.stage >= s.pipeline)
+        error(where + ": stage " + std::to_string(unit.stage) +
+              " is not one of the pipeline's " + std::to_string(s.pipeline));
       int64_t next = 0, nextFrozen = 0;
       for (const Param &p : unit.params) {
         if (!paramNames.insert(p.name).second)
@@ -574,24 +601,29 @@ private:
   }
 
   void checkArenas() {
-    for (const auto *sizes : {&s.arenaBytes, &s.persistentBytes})
+    for (const auto *sizes : {&prog().arenaBytes, &prog().persistentBytes})
+      for (const auto &[space, bytes] : *sizes)
+        known(space, "arena_bytes");
+    if (prog().numEvents < 0)
+      error("num_events is negative");
+    for (const auto *sizes : {&prog().arenaBytes, &prog().persistentBytes})
       for (const auto &[space, bytes] : *sizes)
         if (bytes < 0)
           error(std::string("arena of ") + toString(space) +
                 " has a negative size");
-    for (const auto &[space, bytes] : s.persistentBytes)
-      if (!s.arenaBytes.count(space) || bytes > s.arenaSize(space))
+    for (const auto &[space, bytes] : prog().persistentBytes)
+      if (!prog().arenaBytes.count(space) || bytes > prog().arenaSize(space))
         error(std::string("persistent_bytes of ") + toString(space) +
               " exceed its arena_bytes");
-    if (s.workspaceBytes < 0)
+    if (prog().workspaceBytes < 0)
       error("workspace_bytes is negative");
   }
 
   void checkBuffers() {
-    root.resize(s.buffers.size());
-    rootRange.resize(s.buffers.size());
-    for (size_t i = 0; i < s.buffers.size(); ++i) {
-      const Buffer &b = s.buffers[i];
+    root.resize(prog().buffers.size());
+    rootRange.resize(prog().buffers.size());
+    for (size_t i = 0; i < prog().buffers.size(); ++i) {
+      const Buffer &b = prog().buffers[i];
       std::string where = "buffer " + std::to_string(i);
       known(b.kind, where + " kind");
       known(b.type, where + " type");
@@ -604,8 +636,8 @@ private:
         root[i] = static_cast<int64_t>(i);
         rootRange[i] = {0, b.numel};
         where += " ('" + b.name + "')";
-        auto arena = s.arenaBytes.find(b.space);
-        if (arena == s.arenaBytes.end())
+        auto arena = prog().arenaBytes.find(b.space);
+        if (arena == prog().arenaBytes.end())
           error(where + ": no arena for memory space " + toString(b.space));
         __int128 end =
             __int128(b.offset) + __int128(b.numel) * elementBytes(b.type);
@@ -619,8 +651,8 @@ private:
                 " is not a multiple of its " + toString(b.type) +
                 " elements' size");
         if (b.persistent) {
-          auto block = s.persistentBytes.find(b.space);
-          if (block == s.persistentBytes.end() || end > block->second)
+          auto block = prog().persistentBytes.find(b.space);
+          if (block == prog().persistentBytes.end() || end > block->second)
             error(where +
                   ": persistent, but outside the persistent block of the " +
                   std::string(toString(b.space)) + " arena");
@@ -656,7 +688,7 @@ private:
         error(where + ": source " + std::to_string(b.source) +
               " is not an earlier buffer");
       root[i] = root[b.source];
-      const Buffer &src = s.buffers[b.source];
+      const Buffer &src = prog().buffers[b.source];
       if (src.type != b.type || src.space != b.space)
         error(where + ": type or memory space differs from its source " +
               std::to_string(b.source));
@@ -811,11 +843,11 @@ public:
            " elements, unit '" + u.name + "' stores " +
            std::to_string(unitNumel) + " " + prefix + "elements");
     int64_t offset = 0, b = id;
-    while (v.s.buffers[b].kind == Buffer::Kind::View) {
-      offset += v.s.buffers[b].viewOffset;
-      b = v.s.buffers[b].source;
+    while (v.prog().buffers[b].kind == Buffer::Kind::View) {
+      offset += v.prog().buffers[b].viewOffset;
+      b = v.prog().buffers[b].source;
     }
-    const Buffer &root = v.s.buffers[b];
+    const Buffer &root = v.prog().buffers[b];
     if (root.kind == Buffer::Kind::Alloc && !root.group.empty() &&
         !root.sharded) {
       const Group &g = v.s.groups[v.groupIndex.at(root.group)];
@@ -844,7 +876,7 @@ public:
       for (int64_t id : o.ids) {
         if (id < 0)
           continue;
-        std::string_view role = toString(v.s.buffers[v.root[id]].role);
+        std::string_view role = toString(v.prog().buffers[v.root[id]].role);
         if (std::find(allowed.begin(), allowed.end(), role) != allowed.end())
           continue;
         std::string expected;
@@ -878,6 +910,86 @@ public:
                 : ""));
   }
 
+  /// Whether unit `u` is the first (last) of its pipeline chunk: the unit
+  /// before (after) it is computed by another stage. Chunks follow the
+  /// units' order, and two neighbouring chunks are on neighbouring stages.
+  bool startsChunk(int64_t u) const {
+    return u > 0 && v.s.units[u - 1].stage != v.s.units[u].stage;
+  }
+  bool endsChunk(int64_t u) const {
+    return u + 1 < static_cast<int64_t>(v.s.units.size()) &&
+           v.s.units[u + 1].stage != v.s.units[u].stage;
+  }
+
+  /// What a pipeline stage's program may do: compute only its own units;
+  /// exchange hidden states (`in`, `out`, `out_grad`, `in_grad`) only where
+  /// a unit's chunk meets another, and send and receive them only there,
+  /// with the neighbour that computes the other side; collectives on the
+  /// pipeline group only with one.
+  template <typename T> void pipelineStage(const T &op) {
+    const Schedule &s = v.s;
+    const int64_t stage = v.programIndex;
+    if constexpr (requires { op.group; }) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(op.group)>, GroupAxis>)
+        if (op.group == GroupAxis::Pipeline && s.pipeline == 1)
+          fail("group pipeline on a mesh without a pipeline axis");
+    }
+    if constexpr (std::is_same_v<T, ops::Send> ||
+                  std::is_same_v<T, ops::Recv>) {
+      if (s.pipeline == 1)
+        fail("a pipeline program's op, which this schedule's mesh (no "
+             "pipeline axis) cannot run");
+      const Unit &unit = s.units[op.unit];
+      if (!endsChunk(op.unit))
+        fail("unit '" + unit.name +
+             "' is not the last of a pipeline chunk: only those outputs "
+             "cross to another stage");
+      // A send to next and a receive from next are the producer's side.
+      bool producer = op.peer == Peer::Next;
+      int64_t expected = producer ? unit.stage : s.units[op.unit + 1].stage;
+      if (expected != stage)
+        fail("the output of unit '" + unit.name + "' is exchanged with " +
+             toString(op.peer) + " by stage " + std::to_string(expected) +
+             ", not this one");
+      int64_t hidden = s.train.microBatch * s.train.seqLen * s.model.hidden;
+      if (numel(op.buffer) != hidden)
+        fail("buffer has " + std::to_string(numel(op.buffer)) +
+             " elements, not one micro-batch's " + std::to_string(hidden) +
+             " hidden states");
+      return;
+    }
+    if constexpr (requires { op.unit; }) {
+      if (s.units[op.unit].stage != stage)
+        fail("unit '" + s.units[op.unit].name + "' is computed by stage " +
+             std::to_string(s.units[op.unit].stage) + ", not this one");
+      if (s.pipeline == 1 || s.tensor != 1)
+        return;
+      // A stage's compute op: one part, with hidden states at chunk edges.
+      int64_t hidden = s.train.microBatch * s.train.seqLen * s.model.hidden;
+      auto edge = [&](const char *name, int64_t id, bool present) {
+        if ((id >= 0) != present)
+          fail(std::string(name) + (present ? " is missing" : " is given") +
+               " for unit '" + s.units[op.unit].name + "' (" +
+               (present ? "it is at the edge of its pipeline chunk"
+                        : "only a pipeline chunk's edges exchange") +
+               ")");
+        if (present && numel(id) != hidden)
+          fail(std::string(name) + " " + v.bufferName(id) + " has " +
+               std::to_string(numel(id)) + " elements, not one micro-batch's " +
+               std::to_string(hidden) + " hidden states");
+      };
+      constexpr bool recompute = std::is_same_v<T, ops::Recompute>;
+      if constexpr (requires { op.in; }) {
+        edge("in", op.in, !recompute && startsChunk(op.unit));
+        edge("out", op.out, !recompute && endsChunk(op.unit));
+      }
+      if constexpr (requires { op.inGrad; }) {
+        edge("in_grad", op.inGrad, startsChunk(op.unit));
+        edge("out_grad", op.outGrad, endsChunk(op.unit));
+      }
+    }
+  }
+
   /// The fields of a tensor-parallel program (TensorParallelParts.h). On a
   /// mesh without a tensor axis, none: the tensor group, a unit computed in
   /// parts, the buffers its parts exchange, the loss's statistics, a norm
@@ -903,11 +1015,12 @@ public:
       if constexpr (requires { op.part; })
         if (op.part != 0)
           refuse("part above 0");
+      // A pipeline stage's edges are pipelineStage's.
       if constexpr (requires { op.in; })
-        if (op.in >= 0 || op.out >= 0)
+        if (s.pipeline == 1 && (op.in >= 0 || op.out >= 0))
           refuse("in/out");
       if constexpr (requires { op.inGrad; })
-        if (op.inGrad >= 0 || op.outGrad >= 0)
+        if (s.pipeline == 1 && (op.inGrad >= 0 || op.outGrad >= 0))
           refuse("in_grad/out_grad");
       if constexpr (requires { op.stats; })
         if (op.stats >= 0)
@@ -1009,8 +1122,8 @@ private:
                ")");
       }
   }
-  ElementType type(int64_t id) const { return v.s.buffers[id].type; }
-  int64_t numel(int64_t id) const { return v.s.buffers[id].numel; }
+  ElementType type(int64_t id) const { return v.prog().buffers[id].type; }
+  int64_t numel(int64_t id) const { return v.prog().buffers[id].numel; }
 
   const ScheduleValidator &v;
   const std::string &where;
@@ -1019,17 +1132,17 @@ private:
 void ScheduleValidator::checkOps() {
   // Each event is signalled by one op: more events than ops is a lie, and
   // must not size an allocation.
-  if (s.numEvents > int64_t(s.ops.size()))
-    error("num_events " + std::to_string(s.numEvents) + " exceeds the " +
-          std::to_string(s.ops.size()) + " ops that could signal them");
-  std::vector<Life> life(s.buffers.size(), Life::NotYet);
-  std::vector<EventState> events(s.numEvents, EventState::NotYet);
+  if (prog().numEvents > int64_t(prog().ops.size()))
+    error("num_events " + std::to_string(prog().numEvents) + " exceeds the " +
+          std::to_string(prog().ops.size()) + " ops that could signal them");
+  std::vector<Life> life(prog().buffers.size(), Life::NotYet);
+  std::vector<EventState> events(prog().numEvents, EventState::NotYet);
   std::vector<int64_t> stepsOfGroup(s.groups.size(), 0);
   // The allocations alive at each point, per memory space: their bytes in
   // the arena must not overlap (start -> end, buffer).
   std::map<Space, std::map<int64_t, std::pair<int64_t, int64_t>>> liveBytes;
   auto place = [&](int64_t id, const std::string &where) {
-    const Buffer &b = s.buffers[id];
+    const Buffer &b = prog().buffers[id];
     int64_t end =
         b.offset + b.numel * static_cast<int64_t>(elementBytes(b.type));
     auto &live = liveBytes[b.space];
@@ -1047,9 +1160,9 @@ void ScheduleValidator::checkOps() {
     live[b.offset] = {end, id};
   };
 
-  InFlightOps inFlight(s.buffers.size(), s.numEvents);
-  for (size_t i = 0; i < s.ops.size(); ++i) {
-    const Op &op = s.ops[i];
+  InFlightOps inFlight(prog().buffers.size(), prog().numEvents);
+  for (size_t i = 0; i < prog().ops.size(); ++i) {
+    const Op &op = prog().ops[i];
     std::string where =
         "op " + std::to_string(i) + " (" + toString(op.kind()) + ")";
     // What the op uses, for the races checked once its fields are.
@@ -1069,12 +1182,12 @@ void ScheduleValidator::checkOps() {
       return f == noun ? f : f + " " + noun;
     };
     auto inRange = [&](int64_t b, const char *field) {
-      if (b < 0 || b >= int64_t(s.buffers.size()))
+      if (b < 0 || b >= int64_t(prog().buffers.size()))
         fail(std::string(field) + " " + std::to_string(b) + " is no buffer");
     };
     auto allocation = [&](int64_t b, const char *field) {
       inRange(b, field);
-      if (s.buffers[b].kind != Buffer::Kind::Alloc)
+      if (prog().buffers[b].kind != Buffer::Kind::Alloc)
         fail(std::string(field) + " " + bufferName(b) +
              " is a view, not an allocation");
     };
@@ -1095,22 +1208,23 @@ void ScheduleValidator::checkOps() {
       if (d.access == field::Access::Free) {
         allocation(b, d.name);
         alive(b, d.name);
-        if (s.buffers[b].persistent)
+        if (prog().buffers[b].persistent)
           fail(bufferName(b) + " is persistent and is never freed");
         life[b] = Life::Freed;
-        liveBytes[s.buffers[b].space].erase(s.buffers[b].offset);
+        liveBytes[prog().buffers[b].space].erase(prog().buffers[b].offset);
         return;
       }
       alive(b, d.name);
-      if (d.scalar &&
-          (s.buffers[b].numel != 1 || s.buffers[b].type != ElementType::F32))
+      if (d.scalar && (prog().buffers[b].numel != 1 ||
+                       prog().buffers[b].type != ElementType::F32))
         fail(std::string(d.name) + " " + bufferName(b) +
              " is not a one-element f32 scalar");
     };
     auto eventId = [&](int64_t e, const char *field) {
-      if (e < 0 || e >= s.numEvents)
+      if (e < 0 || e >= prog().numEvents)
         fail(named(field, "event") + " " + std::to_string(e) +
-             " out of range (num_events " + std::to_string(s.numEvents) + ")");
+             " out of range (num_events " + std::to_string(prog().numEvents) +
+             ")");
     };
 
     std::visit(
@@ -1182,6 +1296,7 @@ void ScheduleValidator::checkOps() {
             }
           });
           OpChecker checker(*this, where);
+          checker.pipelineStage(o);
           checker.tensorParallelism(o);
           T::check(o, checker);
           if constexpr (std::is_same_v<T, ops::OptimizerStep>)
@@ -1197,7 +1312,7 @@ void ScheduleValidator::checkOps() {
       async = inFlight.issue(int64_t(i), *signals, after);
     auto racer = [&](const InFlightOps::Race &r) {
       return "op " + std::to_string(r.op) + " (" +
-             toString(s.ops[r.op].kind()) + ") still " +
+             toString(prog().ops[r.op].kind()) + ") still " +
              (r.writes ? "writes" : "reads") + " it (its event " +
              std::to_string(r.event) +
              (async ? " is neither waited for nor in this op's after)"
@@ -1231,24 +1346,32 @@ void ScheduleValidator::checkOps() {
   // only frozen elements (a LoRA base) has nothing to step.
   bool steps = std::any_of(stepsOfGroup.begin(), stepsOfGroup.end(),
                            [](int64_t n) { return n > 0; });
+  // Under pipeline parallelism a stage steps the groups of its units.
+  auto ofThisStage = [&](const Group &group) {
+    auto unit = group.units.empty() ? unitIndex.end()
+                                    : unitIndex.find(group.units.front());
+    return unit == unitIndex.end() ||
+           s.units[unit->second].stage == programIndex;
+  };
   for (size_t g = 0; g < s.groups.size(); ++g)
     if (stepsOfGroup[g] > 1 ||
-        (steps && stepsOfGroup[g] == 0 && s.groups[g].numel > 0) ||
+        (steps && stepsOfGroup[g] == 0 && s.groups[g].numel > 0 &&
+         ofThisStage(s.groups[g])) ||
         (stepsOfGroup[g] > 0 && s.groups[g].numel == 0))
       error("group '" + s.groups[g].name + "' has " +
             std::to_string(stepsOfGroup[g]) + " optimizer_step ops, not one");
 
-  for (int64_t e = 0; e < s.numEvents; ++e)
+  for (int64_t e = 0; e < prog().numEvents; ++e)
     if (events[e] != EventState::Waited)
       error("event " + std::to_string(e) +
             (events[e] == EventState::NotYet ? " is never signalled"
                                              : " is never waited"));
-  for (size_t b = 0; b < s.buffers.size(); ++b) {
-    if (s.buffers[b].kind != Buffer::Kind::Alloc)
+  for (size_t b = 0; b < prog().buffers.size(); ++b) {
+    if (prog().buffers[b].kind != Buffer::Kind::Alloc)
       continue;
     if (life[b] == Life::NotYet)
       error(bufferName(int64_t(b)) + " is never allocated");
-    if (!s.buffers[b].persistent && life[b] != Life::Freed)
+    if (!prog().buffers[b].persistent && life[b] != Life::Freed)
       error(bufferName(int64_t(b)) + " is transient but never freed");
   }
 }

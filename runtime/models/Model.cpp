@@ -556,7 +556,13 @@ public:
     bind(u, weights);
     at::Tensor x;
     bool planned = false;
-    if (!isEmbedding(u)) {
+    if (part.in.defined()) {
+      // A pipeline stage's input, received into its planned buffer, which
+      // the schedule keeps until this unit's backward (or copied into the
+      // saves below, without a graph).
+      x = stageHidden(part.in, batch, weights, "forward's in");
+      planned = true;
+    } else if (!isEmbedding(u)) {
       auto it = hidden_.find(mb);
       if (it == hidden_.end() || it->second.unit != unit - 1)
         throw ModelError("forward of unit '" + u.name + "' micro-batch " +
@@ -572,6 +578,7 @@ public:
       auto [out, adopted] = computeSaving(u, input, !planned, batch, saves);
       finish(unit, mb, out, adopted);
       runs_[{unit, mb}] = Run{input, out};
+      handOn(mb, out, part.out);
       return;
     }
     // Checkpointed: keep only the input (in the planned buffer) and no graph.
@@ -583,7 +590,9 @@ public:
       saves.narrow(0, 0, x.numel()).view(x.sizes()).copy_(x);
     }
     at::NoGradGuard noGrad;
-    finish(unit, mb, compute(u, x, batch));
+    at::Tensor out = compute(u, x, batch);
+    finish(unit, mb, out);
+    handOn(mb, out, part.out);
   }
 
   void recompute(int64_t unit, int64_t mb, const UnitWeights &weights,
@@ -657,6 +666,18 @@ public:
         throw ModelError("backward of '" + u.name + "' micro-batch " +
                          std::to_string(mb) + " before its loss");
       seed = at::full({}, it->second, run->second.output.options());
+    } else if (part.outGrad.defined()) {
+      // The gradient of a pipeline stage's output, from the next stage.
+      const at::Tensor &out = run->second.output;
+      if (part.outGrad.numel() != out.numel() ||
+          part.outGrad.scalar_type() != out.scalar_type())
+        throw ModelError("backward of unit '" + u.name + "': out_grad has " +
+                         std::to_string(part.outGrad.numel()) + " " +
+                         c10::toString(part.outGrad.scalar_type()) +
+                         " elements, its output " +
+                         std::to_string(out.numel()) + " " +
+                         c10::toString(out.scalar_type()));
+      seed = part.outGrad.view(out.sizes());
     } else {
       auto it = gradIn_.find(mb);
       if (it == gradIn_.end() || it->second.unit != unit + 1)
@@ -685,10 +706,16 @@ public:
     runs_.erase(run);
     if (isHead(u))
       seeds_.erase(mb);
-    if (isEmbedding(u))
+    if (isEmbedding(u)) {
       gradIn_.erase(mb);
-    else
+    } else if (part.inGrad.defined()) {
+      // The gradient of a pipeline stage's input, sent to the one before.
+      checkFlat(u, part.inGrad, g.back().numel(), "backward's in_grad");
+      part.inGrad.copy_(g.back().reshape({-1}));
+      gradIn_.erase(mb);
+    } else {
       gradIn_[mb] = Handover{unit, g.back()};
+    }
   }
 
   int64_t takeUnplannedSaveBytes() override {
@@ -1550,6 +1577,45 @@ private:
     bool adopted = !isHead(u) && into.adopt(out);
     unplannedSaveBytes_ += into.overflowBytes();
     return {out, adopted};
+  }
+
+  /// A pipeline stage's hidden states in `buffer` (1-D, planned) as the
+  /// [b, s, hidden] tensor a block computes on, in the units' compute type.
+  /// A fresh TensorImpl over the buffer's memory rather than a view: views
+  /// of the arena share its version counter, which every in-place op on any
+  /// other buffer bumps, and autograd would reject the saved input.
+  at::Tensor stageHidden(const at::Tensor &buffer, const MicroBatch &batch,
+                         const UnitWeights &weights, const char *what) const {
+    int64_t b = batch.tokens.size(0), s = batch.tokens.size(1);
+    int64_t n = b * s * config_.hidden;
+    if (buffer.numel() != n || buffer.dim() != 1)
+      throw ModelError(std::string(what) + " has " +
+                       std::to_string(buffer.numel()) +
+                       " elements, not a micro-batch's " + std::to_string(n) +
+                       " hidden states");
+    at::ScalarType type = computeType(weights);
+    if (buffer.scalar_type() != type)
+      throw ModelError(std::string(what) + " holds " +
+                       c10::toString(buffer.scalar_type()) +
+                       ", the units compute in " + c10::toString(type));
+    return at::from_blob(buffer.data_ptr(), {b, s, config_.hidden},
+                         buffer.options());
+  }
+
+  /// A pipeline stage's last unit: its output goes into `out`, the buffer
+  /// sent to the next stage, rather than to a next unit here.
+  void handOn(int64_t mb, const at::Tensor &output, const at::Tensor &out) {
+    if (!out.defined())
+      return;
+    if (out.numel() != output.numel() ||
+        out.scalar_type() != output.scalar_type())
+      throw ModelError("forward's out has " + std::to_string(out.numel()) +
+                       " " + c10::toString(out.scalar_type()) +
+                       " elements, the output " +
+                       std::to_string(output.numel()) + " " +
+                       c10::toString(output.scalar_type()));
+    out.copy_(output.detach().reshape({-1}));
+    hidden_.erase(mb);
   }
 
   /// Records a forward's output: the next unit's input, or the loss.

@@ -129,7 +129,7 @@ TEST_F(PlacementTest, CollectiveSeconds) {
 
 // One node of 4 ranks, mesh (1, 4); NVLink 100 GB/s, PCIe 10 GB/s.
 constexpr const char *kSchedule = R"mlir(
-shard.grid @mesh(shape = 1x4x1)
+shard.grid @mesh(shape = 1x1x4x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 4, device = <name = "test", memory = 1000000000, bf16_tflops = 100.0, fp16_tflops = 100.0, fp32_tflops = 10.0, hbm_bandwidth = 1.0e12, nvlink_bandwidth = 1.0e11, pcie_bandwidth = 1.0e10>, host_memory = 100000000000, inter_node_bandwidth = 2.5e10>
@@ -250,7 +250,7 @@ TEST(TimeModel, FlopsOfAUnit) {
   PlanContext ir;
   // A llama block of llama_tiny: 46208 parameters; b = 2, s = 8, h = 64.
   mlir::OwningOpRef<mlir::ModuleOp> module = ir.parse(R"mlir(
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 1000000000, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 1000000000, inter_node_bandwidth = 1.0e10>
@@ -295,7 +295,7 @@ plan.plan @p on @mesh
 TEST(TimeModel, TensorParallelPartsAddUpToARanksShare) {
   PlanContext ir;
   mlir::OwningOpRef<mlir::ModuleOp> module = ir.parse(R"mlir(
-shard.grid @mesh(shape = 1x1x2)
+shard.grid @mesh(shape = 1x1x1x2)
 plan.plan @p on @mesh
     model #plan.model<family = llama, vocab = 512, hidden = 64, intermediate = 176, layers = 1, heads = 4, kv_heads = 2, max_seq_len = 256>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 1000000000, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 1000000000, inter_node_bandwidth = 1.0e10>
@@ -350,7 +350,7 @@ plan.plan @p on @mesh
 TEST(TimeModel, FrozenWeightsHaveNoWeightGradients) {
   PlanContext ir;
   mlir::OwningOpRef<mlir::ModuleOp> module = ir.parse(R"mlir(
-shard.grid @mesh(shape = 1x1x1)
+shard.grid @mesh(shape = 1x1x1x1)
 plan.plan @p on @mesh
     model #plan.model<family = llama, vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16, tie_embeddings = true, lora = <rank = 1, alpha = 2.0, targets = ["q_proj"], base = fp32>>
     cluster #plan.cluster<nodes = 1, gpus_per_node = 1, device = <name = "cpu", memory = 1000000000, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 1.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 1.0e10>, host_memory = 1000000000, inter_node_bandwidth = 1.0e10>

@@ -186,8 +186,8 @@ bool sameOp(const Op &x, const Op &y) {
 
 /// The first op of type T in `s`, and its index.
 template <typename T> std::pair<size_t, T *> firstOf(Schedule &s) {
-  for (size_t i = 0; i < s.ops.size(); ++i)
-    if (T *op = s.ops[i].as<T>())
+  for (size_t i = 0; i < s.programs.front().ops.size(); ++i)
+    if (T *op = s.programs.front().ops[i].as<T>())
       return {i, op};
   throw std::runtime_error(std::string("no ") + toString(T::kind));
 }
@@ -277,10 +277,13 @@ TEST(ScheduleFile, RoundTripsEveryStrategy) {
     EXPECT_EQ(parsed.model.normEps, original.model.normEps);
     EXPECT_EQ(parsed.cluster.device.hbmBandwidth,
               original.cluster.device.hbmBandwidth);
-    EXPECT_EQ(parsed.arenaBytes, original.arenaBytes);
-    EXPECT_EQ(parsed.persistentBytes, original.persistentBytes);
-    EXPECT_EQ(parsed.workspaceBytes, original.workspaceBytes);
-    EXPECT_GT(parsed.workspaceBytes, 0);
+    EXPECT_EQ(parsed.programs.front().arenaBytes,
+              original.programs.front().arenaBytes);
+    EXPECT_EQ(parsed.programs.front().persistentBytes,
+              original.programs.front().persistentBytes);
+    EXPECT_EQ(parsed.programs.front().workspaceBytes,
+              original.programs.front().workspaceBytes);
+    EXPECT_GT(parsed.programs.front().workspaceBytes, 0);
     ASSERT_EQ(parsed.units.size(), original.units.size());
     for (size_t u = 0; u < parsed.units.size(); ++u) {
       ASSERT_EQ(parsed.units[u].params.size(), original.units[u].params.size());
@@ -291,9 +294,11 @@ TEST(ScheduleFile, RoundTripsEveryStrategy) {
                   original.units[u].params[p].tiedTo);
       }
     }
-    ASSERT_EQ(parsed.buffers.size(), original.buffers.size());
-    for (size_t b = 0; b < parsed.buffers.size(); ++b) {
-      const Buffer &x = parsed.buffers[b], &y = original.buffers[b];
+    ASSERT_EQ(parsed.programs.front().buffers.size(),
+              original.programs.front().buffers.size());
+    for (size_t b = 0; b < parsed.programs.front().buffers.size(); ++b) {
+      const Buffer &x = parsed.programs.front().buffers[b],
+                   &y = original.programs.front().buffers[b];
       EXPECT_TRUE(x.kind == y.kind && x.type == y.type && x.space == y.space &&
                   x.numel == y.numel && x.name == y.name && x.role == y.role &&
                   x.persistent == y.persistent && x.offset == y.offset &&
@@ -302,9 +307,11 @@ TEST(ScheduleFile, RoundTripsEveryStrategy) {
                   x.axis == y.axis)
           << "buffer " << b;
     }
-    ASSERT_EQ(parsed.ops.size(), original.ops.size());
-    for (size_t i = 0; i < parsed.ops.size(); ++i) {
-      const Op &x = parsed.ops[i], &y = original.ops[i];
+    ASSERT_EQ(parsed.programs.front().ops.size(),
+              original.programs.front().ops.size());
+    for (size_t i = 0; i < parsed.programs.front().ops.size(); ++i) {
+      const Op &x = parsed.programs.front().ops[i],
+               &y = original.programs.front().ops[i];
       EXPECT_TRUE(sameOp(x, y))
           << "op " << i << ": " << describe(x) << " vs " << describe(y);
     }
@@ -317,9 +324,9 @@ TEST(ScheduleFile, ExportsGroupsShardsAndTiedParameters) {
   ASSERT_EQ(s.groups.size(), 3u);
   EXPECT_EQ(s.groups[0].name, "fsdp.root");
   EXPECT_EQ(s.groups[0].shardNumel * s.shard, s.groups[0].paddedNumel);
-  const ops::Alloc *first = s.ops[0].as<ops::Alloc>();
-  ASSERT_NE(first, nullptr) << describe(s.ops[0]);
-  const Buffer &param = s.buffers[first->buffer];
+  const ops::Alloc *first = s.programs.front().ops[0].as<ops::Alloc>();
+  ASSERT_NE(first, nullptr) << describe(s.programs.front().ops[0]);
+  const Buffer &param = s.programs.front().buffers[first->buffer];
   EXPECT_EQ(param.name, "fsdp.root.param");
   EXPECT_EQ(param.group, "fsdp.root");
   EXPECT_TRUE(param.sharded);
@@ -327,7 +334,7 @@ TEST(ScheduleFile, ExportsGroupsShardsAndTiedParameters) {
   // no_shard keeps full state: sharded is false.
   Schedule ddp = compile({"parallel.sharding=no_shard"});
   int64_t groupState = 0;
-  for (const Buffer &b : ddp.buffers) {
+  for (const Buffer &b : ddp.programs.front().buffers) {
     if (b.group.empty())
       continue;
     ++groupState;
@@ -512,7 +519,8 @@ TEST(ScheduleFile, EveryOpKindRoundTrips) {
                  "train.grad_accum=2", "train.grad_clip=1.0",
                  "train.activation_checkpointing=full"}),
         compile({"model.lora.rank=4", "model.base=nf4"})})
-    all.insert(all.end(), s.ops.begin(), s.ops.end());
+    all.insert(all.end(), s.programs.front().ops.begin(),
+               s.programs.front().ops.end());
 
   std::map<std::string, std::vector<std::string>> documented = documentedKeys();
   EXPECT_EQ(documented.size(), EnumKeywords<OpKind>::keywords.size());
@@ -734,7 +742,7 @@ TEST(ScheduleFile, MeaningIsValidatedOnRead) {
   EXPECT_HAS(validateError(gpt2), "is at offset");
   // Every allocation at offset 0: buffers alive together would share bytes.
   EXPECT_HAS(edited([](Schedule &s) {
-               for (Buffer &b : s.buffers)
+               for (Buffer &b : s.programs.front().buffers)
                  if (b.kind == Buffer::Kind::Alloc)
                    b.offset = 0;
              }),
@@ -742,13 +750,15 @@ TEST(ScheduleFile, MeaningIsValidatedOnRead) {
   // A dropped or a duplicated optimizer_step.
   EXPECT_HAS(edited([](Schedule &s) {
                auto [index, step] = firstOf<ops::OptimizerStep>(s);
-               s.ops.erase(s.ops.begin() + index);
+               s.programs.front().ops.erase(s.programs.front().ops.begin() +
+                                            index);
              }),
              "optimizer_step ops, not one");
   EXPECT_HAS(edited([](Schedule &s) {
                auto [index, step] = firstOf<ops::OptimizerStep>(s);
-               Op copy = s.ops[index];
-               s.ops.insert(s.ops.begin() + index + 1, copy);
+               Op copy = s.programs.front().ops[index];
+               s.programs.front().ops.insert(
+                   s.programs.front().ops.begin() + index + 1, copy);
              }),
              "has 2 optimizer_step ops, not one");
 }
@@ -879,15 +889,15 @@ TEST(ScheduleFile, UnknownOpFieldsAreRejected) {
 
 /// The index of the first op of `kind` in the tiny schedule.
 size_t firstOp(const Schedule &s, OpKind kind) {
-  for (size_t i = 0; i < s.ops.size(); ++i)
-    if (s.ops[i].kind() == kind)
+  for (size_t i = 0; i < s.programs.front().ops.size(); ++i)
+    if (s.programs.front().ops[i].kind() == kind)
       return i;
   throw std::runtime_error(std::string("no ") + toString(kind));
 }
 
 /// Op `i` of `s`, which must be a T.
 template <typename T> T &opAt(Schedule &s, size_t i) {
-  if (T *op = s.ops.at(i).as<T>())
+  if (T *op = s.programs.front().ops.at(i).as<T>())
     return *op;
   throw std::runtime_error("op " + std::to_string(i) + " is no " +
                            toString(T::kind));
@@ -909,7 +919,7 @@ TEST(ScheduleFile, ValidationCatchesInconsistentPrograms) {
   size_t forward = firstOp(tiny(), OpKind::Forward);
   size_t wait = firstOp(tiny(), OpKind::Wait);
   size_t free = firstOp(tiny(), OpKind::Free);
-  int64_t nBuffers = int64_t(tiny().buffers.size());
+  int64_t nBuffers = int64_t(tiny().programs.front().buffers.size());
   std::string gatherOp = "op " + std::to_string(gather) + " (all_gather): ";
   std::string forwardOp = "op " + std::to_string(forward) + " (forward): ";
 
@@ -923,8 +933,8 @@ TEST(ScheduleFile, ValidationCatchesInconsistentPrograms) {
              gatherOp + "src -1 is no buffer");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
                size_t lastAlloc = 0;
-               for (size_t i = 0; i < s.ops.size(); ++i)
-                 if (s.ops[i].kind() == OpKind::Alloc)
+               for (size_t i = 0; i < s.programs.front().ops.size(); ++i)
+                 if (s.programs.front().ops[i].kind() == OpKind::Alloc)
                    lastAlloc = i;
                ASSERT_GT(lastAlloc, forward);
                opAt<ops::Forward>(s, forward).saves =
@@ -932,7 +942,7 @@ TEST(ScheduleFile, ValidationCatchesInconsistentPrograms) {
              }),
              "is used before its allocation");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
-               s.ops.push_back(
+               s.programs.front().ops.push_back(
                    Op{ops::Zero{.buffer = opAt<ops::Free>(s, free).buffer}});
              }),
              "is used after its free");
@@ -942,7 +952,7 @@ TEST(ScheduleFile, ValidationCatchesInconsistentPrograms) {
       "event 99 out of range (num_events");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
                int64_t event = opAt<ops::Wait>(s, wait).event;
-               size_t signaller = s.ops.size();
+               size_t signaller = s.programs.front().ops.size();
                for (size_t i = 0; i < wait; ++i)
                  std::visit(
                      [&](const auto &o) {
@@ -950,31 +960,37 @@ TEST(ScheduleFile, ValidationCatchesInconsistentPrograms) {
                          if (o.done == event)
                            signaller = i;
                      },
-                     s.ops[i].body);
+                     s.programs.front().ops[i].body);
                ASSERT_LT(signaller, wait);
-               Op waitOp = s.ops[wait];
-               s.ops.erase(s.ops.begin() + wait);
-               s.ops.insert(s.ops.begin() + signaller, waitOp);
+               Op waitOp = s.programs.front().ops[wait];
+               s.programs.front().ops.erase(s.programs.front().ops.begin() +
+                                            wait);
+               s.programs.front().ops.insert(
+                   s.programs.front().ops.begin() + signaller, waitOp);
              }),
              "is waited before any op signals it");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
-               s.ops.insert(s.ops.begin() + wait + 1, s.ops[wait]);
+               s.programs.front().ops.insert(s.programs.front().ops.begin() +
+                                                 wait + 1,
+                                             s.programs.front().ops[wait]);
              }),
              "waited twice");
   // An all-reduce of a persistent gradient issued last and never waited.
   EXPECT_HAS(errorAfter([&](Schedule &s) {
                ops::AllReduce reduce;
                reduce.buffer = firstOf<ops::ReduceScatter>(s).second->dst;
-               reduce.done = s.numEvents++;
-               s.ops.push_back(Op{reduce});
+               reduce.done = s.programs.front().numEvents++;
+               s.programs.front().ops.push_back(Op{reduce});
              }),
-             "event " + std::to_string(tiny().numEvents) + " is never waited");
+             "event " + std::to_string(tiny().programs.front().numEvents) +
+                 " is never waited");
   // The first wait moved to the program's end: its gather is still in
   // flight where the forward (one op earlier now) reads what it gathers.
   EXPECT_HAS(errorAfter([&](Schedule &s) {
-               Op waitOp = s.ops[wait];
-               s.ops.erase(s.ops.begin() + wait);
-               s.ops.push_back(waitOp);
+               Op waitOp = s.programs.front().ops[wait];
+               s.programs.front().ops.erase(s.programs.front().ops.begin() +
+                                            wait);
+               s.programs.front().ops.push_back(waitOp);
              }),
              "op " + std::to_string(forward - 1) +
                  " (forward): params, buffer 14 (view of "
@@ -986,7 +1002,9 @@ TEST(ScheduleFile, ValidationCatchesInconsistentPrograms) {
                opAt<ops::AllGather>(s, gather).after = {5};
              }),
              gatherOp + "after event 5 that no earlier op signals");
-  EXPECT_HAS(errorAfter([&](Schedule &s) { s.numEvents = 1000000000; }),
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               s.programs.front().numEvents = 1000000000;
+             }),
              "num_events 1000000000 exceeds");
   EXPECT_HAS(
       errorAfter([&](Schedule &s) { opAt<ops::Forward>(s, forward).unit = 7; }),
@@ -1018,18 +1036,23 @@ TEST(ScheduleFile, ValidationCatchesInconsistentPrograms) {
       "(optimizer_step): sgd with momentum keeps 1 state buffers, not 2");
   // Without its free, a buffer stays alive: the next one planned into its
   // bytes overlaps it; the program's last free leaves it never freed.
-  EXPECT_HAS(
-      errorAfter([&](Schedule &s) { s.ops.erase(s.ops.begin() + free); }),
-      "arena overlaps");
-  size_t lastFree = 0;
-  for (size_t i = 0; i < tiny().ops.size(); ++i)
-    if (tiny().ops[i].kind() == OpKind::Free)
-      lastFree = i;
-  EXPECT_HAS(
-      errorAfter([&](Schedule &s) { s.ops.erase(s.ops.begin() + lastFree); }),
-      "transient but never freed");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
-               s.ops.push_back(Op{ops::Free{.buffer = 0}}); // fsdp.root.param
+               s.programs.front().ops.erase(s.programs.front().ops.begin() +
+                                            free);
+             }),
+             "arena overlaps");
+  size_t lastFree = 0;
+  for (size_t i = 0; i < tiny().programs.front().ops.size(); ++i)
+    if (tiny().programs.front().ops[i].kind() == OpKind::Free)
+      lastFree = i;
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               s.programs.front().ops.erase(s.programs.front().ops.begin() +
+                                            lastFree);
+             }),
+             "transient but never freed");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               s.programs.front().ops.push_back(
+                   Op{ops::Free{.buffer = 0}}); // fsdp.root.param
              }),
              "is persistent and is never freed");
 }
@@ -1041,7 +1064,7 @@ TEST(ScheduleFile, TensorParallelFieldsNeedATensorAxis) {
   auto errorWith = [](auto edit) {
     Schedule s = compile({"train.activation_checkpointing=full"});
     bool edited = false;
-    for (Op &op : s.ops)
+    for (Op &op : s.programs.front().ops)
       if (!edited)
         edited = std::visit([&](auto &o) { return edit(o); }, op.body);
     EXPECT_TRUE(edited);
@@ -1108,7 +1131,7 @@ TEST(ScheduleFile, TensorParallelPartsAreChecked) {
   auto errorWith = [&](auto edit) {
     Schedule t = s;
     bool edited = false;
-    for (Op &op : t.ops)
+    for (Op &op : t.programs.front().ops)
       if (!edited)
         edited = std::visit([&](auto &o) { return edit(o); }, op.body);
     EXPECT_TRUE(edited);
@@ -1154,7 +1177,7 @@ TEST(ScheduleFile, ValidationCatchesWhatOnlyMemoryCanHold) {
     return validateError(s);
   };
   EXPECT_EQ(errorInMemory([&](Schedule &s) {
-              s.buffers[0].type = static_cast<ElementType>(7);
+              s.programs.front().buffers[0].type = static_cast<ElementType>(7);
             }),
             "t.sched: buffer 0 type holds no value of its enumeration (7)");
   EXPECT_EQ(errorInMemory([&](Schedule &s) {
@@ -1171,50 +1194,61 @@ TEST(ScheduleFile, ValidationCatchesWhatOnlyMemoryCanHold) {
   odd.model.family = static_cast<ModelFamily>(9);
   EXPECT_HAS(parseError(serializeSchedule(odd)),
              "model.family: unknown value '?'");
-  EXPECT_HAS(
-      errorAfter([&](Schedule &s) { s.persistentBytes[Space::Host] = 0; }),
-      "t.sched: persistent_bytes of host exceed its arena_bytes");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               s.programs.front().persistentBytes[Space::Host] = 0;
+             }),
+             "t.sched: persistent_bytes of host exceed its arena_bytes");
 }
 
 TEST(ScheduleFile, ValidationCatchesBadBuffers) {
   auto viewIndex = [](const Schedule &s) {
-    for (size_t i = 0; i < s.buffers.size(); ++i)
-      if (s.buffers[i].kind == Buffer::Kind::View)
+    for (size_t i = 0; i < s.programs.front().buffers.size(); ++i)
+      if (s.programs.front().buffers[i].kind == Buffer::Kind::View)
         return i;
     throw std::runtime_error("no view");
   };
   EXPECT_HAS(errorAfter([&](Schedule &s) {
-               Buffer &v = s.buffers[viewIndex(s)];
-               v.viewOffset = s.buffers[v.source].numel;
+               Buffer &v = s.programs.front().buffers[viewIndex(s)];
+               v.viewOffset = s.programs.front().buffers[v.source].numel;
              }),
              "lie outside its source");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
-               Buffer &v = s.buffers[viewIndex(s)];
+               Buffer &v = s.programs.front().buffers[viewIndex(s)];
                v.source = int64_t(viewIndex(s));
              }),
              "is not an earlier buffer");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
-               s.buffers[0].offset = s.arenaBytes[Space::Device];
+               s.programs.front().buffers[0].offset =
+                   s.programs.front().arenaBytes[Space::Device];
              }),
-             "lie outside the device arena");
-  EXPECT_HAS(errorAfter([&](Schedule &s) { s.buffers[0].offset = -256; }),
              "lie outside the device arena");
   EXPECT_HAS(errorAfter([&](Schedule &s) {
-               s.arenaBytes.clear();
-               s.persistentBytes.clear();
+               s.programs.front().buffers[0].offset = -256;
+             }),
+             "lie outside the device arena");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               s.programs.front().arenaBytes.clear();
+               s.programs.front().persistentBytes.clear();
              }),
              "no arena for memory space device");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               s.programs.front().persistentBytes[Space::Device] = 256;
+             }),
+             "outside the persistent block");
   EXPECT_HAS(
-      errorAfter([&](Schedule &s) { s.persistentBytes[Space::Device] = 256; }),
-      "outside the persistent block");
-  EXPECT_HAS(errorAfter([&](Schedule &s) { s.workspaceBytes = -1; }),
-             "workspace_bytes is negative");
-  EXPECT_HAS(errorAfter([&](Schedule &s) { s.buffers[0].sharded = false; }),
+      errorAfter([&](Schedule &s) { s.programs.front().workspaceBytes = -1; }),
+      "workspace_bytes is negative");
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               s.programs.front().buffers[0].sharded = false;
+             }),
              "all of group 'fsdp.root' must have 65600 elements, not 32800");
-  EXPECT_HAS(errorAfter([&](Schedule &s) { s.buffers[0].group = "fsdp.x"; }),
+  EXPECT_HAS(errorAfter([&](Schedule &s) {
+               s.programs.front().buffers[0].group = "fsdp.x";
+             }),
              "unknown group 'fsdp.x'");
-  EXPECT_HAS(errorAfter([&](Schedule &s) { s.buffers[0].numel = 0; }),
-             "numel 0 out of range");
+  EXPECT_HAS(
+      errorAfter([&](Schedule &s) { s.programs.front().buffers[0].numel = 0; }),
+      "numel 0 out of range");
 }
 
 // A backward that reads trained `tied` parameters must add into
@@ -1222,7 +1256,7 @@ TEST(ScheduleFile, ValidationCatchesBadBuffers) {
 TEST(ScheduleFile, ValidationCatchesATiedBackwardWithoutItsGradients) {
   Schedule gpt2 = compile({"model=gpt2_tiny"});
   bool edited = false;
-  for (Op &op : gpt2.ops)
+  for (Op &op : gpt2.programs.front().ops)
     if (auto *backward = op.as<ops::Backward>();
         backward && backward->tied >= 0) {
       backward->tiedGrads = -1;
@@ -1237,7 +1271,7 @@ TEST(ScheduleFile, ValidationCatchesATiedBackwardWithoutItsGradients) {
   Schedule lora = compile({"model=gpt2_tiny", "model.lora.rank=4"});
   EXPECT_NO_THROW(validateSchedule(lora, "lora"));
   edited = false;
-  for (Op &op : lora.ops)
+  for (Op &op : lora.programs.front().ops)
     if (auto *backward = op.as<ops::Backward>();
         backward && backward->tied >= 0) {
       ASSERT_LT(backward->tiedGrads, 0);
@@ -1273,7 +1307,7 @@ TEST(ScheduleFile, ValidationCatchesBadLoraLayouts) {
   EXPECT_HAS(errorIn([](Schedule &s) { s.model.lora.reset(); }),
              "frozen parameters, but the model has no lora");
   EXPECT_HAS(errorIn([](Schedule &s) {
-               for (Op &op : s.ops)
+               for (Op &op : s.programs.front().ops)
                  if (auto *forward = op.as<ops::Forward>();
                      forward && forward->frozen >= 0) {
                    forward->frozen = -1;
@@ -1306,9 +1340,9 @@ TEST(ScheduleFile, ValidationCatchesBadQuantizedBases) {
              "group 'fsdp.layers.0': frozen_numel");
   // Compute reading the bytes, or dequantize into another unit's size.
   EXPECT_HAS(errorIn([](Schedule &s) {
-               for (Op &op : s.ops)
+               for (Op &op : s.programs.front().ops)
                  if (auto *dq = op.as<ops::Dequantize>()) {
-                   for (Op &use : s.ops)
+                   for (Op &use : s.programs.front().ops)
                      if (auto *forward = use.as<ops::Forward>();
                          forward && forward->frozen == dq->dst)
                        forward->frozen = dq->src;
@@ -1317,7 +1351,7 @@ TEST(ScheduleFile, ValidationCatchesBadQuantizedBases) {
              }),
              "a base stored otherwise is converted by dequantize first");
   EXPECT_HAS(errorIn([](Schedule &s) {
-               for (Op &op : s.ops)
+               for (Op &op : s.programs.front().ops)
                  if (auto *dq = op.as<ops::Dequantize>()) {
                    dq->unit = 0;
                    break;
@@ -1326,7 +1360,7 @@ TEST(ScheduleFile, ValidationCatchesBadQuantizedBases) {
              "unit 'embed'");
   // Bytes are a frozen base's only.
   EXPECT_HAS(errorIn([](Schedule &s) {
-               for (Buffer &b : s.buffers)
+               for (Buffer &b : s.programs.front().buffers)
                  if (b.role == BufferRole::Grad &&
                      b.kind == Buffer::Kind::Alloc) {
                    b.type = ElementType::I8;

@@ -47,7 +47,14 @@ void printInfo(const Checkpoint &c) {
               static_cast<long long>(m.intermediate),
               static_cast<long long>(m.layers), static_cast<long long>(m.heads),
               static_cast<long long>(m.kvHeads));
-  if (c.tensor() > 1)
+  if (c.pipeline() > 1)
+    std::printf("mesh:       %lldx%lldx%lldx%lld (pipeline x replicate x "
+                "shard x tensor)\n",
+                static_cast<long long>(c.pipeline()),
+                static_cast<long long>(c.replicate()),
+                static_cast<long long>(c.shard()),
+                static_cast<long long>(c.tensor()));
+  else if (c.tensor() > 1)
     std::printf("mesh:       %lldx%lldx%lld (replicate x shard x tensor)\n",
                 static_cast<long long>(c.replicate()),
                 static_cast<long long>(c.shard()),

@@ -293,10 +293,12 @@ void stopProfiler(const std::string &path) {
 }
 
 /// One line of --memory-trace: the op and its unit and micro-batch (compute
-/// ops), then the allocator's bytes around it (docs/launching.md).
+/// ops), then the allocator's bytes around it (docs/launching.md). Rank 0
+/// writes it: the ops are those of the first pipeline stage's program.
 std::string memoryTraceJson(const rt::Schedule &schedule, int64_t step,
                             const rt::OpMemory &memory) {
-  const rt::Op &op = schedule.ops[static_cast<size_t>(memory.op)];
+  const rt::Op &op =
+      schedule.programs.front().ops[static_cast<size_t>(memory.op)];
   nlohmann::ordered_json json;
   json["step"] = step;
   json["op"] = memory.op;

@@ -111,10 +111,15 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
       std::max<int64_t>(1, std::llround(static_cast<double>(hidden) *
                                         static_cast<double>(m.intermediate) /
                                         static_cast<double>(m.hidden)));
-  int64_t layers = std::min<int64_t>(m.layers, 2);
+  // A pipeline of 2 stages with up to 2 model chunks each: 4 blocks.
+  int64_t pipeline = std::min<int64_t>(s.pipeline, 2);
+  int64_t layers = std::min<int64_t>(m.layers, pipeline > 1 ? 4 : 2);
   int64_t seqLen = std::min<int64_t>(s.train.seqLen, 32);
   int64_t microBatch = std::min<int64_t>(s.train.microBatch, 2);
   int64_t accum = std::min<int64_t>(s.microBatches, 4);
+  // 1F1B needs a micro-batch per stage, interleaving a multiple of them.
+  if (pipeline > 1)
+    accum = std::max<int64_t>(pipeline, accum / pipeline * pipeline);
   int64_t replicate = std::min<int64_t>(s.replicate, 2);
   int64_t shard = std::min<int64_t>(s.shard, 2);
   // A tensor axis of 2 divides the shrunk heads (kv_heads 2, or heads a
@@ -122,7 +127,7 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
   int64_t tensor = std::min<int64_t>(s.tensor, 2);
   // Data-parallel ranks (what splits the batch), and every rank.
   int64_t dataParallel = replicate * shard;
-  int64_t world = dataParallel * tensor;
+  int64_t world = dataParallel * tensor * pipeline;
   // The MLP's features split evenly too.
   intermediate = (intermediate + tensor - 1) / tensor * tensor;
 
@@ -130,14 +135,19 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
   // Mixed precision: both runs keep gradients as the plan does (planc picks
   // the layout of lower peak, which differs between the two otherwise).
   bool mixed = s.train.precision != rt::Precision::FP32;
-  bool workingTypeGrads =
-      mixed &&
-      std::any_of(s.buffers.begin(), s.buffers.end(), [](const rt::Buffer &b) {
-        return b.kind == rt::Buffer::Kind::Alloc &&
-               (b.role == rt::BufferRole::Grad ||
-                b.role == rt::BufferRole::UnshardedGrad) &&
-               b.type != rt::ElementType::F32;
-      });
+  // What any stage's program holds.
+  auto anyBuffer = [&](auto predicate) {
+    return std::any_of(
+        s.programs.begin(), s.programs.end(), [&](const rt::Program &p) {
+          return std::any_of(p.buffers.begin(), p.buffers.end(), predicate);
+        });
+  };
+  bool workingTypeGrads = mixed && anyBuffer([](const rt::Buffer &b) {
+                            return b.kind == rt::Buffer::Kind::Alloc &&
+                                   (b.role == rt::BufferRole::Grad ||
+                                    b.role == rt::BufferRole::UnshardedGrad) &&
+                                   b.type != rt::ElementType::F32;
+                          });
   if (mixed)
     shrunk.push_back(std::string("train.grad_dtype=") +
                      (!workingTypeGrads ? "fp32"
@@ -170,6 +180,10 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
   planSets.push_back("cluster.gpus_per_node=" + std::to_string(world));
   if (tensor > 1)
     planSets.push_back("parallel.tensor=" + std::to_string(tensor));
+  if (pipeline > 1) {
+    planSets.push_back("parallel.pipeline=" + std::to_string(pipeline));
+    planSets.push_back("parallel.stages=balanced");
+  }
   if (s.sharding == rt::Sharding::HybridShard)
     planSets.push_back("parallel.mesh=(" + std::to_string(replicate) + ", " +
                        std::to_string(shard) + ")");
@@ -177,7 +191,7 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
   for (std::string set :
        {"train.grad_accum=" + std::to_string(accum * dataParallel), globalBatch,
         std::string("cluster.gpus_per_node=1"),
-        std::string("parallel.tensor=1"),
+        std::string("parallel.tensor=1"), std::string("parallel.pipeline=1"),
         std::string("parallel.sequence_parallel=false"),
         std::string("parallel.sharding=no_shard"),
         std::string("parallel.offload.params=device"),
@@ -186,11 +200,9 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
         std::string("train.activation_checkpointing=none")})
     referenceSets.push_back(set);
 
-  bool offloaded =
-      std::any_of(s.buffers.begin(), s.buffers.end(), [](const rt::Buffer &b) {
-        return b.kind == rt::Buffer::Kind::Alloc &&
-               b.space != rt::Space::Device;
-      });
+  bool offloaded = anyBuffer([](const rt::Buffer &b) {
+    return b.kind == rt::Buffer::Kind::Alloc && b.space != rt::Space::Device;
+  });
   double tolerance = !mixed             ? kFp32Tolerance
                      : workingTypeGrads ? kWorkingTypeGradTolerance
                                         : kMixedTolerance;
@@ -204,8 +216,9 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
       static_cast<long long>(heads), static_cast<long long>(kvHeads),
       static_cast<long long>(intermediate), static_cast<long long>(microBatch),
       static_cast<long long>(seqLen));
-  // "(R, S)", or with a tensor axis "(R, S) x tensor T[ + SP]".
-  auto mesh = [](int64_t r, int64_t sh, int64_t t, bool sp) {
+  // "(R, S)", with a tensor axis "(R, S) x tensor T[ + SP]", with a
+  // pipeline "... x pipeline P".
+  auto mesh = [](int64_t r, int64_t sh, int64_t t, bool sp, int64_t p) {
     // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on
     // "(" + std::to_string(...).
     std::string text = "(";
@@ -219,22 +232,27 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
       if (sp)
         text += " + SP";
     }
+    if (p > 1) {
+      text += " x pipeline ";
+      text += std::to_string(p);
+    }
     return text;
   };
-  std::printf("  the plan:      %s on mesh %s = %lld local CPU "
-              "rank%s, %s%s, grad_accum %lld%s (the plan's: mesh %s, "
-              "grad_accum %lld)\n",
-              rt::toString(s.sharding),
-              mesh(replicate, shard, tensor, s.sequenceParallel).c_str(),
-              static_cast<long long>(world), world == 1 ? "" : "s",
-              rt::toString(s.train.precision),
-              !mixed             ? ""
-              : workingTypeGrads ? " with working-type gradients"
-                                 : " with fp32 gradients",
-              static_cast<long long>(accum),
-              offloaded ? ", offloaded as planned" : "",
-              mesh(s.replicate, s.shard, s.tensor, s.sequenceParallel).c_str(),
-              static_cast<long long>(s.microBatches));
+  std::printf(
+      "  the plan:      %s on mesh %s = %lld local CPU "
+      "rank%s, %s%s, grad_accum %lld%s (the plan's: mesh %s, "
+      "grad_accum %lld)\n",
+      rt::toString(s.sharding),
+      mesh(replicate, shard, tensor, s.sequenceParallel, pipeline).c_str(),
+      static_cast<long long>(world), world == 1 ? "" : "s",
+      rt::toString(s.train.precision),
+      !mixed             ? ""
+      : workingTypeGrads ? " with working-type gradients"
+                         : " with fp32 gradients",
+      static_cast<long long>(accum), offloaded ? ", offloaded as planned" : "",
+      mesh(s.replicate, s.shard, s.tensor, s.sequenceParallel, s.pipeline)
+          .c_str(),
+      static_cast<long long>(s.microBatches));
   std::printf("  the reference: no_shard on 1 rank, %s, grad_accum %lld, "
               "nothing offloaded, no checkpointing: the same %lld sequences "
               "a step\n",

@@ -303,8 +303,48 @@ public:
                });
   }
 
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors,
+                                      int dstRank, int /*tag*/) override {
+    return pointToPoint(c10d::OpType::SEND, "send", tensors, dstRank);
+  }
+
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors,
+                                      int srcRank, int /*tag*/) override {
+    return pointToPoint(c10d::OpType::RECV, "recv", tensors, srcRank);
+  }
+
 private:
   ncclComm_t comm() const { return handle_->comm(); }
+
+  /// A send to, or a receive from, group rank `peer` of one device tensor.
+  c10::intrusive_ptr<c10d::Work> pointToPoint(c10d::OpType opType,
+                                              const char *op,
+                                              std::vector<at::Tensor> &tensors,
+                                              int peer) {
+    if (tensors.size() != 1 || tensors[0].is_cpu())
+      throw std::runtime_error(std::string("NCCL ") + op + " on the " +
+                               handle_->name() +
+                               ": expected one device tensor");
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      throw std::runtime_error(std::string("NCCL ") + op + " on the " +
+                               handle_->name() + ": peer " +
+                               std::to_string(peer) +
+                               " is not another rank "
+                               "of the group of " +
+                               std::to_string(size_));
+    bool sends = opType == c10d::OpType::SEND;
+    return run(opType, op, sends ? tensors : std::vector<at::Tensor>{},
+               sends ? std::vector<at::Tensor>{} : tensors, false,
+               c10d::kUnsetTimeout,
+               [&](const std::vector<at::Tensor> &in,
+                   const std::vector<at::Tensor> &out, cudaStream_t stream) {
+                 const at::Tensor &t = sends ? in[0] : out[0];
+                 return sends ? ncclSend(t.data_ptr(), t.numel(), ncclType(t),
+                                         peer, comm(), stream)
+                              : ncclRecv(t.data_ptr(), t.numel(), ncclType(t),
+                                         peer, comm(), stream);
+               });
+  }
 
   void checkSizes(const char *op, const at::Tensor &big,
                   const at::Tensor &small, int64_t expectedBig) const {
@@ -406,7 +446,8 @@ public:
   NcclComm(const c10::intrusive_ptr<c10d::Store> &store, int rank, int world,
            const Schedule &schedule, std::chrono::milliseconds timeout,
            at::Device device)
-      : Comm(rank, schedule.replicate, schedule.shard, schedule.tensor) {
+      : Comm(rank, schedule.replicate, schedule.shard, schedule.tensor,
+             schedule.pipeline) {
     c10::cuda::CUDAGuard guard(device);
 
     ncclUniqueId id;
@@ -429,40 +470,37 @@ public:
     auto everyone = std::make_shared<NcclHandle>(everyoneComm, "world group",
                                                  rank, timeout);
     handles_ = {everyone};
-    const int t = groupRank(GroupAxis::Tensor);
-    const int dp = groupRank(GroupAxis::World);
-    const int replicaIndex = groupRank(GroupAxis::Replicate);
-    const int shardIndex = groupRank(GroupAxis::Shard);
     // Collective over every rank: every rank splits in the same order. The
     // ranks of a color keep their order (key: the global rank).
-    auto split = [&](int color, const char *name) {
+    auto split = [&](GroupAxis axis, const char *name) {
       ncclComm_t comm = nullptr;
-      check(ncclCommSplit(everyoneComm, color, rank, &comm, nullptr),
+      check(ncclCommSplit(everyoneComm, groupColor(axis), rank, &comm, nullptr),
             everyoneComm,
             (std::string("ncclCommSplit (") + name + ")").c_str());
       handles_.push_back(
           std::make_shared<NcclHandle>(comm, name, rank, timeout));
-      return handles_.back();
+      return c10::make_intrusive<NcclBackend>(handles_.back(), groupRank(axis),
+                                              groupSize(axis), device);
     };
-    auto shardHandle = split(replicaIndex * tensorSize_ + t, "shard group");
-    auto replicateHandle =
-        split(shardIndex * tensorSize_ + t, "replicate group");
     everyoneGroup_ =
         c10::make_intrusive<NcclBackend>(everyone, rank, world, device);
-    shardGroup_ = c10::make_intrusive<NcclBackend>(shardHandle, shardIndex,
-                                                   shardSize_, device);
-    replicateGroup_ = c10::make_intrusive<NcclBackend>(
-        replicateHandle, replicaIndex, replicateSize_, device);
-    // Without a tensor axis the data-parallel ranks are every rank, and no
-    // collective runs on a tensor group of one.
-    if (tensorSize_ == 1) {
+    shardGroup_ = split(GroupAxis::Shard, "shard group");
+    replicateGroup_ = split(GroupAxis::Replicate, "replicate group");
+    // Without a tensor or pipeline axis the data-parallel ranks are every
+    // rank, and no collective runs on a tensor or pipeline group of one.
+    if (tensorSize_ * pipelineSize_ == 1)
       worldGroup_ = everyoneGroup_;
-    } else {
-      worldGroup_ =
-          c10::make_intrusive<NcclBackend>(split(t, "data-parallel group"), dp,
-                                           groupSize(GroupAxis::World), device);
-      tensorGroup_ = c10::make_intrusive<NcclBackend>(split(dp, "tensor group"),
-                                                      t, tensorSize_, device);
+    else
+      worldGroup_ = split(GroupAxis::World, "data-parallel group");
+    if (tensorSize_ > 1)
+      tensorGroup_ = split(GroupAxis::Tensor, "tensor group");
+    // Each direction of a pipeline on its own communicator and stream: a
+    // stage's sends to the next stage then never queue behind its receives
+    // from it (docs/sched.md, sched-verify-pipeline).
+    if (pipelineSize_ > 1) {
+      pipelineGroup_ = split(GroupAxis::Pipeline, "pipeline group");
+      towardsNext_ = split(GroupAxis::Pipeline, "pipeline's forward channel");
+      towardsPrev_ = split(GroupAxis::Pipeline, "pipeline's backward channel");
     }
     watchdog_ = std::thread([this, device] { watch(device); });
   }
@@ -480,6 +518,9 @@ public:
     shardGroup_.reset();
     replicateGroup_.reset();
     tensorGroup_.reset();
+    pipelineGroup_.reset();
+    towardsNext_.reset();
+    towardsPrev_.reset();
     // Split communicators before their parent (handles_[0]).
     while (!handles_.empty())
       handles_.pop_back();

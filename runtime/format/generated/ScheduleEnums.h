@@ -36,14 +36,30 @@ enum class GroupAxis : uint8_t {
   Replicate,
   World,
   Tensor,
+  Pipeline,
 };
 template <> struct EnumKeywords<GroupAxis> {
-  static constexpr std::array<const char *, 4> keywords = {"shard", "replicate", "world", "tensor"};
+  static constexpr std::array<const char *, 5> keywords = {"shard", "replicate", "world", "tensor", "pipeline"};
 };
 /// The keyword of `value`; "?" for no value of the enumeration.
 inline const char *toString(GroupAxis value) {
   auto index = static_cast<size_t>(value);
   const auto &keywords = EnumKeywords<GroupAxis>::keywords;
+  return index < keywords.size() ? keywords[index] : "?";
+}
+
+/// pipeline neighbour (Sched_Peer, `::sched::Peer`).
+enum class Peer : uint8_t {
+  Next,
+  Prev,
+};
+template <> struct EnumKeywords<Peer> {
+  static constexpr std::array<const char *, 2> keywords = {"next", "prev"};
+};
+/// The keyword of `value`; "?" for no value of the enumeration.
+inline const char *toString(Peer value) {
+  auto index = static_cast<size_t>(value);
+  const auto &keywords = EnumKeywords<Peer>::keywords;
   return index < keywords.size() ? keywords[index] : "?";
 }
 
@@ -292,6 +308,7 @@ inline const char *toString(BaseStorage value) {
 #define PLAN_SCHEDULE_ENUMS(X) \
   X(Space, ::sched::MemorySpace) \
   X(GroupAxis, ::sched::Group) \
+  X(Peer, ::sched::Peer) \
   X(ReduceKind, ::sched::ReduceOp) \
   X(BufferRole, ::sched::BufferRole) \
   X(ModelFamily, ::plan::ModelFamily) \
@@ -311,6 +328,7 @@ inline const char *toString(BaseStorage value) {
 #define PLAN_SCHEDULE_ENUM_ATTRS(X) \
   X(Space, ::sched::MemorySpaceAttr) \
   X(GroupAxis, ::sched::GroupAttr) \
+  X(Peer, ::sched::PeerAttr) \
   X(ReduceKind, ::sched::ReduceOpAttr) \
   X(BufferRole, ::sched::BufferRoleAttr)
 

@@ -25,6 +25,8 @@ enum class OpKind : uint8_t {
   ReduceScatter,
   AllReduce,
   Broadcast,
+  Send,
+  Recv,
   Copy,
   Cast,
   Dequantize,
@@ -40,7 +42,7 @@ enum class OpKind : uint8_t {
   UpdateLossScale,
 };
 template <> struct EnumKeywords<OpKind> {
-  static constexpr std::array<const char *, 20> keywords = {"alloc", "free", "wait", "all_gather", "reduce_scatter", "all_reduce", "broadcast", "copy", "cast", "dequantize", "zero", "accumulate", "forward", "recompute", "loss", "backward", "grad_norm", "check_finite", "optimizer_step", "update_loss_scale"};
+  static constexpr std::array<const char *, 22> keywords = {"alloc", "free", "wait", "all_gather", "reduce_scatter", "all_reduce", "broadcast", "send", "recv", "copy", "cast", "dequantize", "zero", "accumulate", "forward", "recompute", "loss", "backward", "grad_norm", "check_finite", "optimizer_step", "update_loss_scale"};
 };
 inline const char *toString(OpKind value) {
   auto index = static_cast<size_t>(value);
@@ -212,6 +214,60 @@ struct Broadcast {
   template <typename Checker>
   static void check(const Broadcast &op, Checker &c) {
     c.rankOfGroup(op.group, "root", op.root);
+  }
+};
+
+/// `sched.send`: Send a buffer to the neighbouring pipeline stage.
+struct Send {
+  static constexpr OpKind kind = OpKind::Send;
+  int64_t buffer = -1;
+  Peer peer = Peer::Next;
+  int64_t unit = -1;
+  int64_t microBatch = 0;
+  std::vector<int64_t> after;
+  int64_t done = -1;
+
+  /// Calls visit(descriptor, member) for each field, in order.
+  template <typename Op, typename Visitor>
+  static void fields(Op &op, Visitor &&visit) {
+    visit(field::Buffer{"buffer", 0, field::Access::Read, nullptr, false}, op.buffer);
+    visit(field::Enum<Peer>{"peer"}, op.peer);
+    visit(field::UnitRef{"unit"}, op.unit);
+    visit(field::MicroBatch{"micro_batch"}, op.microBatch);
+    visit(field::Events{"after", 1}, op.after);
+    visit(field::SignalledEvent{"done", 0}, op.done);
+  }
+  /// The reader's checks beyond ids, lifetimes and events.
+  template <typename Checker>
+  static void check(const Send &op, Checker &c) {
+    c.roles({{"buffer", field::one(op.buffer)}}, {"exchange"});
+  }
+};
+
+/// `sched.recv`: Receive a buffer from the neighbouring pipeline stage.
+struct Recv {
+  static constexpr OpKind kind = OpKind::Recv;
+  int64_t buffer = -1;
+  Peer peer = Peer::Next;
+  int64_t unit = -1;
+  int64_t microBatch = 0;
+  std::vector<int64_t> after;
+  int64_t done = -1;
+
+  /// Calls visit(descriptor, member) for each field, in order.
+  template <typename Op, typename Visitor>
+  static void fields(Op &op, Visitor &&visit) {
+    visit(field::Buffer{"buffer", 0, field::Access::Write, nullptr, false}, op.buffer);
+    visit(field::Enum<Peer>{"peer"}, op.peer);
+    visit(field::UnitRef{"unit"}, op.unit);
+    visit(field::MicroBatch{"micro_batch"}, op.microBatch);
+    visit(field::Events{"after", 1}, op.after);
+    visit(field::SignalledEvent{"done", 0}, op.done);
+  }
+  /// The reader's checks beyond ids, lifetimes and events.
+  template <typename Checker>
+  static void check(const Recv &op, Checker &c) {
+    c.roles({{"buffer", field::one(op.buffer)}}, {"exchange"});
   }
 };
 
@@ -565,7 +621,7 @@ struct UpdateLossScale {
 } // namespace ops
 
 /// One instruction's kind and fields.
-using OpBody = std::variant<ops::Alloc, ops::Free, ops::Wait, ops::AllGather, ops::ReduceScatter, ops::AllReduce, ops::Broadcast, ops::Copy, ops::Cast, ops::Dequantize, ops::Zero, ops::Accumulate, ops::Forward, ops::Recompute, ops::Loss, ops::Backward, ops::GradNorm, ops::CheckFinite, ops::OptimizerStep, ops::UpdateLossScale>;
+using OpBody = std::variant<ops::Alloc, ops::Free, ops::Wait, ops::AllGather, ops::ReduceScatter, ops::AllReduce, ops::Broadcast, ops::Send, ops::Recv, ops::Copy, ops::Cast, ops::Dequantize, ops::Zero, ops::Accumulate, ops::Forward, ops::Recompute, ops::Loss, ops::Backward, ops::GradNorm, ops::CheckFinite, ops::OptimizerStep, ops::UpdateLossScale>;
 
 } // namespace plan::rt
 
@@ -578,6 +634,8 @@ using OpBody = std::variant<ops::Alloc, ops::Free, ops::Wait, ops::AllGather, op
   X(ReduceScatter, ReduceScatterOp) \
   X(AllReduce, AllReduceOp) \
   X(Broadcast, BroadcastOp) \
+  X(Send, SendOp) \
+  X(Recv, RecvOp) \
   X(Copy, CopyOp) \
   X(Cast, CastOp) \
   X(Dequantize, DequantizeOp) \

@@ -23,7 +23,7 @@ def main(path):
     magic, version, flags, size, crc, reserved = HEADER.unpack_from(data)
     if magic != b"PLANSCHD":
         fail(f"bad magic {magic!r}")
-    if version != 8 or flags != 0 or reserved != 0:
+    if version != 9 or flags != 0 or reserved != 0:
         fail(f"version {version} flags {flags} reserved {reserved}")
     body = data[HEADER.size:]
     if len(body) != size:
@@ -32,7 +32,11 @@ def main(path):
         fail("checksum mismatch")
     s = json.loads(body.decode("utf-8"))
 
-    buffers, ops = s["buffers"], s["ops"]
+    # One program, or one per pipeline stage.
+    pipeline = s["mesh"]["pipeline"]
+    programs = s["stages"] if pipeline > 1 else [s]
+    if len(programs) != pipeline:
+        fail(f"{len(programs)} programs for a pipeline of {pipeline}")
     groups = {g["name"]: g for g in s["groups"]}
     units = {u["name"]: u for u in s["units"]}
     shard = s["mesh"]["shard"]
@@ -91,46 +95,52 @@ def main(path):
         for pre in ("", "frozen_"):
             if g[pre + "padded_numel"] % shard or g[pre + "shard_numel"] * shard != g[pre + "padded_numel"]:
                 fail(f"group {g['name']} is not evenly sharded ({pre}padded_numel)")
-    for i, b in enumerate(buffers):
-        if b["kind"] != "alloc":
-            if not 0 <= b["source"] < i:
-                fail(f"buffer {i} has a bad source")
-            continue
-        if b["group"]:
-            g = groups[b["group"]]
-            pre = "frozen_" if b["role"] == "frozen" else ""
-            want = g[pre + "shard_numel"] if b["sharded"] else g[pre + "padded_numel"]
-            if b["numel"] != want:
-                fail(f"buffer {i} ({b['name']}) is not its group's size")
-        end = b["offset"] + b["numel"] * {"f32": 4, "bf16": 2, "f16": 2, "i8": 1}[b["type"]]
-        if end > s["arena_bytes"][b["space"]]:
-            fail(f"buffer {i} ({b['name']}) is outside its arena")
-    # docs/generated/schedule-ops.md: the keys that hold buffer ids, and
-    # those that hold event ids.
-    id_fields = ("buffer", "src", "dst", "params", "tied", "frozen", "saves", "input",
-                 "activations", "grads", "tied_grads", "norm", "found_inf",
-                 "loss_scale")
-    for i, op in enumerate(ops):
-        for field in id_fields:
-            if field in op and not -1 <= op[field] < len(buffers):
-                fail(f"op {i} ({op['op']}): {field} out of range")
-        for b in op.get("state", []):
-            if not 0 <= b < len(buffers):
-                fail(f"op {i} ({op['op']}): state out of range")
-        for e in op.get("after", []) + [op[k] for k in ("done", "event") if k in op]:
-            if not 0 <= e < s["num_events"]:
-                fail(f"op {i}: event out of range")
+    for prog in programs:
+        buffers, ops = prog["buffers"], prog["ops"]
+        for i, b in enumerate(buffers):
+            if b["kind"] != "alloc":
+                if not 0 <= b["source"] < i:
+                    fail(f"buffer {i} has a bad source")
+                continue
+            if b["group"]:
+                g = groups[b["group"]]
+                pre = "frozen_" if b["role"] == "frozen" else ""
+                want = g[pre + "shard_numel"] if b["sharded"] else g[pre + "padded_numel"]
+                if b["numel"] != want:
+                    fail(f"buffer {i} ({b['name']}) is not its group's size")
+            end = b["offset"] + b["numel"] * {"f32": 4, "bf16": 2, "f16": 2, "i8": 1}[b["type"]]
+            if end > prog["arena_bytes"][b["space"]]:
+                fail(f"buffer {i} ({b['name']}) is outside its arena")
+        # docs/generated/schedule-ops.md: the keys that hold buffer ids, and
+        # those that hold event ids.
+        id_fields = ("buffer", "src", "dst", "params", "tied", "frozen", "saves", "input",
+                     "activations", "grads", "tied_grads", "norm", "found_inf",
+                     "loss_scale")
+        for i, op in enumerate(ops):
+            for field in id_fields:
+                if field in op and not -1 <= op[field] < len(buffers):
+                    fail(f"op {i} ({op['op']}): {field} out of range")
+            for b in op.get("state", []):
+                if not 0 <= b < len(buffers):
+                    fail(f"op {i} ({op['op']}): state out of range")
+            for e in op.get("after", []) + [op[k] for k in ("done", "event") if k in op]:
+                if not 0 <= e < prog["num_events"]:
+                    fail(f"op {i}: event out of range")
 
+    ops = [op for prog in programs for op in prog["ops"]]
+    buffers = [b for prog in programs for b in prog["buffers"]]
+    events = sum(prog["num_events"] for prog in programs)
     kinds = sorted({op["op"] for op in ops})
     sharded = sum(1 for b in buffers if b["kind"] == "alloc" and b["sharded"])
     lora = s["model"]["lora"]
-    mesh = f"{s['mesh']['replicate']}x{shard}" + (f"x{tensor}" if tensor > 1 else "")
+    mesh = (f"{pipeline}x" if pipeline > 1 else "") + f"{s['mesh']['replicate']}x{shard}" + (
+        f"x{tensor}" if tensor > 1 or pipeline > 1 else "")
     print(f"ok {s['plan']} mesh {mesh} "
           f"{s['sharding']} {s['train']['precision']} "
           + (f"lora r{lora['rank']} frozen {frozen} " if lora else "")
           + f"units {len(units)} "
           f"groups {len(groups)} buffers {len(buffers)} "
-          f"sharded_state {sharded} ops {len(ops)} events {s['num_events']}")
+          f"sharded_state {sharded} ops {len(ops)} events {events}")
     print("kinds " + " ".join(kinds))
 
 

@@ -268,8 +268,8 @@ bool bitwiseEqual(const at::Tensor &a, const at::Tensor &b) {
 /// Fills every state buffer from `truth` and gradients with garbage.
 void fillState(const Schedule &s, Executor &executor, Comm &comm,
                const Truth &truth) {
-  for (size_t id = 0; id < s.buffers.size(); ++id) {
-    const Buffer &b = s.buffers[id];
+  for (size_t id = 0; id < s.programs.front().buffers.size(); ++id) {
+    const Buffer &b = s.programs.front().buffers[id];
     if (!isState(b))
       continue;
     at::Tensor t = executor.buffer(static_cast<int64_t>(id));
@@ -283,8 +283,8 @@ void fillState(const Schedule &s, Executor &executor, Comm &comm,
 /// Expects every state buffer to hold what `truth` says (gradients zero).
 void expectState(const Schedule &s, Executor &executor, Comm &comm,
                  const Truth &truth) {
-  for (size_t id = 0; id < s.buffers.size(); ++id) {
-    const Buffer &b = s.buffers[id];
+  for (size_t id = 0; id < s.programs.front().buffers.size(); ++id) {
+    const Buffer &b = s.programs.front().buffers[id];
     if (!isState(b))
       continue;
     at::Tensor t = executor.buffer(static_cast<int64_t>(id));
@@ -420,9 +420,9 @@ TEST_P(SameLayout, RestoreIsBitwise) {
       c.lossScale.reset();
     executor.setCounters(c);
     std::map<std::string, at::Tensor> before;
-    for (size_t id = 0; id < s->buffers.size(); ++id)
-      if (isState(s->buffers[id]))
-        before[s->buffers[id].name] =
+    for (size_t id = 0; id < s->programs.front().buffers.size(); ++id)
+      if (isState(s->programs.front().buffers[id]))
+        before[s->programs.front().buffers[id].name] =
             executor.buffer(static_cast<int64_t>(id)).clone();
     SaveResult r =
         saveCheckpoint(root.path(), infoAt(5), s, executor, comm, {});
@@ -434,8 +434,8 @@ TEST_P(SameLayout, RestoreIsBitwise) {
     other.initState(42);
     Checkpoint c2 = Checkpoint::open(r.directory);
     c2.restore(s, other, comm);
-    for (size_t id = 0; id < s->buffers.size(); ++id) {
-      const Buffer &b = s->buffers[id];
+    for (size_t id = 0; id < s->programs.front().buffers.size(); ++id) {
+      const Buffer &b = s->programs.front().buffers[id];
       if (!isState(b))
         continue;
       at::Tensor got = other.buffer(static_cast<int64_t>(id));

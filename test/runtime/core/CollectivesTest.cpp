@@ -240,7 +240,7 @@ TEST(Collectives, TimeoutNamesTheOpAndLine) {
       b.op(ops::AllReduce{
                .buffer = x, .group = GroupAxis::Shard, .done = b.event()})
           .done;
-  b.s.ops.back().line = 17;
+  b.s.programs.front().ops.back().line = 17;
   b.wait(done);
   const ValidSchedule valid = b.valid();
   forEachRank(

@@ -171,7 +171,7 @@ TEST(Executor, NoNormOpsNoGradNorm) {
 TEST(Executor, TrainStepMatchesHandComputedGradients) {
   ToyTrainSchedule toy(/*microBatches=*/2, /*gradClip=*/0);
   // The planned peak is the arena plus the schedule's workspace.
-  toy.b.s.workspaceBytes = 1000;
+  toy.b.s.programs.front().workspaceBytes = 1000;
   ToyModel model(2);
   MeshPositionComm comm(0, 1, 1);
   Executor exec(toy.b.valid(), model, comm, *cpu);
@@ -388,8 +388,8 @@ TEST(Executor, ForwardOfARecomputedUnitKeepsNoGraph) {
   ToyTrainSchedule toy(1, 0);
   Schedule &s = toy.b.s;
   // Recompute unit 0 before its backward, as activation checkpointing does.
-  for (size_t i = 0; i < s.ops.size(); ++i)
-    if (const auto *backward = s.ops[i].as<ops::Backward>();
+  for (size_t i = 0; i < s.programs.front().ops.size(); ++i)
+    if (const auto *backward = s.programs.front().ops[i].as<ops::Backward>();
         backward && backward->unit == 0) {
       Op re;
       re.body = ops::Recompute{.unit = 0,
@@ -397,7 +397,8 @@ TEST(Executor, ForwardOfARecomputedUnitKeepsNoGraph) {
                                .params = backward->params,
                                .input = backward->activations,
                                .saves = backward->activations};
-      s.ops.insert(s.ops.begin() + static_cast<long>(i), re);
+      s.programs.front().ops.insert(
+          s.programs.front().ops.begin() + static_cast<long>(i), re);
       break;
     }
   ToyModel model(2);
@@ -504,7 +505,8 @@ TEST(Executor, ModelErrorsNameTheOpAndResetTheModel) {
   Op loss;
   loss.body = ops::Loss{.unit = 1, .microBatch = 0, .scale = 1.0};
   loss.line = 42;
-  toy.b.s.ops.insert(toy.b.s.ops.begin(), loss);
+  toy.b.s.programs.front().ops.insert(toy.b.s.programs.front().ops.begin(),
+                                      loss);
   ToyModel model(2);
   MeshPositionComm comm(0, 1, 1);
   Executor exec(toy.b.valid(), model, comm, *cpu);

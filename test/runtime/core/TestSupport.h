@@ -94,12 +94,12 @@ public:
     b.persistent = persistent;
     b.role = role;
     b.space = space;
-    int64_t &end = s.arenaBytes[space];
+    int64_t &end = s.programs.front().arenaBytes[space];
     b.offset = (end + 255) / 256 * 256;
     end = b.offset + numel * static_cast<int64_t>(elementBytes(type));
-    s.persistentBytes[space] = end;
-    s.buffers.push_back(b);
-    int64_t id = static_cast<int64_t>(s.buffers.size()) - 1;
+    s.programs.front().persistentBytes[space] = end;
+    s.programs.front().buffers.push_back(b);
+    int64_t id = static_cast<int64_t>(s.programs.front().buffers.size()) - 1;
     if (persistent)
       op(ops::Alloc{id});
     return id;
@@ -116,40 +116,40 @@ public:
     int64_t id = alloc(group + "." + toString(role),
                        sharded ? g->shardNumel : g->paddedNumel, type, true,
                        role, space);
-    s.buffers[id].group = group;
-    s.buffers[id].sharded = sharded;
+    s.programs.front().buffers[id].group = group;
+    s.programs.front().buffers[id].sharded = sharded;
     return id;
   }
   int64_t view(int64_t source, int64_t offset, int64_t numel) {
-    Buffer b = s.buffers[source];
+    Buffer b = s.programs.front().buffers[source];
     b.kind = Buffer::Kind::View;
     b.source = source;
     b.viewOffset = offset;
     b.numel = numel;
     b.group.clear();
     b.sharded = false;
-    s.buffers.push_back(b);
-    return static_cast<int64_t>(s.buffers.size()) - 1;
+    s.programs.front().buffers.push_back(b);
+    return static_cast<int64_t>(s.programs.front().buffers.size()) - 1;
   }
   int64_t shardView(int64_t source, GroupAxis axis, int64_t groupSize) {
-    Buffer b = s.buffers[source];
+    Buffer b = s.programs.front().buffers[source];
     b.kind = Buffer::Kind::ShardView;
     b.source = source;
     b.axis = axis;
     b.numel = b.numel / groupSize;
     b.group.clear();
     b.sharded = false;
-    s.buffers.push_back(b);
-    return static_cast<int64_t>(s.buffers.size()) - 1;
+    s.programs.front().buffers.push_back(b);
+    return static_cast<int64_t>(s.programs.front().buffers.size()) - 1;
   }
-  int64_t event() { return s.numEvents++; }
+  int64_t event() { return s.programs.front().numEvents++; }
   /// Appends `o` (an ops:: struct) on line ops + 1 and returns it as stored.
   template <typename T> T &op(T o) {
     Op added;
     added.body = std::move(o);
-    added.line = static_cast<uint32_t>(s.ops.size() + 1);
-    s.ops.push_back(std::move(added));
-    return std::get<T>(s.ops.back().body);
+    added.line = static_cast<uint32_t>(s.programs.front().ops.size() + 1);
+    s.programs.front().ops.push_back(std::move(added));
+    return std::get<T>(s.programs.front().ops.back().body);
   }
   void wait(int64_t event) { op(ops::Wait{event}); }
   void free(int64_t buffer) { op(ops::Free{buffer}); }
