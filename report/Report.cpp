@@ -10,6 +10,8 @@
 
 #include "report/Report.h"
 
+#include "analysis/PipelineModel.h"
+
 #include "Format.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -209,8 +211,25 @@ void analyzeComm(sched::ProgramOp program, CommReport &comm) {
     (placement.intraNode ? comm.intraNodeBytes : comm.interNodeBytes) += sent;
     comm.totalBytes += sent;
   };
+  auto pointToPoint = [&](CommTotals &totals, Value buffer, bool sent) {
+    auto type = cast<MemRefType>(buffer.getType());
+    uint64_t bytes = static_cast<uint64_t>(type.getNumElements()) *
+                     ((type.getElementTypeBitWidth() + 7) / 8);
+    ++totals.count;
+    totals.bytes += bytes;
+    if (!sent)
+      return;
+    const GroupPlacement &placement =
+        comm.groups[static_cast<int>(sched::Group::Pipeline)];
+    (placement.intraNode ? comm.intraNodeBytes : comm.interNodeBytes) += bytes;
+    comm.totalBytes += bytes;
+  };
   for (Operation &op : program.getBody().front()) {
-    if (auto gather = dyn_cast<sched::AllGatherOp>(op))
+    if (auto send = dyn_cast<sched::SendOp>(op))
+      pointToPoint(comm.sends, send.getBuffer(), /*sent=*/true);
+    else if (auto recv = dyn_cast<sched::RecvOp>(op))
+      pointToPoint(comm.receives, recv.getBuffer(), /*sent=*/false);
+    else if (auto gather = dyn_cast<sched::AllGatherOp>(op))
       add(CollectiveKind::AllGather, gather.getDst(), gather.getGroup());
     else if (auto scatter = dyn_cast<sched::ReduceScatterOp>(op))
       add(CollectiveKind::ReduceScatter, scatter.getSrc(), scatter.getGroup());
@@ -226,14 +245,22 @@ void analyzeComm(sched::ProgramOp program, CommReport &comm) {
 
 FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module) {
   SmallVector<sched::ProgramOp> programs(module.getOps<sched::ProgramOp>());
-  if (programs.size() != 1)
-    return module.emitError("the report needs exactly one sched.program "
-                            "(run the plan-lower pipeline first), found ")
-           << programs.size();
+  if (programs.empty())
+    return module.emitError("the report needs a sched.program (run the "
+                            "plan-lower pipeline first)");
   sched::ProgramOp program = programs.front();
   PlanOp plan = program.getPlanOp();
   if (!plan)
     return program.emitError("the report needs the program's plan.plan");
+  int64_t stages = plan.getPipelineRanks();
+  if (static_cast<int64_t>(programs.size()) != stages)
+    return module.emitError("the report needs one sched.program per "
+                            "pipeline stage of plan '")
+           << plan.getSymName() << "' (" << stages << "), found "
+           << programs.size();
+  llvm::stable_sort(programs, [](sched::ProgramOp a, sched::ProgramOp b) {
+    return a.getStage().value_or(0) < b.getStage().value_or(0);
+  });
 
   ScheduleReport report;
   ModelAttr model = plan.getModel();
@@ -251,6 +278,7 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module) {
   report.meshReplicate = program.getGroupSize(sched::Group::Replicate);
   report.meshShard = program.getGroupSize(sched::Group::Shard);
   report.meshTensor = program.getGroupSize(sched::Group::Tensor);
+  report.meshPipeline = stages;
   report.sequenceParallel = parallel.getSequenceParallel();
   for (UnitOp unit : plan.getBody().front().getOps<UnitOp>()) {
     report.paramsPerTensorRank += unit.getStoredNumel();
@@ -276,13 +304,84 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module) {
   report.seqLen = train.getSeqLen();
   report.gradAccum = train.getGradAccum();
 
-  if (failed(analyzeMemory(program, plan, report.memory)))
-    return failure();
-  analyzeComm(program, report.comm);
-  FailureOr<StepTime> time = simulateStep(program);
-  if (failed(time))
-    return failure();
-  report.time = std::move(*time);
+  if (stages == 1) {
+    if (failed(analyzeMemory(program, plan, report.memory)))
+      return failure();
+    analyzeComm(program, report.comm);
+    FailureOr<StepTime> time = simulateStep(program);
+    if (failed(time))
+      return failure();
+    report.time = std::move(*time);
+    return report;
+  }
+
+  // A pipeline: each stage alone, then the pipeline's step.
+  report.pipelineSchedule = parallel.getPipelineSchedule();
+  report.virtualStages = parallel.getVirtualStages();
+  for (sched::ProgramOp stageProgram : programs) {
+    StageReport stage;
+    stage.stage = static_cast<int64_t>(stageProgram.getStage().value_or(0));
+    bool previousRuns = false;
+    for (UnitOp unit : plan.getBody().front().getOps<UnitOp>()) {
+      bool runs = stageProgram.runsUnit(unit);
+      if (runs) {
+        std::string name = unit.getSymName().str();
+        if (!previousRuns)
+          stage.chunks.push_back({name, name});
+        stage.chunks.back().second = name;
+        stage.units.push_back(std::move(name));
+      }
+      previousRuns = runs;
+    }
+    if (failed(analyzeMemory(stageProgram, plan, stage.memory)))
+      return failure();
+    analyzeComm(stageProgram, stage.comm);
+    FailureOr<StepTime> time = simulateStep(stageProgram);
+    if (failed(time))
+      return failure();
+    stage.time = std::move(*time);
+    report.stages.push_back(std::move(stage));
+  }
+  for (size_t i = 0; i < report.stages.size(); ++i) {
+    const StageReport &s = report.stages[i];
+    if (s.memory.devicePeakBytes() >
+        report.stages[report.worstStage].memory.devicePeakBytes())
+      report.worstStage = i;
+    if (s.time.stepSeconds >
+        report.stages[report.slowestStage].time.stepSeconds)
+      report.slowestStage = i;
+  }
+  report.memory = report.stages[report.worstStage].memory;
+  // Every stage must fit: the report fits when the worst does, and its
+  // host holds every stage's ranks.
+  for (const StageReport &s : report.stages) {
+    report.memory.deviceFits &= s.memory.deviceFits;
+    report.memory.hostFits &= s.memory.hostFits;
+  }
+  report.comm = report.stages[report.slowestStage].comm;
+  report.time = report.stages[report.slowestStage].time;
+  report.bubbleFraction =
+      pipelineBubbleFraction(report.pipelineSchedule, stages,
+                             train.getGradAccum(), report.virtualStages);
+  StepTime &time = report.time;
+  double alone = time.stepSeconds;
+  time.stepSeconds = alone / (1.0 - report.bubbleFraction);
+  report.bubbleSeconds = time.stepSeconds - alone;
+  // Every stage's ranks compute their own FLOPs in the same step.
+  double modelFlops = 0, executedFlops = 0;
+  for (const StageReport &s : report.stages) {
+    modelFlops += s.time.modelFlops / static_cast<double>(stages);
+    executedFlops += s.time.executedFlops / static_cast<double>(stages);
+  }
+  time.modelFlops = modelFlops;
+  time.executedFlops = executedFlops;
+  if (time.stepSeconds > 0) {
+    time.tokensPerSecond =
+        static_cast<double>(time.tokensPerStep) / time.stepSeconds;
+    time.mfu = time.peakFlops > 0
+                   ? modelFlops / (time.stepSeconds * time.peakFlops)
+                   : 0;
+  }
   return report;
 }
 
@@ -322,12 +421,17 @@ void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
                           r.sequenceParallel ? ", sequence parallel" : "")
                 .str()
           : "";
+  std::string pipeline =
+      r.meshPipeline > 1
+          ? llvm::formatv("{0} pipeline x ", r.meshPipeline).str()
+          : "";
   os << llvm::formatv("{0}: {1}, {2} rank(s) = {3} node(s) x {4} {5}, mesh "
-                      "({6} replicate x {7} shard{8}), {9}, {10}{11}\n",
+                      "({12}{6} replicate x {7} shard{8}), {9}, {10}{11}\n",
                       r.planName, r.modelName, r.worldSize, r.nodes,
                       r.gpusPerNode, r.deviceName, r.meshReplicate, r.meshShard,
                       tensor, stringifySharding(r.sharding),
-                      stringifyPrecision(r.precision), offloadSummary(r));
+                      stringifyPrecision(r.precision), offloadSummary(r),
+                      pipeline);
   os << llvm::formatv("  parameters      {0} trainable",
                       withThousands(r.params));
   if (r.meshTensor > 1)
@@ -341,9 +445,44 @@ void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
   os << llvm::formatv("  tokens/step     {0} = micro_batch {1} x seq_len {2} "
                       "x grad_accum {3} x {4} {5}rank(s); checkpointing {6}\n",
                       withThousands(r.time.tokensPerStep), r.microBatch,
-                      r.seqLen, r.gradAccum, r.worldSize / r.meshTensor,
-                      r.meshTensor > 1 ? "data-parallel " : "",
+                      r.seqLen, r.gradAccum,
+                      r.worldSize / (r.meshTensor * r.meshPipeline),
+                      r.meshTensor * r.meshPipeline > 1 ? "data-parallel " : "",
                       stringifyCheckpointing(r.checkpointing));
+
+  if (!r.stages.empty()) {
+    os << llvm::formatv(
+        "\nPipeline: {0} stages, {1}{2}, {3} micro-batches; bubble {4:P1} "
+        "of the step ({5})\n",
+        r.meshPipeline, stringifyPipelineSchedule(r.pipelineSchedule),
+        r.virtualStages > 1
+            ? llvm::formatv(" ({0} chunks per stage)", r.virtualStages).str()
+            : "",
+        r.gradAccum, r.bubbleFraction, formatSeconds(r.bubbleSeconds));
+    os << llvm::formatv("  {0,-5} {1,12} {2,-12} {3,12} {4,12}  {5}\n", "stage",
+                        "device peak", "", "step alone", "p2p sent", "units");
+    for (const StageReport &s : r.stages) {
+      std::string units;
+      for (const auto &[first, last] : s.chunks) {
+        if (!units.empty())
+          units += ", ";
+        units += first;
+        if (last != first) {
+          units += "..";
+          units += last;
+        }
+      }
+      os << llvm::formatv("  {0,-5} {1,12} {2,-12} {3,12} {4,12}  {5}\n",
+                          s.stage, formatBytes(s.memory.devicePeakBytes()),
+                          s.memory.deviceFits ? "fits" : "DOES NOT FIT",
+                          formatSeconds(s.time.stepSeconds),
+                          formatBytes(s.comm.sends.bytes), units);
+    }
+    os << llvm::formatv("  worst memory: stage {0}; slowest: stage {1}; the "
+                        "tables below are theirs\n",
+                        r.stages[r.worstStage].stage,
+                        r.stages[r.slowestStage].stage);
+  }
 
   os << "\nMemory per rank (device)      at peak   steady state\n";
   for (int c = 0; c < kNumMemoryCategories; ++c)
@@ -425,6 +564,17 @@ void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
                           placement.intraNode ? "intra-node" : "inter-node",
                           totals.count, formatBytes(totals.bytes));
     }
+  if (comm.sends.count || comm.receives.count) {
+    any = true;
+    const GroupPlacement &placement =
+        comm.groups[static_cast<int>(sched::Group::Pipeline)];
+    for (auto [name, totals] : {std::pair{"send", &comm.sends},
+                                std::pair{"recv (received)", &comm.receives}})
+      os << llvm::formatv("  {0,-15} {1,-10} {2,6} {3,-11} {4,7} {5,12}\n",
+                          name, "pipeline", 2,
+                          placement.intraNode ? "intra-node" : "inter-node",
+                          totals->count, formatBytes(totals->bytes));
+  }
   if (!any)
     os << "  (none)\n";
   os << llvm::formatv("  total {0} (intra-node {1}, inter-node {2})\n",
@@ -437,8 +587,15 @@ void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
     return time.busySeconds[static_cast<int>(stream)];
   };
   os << "\nTime per step, predicted (rank 0)\n";
-  os << llvm::formatv("  step            {0}\n",
-                      formatSeconds(time.stepSeconds));
+  os << llvm::formatv(
+      "  step            {0}{1}\n", formatSeconds(time.stepSeconds),
+      r.stages.empty()
+          ? std::string()
+          : llvm::formatv(" = the slowest stage's {0} + the "
+                          "bubble's {1}",
+                          formatSeconds(time.stepSeconds - r.bubbleSeconds),
+                          formatSeconds(r.bubbleSeconds))
+                .str());
   os << llvm::formatv("  compute         {0} forward/backward/recompute at "
                       "{1:P0} of {2:F1} TFLOP/s, {3} element-wise/optimizer\n",
                       formatSeconds(time.computeSeconds), kComputeEfficiency,
@@ -586,7 +743,7 @@ llvm::json::Value plan::reportToJson(const ScheduleReport &r,
     }
     fitJson.push_back(std::move(alternative));
   }
-  return llvm::json::Object{
+  llvm::json::Object result{
       {"plan", r.planName},
       {"model", r.modelName},
       {"device", r.deviceName},
@@ -629,6 +786,37 @@ llvm::json::Value plan::reportToJson(const ScheduleReport &r,
                           {"peak_flops", time.peakFlops},
                           {"mfu", time.mfu}}},
   };
+  if (!r.stages.empty()) {
+    llvm::json::Array stages;
+    for (const StageReport &s : r.stages)
+      stages.push_back(llvm::json::Object{
+          {"stage", s.stage},
+          {"units", llvm::json::Array(s.units)},
+          {"chunks", llvm::json::Array(llvm::map_range(
+                         s.chunks,
+                         [](const std::pair<std::string, std::string> &chunk) {
+                           return llvm::json::Value(
+                               llvm::json::Array{chunk.first, chunk.second});
+                         }))},
+          {"device_peak_bytes", bytesValue(s.memory.devicePeakBytes())},
+          {"device_fits", s.memory.deviceFits},
+          {"host_peak_bytes", bytesValue(s.memory.hostBytesPerRank)},
+          {"step_alone_s", s.time.stepSeconds},
+          {"sent_bytes", bytesValue(s.comm.sends.bytes)},
+          {"received_bytes", bytesValue(s.comm.receives.bytes)},
+          {"comm_bytes", bytesValue(s.comm.totalBytes)}});
+    result["pipeline"] = llvm::json::Object{
+        {"stages", std::move(stages)},
+        {"schedule", stringifyPipelineSchedule(r.pipelineSchedule)},
+        {"virtual_stages", r.virtualStages},
+        {"bubble_fraction", r.bubbleFraction},
+        {"bubble_s", r.bubbleSeconds},
+        {"worst_memory_stage", r.stages[r.worstStage].stage},
+        {"slowest_stage", r.stages[r.slowestStage].stage}};
+  }
+  if (auto *mesh = result.getObject("mesh"))
+    (*mesh)["pipeline"] = r.meshPipeline;
+  return result;
 }
 
 void plan::writeChromeTrace(const ScheduleReport &r, llvm::raw_ostream &os) {

@@ -118,6 +118,9 @@ struct CommTotals {
 };
 
 struct CommReport {
+  /// A pipeline stage's sends to its neighbours and receives from them
+  /// (bytes: this rank's sent, and received).
+  CommTotals sends, receives;
   /// Index: CollectiveKind.
   std::array<CommTotals, kNumCollectiveKinds> perKind{};
   /// Index: CollectiveKind, then sched::Group.
@@ -128,6 +131,19 @@ struct CommReport {
   uint64_t intraNodeBytes = 0;
   uint64_t interNodeBytes = 0;
   uint64_t totalBytes = 0;
+};
+
+/// One pipeline stage's program, analysed alone.
+struct StageReport {
+  int64_t stage = 0;
+  /// Its units, in order, and the first and last of each of its model
+  /// chunks (several under interleaving).
+  std::vector<std::string> units;
+  std::vector<std::pair<std::string, std::string>> chunks;
+  MemoryReport memory;
+  CommReport comm;
+  /// Its step as if its neighbours were never late (no bubble).
+  StepTime time;
 };
 
 struct ScheduleReport {
@@ -143,6 +159,8 @@ struct ScheduleReport {
   /// divides the norms' tokens over it.
   int64_t meshTensor = 1;
   bool sequenceParallel = false;
+  /// The pipeline's stages (the mesh's pipeline axis).
+  int64_t meshPipeline = 1;
   /// Trainable parameters of the model (tied ones once), and the elements
   /// of them a tensor rank holds (its slice of each divided weight; equal
   /// without tensor parallelism).
@@ -165,11 +183,23 @@ struct ScheduleReport {
   MemoryReport memory;
   CommReport comm;
   StepTime time;
+
+  /// Pipeline parallelism: the stages, each analysed alone; the report's
+  /// `memory` is the stage of the highest device peak (`worstStage`), its
+  /// `comm` and `time` the slowest stage's (`slowestStage`), whose step
+  /// the bubble lengthens: stepSeconds = its step / (1 - bubble). Empty
+  /// without a pipeline.
+  std::vector<StageReport> stages;
+  PipelineSchedule pipelineSchedule = PipelineSchedule::OneFOneB;
+  int64_t virtualStages = 1;
+  double bubbleFraction = 0;
+  double bubbleSeconds = 0;
+  size_t worstStage = 0, slowestStage = 0;
 };
 
-/// Analyzes the module's one sched.program. Fails, with an error at the
-/// module or the op, when there is no planned program (run the plan-lower
-/// pipeline first) or an op has no cost in the time model.
+/// Analyzes the module's sched.program (one per stage of a pipeline). Fails,
+/// with an error at the module or the op, when there is no planned program (run
+/// the plan-lower pipeline first) or an op has no cost in the time model.
 mlir::FailureOr<ScheduleReport> analyzeSchedule(mlir::ModuleOp module);
 
 /// The readable table (`planc --report`).
