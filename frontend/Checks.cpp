@@ -1094,16 +1094,6 @@ void PlanChecker::checkPipeline() {
     note(d, "model.lora", "the adapters are set here");
     return;
   }
-  if (reads({"parallel.tensor"}) && p.tensor > 1) {
-    auto d = error("parallel.pipeline",
-                   "pipeline parallelism together with tensor parallelism is "
-                   "not supported yet: the residual stream would cross the "
-                   "stages in its tensor-parallel form, which neither the "
-                   "lowering nor plan-run does; use tensor = 1 with a "
-                   "pipeline, or pipeline = 1 with tensor parallelism");
-    note(d, "parallel.tensor", formatv("tensor is {0} here", p.tensor));
-    return;
-  }
   if (modelKnown && m.tieEmbeddings) {
     auto d = error("parallel.pipeline",
                    "pipeline parallelism with tied input and output "

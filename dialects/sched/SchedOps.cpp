@@ -394,12 +394,11 @@ static bool startsChunk(plan::UnitOp unit) {
   return previous && previous.getStage() != unit.getStage();
 }
 
-/// Elements of one micro-batch's hidden states, which cross between
-/// pipeline stages.
+/// Elements of one micro-batch's hidden states on a rank (its slice of the
+/// sequence under sequence parallelism), which cross between pipeline
+/// stages.
 static int64_t hiddenElements(ProgramOp program) {
-  plan::TrainAttr train = program.getTrain();
-  return train.getMicroBatch() * train.getSeqLen() *
-         program.getModel().getHidden();
+  return getExchangeShape(program).stream();
 }
 
 /// What a part's exchange operands must be, and which: `in` and `out` of a
@@ -471,9 +470,19 @@ static LogicalResult verifyPart(Operation *op, plan::UnitOp unit, int64_t part,
                 "need a mesh with a tensor axis above 1";
     return success();
   }
-  // The whole unit, as sched-lower emits it: sched-split-tensor-parallel
-  // splits it (sched-verify-schedule requires that it did).
-  if (part == 0 && !operands.in && !operands.out)
+  // Under pipeline parallelism a chunk's first unit reads the stage's input
+  // (in part 0, before which no cut is) and its last unit writes the stage's
+  // output (in its last part, after which none is); a recompute neither.
+  bool staged = program.getStage().has_value() && !isa<RecomputeOp>(op);
+  bool starts = staged && startsChunk(unit), ends = staged && endsChunk(unit);
+  int64_t stream = getExchangeShape(program).stream();
+  // The whole unit, as sched-lower emits it (with the stage's edges):
+  // sched-split-tensor-parallel splits it (sched-verify-schedule requires
+  // that it did).
+  auto edge = [&](Value buffer, bool expected) {
+    return bool(buffer) == expected && (!buffer || numel(buffer) == stream);
+  };
+  if (part == 0 && edge(operands.in, starts) && edge(operands.out, ends))
     return success();
   std::optional<plan::rt::tp::UnitRole> role =
       getTensorParallelRole(unit.getKind(), program.getModel().getFamily());
@@ -494,10 +503,14 @@ static LogicalResult verifyPart(Operation *op, plan::UnitOp unit, int64_t part,
   std::optional<int64_t> before, after;
   if (part > 0)
     before = exchange.consumed(cuts[part - 1]);
+  else if (starts)
+    before = stream;
   if (part < static_cast<int64_t>(cuts.size()) &&
       !(operands.backward &&
         cuts[part] == plan::rt::tp::Boundary::LossStatistics))
     after = exchange.produced(cuts[part]);
+  else if (part + 1 == parts && ends)
+    after = stream;
   auto check = [&](Value buffer, const char *name,
                    std::optional<int64_t> expected) -> LogicalResult {
     if (bool(buffer) != expected.has_value())

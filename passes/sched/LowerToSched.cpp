@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TensorParallelParts.h"
 #include "analysis/ActivationModel.h"
 #include "analysis/PipelineModel.h"
 #include "frontend/Models.h"
@@ -336,9 +337,10 @@ Value StepBuilder::allocSaves(const UnitSlot &unit, StringRef suffix) {
 
 Value StepBuilder::allocHidden(const Twine &name) {
   plan::TrainAttr train = planOp.getTrain();
-  return alloc(name, sched::BufferRole::Exchange,
-               train.getMicroBatch() * train.getSeqLen() *
-                   planOp.getModel().getHidden(),
+  plan::rt::tp::ExchangeShape shape{
+      train.getMicroBatch() * train.getSeqLen(), planOp.getModel().getHidden(),
+      planOp.getTensorRanks(), planOp.getParallel().getSequenceParallel()};
+  return alloc(name, sched::BufferRole::Exchange, shape.stream(),
                /*persistent=*/false);
 }
 

@@ -193,9 +193,14 @@ LogicalResult TensorParallelSplit::splitForward(Operation *op,
                       ".mb" + Twine(mb) + ".part")
                          .str();
   std::span<const tp::Boundary> cuts = tp::boundaries(role);
+  const int64_t parts = tp::partCount(role);
   builder.setInsertionPoint(op);
+  // A pipeline stage's input and output (sched-lower's, which frees them):
+  // the residual stream into part 0 and out of the last part.
+  Value stageIn = forward ? forward.getIn() : Value();
+  Value stageOut = forward ? forward.getOut() : Value();
   Value in;
-  for (int64_t part = 0; part < tp::partCount(role); ++part) {
+  for (int64_t part = 0; part < parts; ++part) {
     std::string name = base + std::to_string(part);
     Value out;
     std::optional<tp::Boundary> cut;
@@ -210,7 +215,8 @@ LogicalResult TensorParallelSplit::splitForward(Operation *op,
       sched::ForwardOp::create(builder, loc, forward.getUnit(),
                                forward.getMicroBatchAttr(), partAttr,
                                forward.getParams(), forward.getTied(),
-                               forward.getFrozen(), in, saves, out);
+                               forward.getFrozen(), part == 0 ? stageIn : in,
+                               saves, out || part + 1 < parts ? out : stageOut);
     else
       sched::RecomputeOp::create(
           builder, loc, recompute.getUnit(), recompute.getMicroBatchAttr(),
@@ -259,10 +265,13 @@ LogicalResult TensorParallelSplit::splitBackward(sched::BackwardOp op,
   std::string base =
       (unit.getSymName() + ".mb" + Twine(op.getMicroBatch()) + ".part").str();
   std::span<const tp::Boundary> cuts = tp::boundaries(role);
+  const int64_t parts = tp::partCount(role);
   builder.setInsertionPoint(op);
+  // A pipeline stage's output gradient (received) seeds the last part; its
+  // input gradient (sent back) is part 0's; sched-lower frees both.
   Value outGrad;
   sched::BackwardOp last;
-  for (int64_t part = tp::partCount(role) - 1; part >= 0; --part) {
+  for (int64_t part = parts - 1; part >= 0; --part) {
     std::string name = base + std::to_string(part);
     Value inGrad;
     if (part > 0)
@@ -271,8 +280,9 @@ LogicalResult TensorParallelSplit::splitBackward(sched::BackwardOp op,
     last = sched::BackwardOp::create(
         builder, loc, op.getUnit(), op.getMicroBatchAttr(),
         builder.getI64IntegerAttr(part), op.getParams(), op.getTied(),
-        op.getFrozen(), op.getActivations(), outGrad, op.getGrads(),
-        op.getTiedGrads(), inGrad);
+        op.getFrozen(), op.getActivations(),
+        outGrad || part + 1 < parts ? outGrad : op.getOutGrad(), op.getGrads(),
+        op.getTiedGrads(), part == 0 ? op.getInGrad() : inGrad);
     if (outGrad)
       sched::FreeOp::create(builder, loc, outGrad);
     outGrad = inGrad
@@ -357,7 +367,8 @@ LogicalResult TensorParallelSplit::run() {
     else if (isa<sched::ForwardOp, sched::RecomputeOp, sched::BackwardOp>(op))
       compute.push_back(&op);
     if (auto forward = dyn_cast<sched::ForwardOp>(op);
-        forward && (forward.getPart() != 0 || forward.getOut()))
+        forward &&
+        (forward.getPart() != 0 || (forward.getOut() && !program.getStage())))
       return op.emitOpError("is a part already: sched-split-tensor-parallel "
                             "splits whole units");
   }

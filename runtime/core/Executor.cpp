@@ -704,10 +704,15 @@ Executor::Executor(const ValidSchedule &schedule, Model &model, Comm &comm,
     impl_->prepare();
     impl_->events.resize(static_cast<size_t>(impl_->program.numEvents));
     impl_->stepsTaken.assign(schedule->groups.size(), 0);
+    // A program that steps no group at all (a test's fragment) counts
+    // every group's steps, as setCounters sets them.
     impl_->stepsGroup.assign(schedule->groups.size(), false);
     for (const Op &op : impl_->program.ops)
       if (const auto *step = op.as<ops::OptimizerStep>())
         impl_->stepsGroup[static_cast<size_t>(step->group)] = true;
+    if (std::none_of(impl_->stepsGroup.begin(), impl_->stepsGroup.end(),
+                     [](bool steps) { return steps; }))
+      impl_->stepsGroup.assign(schedule->groups.size(), true);
     impl_->dynamicLossScale.growthInterval =
         schedule->train.lossScale.growthInterval;
   } catch (...) {

@@ -186,6 +186,11 @@ public:
 
   /// The program being checked: each pipeline stage's in turn.
   const Program &prog() const { return *program; }
+  /// The sizes a micro-batch's activations have on one rank.
+  tp::ExchangeShape exchangeShape() const {
+    return {s.train.microBatch * s.train.seqLen, s.model.hidden, s.tensor,
+            s.sequenceParallel};
+  }
 
   // What the op checks (OpChecker) need.
   const Schedule &s;
@@ -292,9 +297,6 @@ private:
             " x " + std::to_string(s.cluster.gpusPerNode) + " ranks");
     if (s.sequenceParallel && s.tensor == 1)
       error("mesh: sequence_parallel without a tensor axis (tensor is 1)");
-    if (s.pipeline > 1 && s.tensor > 1)
-      error(mesh + ": pipeline and tensor parallelism together are not "
-                   "supported by this runtime yet");
     if (s.microBatches < 1)
       error("micro_batches must be at least 1");
     if (s.microBatches != s.train.gradAccum)
@@ -951,7 +953,7 @@ public:
         fail("the output of unit '" + unit.name + "' is exchanged with " +
              toString(op.peer) + " by stage " + std::to_string(expected) +
              ", not this one");
-      int64_t hidden = s.train.microBatch * s.train.seqLen * s.model.hidden;
+      int64_t hidden = v.exchangeShape().stream();
       if (numel(op.buffer) != hidden)
         fail("buffer has " + std::to_string(numel(op.buffer)) +
              " elements, not one micro-batch's " + std::to_string(hidden) +
@@ -965,7 +967,7 @@ public:
       if (s.pipeline == 1 || s.tensor != 1)
         return;
       // A stage's compute op: one part, with hidden states at chunk edges.
-      int64_t hidden = s.train.microBatch * s.train.seqLen * s.model.hidden;
+      int64_t hidden = v.exchangeShape().stream();
       auto edge = [&](const char *name, int64_t id, bool present) {
         if ((id >= 0) != present)
           fail(std::string(name) + (present ? " is missing" : " is given") +
@@ -1033,8 +1035,7 @@ public:
           fail("from is missing: a recompute starts from the saved input");
       return;
     }
-    const tp::ExchangeShape shape{s.train.microBatch * s.train.seqLen,
-                                  s.model.hidden, s.tensor, s.sequenceParallel};
+    const tp::ExchangeShape shape = v.exchangeShape();
     if constexpr (std::is_same_v<T, ops::Loss>) {
       int64_t want = shape.consumed(tp::Boundary::LossStatistics);
       if (op.stats < 0)
@@ -1059,6 +1060,13 @@ public:
              s.units[op.unit].name + "'");
       const bool first = op.part == 0;
       const bool hasCut = op.part < static_cast<int64_t>(cuts.size());
+      // A pipeline stage's input into part 0 of a chunk's first unit, its
+      // output out of the last part of a chunk's last unit (a recompute
+      // neither): the residual stream, where no cut is.
+      constexpr bool recompute = std::is_same_v<T, ops::Recompute>;
+      const bool starts = !recompute && first && startsChunk(op.unit);
+      const bool ends =
+          !recompute && op.part + 1 == parts && endsChunk(op.unit);
       // Present where the part's place says, of the size its cut gives.
       auto exchange = [&](const char *name, int64_t id, bool present,
                           int64_t elements) {
@@ -1071,16 +1079,18 @@ public:
                std::to_string(numel(id)) + " elements, not " +
                std::to_string(elements));
       };
-      int64_t consumed = first ? 0 : shape.consumed(cuts[op.part - 1]);
-      int64_t produced = hasCut ? shape.produced(cuts[op.part]) : 0;
+      int64_t consumed =
+          first ? shape.stream() : shape.consumed(cuts[op.part - 1]);
+      int64_t produced =
+          hasCut ? shape.produced(cuts[op.part]) : shape.stream();
       if constexpr (requires { op.in; }) {
-        exchange("in", op.in, !first, consumed);
-        exchange("out", op.out, hasCut, produced);
+        exchange("in", op.in, !first || starts, consumed);
+        exchange("out", op.out, hasCut || ends, produced);
       }
       if constexpr (requires { op.inGrad; }) {
         bool seeded = hasCut && cuts[op.part] != tp::Boundary::LossStatistics;
-        exchange("in_grad", op.inGrad, !first, consumed);
-        exchange("out_grad", op.outGrad, seeded, produced);
+        exchange("in_grad", op.inGrad, !first || starts, consumed);
+        exchange("out_grad", op.outGrad, seeded || ends, produced);
       }
       if constexpr (std::is_same_v<T, ops::Recompute>)
         if ((op.input >= 0) != first)

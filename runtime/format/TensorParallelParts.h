@@ -145,6 +145,13 @@ struct ExchangeShape {
     }
     return 0;
   }
+
+  /// Elements of one rank's residual stream between units: the hidden
+  /// states of every token, or under sequence parallelism of its slice of
+  /// the sequence. What a pipeline stage sends to the next one.
+  int64_t stream() const {
+    return tokens * hidden / (sequenceParallel ? tensor : 1);
+  }
 };
 
 } // namespace plan::rt::tp

@@ -893,7 +893,12 @@ private:
                        std::to_string(k) + " is not one of its " +
                        std::to_string(tp::partCount(role)));
     const bool hasCut = k < static_cast<int64_t>(cuts.size());
-    if ((k > 0) != part.in.defined() || hasCut != part.out.defined())
+    // A pipeline stage's edges, where no cut is: its input into part 0 of a
+    // chunk's first unit, its output out of the last part of its last unit.
+    const bool stageIn = k == 0 && part.in.defined();
+    const bool stageOut = !hasCut && part.out.defined();
+    if ((k > 0) != (part.in.defined() && !stageIn) ||
+        hasCut != (part.out.defined() && !stageOut))
       throw ModelError(std::string(what) + " of unit '" + u.name + "' part " +
                        std::to_string(k) +
                        " lacks its exchange buffers (in, out)");
@@ -927,6 +932,12 @@ private:
       // Its later parts read it from here (kept by reference: the input
       // buffer lives until after the unit's backward).
       partCarry_[mb] = Handover{unit, carryIn, true};
+    } else if (carry.reads && stageIn) {
+      carryIn = stageStream(part.in, batch, type, "forward's in");
+      carryPlanned = true;
+      // Its later parts read it from here (the buffer lives until after the
+      // unit's backward).
+      stream[mb] = Handover{unit, carryIn, true};
     } else if (carry.reads) {
       auto it = stream.find(mb);
       int64_t from = k == 0 ? unit - 1 : unit;
@@ -998,6 +1009,8 @@ private:
       else
         stream[mb] = Handover{unit, carryOut.detach(), adopted};
     }
+    if (stageOut)
+      handOn(mb, carryOut, part.out);
     if (role == tp::UnitRole::Head && k == 1)
       stream.erase(mb);
     if (into) {
@@ -1167,7 +1180,12 @@ private:
     const tp::UnitRole role = roleOf(u);
     const CarryUse carry = carryUse(role, k);
     const bool last = k + 1 == tp::partCount(role);
-    if (run.in.defined() != part.inGrad.defined())
+    // A pipeline stage's edges: the gradient of its output seeds the last
+    // part of a chunk's last unit, that of its input leaves part 0 of its
+    // first unit.
+    const bool stageInGrad = k == 0 && part.inGrad.defined();
+    const bool stageOutGrad = last && part.outGrad.defined();
+    if (run.in.defined() != (part.inGrad.defined() && !stageInGrad))
       throw ModelError("backward of unit '" + u.name + "' part " +
                        std::to_string(k) + " lacks its in_grad buffer");
 
@@ -1192,7 +1210,16 @@ private:
       outputs.push_back(run.out);
       seeds.push_back(part.outGrad.view(run.out.sizes()).to(run.out.dtype()));
     }
-    if (carry.replaces) {
+    if (carry.replaces && stageOutGrad) {
+      if (part.outGrad.numel() != run.carryOut.numel())
+        throw ModelError("backward of unit '" + u.name + "' part " +
+                         std::to_string(k) + ": out_grad has " +
+                         std::to_string(part.outGrad.numel()) +
+                         " elements, its residual stream " +
+                         std::to_string(run.carryOut.numel()));
+      outputs.push_back(run.carryOut);
+      seeds.push_back(part.outGrad.view(run.carryOut.sizes()));
+    } else if (carry.replaces) {
       auto g = gradIn_.find(mb);
       int64_t from = last ? unit + 1 : unit;
       if (g == gradIn_.end() || g->second.unit != from)
@@ -1239,6 +1266,16 @@ private:
         gradIn_[mb] = Handover{unit, gc};
     } else if (carry.replaces) {
       gradIn_.erase(mb);
+    }
+    if (stageInGrad) {
+      auto held = gradIn_.find(mb);
+      if (held == gradIn_.end() || held->second.unit != unit)
+        throw ModelError("backward of unit '" + u.name +
+                         "' part 0 has no gradient of its input to send");
+      checkFlat(u, part.inGrad, held->second.value.numel(),
+                "backward's in_grad");
+      part.inGrad.copy_(held->second.value.reshape({-1}));
+      gradIn_.erase(held);
     }
     partRuns_.erase(it);
     if (role == tp::UnitRole::Head && k == 1) {
@@ -1586,14 +1623,25 @@ private:
   /// other buffer bumps, and autograd would reject the saved input.
   at::Tensor stageHidden(const at::Tensor &buffer, const MicroBatch &batch,
                          const UnitWeights &weights, const char *what) const {
-    int64_t b = batch.tokens.size(0), s = batch.tokens.size(1);
+    return stageView(buffer, batch.tokens.size(1), batch, computeType(weights),
+                     what);
+  }
+  /// The same for a unit in tensor-parallel parts: the residual stream, a
+  /// rank's slice of the sequence under sequence parallelism.
+  at::Tensor stageStream(const at::Tensor &buffer, const MicroBatch &batch,
+                         at::ScalarType type, const char *what) const {
+    return stageView(buffer, streamLength(batch), batch, type, what);
+  }
+  at::Tensor stageView(const at::Tensor &buffer, int64_t s,
+                       const MicroBatch &batch, at::ScalarType type,
+                       const char *what) const {
+    int64_t b = batch.tokens.size(0);
     int64_t n = b * s * config_.hidden;
     if (buffer.numel() != n || buffer.dim() != 1)
       throw ModelError(std::string(what) + " has " +
                        std::to_string(buffer.numel()) +
                        " elements, not a micro-batch's " + std::to_string(n) +
                        " hidden states");
-    at::ScalarType type = computeType(weights);
     if (buffer.scalar_type() != type)
       throw ModelError(std::string(what) + " holds " +
                        c10::toString(buffer.scalar_type()) +

@@ -800,8 +800,9 @@ TEST(ScheduleFile, MissingFieldsAndWrongTypes) {
   EXPECT_HAS(errorAfterEdit([](Json &j) { j["buffers"][0]["space"] = "gpu"; }),
              "buffers[0].space: unknown value 'gpu' (expected one of device, "
              "host, pinned_host)");
-  EXPECT_HAS(errorAfterEdit([](Json &j) { j["ops"][5]["op"] = "send"; }),
-             "ops[5].op: unknown value 'send' (expected one of alloc, free,");
+  EXPECT_HAS(
+      errorAfterEdit([](Json &j) { j["ops"][5]["op"] = "sendrecv"; }),
+      "ops[5].op: unknown value 'sendrecv' (expected one of alloc, free,");
   EXPECT_HAS(errorAfterEdit([](Json &j) { j["model"].erase("rope_theta"); }),
              "model: missing field 'rope_theta'");
   EXPECT_HAS(errorAfterEdit([](Json &j) { j["train"]["lr_schedule"] = 3; }),
@@ -1114,6 +1115,57 @@ TEST(ScheduleFile, TensorParallelFieldsNeedATensorAxis) {
 // checks what the model relies on: each part of its unit's role, with the
 // exchange buffers of its place, of the sizes its cut gives, and the loss's
 // statistics.
+// A pipeline: one program per stage, which round-trips, and the reader's
+// checks of what a stage may do.
+TEST(ScheduleFile, PipelineStagesAreChecked) {
+  Schedule s = compile({"model.layers=4", "cluster.gpus_per_node=2",
+                        "parallel.sharding=no_shard", "parallel.pipeline=2",
+                        "train.grad_accum=2"});
+  EXPECT_EQ(s.pipeline, 2);
+  ASSERT_EQ(s.programs.size(), 2u);
+  EXPECT_EQ(s.worldSize(), 2);
+  EXPECT_EQ(s.units.front().stage, 0);
+  EXPECT_EQ(s.units.back().stage, 1);
+  Schedule back = parseSchedule(serializeSchedule(s), "t.sched").get();
+  ASSERT_EQ(back.programs.size(), 2u);
+  for (size_t stage = 0; stage < 2; ++stage) {
+    EXPECT_EQ(back.programs[stage].ops.size(), s.programs[stage].ops.size());
+    EXPECT_EQ(back.programs[stage].buffers.size(),
+              s.programs[stage].buffers.size());
+  }
+  bool sends = false;
+  for (const Op &op : s.programs.front().ops)
+    sends |= op.as<ops::Send>() != nullptr;
+  EXPECT_TRUE(sends);
+
+  // A stage's program computing another stage's unit.
+  Schedule other = s;
+  for (Op &op : other.programs.front().ops)
+    if (auto *forward = op.as<ops::Forward>())
+      forward->unit = static_cast<int64_t>(s.units.size()) - 1;
+  EXPECT_HAS(validateError(other),
+             "stage 0: op 16 (forward): unit 'head' is computed by stage 1, "
+             "not this one");
+  // A send of a unit that is not the last of its chunk.
+  Schedule early = s;
+  for (Op &op : early.programs.front().ops)
+    if (auto *send = op.as<ops::Send>())
+      send->unit = 0;
+  EXPECT_HAS(validateError(early),
+             "unit 'embed' is not the last of a pipeline chunk");
+  // The stage's input missing from its first unit.
+  Schedule noInput = s;
+  for (Op &op : noInput.programs.back().ops)
+    if (auto *forward = op.as<ops::Forward>())
+      forward->in = -1;
+  EXPECT_HAS(validateError(noInput), "in is missing for unit 'layers.2'");
+  // A program too few.
+  Schedule one = s;
+  one.programs.pop_back();
+  EXPECT_HAS(validateError(one),
+             "the schedule has 1 programs for a pipeline of 2 stages");
+}
+
 TEST(ScheduleFile, TensorParallelPartsAreChecked) {
   Schedule s =
       compile({"parallel.tensor=2", "parallel.sequence_parallel=true"});
