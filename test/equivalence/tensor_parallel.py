@@ -31,20 +31,12 @@ The script prints one line per case and ends with `N passed, N failed`.
 usage: tensor_parallel.py --planc PLANC --plan-run PLAN_RUN [--plan-checkpoint TOOL]
            [--steps N] [--work DIR] [--only TEXT]
 """
-import argparse
-import json
 import os
 import subprocess
 import sys
-import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PLAN = os.path.join(ROOT, "examples", "tiny_llama_cpu.plan")
-
-GLOBAL_BATCH = 8
-SEQ_LEN = 64
-FP32_RTOL = 1e-5
+from plan_runs import (FP32_RTOL, GLOBAL_BATCH, common, compare, compile_plan, main,
+                       train)
 
 # A model's --set flags, where it is not a preset as it is.
 MODEL_SETS = {
@@ -76,56 +68,6 @@ CASES = [
     ("gpt2 tp2 sp padded vocabulary (511)", "gpt2_tiny_vocab511", 2, 1, 1,
      ["parallel.tensor=2", "parallel.sequence_parallel=true"]),
 ]
-
-
-def compile_plan(args, sets, tag):
-    sched = os.path.join(args.work, tag + ".sched")
-    cmd = [args.planc, PLAN, "-o", sched]
-    for s in sets:
-        cmd += ["--set", s]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"planc failed: {' '.join(cmd)}\n{p.stdout}{p.stderr}")
-    return sched
-
-
-def compile_and_run(args, sets, world, tag, extra=(), steps=None):
-    return train(args, compile_plan(args, sets, tag), world, tag, extra, steps)
-
-
-def train(args, sched, world, tag, extra=(), steps=None):
-    """plan-run on `world` local ranks; the --metrics lines it wrote."""
-    steps = steps or args.steps
-    metrics = os.path.join(args.work, tag + ".jsonl")
-    if os.path.exists(metrics):
-        os.remove(metrics)
-    cmd = [args.plan_run, "--nproc", str(world), sched, "--steps", str(steps),
-           "--data", "synthetic", "--metrics", metrics, "--quiet", "--timeout", "120",
-           "--backend", "cpu"] + list(extra)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if p.returncode != 0:
-        raise RuntimeError(f"plan-run failed ({p.returncode}): {' '.join(cmd)}\n"
-                           f"{p.stdout}{p.stderr}")
-    with open(metrics) as f:
-        steps = [json.loads(line) for line in f if line.strip()]
-    return steps
-
-
-def common(model, accum, micro_batch):
-    return MODEL_SETS.get(model, [f"model={model}"]) + [
-        f"train.seq_len={SEQ_LEN}", f"train.micro_batch={micro_batch}",
-        f"train.grad_accum={accum}", "train.precision=fp32", "train.steps=0",
-        "train.grad_clip=1e9", "cluster.nodes=1"]
-
-
-def compare(ours, theirs, keys=("loss", "grad_norm")):
-    """The largest relative difference of `keys` over the steps both have."""
-    by_step = {t["step"]: t for t in theirs}
-    if not ours or any(o["step"] not in by_step for o in ours):
-        raise RuntimeError(f"steps {[o['step'] for o in ours]} are not all in "
-                           f"{sorted(by_step)}")
-    return max(abs(o[k] - by_step[o["step"]][k]) / abs(by_step[o["step"]][k])
-               for o in ours for k in keys)
 
 
 def checkpoint_cases(args):
@@ -177,79 +119,8 @@ def checkpoint_cases(args):
            compare(losses[0], losses[1]), FP32_RTOL)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--planc", required=True)
-    ap.add_argument("--plan-run", required=True)
-    ap.add_argument("--plan-checkpoint", default=None,
-                    help="also save, resume, reshard and export checkpoints with this tool")
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--work", default=None)
-    ap.add_argument("--only", default=None, help="run only cases whose name contains this")
-    args = ap.parse_args()
-    args.work = args.work or tempfile.mkdtemp(prefix="plan-tensor-parallel-")
-    os.makedirs(args.work, exist_ok=True)
-
-    refs = {}
-    passed = failed = 0
-    worst = 0.0
-    for i, (name, model, world, dp, accum, sets) in enumerate(CASES):
-        if args.only and args.only not in name:
-            continue
-        t0 = time.time()
-        try:
-            if model not in refs:
-                refs[model] = compile_and_run(
-                    args, common(model, 1, GLOBAL_BATCH) +
-                    ["cluster.gpus_per_node=1", "parallel.sharding=no_shard"], 1,
-                    f"ref-{model}")
-                losses = [s["loss"] for s in refs[model]]
-                if not min(losses[len(losses) // 2:]) < losses[0]:
-                    raise RuntimeError(f"reference loss does not fall: {losses}")
-            ref = refs[model]
-            micro_batch = GLOBAL_BATCH // (dp * accum)
-            steps = compile_and_run(
-                args, common(model, accum, micro_batch) +
-                [f"cluster.gpus_per_node={world}"] + sets, world, f"case{i}")
-            if len(steps) != args.steps or len(ref) != args.steps:
-                raise RuntimeError(f"expected {args.steps} metrics lines, got {len(steps)}")
-            rel = 0.0
-            for ours, theirs in zip(steps, ref):
-                for key in ("loss", "grad_norm"):
-                    if key not in ours or key not in theirs:
-                        raise RuntimeError(f"step {ours['step']} has no {key}")
-                    rel = max(rel, abs(ours[key] - theirs[key]) / abs(theirs[key]))
-            ok = rel <= FP32_RTOL
-            worst = max(worst, rel)
-            print(f"{'PASS' if ok else 'FAIL'} {name} ({world} ranks): max rel diff of loss "
-                  f"and grad norm {rel:.2e} (tol {FP32_RTOL:.0e}), loss "
-                  f"{steps[0]['loss']:.4f} -> {steps[-1]['loss']:.4f}, "
-                  f"{time.time() - t0:.1f}s", flush=True)
-            if not ok:
-                for ours, theirs in zip(steps, ref):
-                    print(f"  step {ours['step']}: loss {ours['loss']!r} vs {theirs['loss']!r}, "
-                          f"grad norm {ours['grad_norm']!r} vs {theirs['grad_norm']!r}")
-            passed += ok
-            failed += not ok
-        except Exception as e:  # one case's failure must not hide the others
-            print(f"FAIL {name}: {e}", flush=True)
-            failed += 1
-    if args.plan_checkpoint and (not args.only or "checkpoint" in args.only):
-        try:
-            for name, rel, tol in checkpoint_cases(args):
-                ok = rel <= tol
-                worst = max(worst, rel)
-                print(f"{'PASS' if ok else 'FAIL'} checkpoint: {name}: max rel diff {rel:.2e} "
-                      f"(tol {tol:.0e})", flush=True)
-                passed += ok
-                failed += not ok
-        except Exception as e:
-            print(f"FAIL checkpoint: {e}", flush=True)
-            failed += 1
-    print(f"max rel diff: {worst:.2e}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main("plan-tensor-parallel-", CASES,
+                  lambda model, accum, micro_batch: common(
+                      model, accum, micro_batch, MODEL_SETS.get(model)),
+                  checkpoint_cases))

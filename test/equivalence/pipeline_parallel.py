@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Pipeline parallelism trains as one rank does.
+
+Each case compiles a tiny Llama of 8 blocks with a pipeline axis (planc: one program
+per stage, sched.send / sched.recv between them), trains it on local CPU ranks, and
+compares every step's loss and gradient norm with the single-rank no_shard run of the
+same model, seed, synthetic data and global batch (plan_runs.py): fp32, within
+FP32_RTOL relative at every step.
+
+The cases are the issue's matrix (docs/language.md, "Pipeline parallelism"): pipeline
+2 and 4 with gpipe, 1f1b and interleaved(2) (two model chunks per stage, the chunks
+wrapping from the last stage to the first); explicit stages; pipeline 2 x data
+parallel 2 with full_shard; 1f1b with activation checkpointing and no_shard over 2
+data-parallel ranks; and with tensor parallelism: pp 2 x tp 2, with sequence
+parallelism, interleaving and checkpointing, and dp 2 x pp 2 x tp 2 on 8 ranks. Tied
+embeddings, LoRA and BERT with a pipeline are refused by the compiler
+(test/frontend/diagnostics/pipeline.plan).
+
+With --plan-checkpoint, checkpoints too (docs/checkpoints.md): a pipeline-2 x dp-2 run
+saves every 2 steps (each stage's ranks their own groups); resumed at step 2 with its
+own schedule it continues bitwise as the run did; resumed with the single-rank
+schedule (reshard pp 2 -> 1) and with a pipeline of 4 (2 -> 4), and the single-rank
+run's checkpoint resumed with the pipeline schedule (1 -> 2), each continues as the
+single-rank run does within FP32_RTOL; and the HuggingFace export of the pipeline
+run's last checkpoint, trained one step from by the single-rank schedule (--init),
+gives the loss the single-rank run's export gives, within FP32_RTOL.
+
+The script prints one line per case and ends with `N passed, N failed`.
+
+usage: pipeline_parallel.py --planc PLANC --plan-run PLAN_RUN [--plan-checkpoint TOOL]
+           [--steps N] [--work DIR] [--only TEXT]
+"""
+import os
+import subprocess
+import sys
+
+from plan_runs import (FP32_RTOL, GLOBAL_BATCH, common, compare, compile_plan, main,
+                       train)
+
+MODEL = "llama8"
+MODEL_SETS = {MODEL: ["model=llama_tiny", "model.layers=8"]}
+
+# name: (model, world size, data-parallel ranks, grad_accum, --set flags)
+CASES = [
+    ("pp2 gpipe", MODEL, 2, 1, 4, ["parallel.pipeline=2", "parallel.schedule=gpipe"]),
+    ("pp2 1f1b", MODEL, 2, 1, 4, ["parallel.pipeline=2", "parallel.schedule=1f1b"]),
+    ("pp4 gpipe", MODEL, 4, 1, 4, ["parallel.pipeline=4", "parallel.schedule=gpipe"]),
+    ("pp4 1f1b", MODEL, 4, 1, 4, ["parallel.pipeline=4", "parallel.schedule=1f1b"]),
+    ("pp2 interleaved(2)", MODEL, 2, 1, 4,
+     ["parallel.pipeline=2", "parallel.schedule=interleaved(2)"]),
+    ("pp4 interleaved(2)", MODEL, 4, 1, 4,
+     ["parallel.pipeline=4", "parallel.schedule=interleaved(2)"]),
+    ("pp2 1f1b stages [3, 5]", MODEL, 2, 1, 4,
+     ["parallel.pipeline=2", "parallel.stages=[3, 5]"]),
+    ("pp2 x dp2 full_shard 1f1b", MODEL, 4, 2, 2,
+     ["parallel.pipeline=2", "parallel.sharding=full_shard"]),
+    ("pp2 x dp2 no_shard 1f1b checkpointing", MODEL, 4, 2, 2,
+     ["parallel.pipeline=2", "parallel.sharding=no_shard",
+      "train.activation_checkpointing=full"]),
+    # With tensor parallelism: the residual stream crosses the stages as each
+    # tensor rank holds it (its slice of the sequence under SP).
+    ("pp2 x tp2 1f1b", MODEL, 4, 1, 4, ["parallel.pipeline=2", "parallel.tensor=2"]),
+    ("pp2 x tp2 sp interleaved(2) checkpointing", MODEL, 4, 1, 4,
+     ["parallel.pipeline=2", "parallel.tensor=2", "parallel.sequence_parallel=true",
+      "parallel.schedule=interleaved(2)", "train.activation_checkpointing=full"]),
+    ("dp2 x pp2 x tp2 full_shard 1f1b", MODEL, 8, 2, 2,
+     ["parallel.pipeline=2", "parallel.tensor=2", "parallel.sharding=full_shard"]),
+]
+
+
+def flags(model, accum, micro_batch):
+    return common(model, accum, micro_batch, MODEL_SETS.get(model))
+
+
+def checkpoint_cases(args):
+    """Save, resume, reshard and export a pipeline run; yields (name, rel, tol)."""
+    pp_sets = flags(MODEL, 2, GLOBAL_BATCH // 4) + [
+        "cluster.gpus_per_node=4", "parallel.pipeline=2", "parallel.sharding=full_shard"]
+    pp4_sets = flags(MODEL, 4, GLOBAL_BATCH // 4) + [
+        "cluster.gpus_per_node=4", "parallel.pipeline=4"]
+    ref_sets = flags(MODEL, 1, GLOBAL_BATCH) + [
+        "cluster.gpus_per_node=1", "parallel.sharding=no_shard"]
+    pp_sched = compile_plan(args, pp_sets, "ckpt-pp")
+    pp4_sched = compile_plan(args, pp4_sets, "ckpt-pp4")
+    ref_sched = compile_plan(args, ref_sets, "ckpt-ref")
+    pp_dir = os.path.join(args.work, "ckpt-pp")
+    ref_dir = os.path.join(args.work, "ckpt-ref")
+    every = ["--checkpoint-every", "2"]
+    pp_run = train(args, pp_sched, 4, "ckpt-pp-run", ["--checkpoint-dir", pp_dir] + every)
+    ref_run = train(args, ref_sched, 1, "ckpt-ref-run", ["--checkpoint-dir", ref_dir] + every)
+    step2 = "step-00000002"
+    yield ("pp2 x dp2 checkpointing run vs single rank", compare(pp_run, ref_run), FP32_RTOL)
+    # Its description names the pipeline axis, and every rank's file checks out.
+    for sub in ("info", "verify"):
+        cmd = [args.plan_checkpoint, sub, os.path.join(pp_dir, step2)]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stdout}{p.stderr}")
+        if sub == "info" and "mesh:       2x1x2x1 (pipeline x replicate x shard x tensor)" \
+                not in p.stdout:
+            raise RuntimeError(f"plan-checkpoint info does not show the pipeline:\n{p.stdout}")
+    resumed = train(args, pp_sched, 4, "ckpt-pp-resumed",
+                    ["--resume", os.path.join(pp_dir, step2)])
+    yield ("pp2 resumed at step 2 vs its run (bitwise)", compare(resumed, pp_run), 0.0)
+    to_one = train(args, ref_sched, 1, "ckpt-pp-to-1", ["--resume", os.path.join(pp_dir, step2)])
+    yield ("pp2 checkpoint resumed on 1 rank (pp 2 -> 1)", compare(to_one, ref_run), FP32_RTOL)
+    to_four = train(args, pp4_sched, 4, "ckpt-pp-to-4",
+                    ["--resume", os.path.join(pp_dir, step2)])
+    yield ("pp2 checkpoint resumed with pp4 (2 -> 4)", compare(to_four, ref_run), FP32_RTOL)
+    to_two = train(args, pp_sched, 4, "ckpt-1-to-pp",
+                   ["--resume", os.path.join(ref_dir, step2)])
+    yield ("1-rank checkpoint resumed with pp2 (1 -> 2)", compare(to_two, ref_run), FP32_RTOL)
+    losses = []
+    for tag, root in (("pp", pp_dir), ("ref", ref_dir)):
+        out = os.path.join(args.work, f"hf-{tag}")
+        cmd = [args.plan_checkpoint, "export", os.path.join(root, f"step-{args.steps:08d}"),
+               "-o", out]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"export failed: {' '.join(cmd)}\n{p.stdout}{p.stderr}")
+        losses.append(train(args, ref_sched, 1, f"hf-{tag}-init", ["--init", out], steps=1))
+        # Trained weights, not the seed's: a step from them is another loss.
+        if abs(losses[-1][0]["loss"] - ref_run[0]["loss"]) <= 1e-3 * abs(ref_run[0]["loss"]):
+            raise RuntimeError(f"--init {out} trains as from the seed: the export lost "
+                               "the trained weights")
+    yield ("HF export of the pp2 run vs of the single-rank run (one step from each)",
+           compare(losses[0], losses[1]), FP32_RTOL)
+
+
+if __name__ == "__main__":
+    sys.exit(main("plan-pipeline-parallel-", CASES, flags, checkpoint_cases))
