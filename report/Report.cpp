@@ -821,44 +821,56 @@ llvm::json::Value plan::reportToJson(const ScheduleReport &r,
 
 void plan::writeChromeTrace(const ScheduleReport &r, llvm::raw_ostream &os) {
   llvm::json::Array events;
-  events.push_back(llvm::json::Object{
-      {"name", "process_name"},
-      {"ph", "M"},
-      {"pid", 0},
-      {"args", llvm::json::Object{{"name", r.planName + " rank 0"}}}});
-  for (int s = 0; s < kNumStreams; ++s)
-    events.push_back(llvm::json::Object{
-        {"name", "thread_name"},
-        {"ph", "M"},
-        {"pid", 0},
-        {"tid", s},
-        {"args",
-         llvm::json::Object{{"name", streamName(static_cast<Stream>(s))}}}});
-  for (const TimelineSlice &slice : r.time.slices)
-    events.push_back(llvm::json::Object{{"name", slice.name},
-                                        {"ph", "X"},
-                                        {"pid", 0},
-                                        {"tid", static_cast<int>(slice.stream)},
-                                        {"ts", slice.start * 1e6},
-                                        {"dur", slice.duration * 1e6}});
-  // The memory curve: a counter per space, where its live bytes change.
-  for (int space = 0; space < kNumMemorySpaces; ++space) {
-    const std::vector<uint64_t> &live = r.memory.spaces[space].liveAtOp;
-    if (live.size() != r.time.opStart.size())
-      continue;
-    std::string name =
-        (sched::stringifyMemorySpace(static_cast<sched::MemorySpace>(space)) +
-         " memory")
-            .str();
-    for (size_t i = 0; i < live.size(); ++i)
-      if (i == 0 || live[i] != live[i - 1])
-        events.push_back(llvm::json::Object{
-            {"name", name},
-            {"ph", "C"},
-            {"pid", 0},
-            {"ts", r.time.opStart[i] * 1e6},
-            {"args", llvm::json::Object{{"live_bytes", live[i]}}}});
-  }
+  // One process per program: rank 0's, or under pipeline parallelism each
+  // stage's step alone (the bubble between them is not simulated).
+  auto emit = [&](int pid, const std::string &name, const StepTime &time,
+                  const MemoryReport &memory) {
+    events.push_back(
+        llvm::json::Object{{"name", "process_name"},
+                           {"ph", "M"},
+                           {"pid", pid},
+                           {"args", llvm::json::Object{{"name", name}}}});
+    for (int s = 0; s < kNumStreams; ++s)
+      events.push_back(llvm::json::Object{
+          {"name", "thread_name"},
+          {"ph", "M"},
+          {"pid", pid},
+          {"tid", s},
+          {"args",
+           llvm::json::Object{{"name", streamName(static_cast<Stream>(s))}}}});
+    for (const TimelineSlice &slice : time.slices)
+      events.push_back(
+          llvm::json::Object{{"name", slice.name},
+                             {"ph", "X"},
+                             {"pid", pid},
+                             {"tid", static_cast<int>(slice.stream)},
+                             {"ts", slice.start * 1e6},
+                             {"dur", slice.duration * 1e6}});
+    // The memory curve: a counter per space, where its live bytes change.
+    for (int space = 0; space < kNumMemorySpaces; ++space) {
+      const std::vector<uint64_t> &live = memory.spaces[space].liveAtOp;
+      if (live.size() != time.opStart.size())
+        continue;
+      std::string counter =
+          (sched::stringifyMemorySpace(static_cast<sched::MemorySpace>(space)) +
+           " memory")
+              .str();
+      for (size_t i = 0; i < live.size(); ++i)
+        if (i == 0 || live[i] != live[i - 1])
+          events.push_back(llvm::json::Object{
+              {"name", counter},
+              {"ph", "C"},
+              {"pid", pid},
+              {"ts", time.opStart[i] * 1e6},
+              {"args", llvm::json::Object{{"live_bytes", live[i]}}}});
+    }
+  };
+  if (r.stages.empty())
+    emit(0, r.planName + " rank 0", r.time, r.memory);
+  for (const StageReport &stage : r.stages)
+    emit(static_cast<int>(stage.stage),
+         r.planName + " stage " + std::to_string(stage.stage) + " (alone)",
+         stage.time, stage.memory);
   os << llvm::formatv("{0:2}\n", llvm::json::Value(llvm::json::Object{
                                      {"traceEvents", std::move(events)},
                                      {"displayTimeUnit", "ms"}}));

@@ -99,7 +99,11 @@ const char *laneTitle(Stream stream) {
 } // namespace
 
 void plan::writeTimelineSvg(const ScheduleReport &r, llvm::raw_ostream &os) {
+  // Under pipeline parallelism the slowest stage's program, its step with
+  // the bubble, and its own memory.
   const StepTime &time = r.time;
+  const MemoryReport &memory =
+      r.stages.empty() ? r.memory : r.stages[r.slowestStage].memory;
   double span = time.stepSeconds;
   for (const TimelineSlice &slice : time.slices)
     span = std::max(span, slice.start + slice.duration);
@@ -198,14 +202,14 @@ void plan::writeTimelineSvg(const ScheduleReport &r, llvm::raw_ostream &os) {
   axis(lanesBottom + 2);
 
   // The memory curve of each arena, with the planned arena and the peak.
-  const SpaceMemory &device = r.memory.device();
+  const SpaceMemory &device = memory.device();
   // analyzeSchedule gives a used space one entry per op, as opStart.
   auto hasCurve = [&](const SpaceMemory &space) {
     return space.used && !space.liveAtOp.empty() &&
            space.liveAtOp.size() == time.opStart.size();
   };
   uint64_t top = 1;
-  for (const SpaceMemory &space : r.memory.spaces)
+  for (const SpaceMemory &space : memory.spaces)
     if (hasCurve(space)) {
       top = std::max(top, space.arenaBytes);
       for (uint64_t b : space.liveAtOp)
@@ -227,7 +231,7 @@ void plan::writeTimelineSvg(const ScheduleReport &r, llvm::raw_ostream &os) {
   const char *colours[kNumMemorySpaces] = {"#4e79a7", "#59a14f", "#b07aa1"};
   double legendX = kLeft + 8;
   for (int i = 0; i < kNumMemorySpaces; ++i) {
-    const SpaceMemory &space = r.memory.spaces[i];
+    const SpaceMemory &space = memory.spaces[i];
     if (!hasCurve(space))
       continue;
     std::string name =
@@ -278,7 +282,7 @@ void plan::writeTimelineSvg(const ScheduleReport &r, llvm::raw_ostream &os) {
         "arena's packing slack as other: {2}; workspace {3} outside the "
         "arena</text></g>\n",
         kLeft, textY + 16, escape(what),
-        escape(formatBytes(r.memory.workspaceBytes)));
+        escape(formatBytes(memory.workspaceBytes)));
   }
   axis(memoryBottom + 2);
   os << "</svg>\n";

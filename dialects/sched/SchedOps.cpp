@@ -99,6 +99,17 @@ LogicalResult ProgramOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     if (!same)
       return emitOpError("its ")
              << name << " differs from plan '" << getPlan() << "''s";
+  // A pipeline's stages each have a program; a plan without one, a single
+  // program with no stage.
+  int64_t stages = plan.getPipelineRanks();
+  std::optional<uint64_t> stage = getStage();
+  if (stages > 1 && (!stage || static_cast<int64_t>(*stage) >= stages))
+    return emitOpError("is for plan '")
+           << getPlan() << "', whose pipeline has " << stages
+           << " stages: it needs a `stage` below " << stages;
+  if (stages == 1 && stage)
+    return emitOpError("has stage ")
+           << *stage << ", but plan '" << getPlan() << "' has no pipeline";
   return success();
 }
 
@@ -558,13 +569,16 @@ static LogicalResult verifyPointToPoint(Operation *op, Value buffer, Peer peer,
   int64_t producer = chunk % ranks, consumer = (chunk + 1) % ranks;
   bool produces = peer == Peer::Next;
   int64_t expected = produces ? producer : consumer;
-  if (*stage != expected)
+  if (*stage != expected) {
+    // What travels: the output towards the next stage, its gradient back.
+    bool output = sends == (peer == Peer::Next);
     return op->emitOpError("stage ")
            << *stage << " " << (sends ? "sends" : "receives")
-           << (produces ? " the output of" : " the gradient of the output of")
+           << (output ? " the output of" : " the gradient of the output of")
            << " unit '" << unit.getSymName() << "' (chunk " << chunk << ")"
            << (sends ? " to " : " from ") << stringifyPeer(peer)
            << ", which stage " << expected << " does";
+  }
   if (numel(buffer) != hiddenElements(program))
     return op->emitOpError("buffer has ")
            << numel(buffer) << " elements, not the " << hiddenElements(program)

@@ -21,7 +21,8 @@ saves every 2 steps (each stage's ranks their own groups); resumed at step 2 wit
 own schedule it continues bitwise as the run did; resumed with the single-rank
 schedule (reshard pp 2 -> 1) and with a pipeline of 4 (2 -> 4), and the single-rank
 run's checkpoint resumed with the pipeline schedule (1 -> 2), each continues as the
-single-rank run does within FP32_RTOL; and the HuggingFace export of the pipeline
+single-rank run does within FP32_RTOL, as does a pp 2 x tp 2 (SP) run's checkpoint
+resumed on one rank; and the HuggingFace export of the pipeline
 run's last checkpoint, trained one step from by the single-rank schedule (--init),
 gives the loss the single-rank run's export gives, within FP32_RTOL.
 
@@ -31,11 +32,10 @@ usage: pipeline_parallel.py --planc PLANC --plan-run PLAN_RUN [--plan-checkpoint
            [--steps N] [--work DIR] [--only TEXT]
 """
 import os
-import subprocess
 import sys
 
-from plan_runs import (FP32_RTOL, GLOBAL_BATCH, common, compare, compile_plan, main,
-                       train)
+from plan_runs import (FP32_RTOL, GLOBAL_BATCH, check_checkpoint, common, compare,
+                       compile_plan, exported_losses, main, train)
 
 MODEL = "llama8"
 MODEL_SETS = {MODEL: ["model=llama_tiny", "model.layers=8"]}
@@ -91,14 +91,8 @@ def checkpoint_cases(args):
     step2 = "step-00000002"
     yield ("pp2 x dp2 checkpointing run vs single rank", compare(pp_run, ref_run), FP32_RTOL)
     # Its description names the pipeline axis, and every rank's file checks out.
-    for sub in ("info", "verify"):
-        cmd = [args.plan_checkpoint, sub, os.path.join(pp_dir, step2)]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stdout}{p.stderr}")
-        if sub == "info" and "mesh:       2x1x2x1 (pipeline x replicate x shard x tensor)" \
-                not in p.stdout:
-            raise RuntimeError(f"plan-checkpoint info does not show the pipeline:\n{p.stdout}")
+    check_checkpoint(args, os.path.join(pp_dir, step2),
+                     "2x1x2x1 (pipeline x replicate x shard x tensor)")
     resumed = train(args, pp_sched, 4, "ckpt-pp-resumed",
                     ["--resume", os.path.join(pp_dir, step2)])
     yield ("pp2 resumed at step 2 vs its run (bitwise)", compare(resumed, pp_run), 0.0)
@@ -110,19 +104,19 @@ def checkpoint_cases(args):
     to_two = train(args, pp_sched, 4, "ckpt-1-to-pp",
                    ["--resume", os.path.join(ref_dir, step2)])
     yield ("1-rank checkpoint resumed with pp2 (1 -> 2)", compare(to_two, ref_run), FP32_RTOL)
-    losses = []
-    for tag, root in (("pp", pp_dir), ("ref", ref_dir)):
-        out = os.path.join(args.work, f"hf-{tag}")
-        cmd = [args.plan_checkpoint, "export", os.path.join(root, f"step-{args.steps:08d}"),
-               "-o", out]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError(f"export failed: {' '.join(cmd)}\n{p.stdout}{p.stderr}")
-        losses.append(train(args, ref_sched, 1, f"hf-{tag}-init", ["--init", out], steps=1))
-        # Trained weights, not the seed's: a step from them is another loss.
-        if abs(losses[-1][0]["loss"] - ref_run[0]["loss"]) <= 1e-3 * abs(ref_run[0]["loss"]):
-            raise RuntimeError(f"--init {out} trains as from the seed: the export lost "
-                               "the trained weights")
+    # A 3-D checkpoint (pp 2 x tp 2 with SP) resumed on one rank.
+    sets_3d = flags(MODEL, 4, GLOBAL_BATCH // 4) + [
+        "cluster.gpus_per_node=4", "parallel.pipeline=2", "parallel.tensor=2",
+        "parallel.sequence_parallel=true"]
+    dir_3d = os.path.join(args.work, "ckpt-3d")
+    run_3d = train(args, compile_plan(args, sets_3d, "ckpt-3d"), 4, "ckpt-3d-run",
+                   ["--checkpoint-dir", dir_3d] + every)
+    yield ("pp2 x tp2 sp checkpointing run vs single rank", compare(run_3d, ref_run),
+           FP32_RTOL)
+    from_3d = train(args, ref_sched, 1, "ckpt-3d-to-1", ["--resume", os.path.join(dir_3d, step2)])
+    yield ("pp2 x tp2 checkpoint resumed on 1 rank", compare(from_3d, ref_run), FP32_RTOL)
+    losses = exported_losses(args, (("pp", pp_dir), ("ref", ref_dir)), ref_sched,
+                             ref_run)
     yield ("HF export of the pp2 run vs of the single-rank run (one step from each)",
            compare(losses[0], losses[1]), FP32_RTOL)
 

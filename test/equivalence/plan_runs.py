@@ -72,6 +72,39 @@ def compare(ours, theirs, keys=("loss", "grad_norm")):
                for o in ours for k in keys)
 
 
+def check_checkpoint(args, directory, mesh):
+    """`plan-checkpoint info` shows `mesh` (its mesh line) and `verify` accepts
+    every rank's file of the checkpoint in `directory`."""
+    for sub in ("info", "verify"):
+        cmd = [args.plan_checkpoint, sub, directory]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stdout}{p.stderr}")
+        if sub == "info" and f"mesh:       {mesh}" not in p.stdout:
+            raise RuntimeError(f"plan-checkpoint info does not show mesh {mesh}:\n{p.stdout}")
+
+
+def exported_losses(args, roots, ref_sched, ref_run):
+    """For each (tag, checkpoint root): its last checkpoint exported to
+    HuggingFace safetensors, and one step of the single-rank schedule from it
+    (--init); the metrics of each. Fails where a step from the export trains
+    as from the seed (the export lost the trained weights)."""
+    losses = []
+    for tag, root in roots:
+        out = os.path.join(args.work, f"hf-{tag}")
+        cmd = [args.plan_checkpoint, "export", os.path.join(root, f"step-{args.steps:08d}"),
+               "-o", out]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"export failed: {' '.join(cmd)}\n{p.stdout}{p.stderr}")
+        losses.append(train(args, ref_sched, 1, f"hf-{tag}-init", ["--init", out], steps=1))
+        # Trained weights, not the seed's: a step from them is another loss.
+        if abs(losses[-1][0]["loss"] - ref_run[0]["loss"]) <= 1e-3 * abs(ref_run[0]["loss"]):
+            raise RuntimeError(f"--init {out} trains as from the seed: the export lost "
+                               "the trained weights")
+    return losses
+
+
 def run_cases(args, cases, flags):
     """Runs each case (name, model, world size, data-parallel ranks, grad_accum,
     --set flags) against its model's single-rank reference; `flags(model, accum,

@@ -32,11 +32,10 @@ usage: tensor_parallel.py --planc PLANC --plan-run PLAN_RUN [--plan-checkpoint T
            [--steps N] [--work DIR] [--only TEXT]
 """
 import os
-import subprocess
 import sys
 
-from plan_runs import (FP32_RTOL, GLOBAL_BATCH, common, compare, compile_plan, main,
-                       train)
+from plan_runs import (FP32_RTOL, GLOBAL_BATCH, check_checkpoint, common, compare,
+                       compile_plan, exported_losses, main, train)
 
 # A model's --set flags, where it is not a preset as it is.
 MODEL_SETS = {
@@ -87,13 +86,8 @@ def checkpoint_cases(args):
     step2 = "step-00000002"
     yield ("tp2 checkpointing run vs single rank", compare(tp_run, ref_run), FP32_RTOL)
     # Its description names the tensor axis, and every rank's file checks out.
-    for sub in ("info", "verify"):
-        cmd = [args.plan_checkpoint, sub, os.path.join(tp_dir, step2)]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stdout}{p.stderr}")
-        if sub == "info" and "mesh:       1x2x2 (replicate x shard x tensor)" not in p.stdout:
-            raise RuntimeError(f"plan-checkpoint info does not show the tensor axis:\n{p.stdout}")
+    check_checkpoint(args, os.path.join(tp_dir, step2),
+                     "1x2x2 (replicate x shard x tensor)")
     resumed = train(args, tp_sched, 4, "ckpt-tp-resumed",
                     ["--resume", os.path.join(tp_dir, step2)])
     yield ("tp2 resumed at step 2 vs its run (bitwise)", compare(resumed, tp_run), 0.0)
@@ -102,19 +96,8 @@ def checkpoint_cases(args):
     to_two = train(args, tp_sched, 4, "ckpt-1-to-tp",
                    ["--resume", os.path.join(ref_dir, step2)])
     yield ("1-rank checkpoint resumed with tp2 (1 -> 2)", compare(to_two, ref_run), FP32_RTOL)
-    losses = []
-    for tag, root in (("tp", tp_dir), ("ref", ref_dir)):
-        out = os.path.join(args.work, f"hf-{tag}")
-        cmd = [args.plan_checkpoint, "export", os.path.join(root, f"step-{args.steps:08d}"),
-               "-o", out]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError(f"export failed: {' '.join(cmd)}\n{p.stdout}{p.stderr}")
-        losses.append(train(args, ref_sched, 1, f"hf-{tag}-init", ["--init", out], steps=1))
-        # Trained weights, not the seed's: a step from them is another loss.
-        if abs(losses[-1][0]["loss"] - ref_run[0]["loss"]) <= 1e-3 * abs(ref_run[0]["loss"]):
-            raise RuntimeError(f"--init {out} trains as from the seed: the export lost "
-                               "the trained weights")
+    losses = exported_losses(args, (("tp", tp_dir), ("ref", ref_dir)), ref_sched,
+                             ref_run)
     yield ("HF export of the tp2 run vs of the single-rank run (one step from each)",
            compare(losses[0], losses[1]), FP32_RTOL)
 

@@ -379,7 +379,8 @@ TEST(ScheduleFile, EnumKeywordsRoundTrip) {
   expectKeywordsRoundTrip(Space::PinnedHost);
   expectKeywordsRoundTrip(ElementType::I8);
   expectKeywordsRoundTrip(BaseStorage::F32);
-  expectKeywordsRoundTrip(GroupAxis::Tensor);
+  expectKeywordsRoundTrip(GroupAxis::Pipeline);
+  expectKeywordsRoundTrip(Peer::Prev);
   expectKeywordsRoundTrip(ReduceKind::Max);
   expectKeywordsRoundTrip(Buffer::Kind::ShardView);
   expectKeywordsRoundTrip(ModelFamily::Bert);
@@ -442,6 +443,20 @@ std::vector<Op> handMadeOps() {
                         .done = 8},
          17},
       Op{ops::Copy{.src = 7, .dst = 8, .after = {9}, .done = 10}, 18},
+      Op{ops::Send{.buffer = 7,
+                   .peer = Peer::Next,
+                   .unit = 2,
+                   .microBatch = 1,
+                   .after = {3},
+                   .done = 11},
+         18},
+      Op{ops::Recv{.buffer = 8,
+                   .peer = Peer::Prev,
+                   .unit = 1,
+                   .microBatch = 0,
+                   .after = {},
+                   .done = 12},
+         18},
       Op{ops::Cast{.src = 8, .dst = 9}, 19},
       Op{ops::Dequantize{.unit = 1, .src = 9, .dst = 8}, 19},
       Op{ops::Zero{.buffer = 10}, 20},
@@ -679,15 +694,15 @@ TEST(ScheduleFile, NewerVersionAsksForANewerReader) {
 // 2: no optimizer decay scope, so every parameter was decayed; version 3:
 // compute ops without `frozen`; version 4: no frozen layout; version 5: no
 // frozen storage, no bytes, no dequantize; version 6: compute ops without
-// `part` and exchange buffers; version 7: no tensor axis in the mesh) are
-// refused by their header, before their body is read: the plan must be
-// compiled again.
+// `part` and exchange buffers; version 7: no tensor axis in the mesh;
+// version 8: no pipeline axis, one program) are refused by their header,
+// before their body is read: the plan must be compiled again.
 TEST(ScheduleFile, OlderVersionsAskToRecompile) {
-  ASSERT_EQ(kScheduleFormatVersion, 8u);
+  ASSERT_EQ(kScheduleFormatVersion, 9u);
   std::string body(std::string_view(serializeSchedule(tiny())).substr(kHeader));
   std::string error = parseError(wrap(body, 1));
   EXPECT_HAS(error, "t.sched: schedule format version 1 is not supported");
-  EXPECT_HAS(error, "this reader reads version 8");
+  EXPECT_HAS(error, "this reader reads version 9");
   EXPECT_HAS(error, "recompile the plan with planc");
   EXPECT_HAS(parseError(wrap(body, 2)),
              "schedule format version 2 is not supported");
@@ -701,12 +716,14 @@ TEST(ScheduleFile, OlderVersionsAskToRecompile) {
              "schedule format version 6 is not supported");
   EXPECT_HAS(parseError(wrap(body, 7)),
              "schedule format version 7 is not supported");
+  EXPECT_HAS(parseError(wrap(body, 8)),
+             "schedule format version 8 is not supported");
   // Even with a body that a version 1 reader would have read.
   EXPECT_HAS(parseError(wrap("{}", 1)), "recompile the plan with planc");
   // In memory, a schedule of another version is neither valid nor written.
   Schedule old = tiny();
   old.version = 1;
-  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 8");
+  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 9");
   EXPECT_THROW(serializeSchedule(old), ScheduleFileError);
 }
 
