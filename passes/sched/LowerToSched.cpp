@@ -257,10 +257,9 @@ private:
             int64_t microBatch);
   void finishSend(sched::Peer peer);
 
-  /// Per pipeline rank: the last unit of each chunk, whose output crosses
-  /// to the next chunk; the saves and stage input of each (chunk,
-  /// micro-batch) between its forward and backward; the send in flight on
-  /// each channel.
+  /// Under pipeline parallelism: the last model chunk (the head's); the
+  /// saves and the stage input of each (chunk, micro-batch) between its
+  /// forward and backward; the send in flight towards each neighbour.
   int64_t lastChunk = 0;
   llvm::DenseMap<std::pair<int64_t, int64_t>, SmallVector<Value>> chunkSaves;
   llvm::DenseMap<std::pair<int64_t, int64_t>, Value> chunkInput;
