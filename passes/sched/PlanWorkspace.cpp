@@ -264,10 +264,15 @@ private:
     if (!backward)
       return;
     // The gradient a unit's backward hands to the unit before it, kept
-    // until that unit's backward (the first unit's is dropped).
+    // until that unit's backward (the first unit's is dropped, and a
+    // pipeline chunk's first unit writes it into the buffer it sends: its
+    // part 0's in_grad).
     int64_t mb = static_cast<int64_t>(backward.getMicroBatch());
     auto unit = units.find(backward.getUnit().getLeafReference().getValue());
-    if (unit != units.end() && unit->second.kind == plan::UnitKind::Embedding)
+    bool sendsIt = backward.getPart() == 0 && backward.getInGrad();
+    if ((unit != units.end() &&
+         unit->second.kind == plan::UnitKind::Embedding) ||
+        sendsIt)
       handover.erase(mb);
     else
       handover[mb] = tokens * model.getHidden() * shape.workingBytes;
