@@ -27,11 +27,11 @@
 #include "dialects/sched/SchedOpTable.h"
 
 #include "mlir/IR/BuiltinOps.h"
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <deque>
+#include <map>
 
 namespace plan {
 #define GEN_PASS_DEF_SCHEDVERIFYPIPELINE
@@ -45,7 +45,6 @@ namespace {
 
 /// One stage's program as the play walks it.
 struct Stage {
-  ProgramOp program;
   int64_t rank = 0;
   SmallVector<Operation *> ops;
   size_t next = 0; // the op its compute stream reaches next
@@ -310,7 +309,7 @@ struct SchedVerifyPipelinePass
       std::optional<uint64_t> stage = program.getStage();
       if (!stage)
         continue;
-      Stage s{program, static_cast<int64_t>(*stage), {}, 0};
+      Stage s{static_cast<int64_t>(*stage), {}, 0};
       for (Operation &op : program.getBody().front())
         s.ops.push_back(&op);
       byPlan[program.getPlan()].push_back(std::move(s));
