@@ -6,7 +6,11 @@
 // it allocates and the peak RSS it adds, the ops in the lowered module and
 // the size of its printed IR. The program is SPMD, so everything but the
 // mesh shape must stay flat as ranks grow; the target at 16,384 ranks is
-// under 0.2 s and 200 MB. docs/sched.md ("Performance") says how to run it.
+// under 0.2 s and 200 MB. With --micro-batches it lowers instead the 3-D plan
+// of examples/llama3_405b_3d.plan (tensor 8 x pipeline 8 interleaved x FSDP
+// 16 on 1024 ranks) with each number of micro-batches: the cost that grows
+// with them while the micro-batches are unrolled (target: < 0.5 s at 256).
+// docs/sched.md ("Performance") says how to run it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +40,11 @@ static cl::list<int64_t> rankCounts("ranks", cl::desc("Rank counts to lower"),
                                     cl::CommaSeparated);
 static cl::opt<unsigned>
     runs("runs", cl::desc("Timed lowerings per rank count"), cl::init(5));
+static cl::list<int64_t> microBatchCounts(
+    "micro-batches",
+    cl::desc("Lower the 3-D plan (TP 8 x PP 8 x FSDP 16) with these "
+             "numbers of micro-batches instead"),
+    cl::CommaSeparated);
 
 namespace {
 
@@ -65,6 +74,27 @@ std::string planText(int64_t ranks) {
      << "parallel {\n"
      << "  sharding = full_shard\n"
      << "}\n";
+  return text;
+}
+
+/// examples/llama3_405b_3d.plan with `microBatches` micro-batches a step
+/// (one sequence each on every one of the 16 data-parallel ranks).
+std::string planText3d(int64_t microBatches) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "model = llama3_405b\n"
+     << "cluster {\n  nodes = 128\n  gpus_per_node = 8\n  gpu = h100_sxm\n"
+     << "  host_memory = 2TiB\n  inter_node_bandwidth = 3200Gb/s\n}\n"
+     << "train {\n"
+     << "  optimizer = adamw(lr = 8e-5, betas = (0.9, 0.95), "
+        "weight_decay = 0.1)\n"
+     << "  micro_batch = 1\n  seq_len = 8192\n"
+     << "  global_batch = " << 16 * microBatches << "\n"
+     << "  precision = bf16_mixed\n  activation_checkpointing = full\n"
+     << "  grad_clip = 1.0\n}\n"
+     << "parallel {\n  tensor = 8\n  sequence_parallel = true\n"
+     << "  pipeline = 8\n  schedule = interleaved(2)\n"
+     << "  sharding = full_shard\n}\n";
   return text;
 }
 
@@ -99,12 +129,15 @@ struct Measurement {
   int64_t printedBytes = 0;
 };
 
-/// Loads and imports the plan; null after printing the diagnostics.
-mlir::OwningOpRef<mlir::ModuleOp> importPlan(mlir::MLIRContext &context,
-                                             int64_t ranks) {
+/// Loads and imports the plan of `ranks` ranks (or, with a number of
+/// micro-batches, the 3-D plan); null after printing the diagnostics.
+mlir::OwningOpRef<mlir::ModuleOp>
+importPlan(mlir::MLIRContext &context, int64_t ranks, int64_t microBatches) {
   llvm::SourceMgr sourceMgr;
   unsigned id = sourceMgr.AddNewSourceBuffer(
-      llvm::MemoryBuffer::getMemBufferCopy(planText(ranks), "bench.plan"),
+      llvm::MemoryBuffer::getMemBufferCopy(
+          microBatches ? planText3d(microBatches) : planText(ranks),
+          "bench.plan"),
       llvm::SMLoc());
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   plan::DiagEmitter diag(
@@ -121,8 +154,9 @@ mlir::OwningOpRef<mlir::ModuleOp> importPlan(mlir::MLIRContext &context,
 /// Lowers a fresh import once; the first error of a failing pipeline is in
 /// `error`.
 std::optional<Measurement> lowerOnce(mlir::MLIRContext &context, int64_t ranks,
-                                     std::string &error) {
-  mlir::OwningOpRef<mlir::ModuleOp> module = importPlan(context, ranks);
+                                     int64_t microBatches, std::string &error) {
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      importPlan(context, ranks, microBatches);
   if (!module) {
     error = "the benchmark plan does not load";
     return std::nullopt;
@@ -182,6 +216,42 @@ int main(int argc, char **argv) {
   context.disableMultithreading();
   context.loadAllAvailableDialects();
 
+  // The 3-D plan, by number of micro-batches.
+  if (!microBatchCounts.empty()) {
+    llvm::outs() << llvm::formatv("{0,14} {1,10} {2,12} {3,10} {4,14}\n",
+                                  "micro-batches", "median s", "heap MB", "ops",
+                                  "IR bytes");
+    std::optional<double> at256;
+    for (int64_t microBatches : microBatchCounts) {
+      std::vector<double> seconds;
+      Measurement last;
+      for (unsigned run = 0; run < timedRuns; ++run) {
+        std::string error;
+        std::optional<Measurement> m =
+            lowerOnce(context, 1024, microBatches, error);
+        if (!m) {
+          llvm::outs().flush();
+          llvm::errs() << "plan-bench-lower: lowering " << microBatches
+                       << " micro-batches failed: " << error << "\n";
+          return 1;
+        }
+        seconds.push_back(m->seconds);
+        last = *m;
+      }
+      std::sort(seconds.begin(), seconds.end());
+      double median = seconds[seconds.size() / 2];
+      if (microBatches == 256)
+        at256 = median;
+      llvm::outs() << llvm::formatv(
+          "{0,14} {1,10:F4} {2,12:F1} {3,10} {4,14}\n", microBatches, median,
+          double(last.heap) / 1e6, last.ops, last.printedBytes);
+    }
+    if (at256)
+      llvm::outs() << "target at 256 micro-batches (< 0.5 s): "
+                   << (*at256 < 0.5 ? "met" : "NOT met") << "\n";
+    return 0;
+  }
+
   llvm::outs() << llvm::formatv("{0,8} {1,10} {2,12} {3,14} {4,8} {5,12}\n",
                                 "ranks", "median s", "heap MB", "peak RSS +MB",
                                 "ops", "IR bytes");
@@ -192,7 +262,7 @@ int main(int argc, char **argv) {
     Measurement last;
     for (unsigned run = 0; run < timedRuns; ++run) {
       std::string error;
-      std::optional<Measurement> m = lowerOnce(context, ranks, error);
+      std::optional<Measurement> m = lowerOnce(context, ranks, 0, error);
       if (!m) {
         llvm::outs().flush();
         llvm::errs() << "plan-bench-lower: lowering " << ranks
