@@ -1420,7 +1420,14 @@ bool Analyzer::readStages(const Value &v, const std::string &path) {
     p.stages.clear();
     return true;
   }
-  if (v.kind != ValueKind::List || v.elements.empty())
+  if (v.kind == ValueKind::List && v.elements.empty()) {
+    diag.error(v.loc(), formatv("'{0}' needs each stage's transformer blocks, "
+                                "e.g. [9, 8, 8, 7]; write balanced (or leave "
+                                "it out) to divide them by predicted time",
+                                path));
+    return false;
+  }
+  if (v.kind != ValueKind::List)
     return typeError(v, path,
                      "balanced or a list of each stage's transformer blocks, "
                      "e.g. [9, 8, 8, 7]");
