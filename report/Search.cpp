@@ -647,6 +647,15 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
                "parallelism yet");
     return std::nullopt;
   }
+  // Its candidates' meshes are data-parallel ones of the whole world.
+  if (given->parallel.pipeline > 1) {
+    diag.error(given->locOf("parallel.pipeline"),
+               "--search plans data parallelism only (pipeline = 1): its "
+               "candidates do not divide the ranks among pipeline stages "
+               "yet; search the plan without the pipeline, or compare "
+               "pipelines with planc --report");
+    return std::nullopt;
+  }
   int64_t world = given->cluster.worldSize();
   int64_t globalBatch = options.globalBatch
                             ? options.globalBatch
