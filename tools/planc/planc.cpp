@@ -163,14 +163,22 @@ static void printSummary(const plan::PlanSpec &p, llvm::raw_ostream &os) {
   const plan::ModelSpec &m = p.model;
   const plan::ClusterSpec &c = p.cluster;
   const plan::TrainSpec &t = p.train;
-  // The ranks of a tensor group read the same micro-batches.
-  int64_t dataParallel = c.worldSize() / p.parallel.tensor;
+  // The ranks of a tensor group, and the stages of a pipeline, read the
+  // same micro-batches.
+  int64_t dataParallel = p.parallel.dataParallelRanks(c.worldSize());
   int64_t globalBatch = t.microBatch * t.gradAccum * dataParallel;
   std::string strategy = plan::stringify(p.parallel.sharding).str();
   if (p.parallel.tensor > 1)
     strategy += llvm::formatv(
         " x tensor {0}{1}", p.parallel.tensor,
         p.parallel.sequenceParallel ? " with sequence parallelism" : "");
+  if (p.parallel.pipeline > 1)
+    strategy += llvm::formatv(
+        " x pipeline {0} ({1}{2})", p.parallel.pipeline,
+        plan::stringify(p.parallel.schedule),
+        p.parallel.schedule == plan::PipelineSchedule::Interleaved
+            ? llvm::formatv("({0})", p.parallel.virtualStages).str()
+            : std::string());
   os << llvm::formatv(
       "{0}: {1} ({2} parameters), {3} node(s) x {4} {5}, {6}, {7}; "
       "global batch {8} x {9} tokens\n",
