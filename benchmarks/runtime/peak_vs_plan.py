@@ -153,12 +153,12 @@ def main():
     work = args.work or tempfile.mkdtemp(prefix="plan-peak-")
     os.makedirs(work, exist_ok=True)
     offs = [run_case(args, name, world, sets, work) for name, world, sets in CASES]
-    worst = max(abs(off) for off in offs)
+    worst, name = max((abs(off), case[0]) for off, case in zip(offs, CASES))
     if args.max_off is None:
         return 0
     if worst > args.max_off:
         print(f"peak_vs_plan.py: a measured peak is {worst:.2f}% off the plan, "
-              f"more than {args.max_off}%")
+              f"more than {args.max_off}% ({name})")
         return 1
     print(f"{len(offs)} cases within {args.max_off}% of the plan")
     return 0
