@@ -256,6 +256,10 @@ private:
   void send(Value buffer, sched::Peer peer, const UnitSlot &boundary,
             int64_t microBatch);
   void finishSend(sched::Peer peer);
+  /// Receives into `buffer` from `peer` and waits for it (what is received
+  /// is read right after).
+  void receive(Value buffer, sched::Peer peer, const UnitSlot &boundary,
+               IntegerAttr microBatch);
 
   /// Under pipeline parallelism: the last model chunk (the head's); the
   /// saves and the stage input of each (chunk, micro-batch) between its
@@ -373,6 +377,15 @@ void StepBuilder::send(Value buffer, sched::Peer peer, const UnitSlot &boundary,
   inFlight[static_cast<unsigned>(peer)] = {event, buffer};
 }
 
+void StepBuilder::receive(Value buffer, sched::Peer peer,
+                          const UnitSlot &boundary, IntegerAttr microBatch) {
+  sched::WaitOp::create(
+      b, loc,
+      sched::RecvOp::create(b, loc, sched::EventType::get(b.getContext()),
+                            buffer, sched::PeerAttr::get(b.getContext(), peer),
+                            boundary.ref, microBatch, ValueRange()));
+}
+
 void StepBuilder::forwardChunk(MutableArrayRef<UnitSlot> units,
                                ArrayRef<unsigned> chunk, int64_t chunkIndex,
                                int64_t microBatch) {
@@ -383,12 +396,7 @@ void StepBuilder::forwardChunk(MutableArrayRef<UnitSlot> units,
   if (chunkIndex > 0) {
     plan::UnitOp first = units[chunk.front()].op;
     input = allocHidden(first.getSymName() + ".input" + suffix);
-    sched::WaitOp::create(
-        b, loc,
-        sched::RecvOp::create(
-            b, loc, sched::EventType::get(b.getContext()), input,
-            sched::PeerAttr::get(b.getContext(), sched::Peer::Prev),
-            units[chunk.front() - 1].ref, mb, ValueRange()));
+    receive(input, sched::Peer::Prev, units[chunk.front() - 1], mb);
   }
   SmallVector<Value> &saves = chunkSaves[{chunkIndex, microBatch}];
   Value output;
@@ -432,12 +440,7 @@ void StepBuilder::backwardChunk(MutableArrayRef<UnitSlot> units,
   if (chunkIndex < lastChunk) {
     UnitSlot &last = units[chunk.back()];
     outGrad = allocHidden(last.op.getSymName() + ".output_grad" + suffix);
-    sched::WaitOp::create(
-        b, loc,
-        sched::RecvOp::create(
-            b, loc, sched::EventType::get(b.getContext()), outGrad,
-            sched::PeerAttr::get(b.getContext(), sched::Peer::Next), last.ref,
-            mb, ValueRange()));
+    receive(outGrad, sched::Peer::Next, last, mb);
   }
   // The gradient of its input, for the chunk before.
   Value inGrad;
