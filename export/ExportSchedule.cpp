@@ -230,7 +230,7 @@ LogicalResult ScheduleExporter::exportPlan() {
     rt::Unit u;
     u.name = unitOp.getSymName().str();
     u.kind = sched::toRuntime(unitOp.getKind());
-    u.stage = static_cast<int64_t>(unitOp.getStage().value_or(0)) % s.pipeline;
+    u.stage = plan.getPipelineRankOfChunk(unitOp.getStage().value_or(0));
     for (ParamOp param : unitOp.getBody().getOps<ParamOp>()) {
       rt::Param p;
       p.name = param.getParamName().str();

@@ -82,6 +82,11 @@ def Plan_PlanOp : Plan_Op<"plan", [
     int64_t getPipelineChunks() {
       return getPipelineRanks() * getParallel().getVirtualStages();
     }
+    /// The pipeline rank that runs model chunk `chunk` (a unit's `stage`):
+    /// chunks go round the ranks, `virtual_stages` times.
+    int64_t getPipelineRankOfChunk(int64_t chunk) {
+      return chunk % getPipelineRanks();
+    }
   }];
 }
 

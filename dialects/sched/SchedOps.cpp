@@ -63,9 +63,7 @@ bool ProgramOp::runsUnit(plan::UnitOp unit) {
   plan::PlanOp plan = getPlanOp();
   if (!stage || !plan)
     return true;
-  return static_cast<int64_t>(unit.getStage().value_or(0)) %
-             plan.getPipelineRanks() ==
-         *stage;
+  return plan.getPipelineRankOfChunk(unit.getStage().value_or(0)) == *stage;
 }
 
 bool ProgramOp::holdsGroup(plan::GroupOp group) {
@@ -405,13 +403,6 @@ static bool startsChunk(plan::UnitOp unit) {
   return previous && previous.getStage() != unit.getStage();
 }
 
-/// Elements of one micro-batch's hidden states on a rank (its slice of the
-/// sequence under sequence parallelism), which cross between pipeline
-/// stages.
-static int64_t hiddenElements(ProgramOp program) {
-  return getExchangeShape(program).stream();
-}
-
 /// What a part's exchange operands must be, and which: `in` and `out` of a
 /// forward or recompute, `in_grad` and `out_grad` of a backward. Absent
 /// operands are null.
@@ -420,46 +411,6 @@ struct PartOperands {
   const char *inName, *outName;
   bool backward;
 };
-
-/// A compute op of a pipeline stage's program (no tensor axis): one part,
-/// and exchange buffers only where its unit's chunk meets another: the
-/// forward of a chunk's first unit reads the stage's input (`in`), that of
-/// its last unit writes the output sent on (`out`); backward the other way
-/// round (`out_grad` received, `in_grad` sent back). A recompute restarts
-/// from its saved input and exchanges nothing.
-static LogicalResult verifyStageBoundary(Operation *op, plan::UnitOp unit,
-                                         int64_t part,
-                                         const PartOperands &operands) {
-  if (part != 0)
-    return op->emitOpError("`part` splits a unit at its tensor-parallel "
-                           "collectives: it needs a mesh with a tensor axis "
-                           "above 1");
-  bool recompute = isa<RecomputeOp>(op);
-  // `in` (`in_grad`) at a chunk's start, `out` (`out_grad`) at its end.
-  bool start = !recompute && startsChunk(unit);
-  bool end = !recompute && endsChunk(unit);
-  int64_t hidden = hiddenElements(programOf(op));
-  auto check = [&](Value buffer, const char *name,
-                   bool expected) -> LogicalResult {
-    if (bool(buffer) != expected)
-      return op->emitOpError("unit '")
-             << unit.getSymName() << "' " << (expected ? "needs" : "has no")
-             << " `" << name << "`: "
-             << (recompute ? "a recompute exchanges nothing with other "
-                             "pipeline stages"
-                           : "only a pipeline chunk's first and last units "
-                             "exchange hidden states with other stages");
-    if (buffer && numel(buffer) != hidden)
-      return op->emitOpError("`")
-             << name << "` of unit '" << unit.getSymName() << "' has "
-             << numel(buffer) << " elements, not the " << hidden
-             << " of one micro-batch's hidden states";
-    return success();
-  };
-  if (failed(check(operands.in, operands.inName, start)))
-    return failure();
-  return check(operands.out, operands.outName, end);
-}
 
 /// Checks `part` and the exchange buffers of a compute op of `unit`
 /// against runtime/format/TensorParallelParts.h: without a tensor axis a
@@ -471,9 +422,8 @@ static LogicalResult verifyPart(Operation *op, plan::UnitOp unit, int64_t part,
   ProgramOp program = programOf(op);
   plan::PlanOp plan = program.getPlanOp();
   int64_t tensor = plan.getMeshSize(plan::MeshAxis::Tensor);
-  if (tensor <= 1 && program.getStage())
-    return verifyStageBoundary(op, unit, part, operands);
-  if (tensor <= 1) {
+  bool pipelined = program.getStage().has_value();
+  if (tensor <= 1 && !pipelined) {
     if (part != 0 || operands.in || operands.out)
       return op->emitOpError("`part`, `")
              << operands.inName << "` and `" << operands.outName
@@ -481,19 +431,49 @@ static LogicalResult verifyPart(Operation *op, plan::UnitOp unit, int64_t part,
                 "need a mesh with a tensor axis above 1";
     return success();
   }
+  auto check = [&](Value buffer, const char *name,
+                   std::optional<int64_t> expected) -> LogicalResult {
+    if (bool(buffer) != expected.has_value())
+      return op->emitOpError("part ")
+             << part << " of unit '" << unit.getSymName() << "' "
+             << (expected ? "needs" : "has no") << " `" << name << "`";
+    if (buffer && numel(buffer) != *expected)
+      return op->emitOpError("`")
+             << name << "` of part " << part << " of unit '"
+             << unit.getSymName() << "' has " << numel(buffer)
+             << " elements, not " << *expected;
+    return success();
+  };
   // Under pipeline parallelism a chunk's first unit reads the stage's input
   // (in part 0, before which no cut is) and its last unit writes the stage's
-  // output (in its last part, after which none is); a recompute neither.
-  bool staged = program.getStage().has_value() && !isa<RecomputeOp>(op);
+  // output (in its last part, after which none is), one micro-batch's
+  // residual stream; a recompute restarts from its saved input and exchanges
+  // neither.
+  bool staged = pipelined && !isa<RecomputeOp>(op);
   bool starts = staged && startsChunk(unit), ends = staged && endsChunk(unit);
   int64_t stream = getExchangeShape(program).stream();
-  // The whole unit, as sched-lower emits it (with the stage's edges):
-  // sched-split-tensor-parallel splits it (sched-verify-schedule requires
-  // that it did).
-  auto edge = [&](Value buffer, bool expected) {
-    return bool(buffer) == expected && (!buffer || numel(buffer) == stream);
+  std::optional<int64_t> stageIn, stageOut;
+  if (starts)
+    stageIn = stream;
+  if (ends)
+    stageOut = stream;
+  // The whole unit, as sched-lower emits it: without a tensor axis all
+  // there is; with one, sched-split-tensor-parallel splits it
+  // (sched-verify-schedule requires that it did).
+  auto edge = [&](Value buffer, std::optional<int64_t> expected) {
+    return bool(buffer) == expected.has_value() &&
+           (!buffer || numel(buffer) == *expected);
   };
-  if (part == 0 && edge(operands.in, starts) && edge(operands.out, ends))
+  if (tensor <= 1) {
+    if (part != 0)
+      return op->emitOpError("`part` splits a unit at its tensor-parallel "
+                             "collectives: it needs a mesh with a tensor "
+                             "axis above 1");
+    if (failed(check(operands.in, operands.inName, stageIn)))
+      return failure();
+    return check(operands.out, operands.outName, stageOut);
+  }
+  if (part == 0 && edge(operands.in, stageIn) && edge(operands.out, stageOut))
     return success();
   std::optional<plan::rt::tp::UnitRole> role =
       getTensorParallelRole(unit.getKind(), program.getModel().getFamily());
@@ -510,31 +490,17 @@ static LogicalResult verifyPart(Operation *op, plan::UnitOp unit, int64_t part,
            << unit.getSymName() << "'";
   plan::rt::tp::ExchangeShape exchange = getExchangeShape(program);
   // Before part k: the cut k - 1, whose consumer it is; after it, cut k (a
-  // backward has nothing to read back from the loss's statistics).
-  std::optional<int64_t> before, after;
+  // backward has nothing to read back from the loss's statistics); the
+  // stage's edges where no cut is.
+  std::optional<int64_t> before = stageIn, after;
   if (part > 0)
     before = exchange.consumed(cuts[part - 1]);
-  else if (starts)
-    before = stream;
   if (part < static_cast<int64_t>(cuts.size()) &&
       !(operands.backward &&
         cuts[part] == plan::rt::tp::Boundary::LossStatistics))
     after = exchange.produced(cuts[part]);
-  else if (part + 1 == parts && ends)
-    after = stream;
-  auto check = [&](Value buffer, const char *name,
-                   std::optional<int64_t> expected) -> LogicalResult {
-    if (bool(buffer) != expected.has_value())
-      return op->emitOpError("part ")
-             << part << " of unit '" << unit.getSymName() << "' "
-             << (expected ? "needs" : "has no") << " `" << name << "`";
-    if (buffer && numel(buffer) != *expected)
-      return op->emitOpError("`")
-             << name << "` of part " << part << " of unit '"
-             << unit.getSymName() << "' has " << numel(buffer)
-             << " elements, not " << *expected;
-    return success();
-  };
+  else if (part + 1 == parts)
+    after = stageOut;
   if (failed(check(operands.in, operands.inName, before)))
     return failure();
   return check(operands.out, operands.outName, after);
@@ -566,7 +532,8 @@ static LogicalResult verifyPointToPoint(Operation *op, Value buffer, Peer peer,
               "outputs cross to another stage";
   int64_t chunk = *unit.getStage();
   // The rank that computes the unit, and the one that reads its output.
-  int64_t producer = chunk % ranks, consumer = (chunk + 1) % ranks;
+  int64_t producer = plan.getPipelineRankOfChunk(chunk),
+          consumer = plan.getPipelineRankOfChunk(chunk + 1);
   bool produces = peer == Peer::Next;
   int64_t expected = produces ? producer : consumer;
   if (*stage != expected) {
@@ -579,9 +546,10 @@ static LogicalResult verifyPointToPoint(Operation *op, Value buffer, Peer peer,
            << (sends ? " to " : " from ") << stringifyPeer(peer)
            << ", which stage " << expected << " does";
   }
-  if (numel(buffer) != hiddenElements(program))
+  int64_t stream = getExchangeShape(program).stream();
+  if (numel(buffer) != stream)
     return op->emitOpError("buffer has ")
-           << numel(buffer) << " elements, not the " << hiddenElements(program)
+           << numel(buffer) << " elements, not the " << stream
            << " of one micro-batch's hidden states";
   return success();
 }

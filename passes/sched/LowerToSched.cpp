@@ -12,7 +12,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TensorParallelParts.h"
 #include "analysis/ActivationModel.h"
 #include "analysis/PipelineModel.h"
 #include "frontend/Models.h"
@@ -256,6 +255,14 @@ private:
   void send(Value buffer, sched::Peer peer, const UnitSlot &boundary,
             int64_t microBatch);
   void finishSend(sched::Peer peer);
+  /// The loss of the head's micro-batch, seeding backward with 1 /
+  /// micro-batches.
+  void addLoss(const UnitSlot &head, IntegerAttr microBatch) {
+    double scale = 1.0 / static_cast<double>(planOp.getTrain().getGradAccum());
+    sched::LossOp::create(b, loc, head.ref, microBatch,
+                          b.getF64FloatAttr(scale), /*loss_scale=*/Value(),
+                          /*stats=*/Value());
+  }
   /// Receives into `buffer` from `peer` and waits for it (what is received
   /// is read right after).
   void receive(Value buffer, sched::Peer peer, const UnitSlot &boundary,
@@ -339,11 +346,9 @@ Value StepBuilder::allocSaves(const UnitSlot &unit, StringRef suffix) {
 }
 
 Value StepBuilder::allocHidden(const Twine &name) {
-  plan::TrainAttr train = planOp.getTrain();
-  plan::rt::tp::ExchangeShape shape{
-      train.getMicroBatch() * train.getSeqLen(), planOp.getModel().getHidden(),
-      planOp.getTensorRanks(), planOp.getParallel().getSequenceParallel()};
-  return alloc(name, sched::BufferRole::Exchange, shape.stream(),
+  auto program = cast<sched::ProgramOp>(b.getInsertionBlock()->getParentOp());
+  return alloc(name, sched::BufferRole::Exchange,
+               sched::getExchangeShape(program).stream(),
                /*persistent=*/false);
 }
 
@@ -423,11 +428,7 @@ void StepBuilder::forwardChunk(MutableArrayRef<UnitSlot> units,
   if (output)
     send(output, sched::Peer::Next, units[chunk.back()], microBatch);
   else
-    sched::LossOp::create(
-        b, loc, units[chunk.back()].ref, mb,
-        b.getF64FloatAttr(
-            1.0 / static_cast<double>(planOp.getTrain().getGradAccum())),
-        /*loss_scale=*/Value(), /*stats=*/Value());
+    addLoss(units[chunk.back()], mb);
 }
 
 void StepBuilder::backwardChunk(MutableArrayRef<UnitSlot> units,
@@ -481,7 +482,7 @@ void StepBuilder::buildStage(MutableArrayRef<UnitSlot> units,
     chunkUnits[unit.chunk].push_back(index);
   SmallVector<GroupSlot> mine;
   for (GroupSlot &group : groups)
-    if (units[group.units.front()].chunk % ranks == rank)
+    if (planOp.getPipelineRankOfChunk(units[group.units.front()].chunk) == rank)
       mine.push_back(group);
   buildState(units, mine);
   for (GroupSlot &group : mine)
@@ -503,7 +504,6 @@ void StepBuilder::buildStage(MutableArrayRef<UnitSlot> units,
 
 void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
                                   int64_t microBatch) {
-  plan::TrainAttr train = planOp.getTrain();
   IntegerAttr mb = b.getI64IntegerAttr(microBatch);
   std::string suffix = (".mb" + Twine(microBatch)).str();
   // What each unit's forward saves for its backward, in the working type
@@ -519,9 +519,7 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
                              /*out=*/Value());
   }
 
-  double scale = 1.0 / static_cast<double>(train.getGradAccum());
-  sched::LossOp::create(b, loc, units.back().ref, mb, b.getF64FloatAttr(scale),
-                        /*loss_scale=*/Value(), /*stats=*/Value());
+  addLoss(units.back(), mb);
 
   for (int64_t index = units.size() - 1; index >= 0; --index) {
     UnitSlot &unit = units[index];

@@ -121,10 +121,7 @@ struct Executor::Impl {
   // By op index: the op reads or writes host memory on the host (the backend
   // first waits for the asynchronous copies that touched host memory).
   std::vector<bool> hostSide;
-  std::vector<int64_t> stepsTaken; // non-skipped steps by group
-  // By group: whether this program steps it (under pipeline parallelism,
-  // the groups of this rank's stage).
-  std::vector<bool> stepsGroup;
+  std::vector<int64_t> stepsTaken;         // non-skipped steps by group
   std::map<int64_t, DecayMask> decayMasks; // by group, made at its 1st step
   std::vector<Event> events;
   int64_t totalSteps = 0;
@@ -704,15 +701,6 @@ Executor::Executor(const ValidSchedule &schedule, Model &model, Comm &comm,
     impl_->prepare();
     impl_->events.resize(static_cast<size_t>(impl_->program.numEvents));
     impl_->stepsTaken.assign(schedule->groups.size(), 0);
-    // A program that steps no group at all (a test's fragment) counts
-    // every group's steps, as setCounters sets them.
-    impl_->stepsGroup.assign(schedule->groups.size(), false);
-    for (const Op &op : impl_->program.ops)
-      if (const auto *step = op.as<ops::OptimizerStep>())
-        impl_->stepsGroup[static_cast<size_t>(step->group)] = true;
-    if (std::none_of(impl_->stepsGroup.begin(), impl_->stepsGroup.end(),
-                     [](bool steps) { return steps; }))
-      impl_->stepsGroup.assign(schedule->groups.size(), true);
     impl_->dynamicLossScale.growthInterval =
         schedule->train.lossScale.growthInterval;
   } catch (...) {
@@ -772,7 +760,9 @@ ExecutorCounters Executor::counters() const {
   for (size_t g = 0; g < s.stepsTaken.size(); ++g) {
     // A LoRA base's group (nothing of it steps), or another pipeline
     // stage's.
-    if (s.schedule.groups[g].numel == 0 || !s.stepsGroup[g])
+    if (s.schedule.groups[g].numel == 0 ||
+        s.schedule.stageOf(s.schedule.groups[g]) !=
+            s.comm.groupRank(GroupAxis::Pipeline))
       continue;
     if (!first && s.stepsTaken[g] != c.optimizerSteps)
       throw ExecutionError("group '" + s.schedule.groups[g].name + "' took " +

@@ -70,6 +70,13 @@ std::string meshString(const Schedule &schedule) {
   return mesh;
 }
 
+int64_t Schedule::stageOf(const Group &group) const {
+  for (const Unit &unit : units)
+    if (!group.units.empty() && unit.name == group.units.front())
+      return unit.stage;
+  return 0;
+}
+
 int64_t splitExtent(int64_t extent, int64_t chunks, int64_t ranks) {
   int64_t part = extent / chunks;
   return chunks * ((part + ranks - 1) / ranks);

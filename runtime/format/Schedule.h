@@ -371,6 +371,10 @@ struct Schedule {
   // One per pipeline stage, in stage order: the program a rank runs is its
   // stage's (the only one without a pipeline).
   std::vector<Program> programs = std::vector<Program>(1);
+
+  /// The pipeline stage that holds `group`: its units' (0 when its first
+  /// unit is not one of `units`, which validation rejects).
+  int64_t stageOf(const Group &group) const;
 };
 
 /// The mesh as messages spell it: "2x4" (replicate x shard), "1x2x4" with

@@ -966,28 +966,21 @@ public:
              std::to_string(s.units[op.unit].stage) + ", not this one");
       if (s.pipeline == 1 || s.tensor != 1)
         return;
-      // A stage's compute op: one part, with hidden states at chunk edges.
+      // A stage's compute op is one part (tensorParallelism), with hidden
+      // states at its chunk's edges (a recompute exchanges none).
       int64_t hidden = v.exchangeShape().stream();
-      auto edge = [&](const char *name, int64_t id, bool present) {
-        if ((id >= 0) != present)
-          fail(std::string(name) + (present ? " is missing" : " is given") +
-               " for unit '" + s.units[op.unit].name + "' (" +
-               (present ? "it is at the edge of its pipeline chunk"
-                        : "only a pipeline chunk's edges exchange") +
-               ")");
-        if (present && numel(id) != hidden)
-          fail(std::string(name) + " " + v.bufferName(id) + " has " +
-               std::to_string(numel(id)) + " elements, not one micro-batch's " +
-               std::to_string(hidden) + " hidden states");
-      };
       constexpr bool recompute = std::is_same_v<T, ops::Recompute>;
       if constexpr (requires { op.in; }) {
-        edge("in", op.in, !recompute && startsChunk(op.unit));
-        edge("out", op.out, !recompute && endsChunk(op.unit));
+        exchange("in", op.in, !recompute && startsChunk(op.unit), hidden, 0,
+                 op.unit);
+        exchange("out", op.out, !recompute && endsChunk(op.unit), hidden, 0,
+                 op.unit);
       }
       if constexpr (requires { op.inGrad; }) {
-        edge("in_grad", op.inGrad, startsChunk(op.unit));
-        edge("out_grad", op.outGrad, endsChunk(op.unit));
+        exchange("in_grad", op.inGrad, startsChunk(op.unit), hidden, 0,
+                 op.unit);
+        exchange("out_grad", op.outGrad, endsChunk(op.unit), hidden, 0,
+                 op.unit);
       }
     }
   }
@@ -1067,30 +1060,20 @@ public:
       const bool starts = !recompute && first && startsChunk(op.unit);
       const bool ends =
           !recompute && op.part + 1 == parts && endsChunk(op.unit);
-      // Present where the part's place says, of the size its cut gives.
-      auto exchange = [&](const char *name, int64_t id, bool present,
-                          int64_t elements) {
-        if ((id >= 0) != present)
-          fail(std::string(name) + (present ? " is missing" : " is given") +
-               " for part " + std::to_string(op.part) + " of unit '" +
-               s.units[op.unit].name + "'");
-        if (present && numel(id) != elements)
-          fail(std::string(name) + " " + v.bufferName(id) + " has " +
-               std::to_string(numel(id)) + " elements, not " +
-               std::to_string(elements));
-      };
       int64_t consumed =
           first ? shape.stream() : shape.consumed(cuts[op.part - 1]);
       int64_t produced =
           hasCut ? shape.produced(cuts[op.part]) : shape.stream();
       if constexpr (requires { op.in; }) {
-        exchange("in", op.in, !first || starts, consumed);
-        exchange("out", op.out, hasCut || ends, produced);
+        exchange("in", op.in, !first || starts, consumed, op.part, op.unit);
+        exchange("out", op.out, hasCut || ends, produced, op.part, op.unit);
       }
       if constexpr (requires { op.inGrad; }) {
         bool seeded = hasCut && cuts[op.part] != tp::Boundary::LossStatistics;
-        exchange("in_grad", op.inGrad, !first || starts, consumed);
-        exchange("out_grad", op.outGrad, seeded || ends, produced);
+        exchange("in_grad", op.inGrad, !first || starts, consumed, op.part,
+                 op.unit);
+        exchange("out_grad", op.outGrad, seeded || ends, produced, op.part,
+                 op.unit);
       }
       if constexpr (std::is_same_v<T, ops::Recompute>)
         if ((op.input >= 0) != first)
@@ -1110,6 +1093,20 @@ public:
 private:
   [[noreturn]] void fail(const std::string &what) const {
     v.error(where + ": " + what);
+  }
+  /// Exchange buffer `name` (`id`, -1 when absent) of part `part` of unit
+  /// `unit`: present where the part's place says, of the size its cut (or
+  /// a pipeline stage's edge) gives.
+  void exchange(const char *name, int64_t id, bool present, int64_t elements,
+                int64_t part, int64_t unit) const {
+    if ((id >= 0) != present)
+      fail(std::string(name) + (present ? " is missing" : " is given") +
+           " for part " + std::to_string(part) + " of unit '" +
+           v.s.units[unit].name + "'");
+    if (present && numel(id) != elements)
+      fail(std::string(name) + " " + v.bufferName(id) + " has " +
+           std::to_string(numel(id)) + " elements, not " +
+           std::to_string(elements));
   }
   /// Fails unless every given buffer of `operands` has the first one's
   /// `property` (an element type's or a size's spelling).
@@ -1357,16 +1354,10 @@ void ScheduleValidator::checkOps() {
   bool steps = std::any_of(stepsOfGroup.begin(), stepsOfGroup.end(),
                            [](int64_t n) { return n > 0; });
   // Under pipeline parallelism a stage steps the groups of its units.
-  auto ofThisStage = [&](const Group &group) {
-    auto unit = group.units.empty() ? unitIndex.end()
-                                    : unitIndex.find(group.units.front());
-    return unit == unitIndex.end() ||
-           s.units[unit->second].stage == programIndex;
-  };
   for (size_t g = 0; g < s.groups.size(); ++g)
     if (stepsOfGroup[g] > 1 ||
         (steps && stepsOfGroup[g] == 0 && s.groups[g].numel > 0 &&
-         ofThisStage(s.groups[g])) ||
+         s.stageOf(s.groups[g]) == programIndex) ||
         (stepsOfGroup[g] > 0 && s.groups[g].numel == 0))
       error("group '" + s.groups[g].name + "' has " +
             std::to_string(stepsOfGroup[g]) + " optimizer_step ops, not one");

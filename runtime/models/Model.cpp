@@ -560,7 +560,9 @@ public:
       // A pipeline stage's input, received into its planned buffer, which
       // the schedule keeps until this unit's backward (or copied into the
       // saves below, without a graph).
-      x = stageHidden(part.in, batch, weights, "forward's in");
+      x = plannedHidden(part.in, batch.tokens.size(1), batch,
+                        computeType(weights),
+                        "forward of unit '" + u.name + "': its in");
       planned = true;
     } else if (!isEmbedding(u)) {
       auto it = hidden_.find(mb);
@@ -605,24 +607,13 @@ public:
     const MicroBatch &batch = batchAt(mb);
     bind(u, weights);
     at::Tensor x;
-    if (!isEmbedding(u)) {
-      int64_t b = batch.tokens.size(0), s = batch.tokens.size(1);
-      int64_t n = b * s * config_.hidden;
-      if (!input.defined() || input.numel() < n)
-        throw ModelError("recompute of unit '" + u.name +
-                         "' needs an input of at least " + std::to_string(n) +
-                         " elements");
-      // Aliases the planned input buffer, which the schedule keeps until
-      // after this unit's backward. A fresh TensorImpl (from_blob), not a
-      // view: views of the arena share its version counter, which every
-      // in-place op on any other buffer bumps, and autograd would then
-      // reject the saved input at backward.
-      at::Tensor planned = input.narrow(0, 0, n);
-      x = at::from_blob(planned.data_ptr(), {b, s, config_.hidden},
-                        planned.options())
-              .to(computeType(weights))
+    // The planned input buffer, which the schedule keeps until after this
+    // unit's backward.
+    if (!isEmbedding(u))
+      x = plannedHidden(input, batch.tokens.size(1), batch,
+                        computeType(weights),
+                        "recompute of unit '" + u.name + "': its input")
               .requires_grad_(true);
-    }
     // The input stays in its planned buffer until after the backward.
     at::Tensor out =
         computeSaving(u, x, /*adoptInput=*/false, batch, saves).first;
@@ -916,24 +907,15 @@ private:
     at::Tensor carryIn;
     bool carryPlanned = false;
     if (carry.reads && mode == PartMode::Recompute && k == 0) {
-      const int64_t n =
-          batch.tokens.size(0) * streamLength(batch) * config_.hidden;
-      if (!input.defined() || input.numel() < n)
-        throw ModelError("recompute of unit '" + u.name +
-                         "' needs an input of at least " + std::to_string(n) +
-                         " elements");
-      at::Tensor planned = input.narrow(0, 0, n);
-      carryIn = at::from_blob(
-                    planned.data_ptr(),
-                    {batch.tokens.size(0), streamLength(batch), config_.hidden},
-                    planned.options())
-                    .to(type);
+      carryIn = plannedHidden(input, streamLength(batch), batch, type,
+                              "recompute of unit '" + u.name + "': its input");
       carryPlanned = true;
       // Its later parts read it from here (kept by reference: the input
       // buffer lives until after the unit's backward).
       partCarry_[mb] = Handover{unit, carryIn, true};
     } else if (carry.reads && stageIn) {
-      carryIn = stageStream(part.in, batch, type, "forward's in");
+      carryIn = plannedHidden(part.in, streamLength(batch), batch, type,
+                              "forward of unit '" + u.name + "': its in");
       carryPlanned = true;
       // Its later parts read it from here (the buffer lives until after the
       // unit's backward).
@@ -1616,38 +1598,24 @@ private:
     return {out, adopted};
   }
 
-  /// A pipeline stage's hidden states in `buffer` (1-D, planned) as the
-  /// [b, s, hidden] tensor a block computes on, in the units' compute type.
-  /// A fresh TensorImpl over the buffer's memory rather than a view: views
-  /// of the arena share its version counter, which every in-place op on any
-  /// other buffer bumps, and autograd would reject the saved input.
-  at::Tensor stageHidden(const at::Tensor &buffer, const MicroBatch &batch,
-                         const UnitWeights &weights, const char *what) const {
-    return stageView(buffer, batch.tokens.size(1), batch, computeType(weights),
-                     what);
-  }
-  /// The same for a unit in tensor-parallel parts: the residual stream, a
-  /// rank's slice of the sequence under sequence parallelism.
-  at::Tensor stageStream(const at::Tensor &buffer, const MicroBatch &batch,
-                         at::ScalarType type, const char *what) const {
-    return stageView(buffer, streamLength(batch), batch, type, what);
-  }
-  at::Tensor stageView(const at::Tensor &buffer, int64_t s,
-                       const MicroBatch &batch, at::ScalarType type,
-                       const char *what) const {
+  /// One micro-batch's hidden states of `seq` tokens a sequence at the
+  /// start of a planned buffer (a saved input, a pipeline stage's received
+  /// input), as the [b, seq, hidden] tensor a unit computes on, in `type`.
+  /// A fresh TensorImpl over the buffer's memory (from_blob), not a view:
+  /// views of the arena share its version counter, which every in-place op
+  /// on any other buffer bumps, and autograd would then reject the saved
+  /// input at backward.
+  at::Tensor plannedHidden(const at::Tensor &buffer, int64_t seq,
+                           const MicroBatch &batch, at::ScalarType type,
+                           const std::string &what) const {
     int64_t b = batch.tokens.size(0);
-    int64_t n = b * s * config_.hidden;
-    if (buffer.numel() != n || buffer.dim() != 1)
-      throw ModelError(std::string(what) + " has " +
-                       std::to_string(buffer.numel()) +
-                       " elements, not a micro-batch's " + std::to_string(n) +
-                       " hidden states");
-    if (buffer.scalar_type() != type)
-      throw ModelError(std::string(what) + " holds " +
-                       c10::toString(buffer.scalar_type()) +
-                       ", the units compute in " + c10::toString(type));
-    return at::from_blob(buffer.data_ptr(), {b, s, config_.hidden},
-                         buffer.options());
+    int64_t n = b * seq * config_.hidden;
+    if (!buffer.defined() || buffer.numel() < n)
+      throw ModelError(what + " needs at least " + std::to_string(n) +
+                       " elements, a micro-batch's hidden states");
+    return at::from_blob(buffer.data_ptr(), {b, seq, config_.hidden},
+                         buffer.options())
+        .to(type);
   }
 
   /// A pipeline stage's last unit: its output goes into `out`, the buffer

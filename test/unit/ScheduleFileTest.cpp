@@ -1175,7 +1175,8 @@ TEST(ScheduleFile, PipelineStagesAreChecked) {
   for (Op &op : noInput.programs.back().ops)
     if (auto *forward = op.as<ops::Forward>())
       forward->in = -1;
-  EXPECT_HAS(validateError(noInput), "in is missing for unit 'layers.2'");
+  EXPECT_HAS(validateError(noInput),
+             "in is missing for part 0 of unit 'layers.2'");
   // A program too few.
   Schedule one = s;
   one.programs.pop_back();
