@@ -458,7 +458,7 @@ PlanChecker::firstWritten(std::initializer_list<StringRef> paths) const {
 /// A key applyDerivedDefaults fills in, and the keys it reads to do so.
 struct DerivedDefault {
   StringRef path;
-  std::array<StringRef, 5> sources; // unused ones empty
+  std::array<StringRef, 6> sources; // unused ones empty
 };
 static const DerivedDefault derivedDefaults[] = {
     {"parallel.mesh",
@@ -470,9 +470,7 @@ static const DerivedDefault derivedDefaults[] = {
     {"model.intermediate", {"model.hidden"}},
     {"train.grad_accum",
      {"train.global_batch", "train.micro_batch", "cluster.nodes",
-      "cluster.gpus_per_node", "parallel.tensor"}},
-    {"train.grad_accum",
-     {"train.global_batch", "train.micro_batch", "parallel.pipeline"}},
+      "cluster.gpus_per_node", "parallel.tensor", "parallel.pipeline"}},
     {"cluster.host_bandwidth", {"cluster.gpu"}},
     {"cluster.host_cores", {"cluster.gpu"}},
 };

@@ -18,7 +18,8 @@
 //   pipeline collective completes once every stage has reached it. The play
 //   must end with every stage at its program's end.
 //
-// Linear in the programs' ops.
+// Each round of the play moves some stage or completes some transfer, so it
+// takes at most (the programs' ops) rounds of (stages) steps each.
 //
 //===----------------------------------------------------------------------===//
 
@@ -232,14 +233,12 @@ LogicalResult PipelinePlay::reportDeadlock() {
     else if (auto recv = dyn_cast<RecvOp>(awaited))
       peer = recv.getPeer();
     for (Stage &other : stages) {
-      if (!other.done() ||
-          (peer && other.rank != neighbour(stage.rank, *peer)))
+      if (!other.done() || (peer && other.rank != neighbour(stage.rank, *peer)))
         continue;
       return awaited->emitError("stage ")
              << stage.rank << " waits for " << describe(awaited)
              << ", but stage " << other.rank << " ends its program without "
-             << (peer ? (isa<SendOp>(awaited) ? "receiving it"
-                                              : "sending it")
+             << (peer ? (isa<SendOp>(awaited) ? "receiving it" : "sending it")
                       : "issuing it")
              << ": it has no partner";
     }
