@@ -18,6 +18,7 @@
 #include "LRSchedule.h"
 #include "Optimizer.h"
 
+#include <ATen/record_function.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -178,6 +179,8 @@ struct Executor::Impl {
   }
 
   void execute(size_t index);
+  /// The profiler range of an op: "plan::<kind>[ <unit kind> <unit>]".
+  std::string profileRange(const Op &op) const;
   void issue(c10::intrusive_ptr<c10d::Work> work, std::function<void()> finish,
              int64_t event, bool hostCopy = false);
   void complete(int64_t event);
@@ -203,7 +206,8 @@ struct Executor::Impl {
   }
   void run(const ops::Zero &op) { buffers[op.buffer].zero_(); }
   void run(const ops::Accumulate &op) {
-    buffers[op.dst].add_(buffers[op.src].to(buffers[op.dst].device()));
+    accumulateInto(buffers[op.dst],
+                   buffers[op.src].to(buffers[op.dst].device()));
   }
   void run(const ops::Forward &op) {
     model.forward(op.unit, op.microBatch, weights(op), operand(op.saves),
@@ -685,7 +689,29 @@ void Executor::Impl::execute(size_t index) {
     });
   if (hostSide[index])
     backend.syncHostCopies();
+  // One profiler range per op (only built while a profiler records: plan-run
+  // --profile), so a trace ties every kernel to the op that launched it.
+  RECORD_USER_SCOPE(profileRange(op));
   std::visit([&](const auto &o) { run(o); }, op.body);
+}
+
+std::string Executor::Impl::profileRange(const Op &op) const {
+  std::string name = "plan::";
+  name += toString(op.kind());
+  std::visit(
+      [&](const auto &o) {
+        std::decay_t<decltype(o)>::fields(o, [&](auto d, const auto &value) {
+          if constexpr (std::is_same_v<decltype(d), field::UnitRef>) {
+            const Unit &unit = schedule.units[static_cast<size_t>(value)];
+            name += ' ';
+            name += toString(unit.kind);
+            name += ' ';
+            name += unit.name;
+          }
+        });
+      },
+      op.body);
+  return name;
 }
 
 Executor::Executor(const ValidSchedule &schedule, Model &model, Comm &comm,

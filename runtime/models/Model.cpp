@@ -25,6 +25,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -751,6 +752,7 @@ private:
                             const std::vector<at::Tensor> &g,
                             const at::Tensor &grads,
                             const at::Tensor &tiedGrads) {
+    RECORD_USER_SCOPE("plan::grad_accumulate");
     for (size_t k = 0; k < trained.size(); ++k) {
       const Slot &s = u.slots[trained[k]];
       const at::Tensor &gi = g[k];
