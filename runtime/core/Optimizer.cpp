@@ -285,6 +285,39 @@ bool adamwStepParallel(at::Tensor &params, const at::Tensor &grad,
   return true;
 }
 
+void accumulateInto(const at::Tensor &dst, const at::Tensor &src) {
+  const at::ScalarType common =
+      at::promote_types(dst.scalar_type(), src.scalar_type());
+  if (!dst.device().is_cpu() || !src.device().is_cpu() ||
+      dst.scalar_type() == src.scalar_type() || !dst.is_contiguous() ||
+      !src.is_contiguous() || dst.numel() != src.numel() ||
+      dst.scalar_type() == at::kBool || !at::isFloatingType(common)) {
+    dst.add_(src);
+    return;
+  }
+  const at::Tensor d = dst.view({-1}), s = src.view({-1});
+  constexpr int64_t kBlock = int64_t{1} << 15;
+  at::parallel_for(0, d.numel(), kBlock, [&](int64_t begin, int64_t end) {
+    // Each operand in the promoted type: the one already in it as it is,
+    // the other copied (exactly: promotion only widens) into a block.
+    const int64_t most = std::min(kBlock, end - begin);
+    at::Tensor dTmp, sTmp;
+    if (d.scalar_type() != common)
+      dTmp = at::empty({most}, d.options().dtype(common));
+    if (s.scalar_type() != common)
+      sTmp = at::empty({most}, s.options().dtype(common));
+    for (int64_t b = begin; b < end; b += kBlock) {
+      const int64_t len = std::min(kBlock, end - b);
+      at::Tensor db = d.narrow(0, b, len), sb = s.narrow(0, b, len);
+      at::Tensor dc = dTmp.defined() ? dTmp.narrow(0, 0, len).copy_(db) : db;
+      at::Tensor sc = sTmp.defined() ? sTmp.narrow(0, 0, len).copy_(sb) : sb;
+      dc.add_(sc);
+      if (dTmp.defined())
+        db.copy_(dc); // rounded once to dst's type, as add_ rounds
+    }
+  });
+}
+
 void fusedAdamWStep(at::Tensor &params, const at::Tensor &grad,
                     at::Tensor &expAvg, at::Tensor &expAvgSq,
                     const OptimizerConfig &config, double lr, int64_t t,

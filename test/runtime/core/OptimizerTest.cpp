@@ -6,10 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace plan::rt;
@@ -208,6 +213,43 @@ TEST(Optimizer, LargeCpuShardsTakeTheParallelPathWithTheSameNumbers) {
   EXPECT_FALSE(
       adamwStepParallel(strided, in.grads[0], rm, rv, config, 1e-3, 2));
   EXPECT_TRUE(at::equal(strided, before));
+}
+
+TEST(Optimizer, ParallelLoopsRunOnSeveralThreads) {
+  // at::parallel_for compiles into its caller: without OpenMP (the wheel's
+  // threading) it runs on one thread, as the host AdamW loop once did.
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  std::mutex mutex;
+  std::set<std::thread::id> ids;
+  at::parallel_for(0, 1 << 20, 1, [&](int64_t, int64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::lock_guard<std::mutex> lock(mutex);
+    ids.insert(std::this_thread::get_id());
+  });
+  at::set_num_threads(threads);
+  EXPECT_EQ(ids.size(), 2u);
+}
+
+TEST(Optimizer, AccumulateIntoEqualsAddBitwise) {
+  // Across blocks and a ragged end, each type pair: the same bits as add_.
+  const int64_t n = 3 * (int64_t{1} << 15) + 77;
+  at::Tensor f32 =
+      at::randn({n}, at::make_generator<at::CPUGeneratorImpl>(0)) * 3;
+  at::Tensor g32 =
+      at::randn({n}, at::make_generator<at::CPUGeneratorImpl>(1)) * 1e-3;
+  for (at::ScalarType dt : {at::kBFloat16, at::kHalf, at::kFloat})
+    for (at::ScalarType st : {at::kBFloat16, at::kHalf, at::kFloat}) {
+      at::Tensor dst = f32.to(dt), src = g32.to(st);
+      at::Tensor expected = dst.clone().add_(src);
+      accumulateInto(dst, src);
+      EXPECT_TRUE(at::equal(dst, expected))
+          << c10::toString(dt) << " += " << c10::toString(st);
+    }
+  // Not contiguous: add_ itself.
+  at::Tensor strided = at::zeros({2 * n}, at::kBFloat16).slice(0, 0, 2 * n, 2);
+  accumulateInto(strided, g32);
+  EXPECT_TRUE(at::equal(strided, g32.to(at::kBFloat16)));
 }
 
 TEST(Optimizer, DecayMaskCoversTheMatricesOfTheShard) {
