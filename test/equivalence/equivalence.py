@@ -30,7 +30,8 @@ restricts it to the cases one GPU can run (every strategy at world size 1, where
 collectives are NCCL's with one rank), and the references are the CUDA runs too.
 --cross-backend cpu also runs each reference on the CPU backend and compares the two
 backends: fp32 within 1e-5 relative at every step, as across strategies; bf16_mixed within
-CROSS_BF16_RTOL (below), since the two backends' bf16 kernels round differently. Without a
+CROSS_BF16_RTOL (below), since the two backends' bf16 kernels round differently. LoRA
+dropout's references are not compared across backends: each device draws its own masks. Without a
 usable CUDA device it prints "skipped: no CUDA device" and exits 77 (ctest's SKIP_RETURN_CODE).
 A GPU node without planc (the runtime-only build) runs schedules compiled elsewhere:
 `--compile-only --schedules DIR` (with --planc) writes every case's schedule to DIR, named
@@ -210,6 +211,13 @@ def cross_check(ref_case, ref, args, work):
     other = args.cross_backend
     tag = f"ref-{ref_case['model']}-{ref_case['precision']}-{ref_case['lora']}-{other}"
     name = f"{ref_case['model']} {ref_case['precision']} lora={ref_case['lora']} {args.backend} vs {other}"
+    if ref_case["lora"] == "r4_drop":
+        # LoRA dropout draws its masks on the compute device (docs/models.md), from the
+        # device's own generator, as PyTorch's dropout does: CUDA and the CPU drop other
+        # elements, so their losses differ by design (the first H100/H200 run: 3.5e-4).
+        print(f"SKIP cross-backend {name}: dropout masks come from each device's "
+              f"generator", flush=True)
+        return True
     try:
         losses, secs = run(ref_case, args, work, tag, backend=other)
     except Exception as e:
