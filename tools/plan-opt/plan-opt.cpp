@@ -80,6 +80,11 @@ static LogicalResult runOnPlanFile(llvm::StringRef inputFilename,
       return failure();
     PassManager pm(&context, ModuleOp::getOperationName(),
                    OpPassManager::Nesting::Implicit);
+    // --mlir-timing: each pass's time, reported when `timing` goes.
+    DefaultTimingManager timing;
+    applyDefaultTimingManagerCLOptions(timing);
+    TimingScope root = timing.getRootScope();
+    pm.enableTiming(root);
     if (failed(applyPassManagerCLOptions(pm)) ||
         failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
       return failure();
