@@ -60,9 +60,10 @@ at::Tensor stepGradient(const at::Tensor &grads, double invLossScale,
 /// `dst += src` in dst's type, as `dst.add_(src)` computes it (in the
 /// promoted type, rounded once to dst's). On the CPU with two types (bf16
 /// gradients accumulated from fp32, the host's accumulation under offload)
-/// ATen's add_ takes its scalar path, ~25x slower than a cast and a
-/// same-type add: this runs cache-sized blocks of those instead, in parallel,
-/// with bitwise the same results. Elsewhere it is `dst.add_(src)`.
+/// ATen's add_ is slow, 8x (one thread) to 17x (two) slower than a cast and
+/// a same-type add on the development machine: this runs cache-sized blocks
+/// of those instead, in parallel, with bitwise the same results. Elsewhere
+/// it is `dst.add_(src)`.
 void accumulateInto(const at::Tensor &dst, const at::Tensor &src);
 
 /// torch.optim.AdamW, non-amsgrad: `t` is the 1-based step count.
