@@ -34,7 +34,9 @@ plan::reportOfQuietLowering(const PlanSpec &spec) {
   MLIRContext context;
   ScopedDiagnosticHandler quiet(&context,
                                 [](Diagnostic &) { return success(); });
-  return reportOfLowering(spec, context);
+  // A probe (the gradient layout's choice, a fit check): the lowering that
+  // follows verifies each pass, as the search's probes leave to it.
+  return reportOfLowering(spec, context, /*verifyEachPass=*/false);
 }
 
 /// The device peak of `spec` lowered, or nothing when it does not lower.

@@ -24,8 +24,10 @@
 namespace plan {
 
 /// The report of `spec` after the whole plan-lower pipeline, in an
-/// MLIRContext of its own whose diagnostics are dropped; nothing when the
-/// plan does not import or lower (the lowering a tool reports on says why).
+/// MLIRContext of its own whose diagnostics are dropped, without MLIR's
+/// verifier between passes (sched-verify-schedule still runs); nothing when
+/// the plan does not import or lower (the lowering a tool reports on, which
+/// verifies each pass, says why).
 std::optional<ScheduleReport> reportOfQuietLowering(const PlanSpec &spec);
 /// The same in `context`, whose diagnostic handlers see why a plan does not
 /// import or lower (the search keeps one context for all its candidates).

@@ -85,6 +85,7 @@ static LogicalResult runOnPlanFile(llvm::StringRef inputFilename,
     applyDefaultTimingManagerCLOptions(timing);
     TimingScope root = timing.getRootScope();
     pm.enableTiming(root);
+    pm.enableVerifier(config.shouldVerifyPasses()); // --verify-each
     if (failed(applyPassManagerCLOptions(pm)) ||
         failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
       return failure();
