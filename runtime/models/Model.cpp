@@ -563,7 +563,8 @@ public:
       // saves below, without a graph).
       x = plannedHidden(part.in, batch.tokens.size(1), batch,
                         computeType(weights),
-                        "forward of unit '" + u.name + "': its in");
+                        "forward of unit '" + u.name + "': its in",
+                        /*received=*/true);
       planned = true;
     } else if (!isEmbedding(u)) {
       auto it = hidden_.find(mb);
@@ -917,7 +918,8 @@ private:
       partCarry_[mb] = Handover{unit, carryIn, true};
     } else if (carry.reads && stageIn) {
       carryIn = plannedHidden(part.in, streamLength(batch), batch, type,
-                              "forward of unit '" + u.name + "': its in");
+                              "forward of unit '" + u.name + "': its in",
+                              /*received=*/true);
       carryPlanned = true;
       // Its later parts read it from here (the buffer lives until after the
       // unit's backward).
@@ -1607,14 +1609,25 @@ private:
   /// views of the arena share its version counter, which every in-place op
   /// on any other buffer bumps, and autograd would then reject the saved
   /// input at backward.
+  /// A received stage input (`received`) is exactly one micro-batch's hidden
+  /// states in `type`: the schedule plans that buffer to be read in place,
+  /// so a conversion would be memory the plan does not have.
   at::Tensor plannedHidden(const at::Tensor &buffer, int64_t seq,
                            const MicroBatch &batch, at::ScalarType type,
-                           const std::string &what) const {
+                           const std::string &what,
+                           bool received = false) const {
     int64_t b = batch.tokens.size(0);
     int64_t n = b * seq * config_.hidden;
-    if (!buffer.defined() || buffer.numel() < n)
-      throw ModelError(what + " needs at least " + std::to_string(n) +
-                       " elements, a micro-batch's hidden states");
+    if (!buffer.defined() || buffer.numel() < n ||
+        (received && (buffer.numel() != n || buffer.dim() != 1)))
+      throw ModelError(what + " has " +
+                       std::to_string(buffer.defined() ? buffer.numel() : 0) +
+                       " elements, not " + (received ? "" : "at least ") +
+                       "a micro-batch's " + std::to_string(n) +
+                       " hidden states");
+    if (received && buffer.scalar_type() != type)
+      throw ModelError(what + " holds " + c10::toString(buffer.scalar_type()) +
+                       ", the units compute in " + c10::toString(type));
     return at::from_blob(buffer.data_ptr(), {b, seq, config_.hidden},
                          buffer.options())
         .to(type);
