@@ -63,15 +63,19 @@ def union_length(intervals):
     return total
 
 
+def plan_ranges(events):
+    """The trace's plan:: ranges: the executor's per-op ranges and the model's nested ones."""
+    return [e for e in events if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+            and e.get("name", "").startswith("plan::")]
+
+
 def host_by_op(events):
     """{range kind: [host us, count]} over the plan:: ranges of the trace."""
     out = {}
-    for e in events:
-        if (e.get("ph") == "X" and e.get("cat") == "user_annotation"
-                and e.get("name", "").startswith("plan::")):
-            row = out.setdefault(range_kind(e["name"]), [0.0, 0])
-            row[0] += e["dur"]
-            row[1] += 1
+    for e in plan_ranges(events):
+        row = out.setdefault(range_kind(e["name"]), [0.0, 0])
+        row[0] += e["dur"]
+        row[1] += 1
     return out
 
 
@@ -121,10 +125,8 @@ def by_op(events, gpu):
     """GPU time of each kernel and copy, by the innermost plan:: range open where it was
     launched: {range kind: [kernel or copy us, count]}; empty without plan:: ranges."""
     ranges = {}
-    for e in events:
-        if (e.get("ph") == "X" and e.get("cat") == "user_annotation"
-                and e.get("name", "").startswith("plan::")):
-            ranges.setdefault(e.get("tid"), []).append((e["ts"], e["ts"] + e["dur"], e["name"]))
+    for e in plan_ranges(events):
+        ranges.setdefault(e.get("tid"), []).append((e["ts"], e["ts"] + e["dur"], e["name"]))
     if not ranges:
         return {}
     starts = {}
