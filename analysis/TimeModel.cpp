@@ -183,6 +183,9 @@ private:
 
   sched::ProgramOp program;
   PlanOp plan;
+  SymbolTableCollection symbolTables;
+  /// Whether units run in tensor-parallel parts (a tensor axis above 1).
+  bool inParts = false;
   DeviceAttr device;
   /// Achievable bytes/s of this rank's device memory and of its host work.
   double deviceBandwidth = 0;
@@ -211,12 +214,10 @@ LogicalResult StepSimulation::runUnit(Operation *op, StringRef what,
                                       SymbolRefAttr ref, int64_t microBatch,
                                       int64_t part, int passes,
                                       bool countModel) {
-  UnitOp unit = plan.lookupUnit(ref.getLeafReference());
+  auto unit = symbolTables.lookupSymbolIn<UnitOp>(plan, ref.getLeafReference());
   if (!unit)
     return op->emitError("the time model found no plan.unit ") << ref;
   TrainAttr train = plan.getTrain();
-  // A tensor-parallel unit runs in parts, each its share of the FLOPs.
-  bool inParts = plan.getMeshSize(MeshAxis::Tensor) > 1;
   UnitFlops flops = unitForwardFlops(
       unit, plan.getModel(), train.getMicroBatch(), train.getSeqLen(),
       inParts ? std::optional<int64_t>(part) : std::nullopt);
@@ -298,6 +299,8 @@ FailureOr<StepTime> StepSimulation::run() {
   plan = program.getPlanOp();
   if (!plan)
     return program.emitError("the time model needs the program's plan.plan");
+  // A tensor-parallel unit runs in parts, each its share of the FLOPs.
+  inParts = plan.getMeshSize(MeshAxis::Tensor) > 1;
   ClusterAttr cluster = plan.getCluster();
   device = cluster.getDevice();
   // A node's host is shared by its ranks: each gets its part of the memory

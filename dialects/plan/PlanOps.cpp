@@ -119,8 +119,7 @@ shard::GridOp PlanOp::getGridOp() {
       (*this)->getParentOp(), getMeshAttr());
 }
 
-int64_t PlanOp::getMeshSize(MeshAxis axis) {
-  shard::GridOp grid = getGridOp();
+int64_t PlanOp::getMeshSize(shard::GridOp grid, MeshAxis axis) {
   if (!grid || grid.getShape().size() != kMeshAxes)
     return 0;
   int64_t size = grid.getShape()[static_cast<unsigned>(axis)];

@@ -66,7 +66,12 @@ def Plan_PlanOp : Plan_Op<"plan", [
     ::mlir::shard::GridOp getGridOp();
     /// The size of one axis of the mesh; 0 when the mesh is missing or not
     /// a static 4-axis grid (which the verifier rejects).
-    int64_t getMeshSize(MeshAxis axis);
+    int64_t getMeshSize(MeshAxis axis) {
+      return getMeshSize(getGridOp(), axis);
+    }
+    /// The same of the mesh `grid` (resolved by the caller, as a verifier
+    /// does through its symbol tables).
+    static int64_t getMeshSize(::mlir::shard::GridOp grid, MeshAxis axis);
     /// The ranks each divided weight is split over: the tensor axis, 1
     /// without one.
     int64_t getTensorRanks() {

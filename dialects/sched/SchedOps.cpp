@@ -37,25 +37,29 @@ plan::PlanOp ProgramOp::getPlanOp() {
       (*this)->getParentOp(), getPlanAttr());
 }
 
-int64_t ProgramOp::getGroupSize(Group group) {
-  plan::PlanOp plan = getPlanOp();
-  if (!plan)
-    return 0;
-  int64_t replicate = plan.getMeshSize(plan::MeshAxis::Replicate);
-  int64_t shard = plan.getMeshSize(plan::MeshAxis::Shard);
+/// Ranks in `group` on the mesh `grid`; 0 if unknown.
+static int64_t groupSizeOn(shard::GridOp grid, Group group) {
+  auto size = [&](plan::MeshAxis axis) {
+    return plan::PlanOp::getMeshSize(grid, axis);
+  };
   switch (group) {
   case Group::Shard:
-    return shard;
+    return size(plan::MeshAxis::Shard);
   case Group::Replicate:
-    return replicate;
+    return size(plan::MeshAxis::Replicate);
   case Group::World:
-    return replicate * shard;
+    return size(plan::MeshAxis::Replicate) * size(plan::MeshAxis::Shard);
   case Group::Tensor:
-    return plan.getMeshSize(plan::MeshAxis::Tensor);
+    return size(plan::MeshAxis::Tensor);
   case Group::Pipeline:
-    return plan.getMeshSize(plan::MeshAxis::Pipeline);
+    return size(plan::MeshAxis::Pipeline);
   }
   return 0;
+}
+
+int64_t ProgramOp::getGroupSize(Group group) {
+  plan::PlanOp plan = getPlanOp();
+  return plan ? groupSizeOn(plan.getGridOp(), group) : 0;
 }
 
 bool ProgramOp::runsUnit(plan::UnitOp unit) {
@@ -75,11 +79,18 @@ bool ProgramOp::holdsGroup(plan::GroupOp group) {
   return !first || runsUnit(first);
 }
 
-plan::rt::tp::ExchangeShape sched::getExchangeShape(ProgramOp program) {
+/// `program`'s exchange shape on a mesh whose tensor axis has `tensor`
+/// ranks.
+static plan::rt::tp::ExchangeShape exchangeShape(ProgramOp program,
+                                                 int64_t tensor) {
   plan::TrainAttr train = program.getTrain();
   return {train.getMicroBatch() * train.getSeqLen(),
-          program.getModel().getHidden(), program.getGroupSize(Group::Tensor),
+          program.getModel().getHidden(), tensor,
           program.getParallel().getSequenceParallel()};
+}
+
+plan::rt::tp::ExchangeShape sched::getExchangeShape(ProgramOp program) {
+  return exchangeShape(program, program.getGroupSize(Group::Tensor));
 }
 
 LogicalResult ProgramOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
@@ -124,9 +135,65 @@ static ProgramOp programOf(Operation *op) {
   return op->getParentOfType<ProgramOp>();
 }
 
-static int64_t groupSize(Operation *op, Group group) {
-  ProgramOp program = programOf(op);
-  return program ? program.getGroupSize(group) : 0;
+/// The op `ref` names, if it is an `OpT` of the plan `program` runs: units
+/// and groups nest in their plan (@plan::@unit), and one of another plan is
+/// not this program's.
+template <typename OpT>
+static OpT lookupInPlan(ProgramOp program, SymbolRefAttr ref,
+                        SymbolTableCollection &symbolTable) {
+  if (!program || ref.getRootReference() != program.getPlanAttr().getAttr())
+    return {};
+  return dyn_cast_or_null<OpT>(
+      symbolTable.lookupNearestSymbolFrom(program->getParentOp(), ref));
+}
+
+namespace {
+/// What an op's checks against its plan read, resolved through the symbol
+/// tables of one verification (`verifySymbolUses`): hash lookups, where
+/// SymbolTable's static lookups scan the plan's units every time, and a
+/// lowered step has hundreds of thousands of ops to check. `plan` is null
+/// outside a program or when its plan does not resolve (ProgramOp's own
+/// symbol check reports that).
+struct ProgramSymbols {
+  ProgramOp program;
+  plan::PlanOp plan;
+  shard::GridOp grid;
+  SymbolTableCollection *tables = nullptr;
+
+  int64_t groupSize(Group group) const { return groupSizeOn(grid, group); }
+  int64_t meshSize(plan::MeshAxis axis) const {
+    return plan::PlanOp::getMeshSize(grid, axis);
+  }
+  plan::rt::tp::ExchangeShape exchange() const {
+    return exchangeShape(program, groupSize(Group::Tensor));
+  }
+  /// The op `ref` names, if it is an `OpT` of this program's plan: units
+  /// and groups nest in their plan (@plan::@unit), and one of another plan
+  /// is not this program's.
+  template <typename OpT> OpT lookup(SymbolRefAttr ref) const {
+    return plan ? lookupInPlan<OpT>(program, ref, *tables) : OpT();
+  }
+};
+} // namespace
+
+static ProgramSymbols resolveSymbols(Operation *op,
+                                     SymbolTableCollection &tables) {
+  ProgramSymbols symbols;
+  symbols.tables = &tables;
+  symbols.program = programOf(op);
+  if (!symbols.program)
+    return symbols;
+  symbols.plan = tables.lookupNearestSymbolFrom<plan::PlanOp>(
+      symbols.program->getParentOp(), symbols.program.getPlanAttr());
+  if (symbols.plan)
+    symbols.grid = tables.lookupNearestSymbolFrom<shard::GridOp>(
+        symbols.plan->getParentOp(), symbols.plan.getMeshAttr());
+  return symbols;
+}
+
+static int64_t groupSize(Operation *op, SymbolTableCollection &tables,
+                         Group group) {
+  return resolveSymbols(op, tables).groupSize(group);
 }
 
 //===----------------------------------------------------------------------===//
@@ -171,7 +238,12 @@ LogicalResult ShardViewOp::verify() {
   if (elementType(getSource()) != elementType(getResult()) ||
       space(getSource()) != space(getResult()))
     return emitOpError("view must keep the element type and memory space");
-  int64_t n = groupSize(*this, getGroup());
+  return success();
+}
+
+LogicalResult
+ShardViewOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  int64_t n = groupSize(*this, symbolTable, getGroup());
   if (n > 0 && numel(getResult()) * n != numel(getSource()))
     return emitOpError("a shard of ")
            << numel(getSource()) << " elements over " << n << " ranks has "
@@ -191,9 +263,12 @@ static LogicalResult verifySameElementType(Operation *op, Value a, Value b) {
 }
 
 LogicalResult AllGatherOp::verify() {
-  if (failed(verifySameElementType(*this, getSrc(), getDst())))
-    return failure();
-  int64_t n = groupSize(*this, getGroup());
+  return verifySameElementType(*this, getSrc(), getDst());
+}
+
+LogicalResult
+AllGatherOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  int64_t n = groupSize(*this, symbolTable, getGroup());
   if (n > 0 && numel(getSrc()) * n != numel(getDst()))
     return emitOpError("gathering ")
            << numel(getSrc()) << " elements from each of " << n
@@ -205,21 +280,27 @@ LogicalResult AllGatherOp::verify() {
 LogicalResult ReduceScatterOp::verify() {
   if (failed(verifySameElementType(*this, getSrc(), getDst())))
     return failure();
-  int64_t n = groupSize(*this, getGroup());
-  if (n > 0 && numel(getDst()) * n != numel(getSrc()))
-    return emitOpError("scattering ")
-           << numel(getSrc()) << " elements over " << n << " ranks gives "
-           << numel(getSrc()) / n << " each, the destination has "
-           << numel(getDst());
   if (getReduce() == ReduceOp::Max && getAccumulate())
     return emitOpError("cannot accumulate a max reduction");
   return success();
 }
 
+LogicalResult
+ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  int64_t n = groupSize(*this, symbolTable, getGroup());
+  if (n > 0 && numel(getDst()) * n != numel(getSrc()))
+    return emitOpError("scattering ")
+           << numel(getSrc()) << " elements over " << n << " ranks gives "
+           << numel(getSrc()) / n << " each, the destination has "
+           << numel(getDst());
+  return success();
+}
+
 LogicalResult AllReduceOp::verify() { return success(); }
 
-LogicalResult BroadcastOp::verify() {
-  int64_t n = groupSize(*this, getGroup());
+LogicalResult
+BroadcastOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  int64_t n = groupSize(*this, symbolTable, getGroup());
   // I64Attr getters are unsigned; a negative root reads back as a huge one.
   auto root = static_cast<int64_t>(getRoot());
   if (root < 0 || (n > 0 && root >= n))
@@ -284,39 +365,25 @@ LogicalResult AccumulateOp::verify() {
 // Compute
 //===----------------------------------------------------------------------===//
 
-/// The op `ref` names, if it is an `OpT` of the plan `op`'s program runs:
-/// units and groups nest in their plan (@plan::@unit), and one of another
-/// plan is not this program's.
-template <typename OpT>
-static OpT lookupInPlan(Operation *op, SymbolRefAttr ref) {
-  ProgramOp program = programOf(op);
-  if (!program)
-    return {};
-  auto found = dyn_cast_or_null<OpT>(
-      mlir::SymbolTable::lookupNearestSymbolFrom(program->getParentOp(), ref));
-  if (!found || ref.getRootReference() != program.getPlanAttr().getAttr())
-    return {};
-  return found;
-}
-
-static plan::UnitOp lookupUnit(Operation *op, SymbolRefAttr unit) {
-  return lookupInPlan<plan::UnitOp>(op, unit);
+static plan::UnitOp lookupUnit(Operation *op, SymbolRefAttr unit,
+                               SymbolTableCollection &symbolTable) {
+  return lookupInPlan<plan::UnitOp>(programOf(op), unit, symbolTable);
 }
 
 /// Checks that `op` is in a program whose plan resolves, that `unitRef`
 /// names a unit of that plan and that `microBatch` is one of its
-/// micro-batches. An unresolved plan is left to ProgramOp's symbol check,
-/// which runs after the ops inside it.
+/// micro-batches. An unresolved plan is left to ProgramOp's symbol check.
 static LogicalResult verifyUnitAndMicroBatch(Operation *op,
+                                             const ProgramSymbols &symbols,
                                              SymbolRefAttr unitRef,
                                              int64_t microBatch,
                                              plan::UnitOp &unit) {
-  ProgramOp program = programOf(op);
+  ProgramOp program = symbols.program;
   if (!program)
     return op->emitOpError("must be inside a sched.program");
-  if (!program.getPlanOp())
+  if (!symbols.plan)
     return success();
-  unit = lookupUnit(op, unitRef);
+  unit = symbols.lookup<plan::UnitOp>(unitRef);
   if (!unit)
     return op->emitOpError("'")
            << unitRef << "' does not name a plan.unit of plan '"
@@ -343,10 +410,11 @@ static int64_t frozenSizeFor(Value buffer, plan::UnitOp owner) {
 }
 
 /// Checks a compute op's unit, micro-batch and parameter operands.
-static LogicalResult verifyCompute(Operation *op, SymbolRefAttr unitRef,
-                                   int64_t microBatch, Value params, Value tied,
-                                   Value frozen, plan::UnitOp &unit) {
-  if (failed(verifyUnitAndMicroBatch(op, unitRef, microBatch, unit)))
+static LogicalResult verifyCompute(Operation *op, const ProgramSymbols &symbols,
+                                   SymbolRefAttr unitRef, int64_t microBatch,
+                                   Value params, Value tied, Value frozen,
+                                   plan::UnitOp &unit) {
+  if (failed(verifyUnitAndMicroBatch(op, symbols, unitRef, microBatch, unit)))
     return failure();
   if (!unit)
     return success();
@@ -417,11 +485,12 @@ struct PartOperands {
 /// unit is one part with none; with one, each part of the unit's role has
 /// exactly the buffers of the cuts around it, of their sizes (or the op is
 /// still the whole unit: part 0 with none).
-static LogicalResult verifyPart(Operation *op, plan::UnitOp unit, int64_t part,
+static LogicalResult verifyPart(Operation *op, const ProgramSymbols &symbols,
+                                plan::UnitOp unit, int64_t part,
                                 const PartOperands &operands) {
-  ProgramOp program = programOf(op);
-  plan::PlanOp plan = program.getPlanOp();
-  int64_t tensor = plan.getMeshSize(plan::MeshAxis::Tensor);
+  ProgramOp program = symbols.program;
+  int64_t tensor = symbols.meshSize(plan::MeshAxis::Tensor);
+  plan::rt::tp::ExchangeShape exchange = symbols.exchange();
   bool pipelined = program.getStage().has_value();
   if (tensor <= 1 && !pipelined) {
     if (part != 0 || operands.in || operands.out)
@@ -451,7 +520,7 @@ static LogicalResult verifyPart(Operation *op, plan::UnitOp unit, int64_t part,
   // neither.
   bool staged = pipelined && !isa<RecomputeOp>(op);
   bool starts = staged && startsChunk(unit), ends = staged && endsChunk(unit);
-  int64_t stream = getExchangeShape(program).stream();
+  int64_t stream = exchange.stream();
   std::optional<int64_t> stageIn, stageOut;
   if (starts)
     stageIn = stream;
@@ -488,7 +557,6 @@ static LogicalResult verifyPart(Operation *op, plan::UnitOp unit, int64_t part,
     return op->emitOpError("part ")
            << part << " is not in [0, " << parts << ") of unit '"
            << unit.getSymName() << "'";
-  plan::rt::tp::ExchangeShape exchange = getExchangeShape(program);
   // Before part k: the cut k - 1, whose consumer it is; after it, cut k (a
   // backward has nothing to read back from the loss's statistics); the
   // stage's edges where no cut is.
@@ -510,16 +578,19 @@ static LogicalResult verifyPart(Operation *op, plan::UnitOp unit, int64_t part,
 /// the output of `unit`, the last unit of a chunk, which this stage
 /// produces (a send to `next`, a receive from `next` of its gradient) or
 /// consumes (a receive from `prev`, a send to `prev` of its gradient).
-static LogicalResult verifyPointToPoint(Operation *op, Value buffer, Peer peer,
+static LogicalResult verifyPointToPoint(Operation *op,
+                                        SymbolTableCollection &symbolTable,
+                                        Value buffer, Peer peer,
                                         SymbolRefAttr unitRef,
                                         int64_t microBatch, bool sends) {
+  ProgramSymbols symbols = resolveSymbols(op, symbolTable);
   plan::UnitOp unit;
-  if (failed(verifyUnitAndMicroBatch(op, unitRef, microBatch, unit)))
+  if (failed(verifyUnitAndMicroBatch(op, symbols, unitRef, microBatch, unit)))
     return failure();
   if (!unit)
     return success();
-  ProgramOp program = programOf(op);
-  plan::PlanOp plan = program.getPlanOp();
+  ProgramOp program = symbols.program;
+  plan::PlanOp plan = symbols.plan;
   int64_t ranks = plan.getPipelineRanks();
   std::optional<int64_t> stage = program.getStage();
   if (!stage || ranks <= 1)
@@ -546,7 +617,7 @@ static LogicalResult verifyPointToPoint(Operation *op, Value buffer, Peer peer,
            << (sends ? " to " : " from ") << stringifyPeer(peer)
            << ", which stage " << expected << " does";
   }
-  int64_t stream = getExchangeShape(program).stream();
+  int64_t stream = symbols.exchange().stream();
   if (numel(buffer) != stream)
     return op->emitOpError("buffer has ")
            << numel(buffer) << " elements, not the " << stream
@@ -554,72 +625,98 @@ static LogicalResult verifyPointToPoint(Operation *op, Value buffer, Peer peer,
   return success();
 }
 
-LogicalResult SendOp::verify() {
-  return verifyPointToPoint(*this, getBuffer(), getPeer(), getUnit(),
-                            getMicroBatch(), /*sends=*/true);
+LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyPointToPoint(*this, symbolTable, getBuffer(), getPeer(),
+                            getUnit(), getMicroBatch(), /*sends=*/true);
 }
 
-LogicalResult RecvOp::verify() {
-  return verifyPointToPoint(*this, getBuffer(), getPeer(), getUnit(),
-                            getMicroBatch(), /*sends=*/false);
+LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyPointToPoint(*this, symbolTable, getBuffer(), getPeer(),
+                            getUnit(), getMicroBatch(), /*sends=*/false);
 }
 
-plan::UnitOp ForwardOp::getUnitOp() { return lookupUnit(*this, getUnit()); }
-plan::UnitOp RecomputeOp::getUnitOp() { return lookupUnit(*this, getUnit()); }
-plan::UnitOp BackwardOp::getUnitOp() { return lookupUnit(*this, getUnit()); }
+plan::UnitOp ForwardOp::getUnitOp(SymbolTableCollection &symbolTable) {
+  return lookupUnit(*this, getUnit(), symbolTable);
+}
+plan::UnitOp RecomputeOp::getUnitOp(SymbolTableCollection &symbolTable) {
+  return lookupUnit(*this, getUnit(), symbolTable);
+}
+plan::UnitOp BackwardOp::getUnitOp(SymbolTableCollection &symbolTable) {
+  return lookupUnit(*this, getUnit(), symbolTable);
+}
 
-LogicalResult ForwardOp::verify() {
+// A compute op's checks against its unit are symbol uses (the unit is
+// looked up in the plan); its verify() checks what its operands alone say.
+
+LogicalResult ForwardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  ProgramSymbols symbols = resolveSymbols(*this, symbolTable);
   plan::UnitOp unit;
-  if (failed(verifyCompute(*this, getUnit(), getMicroBatch(), getParams(),
-                           getTied(), getFrozen(), unit)))
+  if (failed(verifyCompute(*this, symbols, getUnit(), getMicroBatch(),
+                           getParams(), getTied(), getFrozen(), unit)))
     return failure();
   if (!unit)
     return success();
-  return verifyPart(*this, unit, getPart(),
+  return verifyPart(*this, symbols, unit, getPart(),
                     {getIn(), getOut(), "in", "out", /*backward=*/false});
 }
 
 LogicalResult RecomputeOp::verify() {
-  plan::UnitOp unit;
-  if (failed(verifyCompute(*this, getUnit(), getMicroBatch(), getParams(),
-                           getTied(), getFrozen(), unit)))
-    return failure();
   // Part 0 starts again from the saved input; a later part from its `in`.
   if (bool(getInput()) != (getPart() == 0))
     return emitOpError("part ")
            << getPart()
            << (getPart() == 0 ? " needs `from`" : " reads `in`, not `from`");
+  return success();
+}
+
+LogicalResult
+RecomputeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  ProgramSymbols symbols = resolveSymbols(*this, symbolTable);
+  plan::UnitOp unit;
+  if (failed(verifyCompute(*this, symbols, getUnit(), getMicroBatch(),
+                           getParams(), getTied(), getFrozen(), unit)))
+    return failure();
   if (!unit)
     return success();
-  return verifyPart(*this, unit, getPart(),
+  return verifyPart(*this, symbols, unit, getPart(),
                     {getIn(), getOut(), "in", "out", /*backward=*/false});
 }
 
 LogicalResult BackwardOp::verify() {
-  plan::UnitOp unit;
-  if (failed(verifyCompute(*this, getUnit(), getMicroBatch(), getParams(),
-                           getTied(), getFrozen(), unit)))
-    return failure();
   if (bool(getGrads()) != bool(getParams()))
     return emitOpError("`grads` goes with `params`");
   if (getGrads() && numel(getGrads()) != numel(getParams()))
     return emitOpError("grads must have the layout of params: ")
            << numel(getGrads()) << " elements, not " << numel(getParams());
+  if (getTiedGrads() && !getTied())
+    return emitOpError("`tied_grads` goes with `tied`");
+  if (getTiedGrads() && numel(getTiedGrads()) != numel(getTied()))
+    return emitOpError("`tied_grads` must have the layout of `tied`");
+  return success();
+}
+
+LogicalResult BackwardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  ProgramSymbols symbols = resolveSymbols(*this, symbolTable);
+  plan::UnitOp unit;
+  if (failed(verifyCompute(*this, symbols, getUnit(), getMicroBatch(),
+                           getParams(), getTied(), getFrozen(), unit)))
+    return failure();
+  // A tied parameter that trains gets its gradient; a frozen one none.
   bool tiedTrains = getTied() && !(unit && tiesFrozen(unit));
   if (getTiedGrads() && getTied() && !tiedTrains)
     return emitOpError("`tied` is frozen: it gets no `tied_grads`");
   if (tiedTrains != bool(getTiedGrads()))
     return emitOpError("`tied_grads` goes with `tied`");
-  if (getTiedGrads() && numel(getTiedGrads()) != numel(getTied()))
-    return emitOpError("`tied_grads` must have the layout of `tied`");
   if (!unit)
     return success();
-  return verifyPart(*this, unit, getPart(),
+  return verifyPart(*this, symbols, unit, getPart(),
                     {getInGrad(), getOutGrad(), "in_grad", "out_grad",
                      /*backward=*/true});
 }
 
-plan::UnitOp DequantizeOp::getUnitOp() { return lookupUnit(*this, getUnit()); }
+plan::UnitOp DequantizeOp::getUnitOp(SymbolTableCollection &symbolTable) {
+  return lookupUnit(*this, getUnit(), symbolTable);
+}
 
 LogicalResult DequantizeOp::verify() {
   if (!isa<FloatType>(elementType(getDst())))
@@ -627,14 +724,20 @@ LogicalResult DequantizeOp::verify() {
                        "working type");
   if (space(getSrc()) != space(getDst()))
     return emitOpError("`src` and `dst` must be in one memory space");
-  if (!programOf(*this))
+  return success();
+}
+
+LogicalResult
+DequantizeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  ProgramSymbols symbols = resolveSymbols(*this, symbolTable);
+  if (!symbols.program)
     return emitOpError("must be inside a sched.program");
-  if (!programOf(*this).getPlanOp())
+  if (!symbols.plan)
     return success();
-  plan::UnitOp unit = getUnitOp();
+  auto unit = symbols.lookup<plan::UnitOp>(getUnit());
   if (!unit)
     return emitOpError("'") << getUnit() << "' does not name a plan.unit of "
-                            << "plan '" << programOf(*this).getPlan() << "'";
+                            << "plan '" << symbols.program.getPlan() << "'";
   if (unit.getFrozenNumel() == 0)
     return emitOpError("unit '")
            << unit.getSymName() << "' has no frozen parameters";
@@ -660,14 +763,27 @@ LogicalResult DequantizeOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult GradNormOp::verify() {
-  ProgramOp program = programOf(*this);
-  if (!program)
+  if (!programOf(*this))
     return emitOpError("must be inside a sched.program");
-  plan::PlanOp plan = program.getPlanOp();
-  if (getTensorReplicas() && plan &&
-      plan.getMeshSize(plan::MeshAxis::Tensor) <= 1)
+  return success();
+}
+
+LogicalResult GradNormOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  ProgramSymbols symbols = resolveSymbols(*this, symbolTable);
+  if (getTensorReplicas() && symbols.plan &&
+      symbols.meshSize(plan::MeshAxis::Tensor) <= 1)
     return emitOpError("`tensor_replicas` weighs what every tensor rank "
                        "holds: it needs a mesh with a tensor axis above 1");
+  return success();
+}
+
+LogicalResult
+OptimizerStepOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  ProgramSymbols symbols = resolveSymbols(*this, symbolTable);
+  if (symbols.plan && !symbols.lookup<plan::GroupOp>(getGroup()))
+    return emitOpError("'")
+           << getGroup() << "' does not name a plan.group of plan '"
+           << symbols.program.getPlan() << "'";
   return success();
 }
 
@@ -675,13 +791,6 @@ LogicalResult OptimizerStepOp::verify() {
   ProgramOp program = programOf(*this);
   if (!program)
     return emitOpError("must be inside a sched.program");
-  plan::PlanOp plan = program.getPlanOp();
-  if (!plan)
-    return success(); // ProgramOp's symbol check reports it
-  if (!lookupInPlan<plan::GroupOp>(*this, getGroup()))
-    return emitOpError("'")
-           << getGroup() << "' does not name a plan.group of plan '"
-           << program.getPlan() << "'";
   if (!elementType(getParams()).isF32())
     return emitOpError("steps fp32 parameters (the master copy), got ")
            << elementType(getParams());
@@ -700,10 +809,12 @@ LogicalResult OptimizerStepOp::verify() {
   if (!elementType(getGrads()).isF32())
     return emitOpError("steps with fp32 gradients, got ")
            << elementType(getGrads());
-  plan::OptimizerKind kind = plan.getTrain().getOptimizer().getKind();
-  size_t expected = kind == plan::OptimizerKind::AdamW                    ? 2
-                    : plan.getTrain().getOptimizer().getMomentum() != 0.0 ? 1
-                                                                          : 0;
+  // The program's copy of the recipe (ProgramOp keeps it the plan's).
+  plan::OptimizerAttr optimizer = program.getTrain().getOptimizer();
+  plan::OptimizerKind kind = optimizer.getKind();
+  size_t expected = kind == plan::OptimizerKind::AdamW ? 2
+                    : optimizer.getMomentum() != 0.0   ? 1
+                                                       : 0;
   if (getState().size() != expected)
     return emitOpError(plan::stringifyOptimizerKind(kind))
            << " keeps " << expected << " state buffers, got "
@@ -716,29 +827,34 @@ LogicalResult OptimizerStepOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult LossOp::verify() {
+  double scale = getScale().convertToDouble();
+  if (!(scale > 0.0) || !std::isfinite(scale))
+    return emitOpError("scale must be positive and finite, got ") << scale;
+  return success();
+}
+
+LogicalResult LossOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  ProgramSymbols symbols = resolveSymbols(*this, symbolTable);
   plan::UnitOp unit;
-  if (failed(verifyUnitAndMicroBatch(*this, getUnit(), getMicroBatch(), unit)))
+  if (failed(verifyUnitAndMicroBatch(*this, symbols, getUnit(), getMicroBatch(),
+                                     unit)))
     return failure();
   if (unit && !plan::isHeadKind(unit.getKind()))
     return emitOpError("the loss is of the model's head; '")
            << unit.getSymName() << "' is a "
            << plan::stringifyUnitKind(unit.getKind()) << " unit";
-  double scale = getScale().convertToDouble();
-  if (!(scale > 0.0) || !std::isfinite(scale))
-    return emitOpError("scale must be positive and finite, got ") << scale;
   if (!unit)
     return success();
   // A vocabulary divided over tensor ranks: the loss reads every rank's
   // statistics.
-  ProgramOp program = programOf(*this);
-  int64_t tensor = program.getPlanOp().getMeshSize(plan::MeshAxis::Tensor);
+  int64_t tensor = symbols.meshSize(plan::MeshAxis::Tensor);
   // (Before sched-split-tensor-parallel a tensor-parallel loss has none
   // yet; sched-verify-schedule requires it.)
   if (getStats() && tensor <= 1)
     return emitOpError("has `stats`, but the mesh has no tensor axis");
   if (getStats()) {
-    int64_t expected = getExchangeShape(program).consumed(
-        plan::rt::tp::Boundary::LossStatistics);
+    int64_t expected =
+        symbols.exchange().consumed(plan::rt::tp::Boundary::LossStatistics);
     if (numel(getStats()) != expected)
       return emitOpError("`stats` has ")
              << numel(getStats()) << " elements, not " << expected;

@@ -145,7 +145,8 @@ def Sched_ViewOp : Sched_Op<"view", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Sched_ShardViewOp : Sched_Op<"shard_view", [Pure]> {
+def Sched_ShardViewOp : Sched_Op<"shard_view", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "This rank's shard of a buffer";
   let description = [{
     The `i`-th of `n` equal slices of `source`, where `n` is the size of
@@ -177,7 +178,8 @@ class Sched_AsyncOp<string mnemonic, list<Trait> traits = []>
   let results = (outs Sched_EventType:$done);
 }
 
-def Sched_AllGatherOp : Sched_AsyncOp<"all_gather"> {
+def Sched_AllGatherOp : Sched_AsyncOp<"all_gather", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Gather every rank's shard of a group into a full buffer";
   let description = [{
     `dst` (n times the size of `src`, n = group size) receives the `src` of
@@ -201,7 +203,8 @@ def Sched_AllGatherOp : Sched_AsyncOp<"all_gather"> {
                     Sched_Roles<["dst"], ["gathered", "param", "staging", "frozen", "exchange"]>];
 }
 
-def Sched_ReduceScatterOp : Sched_AsyncOp<"reduce_scatter"> {
+def Sched_ReduceScatterOp : Sched_AsyncOp<"reduce_scatter", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Reduce full buffers over a group, each rank keeping its shard";
   let description = [{
     `dst` (1/n of `src`) receives this rank's slice of the reduction of every
@@ -236,7 +239,8 @@ def Sched_AllReduceOp : Sched_AsyncOp<"all_reduce"> {
   let hasVerifier = 1;
 }
 
-def Sched_BroadcastOp : Sched_AsyncOp<"broadcast"> {
+def Sched_BroadcastOp : Sched_AsyncOp<"broadcast", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Copy the root rank's buffer to every rank of a group";
   // The root rank reads the buffer, every other rank overwrites it.
   let arguments = (ins Arg<Sched_Buffer, "", [Sched_Updates]>:$buffer,
@@ -246,11 +250,11 @@ def Sched_BroadcastOp : Sched_AsyncOp<"broadcast"> {
     $buffer `group` custom<EnumKeyword>($group) `root` $root (`after` $after^)? attr-dict `:`
     type($buffer)
   }];
-  let hasVerifier = 1;
   let fileChecks = [Sched_RankOfGroup<"root">];
 }
 
-def Sched_SendOp : Sched_AsyncOp<"send"> {
+def Sched_SendOp : Sched_AsyncOp<"send", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Send a buffer to the neighbouring pipeline stage";
   let description = [{
     Pipeline parallelism: `buffer` goes to the same rank of the `next`
@@ -275,11 +279,11 @@ def Sched_SendOp : Sched_AsyncOp<"send"> {
     $buffer `to` custom<EnumKeyword>($peer) `for` $unit `mb` $micro_batch (`after` $after^)? attr-dict `:`
     type($buffer)
   }];
-  let hasVerifier = 1;
   let fileChecks = [Sched_Roles<["buffer"], ["exchange"]>];
 }
 
-def Sched_RecvOp : Sched_AsyncOp<"recv"> {
+def Sched_RecvOp : Sched_AsyncOp<"recv", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Receive a buffer from the neighbouring pipeline stage";
   let description = [{
     The other end of a `sched.send`: `buffer` is overwritten with what the
@@ -300,7 +304,6 @@ def Sched_RecvOp : Sched_AsyncOp<"recv"> {
     $buffer `from` custom<EnumKeyword>($peer) `for` $unit `mb` $micro_batch (`after` $after^)? attr-dict `:`
     type($buffer)
   }];
-  let hasVerifier = 1;
   let fileChecks = [Sched_Roles<["buffer"], ["exchange"]>];
 }
 
@@ -334,7 +337,8 @@ def Sched_CastOp : Sched_Op<"cast"> {
   let fileChecks = [Sched_SameNumel<["src", "dst"]>];
 }
 
-def Sched_DequantizeOp : Sched_Op<"dequantize"> {
+def Sched_DequantizeOp : Sched_Op<"dequantize", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "A unit's frozen base, from how it is stored to the working type";
   let description = [{
     `src` holds the frozen parameters of `unit` as they are stored (a
@@ -358,7 +362,7 @@ def Sched_DequantizeOp : Sched_Op<"dequantize"> {
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// The plan.unit whose base this converts (null if it does not resolve).
-    ::plan::UnitOp getUnitOp();
+    ::plan::UnitOp getUnitOp(::mlir::SymbolTableCollection &symbolTable);
   }];
   let fileChecks = [Sched_FrozenStorage<"src", "dst">,
                     Sched_Roles<["src"], ["frozen", "gathered", "staging"]>,
@@ -388,11 +392,12 @@ class Sched_ComputeOp<string mnemonic, list<Trait> traits = []>
     : Sched_Op<mnemonic, traits> {
   code computeExtraDeclaration = [{
     /// The plan.unit this op computes (null if the symbol does not resolve).
-    ::plan::UnitOp getUnitOp();
+    ::plan::UnitOp getUnitOp(::mlir::SymbolTableCollection &symbolTable);
   }];
 }
 
-def Sched_ForwardOp : Sched_ComputeOp<"forward", [AttrSizedOperandSegments]> {
+def Sched_ForwardOp : Sched_ComputeOp<"forward", [AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Forward of one unit for one micro-batch";
   let description = [{
     Reads the unit's parameters (`params`: exactly its stored elements that
@@ -428,7 +433,6 @@ def Sched_ForwardOp : Sched_ComputeOp<"forward", [AttrSizedOperandSegments]> {
     `saves` `(` $saves `:` type($saves) `)`
     (`out` `(` $out^ `:` type($out) `)`)? attr-dict
   }];
-  let hasVerifier = 1;
   let extraClassDeclaration = computeExtraDeclaration;
   let fileChecks = [Sched_UnitStorage<"params", "tied", "frozen">,
                     Sched_Roles<["params"], ["param", "gathered", "staging"]>,
@@ -437,7 +441,8 @@ def Sched_ForwardOp : Sched_ComputeOp<"forward", [AttrSizedOperandSegments]> {
                     Sched_Roles<["in", "out"], ["exchange"]>];
 }
 
-def Sched_RecomputeOp : Sched_ComputeOp<"recompute", [AttrSizedOperandSegments]> {
+def Sched_RecomputeOp : Sched_ComputeOp<"recompute", [
+    AttrSizedOperandSegments, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Forward again in backward (activation checkpointing)";
   let description = [{
     With activation checkpointing the forward of a block saves only its
@@ -476,7 +481,8 @@ def Sched_RecomputeOp : Sched_ComputeOp<"recompute", [AttrSizedOperandSegments]>
                     Sched_Roles<["in", "out"], ["exchange"]>];
 }
 
-def Sched_LossOp : Sched_Op<"loss", [AttrSizedOperandSegments]> {
+def Sched_LossOp : Sched_Op<"loss", [AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Cross-entropy of the head's logits; seeds backward";
   let description = [{
     Records the micro-batch's loss and seeds backward with `scale` (1 /
@@ -499,7 +505,8 @@ def Sched_LossOp : Sched_Op<"loss", [AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def Sched_BackwardOp : Sched_ComputeOp<"backward", [AttrSizedOperandSegments]> {
+def Sched_BackwardOp : Sched_ComputeOp<"backward", [
+    AttrSizedOperandSegments, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Backward of one unit for one micro-batch";
   let description = [{
     Adds the gradients of the unit's stored parameters that train into
@@ -554,7 +561,8 @@ def Sched_BackwardOp : Sched_ComputeOp<"backward", [AttrSizedOperandSegments]> {
 // Optimizer
 //===----------------------------------------------------------------------===//
 
-def Sched_GradNormOp : Sched_Op<"grad_norm"> {
+def Sched_GradNormOp : Sched_Op<"grad_norm", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Add the sum of squares of a gradient buffer to a scalar";
   let description = [{
     With `tensor_replicas` (a mesh with a tensor axis), `grads` is a group's
@@ -581,7 +589,8 @@ def Sched_CheckFiniteOp : Sched_Op<"check_finite"> {
   let assemblyFormat = "$buffer `into` $found_inf attr-dict `:` type($buffer) `,` type($found_inf)";
 }
 
-def Sched_OptimizerStepOp : Sched_Op<"optimizer_step", [AttrSizedOperandSegments]> {
+def Sched_OptimizerStepOp : Sched_Op<"optimizer_step", [
+    AttrSizedOperandSegments, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "One optimizer step on a group's shard";
   let description = [{
     Updates `params` (the fp32 master, or the parameters themselves in fp32)

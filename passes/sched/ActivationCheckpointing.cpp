@@ -94,9 +94,10 @@ struct SchedActivationCheckpointingPass
     // micro-batch, whose output is this unit's input.
     bool lastCheckpointed = false;
     uint64_t lastMicroBatch = ~uint64_t{0};
+    SymbolTableCollection symbolTables;
     for (sched::ForwardOp forward : forwards) {
       // A verified program's units resolve (ComputeOp verifiers).
-      plan::UnitOp unit = forward.getUnitOp();
+      plan::UnitOp unit = forward.getUnitOp(symbolTables);
       bool checkpointed = plan::isBlockKind(unit.getKind());
       bool afterCheckpointed =
           lastCheckpointed && lastMicroBatch == forward.getMicroBatch();

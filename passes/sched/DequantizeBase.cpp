@@ -44,6 +44,13 @@ public:
             plan::workingStorage(program.getTrain().getPrecision()))) {}
 
   void run() {
+    // Without a frozen parameter there is no base to convert.
+    plan::PlanOp plan = program.getPlanOp();
+    if (!plan || llvm::none_of(plan.getBody().getOps<plan::UnitOp>(),
+                               [](plan::UnitOp unit) {
+                                 return unit.getFrozenNumel() > 0;
+                               }))
+      return;
     SmallVector<Operation *> computes;
     for (Operation &op : program.getBody().front())
       if (isa<sched::ForwardOp, sched::RecomputeOp, sched::BackwardOp>(op))
@@ -60,7 +67,7 @@ private:
   baseOperands(Operation *op) {
     SmallVector<std::pair<OpOperand *, plan::UnitOp>> operands;
     auto collect = [&](auto compute) {
-      plan::UnitOp unit = compute.getUnitOp();
+      plan::UnitOp unit = compute.getUnitOp(symbolTables);
       if (!unit)
         return;
       if (!compute.getFrozenMutable().empty())
@@ -121,6 +128,7 @@ private:
   sched::ProgramOp program;
   OpBuilder builder;
   Type working;
+  SymbolTableCollection symbolTables;
   llvm::DenseMap<Value, Converted> converted;
 };
 

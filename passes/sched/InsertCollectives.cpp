@@ -421,6 +421,7 @@ LogicalResult ProgramDistribution::analyze() {
   backwardSpans.assign(groups.size(), SmallVector<Span>(microBatches));
   SmallVector<Operation *> lastBackward(microBatches, nullptr);
   DenseMap<std::pair<int64_t, int64_t>, Operation *> lastChunkBackward;
+  SymbolTableCollection symbolTables;
   for (Operation &op : body) {
     if (!isCompute(&op))
       continue;
@@ -430,7 +431,7 @@ LogicalResult ProgramDistribution::analyze() {
     bool forward = isa<sched::ForwardOp>(op);
     if (auto backward = dyn_cast<sched::BackwardOp>(op)) {
       lastBackward[mb] = &op;
-      plan::UnitOp unit = backward.getUnitOp();
+      plan::UnitOp unit = backward.getUnitOp(symbolTables);
       int64_t chunk =
           unit ? static_cast<int64_t>(unit.getStage().value_or(0)) : 0;
       lastChunkBackward[{chunk, mb}] = &op;

@@ -217,7 +217,7 @@ private:
   /// float one is copied across types directly.
   int64_t dequantizeBytes(DequantizeOp op) {
     Value src = op.getSrc();
-    plan::UnitOp unit = op.getUnitOp();
+    plan::UnitOp unit = op.getUnitOp(symbolTables);
     if (!unit || !counted(src) || !elementType(src).isInteger(8))
       return 0;
     int64_t most = 0;
@@ -293,6 +293,7 @@ private:
 
   ProgramOp program;
   plan::PlanOp plan;
+  SymbolTableCollection symbolTables;
   plan::ModelAttr model;
   bool cpuDevice = false;
   bool gradClip = false;

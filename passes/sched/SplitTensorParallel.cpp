@@ -96,6 +96,7 @@ private:
 
   sched::ProgramOp program;
   OpBuilder builder;
+  SymbolTableCollection symbolTables;
   Type eventType;
   Location loc = program.getLoc();
   tp::ExchangeShape exchange;
@@ -391,7 +392,7 @@ LogicalResult TensorParallelSplit::run() {
   for (Operation *op : compute) {
     auto ref = op->getAttrOfType<SymbolRefAttr>("unit");
     auto unit = dyn_cast_or_null<plan::UnitOp>(
-        SymbolTable::lookupNearestSymbolFrom(program->getParentOp(), ref));
+        symbolTables.lookupNearestSymbolFrom(program->getParentOp(), ref));
     if (!unit)
       return op->emitOpError("'") << ref << "' does not name a plan.unit";
     std::optional<tp::UnitRole> role = sched::getTensorParallelRole(

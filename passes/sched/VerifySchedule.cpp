@@ -217,7 +217,7 @@ private:
       return success();
     }
     auto unitOp = dyn_cast_or_null<plan::UnitOp>(
-        SymbolTable::lookupNearestSymbolFrom(program->getParentOp(), unit));
+        symbolTables.lookupNearestSymbolFrom(program->getParentOp(), unit));
     std::optional<plan::rt::tp::UnitRole> role =
         unitOp ? getTensorParallelRole(unitOp.getKind(),
                                        program.getModel().getFamily())
@@ -505,6 +505,7 @@ private:
   ProgramOp program;
   Type working; // what compute reads a frozen base in
   int64_t tensor;
+  SymbolTableCollection symbolTables;
   // Per (op name, unit, micro-batch) whose run of parts has begun and not
   // ended, in the order they began: the part that comes next, and the last
   // one seen.

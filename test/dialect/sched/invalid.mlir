@@ -2315,7 +2315,7 @@ sched.program @p.step for @p micro_batches 2
 
 // A block has parts 0 to 4.
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x1x4x2)
+shard.grid @mesh(shape = 1x2x2x2)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2348,7 +2348,7 @@ sched.program @p.step for @p micro_batches 2
 
 // A later part reads what the collective before it left.
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x1x4x2)
+shard.grid @mesh(shape = 1x2x2x2)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2380,7 +2380,7 @@ sched.program @p.step for @p micro_batches 2
 
 // What a part exchanges has the cut's size: the embedding's partial sums are 8 tokens x 4.
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x1x4x2)
+shard.grid @mesh(shape = 1x2x2x2)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2413,7 +2413,7 @@ sched.program @p.step for @p micro_batches 2
 
 // Nothing flows back from the loss's statistics.
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x1x4x2)
+shard.grid @mesh(shape = 1x2x2x2)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2447,7 +2447,7 @@ sched.program @p.step for @p micro_batches 2
 
 // A recompute's later part starts from `in`, not the saved input.
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x1x4x2)
+shard.grid @mesh(shape = 1x2x2x2)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
@@ -2480,7 +2480,7 @@ sched.program @p.step for @p micro_batches 2
 
 // The loss reads every tensor rank's statistics: 2 x 3 x 8.
 #dev = #sched.space<device>
-shard.grid @mesh(shape = 1x1x4x2)
+shard.grid @mesh(shape = 1x2x2x2)
 plan.plan @p on @mesh
     model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
     cluster #plan.cluster<nodes = 2, gpus_per_node = 4, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
