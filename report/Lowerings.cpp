@@ -11,14 +11,12 @@
 
 using namespace mlir;
 
-std::optional<plan::ScheduleReport>
-plan::reportOfLowering(const PlanSpec &spec, MLIRContext &context,
-                       bool verifyEachPass) {
-  plan::DiagEmitter diag(&context, nullptr, UnknownLoc::get(&context));
+std::optional<plan::LoweredPlan>
+plan::lowerPlan(const PlanSpec &spec, DiagEmitter &diag, bool verifyEachPass) {
   OwningOpRef<ModuleOp> module = plan::importPlan(spec, diag);
   if (!module)
     return std::nullopt;
-  PassManager pm(&context);
+  PassManager pm(diag.getContext());
   pm.enableVerifier(verifyEachPass);
   plan::buildPlanLowerPipeline(pm);
   if (failed(pm.run(*module)))
@@ -26,7 +24,17 @@ plan::reportOfLowering(const PlanSpec &spec, MLIRContext &context,
   FailureOr<plan::ScheduleReport> report = plan::analyzeSchedule(*module);
   if (failed(report))
     return std::nullopt;
-  return std::move(*report);
+  return LoweredPlan{std::move(module), std::move(*report)};
+}
+
+std::optional<plan::ScheduleReport>
+plan::reportOfLowering(const PlanSpec &spec, MLIRContext &context,
+                       bool verifyEachPass) {
+  plan::DiagEmitter diag(&context, nullptr, UnknownLoc::get(&context));
+  std::optional<LoweredPlan> lowered = lowerPlan(spec, diag, verifyEachPass);
+  if (!lowered)
+    return std::nullopt;
+  return std::move(lowered->report);
 }
 
 std::optional<plan::ScheduleReport>
@@ -50,6 +58,26 @@ static std::optional<uint64_t> devicePeak(const plan::PlanSpec &spec) {
 
 std::optional<plan::GradLayoutChoice> plan::chooseGradDtype(PlanSpec &spec) {
   return chooseGradDtype(spec, devicePeak);
+}
+
+std::optional<plan::GradLayoutChoice>
+plan::chooseGradDtype(PlanSpec &spec, DiagEmitter &diag,
+                      std::optional<LoweredPlan> &chosen) {
+  ScopedDiagnosticHandler quiet(diag.getContext(),
+                                [](Diagnostic &) { return success(); });
+  std::optional<LoweredPlan> fp32, working;
+  std::optional<GradLayoutChoice> choice = chooseGradDtype(
+      spec, [&](const PlanSpec &layout) -> std::optional<uint64_t> {
+        std::optional<LoweredPlan> &lowered =
+            layout.train.gradDtype == DType::F32 ? fp32 : working;
+        lowered = lowerPlan(layout, diag, /*verifyEachPass=*/false);
+        if (!lowered)
+          return std::nullopt;
+        return lowered->report.memory.devicePeakBytes();
+      });
+  if (choice)
+    chosen = std::move(choice->chosen == DType::F32 ? fp32 : working);
+  return choice;
 }
 
 std::optional<plan::GradLayoutChoice> plan::chooseGradDtype(

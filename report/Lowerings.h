@@ -16,12 +16,29 @@
 #include "frontend/PlanSpec.h"
 #include "report/Report.h"
 
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <cstdint>
 #include <optional>
 
 namespace plan {
+
+class DiagEmitter;
+
+/// A plan after the whole plan-lower pipeline, and its report.
+struct LoweredPlan {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  ScheduleReport report;
+};
+
+/// `spec` imported through `diag` (its locations point into the plan's
+/// file) and lowered in its context, with MLIR's verifier after every pass
+/// when `verifyEachPass`; nothing, after the diagnostics say why, when it
+/// does not import, lower or analyse.
+std::optional<LoweredPlan> lowerPlan(const PlanSpec &spec, DiagEmitter &diag,
+                                     bool verifyEachPass = true);
 
 /// The report of `spec` after the whole plan-lower pipeline, in an
 /// MLIRContext of its own whose diagnostics are dropped, without MLIR's
@@ -53,6 +70,13 @@ struct GradLayoutChoice {
 /// both peaks. Nothing, and `spec` unchanged, when the choice does not apply
 /// or either lowering fails (the lowering that follows reports why).
 std::optional<GradLayoutChoice> chooseGradDtype(PlanSpec &spec);
+/// The same choice for a tool that lowers the plan next: both layouts are
+/// lowered through `diag` (diagnostics dropped meanwhile, no verifier
+/// between passes) and the chosen one's lowering is left in `chosen`, so
+/// that the tool verifies it once instead of lowering it a third time.
+std::optional<GradLayoutChoice>
+chooseGradDtype(PlanSpec &spec, DiagEmitter &diag,
+                std::optional<LoweredPlan> &chosen);
 /// The same choice with each layout's device peak from `peakOf` (nothing
 /// when that layout does not lower): the search lowers in a context it
 /// keeps.

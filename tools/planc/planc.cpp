@@ -45,6 +45,7 @@
 #include "llvm/Config/llvm-config.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -269,7 +270,9 @@ reportWithOverrides(llvm::SourceMgr &sourceMgr, unsigned bufferId,
       sourceMgr, bufferId, sets, plan::defaultPlanName(inputFilename), diag);
   if (!spec)
     return std::nullopt;
-  (void)plan::chooseGradDtype(*spec);
+  std::optional<plan::LoweredPlan> lowered;
+  if (plan::chooseGradDtype(*spec, diag, lowered) && lowered)
+    return std::move(lowered->report);
   return plan::reportOfQuietLowering(*spec);
 }
 
@@ -493,19 +496,20 @@ int main(int argc, char **argv) {
                 reportFormat != ReportFormat::None || !traceFilename.empty() ||
                 !timelineFilename.empty();
   std::optional<plan::GradLayoutChoice> gradChoice;
+  // The chosen layout's lowering, when the choice was made: verified once
+  // here rather than lowered again.
+  std::optional<plan::LoweredPlan> lowered;
   if (emit != Emit::Summary || lowers)
-    gradChoice = plan::chooseGradDtype(*spec);
-  OwningOpRef<ModuleOp> module = plan::importPlan(*spec, diag);
-  if (!module)
-    return 1;
+    gradChoice = plan::chooseGradDtype(*spec, diag, lowered);
   if (lowers) {
-    PassManager pm(&context);
-    plan::buildPlanLowerPipeline(pm);
-    if (failed(pm.run(*module)))
+    if (!lowered)
+      lowered = plan::lowerPlan(*spec, diag);
+    else if (failed(mlir::verify(*lowered->module)))
       return 1;
-    FailureOr<plan::ScheduleReport> report = plan::analyzeSchedule(*module);
-    if (failed(report))
+    if (!lowered)
       return 1;
+    ModuleOp module = *lowered->module;
+    plan::ScheduleReport *report = &lowered->report;
     if (reportFormat != ReportFormat::None)
       compareGradLayouts(*report, *spec, gradChoice, sourceMgr, bufferId);
     FitCheck fit = checkFit(*report, sourceMgr, bufferId);
@@ -521,7 +525,7 @@ int main(int argc, char **argv) {
     bool written = reportIsOutput || emit != Emit::Schedule || fit.fits ||
                    allowOversubscribe;
     if (!reportIsOutput && written)
-      if (int code = emitOutput(*spec, *module))
+      if (int code = emitOutput(*spec, module))
         return code;
     if (fit.fits)
       return 0;
@@ -532,5 +536,8 @@ int main(int argc, char **argv) {
                       "anyway\n";
     return 2;
   }
+  OwningOpRef<ModuleOp> module = plan::importPlan(*spec, diag);
+  if (!module)
+    return 1;
   return emitOutput(*spec, *module);
 }
