@@ -87,15 +87,22 @@ struct SchedActivationCheckpointingPass
         return signalPassFailure();
       }
 
-    SmallVector<sched::ForwardOp> forwards(
-        program.getBody().getOps<sched::ForwardOp>());
-    OpBuilder builder(program.getContext());
+    // Every forward's saves are checked before the program changes (so
+    // that the order of its ops is computed once, not after each insertion).
+    struct Rewrite {
+      sched::ForwardOp forward;
+      plan::UnitOp unit;
+      Saves saves;
+      bool checkpointed;
+    };
+    SmallVector<Rewrite> rewrites;
     // The forward before, in program order: the previous unit of the same
     // micro-batch, whose output is this unit's input.
     bool lastCheckpointed = false;
     uint64_t lastMicroBatch = ~uint64_t{0};
     SymbolTableCollection symbolTables;
-    for (sched::ForwardOp forward : forwards) {
+    for (sched::ForwardOp forward :
+         program.getBody().getOps<sched::ForwardOp>()) {
       // A verified program's units resolve (ComputeOp verifiers).
       plan::UnitOp unit = forward.getUnitOp(symbolTables);
       bool checkpointed = plan::isBlockKind(unit.getKind());
@@ -108,24 +115,34 @@ struct SchedActivationCheckpointingPass
       FailureOr<Saves> saves = savesOf(forward);
       if (failed(saves))
         return signalPassFailure();
-      std::string suffix = (".mb" + Twine(forward.getMicroBatch())).str();
-      if (checkpointed)
-        checkpoint(builder, forward, unit, *saves, suffix);
-      else
-        keepOwnInput(builder, unit, *saves);
+      rewrites.push_back({forward, unit, *saves, checkpointed});
+    }
+
+    OpBuilder builder(program.getContext());
+    int64_t inputElements =
+        plan::checkpointElements(program.getModel(), program.getTrain(),
+                                 plan::tensorShareOf(program.getPlanOp()));
+    for (Rewrite &rewrite : rewrites) {
+      if (!rewrite.checkpointed) {
+        keepOwnInput(builder, rewrite.unit, rewrite.saves);
+        continue;
+      }
+      std::string suffix =
+          (".mb" + Twine(rewrite.forward.getMicroBatch())).str();
+      checkpoint(builder, rewrite.forward, rewrite.unit, rewrite.saves,
+                 inputElements, suffix);
     }
   }
 
-  /// The forward saves its input alone; the backward's activations come from
-  /// a recompute right before it.
+  /// The forward saves its input alone (`inputElements`); the backward's
+  /// activations come from a recompute right before it.
   void checkpoint(OpBuilder &builder, sched::ForwardOp forward,
-                  plan::UnitOp unit, Saves saves, const std::string &suffix) {
-    sched::ProgramOp program = getOperation();
+                  plan::UnitOp unit, Saves saves, int64_t inputElements,
+                  const std::string &suffix) {
     builder.setInsertionPoint(saves.alloc);
-    Value input = allocLike(
-        builder, saves.alloc, unit.getSymName() + ".input" + suffix,
-        plan::checkpointElements(program.getModel(), program.getTrain(),
-                                 plan::tensorShareOf(program.getPlanOp())));
+    Value input =
+        allocLike(builder, saves.alloc, unit.getSymName() + ".input" + suffix,
+                  inputElements);
     forward.getSavesMutable().assign(input);
     // The saves buffer keeps its size (the recompute saves what the forward
     // did) and now lives from the recompute to the backward's free.
