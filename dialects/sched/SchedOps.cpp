@@ -648,16 +648,23 @@ plan::UnitOp BackwardOp::getUnitOp(SymbolTableCollection &symbolTable) {
 // A compute op's checks against its unit are symbol uses (the unit is
 // looked up in the plan); its verify() checks what its operands alone say.
 
-LogicalResult ForwardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  ProgramSymbols symbols = resolveSymbols(*this, symbolTable);
+/// A forward's or a recompute's checks against its unit: the same operands.
+template <typename OpT>
+static LogicalResult verifyForwardSymbols(OpT op,
+                                          SymbolTableCollection &symbolTable) {
+  ProgramSymbols symbols = resolveSymbols(op, symbolTable);
   plan::UnitOp unit;
-  if (failed(verifyCompute(*this, symbols, getUnit(), getMicroBatch(),
-                           getParams(), getTied(), getFrozen(), unit)))
+  if (failed(verifyCompute(op, symbols, op.getUnit(), op.getMicroBatch(),
+                           op.getParams(), op.getTied(), op.getFrozen(), unit)))
     return failure();
   if (!unit)
     return success();
-  return verifyPart(*this, symbols, unit, getPart(),
-                    {getIn(), getOut(), "in", "out", /*backward=*/false});
+  return verifyPart(op, symbols, unit, op.getPart(),
+                    {op.getIn(), op.getOut(), "in", "out", /*backward=*/false});
+}
+
+LogicalResult ForwardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyForwardSymbols(*this, symbolTable);
 }
 
 LogicalResult RecomputeOp::verify() {
@@ -671,15 +678,7 @@ LogicalResult RecomputeOp::verify() {
 
 LogicalResult
 RecomputeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  ProgramSymbols symbols = resolveSymbols(*this, symbolTable);
-  plan::UnitOp unit;
-  if (failed(verifyCompute(*this, symbols, getUnit(), getMicroBatch(),
-                           getParams(), getTied(), getFrozen(), unit)))
-    return failure();
-  if (!unit)
-    return success();
-  return verifyPart(*this, symbols, unit, getPart(),
-                    {getIn(), getOut(), "in", "out", /*backward=*/false});
+  return verifyForwardSymbols(*this, symbolTable);
 }
 
 LogicalResult BackwardOp::verify() {
