@@ -37,29 +37,6 @@ plan::reportOfLowering(const PlanSpec &spec, MLIRContext &context,
   return std::move(lowered->report);
 }
 
-std::optional<plan::ScheduleReport>
-plan::reportOfQuietLowering(const PlanSpec &spec) {
-  MLIRContext context;
-  ScopedDiagnosticHandler quiet(&context,
-                                [](Diagnostic &) { return success(); });
-  // A probe (the gradient layout's choice, a fit check): the lowering that
-  // follows verifies each pass, as the search's probes leave to it.
-  return reportOfLowering(spec, context, /*verifyEachPass=*/false);
-}
-
-/// The device peak of `spec` lowered, or nothing when it does not lower.
-static std::optional<uint64_t> devicePeak(const plan::PlanSpec &spec) {
-  std::optional<plan::ScheduleReport> report =
-      plan::reportOfQuietLowering(spec);
-  if (!report)
-    return std::nullopt;
-  return report->memory.devicePeakBytes();
-}
-
-std::optional<plan::GradLayoutChoice> plan::chooseGradDtype(PlanSpec &spec) {
-  return chooseGradDtype(spec, devicePeak);
-}
-
 std::optional<plan::GradLayoutChoice>
 plan::chooseGradDtype(PlanSpec &spec, DiagEmitter &diag,
                       std::optional<LoweredPlan> &chosen) {

@@ -40,17 +40,12 @@ struct LoweredPlan {
 std::optional<LoweredPlan> lowerPlan(const PlanSpec &spec, DiagEmitter &diag,
                                      bool verifyEachPass = true);
 
-/// The report of `spec` after the whole plan-lower pipeline, in an
-/// MLIRContext of its own whose diagnostics are dropped, without MLIR's
-/// verifier between passes (sched-verify-schedule still runs); nothing when
-/// the plan does not import or lower (the lowering a tool reports on, which
-/// verifies each pass, says why).
-std::optional<ScheduleReport> reportOfQuietLowering(const PlanSpec &spec);
-/// The same in `context`, whose diagnostic handlers see why a plan does not
-/// import or lower (the search keeps one context for all its candidates).
-/// `verifyEachPass`: MLIR's structural verifier after every pass, as planc
-/// runs it; the search turns it off for the many short plans it lowers
-/// (the pipeline's own sched-verify-schedule pass still runs).
+/// The report of `spec` after the whole plan-lower pipeline in `context`,
+/// whose diagnostic handlers see why a plan does not import or lower (the
+/// search keeps one context for all its candidates). `verifyEachPass`: MLIR's
+/// structural verifier after every pass, as planc runs it; the search turns it
+/// off for the many short plans it lowers (the pipeline's own
+/// sched-verify-schedule pass still runs).
 std::optional<ScheduleReport> reportOfLowering(const PlanSpec &spec,
                                                mlir::MLIRContext &context,
                                                bool verifyEachPass = true);
@@ -64,16 +59,14 @@ struct GradLayoutChoice {
 };
 
 /// With mixed precision and `train.grad_dtype` not given, lowers `spec`
-/// with fp32 gradients and with working-type ones (in contexts of their own,
-/// diagnostics dropped), sets `spec.train.gradDtype` to the one of lower
-/// device peak (fp32 on a tie: it keeps more of the gradient) and returns
-/// both peaks. Nothing, and `spec` unchanged, when the choice does not apply
-/// or either lowering fails (the lowering that follows reports why).
-std::optional<GradLayoutChoice> chooseGradDtype(PlanSpec &spec);
-/// The same choice for a tool that lowers the plan next: both layouts are
-/// lowered through `diag` (diagnostics dropped meanwhile, no verifier
-/// between passes) and the chosen one's lowering is left in `chosen`, so
-/// that the tool verifies it once instead of lowering it a third time.
+/// with fp32 gradients and with working-type ones through `diag` (in its
+/// context, diagnostics dropped meanwhile, no verifier between passes),
+/// sets `spec.train.gradDtype` to the one of lower device peak (fp32 on a
+/// tie: it keeps more of the gradient) and returns both peaks; the chosen
+/// layout's lowering is left in `chosen`, so that a tool verifies it once
+/// instead of lowering it again. Nothing, and `spec` and `chosen`
+/// unchanged, when the choice does not apply or either lowering fails (the
+/// lowering that follows reports why).
 std::optional<GradLayoutChoice>
 chooseGradDtype(PlanSpec &spec, DiagEmitter &diag,
                 std::optional<LoweredPlan> &chosen);

@@ -74,7 +74,10 @@ static LogicalResult runOnPlanFile(llvm::StringRef inputFilename,
                        plan::defaultPlanName(inputFilename), diag);
     if (!spec)
       return failure();
-    (void)plan::chooseGradDtype(*spec);
+    // The gradient layout planc would choose (its lowerings are dropped:
+    // the passes below are the command line's).
+    std::optional<plan::LoweredPlan> probed;
+    (void)plan::chooseGradDtype(*spec, diag, probed);
     OwningOpRef<ModuleOp> module = plan::importPlan(*spec, diag);
     if (!module)
       return failure();

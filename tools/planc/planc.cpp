@@ -270,10 +270,14 @@ reportWithOverrides(llvm::SourceMgr &sourceMgr, unsigned bufferId,
       sourceMgr, bufferId, sets, plan::defaultPlanName(inputFilename), diag);
   if (!spec)
     return std::nullopt;
+  // A probe: the lowering a tool reports on verifies each pass.
   std::optional<plan::LoweredPlan> lowered;
-  if (plan::chooseGradDtype(*spec, diag, lowered) && lowered)
-    return std::move(lowered->report);
-  return plan::reportOfQuietLowering(*spec);
+  (void)plan::chooseGradDtype(*spec, diag, lowered);
+  if (!lowered)
+    lowered = plan::lowerPlan(*spec, diag, /*verifyEachPass=*/false);
+  if (!lowered)
+    return std::nullopt;
+  return std::move(lowered->report);
 }
 
 /// What the fit check found: nothing when the plan fits, or the
