@@ -145,9 +145,13 @@ Traffic elementwiseTraffic(Value written,
   return traffic;
 }
 
+/// An op's name on the timeline, made only when the timeline is kept.
+using SliceName = llvm::function_ref<std::string()>;
+
 class StepSimulation {
 public:
-  explicit StepSimulation(sched::ProgramOp program) : program(program) {}
+  StepSimulation(sched::ProgramOp program, bool timeline)
+      : program(program), timeline(timeline) {}
 
   FailureOr<StepTime> run();
 
@@ -164,15 +168,16 @@ private:
     double rate = time.peakFlops * kComputeEfficiency;
     return rate > 0 ? flops / rate : 0;
   }
-  void compute(std::string name, double seconds, bool isMath) {
+  void compute(SliceName name, double seconds, bool isMath) {
     if (seconds <= 0)
       return;
-    time.slices.push_back({std::move(name), Stream::Compute, now, seconds});
+    if (timeline)
+      time.slices.push_back({name(), Stream::Compute, now, seconds});
     now += seconds;
     time.busySeconds[static_cast<int>(Stream::Compute)] += seconds;
     (isMath ? time.computeSeconds : time.memoryBoundSeconds) += seconds;
   }
-  LogicalResult issue(Operation *op, Stream stream, std::string name,
+  LogicalResult issue(Operation *op, Stream stream, SliceName name,
                       double seconds, ValueRange after);
   LogicalResult wait(sched::WaitOp wait);
   /// Runs one forward (`passes` 1, also recompute) or backward (2) of a
@@ -182,6 +187,8 @@ private:
                         bool countModel);
 
   sched::ProgramOp program;
+  /// Whether to keep the slices (`StepTime::slices`).
+  bool timeline;
   PlanOp plan;
   SymbolTableCollection symbolTables;
   /// Whether units run in tensor-parallel parts (a tensor axis above 1).
@@ -194,7 +201,8 @@ private:
   StepTime time;
   double now = 0;
   std::array<double, kNumStreams> streamFree{};
-  /// When each event fires, what fired it, and its stream.
+  /// When each event fires, its stream, and (on a kept timeline) what
+  /// fired it.
   struct Event {
     double end;
     Stream stream;
@@ -208,6 +216,9 @@ private:
   };
   std::vector<CommInterval> commIntervals;
   llvm::DenseMap<Value, Event> events;
+  /// unitForwardFlops of each (unit, part) met so far: every micro-batch
+  /// runs the same ones.
+  llvm::DenseMap<std::pair<Operation *, int64_t>, UnitFlops> unitFlops;
 };
 
 LogicalResult StepSimulation::runUnit(Operation *op, StringRef what,
@@ -218,9 +229,12 @@ LogicalResult StepSimulation::runUnit(Operation *op, StringRef what,
   if (!unit)
     return op->emitError("the time model found no plan.unit ") << ref;
   TrainAttr train = plan.getTrain();
-  UnitFlops flops = unitForwardFlops(
-      unit, plan.getModel(), train.getMicroBatch(), train.getSeqLen(),
-      inParts ? std::optional<int64_t>(part) : std::nullopt);
+  auto [cached, isNew] = unitFlops.try_emplace({unit, part});
+  if (isNew)
+    cached->second = unitForwardFlops(
+        unit, plan.getModel(), train.getMicroBatch(), train.getSeqLen(),
+        inParts ? std::optional<int64_t>(part) : std::nullopt);
+  UnitFlops flops = cached->second;
   // A forward and its backward (which skips a frozen base's weight
   // gradients).
   if (countModel)
@@ -240,16 +254,21 @@ LogicalResult StepSimulation::runUnit(Operation *op, StringRef what,
     if (deviceBandwidth > 0)
       seconds += bytes / deviceBandwidth;
   }
-  std::string name = llvm::formatv(
-      "{0} @{1} mb {2}", what, ref.getLeafReference().getValue(), microBatch);
-  if (inParts)
-    name += llvm::formatv(" part {0}", part).str();
-  compute(std::move(name), seconds, true);
+  compute(
+      [&] {
+        std::string name =
+            llvm::formatv("{0} @{1} mb {2}", what,
+                          ref.getLeafReference().getValue(), microBatch);
+        if (inParts)
+          name += llvm::formatv(" part {0}", part).str();
+        return name;
+      },
+      seconds, true);
   return success();
 }
 
 LogicalResult StepSimulation::issue(Operation *op, Stream stream,
-                                    std::string name, double seconds,
+                                    SliceName name, double seconds,
                                     ValueRange after) {
   double start = std::max(now, streamFree[static_cast<int>(stream)]);
   for (Value event : after) {
@@ -262,9 +281,10 @@ LogicalResult StepSimulation::issue(Operation *op, Stream stream,
   double end = start + seconds;
   streamFree[static_cast<int>(stream)] = end;
   time.busySeconds[static_cast<int>(stream)] += seconds;
-  if (seconds > 0)
-    time.slices.push_back({name, stream, start, seconds});
-  events[op->getResult(0)] = {end, stream, std::move(name)};
+  Event &event = events[op->getResult(0)];
+  event = {end, stream, timeline ? name() : std::string()};
+  if (timeline && seconds > 0)
+    time.slices.push_back({event.name, stream, start, seconds});
   return success();
 }
 
@@ -277,8 +297,9 @@ LogicalResult StepSimulation::wait(sched::WaitOp wait) {
   if (event.end <= now)
     return success();
   double stall = event.end - now;
-  time.slices.push_back(
-      {"wait " + event.name, Stream::Compute, now, stall, /*exposed=*/true});
+  if (timeline)
+    time.slices.push_back(
+        {"wait " + event.name, Stream::Compute, now, stall, /*exposed=*/true});
   (event.stream == Stream::Comm ? time.exposedCommSeconds
                                 : time.exposedCopySeconds) += stall;
   // The stall is the collectives the stream runs meanwhile, each group's
@@ -352,13 +373,14 @@ FailureOr<StepTime> StepSimulation::run() {
   auto collective = [&](Operation *op, CollectiveKind kind, Value full,
                         sched::Group group, ValueRange after) {
     const GroupPlacement &placement = groups[static_cast<int>(group)];
-    std::string name =
-        llvm::formatv("{0} {1} ({2})", collectiveKindName(kind),
-                      bufferName(full), sched::stringifyGroup(group))
-            .str();
+    auto name = [&] {
+      return llvm::formatv("{0} {1} ({2})", collectiveKindName(kind),
+                           bufferName(full), sched::stringifyGroup(group))
+          .str();
+    };
     double seconds = collectiveSeconds(kind, bufferBytes(full), placement);
     time.groupBusySeconds[static_cast<int>(group)] += seconds;
-    if (failed(issue(op, Stream::Comm, std::move(name), seconds, after)))
+    if (failed(issue(op, Stream::Comm, name, seconds, after)))
       return failure();
     double end = events[op->getResult(0)].end;
     commIntervals.push_back({end - seconds, end, group});
@@ -377,11 +399,13 @@ FailureOr<StepTime> StepSimulation::run() {
     if (placement.bandwidth > 0)
       seconds += static_cast<double>(bufferBytes(buffer)) /
                  (placement.bandwidth * kBandwidthEfficiency);
-    std::string name = llvm::formatv("{0} {1} ({2})", what, bufferName(buffer),
-                                     sched::stringifyPeer(peer))
-                           .str();
+    auto name = [&] {
+      return llvm::formatv("{0} {1} ({2})", what, bufferName(buffer),
+                           sched::stringifyPeer(peer))
+          .str();
+    };
     time.groupBusySeconds[static_cast<int>(sched::Group::Pipeline)] += seconds;
-    if (failed(issue(op, Stream::Comm, std::move(name), seconds, after)))
+    if (failed(issue(op, Stream::Comm, name, seconds, after)))
       return failure();
     double end = events[op->getResult(0)].end;
     commIntervals.push_back({end - seconds, end, sched::Group::Pipeline});
@@ -428,11 +452,13 @@ FailureOr<StepTime> StepSimulation::run() {
                   pcie > 0
                       ? static_cast<double>(bufferBytes(op.getSrc())) / pcie
                       : 0;
-              std::string name = "copy " + bufferName(op.getSrc()) + " into " +
-                                 bufferName(op.getDst());
               return issue(
                   op, toDevice ? Stream::HostToDevice : Stream::DeviceToHost,
-                  std::move(name), seconds, op.getAfter());
+                  [&] {
+                    return "copy " + bufferName(op.getSrc()) + " into " +
+                           bufferName(op.getDst());
+                  },
+                  seconds, op.getAfter());
             })
             .Case([&](sched::ForwardOp op) {
               return runUnit(op, "forward", op.getUnit(), op.getMicroBatch(),
@@ -452,58 +478,71 @@ FailureOr<StepTime> StepSimulation::run() {
                   {op.getParams(), 2}, {op.getGrads(), 1}};
               for (Value state : op.getState())
                 operands.push_back({state, 2});
-              compute("optimizer_step @" +
-                          op.getGroup().getLeafReference().str(),
-                      secondsOfTraffic(
-                          elementwiseTraffic(op.getParams(), operands)),
-                      false);
+              compute(
+                  [&] {
+                    return "optimizer_step @" +
+                           op.getGroup().getLeafReference().str();
+                  },
+                  secondsOfTraffic(
+                      elementwiseTraffic(op.getParams(), operands)),
+                  false);
               return success();
             })
             .Case([&](sched::CastOp op) {
-              compute("cast " + bufferName(op.getSrc()) + " into " +
-                          bufferName(op.getDst()),
-                      secondsOfTraffic(elementwiseTraffic(
-                          op.getDst(), {{op.getSrc(), 1}, {op.getDst(), 1}})),
-                      false);
+              compute(
+                  [&] {
+                    return "cast " + bufferName(op.getSrc()) + " into " +
+                           bufferName(op.getDst());
+                  },
+                  secondsOfTraffic(elementwiseTraffic(
+                      op.getDst(), {{op.getSrc(), 1}, {op.getDst(), 1}})),
+                  false);
               return success();
             })
             .Case([&](sched::DequantizeOp op) {
               // Reads what is stored (NF4 bytes: half a byte an element and
               // the constants), writes the working type.
-              compute("dequantize " + bufferName(op.getSrc()) + " into " +
-                          bufferName(op.getDst()),
-                      secondsOfTraffic(elementwiseTraffic(
-                          op.getDst(), {{op.getSrc(), 1}, {op.getDst(), 1}})),
-                      false);
+              compute(
+                  [&] {
+                    return "dequantize " + bufferName(op.getSrc()) + " into " +
+                           bufferName(op.getDst());
+                  },
+                  secondsOfTraffic(elementwiseTraffic(
+                      op.getDst(), {{op.getSrc(), 1}, {op.getDst(), 1}})),
+                  false);
               return success();
             })
             .Case([&](sched::ZeroOp op) {
-              compute("zero " + bufferName(op.getBuffer()),
+              compute([&] { return "zero " + bufferName(op.getBuffer()); },
                       secondsOfTraffic(elementwiseTraffic(
                           op.getBuffer(), {{op.getBuffer(), 1}})),
                       false);
               return success();
             })
             .Case([&](sched::AccumulateOp op) {
-              compute("accumulate " + bufferName(op.getSrc()) + " into " +
-                          bufferName(op.getDst()),
-                      secondsOfTraffic(elementwiseTraffic(
-                          op.getDst(), {{op.getSrc(), 1}, {op.getDst(), 2}})),
-                      false);
+              compute(
+                  [&] {
+                    return "accumulate " + bufferName(op.getSrc()) + " into " +
+                           bufferName(op.getDst());
+                  },
+                  secondsOfTraffic(elementwiseTraffic(
+                      op.getDst(), {{op.getSrc(), 1}, {op.getDst(), 2}})),
+                  false);
               return success();
             })
             .Case([&](sched::GradNormOp op) {
-              compute("grad_norm " + bufferName(op.getGrads()),
+              compute([&] { return "grad_norm " + bufferName(op.getGrads()); },
                       secondsOfTraffic(elementwiseTraffic(
                           op.getGrads(), {{op.getGrads(), 1}})),
                       false);
               return success();
             })
             .Case([&](sched::CheckFiniteOp op) {
-              compute("check_finite " + bufferName(op.getBuffer()),
-                      secondsOfTraffic(elementwiseTraffic(
-                          op.getBuffer(), {{op.getBuffer(), 1}})),
-                      false);
+              compute(
+                  [&] { return "check_finite " + bufferName(op.getBuffer()); },
+                  secondsOfTraffic(elementwiseTraffic(op.getBuffer(),
+                                                      {{op.getBuffer(), 1}})),
+                  false);
               return success();
             })
             .Default([](Operation *op) {
@@ -526,6 +565,7 @@ FailureOr<StepTime> StepSimulation::run() {
 
 } // namespace
 
-FailureOr<StepTime> plan::simulateStep(sched::ProgramOp program) {
-  return StepSimulation(program).run();
+FailureOr<StepTime> plan::simulateStep(sched::ProgramOp program,
+                                       bool timeline) {
+  return StepSimulation(program, timeline).run();
 }

@@ -115,6 +115,8 @@ struct StepTime {
   int64_t tokensPerStep = 0;
   double tokensPerSecond = 0;
   double mfu = 0;
+  /// The ops that take time, in the order they start on each stream (empty
+  /// when simulated without the timeline).
   std::vector<TimelineSlice> slices;
   /// When the compute stream reaches each op of the program, in order
   /// (seconds from the step's start): where the memory curve of the
@@ -123,8 +125,11 @@ struct StepTime {
 };
 
 /// Plays rank 0's step. Fails (with an error at the op) on an op it has no
-/// cost for, or an event that no earlier op defines.
-mlir::FailureOr<StepTime> simulateStep(sched::ProgramOp program);
+/// cost for, or an event that no earlier op defines. `timeline`: keep the
+/// named slices (`StepTime::slices`); without it only the totals, which
+/// spares a name per op.
+mlir::FailureOr<StepTime> simulateStep(sched::ProgramOp program,
+                                       bool timeline = true);
 
 } // namespace plan
 

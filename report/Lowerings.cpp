@@ -11,8 +11,10 @@
 
 using namespace mlir;
 
-std::optional<plan::LoweredPlan>
-plan::lowerPlan(const PlanSpec &spec, DiagEmitter &diag, bool verifyEachPass) {
+std::optional<plan::LoweredPlan> plan::lowerPlan(const PlanSpec &spec,
+                                                 DiagEmitter &diag,
+                                                 bool verifyEachPass,
+                                                 AnalysisOptions analysis) {
   OwningOpRef<ModuleOp> module = plan::importPlan(spec, diag);
   if (!module)
     return std::nullopt;
@@ -21,7 +23,8 @@ plan::lowerPlan(const PlanSpec &spec, DiagEmitter &diag, bool verifyEachPass) {
   plan::buildPlanLowerPipeline(pm);
   if (failed(pm.run(*module)))
     return std::nullopt;
-  FailureOr<plan::ScheduleReport> report = plan::analyzeSchedule(*module);
+  FailureOr<plan::ScheduleReport> report =
+      plan::analyzeSchedule(*module, analysis);
   if (failed(report))
     return std::nullopt;
   return LoweredPlan{std::move(module), std::move(*report)};
@@ -31,7 +34,8 @@ std::optional<plan::ScheduleReport>
 plan::reportOfLowering(const PlanSpec &spec, MLIRContext &context,
                        bool verifyEachPass) {
   plan::DiagEmitter diag(&context, nullptr, UnknownLoc::get(&context));
-  std::optional<LoweredPlan> lowered = lowerPlan(spec, diag, verifyEachPass);
+  std::optional<LoweredPlan> lowered = lowerPlan(
+      spec, diag, verifyEachPass, {/*time=*/true, /*timeline=*/false});
   if (!lowered)
     return std::nullopt;
   return std::move(lowered->report);
@@ -39,21 +43,34 @@ plan::reportOfLowering(const PlanSpec &spec, MLIRContext &context,
 
 std::optional<plan::GradLayoutChoice>
 plan::chooseGradDtype(PlanSpec &spec, DiagEmitter &diag,
-                      std::optional<LoweredPlan> &chosen) {
+                      std::optional<LoweredPlan> &chosen,
+                      AnalysisOptions analysis) {
   ScopedDiagnosticHandler quiet(diag.getContext(),
                                 [](Diagnostic &) { return success(); });
   std::optional<LoweredPlan> fp32, working;
+  DType given = spec.train.gradDtype;
   std::optional<GradLayoutChoice> choice = chooseGradDtype(
       spec, [&](const PlanSpec &layout) -> std::optional<uint64_t> {
         std::optional<LoweredPlan> &lowered =
             layout.train.gradDtype == DType::F32 ? fp32 : working;
-        lowered = lowerPlan(layout, diag, /*verifyEachPass=*/false);
+        // The peak decides: the step is simulated for the winner only.
+        lowered = lowerPlan(layout, diag, /*verifyEachPass=*/false,
+                            {/*time=*/false, /*timeline=*/false});
         if (!lowered)
           return std::nullopt;
         return lowered->report.memory.devicePeakBytes();
       });
-  if (choice)
-    chosen = std::move(choice->chosen == DType::F32 ? fp32 : working);
+  if (!choice)
+    return std::nullopt;
+  std::optional<LoweredPlan> &winner =
+      choice->chosen == DType::F32 ? fp32 : working;
+  FailureOr<ScheduleReport> report = analyzeSchedule(*winner->module, analysis);
+  if (failed(report)) {
+    spec.train.gradDtype = given;
+    return std::nullopt;
+  }
+  winner->report = std::move(*report);
+  chosen = std::move(winner);
   return choice;
 }
 

@@ -35,10 +35,11 @@ struct LoweredPlan {
 
 /// `spec` imported through `diag` (its locations point into the plan's
 /// file) and lowered in its context, with MLIR's verifier after every pass
-/// when `verifyEachPass`; nothing, after the diagnostics say why, when it
-/// does not import, lower or analyse.
+/// when `verifyEachPass`, and analysed as `analysis` says; nothing, after
+/// the diagnostics say why, when it does not import, lower or analyse.
 std::optional<LoweredPlan> lowerPlan(const PlanSpec &spec, DiagEmitter &diag,
-                                     bool verifyEachPass = true);
+                                     bool verifyEachPass = true,
+                                     AnalysisOptions analysis = {});
 
 /// The report of `spec` after the whole plan-lower pipeline in `context`,
 /// whose diagnostic handlers see why a plan does not import or lower (the
@@ -63,13 +64,15 @@ struct GradLayoutChoice {
 /// context, diagnostics dropped meanwhile, no verifier between passes),
 /// sets `spec.train.gradDtype` to the one of lower device peak (fp32 on a
 /// tie: it keeps more of the gradient) and returns both peaks; the chosen
-/// layout's lowering is left in `chosen`, so that a tool verifies it once
-/// instead of lowering it again. Nothing, and `spec` and `chosen`
+/// layout's lowering is left in `chosen`, with its report as `analysis`
+/// says (the other's step is not simulated), so that a tool verifies it
+/// once instead of lowering it again. Nothing, and `spec` and `chosen`
 /// unchanged, when the choice does not apply or either lowering fails (the
 /// lowering that follows reports why).
 std::optional<GradLayoutChoice>
 chooseGradDtype(PlanSpec &spec, DiagEmitter &diag,
-                std::optional<LoweredPlan> &chosen);
+                std::optional<LoweredPlan> &chosen,
+                AnalysisOptions analysis = {});
 /// The same choice with each layout's device peak from `peakOf` (nothing
 /// when that layout does not lower): the search lowers in a context it
 /// keeps.

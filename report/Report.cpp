@@ -14,7 +14,9 @@
 
 #include "Format.h"
 
+#include "mlir/IR/Threading.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Sequence.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -126,12 +128,14 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
         .persistent[static_cast<int>(memoryCategoryOf(alloc.getRole()))] +=
         bytes;
   }
+  // Where each space peaks (described once the walk is done).
+  std::array<Operation *, kNumMemorySpaces> peakOps{};
   auto record = [&](int space, Operation &op) {
     SpaceMemory &usage = memory.spaces[space];
-    if (liveTotal[space] <= usage.livePeakBytes && !usage.peakAt.empty())
+    if (liveTotal[space] <= usage.livePeakBytes && peakOps[space])
       return;
     usage.livePeakBytes = liveTotal[space];
-    usage.peakAt = sched::describeOp(&op);
+    peakOps[space] = &op;
     usage.peakOp = usage.liveAtOp.size(); // this op's entry, pushed next
     usage.atPeakByRole = live[space];
   };
@@ -157,6 +161,9 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
       liveTotal[space] -= allocBytes(alloc);
     }
   }
+  for (int space = 0; space < kNumMemorySpaces; ++space)
+    if (peakOps[space])
+      memory.spaces[space].peakAt = sched::describeOp(peakOps[space]);
   for (SpaceMemory &usage : memory.spaces) {
     for (int role = 0; role < kNumBufferRoles; ++role)
       usage.atPeak[static_cast<int>(memoryCategoryOf(
@@ -243,7 +250,8 @@ void analyzeComm(sched::ProgramOp program, CommReport &comm) {
 
 } // namespace
 
-FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module) {
+FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module,
+                                                AnalysisOptions options) {
   SmallVector<sched::ProgramOp> programs(module.getOps<sched::ProgramOp>());
   if (programs.empty())
     return module.emitError("the report needs a sched.program (run the "
@@ -304,14 +312,24 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module) {
   report.seqLen = train.getSeqLen();
   report.gradAccum = train.getGradAccum();
 
+  // One program's memory, communication and time.
+  auto analyzeProgram = [&](sched::ProgramOp program, MemoryReport &memory,
+                            CommReport &comm, StepTime &time) {
+    if (failed(analyzeMemory(program, plan, memory)))
+      return failure();
+    analyzeComm(program, comm);
+    if (!options.time)
+      return success();
+    FailureOr<StepTime> simulated = simulateStep(program, options.timeline);
+    if (failed(simulated))
+      return failure();
+    time = std::move(*simulated);
+    return success();
+  };
   if (stages == 1) {
-    if (failed(analyzeMemory(program, plan, report.memory)))
+    if (failed(
+            analyzeProgram(program, report.memory, report.comm, report.time)))
       return failure();
-    analyzeComm(program, report.comm);
-    FailureOr<StepTime> time = simulateStep(program);
-    if (failed(time))
-      return failure();
-    report.time = std::move(*time);
     return report;
   }
 
@@ -319,7 +337,7 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module) {
   report.pipelineSchedule = parallel.getPipelineSchedule();
   report.virtualStages = parallel.getVirtualStages();
   for (sched::ProgramOp stageProgram : programs) {
-    StageReport stage;
+    StageReport &stage = report.stages.emplace_back();
     stage.stage = static_cast<int64_t>(stageProgram.getStage().value_or(0));
     bool previousRuns = false;
     for (UnitOp unit : plan.getBody().front().getOps<UnitOp>()) {
@@ -333,15 +351,16 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module) {
       }
       previousRuns = runs;
     }
-    if (failed(analyzeMemory(stageProgram, plan, stage.memory)))
-      return failure();
-    analyzeComm(stageProgram, stage.comm);
-    FailureOr<StepTime> time = simulateStep(stageProgram);
-    if (failed(time))
-      return failure();
-    stage.time = std::move(*time);
-    report.stages.push_back(std::move(stage));
   }
+  // The stages only read the IR: each on a thread of its own.
+  if (failed(failableParallelForEach(
+          module.getContext(), llvm::seq<size_t>(0, programs.size()),
+          [&](size_t i) {
+            StageReport &stage = report.stages[i];
+            return analyzeProgram(programs[i], stage.memory, stage.comm,
+                                  stage.time);
+          })))
+    return failure();
   for (size_t i = 0; i < report.stages.size(); ++i) {
     const StageReport &s = report.stages[i];
     if (s.memory.devicePeakBytes() >

@@ -197,10 +197,21 @@ struct ScheduleReport {
   size_t worstStage = 0, slowestStage = 0;
 };
 
-/// Analyzes the module's sched.program (one per stage of a pipeline). Fails,
-/// with an error at the module or the op, when there is no planned program (run
-/// the plan-lower pipeline first) or an op has no cost in the time model.
-mlir::FailureOr<ScheduleReport> analyzeSchedule(mlir::ModuleOp module);
+/// What analyzeSchedule works out besides memory and communication.
+struct AnalysisOptions {
+  /// The predicted step time: the time model plays each program.
+  bool time = true;
+  /// With the time, the timeline's named slices (`StepTime::slices`: planc
+  /// --trace and --timeline).
+  bool timeline = true;
+};
+
+/// Analyzes the module's sched.program (one per stage of a pipeline, the
+/// stages in parallel on the context's threads). Fails, with an error at the
+/// module or the op, when there is no planned program (run the plan-lower
+/// pipeline first) or an op has no cost in the time model.
+mlir::FailureOr<ScheduleReport> analyzeSchedule(mlir::ModuleOp module,
+                                                AnalysisOptions options = {});
 
 /// The readable table (`planc --report`).
 void printReportTable(const ScheduleReport &report, llvm::raw_ostream &os);

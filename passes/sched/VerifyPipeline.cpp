@@ -44,7 +44,14 @@ using namespace sched;
 
 namespace {
 
-/// One stage's program as the play walks it.
+/// Whether `op` is a send, a receive or a collective on the pipeline group.
+bool betweenStages(Operation *op) {
+  return op && (isa<SendOp, RecvOp>(op) || isPipelineCollective(op));
+}
+
+/// One stage's program as the play walks it: the ops that involve another
+/// stage (`betweenStages`) and the waits for them. Every other op completes
+/// on its own, so the play skips it.
 struct Stage {
   int64_t rank = 0;
   SmallVector<Operation *> ops;
@@ -124,13 +131,7 @@ bool PipelinePlay::advance(Stage &stage) {
   while (!stage.done()) {
     Operation *op = stage.ops[stage.next];
     if (auto wait = dyn_cast<WaitOp>(op)) {
-      // Events of other asynchronous ops (copies, collectives on the
-      // stage's own groups) complete on their own.
-      Value event = wait.getEvent();
-      Operation *source = event.getDefiningOp();
-      bool ours = source &&
-                  (isa<SendOp, RecvOp>(source) || isPipelineCollective(source));
-      if (ours && !completed.contains(event))
+      if (!completed.contains(wait.getEvent()))
         return moved;
     } else if (auto send = dyn_cast<SendOp>(op)) {
       channel(stage.rank, send.getPeer())
@@ -309,8 +310,12 @@ struct SchedVerifyPipelinePass
       if (!stage)
         continue;
       Stage s{static_cast<int64_t>(*stage), {}, 0};
-      for (Operation &op : program.getBody().front())
-        s.ops.push_back(&op);
+      for (Operation &op : program.getBody().front()) {
+        auto wait = dyn_cast<WaitOp>(op);
+        if (wait ? betweenStages(wait.getEvent().getDefiningOp())
+                 : betweenStages(&op))
+          s.ops.push_back(&op);
+      }
       byPlan[program.getPlan()].push_back(std::move(s));
     }
     bool failedAny = false;

@@ -77,7 +77,8 @@ static LogicalResult runOnPlanFile(llvm::StringRef inputFilename,
     // The gradient layout planc would choose (its lowerings are dropped:
     // the passes below are the command line's).
     std::optional<plan::LoweredPlan> probed;
-    (void)plan::chooseGradDtype(*spec, diag, probed);
+    (void)plan::chooseGradDtype(*spec, diag, probed,
+                                {/*time=*/false, /*timeline=*/false});
     OwningOpRef<ModuleOp> module = plan::importPlan(*spec, diag);
     if (!module)
       return failure();

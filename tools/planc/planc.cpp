@@ -272,9 +272,10 @@ reportWithOverrides(llvm::SourceMgr &sourceMgr, unsigned bufferId,
     return std::nullopt;
   // A probe: the lowering a tool reports on verifies each pass.
   std::optional<plan::LoweredPlan> lowered;
-  (void)plan::chooseGradDtype(*spec, diag, lowered);
+  plan::AnalysisOptions analysis{/*time=*/true, /*timeline=*/false};
+  (void)plan::chooseGradDtype(*spec, diag, lowered, analysis);
   if (!lowered)
-    lowered = plan::lowerPlan(*spec, diag, /*verifyEachPass=*/false);
+    lowered = plan::lowerPlan(*spec, diag, /*verifyEachPass=*/false, analysis);
   if (!lowered)
     return std::nullopt;
   return std::move(lowered->report);
@@ -503,11 +504,15 @@ int main(int argc, char **argv) {
   // The chosen layout's lowering, when the choice was made: verified once
   // here rather than lowered again.
   std::optional<plan::LoweredPlan> lowered;
+  // The timeline's slices only for the files that draw it.
+  plan::AnalysisOptions analysis{/*time=*/true,
+                                 /*timeline=*/!traceFilename.empty() ||
+                                     !timelineFilename.empty()};
   if (emit != Emit::Summary || lowers)
-    gradChoice = plan::chooseGradDtype(*spec, diag, lowered);
+    gradChoice = plan::chooseGradDtype(*spec, diag, lowered, analysis);
   if (lowers) {
     if (!lowered)
-      lowered = plan::lowerPlan(*spec, diag);
+      lowered = plan::lowerPlan(*spec, diag, /*verifyEachPass=*/true, analysis);
     else if (failed(mlir::verify(*lowered->module)))
       return 1;
     if (!lowered)
