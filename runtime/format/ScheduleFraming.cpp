@@ -100,21 +100,26 @@ std::string serializeSchedule(const Schedule &schedule) {
                             std::to_string(schedule.version) +
                             " cannot be written by this writer (version " +
                             std::to_string(kScheduleFormatVersion) + ")");
-  std::string body = scheduleToJson(schedule).dump();
-  std::string out;
-  out.reserve(kHeaderBytes + body.size());
-  out.append(kMagic, sizeof(kMagic));
-  putLE(out, kScheduleFormatVersion, 4);
-  putLE(out, 0, 4); // flags
-  putLE(out, body.size(), 8);
-  putLE(out, support::crc32(body), 4);
-  putLE(out, 0, 4); // reserved
-  out += body;
+  // The body is written after room for the header, which its size and
+  // CRC then fill in.
+  std::string out(kHeaderBytes, '\0');
+  appendScheduleBody(schedule, out);
+  std::string_view body = std::string_view(out).substr(kHeaderBytes);
+  std::string header;
+  header.append(kMagic, sizeof(kMagic));
+  putLE(header, kScheduleFormatVersion, 4);
+  putLE(header, 0, 4); // flags
+  putLE(header, body.size(), 8);
+  putLE(header, support::crc32(body), 4);
+  putLE(header, 0, 4); // reserved
+  out.replace(0, kHeaderBytes, header);
   return out;
 }
 
 std::string scheduleJsonText(const Schedule &schedule) {
-  return scheduleToJson(schedule).dump(2) + "\n";
+  std::string body;
+  appendScheduleBody(schedule, body);
+  return Json::parse(body).dump(2) + "\n";
 }
 
 ValidSchedule parseSchedule(std::string_view bytes, const std::string &name) {

@@ -9,6 +9,7 @@
 
 #include "ScheduleJson.h"
 
+#include <charconv>
 #include <type_traits>
 #include <utility>
 
@@ -33,22 +34,67 @@ OpBody makeBody(size_t index, std::index_sequence<I...>) {
 
 } // namespace
 
-Json opToJson(const Op &op) {
-  Json j;
+namespace {
+
+void appendInt(std::string &out, int64_t value) {
+  char digits[24];
+  auto [end, ec] = std::to_chars(digits, digits + sizeof(digits), value);
+  out.append(digits, end);
+}
+
+/// `"name":`; names and keywords are identifiers (the op table's), which
+/// need no escaping.
+void appendKey(std::string &out, const char *name) {
+  out += '"';
+  out += name;
+  out += "\":";
+}
+
+} // namespace
+
+void appendOpJson(const Op &op, std::string &out) {
   std::visit(
       [&](const auto &o) {
         using T = std::decay_t<decltype(o)>;
-        j["op"] = toString(T::kind);
+        out += "{\"op\":\"";
+        out += toString(T::kind);
+        out += '"';
         T::fields(o, [&](auto descriptor, const auto &value) {
-          if constexpr (isEnumField<decltype(descriptor)>)
-            j[descriptor.name] = toString(value);
-          else
-            j[descriptor.name] = value;
+          using V = std::decay_t<decltype(value)>;
+          out += ',';
+          appendKey(out, descriptor.name);
+          if constexpr (isEnumField<decltype(descriptor)>) {
+            out += '"';
+            out += toString(value);
+            out += '"';
+          } else if constexpr (std::is_same_v<V, std::vector<int64_t>>) {
+            out += '[';
+            for (size_t i = 0; i < value.size(); ++i) {
+              if (i)
+                out += ',';
+              appendInt(out, value[i]);
+            }
+            out += ']';
+          } else if constexpr (std::is_same_v<V, bool>) {
+            out += value ? "true" : "false";
+          } else if constexpr (std::is_same_v<V, double>) {
+            out += Json(value).dump(); // JSON's own number form
+          } else {
+            appendInt(out, value);
+          }
         });
       },
       op.body);
-  j["line"] = op.line;
-  return j;
+  out += ',';
+  appendKey(out, "line");
+  appendInt(out, op.line);
+  out += '}';
+}
+
+Json opToJson(const Op &op) {
+  std::string text;
+  appendOpJson(op, text);
+  return Json::parse(text);
 }
 
 Op opFromJson(const JsonReader &r, const Json &j, const JsonPath &at) {
@@ -292,31 +338,55 @@ TrainConfig trainFromJson(const JsonReader &r, const Json &j,
   return t;
 }
 
-Json bufferToJson(const Buffer &b) {
-  Json j;
-  j["kind"] = toString(b.kind);
-  j["type"] = toString(b.type);
-  j["space"] = toString(b.space);
-  j["numel"] = b.numel;
+void appendBufferJson(const Buffer &b, std::string &out) {
+  auto keyword = [&](const char *name, const char *value, bool first = false) {
+    if (!first)
+      out += ',';
+    appendKey(out, name);
+    out += '"';
+    out += value;
+    out += '"';
+  };
+  auto integer = [&](const char *name, int64_t value) {
+    out += ',';
+    appendKey(out, name);
+    appendInt(out, value);
+  };
+  auto flag = [&](const char *name, bool value) {
+    out += ',';
+    appendKey(out, name);
+    out += value ? "true" : "false";
+  };
+  // Names come from the model's: JSON's escaping.
+  auto string = [&](const char *name, const std::string &value) {
+    out += ',';
+    appendKey(out, name);
+    out += Json(value).dump();
+  };
+  out += '{';
+  keyword("kind", toString(b.kind), /*first=*/true);
+  keyword("type", toString(b.type));
+  keyword("space", toString(b.space));
+  integer("numel", b.numel);
   switch (b.kind) {
   case Buffer::Kind::Alloc:
-    j["name"] = b.name;
-    j["role"] = toString(b.role);
-    j["persistent"] = b.persistent;
-    j["offset"] = b.offset;
-    j["group"] = b.group;
-    j["sharded"] = b.sharded;
+    string("name", b.name);
+    keyword("role", toString(b.role));
+    flag("persistent", b.persistent);
+    integer("offset", b.offset);
+    string("group", b.group);
+    flag("sharded", b.sharded);
     break;
   case Buffer::Kind::View:
-    j["source"] = b.source;
-    j["offset"] = b.viewOffset;
+    integer("source", b.source);
+    integer("offset", b.viewOffset);
     break;
   case Buffer::Kind::ShardView:
-    j["source"] = b.source;
-    j["axis"] = toString(b.axis);
+    integer("source", b.source);
+    keyword("axis", toString(b.axis));
     break;
   }
-  return j;
+  out += '}';
 }
 
 Buffer bufferFromJson(const JsonReader &r, const Json &j, const JsonPath &at) {
@@ -476,21 +546,39 @@ std::vector<Group> groupsFromJson(const JsonReader &r, const Json &j,
 // The body
 //===----------------------------------------------------------------------===//
 
-/// A program's fields, at the top level of the body without a pipeline and
-/// in each element of `stages` with one.
-static void programToJson(const Program &p, Json &j) {
-  j["arena_bytes"] = arenaToJson(p.arenaBytes);
-  j["persistent_bytes"] = arenaToJson(p.persistentBytes);
-  j["workspace_bytes"] = p.workspaceBytes;
-  j["num_events"] = p.numEvents;
-  Json buffers = Json::array();
-  for (const Buffer &b : p.buffers)
-    buffers.push_back(bufferToJson(b));
-  j["buffers"] = std::move(buffers);
-  Json ops = Json::array();
-  for (const Op &op : p.ops)
-    ops.push_back(opToJson(op));
-  j["ops"] = std::move(ops);
+/// A program's fields (`"arena_bytes":...,"ops":[...]`), at the top level
+/// of the body without a pipeline and in each element of `stages` with one.
+/// Written as text as they go: the buffers and ops are most of a large
+/// schedule's bytes, and a tree of them costs more than the text.
+static void appendProgramFields(const Program &p, std::string &out) {
+  appendKey(out, "arena_bytes");
+  out += arenaToJson(p.arenaBytes).dump();
+  out += ',';
+  appendKey(out, "persistent_bytes");
+  out += arenaToJson(p.persistentBytes).dump();
+  out += ',';
+  appendKey(out, "workspace_bytes");
+  appendInt(out, p.workspaceBytes);
+  out += ',';
+  appendKey(out, "num_events");
+  appendInt(out, p.numEvents);
+  out += ',';
+  appendKey(out, "buffers");
+  out += '[';
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    if (i)
+      out += ',';
+    appendBufferJson(p.buffers[i], out);
+  }
+  out += "],";
+  appendKey(out, "ops");
+  out += '[';
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    if (i)
+      out += ',';
+    appendOpJson(p.ops[i], out);
+  }
+  out += ']';
 }
 
 static Program programFromJson(const JsonReader &r, const Json &root,
@@ -519,7 +607,7 @@ static Program programFromJson(const JsonReader &r, const Json &root,
   return p;
 }
 
-Json scheduleToJson(const Schedule &s) {
+void appendScheduleBody(const Schedule &s, std::string &out) {
   Json j;
   j["producer"] = s.producer;
   j["plan"] = s.planName;
@@ -536,18 +624,29 @@ Json scheduleToJson(const Schedule &s) {
   j["units"] = unitsToJson(s.units);
   j["groups"] = groupsToJson(s.groups);
   j["micro_batches"] = s.microBatches;
+  // The programs' fields follow the others in the same object: the object
+  // so far, without its closing brace.
+  std::string head = j.dump();
+  head.pop_back();
+  size_t ops = 0;
+  for (const Program &p : s.programs)
+    ops += p.ops.size() + p.buffers.size();
+  out.reserve(out.size() + head.size() + 128 * ops);
+  out += head;
+  out += ',';
   if (s.pipeline == 1 && s.programs.size() == 1) {
-    programToJson(s.programs.front(), j);
-    return j;
+    appendProgramFields(s.programs.front(), out);
+  } else {
+    appendKey(out, "stages");
+    out += '[';
+    for (size_t i = 0; i < s.programs.size(); ++i) {
+      out += i ? ",{" : "{";
+      appendProgramFields(s.programs[i], out);
+      out += '}';
+    }
+    out += ']';
   }
-  Json stages = Json::array();
-  for (const Program &p : s.programs) {
-    Json stage;
-    programToJson(p, stage);
-    stages.push_back(std::move(stage));
-  }
-  j["stages"] = std::move(stages);
-  return j;
+  out += '}';
 }
 
 Schedule scheduleFromJson(const JsonReader &r, const Json &root) {

@@ -21,8 +21,8 @@ using support::Json;
 using support::JsonPath;
 using support::JsonReader;
 
-/// The whole body, and back.
-Json scheduleToJson(const Schedule &schedule);
+/// The whole body, appended to `out` as compact JSON text, and back.
+void appendScheduleBody(const Schedule &schedule, std::string &out);
 Schedule scheduleFromJson(const JsonReader &reader, const Json &body);
 
 Json modelToJson(const ModelConfig &model);
@@ -37,6 +37,8 @@ Json groupsToJson(const std::vector<Group> &groups);
 std::vector<Group> groupsFromJson(const JsonReader &reader, const Json &json,
                                   const JsonPath &at);
 
+/// An op as compact JSON text (its one writer), and as a JSON value.
+void appendOpJson(const Op &op, std::string &out);
 Json opToJson(const Op &op);
 Op opFromJson(const JsonReader &reader, const Json &json, const JsonPath &at);
 

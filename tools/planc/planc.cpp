@@ -511,11 +511,12 @@ int main(int argc, char **argv) {
   if (emit != Emit::Summary || lowers)
     gradChoice = plan::chooseGradDtype(*spec, diag, lowered, analysis);
   if (lowers) {
+    // Lowered without the verifier between passes (plan-opt --verify-each
+    // has it), then verified once.
     if (!lowered)
-      lowered = plan::lowerPlan(*spec, diag, /*verifyEachPass=*/true, analysis);
-    else if (failed(mlir::verify(*lowered->module)))
-      return 1;
-    if (!lowered)
+      lowered =
+          plan::lowerPlan(*spec, diag, /*verifyEachPass=*/false, analysis);
+    if (!lowered || failed(mlir::verify(*lowered->module)))
       return 1;
     ModuleOp module = *lowered->module;
     plan::ScheduleReport *report = &lowered->report;
