@@ -34,6 +34,7 @@
 
 #include <cmath>
 #include <functional>
+#include <tuple>
 
 using namespace plan;
 using llvm::ArrayRef;
@@ -1873,31 +1874,9 @@ void plan::applyDerivedDefaults(PlanSpec &plan) {
   // that does not divide the world is the checker's error.
   int64_t world = saturatingProduct(c.nodes, c.gpusPerNode);
   int64_t dataParallel = p.dataParallelRanks(world);
-  if (!plan.isGiven("parallel.mesh")) {
-    switch (p.sharding) {
-    case Sharding::NoShard:
-      p.meshReplicate = dataParallel;
-      p.meshShard = 1;
-      break;
-    // ZeRO-1 shards the optimizer state over every data-parallel rank.
-    case Sharding::Zero1:
-    case Sharding::ShardGradOp:
-    case Sharding::FullShard:
-      p.meshReplicate = 1;
-      p.meshShard = dataParallel;
-      break;
-    // Shard within a node over NVLink, replicate across nodes. A tensor
-    // group wider than a node leaves one data-parallel rank per node, which
-    // the checker reports.
-    case Sharding::HybridShard:
-      p.meshShard =
-          c.gpusPerNode > 0 && p.tensor > 0 && c.gpusPerNode % p.tensor == 0
-              ? c.gpusPerNode / p.tensor
-              : 1;
-      p.meshReplicate = dataParallel / p.meshShard;
-      break;
-    }
-  }
+  if (!plan.isGiven("parallel.mesh"))
+    std::tie(p.meshReplicate, p.meshShard) =
+        p.defaultMesh(p.sharding, dataParallel, c.gpusPerNode);
 
   // The accumulation that makes the global batch (every data-parallel rank
   // reads its own micro-batches). One that does not divide is the checker's

@@ -22,6 +22,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace plan {
@@ -260,6 +261,31 @@ struct ParallelSpec {
   int64_t dataParallelRanks(int64_t world) const {
     int64_t split = tensor * pipeline;
     return split > 0 ? world / split : world;
+  }
+  /// The mesh `(replicate, shard)` of `sharding` over `dataParallel` ranks
+  /// when the plan names none (docs/language.md, derived defaults).
+  std::pair<int64_t, int64_t> defaultMesh(Sharding sharding,
+                                          int64_t dataParallel,
+                                          int64_t gpusPerNode) const {
+    switch (sharding) {
+    case Sharding::NoShard:
+      return {dataParallel, 1};
+    // ZeRO-1 shards the optimizer state over every data-parallel rank.
+    case Sharding::Zero1:
+    case Sharding::ShardGradOp:
+    case Sharding::FullShard:
+      return {1, dataParallel};
+    // Shard within a node over NVLink, replicate across nodes. A tensor
+    // group wider than a node leaves one data-parallel rank per node, which
+    // the checker reports.
+    case Sharding::HybridShard: {
+      int64_t shard = gpusPerNode > 0 && tensor > 0 && gpusPerNode % tensor == 0
+                          ? gpusPerNode / tensor
+                          : 1;
+      return {dataParallel / shard, shard};
+    }
+    }
+    return {dataParallel, 1};
   }
   bool operator==(const ParallelSpec &) const = default;
 };

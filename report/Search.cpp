@@ -468,7 +468,8 @@ std::vector<int64_t> divisors(int64_t n) {
 
 Space spaceOf(const PlanSpec &spec, int64_t globalBatch) {
   Space space;
-  int64_t world = spec.cluster.worldSize();
+  // The data-parallel ranks: the plan's tensor groups stay as they are.
+  int64_t ranks = spec.parallel.dataParallelRanks(spec.cluster.worldSize());
   auto add = [&](Sharding sharding, int64_t replicate, int64_t shard) {
     SearchKnobs k;
     k.sharding = sharding;
@@ -477,16 +478,16 @@ Space spaceOf(const PlanSpec &spec, int64_t globalBatch) {
     space.shardings.push_back(k);
   };
   // Most sharded first: a failure there rules out the rest (Search.h).
-  if (world > 1) {
-    add(Sharding::FullShard, 1, world);
-    std::vector<int64_t> shards = divisors(world);
+  if (ranks > 1) {
+    add(Sharding::FullShard, 1, ranks);
+    std::vector<int64_t> shards = divisors(ranks);
     for (int64_t shard : llvm::reverse(shards))
-      if (shard > 1 && shard < world)
-        add(Sharding::HybridShard, world / shard, shard);
-    add(Sharding::ShardGradOp, 1, world);
-    add(Sharding::Zero1, 1, world);
+      if (shard > 1 && shard < ranks)
+        add(Sharding::HybridShard, ranks / shard, shard);
+    add(Sharding::ShardGradOp, 1, ranks);
+    add(Sharding::Zero1, 1, ranks);
   }
-  add(Sharding::NoShard, world, 1);
+  add(Sharding::NoShard, ranks, 1);
 
   for (int mask = 0; mask < 8; ++mask) {
     OffloadSpec o;
@@ -504,7 +505,7 @@ Space spaceOf(const PlanSpec &spec, int64_t globalBatch) {
                       return count(a) < count(b);
                     });
   space.checkpointing = {Checkpointing::Full, Checkpointing::None};
-  int64_t perRank = globalBatch / world;
+  int64_t perRank = globalBatch / ranks;
   for (int64_t micro : divisors(perRank))
     space.batches.push_back({micro, perRank / micro});
   if (spec.train.precision == Precision::FP32)
@@ -638,41 +639,37 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
       loadPlan(sourceMgr, bufferId, overrides, name, diag);
   if (!given)
     return std::nullopt;
-  // Every candidate is measured by the report, whose models do not count a
-  // tensor-parallel rank's share of a unit yet.
-  if (given->parallel.tensor > 1) {
-    diag.error(given->locOf("parallel.tensor"),
-               "--search plans data parallelism only (tensor = 1): the "
-               "report that measures each candidate does not model tensor "
-               "parallelism yet");
-    return std::nullopt;
-  }
-  // Its candidates' meshes are data-parallel ones of the whole world.
+  // A pipeline's numbers are not extended over layers and micro-batches as
+  // the short plans' are: the stages' partition and the bubble change with
+  // both.
   if (given->parallel.pipeline > 1) {
     diag.error(given->locOf("parallel.pipeline"),
-               "--search plans data parallelism only (pipeline = 1): its "
-               "candidates do not divide the ranks among pipeline stages "
-               "yet; search the plan without the pipeline, or compare "
+               "--search does not search pipelines (pipeline = 1): its "
+               "numbers, extended from plans with fewer layers and "
+               "micro-batches, do not follow a pipeline's stages and "
+               "bubble; search the plan without the pipeline, or compare "
                "pipelines with planc --report");
     return std::nullopt;
   }
+  // The data-parallel ranks: a plan's tensor groups stay as it gives them.
   int64_t world = given->cluster.worldSize();
+  int64_t ranks = given->parallel.dataParallelRanks(world);
   int64_t globalBatch = options.globalBatch
                             ? options.globalBatch
                             : given->train.microBatch * given->train.gradAccum *
                                   given->parallel.meshReplicate *
                                   given->parallel.meshShard;
-  if (globalBatch % world != 0) {
-    int64_t below = globalBatch / world * world;
+  if (globalBatch % ranks != 0) {
+    int64_t below = globalBatch / ranks * ranks;
     diag.error(given->locOf("train.global_batch"),
                llvm::formatv(
                    "--search: a global batch of {0} sequences "
                    "cannot be split evenly over {1} data-parallel "
                    "ranks; the nearest that can: {2}",
-                   globalBatch, world,
+                   globalBatch, ranks,
                    below
-                       ? llvm::formatv("{0} or {1}", below, below + world).str()
-                       : std::to_string(world)));
+                       ? llvm::formatv("{0} or {1}", below, below + ranks).str()
+                       : std::to_string(ranks)));
     return std::nullopt;
   }
 
@@ -999,14 +996,9 @@ std::vector<std::string> plan::changedOverrides(const PlanSpec &given,
     sets.push_back("parallel.sharding=" + stringify(knobs.sharding).str());
   // The mesh: written when the plan names one or the sharding's default
   // (docs/language.md, derived defaults) is not the winner's.
-  int64_t world = given.cluster.worldSize();
-  std::pair<int64_t, int64_t> derived =
-      knobs.sharding == Sharding::NoShard
-          ? std::pair<int64_t, int64_t>{world, 1}
-      : knobs.sharding == Sharding::HybridShard
-          ? std::pair<int64_t, int64_t>{given.cluster.nodes,
-                                        given.cluster.gpusPerNode}
-          : std::pair<int64_t, int64_t>{1, world};
+  std::pair<int64_t, int64_t> derived = p.defaultMesh(
+      knobs.sharding, p.dataParallelRanks(given.cluster.worldSize()),
+      given.cluster.gpusPerNode);
   std::pair<int64_t, int64_t> mesh = {knobs.replicate, knobs.shard};
   if ((given.isGiven("parallel.mesh") &&
        mesh != std::pair<int64_t, int64_t>{p.meshReplicate, p.meshShard}) ||
@@ -1170,7 +1162,9 @@ void plan::printSearchTable(const SearchResult &r, llvm::raw_ostream &os) {
                     "seq_len"
                   : "more host memory per node, more nodes (each keeps a "
                     "smaller share of the offloaded state)")
-       << "; tensor and pipeline parallelism are not in planc yet.\n";
+       << "; or a higher parallel.tensor or a pipeline (parallel.pipeline), "
+          "which --search\ndoes not choose: compare them with planc "
+          "--report.\n";
     return;
   }
   os << "\n";
