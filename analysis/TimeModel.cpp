@@ -11,12 +11,16 @@
 
 #include "analysis/TimeModel.h"
 #include "analysis/CommModel.h"
+#include "dialects/sched/SchedOpTable.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <deque>
+#include <map>
+#include <memory>
 
 using namespace mlir;
 using namespace plan;
@@ -148,12 +152,33 @@ Traffic elementwiseTraffic(Value written,
 /// An op's name on the timeline, made only when the timeline is kept.
 using SliceName = llvm::function_ref<std::string()>;
 
+class PipelinePlay;
+
 class StepSimulation {
 public:
-  StepSimulation(sched::ProgramOp program, bool timeline)
-      : program(program), timeline(timeline) {}
+  /// `play`: the pipeline this program is stage `stage` of, which starts
+  /// its transfers between stages (none: they start when issued).
+  StepSimulation(sched::ProgramOp program, bool timeline,
+                 PipelinePlay *play = nullptr, int64_t stage = 0)
+      : program(program), timeline(timeline), play(play), stage(stage) {}
+  void attach(PipelinePlay *pipeline) { play = pipeline; }
 
+  /// The program alone, from its first op to its last.
   FailureOr<StepTime> run();
+
+  /// Reads the plan and the cluster; before advance().
+  LogicalResult start();
+  /// Plays ops until the program ends (true) or its next op waits for a
+  /// transfer between stages that has not started (false: the play starts
+  /// it once the neighbours reach theirs).
+  FailureOr<bool> advance();
+  /// Whether the last advance() played an op.
+  bool moved() const { return movedLast; }
+  /// The step, once advance() returned true.
+  StepTime finish();
+  /// A transfer between stages that this program issued (`op`) runs from
+  /// `start` to `end`: its event fires at `end`.
+  void transferred(Operation *op, double start, double end, std::string name);
 
 private:
   double secondsOfTraffic(const Traffic &traffic) const {
@@ -180,6 +205,22 @@ private:
   LogicalResult issue(Operation *op, Stream stream, SliceName name,
                       double seconds, ValueRange after);
   LogicalResult wait(sched::WaitOp wait);
+  LogicalResult collective(Operation *op, CollectiveKind kind, Value full,
+                           sched::Group group, ValueRange after);
+  /// A send or receive: one hop to the neighbouring stage on the pipeline
+  /// group's links.
+  LogicalResult pointToPoint(Operation *op, StringRef what, Value buffer,
+                             sched::Peer peer, ValueRange after);
+  /// A transfer between stages: issued at once alone, handed to the play
+  /// in a pipeline.
+  LogicalResult acrossStages(Operation *op, SliceName name, double seconds,
+                             ValueRange after);
+  /// Whether `event` is a transfer between stages the play has not started.
+  bool pending(Value event) const {
+    return play && !events.count(event) &&
+           sched::isBetweenStages(event.getDefiningOp());
+  }
+  LogicalResult playOp(Operation &op);
   /// Runs one forward (`passes` 1, also recompute) or backward (2) of a
   /// unit on the compute stream; the forward counts its model FLOPs.
   LogicalResult runUnit(Operation *op, StringRef what, SymbolRefAttr unit,
@@ -189,6 +230,13 @@ private:
   sched::ProgramOp program;
   /// Whether to keep the slices (`StepTime::slices`).
   bool timeline;
+  PipelinePlay *play;
+  int64_t stage;
+  /// The next op to play, and whether advance() played any.
+  Block::iterator next;
+  bool movedLast = false;
+  /// When the last transfer between stages ends.
+  double lastTransferEnd = 0;
   PlanOp plan;
   SymbolTableCollection symbolTables;
   /// Whether units run in tensor-parallel parts (a tensor axis above 1).
@@ -220,6 +268,91 @@ private:
   /// runs the same ones.
   llvm::DenseMap<std::pair<Operation *, int64_t>, UnitFlops> unitFlops;
 };
+
+/// The transfers between a pipeline's stages, paired as
+/// sched-verify-pipeline pairs them: the k-th send of a stage towards a
+/// neighbour with the k-th receive there, and the k-th collective on the
+/// pipeline group of every stage. A pair (or the collective) runs once each
+/// side has issued it and is ready (its `after` events fired): from the
+/// later of those times, for the longer of their durations.
+class PipelinePlay {
+public:
+  explicit PipelinePlay(std::vector<StepSimulation *> stages)
+      : stages(std::move(stages)), collectives(this->stages.size()) {}
+
+  /// Stage `stage` issued `op` (a send, a receive or a pipeline
+  /// collective), ready at `ready`, taking `seconds`.
+  void issued(int64_t stage, Operation *op, double ready, double seconds,
+              std::string name);
+
+private:
+  struct Issued {
+    int64_t stage;
+    Operation *op;
+    double ready, seconds;
+    std::string name;
+  };
+  int64_t neighbour(int64_t stage, sched::Peer peer) const {
+    auto n = static_cast<int64_t>(stages.size());
+    return (stage + (peer == sched::Peer::Next ? 1 : n - 1)) % n;
+  }
+  void run(ArrayRef<Issued *> together);
+
+  std::vector<StepSimulation *> stages;
+  /// By (sending stage, direction): its sends and the receives of them.
+  std::map<std::pair<int64_t, unsigned>,
+           std::pair<std::deque<Issued>, std::deque<Issued>>>
+      channels;
+  std::vector<std::deque<Issued>> collectives;
+};
+
+void PipelinePlay::issued(int64_t stage, Operation *op, double ready,
+                          double seconds, std::string name) {
+  Issued entry{stage, op, ready, seconds, std::move(name)};
+  if (sched::isPipelineCollective(op)) {
+    collectives[stage].push_back(std::move(entry));
+    if (llvm::any_of(collectives, [](auto &q) { return q.empty(); }))
+      return;
+    SmallVector<Issued *> all;
+    for (auto &q : collectives)
+      all.push_back(&q.front());
+    run(all);
+    for (auto &q : collectives)
+      q.pop_front();
+    return;
+  }
+  std::pair<int64_t, unsigned> key;
+  bool send = isa<sched::SendOp>(op);
+  if (auto s = dyn_cast<sched::SendOp>(op)) {
+    key = {stage, static_cast<unsigned>(s.getPeer())};
+  } else {
+    // A receive from `prev` is on the channel of the stage before towards
+    // `next`, and the other way round.
+    sched::Peer from = cast<sched::RecvOp>(op).getPeer();
+    sched::Peer towards =
+        from == sched::Peer::Prev ? sched::Peer::Next : sched::Peer::Prev;
+    key = {neighbour(stage, from), static_cast<unsigned>(towards)};
+  }
+  auto &[sends, recvs] = channels[key];
+  (send ? sends : recvs).push_back(std::move(entry));
+  if (sends.empty() || recvs.empty())
+    return;
+  Issued *pair[] = {&sends.front(), &recvs.front()};
+  run(pair);
+  sends.pop_front();
+  recvs.pop_front();
+}
+
+void PipelinePlay::run(ArrayRef<Issued *> together) {
+  double start = 0, seconds = 0;
+  for (Issued *i : together) {
+    start = std::max(start, i->ready);
+    seconds = std::max(seconds, i->seconds);
+  }
+  for (Issued *i : together)
+    stages[i->stage]->transferred(i->op, start, start + seconds,
+                                  std::move(i->name));
+}
 
 LogicalResult StepSimulation::runUnit(Operation *op, StringRef what,
                                       SymbolRefAttr ref, int64_t microBatch,
@@ -300,6 +433,13 @@ LogicalResult StepSimulation::wait(sched::WaitOp wait) {
   if (timeline)
     time.slices.push_back(
         {"wait " + event.name, Stream::Compute, now, stall, /*exposed=*/true});
+  // In a pipeline, what a stage waits for its neighbours: the bubble, and
+  // the transfers it does not hide.
+  if (play && sched::isBetweenStages(wait.getEvent().getDefiningOp())) {
+    time.pipelineWaitSeconds += stall;
+    now = event.end;
+    return success();
+  }
   (event.stream == Stream::Comm ? time.exposedCommSeconds
                                 : time.exposedCopySeconds) += stall;
   // The stall is the collectives the stream runs meanwhile, each group's
@@ -316,7 +456,7 @@ LogicalResult StepSimulation::wait(sched::WaitOp wait) {
   return success();
 }
 
-FailureOr<StepTime> StepSimulation::run() {
+LogicalResult StepSimulation::start() {
   plan = program.getPlanOp();
   if (!plan)
     return program.emitError("the time model needs the program's plan.plan");
@@ -369,189 +509,234 @@ FailureOr<StepTime> StepSimulation::run() {
   time.tokensPerStep = train.getMicroBatch() * train.getSeqLen() *
                        program.getMicroBatches() *
                        program.getGroupSize(sched::Group::World);
+  next = program.getBody().front().begin();
+  return success();
+}
 
-  auto collective = [&](Operation *op, CollectiveKind kind, Value full,
-                        sched::Group group, ValueRange after) {
-    const GroupPlacement &placement = groups[static_cast<int>(group)];
-    auto name = [&] {
-      return llvm::formatv("{0} {1} ({2})", collectiveKindName(kind),
-                           bufferName(full), sched::stringifyGroup(group))
-          .str();
-    };
-    double seconds = collectiveSeconds(kind, bufferBytes(full), placement);
-    time.groupBusySeconds[static_cast<int>(group)] += seconds;
-    if (failed(issue(op, Stream::Comm, name, seconds, after)))
-      return failure();
-    double end = events[op->getResult(0)].end;
-    commIntervals.push_back({end - seconds, end, group});
-    return success();
+LogicalResult StepSimulation::collective(Operation *op, CollectiveKind kind,
+                                         Value full, sched::Group group,
+                                         ValueRange after) {
+  const GroupPlacement &placement = groups[static_cast<int>(group)];
+  auto name = [&] {
+    return llvm::formatv("{0} {1} ({2})", collectiveKindName(kind),
+                         bufferName(full), sched::stringifyGroup(group))
+        .str();
   };
+  double seconds = collectiveSeconds(kind, bufferBytes(full), placement);
+  time.groupBusySeconds[static_cast<int>(group)] += seconds;
+  if (group == sched::Group::Pipeline)
+    return acrossStages(op, name, seconds, after);
+  if (failed(issue(op, Stream::Comm, name, seconds, after)))
+    return failure();
+  double end = events[op->getResult(0)].end;
+  commIntervals.push_back({end - seconds, end, group});
+  return success();
+}
 
-  // A pipeline's send or receive: one hop to the neighbouring stage on the
-  // pipeline group's links, on the communication stream. What it waits
-  // for the neighbour is the bubble, which the report adds for the whole
-  // pipeline (pipelineBubbleFraction).
-  auto pointToPoint = [&](Operation *op, StringRef what, Value buffer,
-                          sched::Peer peer, ValueRange after) {
-    const GroupPlacement &placement =
-        groups[static_cast<int>(sched::Group::Pipeline)];
-    double seconds = placement.stepLatency;
-    if (placement.bandwidth > 0)
-      seconds += static_cast<double>(bufferBytes(buffer)) /
-                 (placement.bandwidth * kBandwidthEfficiency);
-    auto name = [&] {
-      return llvm::formatv("{0} {1} ({2})", what, bufferName(buffer),
-                           sched::stringifyPeer(peer))
-          .str();
-    };
-    time.groupBusySeconds[static_cast<int>(sched::Group::Pipeline)] += seconds;
+LogicalResult StepSimulation::pointToPoint(Operation *op, StringRef what,
+                                           Value buffer, sched::Peer peer,
+                                           ValueRange after) {
+  const GroupPlacement &placement =
+      groups[static_cast<int>(sched::Group::Pipeline)];
+  double seconds = placement.stepLatency;
+  if (placement.bandwidth > 0)
+    seconds += static_cast<double>(bufferBytes(buffer)) /
+               (placement.bandwidth * kBandwidthEfficiency);
+  auto name = [&] {
+    return llvm::formatv("{0} {1} ({2})", what, bufferName(buffer),
+                         sched::stringifyPeer(peer))
+        .str();
+  };
+  time.groupBusySeconds[static_cast<int>(sched::Group::Pipeline)] += seconds;
+  return acrossStages(op, name, seconds, after);
+}
+
+LogicalResult StepSimulation::acrossStages(Operation *op, SliceName name,
+                                           double seconds, ValueRange after) {
+  if (!play) {
     if (failed(issue(op, Stream::Comm, name, seconds, after)))
       return failure();
     double end = events[op->getResult(0)].end;
     commIntervals.push_back({end - seconds, end, sched::Group::Pipeline});
     return success();
-  };
-
-  for (Operation &op : program.getBody().front()) {
-    time.opStart.push_back(now);
-    LogicalResult result =
-        llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-            .Case<sched::AllocOp, sched::FreeOp, sched::ViewOp,
-                  sched::ShardViewOp, sched::LossOp, sched::UpdateLossScaleOp>(
-                [](Operation *) { return success(); })
-            .Case([&](sched::WaitOp op) { return wait(op); })
-            .Case([&](sched::AllGatherOp op) {
-              return collective(op, CollectiveKind::AllGather, op.getDst(),
-                                op.getGroup(), op.getAfter());
-            })
-            .Case([&](sched::ReduceScatterOp op) {
-              return collective(op, CollectiveKind::ReduceScatter, op.getSrc(),
-                                op.getGroup(), op.getAfter());
-            })
-            .Case([&](sched::AllReduceOp op) {
-              return collective(op, CollectiveKind::AllReduce, op.getBuffer(),
-                                op.getGroup(), op.getAfter());
-            })
-            .Case([&](sched::BroadcastOp op) {
-              return collective(op, CollectiveKind::Broadcast, op.getBuffer(),
-                                op.getGroup(), op.getAfter());
-            })
-            .Case([&](sched::SendOp op) {
-              return pointToPoint(op, "send", op.getBuffer(), op.getPeer(),
-                                  op.getAfter());
-            })
-            .Case([&](sched::RecvOp op) {
-              return pointToPoint(op, "recv", op.getBuffer(), op.getPeer(),
-                                  op.getAfter());
-            })
-            .Case([&](sched::CopyOp op) {
-              bool toDevice = onDevice(op.getDst());
-              double pcie =
-                  device.getPcieBandwidth().value * kBandwidthEfficiency;
-              double seconds =
-                  pcie > 0
-                      ? static_cast<double>(bufferBytes(op.getSrc())) / pcie
-                      : 0;
-              return issue(
-                  op, toDevice ? Stream::HostToDevice : Stream::DeviceToHost,
-                  [&] {
-                    return "copy " + bufferName(op.getSrc()) + " into " +
-                           bufferName(op.getDst());
-                  },
-                  seconds, op.getAfter());
-            })
-            .Case([&](sched::ForwardOp op) {
-              return runUnit(op, "forward", op.getUnit(), op.getMicroBatch(),
-                             op.getPart(), 1, true);
-            })
-            .Case([&](sched::RecomputeOp op) {
-              return runUnit(op, "recompute", op.getUnit(), op.getMicroBatch(),
-                             op.getPart(), 1, false);
-            })
-            .Case([&](sched::BackwardOp op) {
-              return runUnit(op, "backward", op.getUnit(), op.getMicroBatch(),
-                             op.getPart(), 2, false);
-            })
-            .Case([&](sched::OptimizerStepOp op) {
-              // Parameters and state are read and written, gradients read.
-              SmallVector<std::pair<Value, int>> operands = {
-                  {op.getParams(), 2}, {op.getGrads(), 1}};
-              for (Value state : op.getState())
-                operands.push_back({state, 2});
-              compute(
-                  [&] {
-                    return "optimizer_step @" +
-                           op.getGroup().getLeafReference().str();
-                  },
-                  secondsOfTraffic(
-                      elementwiseTraffic(op.getParams(), operands)),
-                  false);
-              return success();
-            })
-            .Case([&](sched::CastOp op) {
-              compute(
-                  [&] {
-                    return "cast " + bufferName(op.getSrc()) + " into " +
-                           bufferName(op.getDst());
-                  },
-                  secondsOfTraffic(elementwiseTraffic(
-                      op.getDst(), {{op.getSrc(), 1}, {op.getDst(), 1}})),
-                  false);
-              return success();
-            })
-            .Case([&](sched::DequantizeOp op) {
-              // Reads what is stored (NF4 bytes: half a byte an element and
-              // the constants), writes the working type.
-              compute(
-                  [&] {
-                    return "dequantize " + bufferName(op.getSrc()) + " into " +
-                           bufferName(op.getDst());
-                  },
-                  secondsOfTraffic(elementwiseTraffic(
-                      op.getDst(), {{op.getSrc(), 1}, {op.getDst(), 1}})),
-                  false);
-              return success();
-            })
-            .Case([&](sched::ZeroOp op) {
-              compute([&] { return "zero " + bufferName(op.getBuffer()); },
-                      secondsOfTraffic(elementwiseTraffic(
-                          op.getBuffer(), {{op.getBuffer(), 1}})),
-                      false);
-              return success();
-            })
-            .Case([&](sched::AccumulateOp op) {
-              compute(
-                  [&] {
-                    return "accumulate " + bufferName(op.getSrc()) + " into " +
-                           bufferName(op.getDst());
-                  },
-                  secondsOfTraffic(elementwiseTraffic(
-                      op.getDst(), {{op.getSrc(), 1}, {op.getDst(), 2}})),
-                  false);
-              return success();
-            })
-            .Case([&](sched::GradNormOp op) {
-              compute([&] { return "grad_norm " + bufferName(op.getGrads()); },
-                      secondsOfTraffic(elementwiseTraffic(
-                          op.getGrads(), {{op.getGrads(), 1}})),
-                      false);
-              return success();
-            })
-            .Case([&](sched::CheckFiniteOp op) {
-              compute(
-                  [&] { return "check_finite " + bufferName(op.getBuffer()); },
-                  secondsOfTraffic(elementwiseTraffic(op.getBuffer(),
-                                                      {{op.getBuffer(), 1}})),
-                  false);
-              return success();
-            })
-            .Default([](Operation *op) {
-              return op->emitError("the time model has no cost for this op");
-            });
-    if (failed(result))
-      return failure();
   }
-  time.stepSeconds = now;
+  double ready = now;
+  for (Value event : after) {
+    auto it = events.find(event);
+    if (it == events.end())
+      return op->emitError("the time model found no op before it that "
+                           "fires an event it follows");
+    ready = std::max(ready, it->second.end);
+  }
+  time.busySeconds[static_cast<int>(Stream::Comm)] += seconds;
+  play->issued(stage, op, ready, seconds, timeline ? name() : std::string());
+  return success();
+}
+
+void StepSimulation::transferred(Operation *op, double start, double end,
+                                 std::string name) {
+  if (timeline && end > start)
+    time.slices.push_back({name, Stream::Comm, start, end - start});
+  events[op->getResult(0)] = {end, Stream::Comm, std::move(name)};
+  lastTransferEnd = std::max(lastTransferEnd, end);
+}
+
+LogicalResult StepSimulation::playOp(Operation &op) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+      .Case<sched::AllocOp, sched::FreeOp, sched::ViewOp, sched::ShardViewOp,
+            sched::LossOp, sched::UpdateLossScaleOp>(
+          [](Operation *) { return success(); })
+      .Case([&](sched::WaitOp op) { return wait(op); })
+      .Case([&](sched::AllGatherOp op) {
+        return collective(op, CollectiveKind::AllGather, op.getDst(),
+                          op.getGroup(), op.getAfter());
+      })
+      .Case([&](sched::ReduceScatterOp op) {
+        return collective(op, CollectiveKind::ReduceScatter, op.getSrc(),
+                          op.getGroup(), op.getAfter());
+      })
+      .Case([&](sched::AllReduceOp op) {
+        return collective(op, CollectiveKind::AllReduce, op.getBuffer(),
+                          op.getGroup(), op.getAfter());
+      })
+      .Case([&](sched::BroadcastOp op) {
+        return collective(op, CollectiveKind::Broadcast, op.getBuffer(),
+                          op.getGroup(), op.getAfter());
+      })
+      .Case([&](sched::SendOp op) {
+        return pointToPoint(op, "send", op.getBuffer(), op.getPeer(),
+                            op.getAfter());
+      })
+      .Case([&](sched::RecvOp op) {
+        return pointToPoint(op, "recv", op.getBuffer(), op.getPeer(),
+                            op.getAfter());
+      })
+      .Case([&](sched::CopyOp op) {
+        bool toDevice = onDevice(op.getDst());
+        double pcie = device.getPcieBandwidth().value * kBandwidthEfficiency;
+        double seconds =
+            pcie > 0 ? static_cast<double>(bufferBytes(op.getSrc())) / pcie : 0;
+        return issue(
+            op, toDevice ? Stream::HostToDevice : Stream::DeviceToHost,
+            [&] {
+              return "copy " + bufferName(op.getSrc()) + " into " +
+                     bufferName(op.getDst());
+            },
+            seconds, op.getAfter());
+      })
+      .Case([&](sched::ForwardOp op) {
+        return runUnit(op, "forward", op.getUnit(), op.getMicroBatch(),
+                       op.getPart(), 1, true);
+      })
+      .Case([&](sched::RecomputeOp op) {
+        return runUnit(op, "recompute", op.getUnit(), op.getMicroBatch(),
+                       op.getPart(), 1, false);
+      })
+      .Case([&](sched::BackwardOp op) {
+        return runUnit(op, "backward", op.getUnit(), op.getMicroBatch(),
+                       op.getPart(), 2, false);
+      })
+      .Case([&](sched::OptimizerStepOp op) {
+        // Parameters and state are read and written, gradients read.
+        SmallVector<std::pair<Value, int>> operands = {{op.getParams(), 2},
+                                                       {op.getGrads(), 1}};
+        for (Value state : op.getState())
+          operands.push_back({state, 2});
+        compute(
+            [&] {
+              return "optimizer_step @" +
+                     op.getGroup().getLeafReference().str();
+            },
+            secondsOfTraffic(elementwiseTraffic(op.getParams(), operands)),
+            false);
+        return success();
+      })
+      .Case([&](sched::CastOp op) {
+        compute(
+            [&] {
+              return "cast " + bufferName(op.getSrc()) + " into " +
+                     bufferName(op.getDst());
+            },
+            secondsOfTraffic(elementwiseTraffic(
+                op.getDst(), {{op.getSrc(), 1}, {op.getDst(), 1}})),
+            false);
+        return success();
+      })
+      .Case([&](sched::DequantizeOp op) {
+        // Reads what is stored (NF4 bytes: half a byte an element and
+        // the constants), writes the working type.
+        compute(
+            [&] {
+              return "dequantize " + bufferName(op.getSrc()) + " into " +
+                     bufferName(op.getDst());
+            },
+            secondsOfTraffic(elementwiseTraffic(
+                op.getDst(), {{op.getSrc(), 1}, {op.getDst(), 1}})),
+            false);
+        return success();
+      })
+      .Case([&](sched::ZeroOp op) {
+        compute([&] { return "zero " + bufferName(op.getBuffer()); },
+                secondsOfTraffic(
+                    elementwiseTraffic(op.getBuffer(), {{op.getBuffer(), 1}})),
+                false);
+        return success();
+      })
+      .Case([&](sched::AccumulateOp op) {
+        compute(
+            [&] {
+              return "accumulate " + bufferName(op.getSrc()) + " into " +
+                     bufferName(op.getDst());
+            },
+            secondsOfTraffic(elementwiseTraffic(
+                op.getDst(), {{op.getSrc(), 1}, {op.getDst(), 2}})),
+            false);
+        return success();
+      })
+      .Case([&](sched::GradNormOp op) {
+        compute([&] { return "grad_norm " + bufferName(op.getGrads()); },
+                secondsOfTraffic(
+                    elementwiseTraffic(op.getGrads(), {{op.getGrads(), 1}})),
+                false);
+        return success();
+      })
+      .Case([&](sched::CheckFiniteOp op) {
+        compute([&] { return "check_finite " + bufferName(op.getBuffer()); },
+                secondsOfTraffic(
+                    elementwiseTraffic(op.getBuffer(), {{op.getBuffer(), 1}})),
+                false);
+        return success();
+      })
+      .Default([](Operation *op) {
+        return op->emitError("the time model has no cost for this op");
+      });
+}
+
+FailureOr<bool> StepSimulation::advance() {
+  movedLast = false;
+  Block &body = program.getBody().front();
+  for (; next != body.end(); ++next) {
+    Operation &op = *next;
+    // A transfer between stages that has not started holds the compute
+    // stream at its wait, and an op that starts after it.
+    if (play) {
+      if (auto wait = dyn_cast<sched::WaitOp>(op);
+          wait && pending(wait.getEvent()))
+        return false;
+      if (std::optional<sched::AsyncInfo> async = sched::getAsyncInfo(&op))
+        if (llvm::any_of(async->after, [&](Value e) { return pending(e); }))
+          return false;
+    }
+    time.opStart.push_back(now);
+    if (failed(playOp(op)))
+      return failure();
+    movedLast = true;
+  }
+  return true;
+}
+
+StepTime StepSimulation::finish() {
+  time.stepSeconds = std::max(now, lastTransferEnd);
   for (double free : streamFree)
     time.stepSeconds = std::max(time.stepSeconds, free);
   if (time.stepSeconds > 0) {
@@ -563,9 +748,63 @@ FailureOr<StepTime> StepSimulation::run() {
   return std::move(time);
 }
 
+FailureOr<StepTime> StepSimulation::run() {
+  if (failed(start()))
+    return failure();
+  FailureOr<bool> done = advance();
+  if (failed(done))
+    return failure();
+  if (!*done)
+    return program.emitError("the time model found a wait for a transfer "
+                             "between stages in a program played alone");
+  return finish();
+}
+
 } // namespace
 
 FailureOr<StepTime> plan::simulateStep(sched::ProgramOp program,
                                        bool timeline) {
   return StepSimulation(program, timeline).run();
+}
+
+FailureOr<std::vector<StepTime>>
+plan::simulatePipeline(ArrayRef<sched::ProgramOp> stages, bool timeline) {
+  std::vector<std::unique_ptr<StepSimulation>> owned;
+  std::vector<StepSimulation *> sims;
+  for (auto [index, program] : llvm::enumerate(stages)) {
+    owned.push_back(std::make_unique<StepSimulation>(
+        program, timeline, nullptr, static_cast<int64_t>(index)));
+    sims.push_back(owned.back().get());
+  }
+  PipelinePlay play(sims);
+  for (StepSimulation *sim : sims) {
+    sim->attach(&play);
+    if (failed(sim->start()))
+      return failure();
+  }
+  // Each round plays every stage as far as it goes; sched-verify-pipeline
+  // proved that the stages do not deadlock, so a round without progress
+  // means a program it did not see.
+  std::vector<bool> done(sims.size(), false);
+  while (llvm::is_contained(done, false)) {
+    bool moved = false;
+    for (auto [index, sim] : llvm::enumerate(sims)) {
+      if (done[index])
+        continue;
+      FailureOr<bool> ended = sim->advance();
+      if (failed(ended))
+        return failure();
+      done[index] = *ended;
+      moved |= sim->moved() || *ended;
+    }
+    if (!moved)
+      return stages.front()->emitError(
+          "the time model's play of the pipeline stages stalls: every stage "
+          "waits for a transfer its neighbour never issues (run "
+          "sched-verify-pipeline)");
+  }
+  std::vector<StepTime> times;
+  for (StepSimulation *sim : sims)
+    times.push_back(sim->finish());
+  return times;
 }

@@ -18,6 +18,7 @@
 #include "dialects/plan/PlanDialect.h"
 #include "dialects/sched/SchedDialect.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <array>
@@ -100,6 +101,10 @@ struct StepTime {
   /// Compute-stream time spent waiting for collectives / for copies.
   double exposedCommSeconds = 0;
   double exposedCopySeconds = 0;
+  /// Under a pipeline played together (simulatePipeline): compute-stream
+  /// time spent waiting for the neighbouring stages' sends, receives and
+  /// pipeline collectives: the bubble, and the transfers it does not hide.
+  double pipelineWaitSeconds = 0;
   /// The communication stream's busy seconds per group (index:
   /// sched::Group), and the compute stream's waits for them: a wait counts
   /// for the groups of the collectives the stream runs while it waits.
@@ -130,6 +135,18 @@ struct StepTime {
 /// spares a name per op.
 mlir::FailureOr<StepTime> simulateStep(sched::ProgramOp program,
                                        bool timeline = true);
+
+/// Plays a pipeline's programs (`stages`, in stage order) together: each
+/// as simulateStep plays it, except that a send and the receive it meets
+/// (the k-th on a channel, as sched-verify-pipeline pairs them), and the
+/// k-th collective on the pipeline group of every stage, start once every
+/// side has issued it and it is ready, so that a stage waits for its
+/// neighbours where it would (`StepTime::pipelineWaitSeconds`). Transfers
+/// between stages occupy neither stage's communication stream. One
+/// StepTime per stage; fails as simulateStep does, or when the stages
+/// stall (a pipeline sched-verify-pipeline rejects).
+mlir::FailureOr<std::vector<StepTime>>
+simulatePipeline(llvm::ArrayRef<sched::ProgramOp> stages, bool timeline = true);
 
 } // namespace plan
 

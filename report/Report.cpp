@@ -312,28 +312,21 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module,
   report.seqLen = train.getSeqLen();
   report.gradAccum = train.getGradAccum();
 
-  // One program's memory, communication and time.
-  auto analyzeProgram = [&](sched::ProgramOp program, MemoryReport &memory,
-                            CommReport &comm, StepTime &time) {
-    if (failed(analyzeMemory(program, plan, memory)))
-      return failure();
-    analyzeComm(program, comm);
-    if (!options.time)
-      return success();
-    FailureOr<StepTime> simulated = simulateStep(program, options.timeline);
-    if (failed(simulated))
-      return failure();
-    time = std::move(*simulated);
-    return success();
-  };
   if (stages == 1) {
-    if (failed(
-            analyzeProgram(program, report.memory, report.comm, report.time)))
+    if (failed(analyzeMemory(program, plan, report.memory)))
       return failure();
+    analyzeComm(program, report.comm);
+    if (!options.time)
+      return report;
+    FailureOr<StepTime> time = simulateStep(program, options.timeline);
+    if (failed(time))
+      return failure();
+    report.time = std::move(*time);
     return report;
   }
 
-  // A pipeline: each stage alone, then the pipeline's step.
+  // A pipeline: each stage's memory and communication, then its stages'
+  // steps played together.
   report.pipelineSchedule = parallel.getPipelineSchedule();
   report.virtualStages = parallel.getVirtualStages();
   for (sched::ProgramOp stageProgram : programs) {
@@ -357,17 +350,26 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module,
           module.getContext(), llvm::seq<size_t>(0, programs.size()),
           [&](size_t i) {
             StageReport &stage = report.stages[i];
-            return analyzeProgram(programs[i], stage.memory, stage.comm,
-                                  stage.time);
+            if (failed(analyzeMemory(programs[i], plan, stage.memory)))
+              return failure();
+            analyzeComm(programs[i], stage.comm);
+            return success();
           })))
     return failure();
+  if (options.time) {
+    FailureOr<std::vector<StepTime>> times =
+        simulatePipeline(programs, options.timeline);
+    if (failed(times))
+      return failure();
+    for (auto [stage, time] : llvm::zip_equal(report.stages, *times))
+      stage.time = std::move(time);
+  }
   for (size_t i = 0; i < report.stages.size(); ++i) {
     const StageReport &s = report.stages[i];
     if (s.memory.devicePeakBytes() >
         report.stages[report.worstStage].memory.devicePeakBytes())
       report.worstStage = i;
-    if (s.time.stepSeconds >
-        report.stages[report.slowestStage].time.stepSeconds)
+    if (s.aloneSeconds() > report.stages[report.slowestStage].aloneSeconds())
       report.slowestStage = i;
   }
   report.memory = report.stages[report.worstStage].memory;
@@ -379,13 +381,18 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module,
   }
   report.comm = report.stages[report.slowestStage].comm;
   report.time = report.stages[report.slowestStage].time;
-  report.bubbleFraction =
+  report.formulaBubbleFraction =
       pipelineBubbleFraction(report.pipelineSchedule, stages,
                              train.getGradAccum(), report.virtualStages);
+  // The pipeline's step: until its last stage ends; the bubble, what it
+  // adds to the slowest stage's own work.
   StepTime &time = report.time;
-  double alone = time.stepSeconds;
-  time.stepSeconds = alone / (1.0 - report.bubbleFraction);
+  double alone = report.stages[report.slowestStage].aloneSeconds();
+  for (const StageReport &s : report.stages)
+    time.stepSeconds = std::max(time.stepSeconds, s.time.stepSeconds);
   report.bubbleSeconds = time.stepSeconds - alone;
+  report.bubbleFraction =
+      time.stepSeconds > 0 ? report.bubbleSeconds / time.stepSeconds : 0;
   // Every stage's ranks compute their own FLOPs in the same step.
   double modelFlops = 0, executedFlops = 0;
   for (const StageReport &s : report.stages) {
@@ -472,12 +479,13 @@ void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
   if (!r.stages.empty()) {
     os << llvm::formatv(
         "\nPipeline: {0} stages, {1}{2}, {3} micro-batches; bubble {4:P1} "
-        "of the step ({5})\n",
+        "of the step ({5}; the formula's {6:P1})\n",
         r.meshPipeline, stringifyPipelineSchedule(r.pipelineSchedule),
         r.virtualStages > 1
             ? llvm::formatv(" ({0} chunks per stage)", r.virtualStages).str()
             : "",
-        r.gradAccum, r.bubbleFraction, formatSeconds(r.bubbleSeconds));
+        r.gradAccum, r.bubbleFraction, formatSeconds(r.bubbleSeconds),
+        r.formulaBubbleFraction);
     os << llvm::formatv("  {0,-5} {1,12} {2,-12} {3,12} {4,12}  {5}\n", "stage",
                         "device peak", "", "step alone", "p2p sent", "units");
     for (const StageReport &s : r.stages) {
@@ -494,7 +502,7 @@ void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
       os << llvm::formatv("  {0,-5} {1,12} {2,-12} {3,12} {4,12}  {5}\n",
                           s.stage, formatBytes(s.memory.devicePeakBytes()),
                           s.memory.deviceFits ? "fits" : "DOES NOT FIT",
-                          formatSeconds(s.time.stepSeconds),
+                          formatSeconds(s.aloneSeconds()),
                           formatBytes(s.comm.sends.bytes), units);
     }
     os << llvm::formatv("  worst memory: stage {0}; slowest: stage {1}; the "
@@ -625,15 +633,21 @@ void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
                       formatSeconds(time.exposedCommSeconds));
   // Per group, where more than one communicates: which traffic the step
   // waits for.
+  // The waits for a pipeline's neighbours are its bubble, above.
   if (llvm::count_if(time.groupBusySeconds, [](double s) { return s > 0; }) > 1)
     for (int g = 0; g < kNumGroups; ++g)
-      if (time.groupBusySeconds[g] > 0)
+      if (time.groupBusySeconds[g] > 0) {
+        auto group = static_cast<sched::Group>(g);
         os << llvm::formatv(
-            "    {0,-11} {1} busy, {2} exposed ({3} ranks, {4})\n",
-            sched::stringifyGroup(static_cast<sched::Group>(g)),
+            "    {0,-11} {1} busy, {2} ({3} ranks, {4})\n",
+            sched::stringifyGroup(group),
             formatSeconds(time.groupBusySeconds[g]),
-            formatSeconds(time.groupExposedSeconds[g]), comm.groups[g].size,
+            group == sched::Group::Pipeline && !r.stages.empty()
+                ? std::string("waited for in the bubble")
+                : formatSeconds(time.groupExposedSeconds[g]) + " exposed",
+            comm.groups[g].size,
             comm.groups[g].intraNode ? "intra-node" : "inter-node");
+      }
   os << llvm::formatv("  host copies     {0} h2d, {1} d2h busy, {2} exposed\n",
                       formatSeconds(busy(Stream::HostToDevice)),
                       formatSeconds(busy(Stream::DeviceToHost)),
@@ -820,7 +834,8 @@ llvm::json::Value plan::reportToJson(const ScheduleReport &r,
           {"device_peak_bytes", bytesValue(s.memory.devicePeakBytes())},
           {"device_fits", s.memory.deviceFits},
           {"host_peak_bytes", bytesValue(s.memory.hostBytesPerRank)},
-          {"step_alone_s", s.time.stepSeconds},
+          {"step_alone_s", s.aloneSeconds()},
+          {"step_s", s.time.stepSeconds},
           {"sent_bytes", bytesValue(s.comm.sends.bytes)},
           {"received_bytes", bytesValue(s.comm.receives.bytes)},
           {"comm_bytes", bytesValue(s.comm.totalBytes)}});
@@ -830,6 +845,7 @@ llvm::json::Value plan::reportToJson(const ScheduleReport &r,
         {"virtual_stages", r.virtualStages},
         {"bubble_fraction", r.bubbleFraction},
         {"bubble_s", r.bubbleSeconds},
+        {"formula_bubble_fraction", r.formulaBubbleFraction},
         {"worst_memory_stage", r.stages[r.worstStage].stage},
         {"slowest_stage", r.stages[r.slowestStage].stage}};
   }
@@ -841,7 +857,8 @@ llvm::json::Value plan::reportToJson(const ScheduleReport &r,
 void plan::writeChromeTrace(const ScheduleReport &r, llvm::raw_ostream &os) {
   llvm::json::Array events;
   // One process per program: rank 0's, or under pipeline parallelism each
-  // stage's step alone (the bubble between them is not simulated).
+  // stage's, on one clock: the stages played together, each waiting for
+  // its neighbours where it would.
   auto emit = [&](int pid, const std::string &name, const StepTime &time,
                   const MemoryReport &memory) {
     events.push_back(
@@ -888,7 +905,7 @@ void plan::writeChromeTrace(const ScheduleReport &r, llvm::raw_ostream &os) {
     emit(0, r.planName + " rank 0", r.time, r.memory);
   for (const StageReport &stage : r.stages)
     emit(static_cast<int>(stage.stage),
-         r.planName + " stage " + std::to_string(stage.stage) + " (alone)",
+         r.planName + " stage " + std::to_string(stage.stage),
          stage.time, stage.memory);
   os << llvm::formatv("{0:2}\n", llvm::json::Value(llvm::json::Object{
                                      {"traceEvents", std::move(events)},

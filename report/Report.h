@@ -142,8 +142,13 @@ struct StageReport {
   std::vector<std::pair<std::string, std::string>> chunks;
   MemoryReport memory;
   CommReport comm;
-  /// Its step as if its neighbours were never late (no bubble).
+  /// Its step in the pipeline, its stages played together
+  /// (simulatePipeline).
   StepTime time;
+  /// Its step but for its waits for its neighbours: its own work.
+  double aloneSeconds() const {
+    return time.stepSeconds - time.pipelineWaitSeconds;
+  }
 };
 
 struct ScheduleReport {
@@ -184,16 +189,21 @@ struct ScheduleReport {
   CommReport comm;
   StepTime time;
 
-  /// Pipeline parallelism: the stages, each analysed alone; the report's
-  /// `memory` is the stage of the highest device peak (`worstStage`), its
-  /// `comm` and `time` the slowest stage's (`slowestStage`), whose step
-  /// the bubble lengthens: stepSeconds = its step / (1 - bubble). Empty
-  /// without a pipeline.
+  /// Pipeline parallelism: the stages, their memory each alone and their
+  /// steps played together; the report's `memory` is the stage of the
+  /// highest device peak (`worstStage`), its `comm` and `time` those of the
+  /// stage with the most work of its own (`slowestStage`), with
+  /// `time.stepSeconds` the pipeline's (until its last stage ends). The
+  /// bubble is what that adds to the slowest stage's own work
+  /// (`bubbleSeconds`, `bubbleFraction` of the step); the textbook's
+  /// (p - 1) / (m + p - 1), divided by v under interleaving, is
+  /// `formulaBubbleFraction`. Empty without a pipeline.
   std::vector<StageReport> stages;
   PipelineSchedule pipelineSchedule = PipelineSchedule::OneFOneB;
   int64_t virtualStages = 1;
   double bubbleFraction = 0;
   double bubbleSeconds = 0;
+  double formulaBubbleFraction = 0;
   size_t worstStage = 0, slowestStage = 0;
 };
 

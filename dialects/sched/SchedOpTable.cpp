@@ -72,4 +72,8 @@ std::optional<MutableOperandRange> getAfterMutable(Operation *op) {
   return range;
 }
 
+bool isBetweenStages(Operation *op) {
+  return op && (isa<SendOp, RecvOp>(op) || isPipelineCollective(op));
+}
+
 } // namespace sched

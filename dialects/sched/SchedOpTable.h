@@ -97,6 +97,10 @@ inline bool isPipelineCollective(mlir::Operation *op) {
   return info && info->group == Group::Pipeline;
 }
 
+/// Whether `op` involves another pipeline stage: a sched.send, a sched.recv
+/// or a collective on the pipeline group (false for null).
+bool isBetweenStages(mlir::Operation *op);
+
 } // namespace sched
 
 #endif // PLAN_DIALECTS_SCHED_SCHEDOPTABLE_H

@@ -44,13 +44,8 @@ using namespace sched;
 
 namespace {
 
-/// Whether `op` is a send, a receive or a collective on the pipeline group.
-bool betweenStages(Operation *op) {
-  return op && (isa<SendOp, RecvOp>(op) || isPipelineCollective(op));
-}
-
 /// One stage's program as the play walks it: the ops that involve another
-/// stage (`betweenStages`) and the waits for them. Every other op completes
+/// stage (`isBetweenStages`) and the waits for them. Every other op completes
 /// on its own, so the play skips it.
 struct Stage {
   int64_t rank = 0;
@@ -312,8 +307,8 @@ struct SchedVerifyPipelinePass
       Stage s{static_cast<int64_t>(*stage), {}, 0};
       for (Operation &op : program.getBody().front()) {
         auto wait = dyn_cast<WaitOp>(op);
-        if (wait ? betweenStages(wait.getEvent().getDefiningOp())
-                 : betweenStages(&op))
+        if (wait ? isBetweenStages(wait.getEvent().getDefiningOp())
+                 : isBetweenStages(&op))
           s.ops.push_back(&op);
       }
       byPlan[program.getPlan()].push_back(std::move(s));

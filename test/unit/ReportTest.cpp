@@ -221,6 +221,94 @@ TEST(TimeModel, StreamsFollowIssueOrderAfterAndWaits) {
   EXPECT_EQ(report->comm.intraNodeBytes, 12000000u);
 }
 
+// Two pipeline stages on one node: stage 0 zeroes 4e6 B (5 us at 0.8 x
+// 1 TB/s) and sends its 32-element output; stage 1 receives it, then zeroes
+// as much.
+constexpr const char *kPipeline = R"mlir(
+#dev = #sched.space<device>
+shard.grid @mesh(shape = 2x1x1x1)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 2, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "test", memory = 1000000000, bf16_tflops = 100.0, fp16_tflops = 100.0, fp32_tflops = 10.0, hbm_bandwidth = 1.0e12, nvlink_bandwidth = 1.0e11, pcie_bandwidth = 1.0e10>, host_memory = 100000000000, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 1, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>, pipeline_schedule = gpipe> {
+  plan.unit @embed kind embedding stage 0 {
+  }
+  plan.unit @layers.0 kind llama_block stage 0 {
+  }
+  plan.unit @layers.1 kind llama_block stage 1 {
+  }
+  plan.unit @head kind llama_head stage 1 {
+  }
+}
+sched.program @p.stage0 for @p stage 0 micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 2, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "test", memory = 1000000000, bf16_tflops = 100.0, fp16_tflops = 100.0, fp32_tflops = 10.0, hbm_bandwidth = 1.0e12, nvlink_bandwidth = 1.0e11, pcie_bandwidth = 1.0e10>, host_memory = 100000000000, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 1, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>, pipeline_schedule = gpipe> {
+  %w = sched.alloc "w" role activations : memref<1000000xf32, #dev>
+  sched.zero %w : memref<1000000xf32, #dev>
+  sched.free %w : memref<1000000xf32, #dev>
+  %y = sched.alloc "y" role exchange : memref<32xf32, #dev>
+  %e = sched.send %y to next for @p::@layers.0 mb 0 : memref<32xf32, #dev>
+  sched.wait %e
+  sched.free %y : memref<32xf32, #dev>
+}
+sched.program @p.stage1 for @p stage 1 micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 2, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "test", memory = 1000000000, bf16_tflops = 100.0, fp16_tflops = 100.0, fp32_tflops = 10.0, hbm_bandwidth = 1.0e12, nvlink_bandwidth = 1.0e11, pcie_bandwidth = 1.0e10>, host_memory = 100000000000, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 1, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>, pipeline_schedule = gpipe> {
+  %x = sched.alloc "x" role exchange : memref<32xf32, #dev>
+  %e = sched.recv %x from prev for @p::@layers.0 mb 0 : memref<32xf32, #dev>
+  sched.wait %e
+  sched.free %x : memref<32xf32, #dev>
+  %w = sched.alloc "w" role activations : memref<1000000xf32, #dev>
+  sched.zero %w : memref<1000000xf32, #dev>
+  sched.free %w : memref<1000000xf32, #dev>
+}
+)mlir";
+
+TEST(TimeModel, PipelineStagesWaitForTheirNeighbours) {
+  PlanContext ir;
+  mlir::OwningOpRef<mlir::ModuleOp> module = ir.parse(kPipeline);
+  ASSERT_TRUE(module);
+  llvm::SmallVector<sched::ProgramOp> stages(
+      module->getOps<sched::ProgramOp>());
+  ASSERT_EQ(stages.size(), 2u);
+
+  // Each stage alone: stage 1's receive starts at once.
+  mlir::FailureOr<StepTime> alone = simulateStep(stages[1]);
+  ASSERT_TRUE(mlir::succeeded(alone));
+  double transfer = alone->stepSeconds - 5e-6; // one hop of 128 B
+  EXPECT_GT(transfer, 0);
+  EXPECT_EQ(alone->pipelineWaitSeconds, 0);
+
+  // Together: the transfer starts when stage 0 sends, after its zero (5
+  // us). Stage 0 waits for the transfer; stage 1 for the zero and the
+  // transfer, then zeroes.
+  mlir::FailureOr<std::vector<StepTime>> together = simulatePipeline(stages);
+  ASSERT_TRUE(mlir::succeeded(together));
+  const StepTime &first = (*together)[0], &second = (*together)[1];
+  EXPECT_NEAR(first.pipelineWaitSeconds, transfer, 1e-12);
+  EXPECT_NEAR(first.stepSeconds, 5e-6 + transfer, 1e-12);
+  EXPECT_NEAR(second.pipelineWaitSeconds, 5e-6 + transfer, 1e-12);
+  EXPECT_NEAR(second.stepSeconds, 10e-6 + transfer, 1e-12);
+  EXPECT_EQ(first.exposedCommSeconds, 0);
+  EXPECT_EQ(second.exposedCommSeconds, 0);
+  // The transfer is on both timelines, at the same time.
+  auto transferSlice = [](const StepTime &t) {
+    for (const TimelineSlice &slice : t.slices)
+      if (slice.stream == Stream::Comm)
+        return slice;
+    return TimelineSlice{};
+  };
+  EXPECT_EQ(transferSlice(first).name, "send y (next)");
+  EXPECT_EQ(transferSlice(second).name, "recv x (prev)");
+  EXPECT_NEAR(transferSlice(first).start, 5e-6, 1e-12);
+  EXPECT_NEAR(transferSlice(second).start, 5e-6, 1e-12);
+}
+
 TEST(MemoryReport, NeedsTheWorkspacePlan) {
   // A program that sched-plan-workspace did not run on is an error, not a
   // report that silently leaves the workspace out of the peak.
