@@ -1084,14 +1084,6 @@ void PlanChecker::checkPipeline() {
     note(d, "model", "the model is BERT here");
     return;
   }
-  if (plan.lora) {
-    auto d = error("parallel.pipeline",
-                   "LoRA with pipeline parallelism is not supported yet; use "
-                   "pipeline = 1 (a LoRA run's frozen base shards with "
-                   "full_shard)");
-    note(d, "model.lora", "the adapters are set here");
-    return;
-  }
   if (modelKnown && m.tieEmbeddings) {
     auto d = error("parallel.pipeline",
                    "pipeline parallelism with tied input and output "

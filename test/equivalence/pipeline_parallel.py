@@ -12,9 +12,10 @@ The cases are the issue's matrix (docs/language.md, "Pipeline parallelism"): pip
 wrapping from the last stage to the first); explicit stages; pipeline 2 x data
 parallel 2 with full_shard; 1f1b with activation checkpointing and no_shard over 2
 data-parallel ranks; and with tensor parallelism: pp 2 x tp 2, with sequence
-parallelism, interleaving and checkpointing, and dp 2 x pp 2 x tp 2 on 8 ranks. Tied
-embeddings, LoRA and BERT with a pipeline are refused by the compiler
-(test/frontend/diagnostics/pipeline.plan).
+parallelism, interleaving and checkpointing, and dp 2 x pp 2 x tp 2 on 8 ranks; and LoRA
+(adapters on every linear layer; QLoRA's NF4 base with dropout), each against the
+single-rank LoRA run. Tied embeddings and BERT with a pipeline are refused by the
+compiler (test/frontend/diagnostics/pipeline.plan).
 
 With --plan-checkpoint, checkpoints too (docs/checkpoints.md): a pipeline-2 x dp-2 run
 saves every 2 steps (each stage's ranks their own groups); resumed at step 2 with its
@@ -24,7 +25,9 @@ run's checkpoint resumed with the pipeline schedule (1 -> 2), each continues as 
 single-rank run does within FP32_RTOL, as does a pp 2 x tp 2 (SP) run's checkpoint
 resumed on one rank; and the HuggingFace export of the pipeline
 run's last checkpoint, trained one step from by the single-rank schedule (--init),
-gives the loss the single-rank run's export gives, within FP32_RTOL.
+gives the loss the single-rank run's export gives, within FP32_RTOL. A LoRA pp 2 run's
+checkpoint resumes bitwise and on one rank, and its export merged into the base trains
+as the single-rank LoRA run's does; both export PEFT adapter files.
 
 The script prints one line per case and ends with `N passed, N failed`.
 
@@ -32,13 +35,19 @@ usage: pipeline_parallel.py --planc PLANC --plan-run PLAN_RUN [--plan-checkpoint
            [--steps N] [--work DIR] [--only TEXT]
 """
 import os
+import subprocess
 import sys
 
 from plan_runs import (FP32_RTOL, GLOBAL_BATCH, check_checkpoint, common, compare,
                        compile_plan, exported_losses, main, train)
 
 MODEL = "llama8"
+LORA = "llama8-lora"
+QLORA = "llama8-qlora-dropout"
+ADAPTERS = ["model.lora.rank=4", "model.lora.alpha=8", "model.lora.targets=[all_linear]"]
 MODEL_SETS = {MODEL: ["model=llama_tiny", "model.layers=8"]}
+MODEL_SETS[LORA] = MODEL_SETS[MODEL] + ADAPTERS
+MODEL_SETS[QLORA] = MODEL_SETS[LORA] + ["model.lora.dropout=0.1", "model.base=nf4"]
 
 # name: (model, world size, data-parallel ranks, grad_accum, --set flags)
 CASES = [
@@ -63,6 +72,16 @@ CASES = [
     ("pp2 x tp2 sp interleaved(2) checkpointing", MODEL, 4, 1, 4,
      ["parallel.pipeline=2", "parallel.tensor=2", "parallel.sequence_parallel=true",
       "parallel.schedule=interleaved(2)", "train.activation_checkpointing=full"]),
+    # LoRA: each stage trains its units' adapters on its frozen base (an NF4
+    # one dequantized by the stage).
+    ("pp2 1f1b lora", LORA, 2, 1, 4, ["parallel.pipeline=2"]),
+    ("pp2 x dp2 full_shard lora interleaved(2)", LORA, 4, 2, 2,
+     ["parallel.pipeline=2", "parallel.sharding=full_shard",
+      "parallel.schedule=interleaved(2)"]),
+    ("pp2 qlora dropout 1f1b checkpointing", QLORA, 2, 1, 4,
+     ["parallel.pipeline=2", "train.activation_checkpointing=full"]),
+    ("pp2 x dp2 full_shard qlora dropout gpipe", QLORA, 4, 2, 2,
+     ["parallel.pipeline=2", "parallel.sharding=full_shard", "parallel.schedule=gpipe"]),
     ("dp2 x pp2 x tp2 full_shard 1f1b", MODEL, 8, 2, 2,
      ["parallel.pipeline=2", "parallel.tensor=2", "parallel.sharding=full_shard"]),
 ]
@@ -119,6 +138,58 @@ def checkpoint_cases(args):
                              ref_run)
     yield ("HF export of the pp2 run vs of the single-rank run (one step from each)",
            compare(losses[0], losses[1]), FP32_RTOL)
+    yield from lora_checkpoint_cases(args, ref_sched, ref_run)
+
+
+def lora_checkpoint_cases(args, plain_ref_sched, plain_ref_run):
+    """A LoRA pipeline run's checkpoints: each stage saves its units' adapters
+    and names the base; resumed with its own schedule (bitwise) and on one
+    rank (pp 2 -> 1); exported merged into the base, and as PEFT adapter
+    files, from the pipeline's checkpoint as from the single rank's."""
+    pp_sets = flags(LORA, 4, GLOBAL_BATCH // 4) + [
+        "cluster.gpus_per_node=2", "parallel.pipeline=2"]
+    ref_sets = flags(LORA, 1, GLOBAL_BATCH) + [
+        "cluster.gpus_per_node=1", "parallel.sharding=no_shard"]
+    pp_sched = compile_plan(args, pp_sets, "ckpt-lora-pp")
+    ref_sched = compile_plan(args, ref_sets, "ckpt-lora-ref")
+    pp_dir = os.path.join(args.work, "ckpt-lora-pp")
+    ref_dir = os.path.join(args.work, "ckpt-lora-ref")
+    every = ["--checkpoint-every", "2"]
+    pp_run = train(args, pp_sched, 2, "ckpt-lora-pp-run", ["--checkpoint-dir", pp_dir] + every)
+    ref_run = train(args, ref_sched, 1, "ckpt-lora-ref-run",
+                    ["--checkpoint-dir", ref_dir] + every)
+    yield ("LoRA pp2 checkpointing run vs single rank", compare(pp_run, ref_run), FP32_RTOL)
+    step2 = os.path.join(pp_dir, "step-00000002")
+    resumed = train(args, pp_sched, 2, "ckpt-lora-pp-resumed", ["--resume", step2])
+    yield ("LoRA pp2 resumed at step 2 vs its run (bitwise)", compare(resumed, pp_run), 0.0)
+    to_one = train(args, ref_sched, 1, "ckpt-lora-pp-to-1", ["--resume", step2])
+    yield ("LoRA pp2 checkpoint resumed on 1 rank (pp 2 -> 1)", compare(to_one, ref_run),
+           FP32_RTOL)
+    # Merged into the base, a plain model: one step of the plain single-rank
+    # schedule from each export.
+    merged = []
+    for tag, root in (("pp", pp_dir), ("ref", ref_dir)):
+        last = os.path.join(root, f"step-{args.steps:08d}")
+        out = os.path.join(args.work, f"lora-merged-{tag}")
+        export(args, last, out, "--merged")
+        merged.append(train(args, plain_ref_sched, 1, f"lora-merged-{tag}-init",
+                            ["--init", out], steps=1))
+        adapter = os.path.join(args.work, f"lora-adapter-{tag}")
+        export(args, last, adapter, "--adapter")
+        for name in ("adapter_config.json", "adapter_model.safetensors"):
+            if not os.path.exists(os.path.join(adapter, name)):
+                raise RuntimeError(f"export --adapter of {last} wrote no {name}")
+    if abs(merged[0][0]["loss"] - plain_ref_run[0]["loss"]) <= 1e-3 * plain_ref_run[0]["loss"]:
+        raise RuntimeError("the merged export trains as the seed does: it lost the adapters")
+    yield ("LoRA export merged of the pp2 run vs of the single-rank run (one step from each)",
+           compare(merged[0], merged[1]), FP32_RTOL)
+
+
+def export(args, checkpoint, out, *flags):
+    cmd = [args.plan_checkpoint, "export", checkpoint, "-o", out, *flags]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"export failed: {' '.join(cmd)}\n{p.stdout}{p.stderr}")
 
 
 if __name__ == "__main__":
