@@ -35,11 +35,10 @@ usage: pipeline_parallel.py --planc PLANC --plan-run PLAN_RUN [--plan-checkpoint
            [--steps N] [--work DIR] [--only TEXT]
 """
 import os
-import subprocess
 import sys
 
 from plan_runs import (FP32_RTOL, GLOBAL_BATCH, check_checkpoint, common, compare,
-                       compile_plan, exported_losses, main, train)
+                       compile_plan, export, exported_losses, main, train)
 
 MODEL = "llama8"
 LORA = "llama8-lora"
@@ -183,13 +182,6 @@ def lora_checkpoint_cases(args, plain_ref_sched, plain_ref_run):
         raise RuntimeError("the merged export trains as the seed does: it lost the adapters")
     yield ("LoRA export merged of the pp2 run vs of the single-rank run (one step from each)",
            compare(merged[0], merged[1]), FP32_RTOL)
-
-
-def export(args, checkpoint, out, *flags):
-    cmd = [args.plan_checkpoint, "export", checkpoint, "-o", out, *flags]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"export failed: {' '.join(cmd)}\n{p.stdout}{p.stderr}")
 
 
 if __name__ == "__main__":

@@ -84,6 +84,14 @@ def check_checkpoint(args, directory, mesh):
             raise RuntimeError(f"plan-checkpoint info does not show mesh {mesh}:\n{p.stdout}")
 
 
+def export(args, checkpoint, out, *flags):
+    """plan-checkpoint export of `checkpoint` into `out` (with `flags`)."""
+    cmd = [args.plan_checkpoint, "export", checkpoint, "-o", out, *flags]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"export failed: {' '.join(cmd)}\n{p.stdout}{p.stderr}")
+
+
 def exported_losses(args, roots, ref_sched, ref_run):
     """For each (tag, checkpoint root): its last checkpoint exported to
     HuggingFace safetensors, and one step of the single-rank schedule from it
@@ -92,11 +100,7 @@ def exported_losses(args, roots, ref_sched, ref_run):
     losses = []
     for tag, root in roots:
         out = os.path.join(args.work, f"hf-{tag}")
-        cmd = [args.plan_checkpoint, "export", os.path.join(root, f"step-{args.steps:08d}"),
-               "-o", out]
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise RuntimeError(f"export failed: {' '.join(cmd)}\n{p.stdout}{p.stderr}")
+        export(args, os.path.join(root, f"step-{args.steps:08d}"), out)
         losses.append(train(args, ref_sched, 1, f"hf-{tag}-init", ["--init", out], steps=1))
         # Trained weights, not the seed's: a step from them is another loss.
         if abs(losses[-1][0]["loss"] - ref_run[0]["loss"]) <= 1e-3 * abs(ref_run[0]["loss"]):
