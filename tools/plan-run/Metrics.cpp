@@ -30,6 +30,10 @@ std::string metricsJson(const StepMetrics &m) {
     json["loss_scale"] = *m.lossScale;
     json["skipped"] = m.skipped;
   }
+  if (!m.stagePeakBytes.empty()) {
+    json["stage_peak_bytes"] = m.stagePeakBytes;
+    json["stage_planned_bytes"] = m.stagePlannedBytes;
+  }
   return json.dump();
 }
 

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace plan::run {
 
@@ -29,6 +30,9 @@ struct StepMetrics {
   int64_t plannedBytes = 0;        // rank 0: arenas + workspace; 0: unknown
   std::optional<double> lossScale; // fp16 only, with `skipped`
   bool skipped = false;
+  /// With a pipeline: the same two for the first rank of each stage, in
+  /// stage order (stage 0's is rank 0's); empty without one.
+  std::vector<int64_t> stagePeakBytes, stagePlannedBytes;
 
   double tokensPerSecond() const {
     return stepTimeS > 0 ? static_cast<double>(tokens) / stepTimeS : 0;

@@ -254,6 +254,41 @@ std::unique_ptr<rt::DeviceBackend> selectBackend(const RunOptions &options,
   return rt::DeviceBackend::createCuda(rank.localRank);
 }
 
+/// With a pipeline (--metrics): the first rank of each stage hands its step's
+/// measured peak and its plan to rank 0 through the rendezvous store, and
+/// rank 0 adds every stage's to `metrics` (`stage_peak_bytes`). Other ranks
+/// do nothing.
+void gatherStagePeaks(c10d::Store &store, const rt::Schedule &schedule,
+                      const RankInfo &rank, StepMetrics &metrics) {
+  const int64_t perStage = schedule.worldSize() / schedule.pipeline;
+  if (rank.rank % perStage != 0)
+    return;
+  const int64_t stage = rank.rank / perStage;
+  auto key = [&](int64_t s) {
+    return "plan-run/peak/" + std::to_string(metrics.step) + "/" +
+           std::to_string(s);
+  };
+  if (stage > 0) {
+    std::string text = std::to_string(metrics.peakBytes) + " " +
+                       std::to_string(metrics.plannedBytes);
+    store.set(key(stage), std::vector<uint8_t>(text.begin(), text.end()));
+    return;
+  }
+  metrics.stagePeakBytes = {metrics.peakBytes};
+  metrics.stagePlannedBytes = {metrics.plannedBytes};
+  for (int64_t s = 1; s < schedule.pipeline; ++s) {
+    std::vector<uint8_t> value = store.get(key(s));
+    store.deleteKey(key(s));
+    long long peak = 0, planned = 0;
+    std::string text(value.begin(), value.end());
+    if (std::sscanf(text.c_str(), "%lld %lld", &peak, &planned) != 2)
+      throw std::runtime_error("stage " + std::to_string(s) +
+                               " reported its peak as '" + text + "'");
+    metrics.stagePeakBytes.push_back(peak);
+    metrics.stagePlannedBytes.push_back(planned);
+  }
+}
+
 std::unique_ptr<rt::Comm> createComm(c10::intrusive_ptr<c10d::Store> store,
                                      const RankInfo &rank,
                                      const Schedule &schedule,
@@ -558,6 +593,8 @@ int runRank(const RunOptions &options, const RankInfo &rank,
       last.stepTimeS = stepTime;
       last.peakBytes = result.peakBytes;
       last.plannedBytes = result.plannedBytes;
+      if (!options.metrics.empty() && schedule->pipeline > 1)
+        gatherStagePeaks(*store, schedule, rank, last);
       if (fp16) {
         last.lossScale = result.lossScale;
         last.skipped = result.skipped;
