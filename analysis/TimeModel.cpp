@@ -7,6 +7,12 @@
 // `sched.wait` holds the compute stream until its event fires. The time the
 // compute stream spends held is the exposed communication (or copy) time.
 //
+// A pipeline's stage programs are played together (simulatePipeline): each
+// stage runs as far as it can, and stops at a wait for a transfer between
+// stages that has not started; a transfer starts once every side of it has
+// issued it (PipelinePlay), which lets the stages stopped on it go on. What
+// a stage spends held by such waits is its share of the bubble.
+//
 //===----------------------------------------------------------------------===//
 
 #include "analysis/TimeModel.h"

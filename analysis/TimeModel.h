@@ -6,7 +6,8 @@
 // bandwidths, ordered as the schedule orders it (issue order, `after`
 // events, `sched.wait`). The result is the predicted step time, how much of
 // the communication the compute stream waits for, and the timeline itself
-// (`planc --trace`).
+// (`planc --trace`). A pipeline's stages are played together, each waiting
+// for its neighbours' transfers (simulatePipeline).
 //
 //===----------------------------------------------------------------------===//
 

@@ -905,8 +905,8 @@ void plan::writeChromeTrace(const ScheduleReport &r, llvm::raw_ostream &os) {
     emit(0, r.planName + " rank 0", r.time, r.memory);
   for (const StageReport &stage : r.stages)
     emit(static_cast<int>(stage.stage),
-         r.planName + " stage " + std::to_string(stage.stage),
-         stage.time, stage.memory);
+         r.planName + " stage " + std::to_string(stage.stage), stage.time,
+         stage.memory);
   os << llvm::formatv("{0:2}\n", llvm::json::Value(llvm::json::Object{
                                      {"traceEvents", std::move(events)},
                                      {"displayTimeUnit", "ms"}}));
