@@ -49,13 +49,13 @@ plan::chooseGradDtype(PlanSpec &spec, DiagEmitter &diag,
                                 [](Diagnostic &) { return success(); });
   std::optional<LoweredPlan> fp32, working;
   DType given = spec.train.gradDtype;
+  const AnalysisOptions probe{/*time=*/false, /*timeline=*/false};
   std::optional<GradLayoutChoice> choice = chooseGradDtype(
       spec, [&](const PlanSpec &layout) -> std::optional<uint64_t> {
         std::optional<LoweredPlan> &lowered =
             layout.train.gradDtype == DType::F32 ? fp32 : working;
         // The peak decides: the step is simulated for the winner only.
-        lowered = lowerPlan(layout, diag, /*verifyEachPass=*/false,
-                            {/*time=*/false, /*timeline=*/false});
+        lowered = lowerPlan(layout, diag, /*verifyEachPass=*/false, probe);
         if (!lowered)
           return std::nullopt;
         return lowered->report.memory.devicePeakBytes();
@@ -64,12 +64,16 @@ plan::chooseGradDtype(PlanSpec &spec, DiagEmitter &diag,
     return std::nullopt;
   std::optional<LoweredPlan> &winner =
       choice->chosen == DType::F32 ? fp32 : working;
-  FailureOr<ScheduleReport> report = analyzeSchedule(*winner->module, analysis);
-  if (failed(report)) {
-    spec.train.gradDtype = given;
-    return std::nullopt;
+  // The probe's report is the whole of one without the time.
+  if (analysis.time) {
+    FailureOr<ScheduleReport> report =
+        analyzeSchedule(*winner->module, analysis);
+    if (failed(report)) {
+      spec.train.gradDtype = given;
+      return std::nullopt;
+    }
+    winner->report = std::move(*report);
   }
-  winner->report = std::move(*report);
   chosen = std::move(winner);
   return choice;
 }

@@ -270,7 +270,7 @@ reportWithOverrides(llvm::SourceMgr &sourceMgr, unsigned bufferId,
       sourceMgr, bufferId, sets, plan::defaultPlanName(inputFilename), diag);
   if (!spec)
     return std::nullopt;
-  // A probe: the lowering a tool reports on verifies each pass.
+  // A probe: like planc's own lowering, without the verifier between passes.
   std::optional<plan::LoweredPlan> lowered;
   plan::AnalysisOptions analysis{/*time=*/true, /*timeline=*/false};
   (void)plan::chooseGradDtype(*spec, diag, lowered, analysis);
