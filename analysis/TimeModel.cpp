@@ -3,7 +3,9 @@
 // docs/report.md ("Time"). Rank 0's program is played once, in program
 // order: a synchronous op starts when the compute stream is free; an
 // asynchronous op is issued when the compute stream reaches it and starts
-// once its stream is free and every event in its `after` list has fired;
+// once its stream is free and every event in its `after` list has fired (a
+// collective's stream is the link its group lies on: the node's, or the
+// network between nodes);
 // `sched.wait` holds the compute stream until its event fires. The time the
 // compute stream spends held is the exposed communication (or copy) time.
 //
@@ -41,6 +43,8 @@ llvm::StringRef plan::streamName(Stream stream) {
     return "h2d";
   case Stream::DeviceToHost:
     return "d2h";
+  case Stream::Network:
+    return "net";
   }
   return "";
 }
@@ -213,6 +217,14 @@ private:
   LogicalResult wait(sched::WaitOp wait);
   LogicalResult collective(Operation *op, CollectiveKind kind, Value full,
                            sched::Group group, ValueRange after);
+  /// The stream of the link `group` lies on.
+  Stream linkOf(sched::Group group) const {
+    return groups[static_cast<int>(group)].intraNode ? Stream::Comm
+                                                     : Stream::Network;
+  }
+  /// Issues a collective of `group` on its link's stream.
+  LogicalResult onLink(Operation *op, sched::Group group, SliceName name,
+                       double seconds, ValueRange after);
   /// A send or receive: one hop to the neighbouring stage on the pipeline
   /// group's links.
   LogicalResult pointToPoint(Operation *op, StringRef what, Value buffer,
@@ -262,10 +274,11 @@ private:
     Stream stream;
     std::string name;
   };
-  /// The communication stream's collectives, in issue order: when each runs
-  /// and on which group (what a wait on that stream waits for).
+  /// The collectives, in issue order: when each runs, on which link and
+  /// for which group (what a wait on that link waits for).
   struct CommInterval {
     double start, end;
+    Stream stream;
     sched::Group group;
   };
   std::vector<CommInterval> commIntervals;
@@ -446,12 +459,14 @@ LogicalResult StepSimulation::wait(sched::WaitOp wait) {
     now = event.end;
     return success();
   }
-  (event.stream == Stream::Comm ? time.exposedCommSeconds
-                                : time.exposedCopySeconds) += stall;
-  // The stall is the collectives the stream runs meanwhile, each group's
-  // share its own (latest first: the stream runs them in issue order).
-  if (event.stream == Stream::Comm)
+  bool comm = isCommStream(event.stream);
+  (comm ? time.exposedCommSeconds : time.exposedCopySeconds) += stall;
+  // The stall is the collectives its link runs meanwhile, each group's
+  // share its own (latest first: a link runs them in issue order).
+  if (comm)
     for (const CommInterval &c : llvm::reverse(commIntervals)) {
+      if (c.stream != event.stream)
+        continue;
       if (c.end <= now)
         break;
       double overlap = std::min(c.end, event.end) - std::max(c.start, now);
@@ -532,10 +547,17 @@ LogicalResult StepSimulation::collective(Operation *op, CollectiveKind kind,
   time.groupBusySeconds[static_cast<int>(group)] += seconds;
   if (group == sched::Group::Pipeline)
     return acrossStages(op, name, seconds, after);
-  if (failed(issue(op, Stream::Comm, name, seconds, after)))
+  return onLink(op, group, name, seconds, after);
+}
+
+LogicalResult StepSimulation::onLink(Operation *op, sched::Group group,
+                                     SliceName name, double seconds,
+                                     ValueRange after) {
+  Stream stream = linkOf(group);
+  if (failed(issue(op, stream, name, seconds, after)))
     return failure();
   double end = events[op->getResult(0)].end;
-  commIntervals.push_back({end - seconds, end, group});
+  commIntervals.push_back({end - seconds, end, stream, group});
   return success();
 }
 
@@ -559,13 +581,8 @@ LogicalResult StepSimulation::pointToPoint(Operation *op, StringRef what,
 
 LogicalResult StepSimulation::acrossStages(Operation *op, SliceName name,
                                            double seconds, ValueRange after) {
-  if (!play) {
-    if (failed(issue(op, Stream::Comm, name, seconds, after)))
-      return failure();
-    double end = events[op->getResult(0)].end;
-    commIntervals.push_back({end - seconds, end, sched::Group::Pipeline});
-    return success();
-  }
+  if (!play)
+    return onLink(op, sched::Group::Pipeline, name, seconds, after);
   double ready = now;
   for (Value event : after) {
     auto it = events.find(event);
@@ -574,16 +591,17 @@ LogicalResult StepSimulation::acrossStages(Operation *op, SliceName name,
                            "fires an event it follows");
     ready = std::max(ready, it->second.end);
   }
-  time.busySeconds[static_cast<int>(Stream::Comm)] += seconds;
+  time.busySeconds[static_cast<int>(linkOf(sched::Group::Pipeline))] += seconds;
   play->issued(stage, op, ready, seconds, timeline ? name() : std::string());
   return success();
 }
 
 void StepSimulation::transferred(Operation *op, double start, double end,
                                  std::string name) {
+  Stream stream = linkOf(sched::Group::Pipeline);
   if (timeline && end > start)
-    time.slices.push_back({name, Stream::Comm, start, end - start});
-  events[op->getResult(0)] = {end, Stream::Comm, std::move(name)};
+    time.slices.push_back({name, stream, start, end - start});
+  events[op->getResult(0)] = {end, stream, std::move(name)};
   lastTransferEnd = std::max(lastTransferEnd, end);
 }
 

@@ -1,8 +1,9 @@
 //===- TimeModel.h - Predicted step time of a schedule ----------*- C++ -*-===//
 //
 // The time half of `planc --report` (docs/report.md, "Time"): rank 0's
-// schedule played on four streams (compute, communication, host-to-device,
-// device-to-host) with a cost per op from the cluster's peak compute and
+// schedule played on five streams (compute, communication inside the node
+// and between nodes, host-to-device, device-to-host) with a cost per op from
+// the cluster's peak compute and
 // bandwidths, ordered as the schedule orders it (issue order, `after`
 // events, `sched.wait`). The result is the predicted step time, how much of
 // the communication the compute stream waits for, and the timeline itself
@@ -29,11 +30,22 @@
 
 namespace plan {
 
-enum class Stream { Compute, Comm, HostToDevice, DeviceToHost };
-constexpr int kNumStreams = 4;
+/// Where an op runs. Collectives run on the link their group lies on
+/// (CommModel's placement): `Comm` the node's (NVLink, or PCIe), `Network`
+/// the NICs between nodes. As the runtime gives each process group a
+/// communication stream of its own, a group inside a node (tensor
+/// parallelism's) and one across nodes (FSDP's) run at the same time; two
+/// groups on the same link share it, which the model plays as one queue.
+enum class Stream { Compute, Comm, HostToDevice, DeviceToHost, Network };
+constexpr int kNumStreams = 5;
 
-/// "compute", "comm", "h2d", "d2h".
+/// "compute", "comm", "h2d", "d2h", "net".
 llvm::StringRef streamName(Stream stream);
+
+/// Whether `stream` carries collectives (Comm or Network).
+inline bool isCommStream(Stream stream) {
+  return stream == Stream::Comm || stream == Stream::Network;
+}
 
 /// Bytes/s one CPU core streams through host memory. A GPU rank's host work
 /// (element-wise ops and optimizer steps on offloaded state) gets its share
@@ -95,6 +107,11 @@ struct StepTime {
   double stepSeconds = 0;
   /// Seconds each stream is busy (index: Stream).
   std::array<double, kNumStreams> busySeconds{};
+  /// Seconds the collectives take, on both links.
+  double commBusySeconds() const {
+    return busySeconds[static_cast<int>(Stream::Comm)] +
+           busySeconds[static_cast<int>(Stream::Network)];
+  }
   /// Compute-stream time of forward, backward and recompute.
   double computeSeconds = 0;
   /// Compute-stream time of optimizer steps and element-wise ops.
@@ -106,9 +123,9 @@ struct StepTime {
   /// time spent waiting for the neighbouring stages' sends, receives and
   /// pipeline collectives: the bubble, and the transfers it does not hide.
   double pipelineWaitSeconds = 0;
-  /// The communication stream's busy seconds per group (index:
-  /// sched::Group), and the compute stream's waits for them: a wait counts
-  /// for the groups of the collectives the stream runs while it waits.
+  /// The collectives' busy seconds per group (index: sched::Group), and the
+  /// compute stream's waits for them: a wait counts for the groups of the
+  /// collectives its link runs while it waits.
   std::array<double, kNumGroups> groupBusySeconds{};
   std::array<double, kNumGroups> groupExposedSeconds{};
   /// Per rank per step: model FLOPs (each forward's and backward's once, no
@@ -143,7 +160,7 @@ mlir::FailureOr<StepTime> simulateStep(sched::ProgramOp program,
 /// k-th collective on the pipeline group of every stage, start once every
 /// side has issued it and it is ready, so that a stage waits for its
 /// neighbours where it would (`StepTime::pipelineWaitSeconds`). Transfers
-/// between stages occupy neither stage's communication stream. One
+/// between stages occupy neither stage's link (no queue). One
 /// StepTime per stage; fails as simulateStep does, or when the stages
 /// stall (a pipeline sched-verify-pipeline rejects).
 mlir::FailureOr<std::vector<StepTime>>

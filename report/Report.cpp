@@ -629,7 +629,7 @@ void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
                       time.peakFlops / 1e12,
                       formatSeconds(time.memoryBoundSeconds));
   os << llvm::formatv("  communication   {0} busy, {1} exposed\n",
-                      formatSeconds(busy(Stream::Comm)),
+                      formatSeconds(time.commBusySeconds()),
                       formatSeconds(time.exposedCommSeconds));
   // Per group, where more than one communicates: which traffic the step
   // waits for.
@@ -806,7 +806,7 @@ llvm::json::Value plan::reportToJson(const ScheduleReport &r,
        llvm::json::Object{{"step_s", time.stepSeconds},
                           {"compute_s", time.computeSeconds},
                           {"memory_bound_s", time.memoryBoundSeconds},
-                          {"comm_busy_s", busy(Stream::Comm)},
+                          {"comm_busy_s", time.commBusySeconds()},
                           {"exposed_comm_s", time.exposedCommSeconds},
                           {"comm_by_group", std::move(commByGroup)},
                           {"h2d_busy_s", busy(Stream::HostToDevice)},

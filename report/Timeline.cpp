@@ -78,6 +78,8 @@ const char *fillOf(Stream stream) {
     return "#59a14f";
   case Stream::DeviceToHost:
     return "#76b7b2";
+  case Stream::Network:
+    return "#b07aa1";
   }
   return "#999999";
 }
@@ -87,11 +89,13 @@ const char *laneTitle(Stream stream) {
   case Stream::Compute:
     return "compute";
   case Stream::Comm:
-    return "communication";
+    return "in-node comm";
   case Stream::HostToDevice:
     return "host \u2192 device";
   case Stream::DeviceToHost:
     return "device \u2192 host";
+  case Stream::Network:
+    return "network comm";
   }
   return "?";
 }
@@ -114,7 +118,8 @@ void plan::writeTimelineSvg(const ScheduleReport &r, llvm::raw_ostream &os) {
 
   // The compute lane always; the others where an op runs on them.
   std::vector<Stream> lanes = {Stream::Compute};
-  for (Stream s : {Stream::Comm, Stream::HostToDevice, Stream::DeviceToHost})
+  for (Stream s : {Stream::Comm, Stream::Network, Stream::HostToDevice,
+                   Stream::DeviceToHost})
     if (std::any_of(time.slices.begin(), time.slices.end(),
                     [&](const TimelineSlice &t) { return t.stream == s; }))
       lanes.push_back(s);
@@ -148,7 +153,7 @@ void plan::writeTimelineSvg(const ScheduleReport &r, llvm::raw_ostream &os) {
       "MFU {6:F1}%</text>\n",
       kLeft, escape(formatSeconds(time.stepSeconds)),
       escape(formatSeconds(time.computeSeconds + time.memoryBoundSeconds)),
-      escape(formatSeconds(time.busySeconds[static_cast<int>(Stream::Comm)])),
+      escape(formatSeconds(time.commBusySeconds())),
       escape(formatSeconds(time.exposedCommSeconds)),
       escape(formatSeconds(time.exposedCopySeconds)), time.mfu * 100);
 

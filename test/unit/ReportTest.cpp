@@ -309,6 +309,75 @@ TEST(TimeModel, PipelineStagesWaitForTheirNeighbours) {
   EXPECT_NEAR(transferSlice(second).start, 5e-6, 1e-12);
 }
 
+// Two nodes of 2 ranks, mesh shard 2 x tensor 2: the tensor group is rank
+// 0's node (NVLink 100 GB/s), the shard group crosses nodes. A big shard
+// gather is issued first, then a tensor gather the compute stream waits for
+// at once.
+constexpr const char *kTwoLinks = R"mlir(
+#dev = #sched.space<device>
+shard.grid @mesh(shape = 1x1x2x2)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 2, device = <name = "test", memory = 1000000000, bf16_tflops = 100.0, fp16_tflops = 100.0, fp32_tflops = 10.0, hbm_bandwidth = 1.0e12, nvlink_bandwidth = 1.0e11, pcie_bandwidth = 1.0e10>, host_memory = 100000000000, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = adamw, lr = 0.001>, micro_batch = 1, seq_len = 128, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
+}
+sched.program @p.step for @p micro_batches 1
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 512, hidden = 64, intermediate = 176, layers = 2, heads = 4, kv_heads = 2, max_seq_len = 256>
+    cluster #plan.cluster<nodes = 2, gpus_per_node = 2, device = <name = "test", memory = 1000000000, bf16_tflops = 100.0, fp16_tflops = 100.0, fp32_tflops = 10.0, hbm_bandwidth = 1.0e12, nvlink_bandwidth = 1.0e11, pcie_bandwidth = 1.0e10>, host_memory = 100000000000, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = adamw, lr = 0.001>, micro_batch = 1, seq_len = 128, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
+  %s = sched.alloc "w.shard" role param : memref<1000000xbf16, #dev>
+  %g = sched.alloc "w.gathered" role gathered : memref<2000000xbf16, #dev>
+  %e = sched.all_gather %s into %g group shard : memref<1000000xbf16, #dev>, memref<2000000xbf16, #dev>
+  %x = sched.alloc "x" role activations : memref<1000xbf16, #dev>
+  %y = sched.alloc "y" role activations : memref<2000xbf16, #dev>
+  %e2 = sched.all_gather %x into %y group tensor : memref<1000xbf16, #dev>, memref<2000xbf16, #dev>
+  sched.wait %e2
+  sched.wait %e
+  sched.free %y : memref<2000xbf16, #dev>
+  sched.free %x : memref<1000xbf16, #dev>
+  sched.free %g : memref<2000000xbf16, #dev>
+  sched.free %s : memref<1000000xbf16, #dev>
+}
+)mlir";
+
+TEST(TimeModel, GroupsOnDifferentLinksRunTogether) {
+  PlanContext ir;
+  mlir::OwningOpRef<mlir::ModuleOp> module = ir.parse(kTwoLinks);
+  ASSERT_TRUE(module);
+  auto program = *module->getOps<sched::ProgramOp>().begin();
+  mlir::FailureOr<StepTime> time = simulateStep(program);
+  ASSERT_TRUE(mlir::succeeded(time));
+
+  // Each gather starts when issued, on its own link: the tensor group's does
+  // not queue behind the shard group's, as it would on one stream.
+  ASSERT_EQ(time->slices.size(), 4u);
+  const TimelineSlice &shard = time->slices[0], &tensor = time->slices[1];
+  EXPECT_EQ(shard.name, "all_gather w.gathered (shard)");
+  EXPECT_EQ(shard.stream, Stream::Network);
+  EXPECT_EQ(tensor.name, "all_gather y (tensor)");
+  EXPECT_EQ(tensor.stream, Stream::Comm);
+  EXPECT_EQ(shard.start, 0);
+  EXPECT_EQ(tensor.start, 0);
+  // One ring step of 5 us and 2,000 B sent at 0.8 x 100 GB/s.
+  EXPECT_NEAR(tensor.duration, 5e-6 + 2000 / 80e9, 1e-12);
+  EXPECT_GT(shard.duration, tensor.duration);
+
+  // The compute stream waits for the tensor gather, then for the rest of
+  // the shard gather: each wait is its own group's.
+  EXPECT_NEAR(time->exposedCommSeconds, shard.duration, 1e-12);
+  int tensorGroup = static_cast<int>(sched::Group::Tensor);
+  int shardGroup = static_cast<int>(sched::Group::Shard);
+  EXPECT_NEAR(time->groupExposedSeconds[tensorGroup], tensor.duration, 1e-12);
+  EXPECT_NEAR(time->groupExposedSeconds[shardGroup],
+              shard.duration - tensor.duration, 1e-12);
+  EXPECT_NEAR(time->busySeconds[static_cast<int>(Stream::Network)],
+              shard.duration, 1e-12);
+  EXPECT_NEAR(time->commBusySeconds(), shard.duration + tensor.duration, 1e-12);
+  EXPECT_NEAR(time->stepSeconds, shard.duration, 1e-12);
+}
+
 TEST(MemoryReport, NeedsTheWorkspacePlan) {
   // A program that sched-plan-workspace did not run on is an error, not a
   // report that silently leaves the workspace out of the peak.

@@ -13,7 +13,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 NS = {"s": "http://www.w3.org/2000/svg"}
-STREAMS = ["compute", "comm", "h2d", "d2h"]
+STREAMS = ["compute", "comm", "h2d", "d2h", "net"]
 
 svg = ET.parse(sys.argv[1]).getroot()
 trace = json.load(open(sys.argv[2]))["traceEvents"]
