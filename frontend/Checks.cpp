@@ -1076,15 +1076,7 @@ void PlanChecker::checkPipeline() {
   const ModelSpec &m = plan.model;
   const TrainSpec &t = plan.train;
   bool modelKnown = reads({"model"});
-  if (modelKnown && m.family == ModelFamily::Bert) {
-    auto d = error("parallel.pipeline",
-                   "pipeline parallelism divides Llama and GPT-2 models; "
-                   "BERT is not divided yet: use pipeline = 1 and data "
-                   "parallelism (BERT-large's 340M parameters fit one GPU)");
-    note(d, "model", "the model is BERT here");
-    return;
-  }
-  if (modelKnown && m.tieEmbeddings) {
+  if (modelKnown && m.headTiesEmbedding()) {
     auto d = error("parallel.pipeline",
                    "pipeline parallelism with tied input and output "
                    "embeddings is not supported yet: the embedding on the "
@@ -1092,9 +1084,13 @@ void PlanChecker::checkPipeline() {
                    "weight, whose gradients the two stages must add (an "
                    "all-reduce over the pipeline's ends, Megatron's "
                    "embedding group), which no pass inserts yet; use "
-                   "pipeline = 1, or a Llama model with tie_embeddings = "
-                   "false (GPT-2 always ties)");
-    note(d, "model", "the model ties its embeddings here");
+                   "pipeline = 1, a Llama model with tie_embeddings = "
+                   "false (GPT-2 always ties), or BERT with head = "
+                   "sequence_classification");
+    note(d, "model",
+         m.family == ModelFamily::Bert
+             ? "the masked-LM head's decoder is the word embedding here"
+             : "the model ties its embeddings here");
     return;
   }
 

@@ -111,6 +111,11 @@ CASES = [
     ("llama_tiny fp32 LoRA pipeline 2 1f1b", 2,
      ["model=llama_tiny", "model.layers=4", "train.grad_accum=4",
       "parallel.pipeline=2", "parallel.sharding=no_shard"] + LORA + TINY),
+    # BERT's classifier: a label per sequence, the embeddings on stage 0.
+    ("bert classification fp32 pipeline 2 1f1b", 2,
+     BERT_TINY + TINY + ["model.head=sequence_classification", "model.num_labels=3",
+                         "train.grad_accum=4", "parallel.pipeline=2",
+                         "parallel.sharding=no_shard"]),
     ("bench model fp32 (runtime_bench)", 1, MODEL_SETS),
     ("bench model bf16 vocab 32768", 1,
      MODEL_SETS + ["train.precision=bf16_mixed", "model.vocab=32768"]),

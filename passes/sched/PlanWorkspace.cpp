@@ -76,11 +76,19 @@ public:
   }
 
   LogicalResult run() {
-    // Alive over the whole step: each micro-batch's token ids and targets
-    // (int64), set before the program runs; Llama's rope tables (cos and
-    // sin, seq_len x head_dim in the working type), cached by the model; on
-    // a GPU, cuBLAS's workspaces.
-    int64_t resident = program.getMicroBatches() * 2 * tokens * 8;
+    // Alive over the whole step: each micro-batch's token ids (int64) and
+    // targets (runtime/data/Data.cpp: a token's int64 target, or under a
+    // sequence-classification head a sequence's label, int64, or fp32 for a
+    // regression's single label), set before the program runs; Llama's rope
+    // tables (cos and sin, seq_len x head_dim in the working type), cached
+    // by the model; on a GPU, cuBLAS's workspaces.
+    bool sequenceLabels =
+        model.getFamily() == plan::ModelFamily::Bert &&
+        model.getBertHead() == plan::BertHead::SequenceClassification;
+    int64_t targetBytes =
+        sequenceLabels ? shape.microBatch * (model.getNumLabels() == 1 ? 4 : 8)
+                       : tokens * 8;
+    int64_t resident = program.getMicroBatches() * (tokens * 8 + targetBytes);
     if (model.getFamily() == plan::ModelFamily::Llama)
       resident += 2 * shape.seqLen * (model.getHidden() / model.getHeads()) *
                   shape.workingBytes;

@@ -14,8 +14,9 @@ parallel 2 with full_shard; 1f1b with activation checkpointing and no_shard over
 data-parallel ranks; and with tensor parallelism: pp 2 x tp 2, with sequence
 parallelism, interleaving and checkpointing, and dp 2 x pp 2 x tp 2 on 8 ranks; and LoRA
 (adapters on every linear layer; QLoRA's NF4 base with dropout), each against the
-single-rank LoRA run. Tied embeddings and BERT with a pipeline are refused by the
-compiler (test/frontend/diagnostics/pipeline.plan).
+single-rank LoRA run; and BERT with a sequence-classification head, pp 2 and pp 2 x
+dp 2 interleaved. Tied embeddings (GPT-2, BERT's masked-LM head) with a pipeline are
+refused by the compiler (test/frontend/diagnostics/pipeline.plan).
 
 With --plan-checkpoint, checkpoints too (docs/checkpoints.md): a pipeline-2 x dp-2 run
 saves every 2 steps (each stage's ranks their own groups); resumed at step 2 with its
@@ -27,7 +28,8 @@ resumed on one rank; and the HuggingFace export of the pipeline
 run's last checkpoint, trained one step from by the single-rank schedule (--init),
 gives the loss the single-rank run's export gives, within FP32_RTOL. A LoRA pp 2 run's
 checkpoint resumes bitwise and on one rank, and its export merged into the base trains
-as the single-rank LoRA run's does; both export PEFT adapter files.
+as the single-rank LoRA run's does; both export PEFT adapter files. A BERT classifier's
+pp 2 checkpoint resumes on one rank and exports to HuggingFace as the single-rank run's.
 
 The script prints one line per case and ends with `N passed, N failed`.
 
@@ -47,6 +49,12 @@ ADAPTERS = ["model.lora.rank=4", "model.lora.alpha=8", "model.lora.targets=[all_
 MODEL_SETS = {MODEL: ["model=llama_tiny", "model.layers=8"]}
 MODEL_SETS[LORA] = MODEL_SETS[MODEL] + ADAPTERS
 MODEL_SETS[QLORA] = MODEL_SETS[LORA] + ["model.lora.dropout=0.1", "model.base=nf4"]
+# BERT with a sequence-classification head (no tied weight), 4 blocks.
+BERT = "bert4-classifier"
+MODEL_SETS[BERT] = ["model=bert_base_cased", "model.vocab=1024", "model.hidden=64",
+                    "model.intermediate=256", "model.layers=4", "model.heads=4",
+                    "model.max_seq_len=128", "model.head=sequence_classification",
+                    "model.num_labels=3"]
 
 # name: (model, world size, data-parallel ranks, grad_accum, --set flags)
 CASES = [
@@ -83,6 +91,12 @@ CASES = [
      ["parallel.pipeline=2", "parallel.sharding=full_shard", "parallel.schedule=gpipe"]),
     ("dp2 x pp2 x tp2 full_shard 1f1b", MODEL, 8, 2, 2,
      ["parallel.pipeline=2", "parallel.tensor=2", "parallel.sharding=full_shard"]),
+    # BERT: the embedding (word, position and token-type) on the first stage,
+    # the pooler and classifier on the last.
+    ("pp2 1f1b bert classifier", BERT, 2, 1, 4, ["parallel.pipeline=2"]),
+    ("pp2 x dp2 full_shard interleaved(2) bert classifier", BERT, 4, 2, 2,
+     ["parallel.pipeline=2", "parallel.sharding=full_shard",
+      "parallel.schedule=interleaved(2)"]),
 ]
 
 
@@ -138,6 +152,34 @@ def checkpoint_cases(args):
     yield ("HF export of the pp2 run vs of the single-rank run (one step from each)",
            compare(losses[0], losses[1]), FP32_RTOL)
     yield from lora_checkpoint_cases(args, ref_sched, ref_run)
+    yield from bert_checkpoint_cases(args)
+
+
+def bert_checkpoint_cases(args):
+    """A BERT classifier's pipeline checkpoint (the embeddings on stage 0, the
+    pooler and classifier on stage 1) resumed on one rank, and exported to
+    HuggingFace as the single-rank run's is."""
+    pp_sets = flags(BERT, 4, GLOBAL_BATCH // 4) + [
+        "cluster.gpus_per_node=2", "parallel.pipeline=2"]
+    ref_sets = flags(BERT, 1, GLOBAL_BATCH) + [
+        "cluster.gpus_per_node=1", "parallel.sharding=no_shard"]
+    pp_sched = compile_plan(args, pp_sets, "ckpt-bert-pp")
+    ref_sched = compile_plan(args, ref_sets, "ckpt-bert-ref")
+    pp_dir = os.path.join(args.work, "ckpt-bert-pp")
+    ref_dir = os.path.join(args.work, "ckpt-bert-ref")
+    every = ["--checkpoint-every", "2"]
+    pp_run = train(args, pp_sched, 2, "ckpt-bert-pp-run", ["--checkpoint-dir", pp_dir] + every)
+    ref_run = train(args, ref_sched, 1, "ckpt-bert-ref-run",
+                    ["--checkpoint-dir", ref_dir] + every)
+    yield ("BERT pp2 checkpointing run vs single rank", compare(pp_run, ref_run), FP32_RTOL)
+    to_one = train(args, ref_sched, 1, "ckpt-bert-pp-to-1",
+                   ["--resume", os.path.join(pp_dir, "step-00000002")])
+    yield ("BERT pp2 checkpoint resumed on 1 rank (pp 2 -> 1)", compare(to_one, ref_run),
+           FP32_RTOL)
+    losses = exported_losses(args, (("bert-pp", pp_dir), ("bert-ref", ref_dir)), ref_sched,
+                             ref_run)
+    yield ("HF export of the BERT pp2 run vs of the single-rank run (one step from each)",
+           compare(losses[0], losses[1]), FP32_RTOL)
 
 
 def lora_checkpoint_cases(args, plain_ref_sched, plain_ref_run):
