@@ -469,6 +469,19 @@ LogicalResult ProgramDistribution::analyze() {
     Operation *anchor = last->getNextNode();
     while (anchor && isa<sched::FreeOp>(anchor))
       anchor = anchor->getNextNode();
+    // A pipeline stage goes on with another task. When that is a forward
+    // (of another micro-batch or chunk), which reduces no gradient, the
+    // reductions complete after its first compute op, which they overlap,
+    // instead of holding the stage at the task's end. A backward next (the
+    // cool-down's, or GPipe's) may reduce into the same gradients: their
+    // reductions must not overlap, so they complete here.
+    if (program.getStage())
+      for (Operation *op = anchor; op; op = op->getNextNode())
+        if (isCompute(op)) {
+          if (isa<sched::ForwardOp>(op))
+            anchor = op->getNextNode();
+          break;
+        }
     afterBackward[key] = anchor;
   }
   return success();

@@ -267,16 +267,21 @@ void SchedPrefetchPass::hoist(sched::AllGatherOp gather, int64_t inflight,
     backwardPost = mode == plan::Prefetch::Post;
   }
 
-  // The previous group's compute in the same phase and micro-batch: the run
-  // of compute ops right above the gather that read the same parameters.
+  // The previous group's compute: the run of compute ops right above the
+  // gather that read the same parameters, in the same phase and micro-batch;
+  // on a pipeline stage also the end of the task before (another phase or
+  // micro-batch), which the stage runs right before this one.
   Operation *last = nullptr;
   std::optional<Compute> previous;
   for (Operation *op = gather->getPrevNode(); op && !previous;
        op = op->getPrevNode())
     if ((previous = asCompute(op)))
       last = op;
-  if (!previous || previous->phase != span->phase ||
-      previous->microBatch != span->microBatch)
+  if (!previous)
+    return;
+  bool sameTask = previous->phase == span->phase &&
+                  previous->microBatch == span->microBatch;
+  if (!sameTask && !gather->getParentOfType<sched::ProgramOp>().getStage())
     return;
   Operation *first = last;
   for (Operation *op = last->getPrevNode(); op; op = op->getPrevNode()) {
