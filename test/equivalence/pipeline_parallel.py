@@ -39,8 +39,8 @@ usage: pipeline_parallel.py --planc PLANC --plan-run PLAN_RUN [--plan-checkpoint
 import os
 import sys
 
-from plan_runs import (FP32_RTOL, GLOBAL_BATCH, check_checkpoint, common, compare,
-                       compile_plan, export, exported_losses, main, train)
+from plan_runs import (FP32_RTOL, GLOBAL_BATCH, CheckpointedRuns, check_checkpoint, common,
+                       compare, compile_plan, export, exported_losses, main, train)
 
 MODEL = "llama8"
 LORA = "llama8-lora"
@@ -104,22 +104,29 @@ def flags(model, accum, micro_batch):
     return common(model, accum, micro_batch, MODEL_SETS.get(model))
 
 
+def pp2_sets(model):
+    """`model` on 2 pipeline stages, 4 micro-batches of a quarter of the batch."""
+    return flags(model, 4, GLOBAL_BATCH // 4) + ["cluster.gpus_per_node=2",
+                                                  "parallel.pipeline=2"]
+
+
+def reference_sets(model):
+    """`model` on one rank, the whole batch in one micro-batch."""
+    return flags(model, 1, GLOBAL_BATCH) + ["cluster.gpus_per_node=1",
+                                             "parallel.sharding=no_shard"]
+
+
 def checkpoint_cases(args):
     """Save, resume, reshard and export a pipeline run; yields (name, rel, tol)."""
     pp_sets = flags(MODEL, 2, GLOBAL_BATCH // 4) + [
         "cluster.gpus_per_node=4", "parallel.pipeline=2", "parallel.sharding=full_shard"]
     pp4_sets = flags(MODEL, 4, GLOBAL_BATCH // 4) + [
         "cluster.gpus_per_node=4", "parallel.pipeline=4"]
-    ref_sets = flags(MODEL, 1, GLOBAL_BATCH) + [
-        "cluster.gpus_per_node=1", "parallel.sharding=no_shard"]
-    pp_sched = compile_plan(args, pp_sets, "ckpt-pp")
     pp4_sched = compile_plan(args, pp4_sets, "ckpt-pp4")
-    ref_sched = compile_plan(args, ref_sets, "ckpt-ref")
-    pp_dir = os.path.join(args.work, "ckpt-pp")
-    ref_dir = os.path.join(args.work, "ckpt-ref")
+    r = CheckpointedRuns(args, "pp", pp_sets, 4, reference_sets(MODEL))
+    pp_sched, ref_sched, pp_dir, ref_dir = r.sched, r.ref_sched, r.dir, r.ref_dir
+    pp_run, ref_run = r.run, r.ref_run
     every = ["--checkpoint-every", "2"]
-    pp_run = train(args, pp_sched, 4, "ckpt-pp-run", ["--checkpoint-dir", pp_dir] + every)
-    ref_run = train(args, ref_sched, 1, "ckpt-ref-run", ["--checkpoint-dir", ref_dir] + every)
     step2 = "step-00000002"
     yield ("pp2 x dp2 checkpointing run vs single rank", compare(pp_run, ref_run), FP32_RTOL)
     # Its description names the pipeline axis, and every rank's file checks out.
@@ -159,25 +166,13 @@ def bert_checkpoint_cases(args):
     """A BERT classifier's pipeline checkpoint (the embeddings on stage 0, the
     pooler and classifier on stage 1) resumed on one rank, and exported to
     HuggingFace as the single-rank run's is."""
-    pp_sets = flags(BERT, 4, GLOBAL_BATCH // 4) + [
-        "cluster.gpus_per_node=2", "parallel.pipeline=2"]
-    ref_sets = flags(BERT, 1, GLOBAL_BATCH) + [
-        "cluster.gpus_per_node=1", "parallel.sharding=no_shard"]
-    pp_sched = compile_plan(args, pp_sets, "ckpt-bert-pp")
-    ref_sched = compile_plan(args, ref_sets, "ckpt-bert-ref")
-    pp_dir = os.path.join(args.work, "ckpt-bert-pp")
-    ref_dir = os.path.join(args.work, "ckpt-bert-ref")
-    every = ["--checkpoint-every", "2"]
-    pp_run = train(args, pp_sched, 2, "ckpt-bert-pp-run", ["--checkpoint-dir", pp_dir] + every)
-    ref_run = train(args, ref_sched, 1, "ckpt-bert-ref-run",
-                    ["--checkpoint-dir", ref_dir] + every)
-    yield ("BERT pp2 checkpointing run vs single rank", compare(pp_run, ref_run), FP32_RTOL)
-    to_one = train(args, ref_sched, 1, "ckpt-bert-pp-to-1",
-                   ["--resume", os.path.join(pp_dir, "step-00000002")])
-    yield ("BERT pp2 checkpoint resumed on 1 rank (pp 2 -> 1)", compare(to_one, ref_run),
+    r = CheckpointedRuns(args, "bert-pp", pp2_sets(BERT), 2, reference_sets(BERT))
+    yield ("BERT pp2 checkpointing run vs single rank", compare(r.run, r.ref_run), FP32_RTOL)
+    to_one = train(args, r.ref_sched, 1, "ckpt-bert-pp-to-1", ["--resume", r.step(2)])
+    yield ("BERT pp2 checkpoint resumed on 1 rank (pp 2 -> 1)", compare(to_one, r.ref_run),
            FP32_RTOL)
-    losses = exported_losses(args, (("bert-pp", pp_dir), ("bert-ref", ref_dir)), ref_sched,
-                             ref_run)
+    losses = exported_losses(args, (("bert-pp", r.dir), ("bert-ref", r.ref_dir)),
+                             r.ref_sched, r.ref_run)
     yield ("HF export of the BERT pp2 run vs of the single-rank run (one step from each)",
            compare(losses[0], losses[1]), FP32_RTOL)
 
@@ -187,18 +182,9 @@ def lora_checkpoint_cases(args, plain_ref_sched, plain_ref_run):
     and names the base; resumed with its own schedule (bitwise) and on one
     rank (pp 2 -> 1); exported merged into the base, and as PEFT adapter
     files, from the pipeline's checkpoint as from the single rank's."""
-    pp_sets = flags(LORA, 4, GLOBAL_BATCH // 4) + [
-        "cluster.gpus_per_node=2", "parallel.pipeline=2"]
-    ref_sets = flags(LORA, 1, GLOBAL_BATCH) + [
-        "cluster.gpus_per_node=1", "parallel.sharding=no_shard"]
-    pp_sched = compile_plan(args, pp_sets, "ckpt-lora-pp")
-    ref_sched = compile_plan(args, ref_sets, "ckpt-lora-ref")
-    pp_dir = os.path.join(args.work, "ckpt-lora-pp")
-    ref_dir = os.path.join(args.work, "ckpt-lora-ref")
-    every = ["--checkpoint-every", "2"]
-    pp_run = train(args, pp_sched, 2, "ckpt-lora-pp-run", ["--checkpoint-dir", pp_dir] + every)
-    ref_run = train(args, ref_sched, 1, "ckpt-lora-ref-run",
-                    ["--checkpoint-dir", ref_dir] + every)
+    r = CheckpointedRuns(args, "lora-pp", pp2_sets(LORA), 2, reference_sets(LORA))
+    pp_sched, ref_sched, pp_dir, ref_dir = r.sched, r.ref_sched, r.dir, r.ref_dir
+    pp_run, ref_run = r.run, r.ref_run
     yield ("LoRA pp2 checkpointing run vs single rank", compare(pp_run, ref_run), FP32_RTOL)
     step2 = os.path.join(pp_dir, "step-00000002")
     resumed = train(args, pp_sched, 2, "ckpt-lora-pp-resumed", ["--resume", step2])

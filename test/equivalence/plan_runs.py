@@ -92,6 +92,26 @@ def export(args, checkpoint, out, *flags):
         raise RuntimeError(f"export failed: {' '.join(cmd)}\n{p.stdout}{p.stderr}")
 
 
+class CheckpointedRuns:
+    """A parallel run and the single-rank run of the same model, each saving a
+    checkpoint every 2 steps: their schedules, checkpoint roots and metrics."""
+
+    def __init__(self, args, tag, sets, world, ref_sets):
+        self.sched = compile_plan(args, sets, f"ckpt-{tag}")
+        self.ref_sched = compile_plan(args, ref_sets, f"ckpt-{tag}-ref")
+        self.dir = os.path.join(args.work, f"ckpt-{tag}")
+        self.ref_dir = os.path.join(args.work, f"ckpt-{tag}-ref")
+        every = ["--checkpoint-every", "2"]
+        self.run = train(args, self.sched, world, f"ckpt-{tag}-run",
+                         ["--checkpoint-dir", self.dir] + every)
+        self.ref_run = train(args, self.ref_sched, 1, f"ckpt-{tag}-ref-run",
+                             ["--checkpoint-dir", self.ref_dir] + every)
+
+    def step(self, n):
+        """The parallel run's checkpoint after step `n`."""
+        return os.path.join(self.dir, f"step-{n:08d}")
+
+
 def exported_losses(args, roots, ref_sched, ref_run):
     """For each (tag, checkpoint root): its last checkpoint exported to
     HuggingFace safetensors, and one step of the single-rank schedule from it

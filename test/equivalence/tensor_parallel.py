@@ -34,8 +34,8 @@ usage: tensor_parallel.py --planc PLANC --plan-run PLAN_RUN [--plan-checkpoint T
 import os
 import sys
 
-from plan_runs import (FP32_RTOL, GLOBAL_BATCH, check_checkpoint, common, compare,
-                       compile_plan, exported_losses, main, train)
+from plan_runs import (FP32_RTOL, GLOBAL_BATCH, CheckpointedRuns, check_checkpoint, common,
+                       compare, exported_losses, main, train)
 
 # A model's --set flags, where it is not a preset as it is.
 MODEL_SETS = {
@@ -76,13 +76,9 @@ def checkpoint_cases(args):
         "parallel.sharding=full_shard"]
     ref_sets = common("llama_tiny", 1, GLOBAL_BATCH) + [
         "cluster.gpus_per_node=1", "parallel.sharding=no_shard"]
-    tp_sched = compile_plan(args, tp_sets, "ckpt-tp")
-    ref_sched = compile_plan(args, ref_sets, "ckpt-ref")
-    tp_dir = os.path.join(args.work, "ckpt-tp")
-    ref_dir = os.path.join(args.work, "ckpt-ref")
-    every = ["--checkpoint-every", "2"]
-    tp_run = train(args, tp_sched, 4, "ckpt-tp-run", ["--checkpoint-dir", tp_dir] + every)
-    ref_run = train(args, ref_sched, 1, "ckpt-ref-run", ["--checkpoint-dir", ref_dir] + every)
+    r = CheckpointedRuns(args, "tp", tp_sets, 4, ref_sets)
+    tp_sched, ref_sched, tp_dir, ref_dir = r.sched, r.ref_sched, r.dir, r.ref_dir
+    tp_run, ref_run = r.run, r.ref_run
     step2 = "step-00000002"
     yield ("tp2 checkpointing run vs single rank", compare(tp_run, ref_run), FP32_RTOL)
     # Its description names the tensor axis, and every rank's file checks out.
