@@ -41,6 +41,8 @@ struct Sizes {
   int64_t p;     // the unit's parameter elements
   int64_t chunk; // tokens per loss chunk
   int64_t chunks;
+  bool vocabParallel;             // tensor parallelism: the head's logits are a
+                                  // vocabulary slice's (TensorParallel.h)
   bool frozen;                    // a LoRA base: no base weight gets a gradient
   int64_t mlpIn, mlpOut, attnOut; // under LoRA: those modules' adapters
   int64_t dropoutRank;            // LoRA dropout: the adapters' rank, or 0
@@ -71,7 +73,12 @@ Sizes sizesOf(ModelAttr model, const WorkspaceShape &shape) {
   z.maxPos = model.getMaxSeqLen();
   z.w = shape.workingBytes;
   z.p = shape.params;
-  z.chunk = std::max<int64_t>(rt::lossChunkTokens(z.t, z.vocab), 1);
+  z.vocabParallel = t > 1;
+  // The loss runs in chunks of tokens (docs/models.md, "Loss chunks"),
+  // except a vocabulary-parallel head's, whose slice's logits and their
+  // statistics are computed for the whole micro-batch at once.
+  z.chunk =
+      t > 1 ? z.t : std::max<int64_t>(rt::lossChunkTokens(z.t, z.vocab), 1);
   z.chunks = (z.t + z.chunk - 1) / z.chunk;
   z.frozen = shape.frozenBase;
   z.mlpIn = shape.mlpInAdapters;
@@ -196,10 +203,15 @@ int64_t gpt2BlockBackward(const Sizes &z) {
 
 // Forward: the final norm's output for the whole micro-batch, then per loss
 // chunk its logits in the working type (a separate tensor unless that is
-// fp32), in fp32, and their log-probabilities, plus the loss scalars.
+// fp32), in fp32, and their log-probabilities, plus the loss scalars. A
+// vocabulary-parallel head computes no loss (sched.loss does, from every
+// rank's statistics): next to its slice's logits and their exponentials
+// (tp::lossStatistics), each token's maximum, its shift and the sum of the
+// exponentials (3 fp32).
 int64_t headForward(const Sizes &z) {
   return z.t * z.w * z.h +
-         z.chunk * z.vocab * (2 * kF32 + (z.w == kF32 ? 0 : z.w)) + 8;
+         z.chunk * z.vocab * (2 * kF32 + (z.w == kF32 ? 0 : z.w)) +
+         (z.vocabParallel ? 3 * kF32 * z.t : 8);
 }
 
 // Backward, per chunk: the loss's gradient and the log-softmax gradient (2
