@@ -3,12 +3,12 @@
 // The time half of `planc --report` (docs/report.md, "Time"): rank 0's
 // schedule played on five streams (compute, communication inside the node
 // and between nodes, host-to-device, device-to-host) with a cost per op from
-// the cluster's peak compute and
-// bandwidths, ordered as the schedule orders it (issue order, `after`
-// events, `sched.wait`). The result is the predicted step time, how much of
-// the communication the compute stream waits for, and the timeline itself
-// (`planc --trace`). A pipeline's stages are played together, each waiting
-// for its neighbours' transfers (simulatePipeline).
+// the cluster's peak compute and bandwidths, ordered as the schedule orders
+// it (issue order, `after` events, `sched.wait`). The result is the
+// predicted step time, how much of the communication the compute stream
+// waits for, and the timeline itself (`planc --trace`). A pipeline's stages
+// are played together, each waiting for its neighbours' transfers
+// (simulatePipeline).
 //
 //===----------------------------------------------------------------------===//
 
