@@ -11,7 +11,8 @@ The cases are the issue's matrix (docs/language.md, "Pipeline parallelism"): pip
 2 and 4 with gpipe, 1f1b and interleaved(2) (two model chunks per stage, the chunks
 wrapping from the last stage to the first); explicit stages; pipeline 2 x data
 parallel 2 with full_shard; 1f1b with activation checkpointing and no_shard over 2
-data-parallel ranks; and with tensor parallelism: pp 2 x tp 2, with sequence
+data-parallel ranks; full_shard interleaved, hybrid_shard and zero1 with FSDP's
+collectives overlapping across a stage's tasks; and with tensor parallelism: pp 2 x tp 2, with sequence
 parallelism, interleaving and checkpointing, and dp 2 x pp 2 x tp 2 on 8 ranks; and LoRA
 (adapters on every linear layer; QLoRA's NF4 base with dropout), each against the
 single-rank LoRA run; and BERT with a sequence-classification head, pp 2 and pp 2 x
@@ -73,6 +74,17 @@ CASES = [
     ("pp2 x dp2 no_shard 1f1b checkpointing", MODEL, 4, 2, 2,
      ["parallel.pipeline=2", "parallel.sharding=no_shard",
       "train.activation_checkpointing=full"]),
+    # FSDP's collectives overlapping across a stage's tasks (a task's first
+    # gather during the task before, a backward's last reductions during the
+    # forward after), with the other sharded strategies.
+    ("pp2 x dp2 full_shard interleaved(2) forward_prefetch", MODEL, 4, 2, 2,
+     ["parallel.pipeline=2", "parallel.sharding=full_shard",
+      "parallel.schedule=interleaved(2)", "parallel.forward_prefetch=true"]),
+    ("pp2 x dp4 hybrid_shard (2, 2) 1f1b forward_prefetch", MODEL, 8, 4, 2,
+     ["parallel.pipeline=2", "parallel.sharding=hybrid_shard", "parallel.mesh=(2, 2)",
+      "parallel.forward_prefetch=true"]),
+    ("pp2 x dp2 zero1 1f1b", MODEL, 4, 2, 2,
+     ["parallel.pipeline=2", "parallel.sharding=zero1"]),
     # With tensor parallelism: the residual stream crosses the stages as each
     # tensor rank holds it (its slice of the sequence under SP).
     ("pp2 x tp2 1f1b", MODEL, 4, 1, 4, ["parallel.pipeline=2", "parallel.tensor=2"]),
