@@ -12,12 +12,12 @@ The cases are the issue's matrix (docs/language.md, "Pipeline parallelism"): pip
 wrapping from the last stage to the first); explicit stages; pipeline 2 x data
 parallel 2 with full_shard; 1f1b with activation checkpointing and no_shard over 2
 data-parallel ranks; full_shard interleaved, hybrid_shard and zero1 with FSDP's
-collectives overlapping across a stage's tasks; and with tensor parallelism: pp 2 x tp 2, with sequence
-parallelism, interleaving and checkpointing, and dp 2 x pp 2 x tp 2 on 8 ranks; and LoRA
-(adapters on every linear layer; QLoRA's NF4 base with dropout), each against the
-single-rank LoRA run; and BERT with a sequence-classification head, pp 2 and pp 2 x
-dp 2 interleaved. Tied embeddings (GPT-2, BERT's masked-LM head) with a pipeline are
-refused by the compiler (test/frontend/diagnostics/pipeline.plan).
+collectives overlapping across a stage's tasks; and with tensor parallelism: pp 2 x tp
+2, with sequence parallelism, interleaving and checkpointing, and dp 2 x pp 2 x tp 2 on
+8 ranks; and LoRA (adapters on every linear layer; QLoRA's NF4 base with dropout), each
+against the single-rank LoRA run; and BERT with a sequence-classification head, pp 2
+and pp 2 x dp 2 interleaved. Tied embeddings (GPT-2, BERT's masked-LM head) with a
+pipeline are refused by the compiler (test/frontend/diagnostics/pipeline.plan).
 
 With --plan-checkpoint, checkpoints too (docs/checkpoints.md): a pipeline-2 x dp-2 run
 saves every 2 steps (each stage's ranks their own groups); resumed at step 2 with its
