@@ -94,7 +94,8 @@ bool isPlanFile(const std::string &file) {
 ScheduleInput::ScheduleInput(const std::string &file,
                              const std::string &executable,
                              const std::vector<std::string> &sets,
-                             const std::vector<std::string> &plancFlags) {
+                             const std::vector<std::string> &plancFlags,
+                             Diagnostics diagnostics) {
   if (!isPlanFile(file)) {
     path_ = file;
     return;
@@ -113,12 +114,13 @@ ScheduleInput::ScheduleInput(const std::string &file,
     throw PlanCompileError(e.what());
   }
   path_ = tempDir_->file(stemOf(file) + ".sched");
-  compile(planc, file, sets, plancFlags);
+  compile(planc, file, sets, plancFlags, diagnostics);
 }
 
 void ScheduleInput::compile(const std::string &planc, const std::string &file,
                             const std::vector<std::string> &sets,
-                            const std::vector<std::string> &plancFlags) {
+                            const std::vector<std::string> &plancFlags,
+                            Diagnostics diagnostics) {
   std::vector<std::string> args{planc, file, "-o", path_};
   for (const std::string &set : sets)
     args.insert(args.end(), {"--set", set});
@@ -127,20 +129,46 @@ void ScheduleInput::compile(const std::string &planc, const std::string &file,
   for (std::string &arg : args)
     argv.push_back(arg.data());
   argv.push_back(nullptr);
+  // Kept diagnostics come through a pipe on planc's standard error.
+  bool keep = diagnostics == Diagnostics::OnlyIfItFails;
+  int pipeFds[2] = {-1, -1};
+  if (keep && ::pipe(pipeFds) != 0)
+    throw PlanCompileError(std::string("cannot run planc: ") +
+                           std::strerror(errno));
   pid_t pid = ::fork();
   if (pid < 0)
     throw PlanCompileError(std::string("cannot run planc: ") +
                            std::strerror(errno));
   if (pid == 0) {
+    if (keep) {
+      ::dup2(pipeFds[1], STDERR_FILENO);
+      ::close(pipeFds[0]);
+      ::close(pipeFds[1]);
+    }
     ::execv(argv[0], argv.data());
     ::_exit(127);
+  }
+  std::string kept;
+  if (keep) {
+    ::close(pipeFds[1]);
+    char chunk[4096];
+    for (;;) {
+      ssize_t n = ::read(pipeFds[0], chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        break;
+      kept.append(chunk, static_cast<size_t>(n));
+    }
+    ::close(pipeFds[0]);
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw PlanCompileError(
-        file + ": planc could not compile it (" + planc +
+        (kept.empty() ? std::string() : kept) + file +
+        ": planc could not compile it (" + planc +
         (WIFEXITED(status)
              ? " exited with code " + std::to_string(WEXITSTATUS(status))
              : std::string(" was killed")) +

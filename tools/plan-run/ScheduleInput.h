@@ -49,13 +49,20 @@ bool isPlanFile(const std::string &file);
 
 class ScheduleInput {
 public:
+  /// How planc's diagnostics reach the user: as planc prints them, or
+  /// (`OnlyIfItFails`: a plan plan-run derived, whose warnings are about
+  /// settings the user did not write) kept and put in the error when planc
+  /// fails.
+  enum class Diagnostics { Shown, OnlyIfItFails };
+
   /// `file` as is when it is not a .plan; otherwise compiled with planc (and
   /// `sets`, each passed as `--set`, then `plancFlags` as they are) into a
   /// temporary directory that lives as long as this object. Throws
   /// PlanCompileError.
   ScheduleInput(const std::string &file, const std::string &executable,
                 const std::vector<std::string> &sets = {},
-                const std::vector<std::string> &plancFlags = {});
+                const std::vector<std::string> &plancFlags = {},
+                Diagnostics diagnostics = Diagnostics::Shown);
   ~ScheduleInput();
   ScheduleInput(const ScheduleInput &) = delete;
   ScheduleInput &operator=(const ScheduleInput &) = delete;
@@ -65,7 +72,8 @@ public:
 private:
   void compile(const std::string &planc, const std::string &file,
                const std::vector<std::string> &sets,
-               const std::vector<std::string> &plancFlags);
+               const std::vector<std::string> &plancFlags,
+               Diagnostics diagnostics);
 
   std::string path_;
   std::unique_ptr<TemporaryDirectory> tempDir_; // a compiled plan's

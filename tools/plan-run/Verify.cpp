@@ -264,8 +264,13 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
   TemporaryDirectory work; // the runs' metrics
   auto train = [&](const std::vector<std::string> &sets, int64_t nproc,
                    const std::string &metrics) {
+    // The shrunk plan and the reference are plan-run's: planc's warnings
+    // about them (a schedule kept with pipeline = 1, a shrunk pipeline's
+    // bubble) are not about what the user wrote, and show only when planc
+    // fails.
     ScheduleInput input(options.file, executable, sets,
-                        options.verifyPlancFlags);
+                        options.verifyPlancFlags,
+                        ScheduleInput::Diagnostics::OnlyIfItFails);
     RunOptions run;
     run.file = input.path();
     run.steps = steps;

@@ -523,6 +523,39 @@ TEST_F(LocalRanksTest, PlancFailureIsOneLineErrorAndLeavesNoTemporaryFiles) {
   EXPECT_TRUE(fs::is_empty(tmp));
 }
 
+// A plan plan-run derives (--verify's shrunk plan and reference): planc's
+// warnings are kept from the user, and its diagnostics come with the error
+// when it fails.
+TEST_F(LocalRanksTest, KeptDiagnosticsShowOnlyWhenPlancFails) {
+  fs::path planc = dir_ / "planc";
+  std::ofstream(planc) << "#!/bin/sh\necho 'x.plan:2:3: warning: derived' >&2\n"
+                          ": > \"$3\"\n";
+  fs::permissions(planc, fs::perms::owner_all);
+  testing::internal::CaptureStderr();
+  {
+    ScheduleInput input("x.plan", (dir_ / "plan-run").string(), {}, {},
+                        ScheduleInput::Diagnostics::OnlyIfItFails);
+  }
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+
+  std::ofstream(planc, std::ios::trunc)
+      << "#!/bin/sh\necho 'x.plan:1:1: error: bad' >&2\nexit 1\n";
+  std::string message;
+  testing::internal::CaptureStderr();
+  try {
+    ScheduleInput input("x.plan", (dir_ / "plan-run").string(), {}, {},
+                        ScheduleInput::Diagnostics::OnlyIfItFails);
+  } catch (const PlanCompileError &e) {
+    message = e.what();
+  }
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(message.rfind("x.plan:1:1: error: bad\nx.plan: planc could not "
+                          "compile it",
+                          0),
+            0u)
+      << message;
+}
+
 TEST_F(LocalRanksTest, PlanIsCompiledIntoATemporaryScheduleThatIsRemoved) {
   // A stand-in planc that writes its arguments into the output file.
   fs::path planc = dir_ / "planc";
