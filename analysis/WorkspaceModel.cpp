@@ -77,8 +77,9 @@ Sizes sizesOf(ModelAttr model, const WorkspaceShape &shape) {
   // The loss runs in chunks of tokens (docs/models.md, "Loss chunks"),
   // except a vocabulary-parallel head's, whose slice's logits and their
   // statistics are computed for the whole micro-batch at once.
-  z.chunk =
-      t > 1 ? z.t : std::max<int64_t>(rt::lossChunkTokens(z.t, z.vocab), 1);
+  z.chunk = z.vocabParallel
+                ? z.t
+                : std::max<int64_t>(rt::lossChunkTokens(z.t, z.vocab), 1);
   z.chunks = (z.t + z.chunk - 1) / z.chunk;
   z.frozen = shape.frozenBase;
   z.mlpIn = shape.mlpInAdapters;

@@ -167,8 +167,7 @@ void ScheduleInput::compile(const std::string &planc, const std::string &file,
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw PlanCompileError(
-        (kept.empty() ? std::string() : kept) + file +
-        ": planc could not compile it (" + planc +
+        kept + file + ": planc could not compile it (" + planc +
         (WIFEXITED(status)
              ? " exited with code " + std::to_string(WEXITSTATUS(status))
              : std::string(" was killed")) +
