@@ -34,15 +34,18 @@ struct Sizes {
   int64_t s;     // sequence length
   int64_t h;     // hidden
   int64_t inter; // intermediate
+  int64_t d;     // head_dim
+  int64_t q;     // query width per token (heads x head_dim): a tensor
+                 // rank's heads
   int64_t kv;    // key/value width per token (kv_heads x head_dim)
+  int64_t ts;    // tokens of the residual stream: t, or under sequence
+                 // parallelism a rank's 1/T of them
   int64_t vocab;
   int64_t maxPos;
   int64_t w;     // working-type bytes
   int64_t p;     // the unit's parameter elements
   int64_t chunk; // tokens per loss chunk
   int64_t chunks;
-  bool vocabParallel;             // tensor parallelism: the head's logits are a
-                                  // vocabulary slice's (TensorParallel.h)
   bool frozen;                    // a LoRA base: no base weight gets a gradient
   int64_t mlpIn, mlpOut, attnOut; // under LoRA: those modules' adapters
   int64_t dropoutRank;            // LoRA dropout: the adapters' rank, or 0
@@ -68,18 +71,17 @@ Sizes sizesOf(ModelAttr model, const WorkspaceShape &shape) {
   z.inter = divided(model.getIntermediate());
   int64_t heads = std::max<int64_t>(model.getHeads(), 1);
   int64_t kvHeads = model.getKvHeads() > 0 ? model.getKvHeads() : heads;
-  z.kv = divided(kvHeads) * (z.h / heads);
+  z.d = z.h / heads;
+  z.q = divided(heads) * z.d;
+  z.kv = divided(kvHeads) * z.d;
+  z.ts = shape.sequenceParallel ? z.t / t : z.t;
   z.vocab = divided(model.getVocab());
   z.maxPos = model.getMaxSeqLen();
   z.w = shape.workingBytes;
   z.p = shape.params;
-  z.vocabParallel = t > 1;
-  // The loss runs in chunks of tokens (docs/models.md, "Loss chunks"),
-  // except a vocabulary-parallel head's, whose slice's logits and their
-  // statistics are computed for the whole micro-batch at once.
-  z.chunk = z.vocabParallel
-                ? z.t
-                : std::max<int64_t>(rt::lossChunkTokens(z.t, z.vocab), 1);
+  // The loss runs in chunks of tokens (docs/models.md, "Loss chunks"); a
+  // vocabulary-parallel head's part 1 has moments of its own.
+  z.chunk = std::max<int64_t>(rt::lossChunkTokens(z.t, z.vocab), 1);
   z.chunks = (z.t + z.chunk - 1) / z.chunk;
   z.frozen = shape.frozenBase;
   z.mlpIn = shape.mlpInAdapters;
@@ -204,15 +206,10 @@ int64_t gpt2BlockBackward(const Sizes &z) {
 
 // Forward: the final norm's output for the whole micro-batch, then per loss
 // chunk its logits in the working type (a separate tensor unless that is
-// fp32), in fp32, and their log-probabilities, plus the loss scalars. A
-// vocabulary-parallel head computes no loss (sched.loss does, from every
-// rank's statistics): next to its slice's logits and their exponentials
-// (tp::lossStatistics), each token's maximum, its shift and the sum of the
-// exponentials (3 fp32).
+// fp32), in fp32, and their log-probabilities, plus the loss scalars.
 int64_t headForward(const Sizes &z) {
   return z.t * z.w * z.h +
-         z.chunk * z.vocab * (2 * kF32 + (z.w == kF32 ? 0 : z.w)) +
-         (z.vocabParallel ? 3 * kF32 * z.t : 8);
+         z.chunk * z.vocab * (2 * kF32 + (z.w == kF32 ? 0 : z.w)) + 8;
 }
 
 // Backward, per chunk: the loss's gradient and the log-softmax gradient (2
@@ -259,6 +256,133 @@ int64_t classificationBackward(const Sizes &z, int64_t labels) {
   return z.w * (z.p + z.t * z.h) + b * labels * 2 * kF32 + 8;
 }
 
+// A vocabulary-parallel head's part 1 (TensorParallel.cpp) computes no
+// loss (sched.loss does, from every rank's statistics). Forward: next to its
+// input's leaf, its slice's fp32 logits (the working-type ones are freed
+// once converted) and their exponentials (lossStatistics), with each
+// token's maximum, shift and sum of exponentials (3 fp32). Backward: the
+// fp32 loss gradient (lossGradient) with its cast to the working type as
+// autograd hands it to lm_head, that slice's weight gradient and the
+// input's, a token's fp32 mask of counted targets, and a scalar.
+int64_t vocabParallelHeadForward(const Sizes &z) {
+  return z.t * z.w * z.h + z.t * z.vocab * 2 * kF32 + 3 * kF32 * z.t;
+}
+int64_t vocabParallelHeadBackward(const Sizes &z) {
+  return z.t * z.vocab * (kF32 + (z.w == kF32 ? 0 : z.w)) +
+         z.w * (z.vocab * z.h + z.t * z.h) + kF32 * z.t + 4;
+}
+
+// Tensor parallelism runs a block in five parts (TensorParallelParts.h:
+// input norm, attention, residual and second norm, MLP, residual), each
+// with its own moments. A part after the first copies its exchanged input
+// into a leaf of its own first (Model.cpp, exchangeLeaf: `w h` a token);
+// under sequence parallelism the norm and residual parts hold the rank's
+// `ts` tokens, the attention and the MLP all `t`, and a part that leaves
+// through a reduce-scatter lays its output out for it in a copy while its
+// full-expression temporaries live (toExchange). Each was worked out from
+// the ops and measured to the byte in fp32 (and bf16 where CPU kernels add
+// no scratch) against `plan-run --memory-trace`.
+
+// RMSNorm's forward on `tokens`: the fp32 input (a copy unless fp32), the
+// scaled value, and 3 fp32 statistics a token (mean, + eps, rsqrt).
+int64_t rmsNormForward(const Sizes &z, int64_t tokens) {
+  return tokens * (2 * kF32 * z.h + z.f32Copy() * z.h + 3 * kF32);
+}
+// Its backward within a part: five fp32 [tokens, hidden] tensors next to
+// the weight's gradient.
+int64_t rmsNormPartBackward(const Sizes &z, int64_t tokens) {
+  return z.w * z.h + tokens * 5 * kF32 * z.h;
+}
+// GPT-2's LayerNorm forward: its output next to the fp32 mean and rstd.
+int64_t layerNormForward(const Sizes &z, int64_t tokens) {
+  return tokens * (z.w * z.h + 2 * kF32);
+}
+
+int64_t llamaBlockPartForward(const Sizes &z, int64_t part, bool sp) {
+  const int64_t w = z.w, h = z.h;
+  switch (part) {
+  case 0:
+    return rmsNormForward(z, z.ts);
+  case 1: // the leaf; q, k and v, q and k with RoPE, k and v repeated, the
+          // SDPA output and its copy (5 q + 2 kv); o_proj's output, its
+          // copy for the reduce-scatter and the attention's output (SP)
+    return z.t * w *
+           std::max(h + 5 * z.q + 2 * z.kv, sp ? 3 * h + z.q : int64_t{0});
+  case 2: // the leaf, h1 and the second norm
+    return z.ts * 2 * w * h + rmsNormForward(z, z.ts);
+  case 3: // the leaf with silu(gate), up and their product; with the
+          // product and down_proj's output; that output's copy (SP)
+    return z.t * w *
+           largest({h + 3 * z.inter, 2 * h + z.inter, sp ? 3 * h : 0});
+  default: // the leaf and the block's output
+    return 2 * z.ts * w * h;
+  }
+}
+
+int64_t llamaBlockPartBackward(const Sizes &z, int64_t part) {
+  const int64_t w = z.w, h = z.h;
+  switch (part) {
+  case 0:
+  case 2:
+    return rmsNormPartBackward(z, z.ts);
+  case 1: // o, k and v's weight gradients with the input's three gradients
+          // and q's; at the end every weight gradient next to the input's
+          // gradient and q, k and v's (repeated to every head)
+    return std::max(w * h * (z.q + 2 * z.kv) + z.t * w * (3 * h + z.q),
+                    w * h * (2 * z.q + 2 * z.kv) + z.t * w * (h + 3 * z.q));
+  case 3: // down_proj's weight gradient with the gradients of the product,
+          // gate and up; at the end the three weight gradients with the
+          // input's two gradients and their sum (or up's gradient)
+    return std::max(
+        w * (z.inter * h + 3 * z.t * z.inter),
+        w * (3 * z.inter * h + z.t * std::max(3 * h, 2 * h + z.inter)));
+  default:
+    return 0;
+  }
+}
+
+int64_t gpt2BlockPartForward(const Sizes &z, int64_t part, bool sp) {
+  const int64_t w = z.w, h = z.h;
+  switch (part) {
+  case 0:
+    return layerNormForward(z, z.ts);
+  case 1: // the leaf, c_attn's q, k and v (alive through their views) and
+          // the SDPA output with its fp32 log-sum-exp per head (the CPU
+          // kernel's per-thread blocks are not counted); c_proj's output,
+          // its copy for the reduce-scatter and the SDPA output (SP)
+    return std::max(z.t * (w * (h + 4 * z.q) + kF32 * (z.q / z.d)),
+                    sp ? z.t * w * (3 * h + z.q) : int64_t{0});
+  case 2: // the leaf, h1 and ln_2
+    return z.ts * 2 * w * h + layerNormForward(z, z.ts);
+  case 3: // the leaf, c_fc's output and the GELU's; then the GELU's with
+          // c_proj's output; that output's copy (SP)
+    return z.t * w *
+           largest({h + 2 * z.inter, 2 * h + z.inter, sp ? 3 * h : 0});
+  default: // the leaf, the bias added and the block's output
+    return 3 * z.ts * w * h;
+  }
+}
+
+int64_t gpt2BlockPartBackward(const Sizes &z, int64_t part) {
+  const int64_t w = z.w, h = z.h;
+  switch (part) {
+  case 0:
+  case 2: // the LayerNorm's input gradient (and its fp32 intermediate)
+          // next to its weight and bias gradients
+    return 2 * z.ts * w * h + 2 * w * h;
+  case 1: // at the end every weight gradient (c_attn's weight and bias,
+          // c_proj's weight) with the input's gradient and q, k and v's
+    return w * (4 * h * z.q + 3 * z.q) + z.t * w * (h + 3 * z.q);
+  case 3: // c_proj's weight gradient with the GELU's two gradients; at the
+          // end c_fc's and c_proj's weights and c_fc's bias with the
+          // input's gradient and c_fc's output gradient
+    return std::max(w * (z.inter * h + 2 * z.t * z.inter),
+                    w * (2 * z.inter * h + z.inter + z.t * (h + z.inter)));
+  default: // c_proj's bias gradient
+    return w * h;
+  }
+}
+
 bool isClassificationHead(UnitKind kind, ModelAttr model) {
   return kind == UnitKind::BertHead &&
          model.getBertHead() == BertHead::SequenceClassification;
@@ -267,8 +391,24 @@ bool isClassificationHead(UnitKind kind, ModelAttr model) {
 } // namespace
 
 int64_t plan::forwardWorkspaceBytes(UnitKind kind, ModelAttr model,
-                                    const WorkspaceShape &shape) {
+                                    const WorkspaceShape &shape, int64_t part) {
   Sizes z = sizesOf(model, shape);
+  if (shape.tensor > 1) {
+    bool sp = shape.sequenceParallel;
+    switch (kind) {
+    case UnitKind::LlamaBlock:
+      return llamaBlockPartForward(z, part, sp);
+    case UnitKind::GPT2Block:
+      return gpt2BlockPartForward(z, part, sp);
+    case UnitKind::LlamaHead: // part 0: the final norm
+      return part == 0 ? rmsNormForward(z, z.ts) : vocabParallelHeadForward(z);
+    case UnitKind::GPT2Head:
+      return part == 0 ? layerNormForward(z, z.ts)
+                       : vocabParallelHeadForward(z);
+    default:
+      break;
+    }
+  }
   if (isClassificationHead(kind, model))
     return classificationForward(z, model.getNumLabels());
   switch (kind) {
@@ -298,8 +438,26 @@ int64_t plan::forwardWorkspaceBytes(UnitKind kind, ModelAttr model,
 }
 
 int64_t plan::backwardWorkspaceBytes(UnitKind kind, ModelAttr model,
-                                     const WorkspaceShape &shape) {
+                                     const WorkspaceShape &shape,
+                                     int64_t part) {
   Sizes z = sizesOf(model, shape);
+  if (shape.tensor > 1) {
+    switch (kind) {
+    case UnitKind::LlamaBlock:
+      return llamaBlockPartBackward(z, part);
+    case UnitKind::GPT2Block:
+      return gpt2BlockPartBackward(z, part);
+    case UnitKind::LlamaHead:
+      return part == 0 ? rmsNormPartBackward(z, z.ts)
+                       : vocabParallelHeadBackward(z);
+    case UnitKind::GPT2Head: // part 0, ln_f: as measured, its input's
+      if (part == 0)         // gradient next to 4 h of the working type
+        return z.ts * z.w * z.h + 4 * z.w * z.h;
+      return vocabParallelHeadBackward(z);
+    default:
+      break;
+    }
+  }
   if (isClassificationHead(kind, model))
     return classificationBackward(z, model.getNumLabels());
   switch (kind) {
@@ -341,6 +499,7 @@ WorkspaceShape plan::workspaceShapeOf(UnitOp unit, PlanOp plan,
   s.dropoutRank = 0;
   s.droppedModules.clear();
   s.tensor = plan.getTensorRanks();
+  s.sequenceParallel = plan.getParallel().getSequenceParallel();
   LoraAttr lora = plan.getModel().getLora();
   bool dropout = lora && lora.getDropout().value > 0;
   for (ParamOp param : unit.getBody().getOps<ParamOp>()) {

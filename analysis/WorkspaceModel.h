@@ -40,8 +40,11 @@ struct WorkspaceShape {
   /// Tensor parallelism's ranks: a rank's unit holds 1/T of the
   /// intermediate features, key/value heads and vocabulary (`params` counts
   /// its slices). The terms of hidden width keep it (an upper bound for the
-  /// attention's, which are 1/T too), and a part is counted as its unit.
+  /// attention's, which are 1/T too). Under sequence parallelism
+  /// (`sequenceParallel`) a block's norm and residual parts, and the
+  /// head's norm part, hold 1/T of the tokens.
   int64_t tensor = 1;
+  bool sequenceParallel = false;
 };
 
 /// `base` (micro-batch, sequence length, working type) completed for
@@ -55,15 +58,19 @@ WorkspaceShape workspaceShapeOf(UnitOp unit, PlanOp plan, WorkspaceShape base);
 /// is moved there, and the head's logits and loss temporaries. The unit's
 /// input and parameters are in the arena. docs/sched.md ("Workspace
 /// model") lists the terms; keep the two in step with runtime/models.
+/// Under tensor parallelism, `part` is the part of the unit that runs
+/// (TensorParallelParts.h): a Llama or GPT-2 block's and a head's parts
+/// each have their own moments; the embedding's parts are each counted as
+/// the whole unit, an upper bound.
 int64_t forwardWorkspaceBytes(UnitKind kind, ModelAttr model,
-                              const WorkspaceShape &shape);
+                              const WorkspaceShape &shape, int64_t part = 0);
 
 /// The same for a unit's backward: the gradients of its activations and of
 /// its parameters (autograd returns all of them at once, at the end), the
 /// gradient it hands to the unit before included; the gradient it received
 /// is counted by the caller (it lives before the backward starts).
 int64_t backwardWorkspaceBytes(UnitKind kind, ModelAttr model,
-                               const WorkspaceShape &shape);
+                               const WorkspaceShape &shape, int64_t part = 0);
 
 /// The cuBLAS workspaces PyTorch allocates through its caching allocator
 /// and keeps, one per (handle, stream): a unit's forward runs on the

@@ -62,6 +62,15 @@ CASES = [
     ("llama_tiny fp32 tensor 2 + SP", 2,
      ["model=llama_tiny", "parallel.tensor=2", "parallel.sequence_parallel=true",
       "parallel.sharding=no_shard"] + TINY),
+    # A small vocabulary makes a block's part the peak: each part has its
+    # own workspace (Llama's MLP forward with SP, GPT-2's attention forward
+    # with SP), and on pipeline stage 0 a block's norm backward.
+    ("llama_tiny fp32 tensor 2 + SP, vocab 64", 2,
+     ["model=llama_tiny", "model.vocab=64", "parallel.tensor=2",
+      "parallel.sequence_parallel=true", "parallel.sharding=no_shard"] + TINY),
+    ("gpt2_tiny fp32 tensor 2 + SP, vocab 64", 2,
+     ["model=gpt2_tiny", "model.vocab=64", "parallel.tensor=2",
+      "parallel.sequence_parallel=true", "parallel.sharding=no_shard"] + TINY),
     ("bert masked_lm fp32", 1, BERT_TINY + TINY),
     ("bert masked_lm bf16 checkpointed", 1,
      BERT_TINY + TINY + ["train.precision=bf16_mixed",
@@ -108,6 +117,9 @@ CASES = [
      ["model=llama_tiny", "model.layers=8", "train.grad_accum=4",
       "train.precision=bf16_mixed", "train.activation_checkpointing=full",
       "parallel.pipeline=4", "parallel.schedule=interleaved(2)"] + TINY),
+    ("llama_tiny fp32 pipeline 2 x tensor 2", 4,
+     ["model=llama_tiny", "model.layers=4", "train.grad_accum=4",
+      "parallel.pipeline=2", "parallel.tensor=2", "parallel.sharding=no_shard"] + TINY),
     ("llama_tiny fp32 LoRA pipeline 2 1f1b", 2,
      ["model=llama_tiny", "model.layers=4", "train.grad_accum=4",
       "parallel.pipeline=2", "parallel.sharding=no_shard"] + LORA + TINY),

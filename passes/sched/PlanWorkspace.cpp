@@ -64,6 +64,11 @@ public:
     plan::TrainAttr train = program.getTrain();
     cpuDevice = program.getCluster().getDevice().isCpu();
     tokens = train.getMicroBatch() * train.getSeqLen();
+    // The hidden states handed between units: under sequence parallelism
+    // a tensor rank's 1/T of the positions.
+    streamTokens = program.getParallel().getSequenceParallel()
+                       ? tokens / std::max<int64_t>(plan.getTensorRanks(), 1)
+                       : tokens;
     shape.microBatch = train.getMicroBatch();
     shape.seqLen = train.getSeqLen();
     shape.workingBytes = plan::workingBytes(train);
@@ -142,21 +147,29 @@ private:
   /// until its wait: recorded in `inFlight`).
   FailureOr<int64_t> opBytes(Operation &op) {
     // A unit's forward (a recompute is one) or backward.
+    // Under tensor parallelism, the part of it that runs.
     SymbolRefAttr unitRef;
-    if (auto forward = dyn_cast<ForwardOp>(op))
+    int64_t part = 0;
+    if (auto forward = dyn_cast<ForwardOp>(op)) {
       unitRef = forward.getUnit();
-    else if (auto recompute = dyn_cast<RecomputeOp>(op))
+      part = static_cast<int64_t>(forward.getPart());
+    } else if (auto recompute = dyn_cast<RecomputeOp>(op)) {
       unitRef = recompute.getUnit();
-    else if (auto backward = dyn_cast<BackwardOp>(op))
+      part = static_cast<int64_t>(recompute.getPart());
+    } else if (auto backward = dyn_cast<BackwardOp>(op)) {
       unitRef = backward.getUnit();
+      part = static_cast<int64_t>(backward.getPart());
+    }
     if (unitRef) {
       auto unit = unitOf(op, unitRef);
       if (failed(unit))
         return failure();
       const plan::WorkspaceShape &shape = (*unit)->shape;
       return isa<BackwardOp>(op)
-                 ? plan::backwardWorkspaceBytes((*unit)->kind, model, shape)
-                 : plan::forwardWorkspaceBytes((*unit)->kind, model, shape);
+                 ? plan::backwardWorkspaceBytes((*unit)->kind, model, shape,
+                                                part)
+                 : plan::forwardWorkspaceBytes((*unit)->kind, model, shape,
+                                               part);
     }
     if (auto scatter = dyn_cast<ReduceScatterOp>(op)) {
       // Into a staging tensor of the source's type unless the result can
@@ -283,7 +296,7 @@ private:
         sendsIt)
       handover.erase(mb);
     else
-      handover[mb] = tokens * model.getHidden() * shape.workingBytes;
+      handover[mb] = streamTokens * model.getHidden() * shape.workingBytes;
   }
 
   int64_t inFlightBytes() const {
@@ -307,6 +320,7 @@ private:
   bool gradClip = false;
   bool sgdDecay = false;
   int64_t tokens = 0;
+  int64_t streamTokens = 0;
   plan::WorkspaceShape shape;
   llvm::StringMap<UnitInfo> units;
   llvm::DenseMap<Value, int64_t> inFlight; // by the op's event
