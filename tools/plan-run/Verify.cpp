@@ -57,9 +57,16 @@ double workingTypeGradTolerance(rt::Precision precision) {
 }
 
 struct Step {
-  double loss = 0;
-  std::optional<double> gradNorm;
+  double loss = 0; // NaN where it was not finite (JSON null)
+  bool normRecorded = false;
+  std::optional<double> gradNorm; // none where not finite (JSON null)
+  bool skipped = false;           // fp16's loss scaler found inf/NaN gradients
 };
+
+/// A number of a metrics line, NaN where plan-run wrote null (not finite).
+double numberOrNaN(const plan::rt::support::Json &value) {
+  return value.is_null() ? NAN : value.get<double>();
+}
 
 /// The per-step lines plan-run's --metrics wrote (docs/launching.md).
 std::vector<Step> readMetrics(const std::string &path) {
@@ -74,9 +81,13 @@ std::vector<Step> readMetrics(const std::string &path) {
       continue;
     plan::rt::support::Json j = plan::rt::support::parseJson(line, path);
     Step s;
-    s.loss = j.at("loss").get<double>();
-    if (j.contains("grad_norm"))
-      s.gradNorm = j["grad_norm"].get<double>();
+    s.loss = numberOrNaN(j.at("loss"));
+    if (j.contains("grad_norm")) {
+      s.normRecorded = true;
+      if (!j["grad_norm"].is_null())
+        s.gradNorm = j["grad_norm"].get<double>();
+    }
+    s.skipped = j.value("skipped", false);
     steps.push_back(s);
   }
   return steps;
@@ -326,15 +337,25 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
   int64_t failStep = 0;
   const char *failWhat = "loss";
   double failDiff = 0;
+  // A step fp16's loss scaler skipped in one run and not in the other.
+  int64_t skipStep = 0;
   for (size_t i = 0; i < ours.size(); ++i) {
     double dl = relDiff(ours[i].loss, ref[i].loss);
-    double dg = ours[i].gradNorm && ref[i].gradNorm
-                    ? relDiff(*ours[i].gradNorm, *ref[i].gradNorm)
-                    : 0;
-    std::printf("  %4zu  %12.6f  %16.6f  %8.1e   %16.6f  %21.6f  %8.1e\n",
+    // Both norms not finite (a step both runs skipped) agree; one finite
+    // and one not do not (NaN).
+    double dg = 0;
+    if (ours[i].gradNorm && ref[i].gradNorm)
+      dg = relDiff(*ours[i].gradNorm, *ref[i].gradNorm);
+    else if (ours[i].normRecorded && ref[i].normRecorded &&
+             ours[i].gradNorm.has_value() != ref[i].gradNorm.has_value())
+      dg = NAN;
+    if (skipStep == 0 && ours[i].skipped != ref[i].skipped)
+      skipStep = static_cast<int64_t>(i) + 1;
+    std::printf("  %4zu  %12.6f  %16.6f  %8.1e   %16.6f  %21.6f  %8.1e%s\n",
                 i + 1, ours[i].loss, ref[i].loss, dl,
-                ours[i].gradNorm.value_or(NAN), ref[i].gradNorm.value_or(NAN),
-                dg);
+                ours[i].gradNorm.value_or(INFINITY),
+                ref[i].gradNorm.value_or(INFINITY), dg,
+                ours[i].skipped && ref[i].skipped ? "  (both skipped)" : "");
     for (auto [d, what] : {std::pair{dl, "loss"}, std::pair{dg, "grad norm"}}) {
       // NaN counts as beyond any tolerance.
       worst = std::isnan(d) || std::isnan(worst) ? NAN : std::max(worst, d);
@@ -352,6 +373,16 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
             "type, rounded at other points; see docs/verify.md"
           : "mixed precision: the fp32 reductions in another order; see "
             "docs/verify.md";
+  if (skipStep != 0 && (failStep == 0 || skipStep <= failStep)) {
+    bool oursSkipped = ours[skipStep - 1].skipped;
+    std::printf("verdict: NOT equivalent: at step %lld %s skipped the step "
+                "(its gradients were not finite under the loss scale) and "
+                "%s did not\n",
+                static_cast<long long>(skipStep),
+                oursSkipped ? "the plan" : "the reference",
+                oursSkipped ? "the reference" : "the plan");
+    return 1;
+  }
   if (failStep == 0) {
     std::printf("verdict: equivalent: the largest relative difference is "
                 "%.1e, within %.0e (%s) over %lld steps\n",
