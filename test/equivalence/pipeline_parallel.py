@@ -12,7 +12,8 @@ The cases are the issue's matrix (docs/language.md, "Pipeline parallelism"): pip
 wrapping from the last stage to the first); explicit stages; pipeline 2 x data
 parallel 2 with full_shard; 1f1b with activation checkpointing and no_shard over 2
 data-parallel ranks; full_shard interleaved, hybrid_shard and zero1 with FSDP's
-collectives overlapping across a stage's tasks; and with tensor parallelism: pp 2 x tp
+collectives overlapping across a stage's tasks; full_shard with parameters and
+optimizer state offloaded; and with tensor parallelism: pp 2 x tp
 2, with sequence parallelism, interleaving and checkpointing, and dp 2 x pp 2 x tp 2 on
 8 ranks; and LoRA (adapters on every linear layer; QLoRA's NF4 base with dropout), each
 against the single-rank LoRA run; and BERT with a sequence-classification head, pp 2
@@ -85,6 +86,11 @@ CASES = [
       "parallel.forward_prefetch=true"]),
     ("pp2 x dp2 zero1 1f1b", MODEL, 4, 2, 2,
      ["parallel.pipeline=2", "parallel.sharding=zero1"]),
+    # Each stage's parameters and optimizer state offloaded (the copies to
+    # and from the host around its own tasks, its optimizer step there).
+    ("pp2 x dp2 full_shard 1f1b offload params + optimizer", MODEL, 4, 2, 2,
+     ["parallel.pipeline=2", "parallel.sharding=full_shard",
+      "parallel.offload.params=cpu", "parallel.offload.optimizer=cpu"]),
     # With tensor parallelism: the residual stream crosses the stages as each
     # tensor rank holds it (its slice of the sequence under SP).
     ("pp2 x tp2 1f1b", MODEL, 4, 1, 4, ["parallel.pipeline=2", "parallel.tensor=2"]),
