@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 
 namespace plan::run {
@@ -91,6 +92,17 @@ std::vector<Step> readMetrics(const std::string &path) {
     steps.push_back(s);
   }
   return steps;
+}
+
+/// A tolerance as the check uses it: 1e-05, 2e-04, 7.8e-03 (bf16's two
+/// unit roundoffs, which %.0e would print as 8e-03).
+std::string formatTolerance(double tolerance) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1e", tolerance);
+  std::string s = text;
+  if (size_t zero = s.find(".0e"); zero != std::string::npos)
+    s.erase(zero, 2);
+  return s;
 }
 
 double relDiff(double a, double b) {
@@ -385,14 +397,15 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
   }
   if (failStep == 0) {
     std::printf("verdict: equivalent: the largest relative difference is "
-                "%.1e, within %.0e (%s) over %lld steps\n",
-                worst, tolerance, why, static_cast<long long>(steps));
+                "%.1e, within %s (%s) over %lld steps\n",
+                worst, formatTolerance(tolerance).c_str(), why,
+                static_cast<long long>(steps));
     return 0;
   }
   std::printf("verdict: NOT equivalent: from step %lld the %s differs by "
-              "%.1e, more than %.0e (%s)\n",
-              static_cast<long long>(failStep), failWhat, failDiff, tolerance,
-              why);
+              "%.1e, more than %s (%s)\n",
+              static_cast<long long>(failStep), failWhat, failDiff,
+              formatTolerance(tolerance).c_str(), why);
   return 1;
 }
 
