@@ -363,10 +363,15 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
       dg = NAN;
     if (skipStep == 0 && ours[i].skipped != ref[i].skipped)
       skipStep = static_cast<int64_t>(i) + 1;
+    // A norm not finite shows as inf, one not recorded as nan.
+    auto shown = [](const Step &step) {
+      return step.gradNorm       ? *step.gradNorm
+             : step.normRecorded ? INFINITY
+                                 : NAN;
+    };
     std::printf("  %4zu  %12.6f  %16.6f  %8.1e   %16.6f  %21.6f  %8.1e%s\n",
-                i + 1, ours[i].loss, ref[i].loss, dl,
-                ours[i].gradNorm.value_or(INFINITY),
-                ref[i].gradNorm.value_or(INFINITY), dg,
+                i + 1, ours[i].loss, ref[i].loss, dl, shown(ours[i]),
+                shown(ref[i]), dg,
                 ours[i].skipped && ref[i].skipped ? "  (both skipped)" : "");
     for (auto [d, what] : {std::pair{dl, "loss"}, std::pair{dg, "grad norm"}}) {
       // NaN counts as beyond any tolerance.
