@@ -28,7 +28,17 @@ struct Placement {
   const Block *block = nullptr;
   const Item *item = nullptr; // the item the path names, when written
   std::vector<std::string> rest;
+  // An item written without a block whose value takes one (`model =
+  // llama3_8b`, `model = hf(...)`): `rest` goes in a block added after it.
+  const Item *extend = nullptr;
 };
+
+/// Whether `--set` may give keys under a value written without a block
+/// (Parser.cpp, blockToDescend): a name (a preset) or an hf() call.
+bool takesBlock(const Value &value) {
+  return value.kind == ValueKind::Identifier ||
+         (value.kind == ValueKind::Call && value.text == "hf");
+}
 
 /// Finds `path` under `block` the way `--set` places a value
 /// (Parser.cpp, placeSetting): an item written with the whole dotted key,
@@ -41,6 +51,10 @@ Placement place(const Block &block, llvm::ArrayRef<std::string> path) {
     const Item *item = block.find(llvm::join(path.take_front(n), "."));
     if (item && item->value.block && item->value.block->lbrace.isValid())
       return place(*item->value.block, path.drop_front(n));
+    if (item && takesBlock(item->value)) {
+      llvm::ArrayRef<std::string> rest = path.drop_front(n);
+      return {&block, nullptr, {rest.begin(), rest.end()}, item};
+    }
     if (item)
       break;
   }
@@ -69,6 +83,8 @@ plan::editPlanText(const llvm::SourceMgr &sourceMgr, unsigned bufferId,
   };
 
   std::vector<Edit> edits;
+  // Keys for a block added after a value written without one, per item.
+  std::vector<std::pair<const Item *, std::vector<std::string>>> added;
   // Top-level sections the file lacks, in the order first set.
   std::vector<std::pair<std::string, std::vector<std::string>>> newSections;
   for (auto [order, setting] : llvm::enumerate(settings)) {
@@ -83,6 +99,16 @@ plan::editPlanText(const llvm::SourceMgr &sourceMgr, unsigned bufferId,
           {offsetOf(range.Start),
            size_t(range.End.getPointer() - range.Start.getPointer()),
            value.str(), order});
+      continue;
+    }
+    if (at.extend) {
+      std::string line = llvm::join(at.rest, ".") + " = " + value.str();
+      auto it = llvm::find_if(
+          added, [&](const auto &a) { return a.first == at.extend; });
+      if (it == added.end())
+        added.push_back({at.extend, {line}});
+      else
+        it->second.push_back(line);
       continue;
     }
     if (at.block == &root) {
@@ -129,6 +155,10 @@ plan::editPlanText(const llvm::SourceMgr &sourceMgr, unsigned bufferId,
       edits.push_back(
           {offsetOf(block.rbrace), 0, "\n" + indent + line + "\n", order});
   }
+
+  for (const auto &[item, lines] : added)
+    edits.push_back({offsetOf(item->value.range.End), 0,
+                     " { " + llvm::join(lines, "  ") + " }", settings.size()});
 
   std::string text = buffer.str();
   llvm::stable_sort(edits, [](const Edit &a, const Edit &b) {

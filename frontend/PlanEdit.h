@@ -5,7 +5,10 @@
 // key the file writes gets its value replaced where it is written; a key it
 // lacks is added at the end of its section, as a dotted key where the
 // section is there but its sub-section is not (`offload.params = cpu`); a
-// missing section is added at the end of the file.
+// missing section is added at the end of the file. A key under a value
+// written without a block that takes one (a preset's name, hf()) goes in a
+// block added after the value (`model = llama3_8b { layers = 2 }`), as
+// `--set` places it.
 //
 //===----------------------------------------------------------------------===//
 

@@ -173,10 +173,10 @@ class Evaluator {
 public:
   Evaluator(llvm::SourceMgr &sourceMgr, unsigned bufferId,
             llvm::ArrayRef<std::string> base, llvm::StringRef name,
-            int64_t layers, int64_t globalBatch, bool checkExtensions,
-            SearchStats &stats)
+            int64_t layers, bool pipelined, int64_t globalBatch,
+            bool checkExtensions, SearchStats &stats)
       : sourceMgr(sourceMgr), bufferId(bufferId), base(base), name(name),
-        layers(layers), globalBatch(globalBatch),
+        layers(layers), pipelined(pipelined), globalBatch(globalBatch),
         checkExtensions(checkExtensions), stats(stats),
         quiet(&context, [this](Diagnostic &diag) {
           if (diag.getSeverity() == DiagnosticSeverity::Error &&
@@ -310,10 +310,11 @@ private:
   }
 
   /// Whether reduced() lowers `knobs` with fewer layers, and with fewer
-  /// micro-batches; extends() when either.
-  bool cutsLayers() const { return layers > kFirst + 3; }
-  static bool cutsAccum(const SearchKnobs &knobs) {
-    return knobs.gradAccum >= kCutAccum;
+  /// micro-batches; extends() when either. A pipeline's candidates are
+  /// lowered whole: its stages' partition and its bubble change with both.
+  bool cutsLayers() const { return !pipelined && layers > kFirst + 3; }
+  bool cutsAccum(const SearchKnobs &knobs) const {
+    return !pipelined && knobs.gradAccum >= kCutAccum;
   }
   bool extends(const SearchKnobs &knobs) const {
     return cutsLayers() || cutsAccum(knobs);
@@ -433,6 +434,7 @@ private:
   llvm::ArrayRef<std::string> base;
   std::string name;
   int64_t layers;
+  bool pipelined;
   int64_t globalBatch;
   bool checkExtensions;
   SearchStats &stats;
@@ -639,18 +641,6 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
       loadPlan(sourceMgr, bufferId, overrides, name, diag);
   if (!given)
     return std::nullopt;
-  // A pipeline's numbers are not extended over layers and micro-batches as
-  // the short plans' are: the stages' partition and the bubble change with
-  // both.
-  if (given->parallel.pipeline > 1) {
-    diag.error(given->locOf("parallel.pipeline"),
-               "--search does not search pipelines (pipeline = 1): its "
-               "numbers, extended from plans with fewer layers and "
-               "micro-batches, do not follow a pipeline's stages and "
-               "bubble; search the plan without the pipeline, or compare "
-               "pipelines with planc --report");
-    return std::nullopt;
-  }
   // The data-parallel ranks: a plan's tensor groups stay as it gives them.
   int64_t world = given->cluster.worldSize();
   int64_t ranks = given->parallel.dataParallelRanks(world);
@@ -680,7 +670,8 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
   result.worldSize = world;
   SearchStats &stats = result.stats;
   Evaluator evaluator(sourceMgr, bufferId, overrides, name, given->model.layers,
-                      globalBatch, options.exhaustive, stats);
+                      given->parallel.pipeline > 1, globalBatch,
+                      options.exhaustive, stats);
   bool exhaustive = options.exhaustive;
 
   // The plan as given, lowered as planc lowers it.
