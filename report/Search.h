@@ -16,7 +16,10 @@
 //  - Candidates are lowered with 4, 5 and 6 layers and the report's numbers
 //    extended along the line through them to the model's layer count, when
 //    all three lie on one line (every layer adds the same ops); otherwise
-//    the candidate is lowered whole. With 8 or more micro-batches a step,
+//    the candidate is lowered whole (always with a pipeline, whose stage
+//    partition and bubble change with the layers and micro-batches; its
+//    degree, schedule and stages, like the tensor degree, stay as given).
+//    With 8 or more micro-batches a step,
 //    they are lowered with 2 and 3 (and 4, at 4 layers or the plan's own,
 //    to check the line) and extended bilinearly: the lowering's cost no
 //    longer grows with the accumulation a smaller micro-batch needs. The
