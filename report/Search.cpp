@@ -668,6 +668,7 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
   result.globalBatch = globalBatch;
   result.seqLen = given->train.seqLen;
   result.worldSize = world;
+  result.pipeline = given->parallel.pipeline;
   SearchStats &stats = result.stats;
   Evaluator evaluator(sourceMgr, bufferId, overrides, name, given->model.layers,
                       given->parallel.pipeline > 1, globalBatch,
@@ -1062,8 +1063,14 @@ void plan::printSearchTable(const SearchResult &r, llvm::raw_ostream &os) {
   const SearchStats &s = r.stats;
   os << llvm::formatv(
       "{0}: searched {1} candidates for a global batch of {2} x {3} tokens "
-      "on {4} rank(s) in {5}\n",
+      "on {4} rank(s){5} in {6}\n",
       r.planName, s.spaceSize, r.globalBatch, r.seqLen, r.worldSize,
+      r.pipeline > 1
+          ? llvm::formatv(" of {0} pipeline stages (each candidate lowered "
+                          "whole)",
+                          r.pipeline)
+                .str()
+          : std::string(),
       formatSeconds(s.seconds));
   os << llvm::formatv(
       "  analyzed {0} ({1} extended from shorter plans, {2} rejected by the "
@@ -1116,7 +1123,8 @@ void plan::printSearchTable(const SearchResult &r, llvm::raw_ostream &os) {
   if (!r.best.empty()) {
     uint64_t capacity = r.best.front().metrics.deviceCapacityBytes;
     os << llvm::formatv("memory: what a rank needs on its device (arena + "
-                        "workspace + reserve), of {0}\n",
+                        "workspace + reserve{0}), of {1}\n",
+                        r.pipeline > 1 ? "; the stage that needs the most" : "",
                         formatBytes(capacity));
     if (r.given && r.given->metrics.valid) {
       const SearchMetrics &g = r.given->metrics, &b = r.best.front().metrics;

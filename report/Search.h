@@ -158,6 +158,7 @@ struct SearchStats {
 struct SearchResult {
   std::string planName;
   int64_t globalBatch = 0, seqLen = 0, worldSize = 0;
+  int64_t pipeline = 1; // the plan's stages, kept by every candidate
   /// Fitting candidates, fastest first; their numbers from whole lowerings.
   std::vector<SearchCandidate> best;
   /// When nothing fits: the candidate that misses by the least.
