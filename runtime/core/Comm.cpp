@@ -5,8 +5,10 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace plan::rt {
 namespace {
@@ -50,6 +52,14 @@ public:
     // connect with "Connection closed by peer". A barrier over the world
     // group returns only once every rank has connected every group.
     everyoneGroup_->barrier()->wait();
+  }
+
+  void awaitRelease(const c10::intrusive_ptr<c10d::Work> &work) override {
+    // The caller's reference is the last once ProcessGroupGloo's worker has
+    // reset its own (runLoop, after finishWorkGloo completed the work).
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (work.use_count() > 1 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
   }
 
 private:

@@ -76,6 +76,15 @@ public:
   /// Which group of `axis` this rank is in, numbered over the mesh: the
   /// name (Gloo) or colour (NCCL) of the group each backend connects.
   int groupColor(GroupAxis axis) const;
+  /// Called after `work`'s wait(): returns once the backend's own threads
+  /// hold no reference to it. A Gloo work owns the flat tensors of an
+  /// all-gather or reduce-scatter, and the worker thread that completes it
+  /// lets go of it only after wait() has returned; the memory the plan
+  /// frees at the wait (sched-plan-workspace) would otherwise outlive it
+  /// into the next op by however long that thread is descheduled. Gives up
+  /// after a second (the memory is then freed when the thread lets go).
+  /// NCCL's works own no staging tensors: nothing to wait for.
+  virtual void awaitRelease(const c10::intrusive_ptr<c10d::Work> &) {}
 
 protected:
   /// Throws std::runtime_error (one line) unless the schedule's mesh is valid,

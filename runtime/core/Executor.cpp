@@ -424,6 +424,7 @@ void Executor::Impl::complete(int64_t event) {
   try {
     if (e.work) {
       e.work->wait();
+      comm.awaitRelease(e.work);
       waited(e);
     }
     if (e.finish)
