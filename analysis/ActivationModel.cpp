@@ -51,8 +51,7 @@ ActivationShape shapeOf(ModelAttr model, int64_t microBatch, int64_t seqLen,
   shape.b = microBatch;
   shape.s = seqLen;
   shape.tokens = microBatch * seqLen;
-  shape.normTokens =
-      share.sequenceParallel ? shape.tokens / share.ranks : shape.tokens;
+  shape.normTokens = streamTokens(shape.tokens, share);
   shape.h = model.getHidden();
   shape.inter = divided(model.getIntermediate());
   shape.heads = divided(model.getHeads());

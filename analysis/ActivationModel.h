@@ -21,6 +21,13 @@ struct TensorShare {
 /// The share of `plan`'s mesh and parallel settings.
 TensorShare tensorShareOf(PlanOp plan);
 
+/// The tokens of the residual stream (the hidden states between units, and
+/// the norms') a rank holds of a micro-batch of `tokens`: all of them, or
+/// 1/ranks under sequence parallelism.
+inline int64_t streamTokens(int64_t tokens, TensorShare share) {
+  return share.sequenceParallel ? tokens / share.ranks : tokens;
+}
+
 /// Bytes one unit of `kind` keeps for its backward in one micro-batch of
 /// `microBatch` sequences of `seqLen` tokens (a forward with a graph, or a
 /// recompute), when it computes in a type of `workingBytes` bytes (4 for

@@ -66,7 +66,7 @@ Sizes sizesOf(ModelAttr model, const WorkspaceShape &shape) {
   z.h = model.getHidden();
   // A tensor-parallel rank's share of what is divided (rounded up, as a
   // padded vocabulary is).
-  const int64_t t = std::max<int64_t>(shape.tensor, 1);
+  const int64_t t = std::max<int64_t>(shape.share.ranks, 1);
   auto divided = [&](int64_t n) { return (n + t - 1) / t; };
   z.inter = divided(model.getIntermediate());
   int64_t heads = std::max<int64_t>(model.getHeads(), 1);
@@ -74,7 +74,7 @@ Sizes sizesOf(ModelAttr model, const WorkspaceShape &shape) {
   z.d = z.h / heads;
   z.q = divided(heads) * z.d;
   z.kv = divided(kvHeads) * z.d;
-  z.ts = shape.sequenceParallel ? z.t / t : z.t;
+  z.ts = streamTokens(z.t, shape.share);
   z.vocab = divided(model.getVocab());
   z.maxPos = model.getMaxSeqLen();
   z.w = shape.workingBytes;
@@ -393,8 +393,8 @@ bool isClassificationHead(UnitKind kind, ModelAttr model) {
 int64_t plan::forwardWorkspaceBytes(UnitKind kind, ModelAttr model,
                                     const WorkspaceShape &shape, int64_t part) {
   Sizes z = sizesOf(model, shape);
-  if (shape.tensor > 1) {
-    bool sp = shape.sequenceParallel;
+  if (shape.share.ranks > 1) {
+    bool sp = shape.share.sequenceParallel;
     switch (kind) {
     case UnitKind::LlamaBlock:
       return llamaBlockPartForward(z, part, sp);
@@ -441,7 +441,7 @@ int64_t plan::backwardWorkspaceBytes(UnitKind kind, ModelAttr model,
                                      const WorkspaceShape &shape,
                                      int64_t part) {
   Sizes z = sizesOf(model, shape);
-  if (shape.tensor > 1) {
+  if (shape.share.ranks > 1) {
     switch (kind) {
     case UnitKind::LlamaBlock:
       return llamaBlockPartBackward(z, part);
@@ -498,8 +498,7 @@ WorkspaceShape plan::workspaceShapeOf(UnitOp unit, PlanOp plan,
   s.mlpInAdapters = s.mlpOutAdapters = s.attnOutAdapters = 0;
   s.dropoutRank = 0;
   s.droppedModules.clear();
-  s.tensor = plan.getTensorRanks();
-  s.sequenceParallel = plan.getParallel().getSequenceParallel();
+  s.share = tensorShareOf(plan);
   LoraAttr lora = plan.getModel().getLora();
   bool dropout = lora && lora.getDropout().value > 0;
   for (ParamOp param : unit.getBody().getOps<ParamOp>()) {
@@ -510,7 +509,7 @@ WorkspaceShape plan::workspaceShapeOf(UnitOp unit, PlanOp plan,
       s.frozenBase = true;
       continue;
     }
-    int64_t numel = stored.getLocalNumel(s.tensor);
+    int64_t numel = stored.getLocalNumel(s.share.ranks);
     s.params += numel;
     std::optional<std::string_view> adapterOf =
         rt::loraAdapterModule(param.getParamName());

@@ -3,6 +3,7 @@
 #ifndef PLAN_ANALYSIS_WORKSPACEMODEL_H
 #define PLAN_ANALYSIS_WORKSPACEMODEL_H
 
+#include "analysis/ActivationModel.h"
 #include "dialects/plan/PlanDialect.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -37,14 +38,11 @@ struct WorkspaceShape {
   /// "mlp.c_fc", "attention.output.dense"), whose inputs are dropped.
   int64_t dropoutRank = 0;
   std::vector<std::string> droppedModules;
-  /// Tensor parallelism's ranks: a rank's unit holds 1/T of the
-  /// intermediate features, key/value heads and vocabulary (`params` counts
-  /// its slices). The terms of hidden width keep it (an upper bound for the
-  /// attention's, which are 1/T too). Under sequence parallelism
-  /// (`sequenceParallel`) a block's norm and residual parts, and the
-  /// head's norm part, hold 1/T of the tokens.
-  int64_t tensor = 1;
-  bool sequenceParallel = false;
+  /// Tensor parallelism: a rank's unit holds 1/T of the heads,
+  /// intermediate features and vocabulary (`params` counts its slices), and
+  /// runs in parts, each with its own moments; under sequence parallelism
+  /// the norm and residual parts hold 1/T of the tokens (streamTokens).
+  TensorShare share;
 };
 
 /// `base` (micro-batch, sequence length, working type) completed for

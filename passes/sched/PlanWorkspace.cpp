@@ -66,9 +66,7 @@ public:
     tokens = train.getMicroBatch() * train.getSeqLen();
     // The hidden states handed between units: under sequence parallelism
     // a tensor rank's 1/T of the positions.
-    streamTokens = program.getParallel().getSequenceParallel()
-                       ? tokens / std::max<int64_t>(plan.getTensorRanks(), 1)
-                       : tokens;
+    handedTokens = plan::streamTokens(tokens, plan::tensorShareOf(plan));
     shape.microBatch = train.getMicroBatch();
     shape.seqLen = train.getSeqLen();
     shape.workingBytes = plan::workingBytes(train);
@@ -296,7 +294,7 @@ private:
         sendsIt)
       handover.erase(mb);
     else
-      handover[mb] = streamTokens * model.getHidden() * shape.workingBytes;
+      handover[mb] = handedTokens * model.getHidden() * shape.workingBytes;
   }
 
   int64_t inFlightBytes() const {
@@ -320,7 +318,7 @@ private:
   bool gradClip = false;
   bool sgdDecay = false;
   int64_t tokens = 0;
-  int64_t streamTokens = 0;
+  int64_t handedTokens = 0;
   plan::WorkspaceShape shape;
   llvm::StringMap<UnitInfo> units;
   llvm::DenseMap<Value, int64_t> inFlight; // by the op's event

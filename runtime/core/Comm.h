@@ -79,7 +79,8 @@ public:
   /// Called after `work`'s wait(): returns once the backend's own threads
   /// hold no reference to it. A Gloo work owns the flat tensors of an
   /// all-gather or reduce-scatter, and the worker thread that completes it
-  /// lets go of it only after wait() has returned; the memory the plan
+  /// drops its references only after that (ProcessGroupGloo::runLoop), so
+  /// possibly after wait() has returned; the memory the plan
   /// frees at the wait (sched-plan-workspace) would otherwise outlive it
   /// into the next op by however long that thread is descheduled. Gives up
   /// after a second (the memory is then freed when the thread lets go).
