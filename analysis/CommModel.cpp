@@ -78,7 +78,7 @@ GroupPlacement plan::placeGroup(ClusterAttr cluster, int64_t meshReplicate,
   // The highest rank in rank 0's group decides whether it leaves node 0:
   // tensor = ranks [0, T), shard = {0, T, ..., (S-1)T}, replicate = {0, ST,
   // 2ST, ...}, world = the data-parallel ranks {0, T, ..., (RS-1)T},
-  // pipeline = {0, RST, ..., (P-1)RST}.
+  // pipeline = {0, RST, ..., (P-1)RST}, embedding = {0, (P-1)RST}.
   int64_t t = std::max<int64_t>(meshTensor, 1);
   switch (group) {
   case sched::Group::Shard:
@@ -92,6 +92,11 @@ GroupPlacement plan::placeGroup(ClusterAttr cluster, int64_t meshReplicate,
     return placeRing(links, t, t - 1);
   case sched::Group::Pipeline:
     return placeRing(links, std::max<int64_t>(meshPipeline, 1),
+                     (std::max<int64_t>(meshPipeline, 1) - 1) * meshReplicate *
+                         meshShard * t);
+  case sched::Group::Embedding:
+    // {0, (P-1)RST}: the pipeline group's ends.
+    return placeRing(links, meshPipeline > 1 ? 2 : 1,
                      (std::max<int64_t>(meshPipeline, 1) - 1) * meshReplicate *
                          meshShard * t);
   }

@@ -231,8 +231,8 @@ private:
                              sched::Peer peer, ValueRange after);
   /// A transfer between stages: issued at once alone, handed to the play
   /// in a pipeline.
-  LogicalResult acrossStages(Operation *op, SliceName name, double seconds,
-                             ValueRange after);
+  LogicalResult acrossStages(Operation *op, sched::Group group, SliceName name,
+                             double seconds, ValueRange after);
   /// Whether `event` is a transfer between stages the play has not started.
   bool pending(Value event) const {
     return play && !events.count(event) &&
@@ -290,14 +290,16 @@ private:
 
 /// The transfers between a pipeline's stages, paired as
 /// sched-verify-pipeline pairs them: the k-th send of a stage towards a
-/// neighbour with the k-th receive there, and the k-th collective on the
-/// pipeline group of every stage. A pair (or the collective) runs once each
+/// neighbour with the k-th receive there, the k-th collective on the
+/// pipeline group of every stage, and the k-th on the embedding group of
+/// the first and the last stage. A pair (or the collective) runs once each
 /// side has issued it and is ready (its `after` events fired): from the
 /// later of those times, for the longer of their durations.
 class PipelinePlay {
 public:
   explicit PipelinePlay(std::vector<StepSimulation *> stages)
-      : stages(std::move(stages)), collectives(this->stages.size()) {}
+      : stages(std::move(stages)), collectives(this->stages.size()),
+        embeddingCollectives(2) {}
 
   /// Stage `stage` issued `op` (a send, a receive or a pipeline
   /// collective), ready at `ready`, taking `seconds`.
@@ -323,20 +325,25 @@ private:
            std::pair<std::deque<Issued>, std::deque<Issued>>>
       channels;
   std::vector<std::deque<Issued>> collectives;
+  // The first stage's and the last's on the embedding group.
+  std::vector<std::deque<Issued>> embeddingCollectives;
 };
 
 void PipelinePlay::issued(int64_t stage, Operation *op, double ready,
                           double seconds, std::string name) {
   Issued entry{stage, op, ready, seconds, std::move(name)};
   if (sched::isPipelineCollective(op)) {
-    collectives[stage].push_back(std::move(entry));
-    if (llvm::any_of(collectives, [](auto &q) { return q.empty(); }))
+    bool embedding = sched::getAsyncInfo(op)->group == sched::Group::Embedding;
+    auto &queues = embedding ? embeddingCollectives : collectives;
+    queues[embedding ? (stage == 0 ? 0 : 1) : stage].push_back(
+        std::move(entry));
+    if (llvm::any_of(queues, [](auto &q) { return q.empty(); }))
       return;
     SmallVector<Issued *> all;
-    for (auto &q : collectives)
+    for (auto &q : queues)
       all.push_back(&q.front());
     run(all);
-    for (auto &q : collectives)
+    for (auto &q : queues)
       q.pop_front();
     return;
   }
@@ -545,8 +552,8 @@ LogicalResult StepSimulation::collective(Operation *op, CollectiveKind kind,
   };
   double seconds = collectiveSeconds(kind, bufferBytes(full), placement);
   time.groupBusySeconds[static_cast<int>(group)] += seconds;
-  if (group == sched::Group::Pipeline)
-    return acrossStages(op, name, seconds, after);
+  if (sched::isAcrossStages(group))
+    return acrossStages(op, group, name, seconds, after);
   return onLink(op, group, name, seconds, after);
 }
 
@@ -576,13 +583,14 @@ LogicalResult StepSimulation::pointToPoint(Operation *op, StringRef what,
         .str();
   };
   time.groupBusySeconds[static_cast<int>(sched::Group::Pipeline)] += seconds;
-  return acrossStages(op, name, seconds, after);
+  return acrossStages(op, sched::Group::Pipeline, name, seconds, after);
 }
 
-LogicalResult StepSimulation::acrossStages(Operation *op, SliceName name,
-                                           double seconds, ValueRange after) {
+LogicalResult StepSimulation::acrossStages(Operation *op, sched::Group group,
+                                           SliceName name, double seconds,
+                                           ValueRange after) {
   if (!play)
-    return onLink(op, sched::Group::Pipeline, name, seconds, after);
+    return onLink(op, group, name, seconds, after);
   double ready = now;
   for (Value event : after) {
     auto it = events.find(event);
@@ -591,7 +599,7 @@ LogicalResult StepSimulation::acrossStages(Operation *op, SliceName name,
                            "fires an event it follows");
     ready = std::max(ready, it->second.end);
   }
-  time.busySeconds[static_cast<int>(linkOf(sched::Group::Pipeline))] += seconds;
+  time.busySeconds[static_cast<int>(linkOf(group))] += seconds;
   play->issued(stage, op, ready, seconds, timeline ? name() : std::string());
   return success();
 }

@@ -11,6 +11,7 @@
 #include "report/Report.h"
 
 #include "analysis/PipelineModel.h"
+#include "dialects/sched/SchedOpTable.h"
 
 #include "Format.h"
 
@@ -642,7 +643,7 @@ void plan::printReportTable(const ScheduleReport &r, llvm::raw_ostream &os) {
             "    {0,-11} {1} busy, {2} ({3} ranks, {4})\n",
             sched::stringifyGroup(group),
             formatSeconds(time.groupBusySeconds[g]),
-            group == sched::Group::Pipeline && !r.stages.empty()
+            sched::isAcrossStages(group) && !r.stages.empty()
                 ? std::string("waited for in the bubble")
                 : formatSeconds(time.groupExposedSeconds[g]) + " exposed",
             comm.groups[g].size,

@@ -63,7 +63,12 @@ def Sched_Group : Sched_Enum<"Group", "process group of the mesh", [
   I32EnumAttrCase<"Tensor", 3, "tensor">,
   // The outermost axis: the stages of one pipeline, which sched.send and
   // sched.recv connect.
-  I32EnumAttrCase<"Pipeline", 4, "pipeline">]>;
+  I32EnumAttrCase<"Pipeline", 4, "pipeline">,
+  // The pipeline's first and last stages (Megatron's embedding group): the
+  // two ranks of a pipeline group that hold the input embedding and the
+  // head tied to it, which add the gradients of that shared weight. No
+  // rank of a stage between them is in one.
+  I32EnumAttrCase<"Embedding", 5, "embedding">]>;
 
 def Sched_GroupAttr : EnumAttr<Sched_Dialect, Sched_Group, "group"> {
 }

@@ -89,16 +89,23 @@ inline bool isCollective(mlir::Operation *op) {
   return info && info->group;
 }
 
-/// Whether `op` is a collective on the pipeline group, which sched-lower
-/// emits itself (the sum of the stages' gradient norms) and the passes
-/// that distribute the single-rank program leave alone.
+/// Whether `group` spans pipeline stages: the pipeline group, or its first
+/// and last stages' (embedding).
+inline bool isAcrossStages(Group group) {
+  return group == Group::Pipeline || group == Group::Embedding;
+}
+
+/// Whether `op` is a collective between pipeline stages (on the pipeline or
+/// the embedding group), which sched-lower emits itself (the sum of the
+/// stages' gradient norms, a tied embedding's gradient) and the passes that
+/// distribute the single-rank program leave alone.
 inline bool isPipelineCollective(mlir::Operation *op) {
   std::optional<AsyncInfo> info = getAsyncInfo(op);
-  return info && info->group == Group::Pipeline;
+  return info && info->group && isAcrossStages(*info->group);
 }
 
 /// Whether `op` involves another pipeline stage: a sched.send, a sched.recv
-/// or a collective on the pipeline group (false for null).
+/// or a collective between stages (false for null).
 bool isBetweenStages(mlir::Operation *op);
 
 } // namespace sched

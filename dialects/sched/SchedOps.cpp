@@ -53,6 +53,8 @@ static int64_t groupSizeOn(shard::GridOp grid, Group group) {
     return size(plan::MeshAxis::Tensor);
   case Group::Pipeline:
     return size(plan::MeshAxis::Pipeline);
+  case Group::Embedding:
+    return size(plan::MeshAxis::Pipeline) > 1 ? 2 : 1;
   }
   return 0;
 }

@@ -9,13 +9,16 @@
 //   k-th receive at the other end, and they name the same unit and
 //   micro-batch, with buffers of one size and element type;
 // - every collective on the pipeline group is issued by every stage, in the
-//   same order, of the same kind and size;
+//   same order, of the same kind and size; every collective on the
+//   embedding group likewise by the first and the last stage, and by no
+//   other;
 // - the stages cannot deadlock. The programs are played together: each
 //   stage's compute stream runs in order and stops at a sched.wait whose
 //   event has not completed; a send and its receive complete together once
 //   both stages have reached them (and everything before them on their
 //   channel has completed), which is what NCCL's point-to-point calls do; a
-//   pipeline collective completes once every stage has reached it. The play
+//   collective between stages completes once every stage of its group has
+//   reached it. The play
 //   must end with every stage at its program's end.
 //
 // Each round of the play moves some stage or completes some transfer, so it
@@ -63,6 +66,21 @@ struct PointToPoint {
   MemRefType type;
 };
 
+/// The collectives on one group between stages (pipeline, embedding): its
+/// member stages and what each has issued, in order.
+struct StageCollectives {
+  Group group;
+  SmallVector<int64_t> members;                 // pipeline ranks
+  SmallVector<SmallVector<Operation *>> issued; // by member
+  size_t done = 0;                              // collectives completed so far
+};
+
+/// Who issues a group's collectives, as its messages say.
+const char *whoIssues(Group group) {
+  return group == Group::Pipeline ? "every stage issues"
+                                  : "the first and the last stage issue";
+}
+
 /// What a stage sends in one direction, and what its neighbour receives
 /// from it, matched in order.
 struct Channel {
@@ -101,10 +119,10 @@ private:
   plan::PlanOp plan;
   SmallVector<Stage> stages;
   std::map<std::pair<int64_t, unsigned>, Channel> channels;
-  // Pipeline collectives issued by each stage, in order.
-  SmallVector<SmallVector<Operation *>> collectives;
-  size_t collectivesDone = 0;
+  // The pipeline group's collectives, then the embedding group's.
+  SmallVector<StageCollectives, 2> collectives;
   DenseSet<Value> completed;
+  bool misplaced = false; // a collective on a group its stage is not in
 };
 
 std::string PipelinePlay::describe(Operation *op) {
@@ -117,7 +135,8 @@ std::string PipelinePlay::describe(Operation *op) {
     os << "its receive from " << stringifyPeer(recv.getPeer()) << " for "
        << recv.getUnit() << " mb " << recv.getMicroBatch();
   else
-    os << "its '" << op->getName() << "' on the pipeline group";
+    os << "its '" << op->getName() << "' on the "
+       << stringifyGroup(*getAsyncInfo(op)->group) << " group";
   return text;
 }
 
@@ -142,7 +161,19 @@ bool PipelinePlay::advance(Stage &stage) {
                             static_cast<int64_t>(recv.getMicroBatch()),
                             cast<MemRefType>(recv.getBuffer().getType())});
     } else if (isPipelineCollective(op)) {
-      collectives[stage.rank].push_back(op);
+      Group group = *getAsyncInfo(op)->group;
+      StageCollectives &on = collectives[group == Group::Pipeline ? 0 : 1];
+      auto member = llvm::find(on.members, stage.rank);
+      if (member == on.members.end()) {
+        op->emitError("stage ")
+            << stage.rank << " issues a collective on the "
+            << stringifyGroup(group)
+            << " group, which only the pipeline's first and last stages "
+               "are in";
+        misplaced = true;
+        return moved;
+      }
+      on.issued[member - on.members.begin()].push_back(op);
     }
     ++stage.next;
     moved = true;
@@ -189,28 +220,34 @@ FailureOr<bool> PipelinePlay::complete() {
       any = true;
     }
   }
-  // The n-th collective completes once every stage has issued it.
-  while (llvm::all_of(collectives, [&](const SmallVector<Operation *> &ops) {
-    return ops.size() > collectivesDone;
-  })) {
-    Operation *first = collectives.front()[collectivesDone];
-    for (auto [rank, ops] : llvm::enumerate(collectives)) {
-      Operation *op = ops[collectivesDone];
-      if (op->getName() != first->getName() ||
-          op->getAttrDictionary() != first->getAttrDictionary() ||
-          op->getOperandTypes() != first->getOperandTypes()) {
-        InFlightDiagnostic diag =
-            op->emitError("stage ")
-            << rank << "'s pipeline collective #" << collectivesDone
-            << " differs from stage 0's: every stage issues the same "
-               "collectives on the pipeline group, in the same order";
-        diag.attachNote(first->getLoc()) << "stage 0's";
-        return failure();
+  // The n-th collective of a group completes once every member has issued
+  // it.
+  for (StageCollectives &on : collectives) {
+    while (llvm::all_of(on.issued, [&](const SmallVector<Operation *> &ops) {
+      return ops.size() > on.done;
+    })) {
+      Operation *first = on.issued.front()[on.done];
+      for (auto [member, ops] : llvm::enumerate(on.issued)) {
+        Operation *op = ops[on.done];
+        if (op->getName() != first->getName() ||
+            op->getAttrDictionary() != first->getAttrDictionary() ||
+            op->getOperandTypes() != first->getOperandTypes()) {
+          InFlightDiagnostic diag =
+              op->emitError("stage ")
+              << on.members[member] << "'s " << stringifyGroup(on.group)
+              << " collective #" << on.done << " differs from stage "
+              << on.members.front() << "'s: " << whoIssues(on.group)
+              << " the same collectives on the " << stringifyGroup(on.group)
+              << " group, in the same order";
+          diag.attachNote(first->getLoc())
+              << "stage " << on.members.front() << "'s";
+          return failure();
+        }
+        completed.insert(getAsyncInfo(op)->done);
       }
-      completed.insert(getAsyncInfo(op)->done);
+      ++on.done;
+      any = true;
     }
-    ++collectivesDone;
-    any = true;
   }
   return any;
 }
@@ -228,8 +265,15 @@ LogicalResult PipelinePlay::reportDeadlock() {
       peer = send.getPeer();
     else if (auto recv = dyn_cast<RecvOp>(awaited))
       peer = recv.getPeer();
+    // A collective's partners are its group's other members.
+    const StageCollectives *on = nullptr;
+    if (!peer)
+      on =
+          &collectives[getAsyncInfo(awaited)->group == Group::Pipeline ? 0 : 1];
     for (Stage &other : stages) {
-      if (!other.done() || (peer && other.rank != neighbour(stage.rank, *peer)))
+      if (!other.done() ||
+          (peer && other.rank != neighbour(stage.rank, *peer)) ||
+          (on && !llvm::is_contained(on->members, other.rank)))
         continue;
       return awaited->emitError("stage ")
              << stage.rank << " waits for " << describe(awaited)
@@ -267,24 +311,36 @@ LogicalResult PipelinePlay::reportUnmatched() {
            << " receives " << ch.recvs.size() << ": this "
            << (moreSends ? "send" : "receive") << " has no partner";
   }
-  size_t fewest = collectives.front().size();
-  for (auto &ops : collectives)
-    fewest = std::min(fewest, ops.size());
-  for (auto [rank, ops] : llvm::enumerate(collectives))
-    if (ops.size() != fewest)
-      return ops[fewest]->emitError("stage ")
-             << rank << " issues " << ops.size()
-             << " collectives on the pipeline group, another stage " << fewest
-             << ": every stage issues the same ones";
+  for (StageCollectives &on : collectives) {
+    size_t fewest = on.issued.front().size();
+    for (auto &ops : on.issued)
+      fewest = std::min(fewest, ops.size());
+    for (auto [member, ops] : llvm::enumerate(on.issued))
+      if (ops.size() != fewest)
+        return ops[fewest]->emitError("stage ")
+               << on.members[member] << " issues " << ops.size()
+               << " collectives on the " << stringifyGroup(on.group)
+               << " group, another stage " << fewest << ": "
+               << whoIssues(on.group) << " the same ones";
+  }
   return success();
 }
 
 LogicalResult PipelinePlay::run() {
-  collectives.resize(stages.size());
+  auto ranks = static_cast<int64_t>(stages.size());
+  collectives.push_back({Group::Pipeline,
+                         llvm::to_vector(llvm::seq<int64_t>(0, ranks)),
+                         SmallVector<SmallVector<Operation *>>(ranks)});
+  collectives.push_back({Group::Embedding,
+                         {0, ranks - 1},
+                         SmallVector<SmallVector<Operation *>>(2)});
   while (true) {
     bool moved = false;
-    for (Stage &stage : stages)
+    for (Stage &stage : stages) {
       moved |= advance(stage);
+      if (misplaced)
+        return failure();
+    }
     FailureOr<bool> completedAny = complete();
     if (failed(completedAny))
       return failure();

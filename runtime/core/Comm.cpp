@@ -45,6 +45,8 @@ public:
       pipelineGroup_ = groupOf(GroupAxis::Pipeline, "pipeline");
       towardsNext_ = groupOf(GroupAxis::Pipeline, "pipeline-next");
       towardsPrev_ = groupOf(GroupAxis::Pipeline, "pipeline-prev");
+      if (inEmbeddingGroup())
+        embeddingGroup_ = groupOf(GroupAxis::Embedding, "embedding");
     }
     // Gloo's connectFullMesh can return on one side of a pair while the
     // other is still reading its handshake: a rank that then exited at once
@@ -97,6 +99,12 @@ c10d::Backend &Comm::group(GroupAxis axis) {
       throw std::runtime_error("the mesh has no pipeline axis: no "
                                "collective runs on its pipeline group");
     return *pipelineGroup_;
+  case GroupAxis::Embedding:
+    if (!embeddingGroup_)
+      throw std::runtime_error(
+          "pipeline stage " + std::to_string(groupRank(GroupAxis::Pipeline)) +
+          " is not the first or the last: it is in no embedding group");
+    return *embeddingGroup_;
   case GroupAxis::World:
     break;
   }
@@ -125,6 +133,8 @@ int Comm::groupRank(GroupAxis axis) const {
     return rank_ % tensorSize_;
   case GroupAxis::Pipeline:
     return rank_ / stageSize();
+  case GroupAxis::Embedding:
+    return rank_ / stageSize() == 0 ? 0 : 1;
   case GroupAxis::World:
     break;
   }
@@ -141,6 +151,8 @@ int Comm::groupSize(GroupAxis axis) const {
     return tensorSize_;
   case GroupAxis::Pipeline:
     return pipelineSize_;
+  case GroupAxis::Embedding:
+    return pipelineSize_ > 1 ? 2 : 1;
   case GroupAxis::World:
     break;
   }
@@ -161,6 +173,8 @@ int Comm::groupColor(GroupAxis axis) const {
     return rank_ / tensorSize_;
   case GroupAxis::Pipeline:
     return rank_ % stageSize();
+  case GroupAxis::Embedding:
+    return inEmbeddingGroup() ? rank_ % stageSize() : -1;
   case GroupAxis::World:
     break;
   }

@@ -74,8 +74,15 @@ public:
   /// channel(Peer::Next). Group ranks are pipeline stages.
   virtual c10d::Backend &channel(Peer direction);
   /// Which group of `axis` this rank is in, numbered over the mesh: the
-  /// name (Gloo) or colour (NCCL) of the group each backend connects.
+  /// name (Gloo) or colour (NCCL) of the group each backend connects; -1
+  /// for the embedding group of a stage between the first and the last.
   int groupColor(GroupAxis axis) const;
+  /// Whether this rank is in an embedding group: its pipeline's first or
+  /// last stage, when there is a pipeline.
+  bool inEmbeddingGroup() const {
+    const int stage = rank_ / stageSize();
+    return pipelineSize_ > 1 && (stage == 0 || stage == pipelineSize_ - 1);
+  }
   /// Called after `work`'s wait(): returns once the backend's own threads
   /// hold no reference to it. A Gloo work owns the flat tensors of an
   /// all-gather or reduce-scatter, and the worker thread that completes it
@@ -110,9 +117,11 @@ protected:
   // The backend's groups, which group(), everyone() and channel() hand out:
   // every rank, the data-parallel ranks (the same backend as everyone's
   // when tensor and pipeline are 1), the shard, replicate, tensor and
-  // pipeline groups, and the pipeline's two directions.
+  // pipeline groups, the pipeline's two directions, and its first and last
+  // stages' (on those stages).
   c10::intrusive_ptr<c10d::Backend> everyoneGroup_, worldGroup_, shardGroup_,
-      replicateGroup_, tensorGroup_, pipelineGroup_, towardsNext_, towardsPrev_;
+      replicateGroup_, tensorGroup_, pipelineGroup_, towardsNext_, towardsPrev_,
+      embeddingGroup_;
 };
 
 } // namespace plan::rt

@@ -218,6 +218,8 @@ public:
       return s.tensor;
     case GroupAxis::Pipeline:
       return s.pipeline;
+    case GroupAxis::Embedding:
+      return s.pipeline > 1 ? 2 : 1;
     }
     return 0;
   }
@@ -927,14 +929,24 @@ public:
   /// exchange hidden states (`in`, `out`, `out_grad`, `in_grad`) only where
   /// a unit's chunk meets another, and send and receive them only there,
   /// with the neighbour that computes the other side; collectives on the
-  /// pipeline group only with one.
+  /// pipeline group only with one, on the embedding group only on its first
+  /// and last stage.
   template <typename T> void pipelineStage(const T &op) {
     const Schedule &s = v.s;
     const int64_t stage = v.programIndex;
     if constexpr (requires { op.group; }) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(op.group)>, GroupAxis>)
-        if (op.group == GroupAxis::Pipeline && s.pipeline == 1)
-          fail("group pipeline on a mesh without a pipeline axis");
+      if constexpr (std::is_same_v<std::decay_t<decltype(op.group)>,
+                                   GroupAxis>) {
+        bool acrossStages =
+            op.group == GroupAxis::Pipeline || op.group == GroupAxis::Embedding;
+        if (acrossStages && s.pipeline == 1)
+          fail(std::string("group ") + toString(op.group) +
+               " on a mesh without a pipeline axis");
+        else if (op.group == GroupAxis::Embedding && stage != 0 &&
+                 stage != s.pipeline - 1)
+          fail("group embedding on stage " + std::to_string(stage) +
+               ": only the pipeline's first and last stages are in it");
+      }
     }
     if constexpr (std::is_same_v<T, ops::Send> ||
                   std::is_same_v<T, ops::Recv>) {

@@ -501,6 +501,16 @@ public:
       pipelineGroup_ = split(GroupAxis::Pipeline, "pipeline group");
       towardsNext_ = split(GroupAxis::Pipeline, "pipeline's forward channel");
       towardsPrev_ = split(GroupAxis::Pipeline, "pipeline's backward channel");
+      // Every rank takes part in the split; the stages between the first
+      // and the last get no communicator.
+      if (inEmbeddingGroup()) {
+        embeddingGroup_ = split(GroupAxis::Embedding, "embedding group");
+      } else {
+        ncclComm_t none = nullptr;
+        check(ncclCommSplit(everyoneComm, NCCL_SPLIT_NOCOLOR, rank, &none,
+                            nullptr),
+              everyoneComm, "ncclCommSplit (embedding group)");
+      }
     }
     watchdog_ = std::thread([this, device] { watch(device); });
   }
@@ -521,6 +531,7 @@ public:
     pipelineGroup_.reset();
     towardsNext_.reset();
     towardsPrev_.reset();
+    embeddingGroup_.reset();
     // Split communicators before their parent (handles_[0]).
     while (!handles_.empty())
       handles_.pop_back();

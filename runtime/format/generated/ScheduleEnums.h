@@ -37,9 +37,10 @@ enum class GroupAxis : uint8_t {
   World,
   Tensor,
   Pipeline,
+  Embedding,
 };
 template <> struct EnumKeywords<GroupAxis> {
-  static constexpr std::array<const char *, 5> keywords = {"shard", "replicate", "world", "tensor", "pipeline"};
+  static constexpr std::array<const char *, 6> keywords = {"shard", "replicate", "world", "tensor", "pipeline", "embedding"};
 };
 /// The keyword of `value`; "?" for no value of the enumeration.
 inline const char *toString(GroupAxis value) {

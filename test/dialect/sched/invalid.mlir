@@ -1848,7 +1848,7 @@ sched.program @p.step for @p micro_batches 2
     train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
     parallel #plan.parallel<sharding = hybrid_shard, wrap = <kind = transformer_block>, offload = <>> {
   %a = sched.alloc "a" role grad persistent : memref<8xf32, #dev>
-  // expected-error @below {{expected one of [shard, replicate, world, tensor, pipeline] for process group of the mesh, got: node}}
+  // expected-error @below {{expected one of [shard, replicate, world, tensor, pipeline, embedding] for process group of the mesh, got: node}}
   %e = sched.all_reduce %a group node reduce sum : memref<8xf32, #dev>
 }
 
