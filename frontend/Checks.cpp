@@ -1076,23 +1076,6 @@ void PlanChecker::checkPipeline() {
   const ModelSpec &m = plan.model;
   const TrainSpec &t = plan.train;
   bool modelKnown = reads({"model"});
-  if (modelKnown && m.headTiesEmbedding()) {
-    auto d = error("parallel.pipeline",
-                   "pipeline parallelism with tied input and output "
-                   "embeddings is not supported yet: the embedding on the "
-                   "first stage and the head on the last would share one "
-                   "weight, whose gradients the two stages must add (an "
-                   "all-reduce over the pipeline's ends, Megatron's "
-                   "embedding group), which no pass inserts yet; use "
-                   "pipeline = 1, a Llama model with tie_embeddings = "
-                   "false (GPT-2 always ties), or BERT with head = "
-                   "sequence_classification");
-    note(d, "model",
-         m.family == ModelFamily::Bert
-             ? "the masked-LM head's decoder is the word embedding here"
-             : "the model ties its embeddings here");
-    return;
-  }
 
   int64_t chunks = p.pipeline * p.virtualStages;
   std::string chunkWord =

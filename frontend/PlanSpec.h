@@ -97,13 +97,6 @@ struct ModelSpec {
   int64_t numLabels = 2; // for SequenceClassification
 
   int64_t headDim() const { return heads ? hidden / heads : 0; }
-  /// Whether the head reads the input embedding's weight (its output
-  /// projection is tied to it): a tied Llama or GPT-2, and BERT's masked-LM
-  /// decoder; BERT's sequence-classification head has no tied weight.
-  bool headTiesEmbedding() const {
-    return tieEmbeddings && !(family == ModelFamily::Bert &&
-                              bertHead == BertHead::SequenceClassification);
-  }
   bool operator==(const ModelSpec &) const = default;
 };
 

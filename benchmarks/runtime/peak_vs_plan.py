@@ -123,6 +123,12 @@ CASES = [
     ("llama_tiny fp32 LoRA pipeline 2 1f1b", 2,
      ["model=llama_tiny", "model.layers=4", "train.grad_accum=4",
       "parallel.pipeline=2", "parallel.sharding=no_shard"] + LORA + TINY),
+    # Tied embeddings: the last stage holds a replica of the embedding's
+    # group (its shard of parameters, gradient and optimizer state), whose
+    # gradient the two stages add on the embedding group.
+    ("gpt2_tiny fp32 pipeline 2 1f1b full_shard x2 (tied)", 4,
+     ["model=gpt2_tiny", "model.layers=4", "train.grad_accum=4",
+      "parallel.pipeline=2", "parallel.sharding=full_shard"] + TINY),
     # BERT's classifier: a label per sequence, the embeddings on stage 0.
     ("bert classification fp32 pipeline 2 1f1b", 2,
      BERT_TINY + TINY + ["model.head=sequence_classification", "model.num_labels=3",

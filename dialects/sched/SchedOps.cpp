@@ -78,7 +78,21 @@ bool ProgramOp::holdsGroup(plan::GroupOp group) {
   if (!plan || units.empty())
     return true;
   plan::UnitOp first = plan.lookupUnit((*units.begin()).getValue());
-  return !first || runsUnit(first);
+  if (!first || runsUnit(first))
+    return true;
+  // A replica of the group a unit it runs ties (sched-lower).
+  for (auto unit : plan.getBody().getOps<plan::UnitOp>()) {
+    if (!runsUnit(unit))
+      continue;
+    for (auto param : unit.getBody().getOps<plan::ParamOp>()) {
+      plan::UnitOp owner = plan.lookupTiedTo(param).first;
+      if (owner && llvm::any_of(units, [&](FlatSymbolRefAttr ref) {
+            return ref.getValue() == owner.getSymName();
+          }))
+        return true;
+    }
+  }
+  return false;
 }
 
 /// `program`'s exchange shape on a mesh whose tensor axis has `tensor`

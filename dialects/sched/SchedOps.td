@@ -87,7 +87,9 @@ def Sched_ProgramOp : Sched_Op<"program", [
     /// Whether this program computes `unit`: every unit, or under pipeline
     /// parallelism those of the chunks its stage runs.
     bool runsUnit(::plan::UnitOp unit);
-    /// Whether it holds `group`'s state: whether it runs the group's units.
+    /// Whether it holds `group`'s state: whether it runs the group's units,
+    /// or, under pipeline parallelism, a unit tied to a parameter of the
+    /// group (the last stage's replica of the input embedding's group).
     bool holdsGroup(::plan::GroupOp group);
   }];
 }

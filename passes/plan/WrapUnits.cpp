@@ -6,7 +6,11 @@
 // module, which also keeps a tied embedding and lm_head in one buffer.
 // Under pipeline parallelism (units with a `stage`) no group spans two
 // stages: each stage is wrapped on its own, its non-block units in its own
-// root group `fsdp.stage<c>.root` (`fsdp.stage<c>` for whole_model).
+// root group `fsdp.stage<c>.root` (`fsdp.stage<c>` for whole_model). A unit
+// whose parameter a unit of another stage ties (the input embedding of a
+// tied head) is then in a group of its own under whole_model too: the tie's
+// stage holds a replica of that group (sched-lower), which should not copy
+// the rest of the stage.
 //
 // A plan whose units are all grouped already (by hand, or by an earlier run)
 // is left alone; one where only some are grouped is rejected, since the
@@ -18,6 +22,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
@@ -83,6 +88,12 @@ LogicalResult wrapPlan(PlanOp plan) {
   auto stageOf = [](UnitOp unit) { return unit.getStage().value_or(0); };
   bool staged = llvm::any_of(
       units, [](UnitOp unit) { return unit.getStage().has_value(); });
+  // Units whose parameters a unit of another stage ties.
+  llvm::SmallPtrSet<Operation *, 2> tiedAcrossStages;
+  for (UnitOp unit : units)
+    if (auto [owner, param] = unit.lookupTiedOwner();
+        owner && stageOf(owner) != stageOf(unit))
+      tiedAcrossStages.insert(owner);
   SmallVector<GroupPlan> groups;
   // One stage's units, [begin, end) of `units`.
   auto wrapStage = [&](size_t begin, size_t end) {
@@ -106,6 +117,12 @@ LogicalResult wrapPlan(PlanOp plan) {
     };
     for (size_t index = begin; index < end; ++index) {
       UnitOp unit = units[index];
+      if (wrap.getKind() == WrapKind::WholeModel &&
+          tiedAcrossStages.contains(unit)) {
+        SmallVector<UnitOp> alone{unit};
+        groups.push_back({groupName(alone), alone, index});
+        continue;
+      }
       if (wrap.getKind() == WrapKind::WholeModel ||
           !isBlockKind(unit.getKind())) {
         if (root.units.empty())

@@ -62,7 +62,9 @@ struct GroupState {
   sched::AllocOp grad;
   sched::AllocOp frozen;
   sched::OptimizerStepOp step;
-  int64_t chunk = 0; // its units' pipeline chunk (0 without a pipeline)
+  // Its units' pipeline chunk (0 without a pipeline); for a replica of
+  // another stage's group, the chunk of the units that tie it.
+  int64_t chunk = 0;
   bool trains() const { return paddedNumel > 0; }
 };
 
@@ -97,6 +99,14 @@ struct Completion {
 
 bool isCompute(Operation *op) {
   return isa<sched::ForwardOp, sched::RecomputeOp, sched::BackwardOp>(op);
+}
+
+/// sched-lower's sum of a tied weight's gradients over the embedding group
+/// (the first pipeline stage's and the last's replica): like the norm and
+/// the step, it reads the gradient as the data-parallel ranks reduced it.
+bool isTiedGradientSum(Operation *op) {
+  auto sum = dyn_cast<sched::AllReduceOp>(op);
+  return sum && sum.getGroup() == sched::Group::Embedding;
 }
 
 int64_t numelOf(Value buffer) {
@@ -376,7 +386,8 @@ LogicalResult ProgramDistribution::analyze() {
         }
         if (isCompute(user) || isa<sched::ZeroOp, sched::OptimizerStepOp>(user))
           continue;
-        if (kind == BufferKind::Grad && isa<sched::GradNormOp>(user))
+        if (kind == BufferKind::Grad &&
+            (isa<sched::GradNormOp>(user) || isTiedGradientSum(user)))
           continue;
         return user->emitOpError("uses '")
                << alloc.getName()
@@ -447,6 +458,20 @@ LogicalResult ProgramDistribution::analyze() {
       span.last = &op;
     }
   }
+  // A replica of another stage's group (a tied input embedding's, on the
+  // last stage) is in the chunk of the units that read it.
+  for (auto [index, state] : llvm::enumerate(groups)) {
+    auto units = state.group.getUnits().getAsRange<FlatSymbolRefAttr>();
+    plan::UnitOp first = units.empty()
+                             ? plan::UnitOp()
+                             : plan.lookupUnit((*units.begin()).getValue());
+    Operation *reader = backwardSpans[index].front().first;
+    if (!first || program.runsUnit(first) || !reader)
+      continue;
+    if (plan::UnitOp unit =
+            cast<sched::BackwardOp>(reader).getUnitOp(symbolTables))
+      state.chunk = static_cast<int64_t>(unit.getStage().value_or(0));
+  }
   for (int64_t mb = 0; mb < microBatches; ++mb) {
     if (!lastBackward[mb])
       return program.emitOpError("has no backward for micro-batch ") << mb;
@@ -462,7 +487,8 @@ LogicalResult ProgramDistribution::analyze() {
   // must come later.
   Operation *finalBackward = lastBackward[microBatches - 1];
   for (Operation &op : body)
-    if (isa<sched::GradNormOp, sched::OptimizerStepOp>(op) &&
+    if ((isa<sched::GradNormOp, sched::OptimizerStepOp>(op) ||
+         isTiedGradientSum(&op)) &&
         op.isBeforeInBlock(finalBackward))
       return op.emitOpError("must follow the last backward of the step");
   for (auto [key, last] : lastChunkBackward) {
@@ -617,9 +643,13 @@ void ProgramDistribution::distributeZero1() {
                              Value(),
                              Value(),
                              {}});
-      for (Operation *user : llvm::make_early_inc_range(state.grad->getUsers()))
+      for (Operation *user :
+           llvm::make_early_inc_range(state.grad->getUsers())) {
         if (auto norm = dyn_cast<sched::GradNormOp>(user))
           norm.getGradsMutable().assign(gradShard);
+        if (isTiedGradientSum(user))
+          cast<sched::AllReduceOp>(user).getBufferMutable().assign(gradShard);
+      }
     }
 
     builder.setInsertionPoint(state.step);

@@ -8,6 +8,9 @@
 // Under pipeline parallelism there is one program per pipeline rank, with
 // the units of its model chunks in the schedule's order of forwards and
 // backwards, and the sched.send / sched.recv between neighbouring stages.
+// A unit tied to a parameter of another stage (a head tied to the input
+// embedding) reads a replica of the owner's group on its own stage, whose
+// gradient the two stages add on the embedding group before the step.
 // docs/sched.md ("sched-lower") is the contract.
 //
 //===----------------------------------------------------------------------===//
@@ -64,6 +67,11 @@ struct GroupSlot {
   Type frozenType;
   Value param, grad, frozen;
   SmallVector<Value, 2> state;
+  // Under pipeline parallelism: a unit of another stage ties one of its
+  // parameters (it is the input embedding of a tied head), and whether this
+  // program holds it as that unit's replica rather than as its own.
+  bool tiedAcrossStages = false;
+  bool replica = false;
 };
 
 /// Resolves the plan's units and groups into slots, or explains which pass
@@ -177,14 +185,29 @@ LogicalResult resolvePlan(plan::PlanOp planOp, SmallVectorImpl<UnitSlot> &units,
                   "parameters of one";
       unit.tiedOwner = owner->second;
       unit.tiesFrozen = frozenParams.contains(*tied);
-      if (units[owner->second].chunk != unit.chunk)
+      // Across pipeline ranks the tie's stage holds a replica of the
+      // owner's group, kept equal over the embedding group: the first
+      // stage's and the last's.
+      int64_t ownerRank =
+          planOp.getPipelineRankOfChunk(units[owner->second].chunk);
+      int64_t rank = planOp.getPipelineRankOfChunk(unit.chunk);
+      if (ownerRank == rank)
+        continue;
+      int64_t last = planOp.getPipelineRanks() - 1;
+      if (!(ownerRank == 0 && rank == last))
         return param.emitError("parameter '")
-               << param.getParamName() << "' is tied to '" << *tied
-               << "' of pipeline stage " << units[owner->second].chunk
-               << ", not its own stage " << unit.chunk
-               << ": ties across stages are not supported yet";
+               << param.getParamName() << "' of pipeline stage " << rank
+               << " is tied to '" << *tied << "' of stage " << ownerRank
+               << ": a tie across stages must go from the last stage to the "
+                  "first (the head to the input embedding), whose ranks "
+                  "share the embedding group";
     }
   }
+  for (UnitSlot &unit : units)
+    if (unit.tiedOwner != kNone &&
+        planOp.getPipelineRankOfChunk(units[unit.tiedOwner].chunk) !=
+            planOp.getPipelineRankOfChunk(unit.chunk))
+      groups[units[unit.tiedOwner].group].tiedAcrossStages = true;
 
   plan::UnitOp last = units.back().op;
   if (!plan::isHeadKind(last.getKind()))
@@ -480,10 +503,21 @@ void StepBuilder::buildStage(MutableArrayRef<UnitSlot> units,
   SmallVector<SmallVector<unsigned>> chunkUnits(chunks);
   for (auto [index, unit] : llvm::enumerate(units))
     chunkUnits[unit.chunk].push_back(index);
+  // The groups of its chunks, and a replica of each group of another rank
+  // that one of its units ties.
   SmallVector<GroupSlot> mine;
-  for (GroupSlot &group : groups)
-    if (planOp.getPipelineRankOfChunk(units[group.units.front()].chunk) == rank)
-      mine.push_back(group);
+  for (auto [index, group] : llvm::enumerate(groups)) {
+    bool own =
+        planOp.getPipelineRankOfChunk(units[group.units.front()].chunk) == rank;
+    bool tiedHere = llvm::any_of(units, [&](const UnitSlot &unit) {
+      return unit.tiedOwner != kNone && units[unit.tiedOwner].group == index &&
+             planOp.getPipelineRankOfChunk(unit.chunk) == rank;
+    });
+    if (!own && !(group.tiedAcrossStages && tiedHere))
+      continue;
+    mine.push_back(group);
+    mine.back().replica = !own;
+  }
   buildState(units, mine);
   for (GroupSlot &group : mine)
     if (group.grad)
@@ -533,20 +567,32 @@ void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
 }
 
 void StepBuilder::buildStep(MutableArrayRef<GroupSlot> groups) {
+  // A tied weight's two copies, the first stage's and the last's replica,
+  // each hold what their own stage's units added: the sum is its gradient,
+  // with which both take the same step.
+  auto eventType = sched::EventType::get(b.getContext());
+  SmallVector<Value> tiedSums;
+  for (GroupSlot &group : groups)
+    if (group.tiedAcrossStages && group.grad)
+      tiedSums.push_back(sched::AllReduceOp::create(
+          b, loc, eventType, group.grad, sched::Group::Embedding,
+          sched::ReduceOp::Sum, ValueRange()));
+  for (Value sum : tiedSums)
+    sched::WaitOp::create(b, loc, sum);
   Value norm;
   if (planOp.getTrain().getGradClip() > 0.0) {
     norm = alloc("grad_norm", sched::BufferRole::Scalar, 1,
                  /*persistent=*/false);
     sched::ZeroOp::create(b, loc, norm);
+    // A replica's gradient is its owner's, counted on the first stage.
     for (GroupSlot &group : groups)
-      if (group.grad)
+      if (group.grad && !group.replica)
         sched::GradNormOp::create(b, loc, group.grad, norm);
     // Each stage's groups add their squares; the norm is the pipeline's.
     if (planOp.getPipelineRanks() > 1)
       sched::WaitOp::create(b, loc,
                             sched::AllReduceOp::create(
-                                b, loc, sched::EventType::get(b.getContext()),
-                                norm, sched::Group::Pipeline,
+                                b, loc, eventType, norm, sched::Group::Pipeline,
                                 sched::ReduceOp::Sum, ValueRange()));
   }
   for (GroupSlot &group : groups)

@@ -134,7 +134,7 @@ std::vector<SavedTensor> savedTensors(const Schedule &schedule) {
       schedule.replicate * schedule.shard * schedule.tensor;
   for (size_t stage = 0; stage < schedule.programs.size(); ++stage)
     for (const Buffer &b : schedule.programs[stage].buffers) {
-      if (!isTrainingState(b))
+      if (!isSavedState(schedule, static_cast<int64_t>(stage), b))
         continue;
       int64_t owners = b.sharded ? schedule.shard : 1;
       for (int64_t i = 0; i < owners; ++i)

@@ -64,7 +64,7 @@ ownedTensors(const Schedule &schedule, const Executor &executor, Comm &comm) {
       static_cast<size_t>(comm.groupRank(GroupAxis::Pipeline)));
   for (size_t id = 0; id < program.buffers.size(); ++id) {
     const Buffer &b = program.buffers[id];
-    if (!isTrainingState(b))
+    if (!isSavedState(schedule, comm.groupRank(GroupAxis::Pipeline), b))
       continue;
     bool owner = b.sharded ? firstReplica : firstDataRank;
     if (owner)

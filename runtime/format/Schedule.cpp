@@ -77,6 +77,13 @@ int64_t Schedule::stageOf(const Group &group) const {
   return 0;
 }
 
+int64_t Schedule::stageOf(const std::string &group) const {
+  for (const Group &g : groups)
+    if (g.name == group)
+      return stageOf(g);
+  return 0;
+}
+
 int64_t splitExtent(int64_t extent, int64_t chunks, int64_t ranks) {
   int64_t part = extent / chunks;
   return chunks * ((part + ranks - 1) / ranks);
@@ -128,6 +135,10 @@ bool isTrainingStateRole(BufferRole role) {
 bool isTrainingState(const Buffer &b) {
   return b.kind == Buffer::Kind::Alloc && b.persistent && !b.group.empty() &&
          isTrainingStateRole(b.role);
+}
+
+bool isSavedState(const Schedule &schedule, int64_t stage, const Buffer &b) {
+  return isTrainingState(b) && schedule.stageOf(b.group) == stage;
 }
 
 } // namespace plan::rt

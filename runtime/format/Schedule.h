@@ -47,7 +47,10 @@ namespace plan::rt {
 /// tensor-parallel program runs.
 /// 9: the mesh's pipeline axis, units' `stage`, one program per pipeline
 /// stage (`stages`), the `send` and `recv` ops, the `pipeline` group.
-inline constexpr uint32_t kScheduleFormatVersion = 9;
+/// 10: the `embedding` group (a pipeline's first and last stages, which add
+/// a tied embedding's gradient), and the last stage's replica of the tied
+/// embedding's group.
+inline constexpr uint32_t kScheduleFormatVersion = 10;
 
 /// A buffer's element type: the IR's float types, and i8 for bytes (a
 /// frozen base stored with an NF4 part), spelled as in MLIR.
@@ -375,7 +378,17 @@ struct Schedule {
   /// The pipeline stage that holds `group`: its units' (0 when its first
   /// unit is not one of `units`, which validation rejects).
   int64_t stageOf(const Group &group) const;
+  /// The stage that holds the group named `group` (0 when there is none).
+  /// Another stage may hold a replica of it: the last stage's of a tied
+  /// input embedding's group.
+  int64_t stageOf(const std::string &group) const;
 };
+
+/// Whether pipeline stage `stage` saves `buffer` of its program in a
+/// checkpoint: training state of one of its own groups, not its replica of
+/// another stage's (a tied embedding's, saved by the stage that holds it).
+bool isSavedState(const Schedule &schedule, int64_t stage,
+                  const Buffer &buffer);
 
 /// The mesh as messages spell it: "2x4" (replicate x shard), "1x2x4" with
 /// a tensor axis, "2x1x2x4" (pipeline first) with a pipeline.

@@ -17,8 +17,12 @@ optimizer state offloaded; and with tensor parallelism: pp 2 x tp
 2, with sequence parallelism, interleaving and checkpointing, and dp 2 x pp 2 x tp 2 on
 8 ranks; and LoRA (adapters on every linear layer; QLoRA's NF4 base with dropout), each
 against the single-rank LoRA run; and BERT with a sequence-classification head, pp 2
-and pp 2 x dp 2 interleaved. Tied embeddings (GPT-2, BERT's masked-LM head) with a
-pipeline are refused by the compiler (test/frontend/diagnostics/pipeline.plan).
+and pp 2 x dp 2 interleaved. Tied input and output embeddings (the last stage's replica
+of the embedding's group, the gradients added on the embedding group): GPT-2 pp 2
+1f1b, pp 2 x dp 2 full_shard and zero1, pp 2 x tp 2, and LoRA (a tie to the frozen
+base); a tied Llama pp 4 interleaved(2) (two stages outside the embedding group) and
+pp 2 x dp 2 whole_model (the embedding in a group of its own); BERT's masked-LM head
+pp 2.
 
 With --plan-checkpoint, checkpoints too (docs/checkpoints.md): a pipeline-2 x dp-2 run
 saves every 2 steps (each stage's ranks their own groups); resumed at step 2 with its
@@ -32,6 +36,9 @@ gives the loss the single-rank run's export gives, within FP32_RTOL. A LoRA pp 2
 checkpoint resumes bitwise and on one rank, and its export merged into the base trains
 as the single-rank LoRA run's does; both export PEFT adapter files. A BERT classifier's
 pp 2 checkpoint resumes on one rank and exports to HuggingFace as the single-rank run's.
+A GPT-2 pp 2 x dp 2 run's checkpoint (the replica not saved) resumes bitwise, on one
+rank, and with pp 4 (its replica read from the embedding's entries), and exports to
+HuggingFace as the single-rank run's.
 
 The script prints one line per case and ends with `N passed, N failed`.
 
@@ -57,6 +64,18 @@ MODEL_SETS[BERT] = ["model=bert_base_cased", "model.vocab=1024", "model.hidden=6
                     "model.intermediate=256", "model.layers=4", "model.heads=4",
                     "model.max_seq_len=128", "model.head=sequence_classification",
                     "model.num_labels=3"]
+
+# Tied input and output embeddings: GPT-2 (always tied), 4 blocks; the tiny
+# Llama of 8 with tie_embeddings; BERT's masked-LM decoder, 4 blocks.
+GPT2 = "gpt2-4"
+MODEL_SETS[GPT2] = ["model=gpt2_tiny", "model.layers=4"]
+GPT2_LORA = "gpt2-4-lora"
+MODEL_SETS[GPT2_LORA] = MODEL_SETS[GPT2] + ADAPTERS
+TIED = "llama8-tied"
+MODEL_SETS[TIED] = MODEL_SETS[MODEL] + ["model.tie_embeddings=true"]
+BERT_MLM = "bert4-mlm"
+MODEL_SETS[BERT_MLM] = [s for s in MODEL_SETS[BERT]
+                        if not s.startswith(("model.head=", "model.num_labels="))]
 
 # name: (model, world size, data-parallel ranks, grad_accum, --set flags)
 CASES = [
@@ -115,6 +134,23 @@ CASES = [
     ("pp2 x dp2 full_shard interleaved(2) bert classifier", BERT, 4, 2, 2,
      ["parallel.pipeline=2", "parallel.sharding=full_shard",
       "parallel.schedule=interleaved(2)"]),
+    # Tied embeddings: the last stage reads and steps a replica of the
+    # embedding's group; the first and last stages add its gradient.
+    ("pp2 1f1b gpt2 (tied)", GPT2, 2, 1, 4, ["parallel.pipeline=2"]),
+    ("pp2 x dp2 full_shard 1f1b gpt2 (tied)", GPT2, 4, 2, 2,
+     ["parallel.pipeline=2", "parallel.sharding=full_shard"]),
+    ("pp2 x dp2 zero1 gpipe gpt2 (tied)", GPT2, 4, 2, 2,
+     ["parallel.pipeline=2", "parallel.sharding=zero1", "parallel.schedule=gpipe"]),
+    ("pp2 x tp2 1f1b gpt2 (tied, vocabulary-parallel)", GPT2, 4, 1, 4,
+     ["parallel.pipeline=2", "parallel.tensor=2"]),
+    ("pp2 1f1b gpt2 lora (tied to the frozen base)", GPT2_LORA, 2, 1, 4,
+     ["parallel.pipeline=2"]),
+    ("pp4 interleaved(2) tied llama", TIED, 4, 1, 4,
+     ["parallel.pipeline=4", "parallel.schedule=interleaved(2)"]),
+    ("pp2 x dp2 no_shard whole_model tied llama", TIED, 4, 2, 2,
+     ["parallel.pipeline=2", "parallel.sharding=no_shard",
+      "parallel.wrap=whole_model"]),
+    ("pp2 1f1b bert masked-lm (tied)", BERT_MLM, 2, 1, 4, ["parallel.pipeline=2"]),
 ]
 
 
@@ -178,6 +214,33 @@ def checkpoint_cases(args):
            compare(losses[0], losses[1]), FP32_RTOL)
     yield from lora_checkpoint_cases(args, ref_sched, ref_run)
     yield from bert_checkpoint_cases(args)
+    yield from tied_checkpoint_cases(args)
+
+
+def tied_checkpoint_cases(args):
+    """A GPT-2 pipeline checkpoint: the first stage saves the tied embedding,
+    the last stage's replica is not saved and is restored from it."""
+    sets = flags(GPT2, 2, GLOBAL_BATCH // 4) + [
+        "cluster.gpus_per_node=4", "parallel.pipeline=2", "parallel.sharding=full_shard"]
+    r = CheckpointedRuns(args, "gpt2-pp", sets, 4, reference_sets(GPT2))
+    yield ("GPT-2 pp2 x dp2 checkpointing run vs single rank", compare(r.run, r.ref_run),
+           FP32_RTOL)
+    # Every rank's file checks out against checkpoint.json (no replica in it).
+    check_checkpoint(args, r.step(2), "2x1x2x1 (pipeline x replicate x shard x tensor)")
+    resumed = train(args, r.sched, 4, "ckpt-gpt2-pp-resumed", ["--resume", r.step(2)])
+    yield ("GPT-2 pp2 resumed at step 2 vs its run (bitwise)", compare(resumed, r.run), 0.0)
+    to_one = train(args, r.ref_sched, 1, "ckpt-gpt2-pp-to-1", ["--resume", r.step(2)])
+    yield ("GPT-2 pp2 checkpoint resumed on 1 rank (pp 2 -> 1)", compare(to_one, r.ref_run),
+           FP32_RTOL)
+    pp4 = compile_plan(args, flags(GPT2, 4, GLOBAL_BATCH // 4) + [
+        "cluster.gpus_per_node=4", "parallel.pipeline=4"], "ckpt-gpt2-pp4")
+    to_four = train(args, pp4, 4, "ckpt-gpt2-pp-to-4", ["--resume", r.step(2)])
+    yield ("GPT-2 pp2 checkpoint resumed with pp4 (2 -> 4)", compare(to_four, r.ref_run),
+           FP32_RTOL)
+    losses = exported_losses(args, (("gpt2-pp", r.dir), ("gpt2-ref", r.ref_dir)),
+                             r.ref_sched, r.ref_run)
+    yield ("HF export of the GPT-2 pp2 run vs of the single-rank run (one step from each)",
+           compare(losses[0], losses[1]), FP32_RTOL)
 
 
 def bert_checkpoint_cases(args):

@@ -379,7 +379,7 @@ TEST(ScheduleFile, EnumKeywordsRoundTrip) {
   expectKeywordsRoundTrip(Space::PinnedHost);
   expectKeywordsRoundTrip(ElementType::I8);
   expectKeywordsRoundTrip(BaseStorage::F32);
-  expectKeywordsRoundTrip(GroupAxis::Pipeline);
+  expectKeywordsRoundTrip(GroupAxis::Embedding);
   expectKeywordsRoundTrip(Peer::Prev);
   expectKeywordsRoundTrip(ReduceKind::Max);
   expectKeywordsRoundTrip(Buffer::Kind::ShardView);
@@ -695,14 +695,15 @@ TEST(ScheduleFile, NewerVersionAsksForANewerReader) {
 // compute ops without `frozen`; version 4: no frozen layout; version 5: no
 // frozen storage, no bytes, no dequantize; version 6: compute ops without
 // `part` and exchange buffers; version 7: no tensor axis in the mesh;
-// version 8: no pipeline axis, one program) are refused by their header,
+// version 8: no pipeline axis, one program; version 9: no embedding group)
+// are refused by their header,
 // before their body is read: the plan must be compiled again.
 TEST(ScheduleFile, OlderVersionsAskToRecompile) {
-  ASSERT_EQ(kScheduleFormatVersion, 9u);
+  ASSERT_EQ(kScheduleFormatVersion, 10u);
   std::string body(std::string_view(serializeSchedule(tiny())).substr(kHeader));
   std::string error = parseError(wrap(body, 1));
   EXPECT_HAS(error, "t.sched: schedule format version 1 is not supported");
-  EXPECT_HAS(error, "this reader reads version 9");
+  EXPECT_HAS(error, "this reader reads version 10");
   EXPECT_HAS(error, "recompile the plan with planc");
   EXPECT_HAS(parseError(wrap(body, 2)),
              "schedule format version 2 is not supported");
@@ -718,12 +719,14 @@ TEST(ScheduleFile, OlderVersionsAskToRecompile) {
              "schedule format version 7 is not supported");
   EXPECT_HAS(parseError(wrap(body, 8)),
              "schedule format version 8 is not supported");
+  EXPECT_HAS(parseError(wrap(body, 9)),
+             "schedule format version 9 is not supported");
   // Even with a body that a version 1 reader would have read.
   EXPECT_HAS(parseError(wrap("{}", 1)), "recompile the plan with planc");
   // In memory, a schedule of another version is neither valid nor written.
   Schedule old = tiny();
   old.version = 1;
-  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 9");
+  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 10");
   EXPECT_THROW(serializeSchedule(old), ScheduleFileError);
 }
 
@@ -1182,6 +1185,38 @@ TEST(ScheduleFile, PipelineStagesAreChecked) {
   one.programs.pop_back();
   EXPECT_HAS(validateError(one),
              "the schedule has 1 programs for a pipeline of 2 stages");
+}
+
+// Tied embeddings with a pipeline: the last stage steps its replica of the
+// embedding's group and adds its gradient on the embedding group, which
+// round-trips; the reader refuses that group on a stage between the first
+// and the last.
+TEST(ScheduleFile, TiedEmbeddingAcrossStagesIsChecked) {
+  Schedule s = compile({"model=gpt2_tiny", "model.layers=3",
+                        "cluster.gpus_per_node=3", "parallel.sharding=no_shard",
+                        "parallel.pipeline=3", "train.grad_accum=3"});
+  ASSERT_EQ(s.programs.size(), 3u);
+  auto embeddingSums = [](const Program &program) {
+    int sums = 0;
+    for (const Op &op : program.ops)
+      if (const auto *sum = op.as<ops::AllReduce>())
+        sums += sum->group == GroupAxis::Embedding;
+    return sums;
+  };
+  EXPECT_EQ(embeddingSums(s.programs[0]), 1);
+  EXPECT_EQ(embeddingSums(s.programs[1]), 0);
+  EXPECT_EQ(embeddingSums(s.programs[2]), 1);
+  Schedule back = parseSchedule(serializeSchedule(s), "t.sched").get();
+  EXPECT_EQ(embeddingSums(back.programs[2]), 1);
+
+  // The stage between them adds too: it is in no embedding group.
+  Schedule middle = s;
+  for (Op &op : middle.programs[1].ops)
+    if (auto *sum = op.as<ops::AllReduce>())
+      sum->group = GroupAxis::Embedding;
+  EXPECT_HAS(validateError(middle),
+             "group embedding on stage 1: only the pipeline's first and last "
+             "stages are in it");
 }
 
 TEST(ScheduleFile, TensorParallelPartsAreChecked) {
