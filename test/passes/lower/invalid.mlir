@@ -303,3 +303,46 @@ plan.plan @taken on @mesh
 }
 // expected-note @+1 {{by this symbol}}
 shard.grid @taken.step(shape = 1x1x1x1)
+
+// -----
+
+// A tie across pipeline stages other than from the last to the first: only
+// those two stages share an embedding group to add the tied gradients on.
+shard.grid @mesh(shape = 3x1x1x1)
+plan.plan @across on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4,
+                      intermediate = 8, layers = 3, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 3,
+        device = #plan.device<name = "cpu", memory = 17179869184, bf16_tflops = 1.0,
+                              fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10,
+                              nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>,
+        host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = #plan.optimizer<kind = adamw, lr = 1.0e-3>,
+                      micro_batch = 1, seq_len = 8,
+                      loss_scale = #plan.loss_scale<kind = none>,
+                      lr_schedule = #plan.lr_schedule<kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = #plan.wrap<kind = transformer_block>,
+                            offload = #plan.offload<>, pipeline_schedule = gpipe> {
+  plan.unit @embed kind embedding stage 0 {
+    plan.param "model.embed_tokens.weight" : tensor<8x4xf32>
+  }
+  plan.unit @layers.0 kind llama_block stage 0 {
+    plan.param "model.layers.0.w" : tensor<4xf32>
+  }
+  plan.unit @layers.1 kind llama_block stage 1 {
+    plan.param "model.layers.1.w" : tensor<4xf32>
+    // expected-error @+1 {{parameter 'model.layers.1.tied' of pipeline stage 1 is tied to 'model.embed_tokens.weight' of stage 0: a tie across stages must go from the last stage to the first (the head to the input embedding), whose ranks share the embedding group}}
+    plan.param "model.layers.1.tied" : tensor<8x4xf32> tied_to "model.embed_tokens.weight"
+  }
+  plan.unit @layers.2 kind llama_block stage 2 {
+    plan.param "model.layers.2.w" : tensor<4xf32>
+  }
+  plan.unit @head kind llama_head stage 2 {
+    plan.param "model.norm.weight" : tensor<4xf32>
+  }
+  plan.group @fsdp.stage0.root units [@embed] {numel = 32 : i64, padded_numel = 32 : i64, shard_numel = 32 : i64}
+  plan.group @fsdp.layers.0 units [@layers.0] {numel = 4 : i64, padded_numel = 4 : i64, shard_numel = 4 : i64}
+  plan.group @fsdp.layers.1 units [@layers.1] {numel = 4 : i64, padded_numel = 4 : i64, shard_numel = 4 : i64}
+  plan.group @fsdp.layers.2 units [@layers.2] {numel = 4 : i64, padded_numel = 4 : i64, shard_numel = 4 : i64}
+  plan.group @fsdp.stage2.root units [@head] {numel = 4 : i64, padded_numel = 4 : i64, shard_numel = 4 : i64}
+}

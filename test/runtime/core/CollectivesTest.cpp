@@ -220,6 +220,34 @@ TEST(Collectives, ShardGroupOfTwo) { runCollectives(1, 2); }
 TEST(Collectives, TwoByTwoMesh) { runCollectives(2, 2); }
 TEST(Collectives, ReplicasOnly) { runCollectives(2, 1); }
 
+// A pipeline of 3 stages: the embedding group is its first and last stage,
+// which add what they hold; the stage between them has none.
+TEST(Collectives, EmbeddingGroupIsThePipelinesEnds) {
+  ScheduleBuilder b(1, 1);
+  b.s.pipeline = 3;
+  b.s.cluster.gpusPerNode = 3;
+  forEachRank(b.s, [&](int rank, Comm &comm) {
+    const int stage = comm.groupRank(GroupAxis::Pipeline);
+    EXPECT_EQ(stage, rank);
+    EXPECT_EQ(comm.groupSize(GroupAxis::Embedding), 2);
+    EXPECT_EQ(comm.inEmbeddingGroup(), stage != 1);
+    if (stage == 1) {
+      try {
+        comm.group(GroupAxis::Embedding);
+        ADD_FAILURE() << "stage 1 has an embedding group";
+      } catch (const std::runtime_error &e) {
+        EXPECT_STREQ(e.what(), "pipeline stage 1 is not the first or the "
+                               "last: it is in no embedding group");
+      }
+      return;
+    }
+    EXPECT_EQ(comm.groupRank(GroupAxis::Embedding), stage == 0 ? 0 : 1);
+    std::vector<at::Tensor> t{at::full({4}, rank + 1.0, at::kFloat)};
+    comm.group(GroupAxis::Embedding).allreduce(t)->wait();
+    EXPECT_EQ(t[0][0].item<float>(), 1.0f + 3.0f);
+  });
+}
+
 TEST(Collectives, WorldSizeMismatchIsOneLine) {
   ScheduleBuilder b(2, 2);
   try {
