@@ -115,6 +115,10 @@ private:
   LogicalResult reportDeadlock();
   LogicalResult reportUnmatched();
   std::string describe(Operation *op);
+  /// What `group` (the pipeline or the embedding group) has issued.
+  StageCollectives &collectivesOn(Group group) {
+    return collectives[group == Group::Pipeline ? 0 : 1];
+  }
 
   plan::PlanOp plan;
   SmallVector<Stage> stages;
@@ -162,7 +166,7 @@ bool PipelinePlay::advance(Stage &stage) {
                             cast<MemRefType>(recv.getBuffer().getType())});
     } else if (isPipelineCollective(op)) {
       Group group = *getAsyncInfo(op)->group;
-      StageCollectives &on = collectives[group == Group::Pipeline ? 0 : 1];
+      StageCollectives &on = collectivesOn(group);
       auto member = llvm::find(on.members, stage.rank);
       if (member == on.members.end()) {
         op->emitError("stage ")
@@ -268,8 +272,7 @@ LogicalResult PipelinePlay::reportDeadlock() {
     // A collective's partners are its group's other members.
     const StageCollectives *on = nullptr;
     if (!peer)
-      on =
-          &collectives[getAsyncInfo(awaited)->group == Group::Pipeline ? 0 : 1];
+      on = &collectivesOn(*getAsyncInfo(awaited)->group);
     for (Stage &other : stages) {
       if (!other.done() ||
           (peer && other.rank != neighbour(stage.rank, *peer)) ||
