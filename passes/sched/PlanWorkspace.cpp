@@ -179,8 +179,8 @@ private:
       int64_t held = 0;
       if (!direct && counted(src))
         held += numel(dst) * elementBytes(src);
-      // Gloo (the CPU backend) reduces a flat copy of the source on its
-      // worker thread, held until the wait at the latest.
+      // The CPU backend all-reduces a flat copy of the source, made at the
+      // issue and freed by the wait (runtime/core/Comm.cpp).
       if (cpuDevice && program.getGroupSize(scatter.getGroup()) > 1)
         held += numel(src) * elementBytes(src);
       if (held > 0)

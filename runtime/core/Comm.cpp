@@ -13,6 +13,76 @@
 namespace plan::rt {
 namespace {
 
+/// Returns once the caller's reference to `work` is its last. The worker
+/// thread of ProcessGroupGloo that completes a work resets its own reference
+/// only after that (runLoop, after finishWorkGloo), so possibly after wait()
+/// has returned. Gives up after a second (what the work holds is then freed
+/// when that thread lets go).
+void awaitLastReference(const c10::intrusive_ptr<c10d::Work> &work) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (work.use_count() > 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+}
+
+/// A reduce-scatter as ProcessGroupGloo runs one (an all-reduce of a copy
+/// of the source, then this rank's chunk of it copied out at the wait), but
+/// with the copy freed by the time wait() returns. ProcessGroupGloo's own
+/// work leaves the copy in the all-reduce, which its worker thread may still
+/// hold when the wait returns: the memory the plan frees at the wait
+/// outlived it into the next ops (CollectivesTest,
+/// ReduceScatterFreesItsStagingByTheWait).
+class ReduceScatterWork final : public c10d::Work {
+public:
+  ReduceScatterWork(c10::intrusive_ptr<c10d::Work> allReduce, at::Tensor copy,
+                    at::Tensor out, int rank, int size)
+      : c10d::Work(rank, c10d::OpType::_REDUCE_SCATTER_BASE),
+        allReduce_(std::move(allReduce)), copy_(std::move(copy)),
+        out_(std::move(out)), chunk_(rank), chunks_(size) {}
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (!allReduce_)
+      return true;
+    allReduce_->wait(timeout);
+    awaitLastReference(allReduce_);
+    allReduce_.reset();
+    out_.copy_(copy_.chunk(chunks_)[chunk_].view(out_.sizes()));
+    copy_.reset();
+    out_.reset();
+    return true;
+  }
+  bool isCompleted() override { return !allReduce_; }
+
+private:
+  c10::intrusive_ptr<c10d::Work> allReduce_;
+  at::Tensor copy_, out_;
+  int chunk_, chunks_;
+};
+
+/// ProcessGroupGloo with the reduce-scatter above.
+class GlooGroup final : public c10d::ProcessGroupGloo {
+public:
+  using c10d::ProcessGroupGloo::ProcessGroupGloo;
+
+  c10::intrusive_ptr<c10d::Work>
+  _reduce_scatter_base(at::Tensor &out, at::Tensor &src,
+                       const c10d::ReduceScatterOptions &opts) override {
+    if (src.numel() != out.numel() * getSize() ||
+        src.scalar_type() != out.scalar_type())
+      throw std::invalid_argument(
+          "reduce-scatter of " + std::to_string(src.numel()) +
+          " elements into " + std::to_string(out.numel()) + " on " +
+          std::to_string(getSize()) + " ranks, or across element types");
+    std::vector<at::Tensor> copy{
+        src.clone(at::MemoryFormat::Contiguous).view({-1})};
+    c10d::AllreduceOptions allReduce;
+    allReduce.reduceOp = opts.reduceOp;
+    allReduce.timeout = opts.timeout;
+    auto work = allreduce(copy, allReduce);
+    return c10::make_intrusive<ReduceScatterWork>(
+        std::move(work), std::move(copy.front()), out, getRank(), getSize());
+  }
+};
+
 class GlooComm : public Comm {
 public:
   GlooComm(const c10::intrusive_ptr<c10d::Store> &store, int rank, int world,
@@ -24,7 +94,7 @@ public:
     // rendezvous keys never collide; the name says which one it is.
     auto group = [&](const std::string &name, int index,
                      int size) -> c10::intrusive_ptr<c10d::Backend> {
-      return c10::make_intrusive<c10d::ProcessGroupGloo>(
+      return c10::make_intrusive<GlooGroup>(
           c10::make_intrusive<c10d::PrefixStore>(name, store), index, size,
           options);
     };
@@ -57,11 +127,7 @@ public:
   }
 
   void awaitRelease(const c10::intrusive_ptr<c10d::Work> &work) override {
-    // The caller's reference is the last once ProcessGroupGloo's worker has
-    // reset its own (runLoop, after finishWorkGloo completed the work).
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    while (work.use_count() > 1 && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::yield();
+    awaitLastReference(work);
   }
 
 private:

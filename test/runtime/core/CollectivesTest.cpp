@@ -9,11 +9,14 @@
 
 #include "DeviceBackend.h"
 #include "Executor.h"
+#include "HostMemory.h"
 #include "TestSupport.h"
 #include "ToyModel.h"
 
+#include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace plan::rt;
@@ -245,6 +248,53 @@ TEST(Collectives, EmbeddingGroupIsThePipelinesEnds) {
     std::vector<at::Tensor> t{at::full({4}, rank + 1.0, at::kFloat)};
     comm.group(GroupAxis::Embedding).allreduce(t)->wait();
     EXPECT_EQ(t[0][0].item<float>(), 1.0f + 3.0f);
+  });
+}
+
+// sched-plan-workspace frees what a collective allocates (Gloo's flat
+// all-gather output, a reduce-scatter's copy of its source) at the op's
+// wait: none of it may outlive the wait, however late Gloo's worker thread
+// lets go of its work. A thread that keeps both cores busy makes that
+// thread late often (before ReduceScatterWork in Comm.cpp, a third of the
+// reduce-scatters here left their copy behind).
+TEST(Collectives, NothingAllocatedOutlivesTheWait) {
+  ScheduleBuilder b(1, 2);
+  forEachRank(b.s, [&](int rank, Comm &comm) {
+    host_memory::install();
+    constexpr int64_t kFull = 1 << 15;
+    at::Tensor full = at::full({kFull}, rank + 1.0f, at::kFloat);
+    at::Tensor shard = at::full({kFull / 2}, rank + 1.0f, at::kFloat);
+    std::atomic<bool> stop{false};
+    std::thread busy([&] {
+      while (!stop.load(std::memory_order_relaxed))
+        ;
+    });
+    c10d::Backend &group = comm.group(GroupAxis::Shard);
+    const int64_t before = host_memory::current();
+    int scatters = 0, gathers = 0, reduces = 0;
+    auto lagged = [&](c10::intrusive_ptr<c10d::Work> work, int &count) {
+      work->wait();
+      comm.awaitRelease(work);
+      work.reset();
+      count += host_memory::current() != before;
+    };
+    for (int i = 0; i < 200; ++i) {
+      shard.fill_(rank + 1.0f);
+      lagged(group._reduce_scatter_base(shard, full), scatters);
+      EXPECT_EQ(shard[0].item<float>(), 3.0f);
+      lagged(group._allgather_base(full, shard), gathers);
+      EXPECT_EQ(full[kFull - 1].item<float>(), 3.0f);
+      full.fill_(rank + 1.0f);
+      std::vector<at::Tensor> tensors{full};
+      lagged(group.allreduce(tensors), reduces);
+      EXPECT_EQ(full[0].item<float>(), 3.0f);
+      full.fill_(rank + 1.0f);
+    }
+    stop = true;
+    busy.join();
+    EXPECT_EQ(scatters, 0) << "of 200 reduce-scatters left memory behind";
+    EXPECT_EQ(gathers, 0) << "of 200 all-gathers left memory behind";
+    EXPECT_EQ(reduces, 0) << "of 200 all-reduces left memory behind";
   });
 }
 
