@@ -9,7 +9,7 @@ FP32_RTOL relative at every step.
 
 The cases are the issue's matrix (docs/language.md, "Pipeline parallelism"): pipeline
 2 and 4 with gpipe, 1f1b and interleaved(2) (two model chunks per stage, the chunks
-wrapping from the last stage to the first); explicit stages; pipeline 2 x data
+wrapping from the last stage to the first), and 3 with 1f1b; explicit stages; pipeline 2 x data
 parallel 2 with full_shard; 1f1b with activation checkpointing and no_shard over 2
 data-parallel ranks; full_shard interleaved, hybrid_shard and zero1 with FSDP's
 collectives overlapping across a stage's tasks; full_shard with parameters and
@@ -22,7 +22,8 @@ of the embedding's group, the gradients added on the embedding group): GPT-2 pp 
 1f1b, pp 2 x dp 2 full_shard and zero1, pp 2 x tp 2, and LoRA (a tie to the frozen
 base); a tied Llama pp 4 interleaved(2) (two stages outside the embedding group) and
 pp 2 x dp 2 whole_model (the embedding in a group of its own); BERT's masked-LM head
-pp 2.
+pp 2. Gradient clipping that clips every step (the norm summed over the stages), with
+SGD: pp 2 x dp 2 full_shard and pp 2 x tp 2 with sequence parallelism.
 
 With --plan-checkpoint, checkpoints too (docs/checkpoints.md): a pipeline-2 x dp-2 run
 saves every 2 steps (each stage's ranks their own groups); resumed at step 2 with its
@@ -76,6 +77,15 @@ MODEL_SETS[TIED] = MODEL_SETS[MODEL] + ["model.tie_embeddings=true"]
 BERT_MLM = "bert4-mlm"
 MODEL_SETS[BERT_MLM] = [s for s in MODEL_SETS[BERT]
                         if not s.startswith(("model.head=", "model.num_labels="))]
+# Gradient clipping that clips every step (the shared flags set it out of
+# reach): the norm is the whole model's, summed over the stages. With SGD,
+# whose update is proportional to the clipped gradient (AdamW's is nearly
+# independent of a constant factor), a stage clipping by its own norm
+# would move its weights differently.
+CLIPPED = "llama8-clipped-sgd"
+MODEL_SETS[CLIPPED] = MODEL_SETS[MODEL]
+AFTER_COMMON = {CLIPPED: ["train.grad_clip=0.05",
+                          "train.optimizer=sgd(lr = 0.5, momentum = 0.9)"]}
 
 # name: (model, world size, data-parallel ranks, grad_accum, --set flags)
 CASES = [
@@ -83,6 +93,7 @@ CASES = [
     ("pp2 1f1b", MODEL, 2, 1, 4, ["parallel.pipeline=2", "parallel.schedule=1f1b"]),
     ("pp4 gpipe", MODEL, 4, 1, 4, ["parallel.pipeline=4", "parallel.schedule=gpipe"]),
     ("pp4 1f1b", MODEL, 4, 1, 4, ["parallel.pipeline=4", "parallel.schedule=1f1b"]),
+    ("pp3 1f1b", MODEL, 3, 1, 4, ["parallel.pipeline=3"]),
     ("pp2 interleaved(2)", MODEL, 2, 1, 4,
      ["parallel.pipeline=2", "parallel.schedule=interleaved(2)"]),
     ("pp4 interleaved(2)", MODEL, 4, 1, 4,
@@ -151,11 +162,16 @@ CASES = [
      ["parallel.pipeline=2", "parallel.sharding=no_shard",
       "parallel.wrap=whole_model"]),
     ("pp2 1f1b bert masked-lm (tied)", BERT_MLM, 2, 1, 4, ["parallel.pipeline=2"]),
+    ("pp2 x dp2 full_shard 1f1b clipped", CLIPPED, 4, 2, 2,
+     ["parallel.pipeline=2", "parallel.sharding=full_shard"]),
+    ("pp2 x tp2 sp 1f1b clipped", CLIPPED, 4, 1, 4,
+     ["parallel.pipeline=2", "parallel.tensor=2", "parallel.sequence_parallel=true"]),
 ]
 
 
 def flags(model, accum, micro_batch):
-    return common(model, accum, micro_batch, MODEL_SETS.get(model))
+    return common(model, accum, micro_batch, MODEL_SETS.get(model)) + \
+        AFTER_COMMON.get(model, [])
 
 
 def pp2_sets(model):
