@@ -250,8 +250,9 @@ private:
   bool timeline;
   PipelinePlay *play;
   int64_t stage;
-  /// The next op to play, and whether advance() played any.
-  Block::iterator next;
+  /// The next op to play (a sched.repeat's body once per run), and whether
+  /// advance() played any.
+  std::optional<sched::StepCursor> next;
   bool movedLast = false;
   /// When the last transfer between stages ends.
   double lastTransferEnd = 0;
@@ -537,7 +538,7 @@ LogicalResult StepSimulation::start() {
   time.tokensPerStep = train.getMicroBatch() * train.getSeqLen() *
                        program.getMicroBatches() *
                        program.getGroupSize(sched::Group::World);
-  next = program.getBody().front().begin();
+  next.emplace(program);
   return success();
 }
 
@@ -657,16 +658,19 @@ LogicalResult StepSimulation::playOp(Operation &op) {
             seconds, op.getAfter());
       })
       .Case([&](sched::ForwardOp op) {
-        return runUnit(op, "forward", op.getUnit(), op.getMicroBatch(),
-                       op.getPart(), 1, true);
+        return runUnit(op, "forward", op.getUnit(),
+                       op.getMicroBatch() + next->iteration(), op.getPart(), 1,
+                       true);
       })
       .Case([&](sched::RecomputeOp op) {
-        return runUnit(op, "recompute", op.getUnit(), op.getMicroBatch(),
-                       op.getPart(), 1, false);
+        return runUnit(op, "recompute", op.getUnit(),
+                       op.getMicroBatch() + next->iteration(), op.getPart(), 1,
+                       false);
       })
       .Case([&](sched::BackwardOp op) {
-        return runUnit(op, "backward", op.getUnit(), op.getMicroBatch(),
-                       op.getPart(), 2, false);
+        return runUnit(op, "backward", op.getUnit(),
+                       op.getMicroBatch() + next->iteration(), op.getPart(), 2,
+                       false);
       })
       .Case([&](sched::OptimizerStepOp op) {
         // Parameters and state are read and written, gradients read.
@@ -746,9 +750,8 @@ LogicalResult StepSimulation::playOp(Operation &op) {
 
 FailureOr<bool> StepSimulation::advance() {
   movedLast = false;
-  Block &body = program.getBody().front();
-  for (; next != body.end(); ++next) {
-    Operation &op = *next;
+  for (; !next->done(); next->advance()) {
+    Operation &op = **next;
     // A transfer between stages that has not started holds the compute
     // stream at its wait, and an op that starts after it.
     if (play) {

@@ -75,6 +75,11 @@ private:
   rt::Schedule schedule;
   rt::Program *current = nullptr; // the program being exported
   llvm::DenseMap<Value, int64_t> bufferIds, eventIds;
+  /// The run of the sched.repeat body being exported (0 outside one), which
+  /// adds to its ops' micro-batches and its buffers' names; the micro-batch
+  /// of each repeat's first run.
+  int64_t iteration = 0;
+  llvm::DenseMap<Operation *, int64_t> repeatMicroBatch;
   llvm::StringMap<int64_t> unitIndex, groupIndex;
   bool hadError = false;
 };
@@ -325,10 +330,20 @@ LogicalResult ScheduleExporter::exportProgram(sched::ProgramOp program,
     return program.emitError(
         "has no workspace_bytes: run sched-plan-workspace before exporting");
   out.workspaceBytes = workspace.getInt();
-  for (Operation &op : program.getBody().front())
-    if (failed(exportOp(op)))
-      return failure();
-  return success();
+  if (program->hasAttr(sched::kPartialMicroBatchesAttr))
+    return program.emitError(
+        "has only some of its micro-batches (sched-lower's "
+        "roll-micro-batches): run sched-roll-micro-batches before exporting");
+  // A sched.repeat's body once per run: the schedule file lists every op
+  // the step runs.
+  LogicalResult result = success();
+  sched::forEachStepOp(program, [&](Operation &op, int64_t run) {
+    iteration = run;
+    if (succeeded(result) && failed(exportOp(op)))
+      result = failure();
+  });
+  iteration = 0;
+  return result;
 }
 
 LogicalResult ScheduleExporter::defineAlloc(sched::AllocOp alloc) {
@@ -350,6 +365,17 @@ LogicalResult ScheduleExporter::defineAlloc(sched::AllocOp alloc) {
   b.role = sched::toRuntime(alloc.getRole());
   b.numel = type.getNumElements();
   b.name = alloc.getName().str();
+  if (auto repeat = dyn_cast<sched::RepeatOp>(alloc->getParentOp())) {
+    auto [it, isNew] = repeatMicroBatch.try_emplace(repeat, 0);
+    if (isNew)
+      for (Operation &op : repeat.getBody().front())
+        if (auto mb = op.getAttrOfType<IntegerAttr>("micro_batch")) {
+          it->second = mb.getInt();
+          break;
+        }
+    b.name = sched::shiftMicroBatchInName(b.name, it->second,
+                                          it->second + iteration);
+  }
   b.persistent = alloc.getPersistent();
   std::optional<int64_t> offset = alloc.getOffset();
   if (!offset)
@@ -441,9 +467,10 @@ void ScheduleExporter::exportField(Concrete op, Descriptor d, Value &value) {
     value = events(operation, op.getODSOperands(d.operand));
   } else if constexpr (std::is_same_v<D, field::SignalledEvent>) {
     value = defineEvent(op.getODSResults(d.result).front());
-  } else if constexpr (std::is_same_v<D, field::Int> ||
-                       std::is_same_v<D, field::MicroBatch>) {
+  } else if constexpr (std::is_same_v<D, field::Int>) {
     value = cast<IntegerAttr>(operation->getAttr(d.name)).getInt();
+  } else if constexpr (std::is_same_v<D, field::MicroBatch>) {
+    value = cast<IntegerAttr>(operation->getAttr(d.name)).getInt() + iteration;
   } else if constexpr (std::is_same_v<D, field::Float>) {
     value = cast<FloatAttr>(operation->getAttr(d.name)).getValueAsDouble();
   } else if constexpr (std::is_same_v<D, field::Flag>) {

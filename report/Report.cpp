@@ -140,7 +140,9 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
     usage.peakOp = usage.liveAtOp.size(); // this op's entry, pushed next
     usage.atPeakByRole = live[space];
   };
-  for (Operation &op : body) {
+  // A sched.repeat's body once per run, as the time model plays it.
+  for (sched::StepCursor cursor(program); !cursor.done(); cursor.advance()) {
+    Operation &op = *cursor;
     std::optional<int> freed;
     if (auto alloc = dyn_cast<sched::AllocOp>(op);
         alloc && !alloc.getPersistent()) {
@@ -232,7 +234,8 @@ void analyzeComm(sched::ProgramOp program, CommReport &comm) {
     (placement.intraNode ? comm.intraNodeBytes : comm.interNodeBytes) += bytes;
     comm.totalBytes += bytes;
   };
-  for (Operation &op : program.getBody().front()) {
+  for (sched::StepCursor cursor(program); !cursor.done(); cursor.advance()) {
+    Operation &op = *cursor;
     if (auto send = dyn_cast<sched::SendOp>(op))
       pointToPoint(comm.sends, send.getBuffer(), /*sent=*/true);
     else if (auto recv = dyn_cast<sched::RecvOp>(op))

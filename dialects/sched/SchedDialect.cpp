@@ -153,3 +153,71 @@ std::optional<plan::rt::tp::UnitRole>
 sched::getTensorParallelRole(plan::UnitKind kind, plan::ModelFamily family) {
   return plan::rt::tp::roleOf(toRuntime(kind), toRuntime(family));
 }
+
+sched::StepCursor::StepCursor(ProgramOp program) {
+  Block &body = program.getBody().front();
+  at = body.begin();
+  end = body.end();
+  enter();
+}
+
+void sched::StepCursor::enter() {
+  while (at != end) {
+    auto repeat = dyn_cast<RepeatOp>(*at);
+    if (!repeat)
+      return;
+    Block &body = repeat.getBody().front();
+    if (body.empty() || repeat.getCount() == 0) {
+      ++at;
+      continue;
+    }
+    resume = std::next(at);
+    loop = &body;
+    count = static_cast<int64_t>(repeat.getCount());
+    iteration_ = 0;
+    at = body.begin();
+    end = body.end();
+    return;
+  }
+}
+
+void sched::StepCursor::advance() {
+  ++at;
+  if (!loop)
+    return enter();
+  if (at != end)
+    return;
+  if (++iteration_ < count) {
+    at = loop->begin();
+    return;
+  }
+  // Out of the repeat: on with the program's ops after it.
+  Block *outer = loop->getParentOp()->getBlock();
+  at = resume;
+  end = outer->end();
+  loop = nullptr;
+  iteration_ = 0;
+  enter();
+}
+
+void sched::forEachStepOp(
+    ProgramOp program,
+    llvm::function_ref<void(Operation &op, int64_t iteration)> fn) {
+  for (StepCursor cursor(program); !cursor.done(); cursor.advance())
+    fn(*cursor, cursor.iteration());
+}
+
+std::string sched::shiftMicroBatchInName(StringRef name, int64_t from,
+                                         int64_t to) {
+  std::string token = ".mb" + std::to_string(from);
+  size_t at = 0;
+  while ((at = name.find(token, at)) != StringRef::npos) {
+    size_t after = at + token.size();
+    if (after == name.size() || name[after] == '.')
+      return (name.take_front(at) + ".mb" + std::to_string(to) +
+              name.drop_front(after))
+          .str();
+    at = after;
+  }
+  return name.str();
+}

@@ -85,6 +85,45 @@ mlir::LogicalResult moveBelowAfterEvents(
                                          WaitOp wait)>
         endOf);
 
+/// The discardable attribute sched-lower's `roll-micro-batches` puts on a
+/// program of which it lowered micro-batches 0, 1, 2 and the last only;
+/// sched-roll-micro-batches completes the program (a sched.repeat) and
+/// removes it.
+inline constexpr llvm::StringLiteral kPartialMicroBatchesAttr =
+    "partial_micro_batches";
+
+/// `name` (a buffer's) with its `.mb<from>` component (followed by the end
+/// or a `.`) made `.mb<to>`; unchanged if it has none. A buffer of a
+/// sched.repeat's body is named for the first iteration's micro-batch.
+std::string shiftMicroBatchInName(llvm::StringRef name, int64_t from,
+                                  int64_t to);
+
+/// A program's ops in the order its step runs them: a sched.repeat's body
+/// `count` times over, every other op once. `iteration()` is the body's
+/// run (0 outside a repeat), which adds to the micro-batch of the op.
+class StepCursor {
+public:
+  explicit StepCursor(ProgramOp program);
+  bool done() const { return at == end; }
+  mlir::Operation &operator*() const { return *at; }
+  int64_t iteration() const { return iteration_; }
+  void advance();
+
+private:
+  /// Steps into a sched.repeat at `at` (an empty one is skipped).
+  void enter();
+  mlir::Block::iterator at, end;
+  /// The program's op after the repeat being run, its count, and the body.
+  mlir::Block::iterator resume;
+  mlir::Block *loop = nullptr;
+  int64_t count = 0, iteration_ = 0;
+};
+
+/// Calls `fn` on each op of `program` as StepCursor visits them.
+void forEachStepOp(
+    ProgramOp program,
+    llvm::function_ref<void(mlir::Operation &op, int64_t iteration)> fn);
+
 } // namespace sched
 
 #endif // PLAN_DIALECTS_SCHED_SCHEDDIALECT_H

@@ -146,6 +146,48 @@ LogicalResult ProgramOp::verify() {
   return success();
 }
 
+LogicalResult RepeatOp::verify() {
+  auto count = static_cast<int64_t>(getCount());
+  if (count < 1)
+    return emitOpError("count must be >= 1, got ") << count;
+  Block &body = getBody().front();
+  auto inBody = [&](Operation *op) { return op->getBlock() == &body; };
+  for (Operation &op : body) {
+    if (auto alloc = dyn_cast<AllocOp>(op)) {
+      if (alloc.getPersistent())
+        return alloc.emitOpError("is persistent, inside a sched.repeat, "
+                                 "whose body runs several times");
+      if (llvm::none_of(alloc->getUsers(), [&](Operation *user) {
+            return isa<FreeOp>(user) && inBody(user);
+          }))
+        return alloc.emitOpError("'")
+               << alloc.getName()
+               << "' is not freed in the sched.repeat that allocates it";
+    }
+    if (auto free = dyn_cast<FreeOp>(op)) {
+      Operation *def = free.getBuffer().getDefiningOp();
+      if (!def || !inBody(def))
+        return free.emitOpError(
+            "frees a buffer from outside its sched.repeat, whose body runs "
+            "several times");
+    }
+    if (auto wait = dyn_cast<WaitOp>(op)) {
+      Operation *def = wait.getEvent().getDefiningOp();
+      if (!def || !inBody(def))
+        return wait.emitOpError(
+            "waits for an event from outside its sched.repeat, whose body "
+            "runs several times");
+    }
+    for (Value result : op.getResults())
+      if (isa<EventType>(result.getType()) &&
+          llvm::none_of(result.getUsers(),
+                        [](Operation *user) { return isa<WaitOp>(user); }))
+        return op.emitOpError("signals an event that nothing in its "
+                              "sched.repeat waits for");
+  }
+  return success();
+}
+
 /// The program an op is in, for the group sizes of its mesh.
 static ProgramOp programOf(Operation *op) {
   return op->getParentOfType<ProgramOp>();

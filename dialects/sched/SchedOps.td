@@ -94,6 +94,34 @@ def Sched_ProgramOp : Sched_Op<"program", [
   }];
 }
 
+def Sched_RepeatOp : Sched_Op<"repeat", [
+    NoTerminator, SingleBlock, RecursiveMemoryEffects,
+    HasParent<"ProgramOp">]> {
+  let summary = "Micro-batches that run the same ops, lowered once";
+  let description = [{
+    Runs its body `count` times in a row. In iteration `k` (from 0), every
+    op of the body that names a micro-batch runs that micro-batch plus `k`;
+    everything else is the same in each iteration: the buffers (the same
+    arena offsets), the collectives, the waits. The body is self-contained:
+    what it allocates it frees, what it issues it waits for, and it frees
+    and waits for nothing from outside. sched-roll-micro-batches makes one
+    of the middle micro-batches of gradient accumulation; the consumers
+    after it (the time model, the report, the schedule file's export) run
+    the body `count` times.
+
+    ```mlir
+    sched.repeat count 6 {
+      sched.forward @tiny::@layers.0 mb 1 ...
+      ...
+    }
+    ```
+  }];
+  let arguments = (ins I64Attr:$count);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "`count` $count attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Buffers
 //===----------------------------------------------------------------------===//
