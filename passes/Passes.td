@@ -48,6 +48,12 @@ def PlanAssignSharding : Pass<"plan-assign-sharding", "::mlir::ModuleOp"> {
 
 def SchedLower : Pass<"sched-lower", "::mlir::ModuleOp"> {
   let summary = "The single-rank program of one step: state, compute, optimizer";
+  let options = [
+    Option<"rollMicroBatches", "roll-micro-batches", "bool", "false",
+           "Without a pipeline and with more than 4 micro-batches, lower "
+           "micro-batches 0, 1, 2 and the last only, for "
+           "sched-roll-micro-batches to complete (--plan-lower does)">
+  ];
   let dependentDialects = ["::sched::SchedDialect", "::mlir::memref::MemRefDialect"];
 }
 
@@ -120,6 +126,19 @@ def SchedDequantizeBase : Pass<"sched-dequantize-base", "::sched::ProgramOp"> {
     into a transient working-type buffer, which the op reads instead and
     which is freed after it; a recompute and the backward right after it
     share one.
+  }];
+  let dependentDialects = ["::sched::SchedDialect"];
+}
+
+def SchedRollMicroBatches
+    : Pass<"sched-roll-micro-batches", "::sched::ProgramOp"> {
+  let summary = "Gradient accumulation's middle micro-batches as one sched.repeat";
+  let description = [{
+    Completes a program sched-lower lowered with `roll-micro-batches`
+    (micro-batches 0, 1, 2 and the last): checks that micro-batches 1 and 2
+    are the same ops, one micro-batch apart, and replaces them with a
+    sched.repeat of micro-batch 1's ops, `micro_batches - 2` times. Other
+    programs are left as they are.
   }];
   let dependentDialects = ["::sched::SchedDialect"];
 }

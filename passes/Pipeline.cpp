@@ -9,7 +9,9 @@ void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createPlanAssignStages());
   pm.addPass(createPlanWrapUnits());
   pm.addPass(createPlanAssignSharding());
-  pm.addPass(createSchedLower());
+  // Gradient accumulation lowered once for its middle micro-batches, which
+  // sched-roll-micro-batches completes.
+  pm.addPass(createSchedLower(SchedLowerOptions{/*rollMicroBatches=*/true}));
   // Each program on its own, with the recipe sched-lower copied onto it.
   mlir::OpPassManager &program = pm.nest<sched::ProgramOp>();
   program.addPass(createSchedActivationCheckpointing());
@@ -23,6 +25,7 @@ void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm) {
   program.addPass(createSchedVerifySchedule());
   program.addPass(createSchedPlanMemory());
   program.addPass(createSchedPlanWorkspace());
+  program.addPass(createSchedRollMicroBatches());
   // The stages of a pipeline together.
   pm.addPass(createSchedVerifyPipeline());
 }

@@ -210,6 +210,9 @@ private:
   plan::PlanOp plan;
   plan::ParallelAttr parallel;
   int64_t microBatches = 1;
+  // Which micro-batches the program has: all, unless sched-lower left the
+  // middle ones after micro-batch 2 to sched-roll-micro-batches.
+  SmallVector<bool> lowered;
   SmallVector<GroupState> groups;
   DenseMap<Value, BufferRef> refs;
   SmallVector<sched::ViewOp> loweredViews;
@@ -472,7 +475,13 @@ LogicalResult ProgramDistribution::analyze() {
             cast<sched::BackwardOp>(reader).getUnitOp(symbolTables))
       state.chunk = static_cast<int64_t>(unit.getStage().value_or(0));
   }
+  bool partial = program->hasAttr(sched::kPartialMicroBatchesAttr);
+  lowered.assign(microBatches, true);
   for (int64_t mb = 0; mb < microBatches; ++mb) {
+    if (!lastBackward[mb] && partial) {
+      lowered[mb] = false;
+      continue;
+    }
     if (!lastBackward[mb])
       return program.emitOpError("has no backward for micro-batch ") << mb;
     for (GroupState &state : groups) {
@@ -555,6 +564,8 @@ void ProgramDistribution::distributeNoShard() {
       continue;
     if (syncsEveryMicroBatch() && microBatches > 1) {
       for (int64_t mb = 0; mb < microBatches; ++mb) {
+        if (!lowered[mb])
+          continue;
         Span span = backwardSpans[index][mb];
         builder.setInsertionPoint(span.first);
         Value microBatchGrad = sched::AllocOp::create(
@@ -608,6 +619,8 @@ void ProgramDistribution::distributeZero1() {
       state.grad.getResult().setType(withNumel(state.grad, state.shardNumel));
       gradShard = state.grad;
       for (int64_t mb = 0; mb < microBatches; ++mb) {
+        if (!lowered[mb])
+          continue;
         Span span = backwardSpans[index][mb];
         builder.setInsertionPoint(span.first);
         Value fullGrad = sched::AllocOp::create(
@@ -687,8 +700,9 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
       // A frozen base alone: nothing to reduce.
     } else if (syncsEveryMicroBatch()) {
       for (int64_t mb = 0; mb < microBatches; ++mb)
-        gradSpans.push_back({backwardSpans[index][mb].first,
-                             backwardSpans[index][mb].last, mb});
+        if (lowered[mb])
+          gradSpans.push_back({backwardSpans[index][mb].first,
+                               backwardSpans[index][mb].last, mb});
     } else {
       gradSpans.push_back({backwardSpans[index][0].first,
                            backwardSpans[index][microBatches - 1].last,
@@ -724,6 +738,8 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
     SmallVector<std::pair<Operation *, Operation *>> paramSpans;
     if (gatherPerSpan) {
       for (int64_t mb = 0; mb < microBatches; ++mb) {
+        if (!lowered[mb])
+          continue;
         paramSpans.push_back(
             {forwardSpans[index][mb].first, forwardSpans[index][mb].last});
         paramSpans.push_back(

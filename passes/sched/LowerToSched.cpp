@@ -225,8 +225,12 @@ public:
       : planOp(planOp), b(builder), loc(planOp.getLoc()),
         f32(builder.getF32Type()) {}
 
-  void build(MutableArrayRef<UnitSlot> units,
-             MutableArrayRef<GroupSlot> groups);
+  /// The program of a plan without a pipeline. With `partial`, of more
+  /// than 4 micro-batches only 0, 1, 2 and the last (whether it did is
+  /// returned): sched-roll-micro-batches makes the ones between copies of
+  /// micro-batch 1.
+  bool build(MutableArrayRef<UnitSlot> units, MutableArrayRef<GroupSlot> groups,
+             bool partial);
   /// Pipeline rank `rank`'s program: the groups of its chunks, its
   /// forwards and backwards in the schedule's order, and the sends and
   /// receives between them.
@@ -305,16 +309,21 @@ private:
   Type f32;
 };
 
-void StepBuilder::build(MutableArrayRef<UnitSlot> units,
-                        MutableArrayRef<GroupSlot> groups) {
+bool StepBuilder::build(MutableArrayRef<UnitSlot> units,
+                        MutableArrayRef<GroupSlot> groups, bool partial) {
   buildState(units, groups);
   for (GroupSlot &group : groups)
     if (group.grad)
       sched::ZeroOp::create(b, loc, group.grad);
   int64_t microBatches = planOp.getTrain().getGradAccum();
-  for (int64_t i = 0; i < microBatches; ++i)
+  partial = partial && microBatches > 4;
+  for (int64_t i = 0; i < microBatches; ++i) {
+    if (partial && i == 3)
+      i = microBatches - 1;
     buildMicroBatch(units, i);
+  }
   buildStep(groups);
+  return partial;
 }
 
 void StepBuilder::buildState(MutableArrayRef<UnitSlot> units,
@@ -605,6 +614,8 @@ void StepBuilder::buildStep(MutableArrayRef<GroupSlot> groups) {
 }
 
 struct SchedLowerPass : plan::impl::SchedLowerBase<SchedLowerPass> {
+  using SchedLowerBase::SchedLowerBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
@@ -675,8 +686,9 @@ struct SchedLowerPass : plan::impl::SchedLowerBase<SchedLowerPass> {
       StepBuilder stepBuilder(planOp, body);
       if (ranks > 1)
         stepBuilder.buildStage(programUnits, programGroups, rank);
-      else
-        stepBuilder.build(programUnits, programGroups);
+      else if (stepBuilder.build(programUnits, programGroups, rollMicroBatches))
+        program->setAttr(sched::kPartialMicroBatchesAttr,
+                         builder.getUnitAttr());
       builder.setInsertionPointAfter(program);
       symbols.insert(program);
     }
