@@ -9,8 +9,11 @@
 // under 0.2 s and 200 MB. With --micro-batches it lowers instead the 3-D plan
 // of examples/llama3_405b_3d.plan (tensor 8 x pipeline 8 interleaved x FSDP
 // 16 on 1024 ranks) with each number of micro-batches: the cost that grows
-// with them while the micro-batches are unrolled (target: < 0.5 s at 256).
-// docs/sched.md ("Performance") says how to run it.
+// with them while a pipeline's micro-batches are unrolled (target: < 0.5 s
+// at 256). With --grad-accum it lowers the full_shard plan on 64 ranks with
+// each number of micro-batches of gradient accumulation, which
+// sched-roll-micro-batches keeps flat. docs/sched.md ("Performance") says
+// how to run it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +43,11 @@ static cl::list<int64_t> rankCounts("ranks", cl::desc("Rank counts to lower"),
                                     cl::CommaSeparated);
 static cl::opt<unsigned>
     runs("runs", cl::desc("Timed lowerings per rank count"), cl::init(5));
+static cl::list<int64_t> gradAccums(
+    "grad-accum",
+    cl::desc("Lower the full_shard plan on 64 ranks with these numbers of "
+             "micro-batches (grad_accum) instead"),
+    cl::CommaSeparated);
 static cl::list<int64_t> microBatchCounts(
     "micro-batches",
     cl::desc("Lower the 3-D plan (TP 8 x PP 8 x FSDP 16) with these "
@@ -51,7 +59,7 @@ namespace {
 /// The .plan text of the benchmark plan on `ranks` ranks: whole nodes of 8
 /// GPUs, or one node with fewer. full_shard shards over all of them (mesh
 /// (1, ranks)).
-std::string planText(int64_t ranks) {
+std::string planText(int64_t ranks, int64_t gradAccum = 1) {
   int64_t gpusPerNode = std::min<int64_t>(ranks, 8);
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -70,6 +78,7 @@ std::string planText(int64_t ranks) {
      << "  precision = bf16_mixed\n"
      << "  activation_checkpointing = full\n"
      << "  grad_clip = 1.0\n"
+     << "  grad_accum = " << gradAccum << "\n"
      << "}\n"
      << "parallel {\n"
      << "  sharding = full_shard\n"
@@ -129,16 +138,13 @@ struct Measurement {
   int64_t printedBytes = 0;
 };
 
-/// Loads and imports the plan of `ranks` ranks (or, with a number of
-/// micro-batches, the 3-D plan); null after printing the diagnostics.
+/// Loads and imports the plan `text`; null after printing the
+/// diagnostics.
 mlir::OwningOpRef<mlir::ModuleOp>
-importPlan(mlir::MLIRContext &context, int64_t ranks, int64_t microBatches) {
+importPlan(mlir::MLIRContext &context, const std::string &text, int64_t ranks) {
   llvm::SourceMgr sourceMgr;
   unsigned id = sourceMgr.AddNewSourceBuffer(
-      llvm::MemoryBuffer::getMemBufferCopy(
-          microBatches ? planText3d(microBatches) : planText(ranks),
-          "bench.plan"),
-      llvm::SMLoc());
+      llvm::MemoryBuffer::getMemBufferCopy(text, "bench.plan"), llvm::SMLoc());
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   plan::DiagEmitter diag(
       &context, &sourceMgr,
@@ -151,12 +157,12 @@ importPlan(mlir::MLIRContext &context, int64_t ranks, int64_t microBatches) {
   return plan::importPlan(*spec, diag);
 }
 
-/// Lowers a fresh import once; the first error of a failing pipeline is in
-/// `error`.
-std::optional<Measurement> lowerOnce(mlir::MLIRContext &context, int64_t ranks,
-                                     int64_t microBatches, std::string &error) {
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      importPlan(context, ranks, microBatches);
+/// Lowers a fresh import of the plan `text` of `ranks` ranks once; the
+/// first error of a failing pipeline is in `error`.
+std::optional<Measurement> lowerOnce(mlir::MLIRContext &context,
+                                     const std::string &text, int64_t ranks,
+                                     std::string &error) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = importPlan(context, text, ranks);
   if (!module) {
     error = "the benchmark plan does not load";
     return std::nullopt;
@@ -216,22 +222,24 @@ int main(int argc, char **argv) {
   context.disableMultithreading();
   context.loadAllAvailableDialects();
 
-  // The 3-D plan, by number of micro-batches.
-  if (!microBatchCounts.empty()) {
-    llvm::outs() << llvm::formatv("{0,14} {1,10} {2,12} {3,10} {4,14}\n",
-                                  "micro-batches", "median s", "heap MB", "ops",
-                                  "IR bytes");
+  // A table by number of micro-batches: of the 3-D plan (target: under
+  // 0.5 s at 256), or of gradient accumulation without a pipeline (lowered
+  // once for its middle micro-batches: flat in their number).
+  auto byMicroBatches = [&](llvm::ArrayRef<int64_t> counts, const char *label,
+                            auto textOf, int64_t ranks) -> int {
+    llvm::outs() << llvm::formatv("{0,14} {1,10} {2,12} {3,10} {4,14}\n", label,
+                                  "median s", "heap MB", "ops", "IR bytes");
     std::optional<double> at256;
-    for (int64_t microBatches : microBatchCounts) {
+    for (int64_t count : counts) {
       std::vector<double> seconds;
       Measurement last;
       for (unsigned run = 0; run < timedRuns; ++run) {
         std::string error;
         std::optional<Measurement> m =
-            lowerOnce(context, 1024, microBatches, error);
+            lowerOnce(context, textOf(count), ranks, error);
         if (!m) {
           llvm::outs().flush();
-          llvm::errs() << "plan-bench-lower: lowering " << microBatches
+          llvm::errs() << "plan-bench-lower: lowering " << count
                        << " micro-batches failed: " << error << "\n";
           return 1;
         }
@@ -240,17 +248,25 @@ int main(int argc, char **argv) {
       }
       std::sort(seconds.begin(), seconds.end());
       double median = seconds[seconds.size() / 2];
-      if (microBatches == 256)
+      if (count == 256)
         at256 = median;
       llvm::outs() << llvm::formatv(
-          "{0,14} {1,10:F4} {2,12:F1} {3,10} {4,14}\n", microBatches, median,
+          "{0,14} {1,10:F4} {2,12:F1} {3,10} {4,14}\n", count, median,
           double(last.heap) / 1e6, last.ops, last.printedBytes);
     }
-    if (at256)
+    if (at256 && ranks == 1024)
       llvm::outs() << "target at 256 micro-batches (< 0.5 s): "
                    << (*at256 < 0.5 ? "met" : "NOT met") << "\n";
     return 0;
-  }
+  };
+  if (!microBatchCounts.empty())
+    return byMicroBatches(
+        std::vector<int64_t>(microBatchCounts.begin(), microBatchCounts.end()),
+        "micro-batches", [](int64_t n) { return planText3d(n); }, 1024);
+  if (!gradAccums.empty())
+    return byMicroBatches(
+        std::vector<int64_t>(gradAccums.begin(), gradAccums.end()),
+        "grad_accum", [](int64_t n) { return planText(64, n); }, 64);
 
   llvm::outs() << llvm::formatv("{0,8} {1,10} {2,12} {3,14} {4,8} {5,12}\n",
                                 "ranks", "median s", "heap MB", "peak RSS +MB",
@@ -262,7 +278,8 @@ int main(int argc, char **argv) {
     Measurement last;
     for (unsigned run = 0; run < timedRuns; ++run) {
       std::string error;
-      std::optional<Measurement> m = lowerOnce(context, ranks, 0, error);
+      std::optional<Measurement> m =
+          lowerOnce(context, planText(ranks), ranks, error);
       if (!m) {
         llvm::outs().flush();
         llvm::errs() << "plan-bench-lower: lowering " << ranks

@@ -29,6 +29,8 @@ accumulation modes x 2 activation checkpointing x 4 LoRA = 5,760 runs) is too sl
 cases are a pairwise covering set: every pair of option values that can be combined
 appears together in at least one case. hybrid_shard needs two replica groups of at least 2 ranks (mesh (2, 2) on one node), so it only exists at world 4;
 the pairs (hybrid_shard, world 1) and (hybrid_shard, world 2) are impossible, not missing.
+Five more cases accumulate 8 micro-batches of one sequence on one rank (ROLLED), which
+--plan-lower lowers once for the middle ones (a sched.repeat, written out run by run).
 The script prints the cases, then one line per case, and ends with `N passed, N failed`.
 
 On a GPU (--backend cuda) the same matrix runs on CUDA devices, one per rank; --world-max 1
@@ -95,6 +97,23 @@ FACTORS = {
     # whose masks are drawn per sequence, the same on any rank.
     "lora": ["none", "r4", "r4_nf4", "r4_drop"],
 }
+
+
+# Gradient accumulation past 4 micro-batches, which --plan-lower lowers once
+# for its middle micro-batches (sched-roll-micro-batches; the export writes
+# the sched.repeat out run by run): 8 micro-batches of one sequence on one
+# rank (the global batch is 8), after the pairwise cases.
+ROLLED = [
+    dict(model=model, sharding=sharding, world=1, precision=precision, offload=offload,
+         accum="8", checkpointing=checkpointing, lora=lora)
+    for model, sharding, precision, offload, checkpointing, lora in [
+        ("llama_tiny", "full_shard", "fp32", "none", "none", "none"),
+        ("gpt2_tiny", "no_shard", "fp32", "none", "full", "none"),
+        ("bert_tiny", "zero1", "fp32", "none", "none", "r4"),
+        ("bert_tiny_cls", "shard_grad_op", "fp32", "cpu", "none", "none"),
+        ("llama_tiny", "full_shard", "bf16_mixed", "none", "full", "r4_nf4"),
+    ]
+]
 
 
 def valid(case):
@@ -335,7 +354,9 @@ def main():
             ap.error(f"--world-max {args.world_max} leaves no world size")
     cases, impossible = pairwise_cases(factors)
     print(f"{len(cases)} cases cover every valid pair of option values"
-          + (f" ({len(impossible)} pairs impossible)" if impossible else ""))
+          + (f" ({len(impossible)} pairs impossible)" if impossible else "")
+          + f", and {len(ROLLED)} accumulate 8 micro-batches")
+    cases += ROLLED
     refs = {}
     passed = failed = 0
     worst = {"fp32": 0.0, "bf16_mixed": 0.0}
