@@ -30,7 +30,7 @@ void awaitLastReference(const c10::intrusive_ptr<c10d::Work> &work) {
 /// work leaves the copy in the all-reduce, which its worker thread may still
 /// hold when the wait returns: the memory the plan frees at the wait
 /// outlived it into the next ops (CollectivesTest,
-/// ReduceScatterFreesItsStagingByTheWait).
+/// NothingAllocatedOutlivesTheWait).
 class ReduceScatterWork final : public c10d::Work {
 public:
   ReduceScatterWork(c10::intrusive_ptr<c10d::Work> allReduce, at::Tensor copy,
