@@ -108,9 +108,6 @@ struct SchedRollMicroBatchesPass
     : plan::impl::SchedRollMicroBatchesBase<SchedRollMicroBatchesPass> {
   void runOnOperation() override {
     sched::ProgramOp program = getOperation();
-    // A pipeline stage's tasks interleave micro-batches.
-    if (program.getStage())
-      return;
     auto microBatches = static_cast<int64_t>(program.getMicroBatches());
     Block &body = program.getBody().front();
 
@@ -125,7 +122,7 @@ struct SchedRollMicroBatchesPass
     for (int64_t i = 0; expected && i < present; ++i)
       expected = ranges[i].microBatch == (i == 3 ? microBatches - 1 : i);
     Operation *differs = nullptr;
-    if (!expected || !allMiddlesSame(ranges, &differs)) {
+    if (!expected || !sameOps(ranges[1], ranges[2], /*shift=*/1, differs)) {
       // At the plan's location: the program is too large to print.
       InFlightDiagnostic diag = mlir::emitError(
           program.getLoc(),
@@ -138,7 +135,7 @@ struct SchedRollMicroBatchesPass
       return signalPassFailure();
     }
 
-    // Micro-batch 1's ops become the body; the other middle ones go.
+    // Micro-batch 1's ops become the body; micro-batch 2's go.
     OpBuilder builder(&getContext());
     builder.setInsertionPoint(&*ranges[1].begin);
     auto repeat =
@@ -147,14 +144,12 @@ struct SchedRollMicroBatchesPass
     Block &loop = repeat.getBody().emplaceBlock();
     loop.getOperations().splice(loop.end(), body.getOperations(),
                                 ranges[1].begin, ranges[1].end);
-    for (int64_t i = present - 2; i >= 2; --i) {
-      SmallVector<Operation *> ops = llvm::to_vector(
-          llvm::map_range(llvm::make_range(ranges[i].begin, ranges[i].end),
-                          [](Operation &op) { return &op; }));
-      for (Operation *op : llvm::reverse(ops)) {
-        op->dropAllUses();
-        op->erase();
-      }
+    SmallVector<Operation *> second = llvm::to_vector(
+        llvm::map_range(llvm::make_range(ranges[2].begin, ranges[2].end),
+                        [](Operation &op) { return &op; }));
+    for (Operation *op : llvm::reverse(second)) {
+      op->dropAllUses();
+      op->erase();
     }
   }
 
@@ -228,23 +223,6 @@ private:
       rangeMb = kNone;
     }
     return ranges;
-  }
-
-  /// Whether every middle range present (1 .. present - 2) is range 1 run
-  /// later; `differs` gets the first op of range 2 that is not.
-  bool allMiddlesSame(ArrayRef<Range> ranges, Operation **differs) {
-    if (ranges.size() < 4)
-      return false;
-    for (size_t i = 2; i + 1 < ranges.size(); ++i) {
-      Operation *at = nullptr;
-      if (!sameOps(ranges[1], ranges[i],
-                   ranges[i].microBatch - ranges[1].microBatch, at)) {
-        if (differs)
-          *differs = at;
-        return false;
-      }
-    }
-    return true;
   }
 };
 
