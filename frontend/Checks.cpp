@@ -117,9 +117,10 @@ static constexpr int64_t maxInteger = std::numeric_limits<int64_t>::max();
 /// Layers the compiler lowers: each is a unit of the step program (its
 /// state, its compute per micro-batch), and lowering time grows with them.
 static constexpr int64_t maxLayers = 1024;
-/// Unit-micro-batches (units x grad_accum) of one step program: each is a
-/// forward, a backward and their buffers, so the program's size and the
-/// time to lower it grow with their number.
+/// Unit-micro-batches (units x grad_accum) of one step: each is a forward,
+/// a backward and their buffers in the schedule file and in the time
+/// model's play of the step (and in the lowered program of a pipeline stage,
+/// which unrolls its micro-batches), so those grow with their number.
 static constexpr int64_t maxUnitMicroBatches = 32768;
 static constexpr double unbounded = std::numeric_limits<double>::infinity();
 
@@ -644,15 +645,15 @@ void PlanChecker::checkRecipe() {
       note(d, "train.grad_accum", "grad_accum is set here");
     }
   }
-  // The step program holds every unit's forward and backward for every
-  // micro-batch: bounded, so that lowering a plan takes seconds, not
+  // The schedule holds every unit's forward and backward for every
+  // micro-batch: bounded, so that compiling a plan takes seconds, not
   // minutes and gigabytes (the embedding and the head are units too).
   if (reads({"model.layers", "train.grad_accum"}) &&
       (m.layers + 2) * t.gradAccum > maxUnitMicroBatches) {
     auto d = error("train.grad_accum",
                    formatv("'train.grad_accum' = {0} with {1} units makes a "
                            "step program of {2} unit-micro-batches, more than "
-                           "the {3} the compiler lowers; accumulate fewer, "
+                           "the {3} a step may hold; accumulate fewer, "
                            "larger micro-batches (train.micro_batch)",
                            t.gradAccum, m.layers + 2,
                            (m.layers + 2) * t.gradAccum, maxUnitMicroBatches));

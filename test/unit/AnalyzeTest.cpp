@@ -1011,7 +1011,7 @@ TEST(AnalyzeValues, OutOfRange) {
       errorsOf(withMinimal("model.layers = 1000\ntrain.grad_accum = 33")),
       (Diags{"5:20: error: 'train.grad_accum' = 33 with 1002 units makes a "
              "step program of 33066 unit-micro-batches, more than the 32768 "
-             "the compiler lowers; accumulate fewer, larger micro-batches "
+             "a step may hold; accumulate fewer, larger micro-batches "
              "(train.micro_batch)",
              "4:16: note: the layers are set here"}));
   EXPECT_TRUE(Analysis(withMinimal("model.layers = 1000\ntrain.grad_accum = "
