@@ -130,11 +130,6 @@ bool onDevice(Value buffer) {
          sched::MemorySpace::Device;
 }
 
-std::string bufferName(Value buffer) {
-  sched::AllocOp alloc = sched::getRootAlloc(buffer);
-  return alloc ? alloc.getName().str() : std::string("?");
-}
-
 /// One element-wise op's traffic: bytes it streams where it runs (`local`)
 /// and bytes of operands in the other memory space, which cross the bus.
 struct Traffic {
@@ -254,6 +249,11 @@ private:
   /// advance() played any.
   std::optional<sched::StepCursor> next;
   bool movedLast = false;
+  /// The name of the buffer `buffer` is rooted in, in the run being played.
+  std::string bufferName(Value buffer) {
+    return runNames(buffer, next ? next->iteration() : 0);
+  }
+  sched::RunNames runNames;
   /// When the last transfer between stages ends.
   double lastTransferEnd = 0;
   PlanOp plan;

@@ -8,7 +8,10 @@
 // exported field by field from the runtime's op table (sched::visitTableOp),
 // which plan-tblgen generates from the ops' ODS definitions: no op is listed
 // here. Enumerations cross the boundary by keyword (the IR's and the file's
-// spellings are the same), not by numeric value.
+// spellings are the same), not by numeric value. A sched.repeat's body is
+// written once, as a task of the program with the table of its runs, which
+// the reader expands (runtime/format/ScheduleTasks.cpp): its buffers and
+// events get ids after the program's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,22 +67,34 @@ private:
   int64_t event(Operation *user, Value value);
   std::vector<int64_t> events(Operation *user, ValueRange values);
   int64_t defineEvent(Value value) {
-    int64_t id = current->numEvents++;
+    int64_t id = task ? kLocalId + task->numEvents++ : current->numEvents++;
     eventIds[value] = id;
     return id;
   }
+  /// A sched.repeat: its body once as a task of the program, run once per
+  /// micro-batch of the repeat.
+  LogicalResult exportRepeat(sched::RepeatOp repeat);
+  /// The buffer of id `id` (the program's, or the task's being exported).
+  const rt::Buffer &bufferById(int64_t id) const {
+    return id >= kLocalId ? task->buffers[id - kLocalId] : current->buffers[id];
+  }
+  /// Appends `b` to the program's buffers (the task's, in one), its id.
+  int64_t addBuffer(rt::Buffer b) {
+    auto &table = task ? task->buffers : current->buffers;
+    table.push_back(std::move(b));
+    return static_cast<int64_t>(table.size()) - 1 + (task ? kLocalId : 0);
+  }
+  /// A task's own buffers and events get ids from kLocalId on while the
+  /// program is exported, and the ids after the program's once it is.
+  static constexpr int64_t kLocalId = int64_t{1} << 40;
   int64_t unit(Operation *user, SymbolRefAttr ref);
 
   ArrayRef<sched::ProgramOp> programs;
   PlanOp plan;
   rt::Schedule schedule;
   rt::Program *current = nullptr; // the program being exported
+  rt::Task *task = nullptr;       // the task being exported, if any
   llvm::DenseMap<Value, int64_t> bufferIds, eventIds;
-  /// The run of the sched.repeat body being exported (0 outside one), which
-  /// adds to its ops' micro-batches and its buffers' names; the micro-batch
-  /// of each repeat's first run.
-  int64_t iteration = 0;
-  llvm::DenseMap<Operation *, int64_t> repeatMicroBatch;
   llvm::StringMap<int64_t> unitIndex, groupIndex;
   bool hadError = false;
 };
@@ -334,16 +349,55 @@ LogicalResult ScheduleExporter::exportProgram(sched::ProgramOp program,
     return program.emitError(
         "has only some of its micro-batches (sched-lower's "
         "roll-micro-batches): run sched-roll-micro-batches before exporting");
-  // A sched.repeat's body once per run: the schedule file lists every op
-  // the step runs.
-  LogicalResult result = success();
-  sched::forEachStepOp(program, [&](Operation &op, int64_t run) {
-    iteration = run;
-    if (succeeded(result) && failed(exportOp(op)))
-      result = failure();
-  });
-  iteration = 0;
-  return result;
+  for (Operation &op : program.getBody().front()) {
+    auto repeat = dyn_cast<sched::RepeatOp>(op);
+    if (failed(repeat ? exportRepeat(repeat) : exportOp(op)))
+      return failure();
+  }
+  // The tasks' own ids follow the program's.
+  auto P = static_cast<int64_t>(out.buffers.size());
+  int64_t E = out.numEvents;
+  auto buffer = [&](int64_t id) {
+    return id >= kLocalId ? id - kLocalId + P : id;
+  };
+  auto event = [&](int64_t id) {
+    return id >= kLocalId ? id - kLocalId + E : id;
+  };
+  for (rt::Task &t : out.tasks) {
+    for (rt::Buffer &b : t.buffers)
+      if (b.kind != rt::Buffer::Kind::Alloc)
+        b.source = buffer(b.source);
+    for (rt::Op &op : t.ops)
+      rt::remapOp(op, buffer, event, 0);
+  }
+  return success();
+}
+
+LogicalResult ScheduleExporter::exportRepeat(sched::RepeatOp repeat) {
+  rt::TaskRuns runs;
+  runs.at = static_cast<int64_t>(current->ops.size());
+  runs.buffersBefore = static_cast<int64_t>(current->buffers.size());
+  runs.eventsBefore = current->numEvents;
+  rt::Task body;
+  // Written for the first run's micro-batch, which the body's ops name.
+  for (Operation &op : repeat.getBody().front())
+    if (auto mb = op.getAttrOfType<IntegerAttr>("micro_batch")) {
+      body.microBatch = mb.getInt();
+      break;
+    }
+  task = &body;
+  for (Operation &op : repeat.getBody().front())
+    if (failed(exportOp(op))) {
+      task = nullptr;
+      return failure();
+    }
+  task = nullptr;
+  auto index = static_cast<int64_t>(current->tasks.size());
+  for (uint64_t run = 0; run < repeat.getCount(); ++run)
+    runs.order.emplace_back(index, body.microBatch + static_cast<int64_t>(run));
+  current->tasks.push_back(std::move(body));
+  current->runs.push_back(std::move(runs));
+  return success();
 }
 
 LogicalResult ScheduleExporter::defineAlloc(sched::AllocOp alloc) {
@@ -365,17 +419,6 @@ LogicalResult ScheduleExporter::defineAlloc(sched::AllocOp alloc) {
   b.role = sched::toRuntime(alloc.getRole());
   b.numel = type.getNumElements();
   b.name = alloc.getName().str();
-  if (auto repeat = dyn_cast<sched::RepeatOp>(alloc->getParentOp())) {
-    auto [it, isNew] = repeatMicroBatch.try_emplace(repeat, 0);
-    if (isNew)
-      for (Operation &op : repeat.getBody().front())
-        if (auto mb = op.getAttrOfType<IntegerAttr>("micro_batch")) {
-          it->second = mb.getInt();
-          break;
-        }
-    b.name = sched::shiftMicroBatchInName(b.name, it->second,
-                                          it->second + iteration);
-  }
   b.persistent = alloc.getPersistent();
   std::optional<int64_t> offset = alloc.getOffset();
   if (!offset)
@@ -419,8 +462,7 @@ LogicalResult ScheduleExporter::defineAlloc(sched::AllocOp alloc) {
              << paddedNumel << ")";
   }
 
-  bufferIds[alloc.getResult()] = static_cast<int64_t>(current->buffers.size());
-  current->buffers.push_back(std::move(b));
+  bufferIds[alloc.getResult()] = addBuffer(std::move(b));
   return success();
 }
 
@@ -430,7 +472,7 @@ LogicalResult ScheduleExporter::defineView(Operation *op, Value result,
   int64_t sourceId = buffer(op, source);
   if (sourceId < 0)
     return failure();
-  const rt::Buffer &src = current->buffers[sourceId];
+  const rt::Buffer &src = bufferById(sourceId);
   rt::Buffer b;
   b.kind = kind;
   b.type = src.type;
@@ -441,8 +483,7 @@ LogicalResult ScheduleExporter::defineView(Operation *op, Value result,
     b.viewOffset = static_cast<int64_t>(view.getOffset());
   else
     b.axis = sched::toRuntime(cast<sched::ShardViewOp>(op).getGroup());
-  bufferIds[result] = static_cast<int64_t>(current->buffers.size());
-  current->buffers.push_back(std::move(b));
+  bufferIds[result] = addBuffer(std::move(b));
   return success();
 }
 
@@ -470,7 +511,7 @@ void ScheduleExporter::exportField(Concrete op, Descriptor d, Value &value) {
   } else if constexpr (std::is_same_v<D, field::Int>) {
     value = cast<IntegerAttr>(operation->getAttr(d.name)).getInt();
   } else if constexpr (std::is_same_v<D, field::MicroBatch>) {
-    value = cast<IntegerAttr>(operation->getAttr(d.name)).getInt() + iteration;
+    value = cast<IntegerAttr>(operation->getAttr(d.name)).getInt();
   } else if constexpr (std::is_same_v<D, field::Float>) {
     value = cast<FloatAttr>(operation->getAttr(d.name)).getValueAsDouble();
   } else if constexpr (std::is_same_v<D, field::Flag>) {
@@ -522,7 +563,7 @@ LogicalResult ScheduleExporter::exportOp(Operation &operation) {
            << op->getName() << "': the exporter would have to drop it";
   if (hadError)
     return failure();
-  current->ops.push_back(std::move(out));
+  (task ? task->ops : current->ops).push_back(std::move(out));
   return success();
 }
 

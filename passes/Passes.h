@@ -17,8 +17,12 @@ namespace plan {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
-/// The whole lowering, plan to verified schedule (`--plan-lower`).
-void buildPlanLowerPipeline(mlir::OpPassManager &pm);
+/// The whole lowering, plan to verified schedule (`--plan-lower`). Without
+/// `rollMicroBatches`, gradient accumulation's micro-batches are lowered
+/// one by one instead of as a sched.repeat (the program the repeat stands
+/// for, which tests compare it with).
+void buildPlanLowerPipeline(mlir::OpPassManager &pm,
+                            bool rollMicroBatches = true);
 
 /// Registers every pass and the `plan-lower` pipeline with the command line.
 void registerPlanCompilerPasses();

@@ -4,14 +4,15 @@
 
 #include "mlir/Pass/PassRegistry.h"
 
-void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm) {
+void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm,
+                                  bool rollMicroBatches) {
   pm.addPass(createPlanExpandPresets());
   pm.addPass(createPlanAssignStages());
   pm.addPass(createPlanWrapUnits());
   pm.addPass(createPlanAssignSharding());
   // Gradient accumulation lowered once for its middle micro-batches, which
   // sched-roll-micro-batches completes.
-  pm.addPass(createSchedLower(SchedLowerOptions{/*rollMicroBatches=*/true}));
+  pm.addPass(createSchedLower(SchedLowerOptions{rollMicroBatches}));
   // Each program on its own, with the recipe sched-lower copied onto it.
   mlir::OpPassManager &program = pm.nest<sched::ProgramOp>();
   program.addPass(createSchedActivationCheckpointing());
@@ -35,5 +36,5 @@ void plan::registerPlanCompilerPasses() {
   mlir::PassPipelineRegistration<>(
       "plan-lower",
       "Lower a plan to its verified per-rank schedule (docs/sched.md)",
-      buildPlanLowerPipeline);
+      [](mlir::OpPassManager &pm) { buildPlanLowerPipeline(pm); });
 }

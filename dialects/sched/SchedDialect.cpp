@@ -3,6 +3,8 @@
 #include "dialects/sched/SchedDialect.h"
 #include "dialects/sched/SchedOpTable.h"
 
+#include "Schedule.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -200,24 +202,22 @@ void sched::StepCursor::advance() {
   enter();
 }
 
-void sched::forEachStepOp(
-    ProgramOp program,
-    llvm::function_ref<void(Operation &op, int64_t iteration)> fn) {
-  for (StepCursor cursor(program); !cursor.done(); cursor.advance())
-    fn(*cursor, cursor.iteration());
+std::string sched::RunNames::operator()(Value buffer, int64_t iteration) {
+  AllocOp alloc = getRootAlloc(buffer);
+  return alloc ? (*this)(alloc, iteration) : std::string("?");
 }
 
-std::string sched::shiftMicroBatchInName(StringRef name, int64_t from,
-                                         int64_t to) {
-  std::string token = ".mb" + std::to_string(from);
-  size_t at = 0;
-  while ((at = name.find(token, at)) != StringRef::npos) {
-    size_t after = at + token.size();
-    if (after == name.size() || name[after] == '.')
-      return (name.take_front(at) + ".mb" + std::to_string(to) +
-              name.drop_front(after))
-          .str();
-    at = after;
-  }
-  return name.str();
+std::string sched::RunNames::operator()(AllocOp alloc, int64_t iteration) {
+  auto repeat = dyn_cast<RepeatOp>(alloc->getParentOp());
+  if (!repeat || iteration == 0)
+    return alloc.getName().str();
+  auto [it, isNew] = bodyMicroBatch.try_emplace(repeat, 0);
+  if (isNew)
+    for (Operation &op : repeat.getBody().front())
+      if (auto mb = op.getAttrOfType<IntegerAttr>("micro_batch")) {
+        it->second = mb.getInt();
+        break;
+      }
+  return plan::rt::shiftMicroBatchInName(alloc.getName().str(), it->second,
+                                         it->second + iteration);
 }

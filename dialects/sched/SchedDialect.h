@@ -13,6 +13,7 @@
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <optional>
 
@@ -92,11 +93,21 @@ mlir::LogicalResult moveBelowAfterEvents(
 inline constexpr llvm::StringLiteral kPartialMicroBatchesAttr =
     "partial_micro_batches";
 
-/// `name` (a buffer's) with its `.mb<from>` component (followed by the end
-/// or a `.`) made `.mb<to>`; unchanged if it has none. A buffer of a
-/// sched.repeat's body is named for the first iteration's micro-batch.
-std::string shiftMicroBatchInName(llvm::StringRef name, int64_t from,
-                                  int64_t to);
+/// Buffer names as each run of a sched.repeat has them: a buffer allocated
+/// in a repeat's body is named for the body's micro-batch (the first run's),
+/// and run `iteration` is that micro-batch plus `iteration`. Remembers each
+/// repeat's micro-batch, so that naming is O(1) after a repeat's first.
+class RunNames {
+public:
+  /// The name of the buffer `buffer` is rooted in ("?" when none) in run
+  /// `iteration` of the repeat its alloc is in (the name itself outside
+  /// one).
+  std::string operator()(mlir::Value buffer, int64_t iteration);
+  std::string operator()(AllocOp alloc, int64_t iteration);
+
+private:
+  llvm::DenseMap<mlir::Operation *, int64_t> bodyMicroBatch;
+};
 
 /// A program's ops in the order its step runs them: a sched.repeat's body
 /// `count` times over, every other op once. `iteration()` is the body's
@@ -118,11 +129,6 @@ private:
   mlir::Block *loop = nullptr;
   int64_t count = 0, iteration_ = 0;
 };
-
-/// Calls `fn` on each op of `program` as StepCursor visits them.
-void forEachStepOp(
-    ProgramOp program,
-    llvm::function_ref<void(mlir::Operation &op, int64_t iteration)> fn);
 
 } // namespace sched
 

@@ -19,6 +19,20 @@ size_t elementBytes(ElementType t) {
   return 4;
 }
 
+std::string shiftMicroBatchInName(std::string_view name, int64_t from,
+                                  int64_t to) {
+  std::string token = ".mb" + std::to_string(from);
+  size_t at = 0;
+  while ((at = name.find(token, at)) != std::string_view::npos) {
+    size_t after = at + token.size();
+    if (after == name.size() || name[after] == '.')
+      return std::string(name.substr(0, at)) + ".mb" + std::to_string(to) +
+             std::string(name.substr(after));
+    at = after;
+  }
+  return std::string(name);
+}
+
 int64_t Param::numel() const {
   int64_t n = 1;
   for (int64_t d : shape)

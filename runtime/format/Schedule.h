@@ -50,7 +50,10 @@ namespace plan::rt {
 /// 10: the `embedding` group (a pipeline's first and last stages, which add
 /// a tied embedding's gradient), and the last stage's replica of the tied
 /// embedding's group.
-inline constexpr uint32_t kScheduleFormatVersion = 10;
+/// 11: a program's `tasks` and `runs`: a body of ops written once and run
+/// once per entry of an order table (a sched.repeat's), which the reader
+/// expands.
+inline constexpr uint32_t kScheduleFormatVersion = 11;
 
 /// A buffer's element type: the IR's float types, and i8 for bytes (a
 /// frozen base stored with an NF4 part), spelled as in MLIR.
@@ -329,8 +332,36 @@ struct Op {
   template <typename T> T *as() { return std::get_if<T>(&body); }
 };
 
+/// A body of ops a program runs once per entry of an order table
+/// (`TaskRuns`): a sched.repeat's body, written once. Its ops are written
+/// for micro-batch `microBatch`; its own buffers and events are numbered
+/// after the program's (ids `P + i` and `E + i` for a program of `P`
+/// buffers and `E` events), and each run of it gets new ones.
+struct Task {
+  int64_t microBatch = 0;
+  int64_t numEvents = 0;
+  std::vector<Buffer> buffers;
+  std::vector<Op> ops;
+};
+
+/// Where a program runs tasks: before its op `at`, where its first
+/// `buffersBefore` buffers and `eventsBefore` events are defined, each
+/// (task, micro-batch) of `order` in turn.
+struct TaskRuns {
+  int64_t at = 0, buffersBefore = 0, eventsBefore = 0;
+  std::vector<std::pair<int64_t, int64_t>> order;
+};
+
+/// `name` (an alloc's) with its `.mb<from>` component (followed by the end
+/// or a `.`) made `.mb<to>`; unchanged if it has none. A task's buffers are
+/// named for its micro-batch, and each run's for the run's.
+std::string shiftMicroBatchInName(std::string_view name, int64_t from,
+                                  int64_t to);
+
 /// One pipeline stage's program (the whole step's without a pipeline): its
-/// buffers, its ops in order, and their planned memory.
+/// buffers, its ops in order, and their planned memory. As a file holds it,
+/// it may have tasks (`tasks`, `runs`); the executor runs only an expanded
+/// program (expandTasks, ScheduleFile.h), which has none.
 struct Program {
   // Planned arena sizes in bytes per memory space.
   std::map<Space, int64_t> arenaBytes, persistentBytes;
@@ -341,6 +372,8 @@ struct Program {
   int64_t numEvents = 0;
   std::vector<Buffer> buffers;
   std::vector<Op> ops;
+  std::vector<Task> tasks;
+  std::vector<TaskRuns> runs; // in program order
 
   /// The planned bytes of `space`'s arena (0 when it has none).
   int64_t arenaSize(Space space) const {
@@ -399,14 +432,19 @@ std::string meshString(const Schedule &schedule);
 /// becomes one by validation.
 class ValidSchedule {
 public:
+  /// The schedule the executor runs: every program expanded (no tasks).
   const Schedule &get() const { return schedule_; }
   const Schedule *operator->() const { return &schedule_; }
   operator const Schedule &() const { return schedule_; }
+  /// The schedule as a file holds it: with its tasks, if it had any.
+  const Schedule &file() const { return compact_ ? *compact_ : schedule_; }
 
 private:
   friend ValidSchedule validateSchedule(Schedule, const std::string &);
-  explicit ValidSchedule(Schedule schedule) : schedule_(std::move(schedule)) {}
+  ValidSchedule(Schedule schedule, std::optional<Schedule> compact)
+      : schedule_(std::move(schedule)), compact_(std::move(compact)) {}
   Schedule schedule_;
+  std::optional<Schedule> compact_;
 };
 
 } // namespace plan::rt

@@ -13,6 +13,7 @@
 
 #include "Schedule.h"
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -25,10 +26,26 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// Rewrites every buffer id of `op` (its operands and the buffer it
+/// defines) with `buffer`, every event id with `event`, and adds
+/// `microBatchShift` to its micro-batch: `op` moved to another place of a
+/// program, or into a task.
+void remapOp(Op &op, const std::function<int64_t(int64_t)> &buffer,
+             const std::function<int64_t(int64_t)> &event,
+             int64_t microBatchShift);
+
+/// Replaces each program that has tasks by its expansion, the program the
+/// executor runs: every run of a task in place, with ids of its own
+/// (ScheduleTasks.cpp; docs/schedule-format.md, "Tasks"). Throws when a
+/// run table or a task is malformed; what the expanded program then holds
+/// is validateSchedule's to check. `name` prefixes the error's message.
+void expandTasks(Schedule &schedule, const std::string &name);
+
 /// Checks everything a reader checks (ids defined before use, lifetimes,
-/// events, every op's fields and relations, units, groups, arenas) and
-/// returns the schedule as one the executor accepts. `name` prefixes the
-/// error's message.
+/// events, every op's fields and relations, units, groups, arenas) of the
+/// schedule with its tasks expanded and returns it as one the executor
+/// accepts (holding the schedule as given too, to be written as it was).
+/// `name` prefixes the error's message.
 ValidSchedule validateSchedule(Schedule schedule, const std::string &name);
 
 /// The complete file contents (header + body). It does not validate: a

@@ -135,7 +135,7 @@ ValidSchedule parseSchedule(std::string_view bytes, const std::string &name) {
 }
 
 void writeScheduleFile(const ValidSchedule &schedule, const std::string &path) {
-  std::string bytes = serializeSchedule(schedule);
+  std::string bytes = serializeSchedule(schedule.file());
   try {
     support::writeFileAtomic(path, bytes);
   } catch (const support::FileError &e) {

@@ -546,7 +546,28 @@ std::vector<Group> groupsFromJson(const JsonReader &r, const Json &j,
 // The body
 //===----------------------------------------------------------------------===//
 
-/// A program's fields (`"arena_bytes":...,"ops":[...]`), at the top level
+static void appendBuffersJson(const std::vector<Buffer> &buffers,
+                              std::string &out) {
+  out += '[';
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (i)
+      out += ',';
+    appendBufferJson(buffers[i], out);
+  }
+  out += ']';
+}
+
+static void appendOpsJson(const std::vector<Op> &ops, std::string &out) {
+  out += '[';
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (i)
+      out += ',';
+    appendOpJson(ops[i], out);
+  }
+  out += ']';
+}
+
+/// A program's fields (`"arena_bytes":...,"runs":[...]`), at the top level
 /// of the body without a pipeline and in each element of `stages` with one.
 /// Written as text as they go: the buffers and ops are most of a large
 /// schedule's bytes, and a tree of them costs more than the text.
@@ -564,21 +585,75 @@ static void appendProgramFields(const Program &p, std::string &out) {
   appendInt(out, p.numEvents);
   out += ',';
   appendKey(out, "buffers");
+  appendBuffersJson(p.buffers, out);
+  out += ',';
+  appendKey(out, "ops");
+  appendOpsJson(p.ops, out);
+  out += ',';
+  appendKey(out, "tasks");
   out += '[';
-  for (size_t i = 0; i < p.buffers.size(); ++i) {
-    if (i)
-      out += ',';
-    appendBufferJson(p.buffers[i], out);
+  for (size_t t = 0; t < p.tasks.size(); ++t) {
+    const Task &task = p.tasks[t];
+    out += t ? ",{" : "{";
+    appendKey(out, "micro_batch");
+    appendInt(out, task.microBatch);
+    out += ',';
+    appendKey(out, "num_events");
+    appendInt(out, task.numEvents);
+    out += ',';
+    appendKey(out, "buffers");
+    appendBuffersJson(task.buffers, out);
+    out += ',';
+    appendKey(out, "ops");
+    appendOpsJson(task.ops, out);
+    out += '}';
   }
   out += "],";
-  appendKey(out, "ops");
+  appendKey(out, "runs");
   out += '[';
-  for (size_t i = 0; i < p.ops.size(); ++i) {
-    if (i)
+  for (size_t r = 0; r < p.runs.size(); ++r) {
+    const TaskRuns &runs = p.runs[r];
+    out += r ? ",{" : "{";
+    appendKey(out, "at");
+    appendInt(out, runs.at);
+    out += ',';
+    appendKey(out, "buffers_before");
+    appendInt(out, runs.buffersBefore);
+    out += ',';
+    appendKey(out, "events_before");
+    appendInt(out, runs.eventsBefore);
+    out += ',';
+    appendKey(out, "order");
+    out += '[';
+    for (size_t i = 0; i < runs.order.size(); ++i) {
+      out += i ? ",[" : "[";
+      appendInt(out, runs.order[i].first);
       out += ',';
-    appendOpJson(p.ops[i], out);
+      appendInt(out, runs.order[i].second);
+      out += ']';
+    }
+    out += "]}";
   }
   out += ']';
+}
+
+/// An array of buffers (ops): `bp` (`op`) is where it is in the body.
+static std::vector<Buffer>
+buffersFromJson(const JsonReader &r, const Json &buffers, const JsonPath &bp) {
+  std::vector<Buffer> out;
+  out.reserve(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i)
+    out.push_back(bufferFromJson(r, buffers[i], bp.element(i)));
+  return out;
+}
+
+static std::vector<Op> opsFromJson(const JsonReader &r, const Json &ops,
+                                   const JsonPath &op) {
+  std::vector<Op> out;
+  out.reserve(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i)
+    out.push_back(opFromJson(r, ops[i], op.element(i)));
+  return out;
 }
 
 static Program programFromJson(const JsonReader &r, const Json &root,
@@ -593,17 +668,48 @@ static Program programFromJson(const JsonReader &r, const Json &root,
   p.workspaceBytes = r.getInt(root, at, "workspace_bytes");
   p.numEvents = r.getInt(root, at, "num_events");
 
-  JsonPath bp = at.member("buffers");
-  const Json &buffers = r.getArray(root, at, "buffers");
-  p.buffers.reserve(buffers.size());
-  for (size_t i = 0; i < buffers.size(); ++i)
-    p.buffers.push_back(bufferFromJson(r, buffers[i], bp.element(i)));
+  p.buffers =
+      buffersFromJson(r, r.getArray(root, at, "buffers"), at.member("buffers"));
+  p.ops = opsFromJson(r, r.getArray(root, at, "ops"), at.member("ops"));
 
-  JsonPath op = at.member("ops");
-  const Json &ops = r.getArray(root, at, "ops");
-  p.ops.reserve(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i)
-    p.ops.push_back(opFromJson(r, ops[i], op.element(i)));
+  JsonPath tp = at.member("tasks");
+  const Json &tasks = r.getArray(root, at, "tasks");
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    JsonPath where = tp.element(t);
+    const Json &j = tasks[t];
+    if (!j.is_object())
+      r.fail(where, "must be an object");
+    Task task;
+    task.microBatch = r.getInt(j, where, "micro_batch");
+    task.numEvents = r.getInt(j, where, "num_events");
+    task.buffers = buffersFromJson(r, r.getArray(j, where, "buffers"),
+                                   where.member("buffers"));
+    task.ops = opsFromJson(r, r.getArray(j, where, "ops"), where.member("ops"));
+    p.tasks.push_back(std::move(task));
+  }
+  JsonPath rp = at.member("runs");
+  const Json &runsJson = r.getArray(root, at, "runs");
+  for (size_t i = 0; i < runsJson.size(); ++i) {
+    JsonPath where = rp.element(i);
+    const Json &j = runsJson[i];
+    if (!j.is_object())
+      r.fail(where, "must be an object");
+    TaskRuns runs;
+    runs.at = r.getInt(j, where, "at");
+    runs.buffersBefore = r.getInt(j, where, "buffers_before");
+    runs.eventsBefore = r.getInt(j, where, "events_before");
+    JsonPath op = where.member("order");
+    const Json &order = r.getArray(j, where, "order");
+    runs.order.reserve(order.size());
+    for (size_t k = 0; k < order.size(); ++k) {
+      const Json &entry = order[k];
+      if (!entry.is_array() || entry.size() != 2 ||
+          !entry[0].is_number_integer() || !entry[1].is_number_integer())
+        r.fail(op.element(k), "must be [task, micro-batch], two integers");
+      runs.order.emplace_back(entry[0].get<int64_t>(), entry[1].get<int64_t>());
+    }
+    p.runs.push_back(std::move(runs));
+  }
   return p;
 }
 

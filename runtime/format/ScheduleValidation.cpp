@@ -1392,8 +1392,16 @@ void ScheduleValidator::checkOps() {
 } // namespace
 
 ValidSchedule validateSchedule(Schedule schedule, const std::string &name) {
+  std::optional<Schedule> compact;
+  if (std::any_of(schedule.programs.begin(), schedule.programs.end(),
+                  [](const Program &p) {
+                    return !p.tasks.empty() || !p.runs.empty();
+                  })) {
+    compact = schedule;
+    expandTasks(schedule, name);
+  }
   ScheduleValidator(schedule, name).run();
-  return ValidSchedule(std::move(schedule));
+  return ValidSchedule(std::move(schedule), std::move(compact));
 }
 
 } // namespace plan::rt

@@ -30,7 +30,8 @@ cases are a pairwise covering set: every pair of option values that can be combi
 appears together in at least one case. hybrid_shard needs two replica groups of at least 2 ranks (mesh (2, 2) on one node), so it only exists at world 4;
 the pairs (hybrid_shard, world 1) and (hybrid_shard, world 2) are impossible, not missing.
 Five more cases accumulate 8 micro-batches of one sequence on one rank (ROLLED), which
---plan-lower lowers once for the middle ones (a sched.repeat, written out run by run).
+--plan-lower lowers once for the middle ones (a sched.repeat: a task of the schedule file,
+which plan-run's reader expands).
 The script prints the cases, then one line per case, and ends with `N passed, N failed`.
 
 On a GPU (--backend cuda) the same matrix runs on CUDA devices, one per rank; --world-max 1
@@ -100,8 +101,9 @@ FACTORS = {
 
 
 # Gradient accumulation past 4 micro-batches, which --plan-lower lowers once
-# for its middle micro-batches (sched-roll-micro-batches; the export writes
-# the sched.repeat out run by run): 8 micro-batches of one sequence on one
+# for its middle micro-batches (sched-roll-micro-batches; the schedule file
+# holds the sched.repeat's body once, as a task, which plan-run's reader
+# expands run by run): 8 micro-batches of one sequence on one
 # rank (the global batch is 8), after the pairwise cases.
 ROLLED = [
     dict(model=model, sharding=sharding, world=1, precision=precision, offload=offload,

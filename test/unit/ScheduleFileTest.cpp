@@ -85,9 +85,11 @@ Json bodyOf(const std::string &file) {
   return Json::parse(file.begin() + kHeader, file.end());
 }
 
-/// The tiny plan with `overrides` (--set), through the lowering pipeline.
+/// The tiny plan with `overrides` (--set), through the lowering pipeline
+/// (`roll`: with gradient accumulation's middle micro-batches a repeat).
 mlir::OwningOpRef<mlir::ModuleOp>
-lower(mlir::MLIRContext &context, const std::vector<std::string> &overrides) {
+lower(mlir::MLIRContext &context, const std::vector<std::string> &overrides,
+      bool roll = true) {
   llvm::SourceMgr sourceMgr;
   std::string path = std::string(PLAN_EXAMPLES_DIR) + "/tiny_llama_cpu.plan";
   auto buffer = llvm::MemoryBuffer::getFile(path);
@@ -103,7 +105,7 @@ lower(mlir::MLIRContext &context, const std::vector<std::string> &overrides) {
     throw std::runtime_error("the plan has errors");
   mlir::OwningOpRef<mlir::ModuleOp> module = plan::importPlan(*spec, diag);
   mlir::PassManager pm(&context);
-  plan::buildPlanLowerPipeline(pm);
+  plan::buildPlanLowerPipeline(pm, roll);
   if (!module || mlir::failed(pm.run(*module)))
     throw std::runtime_error("lowering failed");
   return module;
@@ -116,9 +118,9 @@ std::unique_ptr<mlir::MLIRContext> newContext() {
 }
 
 /// The tiny plan lowered and exported, with `overrides` (--set).
-Schedule compile(std::vector<std::string> overrides = {}) {
+Schedule compile(std::vector<std::string> overrides = {}, bool roll = true) {
   std::unique_ptr<mlir::MLIRContext> context = newContext();
-  mlir::OwningOpRef<mlir::ModuleOp> module = lower(*context, overrides);
+  mlir::OwningOpRef<mlir::ModuleOp> module = lower(*context, overrides, roll);
   mlir::FailureOr<Schedule> schedule = plan::exportSchedule(*module);
   if (mlir::failed(schedule))
     throw std::runtime_error("export failed");
@@ -699,11 +701,11 @@ TEST(ScheduleFile, NewerVersionAsksForANewerReader) {
 // are refused by their header,
 // before their body is read: the plan must be compiled again.
 TEST(ScheduleFile, OlderVersionsAskToRecompile) {
-  ASSERT_EQ(kScheduleFormatVersion, 10u);
+  ASSERT_EQ(kScheduleFormatVersion, 11u);
   std::string body(std::string_view(serializeSchedule(tiny())).substr(kHeader));
   std::string error = parseError(wrap(body, 1));
   EXPECT_HAS(error, "t.sched: schedule format version 1 is not supported");
-  EXPECT_HAS(error, "this reader reads version 10");
+  EXPECT_HAS(error, "this reader reads version 11");
   EXPECT_HAS(error, "recompile the plan with planc");
   EXPECT_HAS(parseError(wrap(body, 2)),
              "schedule format version 2 is not supported");
@@ -721,13 +723,140 @@ TEST(ScheduleFile, OlderVersionsAskToRecompile) {
              "schedule format version 8 is not supported");
   EXPECT_HAS(parseError(wrap(body, 9)),
              "schedule format version 9 is not supported");
+  EXPECT_HAS(parseError(wrap(body, 10)),
+             "schedule format version 10 is not supported");
   // Even with a body that a version 1 reader would have read.
   EXPECT_HAS(parseError(wrap("{}", 1)), "recompile the plan with planc");
   // In memory, a schedule of another version is neither valid nor written.
   Schedule old = tiny();
   old.version = 1;
-  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 10");
+  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 11");
   EXPECT_THROW(serializeSchedule(old), ScheduleFileError);
+}
+
+//===----------------------------------------------------------------------===//
+// Tasks: a sched.repeat's body written once
+//===----------------------------------------------------------------------===//
+
+/// Gradient accumulation past four micro-batches is a sched.repeat, which
+/// the file holds as one task and its runs: the reader's expansion is the
+/// program lowered without the repeat, id for id and name for name.
+TEST(ScheduleTasks, ExpandToTheUnrolledProgram) {
+  const std::vector<std::vector<std::string>> plans = {
+      {"train.grad_accum=8"},
+      {"train.grad_accum=5", "parallel.sharding=shard_grad_op"},
+      {"train.grad_accum=6", "parallel.tensor=2"},
+      {"train.grad_accum=7", "train.precision=bf16_mixed",
+       "parallel.offload.optimizer=cpu"},
+      {"train.grad_accum=6", "train.activation_checkpointing=full",
+       "parallel.forward_prefetch=true"},
+  };
+  for (const std::vector<std::string> &sets : plans) {
+    std::string what = sets.front() + (sets.size() > 1 ? " " + sets[1] : "");
+    Schedule rolled = compile(sets);
+    ASSERT_EQ(rolled.programs.front().tasks.size(), 1u) << what;
+    ASSERT_EQ(rolled.programs.front().runs.size(), 1u) << what;
+    const TaskRuns &runs = rolled.programs.front().runs.front();
+    EXPECT_EQ(int64_t(runs.order.size()), rolled.microBatches - 2) << what;
+    Schedule unrolled = compile(sets, /*roll=*/false);
+    EXPECT_TRUE(unrolled.programs.front().tasks.empty()) << what;
+    ValidSchedule valid = validateSchedule(rolled, "rolled");
+    EXPECT_TRUE(valid->programs.front().tasks.empty()) << what;
+    EXPECT_EQ(serializeSchedule(valid.get()), serializeSchedule(unrolled))
+        << what;
+    // The file holds the tasks; reading it gives the same expansion.
+    std::string file = serializeSchedule(valid.file());
+    EXPECT_LT(file.size(), serializeSchedule(unrolled).size()) << what;
+    ValidSchedule read = parseSchedule(file, "t.sched");
+    EXPECT_EQ(serializeSchedule(read.file()), file) << what;
+    EXPECT_EQ(serializeSchedule(read.get()), serializeSchedule(unrolled))
+        << what;
+  }
+}
+
+TEST(ScheduleTasks, MalformedTablesAreOneLineErrors) {
+  static const Schedule rolled = compile({"train.grad_accum=8"});
+  auto errorIn = [](const std::function<void(Program &)> &edit) {
+    Schedule s = rolled;
+    edit(s.programs.front());
+    return validateError(s);
+  };
+  EXPECT_EQ(errorIn([](Program &) {}), "");
+  int64_t P = int64_t(rolled.programs.front().buffers.size());
+  EXPECT_HAS(errorIn([](Program &p) { p.runs.front().order[2].first = 1; }),
+             "t.sched: runs 0: task 1 is not one of the 1 tasks");
+  EXPECT_HAS(errorIn([](Program &p) { p.runs.front().order[0].second = 8; }),
+             "t.sched: runs 0: micro-batch 8 is not one of the step's 8");
+  EXPECT_HAS(errorIn([](Program &p) {
+               p.runs.front().at = int64_t(p.ops.size()) + 1;
+             }),
+             "runs 0: at " +
+                 std::to_string(rolled.programs.front().ops.size() + 1) +
+                 " is not an op index in program order");
+  EXPECT_HAS(errorIn([&](Program &p) { p.runs.front().buffersBefore = P + 1; }),
+             "runs 0: buffers_before " + std::to_string(P + 1) +
+                 " is not in program order");
+  EXPECT_HAS(errorIn([](Program &p) { p.runs.front().eventsBefore = -1; }),
+             "runs 0: events_before -1 is not in program order");
+  EXPECT_HAS(errorIn([](Program &p) { p.tasks.front().microBatch = 9; }),
+             "t.sched: task 0: micro_batch 9 is not one of the step's 8");
+  EXPECT_HAS(errorIn([](Program &p) { p.tasks.front().numEvents = -1; }),
+             "task 0: num_events -1 is negative or more than its ops");
+  EXPECT_HAS(errorIn([](Program &p) {
+               p.tasks.front().buffers.front().persistent = true;
+             }),
+             "is persistent: a task's buffers live in one run");
+  EXPECT_HAS(errorIn([&](Program &p) {
+               Buffer view = p.tasks.front().buffers.front();
+               view.kind = Buffer::Kind::View;
+               view.source = P + 5;
+               p.tasks.front().buffers.insert(p.tasks.front().buffers.begin(),
+                                              view);
+             }),
+             "task 0: buffer " + std::to_string(P) + " is a view of " +
+                 std::to_string(P + 5) + ", which is not an earlier buffer");
+  // An id past the task's own is out of range.
+  EXPECT_HAS(errorIn([&](Program &p) {
+               for (Op &op : p.tasks.front().ops)
+                 if (auto *alloc = op.as<ops::Alloc>()) {
+                   alloc->buffer = P + 1000;
+                   break;
+                 }
+             }),
+             "task buffer id " + std::to_string(P + 1000) + " is out of range");
+  // What the expansion then holds is the program's checks': runs placed
+  // before the program allocates what they use.
+  EXPECT_HAS(errorIn([](Program &p) { p.runs.front().at = 0; }),
+             "before its alloc");
+  // Runs of nothing are a table without tasks.
+  EXPECT_HAS(errorIn([](Program &p) { p.tasks.clear(); }),
+             "runs 0: task 0 is not one of the 0 tasks");
+  // A file that asks for billions of ops is refused before it allocates.
+  EXPECT_HAS(errorIn([](Program &p) {
+               p.runs.front().order.assign(int64_t{1} << 22, {0, 1});
+             }),
+             "expands the program past 67108864 ops or buffers");
+}
+
+TEST(ScheduleTasks, MalformedJsonIsRejected) {
+  static const std::string file = serializeSchedule(
+      validateSchedule(compile({"train.grad_accum=8"}), "x").file());
+  auto errorAfterEditOf = [](const std::function<void(Json &)> &edit) {
+    Json body = bodyOf(file);
+    edit(body);
+    return parseError(wrap(body.dump()));
+  };
+  EXPECT_EQ(errorAfterEditOf([](Json &) {}), "");
+  EXPECT_HAS(errorAfterEditOf([](Json &j) { j.erase("tasks"); }),
+             "t.sched: missing field 'tasks'");
+  EXPECT_HAS(errorAfterEditOf([](Json &j) { j["runs"][0]["order"][1] = 3; }),
+             "t.sched: runs[0].order[1]: must be [task, micro-batch], two "
+             "integers");
+  EXPECT_HAS(errorAfterEditOf([](Json &j) { j["tasks"][0].erase("ops"); }),
+             "t.sched: tasks[0]: missing field 'ops'");
+  EXPECT_HAS(errorAfterEditOf(
+                 [](Json &j) { j["tasks"][0]["buffers"][0]["numel"] = "1"; }),
+             "tasks[0].buffers[0].numel: expected an integer");
 }
 
 // What a file's checksum cannot catch: a body written with nonsense values

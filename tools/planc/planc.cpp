@@ -246,7 +246,7 @@ static int emitSchedule(ModuleOp module) {
   }
   return writeOutput(outputFilename,
                      [&](llvm::raw_ostream &os) {
-                       os << plan::rt::scheduleJsonText(valid->get());
+                       os << plan::rt::scheduleJsonText(valid->file());
                      })
              ? 0
              : 1;

@@ -16,6 +16,102 @@ def fail(message):
     sys.exit(1)
 
 
+# docs/generated/schedule-ops.md: the keys that hold buffer ids, and those
+# that hold event ids.
+ID_FIELDS = ("buffer", "src", "dst", "params", "tied", "frozen", "saves", "input",
+             "activations", "grads", "tied_grads", "norm", "found_inf",
+             "loss_scale", "in", "out", "out_grad", "in_grad", "stats")
+EVENT_FIELDS = ("done", "event")
+
+
+def shift_name(name, start, to):
+    """An alloc's `.mb<start>` component (followed by the end or a `.`) as
+    `.mb<to>`."""
+    token = f".mb{start}"
+    at = name.find(token)
+    while at >= 0:
+        after = at + len(token)
+        if after == len(name) or name[after] == ".":
+            return name[:at] + f".mb{to}" + name[after:]
+        at = name.find(token, after)
+    return name
+
+
+def expand(prog, micro_batches):
+    """The program with its tasks run where its run tables say (docs, "Tasks")."""
+    P, E = len(prog["buffers"]), prog["num_events"]
+    tables = prog["runs"]
+    added_b = [sum(len(prog["tasks"][t]["buffers"]) for t, _ in r["order"]) for r in tables]
+    added_e = [sum(prog["tasks"][t]["num_events"] for t, _ in r["order"]) for r in tables]
+
+    def program_buffer(i):
+        if not 0 <= i < P:
+            return i
+        return i + sum(n for r, n in zip(tables, added_b) if r["buffers_before"] <= i)
+
+    def program_event(i):
+        if not 0 <= i < E:
+            return i
+        return i + sum(n for r, n in zip(tables, added_e) if r["events_before"] <= i)
+
+    def remap(op, buffer, event, shift):
+        op = dict(op)
+        for k in ID_FIELDS:
+            if k in op and op[k] >= 0:
+                op[k] = buffer(op[k])
+        if "state" in op:
+            op["state"] = [buffer(b) for b in op["state"]]
+        for k in EVENT_FIELDS:
+            if k in op:
+                op[k] = event(op[k])
+        if "after" in op:
+            op["after"] = [event(e) for e in op["after"]]
+        if "micro_batch" in op:
+            op["micro_batch"] += shift
+        return op
+
+    buffers, ops = [], []
+    nb = no = 0
+    events = 0
+
+    def copy_program(b_to, o_to):
+        nonlocal nb, no
+        for b in prog["buffers"][nb:b_to]:
+            b = dict(b)
+            if b["kind"] != "alloc":
+                b["source"] = program_buffer(b["source"])
+            buffers.append(b)
+        for op in prog["ops"][no:o_to]:
+            ops.append(remap(op, program_buffer, program_event, 0))
+        nb, no = max(nb, b_to), max(no, o_to)
+
+    for r, n_events in zip(tables, added_e):
+        copy_program(r["buffers_before"], r["at"])
+        next_event = r["events_before"] + events
+        for t, mb in r["order"]:
+            task = prog["tasks"][t]
+            if not 0 <= mb < micro_batches:
+                fail(f"run of micro-batch {mb}")
+            first_b, first_e = len(buffers), next_event
+            local_b, local_e = len(task["buffers"]), task["num_events"]
+            buffer = lambda i: first_b + i - P if P <= i < P + local_b else program_buffer(i)
+            event = lambda i: first_e + i - E if E <= i < E + local_e else program_event(i)
+            for b in task["buffers"]:
+                b = dict(b)
+                if b["kind"] == "alloc":
+                    b["name"] = shift_name(b["name"], task["micro_batch"], mb)
+                else:
+                    b["source"] = buffer(b["source"])
+                buffers.append(b)
+            for op in task["ops"]:
+                ops.append(remap(op, buffer, event, mb - task["micro_batch"]))
+            next_event += local_e
+        events += n_events
+    copy_program(P, len(prog["ops"]))
+    return {**prog, "buffers": buffers, "ops": ops, "num_events": E + events,
+            "tasks": [], "runs": []}
+
+
 def main(path):
     data = open(path, "rb").read()
     if len(data) < HEADER.size:
@@ -23,7 +119,7 @@ def main(path):
     magic, version, flags, size, crc, reserved = HEADER.unpack_from(data)
     if magic != b"PLANSCHD":
         fail(f"bad magic {magic!r}")
-    if version != 10 or flags != 0 or reserved != 0:
+    if version != 11 or flags != 0 or reserved != 0:
         fail(f"version {version} flags {flags} reserved {reserved}")
     body = data[HEADER.size:]
     if len(body) != size:
@@ -37,6 +133,8 @@ def main(path):
     programs = s["stages"] if pipeline > 1 else [s]
     if len(programs) != pipeline:
         fail(f"{len(programs)} programs for a pipeline of {pipeline}")
+    tasks = sum(len(prog["tasks"]) for prog in programs)
+    programs = [expand(prog, s["micro_batches"]) for prog in programs]
     groups = {g["name"]: g for g in s["groups"]}
     units = {u["name"]: u for u in s["units"]}
     shard = s["mesh"]["shard"]
@@ -111,13 +209,8 @@ def main(path):
             end = b["offset"] + b["numel"] * {"f32": 4, "bf16": 2, "f16": 2, "i8": 1}[b["type"]]
             if end > prog["arena_bytes"][b["space"]]:
                 fail(f"buffer {i} ({b['name']}) is outside its arena")
-        # docs/generated/schedule-ops.md: the keys that hold buffer ids, and
-        # those that hold event ids.
-        id_fields = ("buffer", "src", "dst", "params", "tied", "frozen", "saves", "input",
-                     "activations", "grads", "tied_grads", "norm", "found_inf",
-                     "loss_scale")
         for i, op in enumerate(ops):
-            for field in id_fields:
+            for field in ID_FIELDS:
                 if field in op and not -1 <= op[field] < len(buffers):
                     fail(f"op {i} ({op['op']}): {field} out of range")
             for b in op.get("state", []):
@@ -140,7 +233,8 @@ def main(path):
           + (f"lora r{lora['rank']} frozen {frozen} " if lora else "")
           + f"units {len(units)} "
           f"groups {len(groups)} buffers {len(buffers)} "
-          f"sharded_state {sharded} ops {len(ops)} events {events}")
+          f"sharded_state {sharded} ops {len(ops)} events {events}"
+          + (f" tasks {tasks}" if tasks else ""))
     print("kinds " + " ".join(kinds))
 
 
