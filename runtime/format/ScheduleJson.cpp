@@ -567,6 +567,26 @@ static void appendOpsJson(const std::vector<Op> &ops, std::string &out) {
   out += ']';
 }
 
+/// `"name":value`.
+static void appendIntMember(std::string &out, const char *name, int64_t value) {
+  appendKey(out, name);
+  appendInt(out, value);
+}
+
+/// `"num_events":...,"buffers":[...],"ops":[...]`: what a program and a task
+/// each define.
+static void appendOpsAndIds(int64_t numEvents,
+                            const std::vector<Buffer> &buffers,
+                            const std::vector<Op> &ops, std::string &out) {
+  appendIntMember(out, "num_events", numEvents);
+  out += ',';
+  appendKey(out, "buffers");
+  appendBuffersJson(buffers, out);
+  out += ',';
+  appendKey(out, "ops");
+  appendOpsJson(ops, out);
+}
+
 /// A program's fields (`"arena_bytes":...,"runs":[...]`), at the top level
 /// of the body without a pipeline and in each element of `stages` with one.
 /// Written as text as they go: the buffers and ops are most of a large
@@ -578,34 +598,18 @@ static void appendProgramFields(const Program &p, std::string &out) {
   appendKey(out, "persistent_bytes");
   out += arenaToJson(p.persistentBytes).dump();
   out += ',';
-  appendKey(out, "workspace_bytes");
-  appendInt(out, p.workspaceBytes);
+  appendIntMember(out, "workspace_bytes", p.workspaceBytes);
   out += ',';
-  appendKey(out, "num_events");
-  appendInt(out, p.numEvents);
-  out += ',';
-  appendKey(out, "buffers");
-  appendBuffersJson(p.buffers, out);
-  out += ',';
-  appendKey(out, "ops");
-  appendOpsJson(p.ops, out);
+  appendOpsAndIds(p.numEvents, p.buffers, p.ops, out);
   out += ',';
   appendKey(out, "tasks");
   out += '[';
   for (size_t t = 0; t < p.tasks.size(); ++t) {
     const Task &task = p.tasks[t];
     out += t ? ",{" : "{";
-    appendKey(out, "micro_batch");
-    appendInt(out, task.microBatch);
+    appendIntMember(out, "micro_batch", task.microBatch);
     out += ',';
-    appendKey(out, "num_events");
-    appendInt(out, task.numEvents);
-    out += ',';
-    appendKey(out, "buffers");
-    appendBuffersJson(task.buffers, out);
-    out += ',';
-    appendKey(out, "ops");
-    appendOpsJson(task.ops, out);
+    appendOpsAndIds(task.numEvents, task.buffers, task.ops, out);
     out += '}';
   }
   out += "],";
@@ -614,14 +618,11 @@ static void appendProgramFields(const Program &p, std::string &out) {
   for (size_t r = 0; r < p.runs.size(); ++r) {
     const TaskRuns &runs = p.runs[r];
     out += r ? ",{" : "{";
-    appendKey(out, "at");
-    appendInt(out, runs.at);
+    appendIntMember(out, "at", runs.at);
     out += ',';
-    appendKey(out, "buffers_before");
-    appendInt(out, runs.buffersBefore);
+    appendIntMember(out, "buffers_before", runs.buffersBefore);
     out += ',';
-    appendKey(out, "events_before");
-    appendInt(out, runs.eventsBefore);
+    appendIntMember(out, "events_before", runs.eventsBefore);
     out += ',';
     appendKey(out, "order");
     out += '[';
@@ -656,6 +657,17 @@ static std::vector<Op> opsFromJson(const JsonReader &r, const Json &ops,
   return out;
 }
 
+/// What appendOpsAndIds wrote, from the object `j` at `at`.
+static void opsAndIdsFromJson(const JsonReader &r, const Json &j,
+                              const JsonPath &at, int64_t &numEvents,
+                              std::vector<Buffer> &buffers,
+                              std::vector<Op> &ops) {
+  numEvents = r.getInt(j, at, "num_events");
+  buffers =
+      buffersFromJson(r, r.getArray(j, at, "buffers"), at.member("buffers"));
+  ops = opsFromJson(r, r.getArray(j, at, "ops"), at.member("ops"));
+}
+
 static Program programFromJson(const JsonReader &r, const Json &root,
                                const JsonPath &at) {
   if (!root.is_object())
@@ -666,11 +678,7 @@ static Program programFromJson(const JsonReader &r, const Json &root,
   p.persistentBytes = arenaFromJson(r, r.member(root, at, "persistent_bytes"),
                                     at.member("persistent_bytes"));
   p.workspaceBytes = r.getInt(root, at, "workspace_bytes");
-  p.numEvents = r.getInt(root, at, "num_events");
-
-  p.buffers =
-      buffersFromJson(r, r.getArray(root, at, "buffers"), at.member("buffers"));
-  p.ops = opsFromJson(r, r.getArray(root, at, "ops"), at.member("ops"));
+  opsAndIdsFromJson(r, root, at, p.numEvents, p.buffers, p.ops);
 
   JsonPath tp = at.member("tasks");
   const Json &tasks = r.getArray(root, at, "tasks");
@@ -681,10 +689,7 @@ static Program programFromJson(const JsonReader &r, const Json &root,
       r.fail(where, "must be an object");
     Task task;
     task.microBatch = r.getInt(j, where, "micro_batch");
-    task.numEvents = r.getInt(j, where, "num_events");
-    task.buffers = buffersFromJson(r, r.getArray(j, where, "buffers"),
-                                   where.member("buffers"));
-    task.ops = opsFromJson(r, r.getArray(j, where, "ops"), where.member("ops"));
+    opsAndIdsFromJson(r, j, where, task.numEvents, task.buffers, task.ops);
     p.tasks.push_back(std::move(task));
   }
   JsonPath rp = at.member("runs");

@@ -1654,10 +1654,13 @@ void collectPointers(const Json &j, const Json::json_pointer &at,
 // the file or throws ScheduleFileError; anything else (another exception, a
 // crash, a hang) fails the test.
 TEST(ScheduleFile, RandomEditsAreRejectedOrAcceptedNeverACrash) {
+  // The third holds a task and its runs (gradient accumulation's repeat).
   std::vector<Schedule> schedules = {
-      tiny(), compile({"train.precision=fp16_mixed",
-                       "parallel.offload.optimizer=cpu", "train.grad_accum=2",
-                       "train.grad_clip=1.0", "model=gpt2_tiny"})};
+      tiny(),
+      compile({"train.precision=fp16_mixed", "parallel.offload.optimizer=cpu",
+               "train.grad_accum=2", "train.grad_clip=1.0", "model=gpt2_tiny"}),
+      compile({"train.grad_accum=6", "parallel.tensor=2"})};
+  ASSERT_EQ(schedules.back().programs.front().tasks.size(), 1u);
   const std::vector<Json> replacements = {-1,
                                           0,
                                           1,
