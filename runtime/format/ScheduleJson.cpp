@@ -546,23 +546,16 @@ std::vector<Group> groupsFromJson(const JsonReader &r, const Json &j,
 // The body
 //===----------------------------------------------------------------------===//
 
-static void appendBuffersJson(const std::vector<Buffer> &buffers,
-                              std::string &out) {
+/// `[e0,e1,...]`, each element written by `append(element, out)`.
+template <typename T>
+static void appendArrayJson(const std::vector<T> &elements,
+                            void (*append)(const T &, std::string &),
+                            std::string &out) {
   out += '[';
-  for (size_t i = 0; i < buffers.size(); ++i) {
+  for (size_t i = 0; i < elements.size(); ++i) {
     if (i)
       out += ',';
-    appendBufferJson(buffers[i], out);
-  }
-  out += ']';
-}
-
-static void appendOpsJson(const std::vector<Op> &ops, std::string &out) {
-  out += '[';
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (i)
-      out += ',';
-    appendOpJson(ops[i], out);
+    append(elements[i], out);
   }
   out += ']';
 }
@@ -581,10 +574,10 @@ static void appendOpsAndIds(int64_t numEvents,
   appendIntMember(out, "num_events", numEvents);
   out += ',';
   appendKey(out, "buffers");
-  appendBuffersJson(buffers, out);
+  appendArrayJson(buffers, appendBufferJson, out);
   out += ',';
   appendKey(out, "ops");
-  appendOpsJson(ops, out);
+  appendArrayJson(ops, appendOpJson, out);
 }
 
 /// A program's fields (`"arena_bytes":...,"runs":[...]`), at the top level
@@ -657,6 +650,20 @@ static std::vector<Op> opsFromJson(const JsonReader &r, const Json &ops,
   return out;
 }
 
+/// Calls `fn(element, path)` for each element of the array `name` of
+/// `object` (at `at`), each of which must be an object.
+template <typename Fn>
+static void forEachObject(const JsonReader &r, const Json &object,
+                          const JsonPath &at, const char *name, Fn fn) {
+  JsonPath path = at.member(name);
+  const Json &array = r.getArray(object, at, name);
+  for (size_t i = 0; i < array.size(); ++i) {
+    if (!array[i].is_object())
+      r.fail(path.element(i), "must be an object");
+    fn(array[i], path.element(i));
+  }
+}
+
 /// What appendOpsAndIds wrote, from the object `j` at `at`.
 static void opsAndIdsFromJson(const JsonReader &r, const Json &j,
                               const JsonPath &at, int64_t &numEvents,
@@ -680,25 +687,14 @@ static Program programFromJson(const JsonReader &r, const Json &root,
   p.workspaceBytes = r.getInt(root, at, "workspace_bytes");
   opsAndIdsFromJson(r, root, at, p.numEvents, p.buffers, p.ops);
 
-  JsonPath tp = at.member("tasks");
-  const Json &tasks = r.getArray(root, at, "tasks");
-  for (size_t t = 0; t < tasks.size(); ++t) {
-    JsonPath where = tp.element(t);
-    const Json &j = tasks[t];
-    if (!j.is_object())
-      r.fail(where, "must be an object");
-    Task task;
-    task.microBatch = r.getInt(j, where, "micro_batch");
-    opsAndIdsFromJson(r, j, where, task.numEvents, task.buffers, task.ops);
-    p.tasks.push_back(std::move(task));
-  }
-  JsonPath rp = at.member("runs");
-  const Json &runsJson = r.getArray(root, at, "runs");
-  for (size_t i = 0; i < runsJson.size(); ++i) {
-    JsonPath where = rp.element(i);
-    const Json &j = runsJson[i];
-    if (!j.is_object())
-      r.fail(where, "must be an object");
+  forEachObject(
+      r, root, at, "tasks", [&](const Json &j, const JsonPath &where) {
+        Task task;
+        task.microBatch = r.getInt(j, where, "micro_batch");
+        opsAndIdsFromJson(r, j, where, task.numEvents, task.buffers, task.ops);
+        p.tasks.push_back(std::move(task));
+      });
+  forEachObject(r, root, at, "runs", [&](const Json &j, const JsonPath &where) {
     TaskRuns runs;
     runs.at = r.getInt(j, where, "at");
     runs.buffersBefore = r.getInt(j, where, "buffers_before");
@@ -714,7 +710,7 @@ static Program programFromJson(const JsonReader &r, const Json &root,
       runs.order.emplace_back(entry[0].get<int64_t>(), entry[1].get<int64_t>());
     }
     p.runs.push_back(std::move(runs));
-  }
+  });
   return p;
 }
 
