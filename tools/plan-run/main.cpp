@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -98,6 +99,14 @@ int launchLocalRanks(const RunOptions &options, const std::string &executable) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // A write to a peer that is gone (Gloo writes its sockets with writev,
+  // which raises SIGPIPE) is then an EPIPE error that the collective reports
+  // and the rank exits 1 with, instead of a silent death by the signal that
+  // depends on whether the rank wrote or read the dead peer's socket first.
+  // Python, which runs PyTorch's ranks, ignores SIGPIPE too. Set before the
+  // launcher starts ranks, which keep it across exec. A closed stdout ends
+  // nothing either: the run's metrics and checkpoints go on.
+  ::signal(SIGPIPE, SIG_IGN);
   const char *backends =
       plan::rt::DeviceBackend::cudaBuilt() ? "cpu, cuda" : "cpu";
   std::variant<RunOptions, ExitRequest> parsed =
