@@ -380,11 +380,7 @@ LogicalResult ScheduleExporter::exportRepeat(sched::RepeatOp repeat) {
   runs.eventsBefore = current->numEvents;
   rt::Task body;
   // Written for the first run's micro-batch, which the body's ops name.
-  for (Operation &op : repeat.getBody().front())
-    if (auto mb = op.getAttrOfType<IntegerAttr>("micro_batch")) {
-      body.microBatch = mb.getInt();
-      break;
-    }
+  body.microBatch = sched::getBodyMicroBatch(repeat);
   task = &body;
   for (Operation &op : repeat.getBody().front())
     if (failed(exportOp(op))) {

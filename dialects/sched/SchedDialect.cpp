@@ -202,6 +202,13 @@ void sched::StepCursor::advance() {
   enter();
 }
 
+int64_t sched::getBodyMicroBatch(RepeatOp repeat) {
+  for (Operation &op : repeat.getBody().front())
+    if (auto mb = op.getAttrOfType<IntegerAttr>("micro_batch"))
+      return mb.getInt();
+  return 0;
+}
+
 std::string sched::RunNames::operator()(Value buffer, int64_t iteration) {
   AllocOp alloc = getRootAlloc(buffer);
   return alloc ? (*this)(alloc, iteration) : std::string("?");
@@ -213,11 +220,7 @@ std::string sched::RunNames::operator()(AllocOp alloc, int64_t iteration) {
     return alloc.getName().str();
   auto [it, isNew] = bodyMicroBatch.try_emplace(repeat, 0);
   if (isNew)
-    for (Operation &op : repeat.getBody().front())
-      if (auto mb = op.getAttrOfType<IntegerAttr>("micro_batch")) {
-        it->second = mb.getInt();
-        break;
-      }
+    it->second = getBodyMicroBatch(repeat);
   return plan::rt::shiftMicroBatchInName(alloc.getName().str(), it->second,
                                          it->second + iteration);
 }

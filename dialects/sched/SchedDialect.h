@@ -93,6 +93,10 @@ mlir::LogicalResult moveBelowAfterEvents(
 inline constexpr llvm::StringLiteral kPartialMicroBatchesAttr =
     "partial_micro_batches";
 
+/// The micro-batch a sched.repeat's body names (its first run's): that of
+/// the first op with a `micro_batch`, 0 when none has one.
+int64_t getBodyMicroBatch(RepeatOp repeat);
+
 /// Buffer names as each run of a sched.repeat has them: a buffer allocated
 /// in a repeat's body is named for the body's micro-batch (the first run's),
 /// and run `iteration` is that micro-batch plus `iteration`. Remembers each
