@@ -631,22 +631,15 @@ static void appendProgramFields(const Program &p, std::string &out) {
   out += ']';
 }
 
-/// An array of buffers (ops): `bp` (`op`) is where it is in the body.
-static std::vector<Buffer>
-buffersFromJson(const JsonReader &r, const Json &buffers, const JsonPath &bp) {
-  std::vector<Buffer> out;
-  out.reserve(buffers.size());
-  for (size_t i = 0; i < buffers.size(); ++i)
-    out.push_back(bufferFromJson(r, buffers[i], bp.element(i)));
-  return out;
-}
-
-static std::vector<Op> opsFromJson(const JsonReader &r, const Json &ops,
-                                   const JsonPath &op) {
-  std::vector<Op> out;
-  out.reserve(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i)
-    out.push_back(opFromJson(r, ops[i], op.element(i)));
+/// The elements of `array` (at `at`), each read by `read`.
+template <typename T>
+static std::vector<T>
+arrayFromJson(const JsonReader &r, const Json &array, const JsonPath &at,
+              T (*read)(const JsonReader &, const Json &, const JsonPath &)) {
+  std::vector<T> out;
+  out.reserve(array.size());
+  for (size_t i = 0; i < array.size(); ++i)
+    out.push_back(read(r, array[i], at.element(i)));
   return out;
 }
 
@@ -670,9 +663,10 @@ static void opsAndIdsFromJson(const JsonReader &r, const Json &j,
                               std::vector<Buffer> &buffers,
                               std::vector<Op> &ops) {
   numEvents = r.getInt(j, at, "num_events");
-  buffers =
-      buffersFromJson(r, r.getArray(j, at, "buffers"), at.member("buffers"));
-  ops = opsFromJson(r, r.getArray(j, at, "ops"), at.member("ops"));
+  buffers = arrayFromJson(r, r.getArray(j, at, "buffers"), at.member("buffers"),
+                          bufferFromJson);
+  ops =
+      arrayFromJson(r, r.getArray(j, at, "ops"), at.member("ops"), opFromJson);
 }
 
 static Program programFromJson(const JsonReader &r, const Json &root,
