@@ -42,8 +42,9 @@ private:
   Program &p;
   int64_t microBatches;
   std::string prefix;
-  // Per run table: the buffers and events its runs add.
-  std::vector<int64_t> addedBuffers, addedEvents;
+  // Per run table: where it stands, and the buffers and events its runs
+  // add.
+  std::vector<int64_t> buffersBefore, eventsBefore, addedBuffers, addedEvents;
   Program out;
 };
 
@@ -110,29 +111,35 @@ void TaskExpander::checkTables() {
         fail(at + "expands the program past " + std::to_string(kMaxExpanded) +
              " ops or buffers");
     }
+    buffersBefore.push_back(runs.buffersBefore);
+    eventsBefore.push_back(runs.eventsBefore);
     addedBuffers.push_back(buffers);
     addedEvents.push_back(events);
   }
 }
 
-int64_t TaskExpander::programBuffer(int64_t id) const {
-  if (id < 0 || id >= static_cast<int64_t>(p.buffers.size()))
-    return id; // out of range: the expanded program's checks say so
+/// `id` after the runs that stand before it (`before[r]` <= id) added
+/// theirs. An id past the program's (`count`) stays past the expanded
+/// program's, and a negative one negative: the expanded program's checks
+/// then say what is wrong with it.
+int64_t shiftedId(int64_t id, int64_t count, const std::vector<int64_t> &before,
+                  const std::vector<int64_t> &added) {
+  if (id < 0)
+    return id;
   int64_t shifted = id;
-  for (size_t r = 0; r < p.runs.size(); ++r)
-    if (p.runs[r].buffersBefore <= id)
-      shifted += addedBuffers[r];
+  for (size_t r = 0; r < added.size(); ++r)
+    if (id >= count || before[r] <= id)
+      shifted += added[r];
   return shifted;
 }
 
+int64_t TaskExpander::programBuffer(int64_t id) const {
+  return shiftedId(id, static_cast<int64_t>(p.buffers.size()), buffersBefore,
+                   addedBuffers);
+}
+
 int64_t TaskExpander::programEvent(int64_t id) const {
-  if (id < 0 || id >= p.numEvents)
-    return id;
-  int64_t shifted = id;
-  for (size_t r = 0; r < p.runs.size(); ++r)
-    if (p.runs[r].eventsBefore <= id)
-      shifted += addedEvents[r];
-  return shifted;
+  return shiftedId(id, p.numEvents, eventsBefore, addedEvents);
 }
 
 void TaskExpander::expandRun(const Task &task, int64_t mb) {

@@ -824,6 +824,24 @@ TEST(ScheduleTasks, MalformedTablesAreOneLineErrors) {
                  }
              }),
              "task buffer id " + std::to_string(P + 1000) + " is out of range");
+  // A program id past the program's stays past the expanded program's,
+  // rather than naming a run's buffer or event.
+  EXPECT_HAS(errorIn([&](Program &p) {
+               for (Op &op : p.ops)
+                 if (auto *alloc = op.as<ops::Alloc>()) {
+                   alloc->buffer = P;
+                   break;
+                 }
+             }),
+             "is no buffer");
+  EXPECT_HAS(errorIn([&](Program &p) {
+               for (Op &op : p.ops)
+                 if (auto *wait = op.as<ops::Wait>()) {
+                   wait->event = p.numEvents;
+                   break;
+                 }
+             }),
+             "out of range (num_events");
   // What the expansion then holds is the program's checks': runs placed
   // before the program allocates what they use.
   EXPECT_HAS(errorIn([](Program &p) { p.runs.front().at = 0; }),

@@ -44,15 +44,17 @@ def expand(prog, micro_batches):
     added_b = [sum(len(prog["tasks"][t]["buffers"]) for t, _ in r["order"]) for r in tables]
     added_e = [sum(prog["tasks"][t]["num_events"] for t, _ in r["order"]) for r in tables]
 
+    # An id past the program's stays past the expansion's (the checks below
+    # then reject it); a negative one stays negative.
     def program_buffer(i):
-        if not 0 <= i < P:
+        if i < 0:
             return i
-        return i + sum(n for r, n in zip(tables, added_b) if r["buffers_before"] <= i)
+        return i + sum(n for r, n in zip(tables, added_b) if i >= P or r["buffers_before"] <= i)
 
     def program_event(i):
-        if not 0 <= i < E:
+        if i < 0:
             return i
-        return i + sum(n for r, n in zip(tables, added_e) if r["events_before"] <= i)
+        return i + sum(n for r, n in zip(tables, added_e) if i >= E or r["events_before"] <= i)
 
     def remap(op, buffer, event, shift):
         op = dict(op)
