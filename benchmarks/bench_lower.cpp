@@ -12,11 +12,14 @@
 // with them while a pipeline's micro-batches are unrolled (target: < 0.5 s
 // at 256). With --grad-accum it lowers the full_shard plan on 64 ranks with
 // each number of micro-batches of gradient accumulation, which
-// sched-roll-micro-batches keeps flat. docs/sched.md ("Performance") says
-// how to run it.
+// sched-roll-micro-batches keeps flat, and prints the bytes of its schedule
+// file too, which holds the repeat once (format 11's tasks): flat as well.
+// docs/sched.md ("Performance") says how to run it.
 //
 //===----------------------------------------------------------------------===//
 
+#include "ScheduleFile.h"
+#include "export/ExportSchedule.h"
 #include "frontend/Frontend.h"
 #include "passes/Passes.h"
 
@@ -136,6 +139,7 @@ struct Measurement {
   int64_t heap = 0; // allocated by the lowering and still held by the module
   int64_t ops = 0;
   int64_t printedBytes = 0;
+  int64_t fileBytes = 0; // of the schedule file, when asked for
 };
 
 /// Loads and imports the plan `text`; null after printing the
@@ -157,11 +161,12 @@ importPlan(mlir::MLIRContext &context, const std::string &text, int64_t ranks) {
   return plan::importPlan(*spec, diag);
 }
 
-/// Lowers a fresh import of the plan `text` of `ranks` ranks once; the
-/// first error of a failing pipeline is in `error`.
+/// Lowers a fresh import of the plan `text` of `ranks` ranks once (and with
+/// `file`, exports and serialises its schedule file, untimed); the first
+/// error of a failing pipeline is in `error`.
 std::optional<Measurement> lowerOnce(mlir::MLIRContext &context,
                                      const std::string &text, int64_t ranks,
-                                     std::string &error) {
+                                     std::string &error, bool file = false) {
   mlir::OwningOpRef<mlir::ModuleOp> module = importPlan(context, text, ranks);
   if (!module) {
     error = "the benchmark plan does not load";
@@ -192,6 +197,17 @@ std::optional<Measurement> lowerOnce(mlir::MLIRContext &context,
   module->print(counter);
   counter.flush();
   m.printedBytes = counter.bytes;
+  if (file) {
+    mlir::FailureOr<plan::rt::Schedule> schedule =
+        plan::exportSchedule(*module);
+    if (mlir::failed(schedule)) {
+      if (error.empty())
+        error = "the export failed without a diagnostic";
+      return std::nullopt;
+    }
+    m.fileBytes =
+        static_cast<int64_t>(plan::rt::serializeSchedule(*schedule).size());
+  }
   return m;
 }
 
@@ -225,10 +241,13 @@ int main(int argc, char **argv) {
   // A table by number of micro-batches: of the 3-D plan (target: under
   // 0.5 s at 256), or of gradient accumulation without a pipeline (lowered
   // once for its middle micro-batches: flat in their number).
+  // With `file`, also the bytes of the schedule file (the 3-D plan's, which
+  // unrolls its micro-batches, would take gigabytes at 256).
   auto byMicroBatches = [&](llvm::ArrayRef<int64_t> counts, const char *label,
-                            auto textOf, int64_t ranks) -> int {
-    llvm::outs() << llvm::formatv("{0,14} {1,10} {2,12} {3,10} {4,14}\n", label,
-                                  "median s", "heap MB", "ops", "IR bytes");
+                            auto textOf, int64_t ranks, bool file) -> int {
+    llvm::outs() << llvm::formatv("{0,14} {1,10} {2,12} {3,10} {4,14}{5}\n",
+                                  label, "median s", "heap MB", "ops",
+                                  "IR bytes", file ? "     file bytes" : "");
     std::optional<double> at256;
     for (int64_t count : counts) {
       std::vector<double> seconds;
@@ -236,7 +255,7 @@ int main(int argc, char **argv) {
       for (unsigned run = 0; run < timedRuns; ++run) {
         std::string error;
         std::optional<Measurement> m =
-            lowerOnce(context, textOf(count), ranks, error);
+            lowerOnce(context, textOf(count), ranks, error, file);
         if (!m) {
           llvm::outs().flush();
           llvm::errs() << "plan-bench-lower: lowering " << count
@@ -250,9 +269,12 @@ int main(int argc, char **argv) {
       double median = seconds[seconds.size() / 2];
       if (count == 256)
         at256 = median;
-      llvm::outs() << llvm::formatv(
-          "{0,14} {1,10:F4} {2,12:F1} {3,10} {4,14}\n", count, median,
-          double(last.heap) / 1e6, last.ops, last.printedBytes);
+      llvm::outs() << llvm::formatv("{0,14} {1,10:F4} {2,12:F1} {3,10} {4,14}",
+                                    count, median, double(last.heap) / 1e6,
+                                    last.ops, last.printedBytes);
+      if (file)
+        llvm::outs() << llvm::formatv(" {0,14}", last.fileBytes);
+      llvm::outs() << "\n";
     }
     if (at256 && ranks == 1024)
       llvm::outs() << "target at 256 micro-batches (< 0.5 s): "
@@ -262,11 +284,13 @@ int main(int argc, char **argv) {
   if (!microBatchCounts.empty())
     return byMicroBatches(
         std::vector<int64_t>(microBatchCounts.begin(), microBatchCounts.end()),
-        "micro-batches", [](int64_t n) { return planText3d(n); }, 1024);
+        "micro-batches", [](int64_t n) { return planText3d(n); }, 1024,
+        /*file=*/false);
   if (!gradAccums.empty())
     return byMicroBatches(
         std::vector<int64_t>(gradAccums.begin(), gradAccums.end()),
-        "grad_accum", [](int64_t n) { return planText(64, n); }, 64);
+        "grad_accum", [](int64_t n) { return planText(64, n); }, 64,
+        /*file=*/true);
 
   llvm::outs() << llvm::formatv("{0,8} {1,10} {2,12} {3,14} {4,8} {5,12}\n",
                                 "ranks", "median s", "heap MB", "peak RSS +MB",
