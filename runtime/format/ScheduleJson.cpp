@@ -650,11 +650,8 @@ static void forEachObject(const JsonReader &r, const Json &object,
                           const JsonPath &at, const char *name, Fn fn) {
   JsonPath path = at.member(name);
   const Json &array = r.getArray(object, at, name);
-  for (size_t i = 0; i < array.size(); ++i) {
-    if (!array[i].is_object())
-      r.fail(path.element(i), "must be an object");
-    fn(array[i], path.element(i));
-  }
+  for (size_t i = 0; i < array.size(); ++i)
+    fn(r.object(array[i], path.element(i)), path.element(i));
 }
 
 /// What appendOpsAndIds wrote, from the object `j` at `at`.
@@ -697,11 +694,12 @@ static Program programFromJson(const JsonReader &r, const Json &root,
     const Json &order = r.getArray(j, where, "order");
     runs.order.reserve(order.size());
     for (size_t k = 0; k < order.size(); ++k) {
-      const Json &entry = order[k];
-      if (!entry.is_array() || entry.size() != 2 ||
-          !entry[0].is_number_integer() || !entry[1].is_number_integer())
-        r.fail(op.element(k), "must be [task, micro-batch], two integers");
-      runs.order.emplace_back(entry[0].get<int64_t>(), entry[1].get<int64_t>());
+      JsonPath entryAt = op.element(k);
+      const Json &entry = r.array(order[k], entryAt);
+      if (entry.size() != 2)
+        r.fail(entryAt, "must be [task, micro-batch]");
+      runs.order.emplace_back(r.integer(entry[0], entryAt.element(0)),
+                              r.integer(entry[1], entryAt.element(1)));
     }
     p.runs.push_back(std::move(runs));
   });

@@ -868,8 +868,17 @@ TEST(ScheduleTasks, MalformedJsonIsRejected) {
   EXPECT_HAS(errorAfterEditOf([](Json &j) { j.erase("tasks"); }),
              "t.sched: missing field 'tasks'");
   EXPECT_HAS(errorAfterEditOf([](Json &j) { j["runs"][0]["order"][1] = 3; }),
-             "t.sched: runs[0].order[1]: must be [task, micro-batch], two "
-             "integers");
+             "t.sched: runs[0].order[1]: expected an array");
+  EXPECT_HAS(errorAfterEditOf([](Json &j) {
+               j["runs"][0]["order"][1] = Json::array({0, 1, 2});
+             }),
+             "t.sched: runs[0].order[1]: must be [task, micro-batch]");
+  EXPECT_HAS(errorAfterEditOf([](Json &j) {
+               j["runs"][0]["order"][1][1] = uint64_t(1) << 63;
+             }),
+             "t.sched: runs[0].order[1][1]: integer out of range");
+  EXPECT_HAS(errorAfterEditOf([](Json &j) { j["tasks"][0] = 1; }),
+             "t.sched: tasks[0]: expected an object");
   EXPECT_HAS(errorAfterEditOf([](Json &j) { j["tasks"][0].erase("ops"); }),
              "t.sched: tasks[0]: missing field 'ops'");
   EXPECT_HAS(errorAfterEditOf(
