@@ -30,6 +30,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -289,6 +290,9 @@ void Executor::Impl::allocate() {
       buffers[id] = buffers[b.source].narrow(
           0, comm.groupRank(b.axis) * b.numel, b.numel);
       break;
+    case Buffer::Kind::Slot:
+      // The reader expands every slot into a view (expandTasks).
+      throw std::logic_error("a slot buffer in an expanded program");
     }
   }
 }

@@ -53,7 +53,7 @@ namespace plan::rt {
 /// 11: a program's `tasks` and `runs`: a body of ops written once and run
 /// once per entry of an order table (a sched.repeat's), which the reader
 /// expands.
-inline constexpr uint32_t kScheduleFormatVersion = 11;
+inline constexpr uint32_t kScheduleFormatVersion = 12;
 
 /// A buffer's element type: the IR's float types, and i8 for bytes (a
 /// frozen base stored with an NF4 part), spelled as in MLIR.
@@ -281,7 +281,7 @@ struct Group {
 /// A buffer value: an allocation, or a view into one. Ids are dense indices
 /// into Schedule::buffers, and every op's operands refer to earlier ids.
 struct Buffer {
-  enum class Kind : uint8_t { Alloc, View, ShardView } kind = Kind::Alloc;
+  enum class Kind : uint8_t { Alloc, View, ShardView, Slot } kind = Kind::Alloc;
   ElementType type = ElementType::F32;
   Space space = Space::Device;
   int64_t numel = 0;
@@ -298,13 +298,17 @@ struct Buffer {
   bool sharded = false;
   // View: elements [viewOffset, viewOffset + numel) of `source`.
   // ShardView: this rank's 1/size slice of `source` along `axis`.
+  // Slot (a task's buffer only): in the run of micro-batch `mb`, slot
+  // `(mb + shift) mod slots` of `source`, a program buffer of `slots` such
+  // slots: elements [slot * numel, (slot + 1) * numel). Expanded into a View.
   int64_t source = -1;
   int64_t viewOffset = 0;
   GroupAxis axis = GroupAxis::Shard;
+  int64_t slots = 0, shift = 0;
 };
 template <> struct EnumKeywords<Buffer::Kind> {
-  static constexpr std::array<const char *, 3> keywords = {"alloc", "view",
-                                                           "shard_view"};
+  static constexpr std::array<const char *, 4> keywords = {
+      "alloc", "view", "shard_view", "slot"};
 };
 inline const char *toString(Buffer::Kind value) {
   auto index = static_cast<size_t>(value);
@@ -336,11 +340,16 @@ struct Op {
 /// (`TaskRuns`): a sched.repeat's body, written once. Its ops are written
 /// for micro-batch `microBatch`; its own buffers and events are numbered
 /// after the program's (ids `P + i` and `E + i` for a program of `P`
-/// buffers and `E` events), and each run of it gets new ones.
+/// buffers and `E` events), and each run of it gets new ones. Its slot
+/// events follow its own events (ids `E + numEvents + j`): `slotEvents[j]`
+/// is `(family, shift)`, in the run of micro-batch `mb` the instance
+/// `mb + shift` of the program's slot event family, one event whichever
+/// run names it (what one task signals and a later one waits for).
 struct Task {
   int64_t microBatch = 0;
   int64_t numEvents = 0;
   std::vector<Buffer> buffers;
+  std::vector<std::pair<int64_t, int64_t>> slotEvents;
   std::vector<Op> ops;
 };
 
@@ -372,6 +381,8 @@ struct Program {
   int64_t numEvents = 0;
   std::vector<Buffer> buffers;
   std::vector<Op> ops;
+  // The families of slot events its tasks name (Task::slotEvents).
+  int64_t slotEventFamilies = 0;
   std::vector<Task> tasks;
   std::vector<TaskRuns> runs; // in program order
 

@@ -385,6 +385,11 @@ void appendBufferJson(const Buffer &b, std::string &out) {
     integer("source", b.source);
     keyword("axis", toString(b.axis));
     break;
+  case Buffer::Kind::Slot:
+    integer("source", b.source);
+    integer("slots", b.slots);
+    integer("shift", b.shift);
+    break;
   }
   out += '}';
 }
@@ -411,6 +416,11 @@ Buffer bufferFromJson(const JsonReader &r, const Json &j, const JsonPath &at) {
   case Buffer::Kind::ShardView:
     b.source = r.getInt(j, at, "source");
     b.axis = r.getKeyword<GroupAxis>(j, at, "axis");
+    break;
+  case Buffer::Kind::Slot:
+    b.source = r.getInt(j, at, "source");
+    b.slots = r.getInt(j, at, "slots");
+    b.shift = r.getInt(j, at, "shift");
     break;
   }
   return b;
@@ -566,6 +576,20 @@ static void appendIntMember(std::string &out, const char *name, int64_t value) {
   appendInt(out, value);
 }
 
+/// `[[a,b],...]`: a run table's order, a task's slot events.
+static void appendPairs(const std::vector<std::pair<int64_t, int64_t>> &pairs,
+                        std::string &out) {
+  out += '[';
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    out += i ? ",[" : "[";
+    appendInt(out, pairs[i].first);
+    out += ',';
+    appendInt(out, pairs[i].second);
+    out += ']';
+  }
+  out += ']';
+}
+
 /// `"num_events":...,"buffers":[...],"ops":[...]`: what a program and a task
 /// each define.
 static void appendOpsAndIds(int64_t numEvents,
@@ -595,12 +619,17 @@ static void appendProgramFields(const Program &p, std::string &out) {
   out += ',';
   appendOpsAndIds(p.numEvents, p.buffers, p.ops, out);
   out += ',';
+  appendIntMember(out, "slot_event_families", p.slotEventFamilies);
+  out += ',';
   appendKey(out, "tasks");
   out += '[';
   for (size_t t = 0; t < p.tasks.size(); ++t) {
     const Task &task = p.tasks[t];
     out += t ? ",{" : "{";
     appendIntMember(out, "micro_batch", task.microBatch);
+    out += ',';
+    appendKey(out, "slot_events");
+    appendPairs(task.slotEvents, out);
     out += ',';
     appendOpsAndIds(task.numEvents, task.buffers, task.ops, out);
     out += '}';
@@ -618,15 +647,8 @@ static void appendProgramFields(const Program &p, std::string &out) {
     appendIntMember(out, "events_before", runs.eventsBefore);
     out += ',';
     appendKey(out, "order");
-    out += '[';
-    for (size_t i = 0; i < runs.order.size(); ++i) {
-      out += i ? ",[" : "[";
-      appendInt(out, runs.order[i].first);
-      out += ',';
-      appendInt(out, runs.order[i].second);
-      out += ']';
-    }
-    out += "]}";
+    appendPairs(runs.order, out);
+    out += '}';
   }
   out += ']';
 }
@@ -654,6 +676,26 @@ static void forEachObject(const JsonReader &r, const Json &object,
     fn(r.object(array[i], path.element(i)), path.element(i));
 }
 
+/// What appendPairs wrote, as member `name` of `j`; `what` says what each
+/// pair is.
+static std::vector<std::pair<int64_t, int64_t>>
+pairsFromJson(const JsonReader &r, const Json &j, const JsonPath &at,
+              const char *name, const char *what) {
+  JsonPath path = at.member(name);
+  const Json &array = r.getArray(j, at, name);
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  pairs.reserve(array.size());
+  for (size_t k = 0; k < array.size(); ++k) {
+    JsonPath entryAt = path.element(k);
+    const Json &entry = r.array(array[k], entryAt);
+    if (entry.size() != 2)
+      r.fail(entryAt, std::string("must be ") + what);
+    pairs.emplace_back(r.integer(entry[0], entryAt.element(0)),
+                       r.integer(entry[1], entryAt.element(1)));
+  }
+  return pairs;
+}
+
 /// What appendOpsAndIds wrote, from the object `j` at `at`.
 static void opsAndIdsFromJson(const JsonReader &r, const Json &j,
                               const JsonPath &at, int64_t &numEvents,
@@ -677,11 +719,14 @@ static Program programFromJson(const JsonReader &r, const Json &root,
                                     at.member("persistent_bytes"));
   p.workspaceBytes = r.getInt(root, at, "workspace_bytes");
   opsAndIdsFromJson(r, root, at, p.numEvents, p.buffers, p.ops);
+  p.slotEventFamilies = r.getInt(root, at, "slot_event_families");
 
   forEachObject(
       r, root, at, "tasks", [&](const Json &j, const JsonPath &where) {
         Task task;
         task.microBatch = r.getInt(j, where, "micro_batch");
+        task.slotEvents =
+            pairsFromJson(r, j, where, "slot_events", "[family, shift]");
         opsAndIdsFromJson(r, j, where, task.numEvents, task.buffers, task.ops);
         p.tasks.push_back(std::move(task));
       });
@@ -690,17 +735,7 @@ static Program programFromJson(const JsonReader &r, const Json &root,
     runs.at = r.getInt(j, where, "at");
     runs.buffersBefore = r.getInt(j, where, "buffers_before");
     runs.eventsBefore = r.getInt(j, where, "events_before");
-    JsonPath op = where.member("order");
-    const Json &order = r.getArray(j, where, "order");
-    runs.order.reserve(order.size());
-    for (size_t k = 0; k < order.size(); ++k) {
-      JsonPath entryAt = op.element(k);
-      const Json &entry = r.array(order[k], entryAt);
-      if (entry.size() != 2)
-        r.fail(entryAt, "must be [task, micro-batch]");
-      runs.order.emplace_back(r.integer(entry[0], entryAt.element(0)),
-                              r.integer(entry[1], entryAt.element(1)));
-    }
+    runs.order = pairsFromJson(r, j, where, "order", "[task, micro-batch]");
     p.runs.push_back(std::move(runs));
   });
   return p;

@@ -6,12 +6,16 @@
 // runs, the one the compiler's walk of the repeat gives: each run's
 // buffers and events get the next ids where the run stands, its ops their
 // micro-batch and its allocs their names for it, and everything defined
-// after it moves up. docs/schedule-format.md ("Tasks") is the contract.
+// after it moves up. A task's slot buffers become views of the slot its
+// run's micro-batch takes, and its slot events the event of their instance.
+// docs/schedule-format.md ("Tasks") is the contract.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ScheduleFile.h"
 
+#include <map>
+#include <set>
 #include <type_traits>
 
 namespace plan::rt {
@@ -33,11 +37,22 @@ private:
     throw ScheduleFileError(prefix + what);
   }
   void checkTables();
+  void checkTask(size_t t) const;
+  std::string shiftOutOfRange(int64_t shift) const {
+    return "shift " + std::to_string(shift) + " is outside [-" +
+           std::to_string(microBatches) + ", " + std::to_string(microBatches) +
+           "], the step's micro-batches";
+  }
   /// Where program buffer (event) `id` lands in the expanded program.
   int64_t programBuffer(int64_t id) const;
   int64_t programEvent(int64_t id) const;
-  /// Appends one run of `task` for micro-batch `mb`.
-  void expandRun(const Task &task, int64_t mb);
+  /// Appends the run of entry `entry` of run table `table`.
+  void expandRun(size_t table, size_t entry);
+  /// That run's op uses slot `slot` of program buffer `source` for
+  /// micro-batch `mb`: fails if another micro-batch has used it since `mb`
+  /// last did.
+  void useSlot(int64_t source, int64_t slot, int64_t mb, size_t table,
+               size_t entry);
 
   Program &p;
   int64_t microBatches;
@@ -45,37 +60,85 @@ private:
   // Per run table: where it stands, and the buffers and events its runs
   // add.
   std::vector<int64_t> buffersBefore, eventsBefore, addedBuffers, addedEvents;
+  // The expanded event of each slot event instance (family, micro-batch).
+  std::map<std::pair<int64_t, int64_t>, int64_t> instances;
+  // Each used slot (program buffer, slot): the micro-batch it holds, and
+  // those it held before.
+  struct SlotUse {
+    int64_t holds;
+    std::set<int64_t> held;
+  };
+  std::map<std::pair<int64_t, int64_t>, SlotUse> slotUses;
   Program out;
 };
+
+/// `a mod b` in [0, b) for b > 0.
+int64_t floorMod(int64_t a, int64_t b) { return ((a % b) + b) % b; }
+
+/// Whether a shift of `shift` micro-batches stays within the step's.
+bool shiftInRange(int64_t shift, int64_t microBatches) {
+  return shift >= -microBatches && shift <= microBatches;
+}
+
+void TaskExpander::checkTask(size_t t) const {
+  auto P = static_cast<int64_t>(p.buffers.size());
+  const Task &task = p.tasks[t];
+  std::string at = "task " + std::to_string(t) + ": ";
+  if (task.microBatch < 0 || task.microBatch >= microBatches)
+    fail(at + "micro_batch " + std::to_string(task.microBatch) +
+         " is not one of the step's " + std::to_string(microBatches));
+  if (task.numEvents < 0 ||
+      task.numEvents > static_cast<int64_t>(task.ops.size()))
+    fail(at + "num_events " + std::to_string(task.numEvents) +
+         " is negative or more than its ops");
+  for (size_t b = 0; b < task.buffers.size(); ++b) {
+    const Buffer &buffer = task.buffers[b];
+    std::string id = "buffer " + std::to_string(P + int64_t(b));
+    if (buffer.kind == Buffer::Kind::Alloc) {
+      if (buffer.persistent)
+        fail(at + id + " ('" + buffer.name +
+             "') is persistent: a task's buffers live in one run");
+      continue;
+    }
+    if (buffer.kind != Buffer::Kind::Slot) {
+      if (buffer.source < 0 || buffer.source >= P + static_cast<int64_t>(b))
+        fail(at + id + " is a view of " + std::to_string(buffer.source) +
+             ", which is not an earlier buffer");
+      continue;
+    }
+    if (buffer.source < 0 || buffer.source >= P)
+      fail(at + id + " is a slot of " + std::to_string(buffer.source) +
+           ", which is not a program buffer (0 to " + std::to_string(P - 1) +
+           ")");
+    int64_t sourceNumel = p.buffers[static_cast<size_t>(buffer.source)].numel;
+    if (buffer.numel < 1 || buffer.slots < 1 ||
+        buffer.slots > sourceNumel / buffer.numel)
+      fail(at + id + ": " + std::to_string(buffer.slots) + " slots of " +
+           std::to_string(buffer.numel) + " elements are not in buffer " +
+           std::to_string(buffer.source) + "'s " + std::to_string(sourceNumel));
+    if (!shiftInRange(buffer.shift, microBatches))
+      fail(at + id + ": " + shiftOutOfRange(buffer.shift));
+  }
+  for (size_t e = 0; e < task.slotEvents.size(); ++e) {
+    auto [family, shift] = task.slotEvents[e];
+    std::string id = "slot event " +
+                     std::to_string(p.numEvents + task.numEvents + int64_t(e));
+    if (family < 0 || family >= p.slotEventFamilies)
+      fail(at + id + ": family " + std::to_string(family) +
+           " is not one of the program's " +
+           std::to_string(p.slotEventFamilies) + " slot event families");
+    if (!shiftInRange(shift, microBatches))
+      fail(at + id + ": " + shiftOutOfRange(shift));
+  }
+}
 
 void TaskExpander::checkTables() {
   auto P = static_cast<int64_t>(p.buffers.size());
   int64_t ops = static_cast<int64_t>(p.ops.size());
-  for (size_t t = 0; t < p.tasks.size(); ++t) {
-    const Task &task = p.tasks[t];
-    std::string at = "task " + std::to_string(t) + ": ";
-    if (task.microBatch < 0 || task.microBatch >= microBatches)
-      fail(at + "micro_batch " + std::to_string(task.microBatch) +
-           " is not one of the step's " + std::to_string(microBatches));
-    if (task.numEvents < 0 ||
-        task.numEvents > static_cast<int64_t>(task.ops.size()))
-      fail(at + "num_events " + std::to_string(task.numEvents) +
-           " is negative or more than its ops");
-    for (size_t b = 0; b < task.buffers.size(); ++b) {
-      const Buffer &buffer = task.buffers[b];
-      if (buffer.kind != Buffer::Kind::Alloc &&
-          (buffer.source < 0 || buffer.source >= P + static_cast<int64_t>(b)))
-        fail(at + "buffer " + std::to_string(P + int64_t(b)) +
-             " is a view of " + std::to_string(buffer.source) +
-             ", which is not an earlier buffer");
-      if (buffer.kind == Buffer::Kind::Alloc && buffer.persistent)
-        fail(at + "buffer " + std::to_string(P + int64_t(b)) + " ('" +
-             buffer.name +
-             "') is persistent: a task's buffers live in one run");
-    }
-  }
+  for (size_t t = 0; t < p.tasks.size(); ++t)
+    checkTask(t);
   int64_t lastAt = 0, lastBuffers = 0, lastEvents = 0;
-  int64_t expandedOps = ops, expandedBuffers = P;
+  int64_t expandedOps = ops, expandedBuffers = P, expandedEvents = 0;
   for (size_t r = 0; r < p.runs.size(); ++r) {
     const TaskRuns &runs = p.runs[r];
     std::string at = "runs " + std::to_string(r) + ": ";
@@ -95,6 +158,7 @@ void TaskExpander::checkTables() {
     lastBuffers = runs.buffersBefore;
     lastEvents = runs.eventsBefore;
     int64_t buffers = 0, events = 0;
+    std::set<std::pair<int64_t, int64_t>> seen;
     for (auto [task, mb] : runs.order) {
       if (task < 0 || task >= static_cast<int64_t>(p.tasks.size()))
         fail(at + "task " + std::to_string(task) + " is not one of the " +
@@ -105,17 +169,29 @@ void TaskExpander::checkTables() {
       const Task &body = p.tasks[task];
       buffers += static_cast<int64_t>(body.buffers.size());
       events += body.numEvents;
+      // A slot event instance is one event, taken where it first appears.
+      for (auto [family, shift] : body.slotEvents)
+        if (!instances.count({family, mb + shift}) &&
+            seen.insert({family, mb + shift}).second)
+          ++events;
       expandedOps += static_cast<int64_t>(body.ops.size());
       expandedBuffers += static_cast<int64_t>(body.buffers.size());
-      if (expandedOps > kMaxExpanded || expandedBuffers > kMaxExpanded)
+      expandedEvents +=
+          body.numEvents + static_cast<int64_t>(body.slotEvents.size());
+      if (expandedOps > kMaxExpanded || expandedBuffers > kMaxExpanded ||
+          expandedEvents > kMaxExpanded)
         fail(at + "expands the program past " + std::to_string(kMaxExpanded) +
-             " ops or buffers");
+             " ops, buffers or events");
     }
     buffersBefore.push_back(runs.buffersBefore);
     eventsBefore.push_back(runs.eventsBefore);
     addedBuffers.push_back(buffers);
     addedEvents.push_back(events);
+    // Mark this table's instances as taken; expandRun numbers them.
+    for (const auto &instance : seen)
+      instances.emplace(instance, -1);
   }
+  instances.clear();
 }
 
 /// `id` after the runs that stand before it (`before[r]` <= id) added
@@ -142,40 +218,112 @@ int64_t TaskExpander::programEvent(int64_t id) const {
   return shiftedId(id, p.numEvents, eventsBefore, addedEvents);
 }
 
-void TaskExpander::expandRun(const Task &task, int64_t mb) {
+void TaskExpander::useSlot(int64_t source, int64_t slot, int64_t mb,
+                           size_t table, size_t entry) {
+  auto [it, first] = slotUses.try_emplace({source, slot}, SlotUse{mb, {}});
+  SlotUse &use = it->second;
+  if (first || use.holds == mb)
+    return;
+  if (use.held.count(mb)) {
+    const Buffer &b = p.buffers[static_cast<size_t>(source)];
+    auto [task, runMb] = p.runs[table].order[entry];
+    fail("runs " + std::to_string(table) + ": task " + std::to_string(task) +
+         " for micro-batch " + std::to_string(runMb) + ": slot " +
+         std::to_string(slot) + " of buffer " + std::to_string(source) +
+         (b.kind == Buffer::Kind::Alloc ? " ('" + b.name + "')" : "") +
+         " is used for micro-batch " + std::to_string(mb) +
+         " after micro-batch " + std::to_string(use.holds) +
+         " took it: its slots are fewer than the micro-batches in flight");
+  }
+  use.held.insert(use.holds);
+  use.holds = mb;
+}
+
+void TaskExpander::expandRun(size_t table, size_t entry) {
+  auto [taskId, mb] = p.runs[table].order[entry];
+  const Task &task = p.tasks[static_cast<size_t>(taskId)];
   auto P = static_cast<int64_t>(p.buffers.size());
   int64_t E = p.numEvents;
   int64_t firstBuffer = static_cast<int64_t>(out.buffers.size());
   int64_t firstEvent = out.numEvents;
   auto localBuffers = static_cast<int64_t>(task.buffers.size());
-  auto buffer = [&](int64_t id) {
+  out.numEvents += task.numEvents;
+  std::vector<int64_t> slotEvents;
+  for (auto [family, shift] : task.slotEvents) {
+    auto [it, added] = instances.try_emplace({family, mb + shift}, 0);
+    if (added)
+      it->second = out.numEvents++;
+    slotEvents.push_back(it->second);
+  }
+  auto localEvents = task.numEvents + static_cast<int64_t>(slotEvents.size());
+  // Each of the task's buffers that lies in a slot: (source, slot, the
+  // micro-batch it holds).
+  struct InSlot {
+    int64_t source = -1, slot = 0, mb = 0;
+  };
+  std::vector<InSlot> inSlot(task.buffers.size());
+  bool anySlot = false;
+  auto local = [&](int64_t id) {
     if (id >= P && id < P + localBuffers)
-      return firstBuffer + (id - P);
+      return id - P;
     if (id >= P)
       fail("task buffer id " + std::to_string(id) + " is out of range (" +
            std::to_string(P + localBuffers) + " ids)");
-    return programBuffer(id);
+    return int64_t{-1};
+  };
+  auto buffer = [&](int64_t id) {
+    int64_t i = local(id);
+    return i >= 0 ? firstBuffer + i : programBuffer(id);
+  };
+  auto usedBuffer = [&](int64_t id) {
+    int64_t i = local(id);
+    if (i < 0)
+      return programBuffer(id);
+    if (const InSlot &s = inSlot[static_cast<size_t>(i)]; s.source >= 0)
+      useSlot(s.source, s.slot, s.mb, table, entry);
+    return firstBuffer + i;
   };
   auto event = [&](int64_t id) {
     if (id >= E && id < E + task.numEvents)
       return firstEvent + (id - E);
+    if (id >= E && id < E + localEvents)
+      return slotEvents[static_cast<size_t>(id - E - task.numEvents)];
     if (id >= E)
       fail("task event id " + std::to_string(id) + " is out of range (" +
-           std::to_string(E + task.numEvents) + " ids)");
+           std::to_string(E + localEvents) + " ids)");
     return programEvent(id);
   };
-  for (const Buffer &b : task.buffers) {
-    Buffer copy = b;
-    if (copy.kind == Buffer::Kind::Alloc)
+  for (size_t i = 0; i < task.buffers.size(); ++i) {
+    Buffer copy = task.buffers[i];
+    switch (copy.kind) {
+    case Buffer::Kind::Alloc:
       copy.name = shiftMicroBatchInName(copy.name, task.microBatch, mb);
-    else
+      break;
+    case Buffer::Kind::Slot: {
+      int64_t slot = floorMod(mb + copy.shift, copy.slots);
+      inSlot[i] = {copy.source, slot, mb + copy.shift};
+      anySlot = true;
+      copy.kind = Buffer::Kind::View;
+      copy.source = programBuffer(copy.source);
+      copy.viewOffset = slot * copy.numel;
+      copy.slots = copy.shift = 0;
+      break;
+    }
+    case Buffer::Kind::View:
+    case Buffer::Kind::ShardView:
+      if (int64_t source = local(copy.source); source >= 0)
+        inSlot[i] = inSlot[static_cast<size_t>(source)];
       copy.source = buffer(copy.source);
+      break;
+    }
     out.buffers.push_back(std::move(copy));
   }
-  out.numEvents += task.numEvents;
   for (const Op &op : task.ops) {
     Op copy = op;
-    remapOp(copy, buffer, event, mb - task.microBatch);
+    if (anySlot)
+      remapOp(copy, usedBuffer, event, mb - task.microBatch);
+    else
+      remapOp(copy, buffer, event, mb - task.microBatch);
     out.ops.push_back(std::move(copy));
   }
 }
@@ -209,8 +357,8 @@ void TaskExpander::run() {
     copyProgram(static_cast<size_t>(runs.buffersBefore),
                 static_cast<size_t>(runs.at));
     out.numEvents = runs.eventsBefore + eventsAdded;
-    for (auto [task, mb] : runs.order)
-      expandRun(p.tasks[static_cast<size_t>(task)], mb);
+    for (size_t entry = 0; entry < runs.order.size(); ++entry)
+      expandRun(r, entry);
     eventsAdded += addedEvents[r];
   }
   copyProgram(p.buffers.size(), p.ops.size());
@@ -253,11 +401,17 @@ void remapOp(Op &op, const std::function<int64_t(int64_t)> &buffer,
 void expandTasks(Schedule &schedule, const std::string &name) {
   for (size_t stage = 0; stage < schedule.programs.size(); ++stage) {
     Program &program = schedule.programs[stage];
-    if (program.tasks.empty() && program.runs.empty())
-      continue;
     std::string prefix = name + ": ";
     if (schedule.programs.size() > 1)
       prefix += "stage " + std::to_string(stage) + ": ";
+    for (size_t b = 0; b < program.buffers.size(); ++b)
+      if (program.buffers[b].kind == Buffer::Kind::Slot)
+        throw ScheduleFileError(prefix + "buffer " + std::to_string(b) +
+                                " is a slot: only a task's buffers are");
+    if (program.slotEventFamilies < 0)
+      throw ScheduleFileError(prefix + "slot_event_families is negative");
+    if (program.tasks.empty() && program.runs.empty())
+      continue;
     TaskExpander(program, schedule.microBatches, prefix).run();
   }
 }

@@ -384,7 +384,7 @@ TEST(ScheduleFile, EnumKeywordsRoundTrip) {
   expectKeywordsRoundTrip(GroupAxis::Embedding);
   expectKeywordsRoundTrip(Peer::Prev);
   expectKeywordsRoundTrip(ReduceKind::Max);
-  expectKeywordsRoundTrip(Buffer::Kind::ShardView);
+  expectKeywordsRoundTrip(Buffer::Kind::Slot);
   expectKeywordsRoundTrip(ModelFamily::Bert);
   expectKeywordsRoundTrip(BertHead::SequenceClassification);
   expectKeywordsRoundTrip(UnitKind::BertHead);
@@ -697,15 +697,15 @@ TEST(ScheduleFile, NewerVersionAsksForANewerReader) {
 // compute ops without `frozen`; version 4: no frozen layout; version 5: no
 // frozen storage, no bytes, no dequantize; version 6: compute ops without
 // `part` and exchange buffers; version 7: no tensor axis in the mesh;
-// version 8: no pipeline axis, one program; version 9: no embedding group)
-// are refused by their header,
+// version 8: no pipeline axis, one program; version 9: no embedding group;
+// version 10: no tasks; version 11: no slots) are refused by their header,
 // before their body is read: the plan must be compiled again.
 TEST(ScheduleFile, OlderVersionsAskToRecompile) {
-  ASSERT_EQ(kScheduleFormatVersion, 11u);
+  ASSERT_EQ(kScheduleFormatVersion, 12u);
   std::string body(std::string_view(serializeSchedule(tiny())).substr(kHeader));
   std::string error = parseError(wrap(body, 1));
   EXPECT_HAS(error, "t.sched: schedule format version 1 is not supported");
-  EXPECT_HAS(error, "this reader reads version 11");
+  EXPECT_HAS(error, "this reader reads version 12");
   EXPECT_HAS(error, "recompile the plan with planc");
   EXPECT_HAS(parseError(wrap(body, 2)),
              "schedule format version 2 is not supported");
@@ -725,12 +725,14 @@ TEST(ScheduleFile, OlderVersionsAskToRecompile) {
              "schedule format version 9 is not supported");
   EXPECT_HAS(parseError(wrap(body, 10)),
              "schedule format version 10 is not supported");
+  EXPECT_HAS(parseError(wrap(body, 11)),
+             "schedule format version 11 is not supported");
   // Even with a body that a version 1 reader would have read.
   EXPECT_HAS(parseError(wrap("{}", 1)), "recompile the plan with planc");
   // In memory, a schedule of another version is neither valid nor written.
   Schedule old = tiny();
   old.version = 1;
-  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 11");
+  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 12");
   EXPECT_THROW(serializeSchedule(old), ScheduleFileError);
 }
 
@@ -853,7 +855,7 @@ TEST(ScheduleTasks, MalformedTablesAreOneLineErrors) {
   EXPECT_HAS(errorIn([](Program &p) {
                p.runs.front().order.assign(int64_t{1} << 22, {0, 1});
              }),
-             "expands the program past 67108864 ops or buffers");
+             "expands the program past 67108864 ops, buffers or events");
 }
 
 TEST(ScheduleTasks, MalformedJsonIsRejected) {
@@ -884,6 +886,298 @@ TEST(ScheduleTasks, MalformedJsonIsRejected) {
   EXPECT_HAS(errorAfterEditOf(
                  [](Json &j) { j["tasks"][0]["buffers"][0]["numel"] = "1"; }),
              "tasks[0].buffers[0].numel: expected an integer");
+}
+
+//===----------------------------------------------------------------------===//
+// Slots: a task's buffers and events that another run names
+//===----------------------------------------------------------------------===//
+
+/// Appends a transient f32 allocation of `numel` elements in `space` past
+/// everything else in its arena, at index `at` of the program's buffers
+/// (every id from `at` on, and a task's own, moves up by one); returns its
+/// id.
+int64_t insertAlloc(Program &p, int64_t at, const std::string &name,
+                    int64_t numel, Space space = Space::Device) {
+  auto up = [at](int64_t id) { return id >= at ? id + 1 : id; };
+  auto same = [](int64_t id) { return id; };
+  for (Op &op : p.ops)
+    remapOp(op, up, same, 0);
+  for (Buffer &b : p.buffers)
+    if (b.kind != Buffer::Kind::Alloc)
+      b.source = up(b.source);
+  for (Task &task : p.tasks) {
+    for (Op &op : task.ops)
+      remapOp(op, up, same, 0);
+    for (Buffer &b : task.buffers)
+      if (b.kind != Buffer::Kind::Alloc)
+        b.source = up(b.source);
+  }
+  for (TaskRuns &runs : p.runs)
+    if (runs.buffersBefore >= at)
+      ++runs.buffersBefore;
+  Buffer b;
+  b.name = name;
+  b.role = BufferRole::Activations;
+  b.numel = numel;
+  b.space = space;
+  int64_t &arena = p.arenaBytes[space];
+  b.offset = (arena + 63) / 64 * 64;
+  arena = b.offset + numel * 4;
+  p.buffers.insert(p.buffers.begin() + at, b);
+  return at;
+}
+
+Op op(OpBody body) { return Op{std::move(body), 0}; }
+
+/// Gradient accumulation's task with each of its runs' first allocation
+/// in a slot of one program buffer of `slots` slots instead (`shift`:
+/// micro-batch `mb`'s in slot `(mb + shift) mod slots`).
+Schedule withSlots(int64_t slots, int64_t shift, int64_t *slotBuffer,
+                   int64_t *local) {
+  Schedule s = compile({"train.grad_accum=8"});
+  Program &p = s.programs.front();
+  Task &task = p.tasks.front();
+  auto P = int64_t(p.buffers.size());
+  size_t i = 0;
+  while (task.buffers[i].kind != Buffer::Kind::Alloc)
+    ++i;
+  int64_t numel = task.buffers[i].numel;
+  TaskRuns &runs = p.runs.front();
+  int64_t S = insertAlloc(p, runs.buffersBefore, "slots", slots * numel);
+  p.ops.insert(p.ops.begin() + runs.at, op(ops::Alloc{S}));
+  p.ops.insert(p.ops.begin() + runs.at + 1, op(ops::Free{S}));
+  ++runs.at;
+  // The task's buffer P + i (now P + 1 + i) is no allocation any more.
+  int64_t id = P + 1 + int64_t(i);
+  std::erase_if(task.ops, [&](const Op &o) {
+    const auto *alloc = o.as<ops::Alloc>();
+    const auto *free = o.as<ops::Free>();
+    return (alloc && alloc->buffer == id) || (free && free->buffer == id);
+  });
+  Buffer &b = task.buffers[i];
+  b.kind = Buffer::Kind::Slot;
+  b.source = S;
+  b.slots = slots;
+  b.shift = shift;
+  *slotBuffer = S;
+  *local = int64_t(i);
+  return s;
+}
+
+/// A slot holds one run's buffer at a time: the expansion is each run's
+/// view of the slot its micro-batch takes, which the program's checks
+/// accept as they accepted the allocation; the file holds the slot once.
+TEST(ScheduleSlots, ARunsBufferInASlot) {
+  for (auto [slots, shift] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 0}, {2, 0}, {3, 1}, {3, -8}}) {
+    SCOPED_TRACE(std::to_string(slots) + " slots, shift " +
+                 std::to_string(shift));
+    int64_t S = 0, i = 0;
+    Schedule s = withSlots(slots, shift, &S, &i);
+    ValidSchedule valid = validateSchedule(s, "t.sched");
+    const Program &file = valid.file().programs.front();
+    const Program &expanded = valid->programs.front();
+    const Buffer &slot = file.tasks.front().buffers[size_t(i)];
+    // Each run's buffer `i` is a view of S at its micro-batch's slot.
+    int64_t views = 0;
+    for (const Buffer &b : expanded.buffers)
+      if (b.kind == Buffer::Kind::View && b.source == S) {
+        int64_t mb = 1 + views++;
+        EXPECT_EQ(b.viewOffset,
+                  (((mb + shift) % slots) + slots) % slots * slot.numel);
+        EXPECT_EQ(b.numel, slot.numel);
+      }
+    EXPECT_EQ(views, 6);
+    EXPECT_EQ(expanded.buffers[size_t(S)].numel, slots * slot.numel);
+    // Written and read back, the same.
+    std::string bytes = serializeSchedule(valid.file());
+    EXPECT_NE(bytes.find("\"kind\":\"slot\""), std::string::npos);
+    ValidSchedule read = parseSchedule(bytes, "t.sched");
+    EXPECT_EQ(serializeSchedule(read.get()), serializeSchedule(valid.get()));
+    EXPECT_EQ(serializeSchedule(read.file()), bytes);
+  }
+}
+
+/// A two-task program over three micro-batches: `forward` zeroes its
+/// micro-batch's slot of S (on the device) and copies it into its slot of T
+/// (on the host), signalling a slot event; `backward` waits for that event
+/// and copies T's slot back into S's. `order` is the runs' (task,
+/// micro-batch) pairs.
+Schedule forwardBackward(int64_t slotsOfS, int64_t slotsOfT,
+                         std::vector<std::pair<int64_t, int64_t>> order,
+                         int64_t waitShift = 0) {
+  Schedule s = compile({"train.grad_accum=3"});
+  Program &p = s.programs.front();
+  auto P0 = int64_t(p.buffers.size());
+  int64_t S = insertAlloc(p, P0, "S", 4 * slotsOfS);
+  int64_t T = insertAlloc(p, P0 + 1, "T", 4 * slotsOfT, Space::Host);
+  int64_t P = P0 + 2, E = p.numEvents;
+  p.ops.push_back(op(ops::Alloc{S}));
+  p.ops.push_back(op(ops::Alloc{T}));
+  TaskRuns runs;
+  runs.at = int64_t(p.ops.size());
+  runs.buffersBefore = P;
+  runs.eventsBefore = E;
+  runs.order = std::move(order);
+  p.runs.push_back(runs);
+  p.ops.push_back(op(ops::Free{S}));
+  p.ops.push_back(op(ops::Free{T}));
+  p.slotEventFamilies = 1;
+  auto slot = [&](int64_t source, int64_t slots) {
+    Buffer b;
+    b.kind = Buffer::Kind::Slot;
+    b.space = p.buffers[size_t(source)].space;
+    b.numel = 4;
+    b.source = source;
+    b.slots = slots;
+    return b;
+  };
+  Task forward;
+  forward.buffers = {slot(S, slotsOfS), slot(T, slotsOfT)};
+  forward.slotEvents = {{0, 0}};
+  forward.ops = {op(ops::Zero{P}), op(ops::Copy{P, P + 1, {}, E})};
+  Task backward;
+  backward.numEvents = 1;
+  backward.buffers = forward.buffers;
+  backward.slotEvents = {{0, waitShift}};
+  backward.ops = {op(ops::Wait{E + 1}), op(ops::Copy{P + 1, P, {}, E}),
+                  op(ops::Wait{E})};
+  p.tasks = {forward, backward};
+  return s;
+}
+
+std::vector<std::pair<int64_t, int64_t>> gpipe() {
+  return {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}, {1, 2}};
+}
+std::vector<std::pair<int64_t, int64_t>> oneForwardOneBackward() {
+  return {{0, 0}, {0, 1}, {1, 0}, {0, 2}, {1, 1}, {1, 2}};
+}
+
+/// Slot events are one event per instance, signalled in one run and
+/// waited in another; slots are as many as the micro-batches in flight.
+TEST(ScheduleSlots, EventsAndSlotsAcrossRuns) {
+  ValidSchedule valid =
+      validateSchedule(forwardBackward(3, 3, gpipe()), "t.sched");
+  const Program &p = valid->programs.front();
+  int64_t E = valid.file().programs.front().numEvents;
+  // Three forward instances and three backward events.
+  EXPECT_EQ(p.numEvents, E + 6);
+  // Forward of micro-batch 0 signals the event backward of 0 waits for.
+  std::vector<int64_t> signalled, waited;
+  for (const Op &o : p.ops) {
+    if (const auto *copy = o.as<ops::Copy>())
+      signalled.push_back(copy->done);
+    if (const auto *wait = o.as<ops::Wait>())
+      waited.push_back(wait->event);
+  }
+  ASSERT_GE(signalled.size(), 6u);
+  ASSERT_GE(waited.size(), 6u);
+  std::vector<int64_t> forwardEvents(signalled.end() - 6, signalled.end() - 3);
+  EXPECT_EQ(forwardEvents, (std::vector<int64_t>{E, E + 1, E + 2}));
+  // backward 0: its wait for the slot event, then its own event's.
+  std::vector<int64_t> lastWaits(waited.end() - 6, waited.end());
+  EXPECT_EQ(lastWaits,
+            (std::vector<int64_t>{E, E + 3, E + 1, E + 4, E + 2, E + 5}));
+  // 1F1B keeps two micro-batches in flight: two slots are enough.
+  EXPECT_EQ(validateError(forwardBackward(2, 2, oneForwardOneBackward())), "");
+  std::string bytes = serializeSchedule(
+      validateSchedule(forwardBackward(2, 2, oneForwardOneBackward()), "x")
+          .file());
+  ValidSchedule read = parseSchedule(bytes, "t.sched");
+  EXPECT_EQ(serializeSchedule(read.file()), bytes);
+}
+
+TEST(ScheduleSlots, MalformedSlotsAreOneLineErrors) {
+  // GPipe keeps three micro-batches in flight: forward of micro-batch 2
+  // takes slot 0 of S before backward of 0 has read it.
+  EXPECT_HAS(
+      validateError(forwardBackward(2, 3, gpipe())),
+      "t.sched: runs 0: task 1 for micro-batch 0: slot 0 of buffer " +
+          std::to_string(
+              compile({"train.grad_accum=3"}).programs.front().buffers.size()) +
+          " ('S') is used for micro-batch 0 after micro-batch 2 took "
+          "it: its slots are fewer than the micro-batches in flight");
+  // A wait for an instance no run signals before it (the previous
+  // micro-batch's, -1 for the first) is the expanded program's error.
+  EXPECT_HAS(validateError(forwardBackward(3, 3, gpipe(), -1)),
+             "is waited before any op signals it");
+  auto edited = [](const std::function<void(Program &)> &edit) {
+    Schedule s = forwardBackward(3, 3, gpipe());
+    edit(s.programs.front());
+    return validateError(s);
+  };
+  EXPECT_EQ(edited([](Program &) {}), "");
+  const Schedule valid = forwardBackward(3, 3, gpipe());
+  const Program &good = valid.programs.front();
+  auto P = int64_t(good.buffers.size());
+  EXPECT_HAS(edited([](Program &p) {
+               p.buffers.back() = p.tasks.front().buffers.front();
+             }),
+             "t.sched: buffer " + std::to_string(P - 1) +
+                 " is a slot: only a task's buffers are");
+  EXPECT_HAS(edited([](Program &p) {
+               p.tasks[0].buffers[1].source = int64_t(p.buffers.size());
+             }),
+             "t.sched: task 0: buffer " + std::to_string(P + 1) +
+                 " is a slot of " + std::to_string(P) +
+                 ", which is not a program buffer (0 to " +
+                 std::to_string(P - 1) + ")");
+  EXPECT_HAS(edited([](Program &p) { p.tasks[1].buffers[0].slots = 4; }),
+             "t.sched: task 1: buffer " + std::to_string(P) +
+                 ": 4 slots of 4 elements are not in buffer " +
+                 std::to_string(P - 2) + "'s 12");
+  EXPECT_HAS(edited([](Program &p) { p.tasks[1].buffers[0].slots = 0; }),
+             ": 0 slots of 4 elements are not in buffer");
+  EXPECT_HAS(edited([](Program &p) { p.tasks[0].buffers[0].shift = 4; }),
+             ": shift 4 is outside [-3, 3], the step's micro-batches");
+  EXPECT_HAS(edited([](Program &p) {
+               p.tasks[1].slotEvents[0] = {1, 0};
+             }),
+             "task 1: slot event ");
+  EXPECT_HAS(edited([](Program &p) {
+               p.tasks[1].slotEvents[0] = {1, 0};
+             }),
+             ": family 1 is not one of the program's 1 slot event families");
+  EXPECT_HAS(edited([](Program &p) {
+               p.tasks[1].slotEvents[0] = {0, -4};
+             }),
+             ": shift -4 is outside [-3, 3], the step's micro-batches");
+  EXPECT_HAS(edited([](Program &p) { p.slotEventFamilies = -1; }),
+             "t.sched: slot_event_families is negative");
+  // An event id past the task's own and slot events.
+  EXPECT_HAS(edited([](Program &p) {
+               p.tasks[1].ops[0].as<ops::Wait>()->event = p.numEvents + 2;
+             }),
+             "t.sched: task event id " + std::to_string(good.numEvents + 2) +
+                 " is out of range (" + std::to_string(good.numEvents + 2) +
+                 " ids)");
+  // A slot of another type than its buffer's is a view's error.
+  EXPECT_HAS(edited([](Program &p) {
+               p.tasks[0].buffers[0].type = ElementType::BF16;
+             }),
+             "differs from its source");
+}
+
+TEST(ScheduleSlots, MalformedJsonIsRejected) {
+  static const std::string file = serializeSchedule(
+      validateSchedule(forwardBackward(3, 3, gpipe()), "x").file());
+  auto errorAfterEditOf = [](const std::function<void(Json &)> &edit) {
+    Json body = bodyOf(file);
+    edit(body);
+    return parseError(wrap(body.dump()));
+  };
+  EXPECT_EQ(errorAfterEditOf([](Json &) {}), "");
+  EXPECT_HAS(errorAfterEditOf([](Json &j) { j.erase("slot_event_families"); }),
+             "t.sched: missing field 'slot_event_families'");
+  EXPECT_HAS(
+      errorAfterEditOf([](Json &j) { j["tasks"][0]["slot_events"][0] = {0}; }),
+      "t.sched: tasks[0].slot_events[0]: must be [family, shift]");
+  EXPECT_HAS(errorAfterEditOf(
+                 [](Json &j) { j["tasks"][0]["buffers"][0].erase("slots"); }),
+             "t.sched: tasks[0].buffers[0]: missing field 'slots'");
+  EXPECT_HAS(errorAfterEditOf(
+                 [](Json &j) { j["tasks"][0]["buffers"][0]["shift"] = 0.5; }),
+             "t.sched: tasks[0].buffers[0].shift: expected an integer");
 }
 
 // What a file's checksum cannot catch: a body written with nonsense values
@@ -1681,13 +1975,16 @@ void collectPointers(const Json &j, const Json::json_pointer &at,
 // the file or throws ScheduleFileError; anything else (another exception, a
 // crash, a hang) fails the test.
 TEST(ScheduleFile, RandomEditsAreRejectedOrAcceptedNeverACrash) {
-  // The third holds a task and its runs (gradient accumulation's repeat).
+  // The third holds a task and its runs (gradient accumulation's repeat),
+  // the fourth two tasks with slot buffers and slot events.
   std::vector<Schedule> schedules = {
       tiny(),
       compile({"train.precision=fp16_mixed", "parallel.offload.optimizer=cpu",
                "train.grad_accum=2", "train.grad_clip=1.0", "model=gpt2_tiny"}),
-      compile({"train.grad_accum=6", "parallel.tensor=2"})};
-  ASSERT_EQ(schedules.back().programs.front().tasks.size(), 1u);
+      compile({"train.grad_accum=6", "parallel.tensor=2"}),
+      forwardBackward(2, 2, oneForwardOneBackward())};
+  ASSERT_EQ(schedules[2].programs.front().tasks.size(), 1u);
+  ASSERT_EQ(validateError(schedules[3]), "");
   const std::vector<Json> replacements = {-1,
                                           0,
                                           1,

@@ -37,12 +37,43 @@ def shift_name(name, start, to):
     return name
 
 
+def remap(op, buffer, event, shift):
+    """`op` with its buffer ids mapped by `buffer`, its event ids by `event`
+    and its micro-batch counted on by `shift`."""
+    op = dict(op)
+    for k in ID_FIELDS:
+        if k in op and op[k] >= 0:
+            op[k] = buffer(op[k])
+    if "state" in op:
+        op["state"] = [buffer(b) for b in op["state"]]
+    for k in EVENT_FIELDS:
+        if k in op:
+            op[k] = event(op[k])
+    if "after" in op:
+        op["after"] = [event(e) for e in op["after"]]
+    if "micro_batch" in op:
+        op["micro_batch"] += shift
+    return op
+
+
 def expand(prog, micro_batches):
     """The program with its tasks run where its run tables say (docs, "Tasks")."""
     P, E = len(prog["buffers"]), prog["num_events"]
     tables = prog["runs"]
     added_b = [sum(len(prog["tasks"][t]["buffers"]) for t, _ in r["order"]) for r in tables]
-    added_e = [sum(prog["tasks"][t]["num_events"] for t, _ in r["order"]) for r in tables]
+    # A run's own events, and each slot event instance (family, micro-batch)
+    # where it first appears.
+    added_e, seen = [], set()
+    for r in tables:
+        n = 0
+        for t, mb in r["order"]:
+            task = prog["tasks"][t]
+            n += task["num_events"]
+            for family, shift in task["slot_events"]:
+                if (family, mb + shift) not in seen:
+                    seen.add((family, mb + shift))
+                    n += 1
+        added_e.append(n)
 
     # An id past the program's stays past the expansion's (the checks below
     # then reject it); a negative one stays negative.
@@ -56,30 +87,17 @@ def expand(prog, micro_batches):
             return i
         return i + sum(n for r, n in zip(tables, added_e) if i >= E or r["events_before"] <= i)
 
-    def remap(op, buffer, event, shift):
-        op = dict(op)
-        for k in ID_FIELDS:
-            if k in op and op[k] >= 0:
-                op[k] = buffer(op[k])
-        if "state" in op:
-            op["state"] = [buffer(b) for b in op["state"]]
-        for k in EVENT_FIELDS:
-            if k in op:
-                op[k] = event(op[k])
-        if "after" in op:
-            op["after"] = [event(e) for e in op["after"]]
-        if "micro_batch" in op:
-            op["micro_batch"] += shift
-        return op
-
     buffers, ops = [], []
     nb = no = 0
     events = 0
+    instances = {}
 
     def copy_program(b_to, o_to):
         nonlocal nb, no
         for b in prog["buffers"][nb:b_to]:
             b = dict(b)
+            if b["kind"] == "slot":
+                fail("a slot among the program's buffers")
             if b["kind"] != "alloc":
                 b["source"] = program_buffer(b["source"])
             buffers.append(b)
@@ -96,18 +114,38 @@ def expand(prog, micro_batches):
                 fail(f"run of micro-batch {mb}")
             first_b, first_e = len(buffers), next_event
             local_b, local_e = len(task["buffers"]), task["num_events"]
-            buffer = lambda i: first_b + i - P if P <= i < P + local_b else program_buffer(i)
-            event = lambda i: first_e + i - E if E <= i < E + local_e else program_event(i)
+            next_event += local_e
+            slot_events = []
+            for family, shift in task["slot_events"]:
+                if (family, mb + shift) not in instances:
+                    instances[(family, mb + shift)] = next_event
+                    next_event += 1
+                slot_events.append(instances[(family, mb + shift)])
+
+            def buffer(i):
+                return first_b + i - P if P <= i < P + local_b else program_buffer(i)
+
+            def event(i):
+                if E <= i < E + local_e:
+                    return first_e + i - E
+                if E + local_e <= i < E + local_e + len(slot_events):
+                    return slot_events[i - E - local_e]
+                return program_event(i)
+
             for b in task["buffers"]:
                 b = dict(b)
                 if b["kind"] == "alloc":
                     b["name"] = shift_name(b["name"], task["micro_batch"], mb)
+                elif b["kind"] == "slot":
+                    # The slot its micro-batch takes, as a view.
+                    slot = (mb + b.pop("shift")) % b.pop("slots")
+                    b.update(kind="view", source=program_buffer(b["source"]),
+                             offset=slot * b["numel"])
                 else:
                     b["source"] = buffer(b["source"])
                 buffers.append(b)
             for op in task["ops"]:
                 ops.append(remap(op, buffer, event, mb - task["micro_batch"]))
-            next_event += local_e
         events += n_events
     copy_program(P, len(prog["ops"]))
     return {**prog, "buffers": buffers, "ops": ops, "num_events": E + events,
@@ -121,7 +159,7 @@ def main(path):
     magic, version, flags, size, crc, reserved = HEADER.unpack_from(data)
     if magic != b"PLANSCHD":
         fail(f"bad magic {magic!r}")
-    if version != 11 or flags != 0 or reserved != 0:
+    if version != 12 or flags != 0 or reserved != 0:
         fail(f"version {version} flags {flags} reserved {reserved}")
     body = data[HEADER.size:]
     if len(body) != size:
