@@ -67,13 +67,25 @@ private:
   int64_t event(Operation *user, Value value);
   std::vector<int64_t> events(Operation *user, ValueRange values);
   int64_t defineEvent(Value value) {
-    int64_t id = task ? kLocalId + task->numEvents++ : current->numEvents++;
+    // An event a sched.slot_signal gives a slot event instance is that
+    // instance's.
+    auto slot = slotSignals.find(value);
+    int64_t id = slot != slotSignals.end() ? slot->second
+                 : task                    ? kLocalId + task->numEvents++
+                                           : current->numEvents++;
     eventIds[value] = id;
     return id;
   }
+  /// The id of slot event instance (`family`, `shift`) of the task being
+  /// exported (its `slotEvents` entry, added on first use).
+  int64_t slotEvent(int64_t family, int64_t shift);
   /// A sched.repeat: its body once as a task of the program, run once per
   /// micro-batch of the repeat.
   LogicalResult exportRepeat(sched::RepeatOp repeat);
+  /// A sched.tasks: each sched.task as a task of the program, run in the
+  /// order of its table.
+  LogicalResult exportTasks(sched::TasksOp tasks);
+  LogicalResult exportTask(sched::TaskOp op, int64_t familyBase);
   /// The buffer of id `id` (the program's, or the task's being exported).
   const rt::Buffer &bufferById(int64_t id) const {
     return id >= kLocalId ? task->buffers[id - kLocalId] : current->buffers[id];
@@ -85,8 +97,10 @@ private:
     return static_cast<int64_t>(table.size()) - 1 + (task ? kLocalId : 0);
   }
   /// A task's own buffers and events get ids from kLocalId on while the
-  /// program is exported, and the ids after the program's once it is.
+  /// program is exported, and the ids after the program's once it is; its
+  /// slot events from kSlotEventId on, and the ids after its own events.
   static constexpr int64_t kLocalId = int64_t{1} << 40;
+  static constexpr int64_t kSlotEventId = int64_t{1} << 41;
   int64_t unit(Operation *user, SymbolRefAttr ref);
 
   ArrayRef<sched::ProgramOp> programs;
@@ -95,6 +109,9 @@ private:
   rt::Program *current = nullptr; // the program being exported
   rt::Task *task = nullptr;       // the task being exported, if any
   llvm::DenseMap<Value, int64_t> bufferIds, eventIds;
+  /// In the task being exported: the events its sched.slot_signal ops give
+  /// a slot event instance, by id.
+  llvm::DenseMap<Value, int64_t> slotSignals;
   llvm::StringMap<int64_t> unitIndex, groupIndex;
   bool hadError = false;
 };
@@ -350,8 +367,14 @@ LogicalResult ScheduleExporter::exportProgram(sched::ProgramOp program,
         "has only some of its micro-batches (sched-lower's "
         "roll-micro-batches): run sched-roll-micro-batches before exporting");
   for (Operation &op : program.getBody().front()) {
-    auto repeat = dyn_cast<sched::RepeatOp>(op);
-    if (failed(repeat ? exportRepeat(repeat) : exportOp(op)))
+    LogicalResult exported = success();
+    if (auto repeat = dyn_cast<sched::RepeatOp>(op))
+      exported = exportRepeat(repeat);
+    else if (auto tasks = dyn_cast<sched::TasksOp>(op))
+      exported = exportTasks(tasks);
+    else
+      exported = exportOp(op);
+    if (failed(exported))
       return failure();
   }
   // The tasks' own ids follow the program's.
@@ -364,11 +387,15 @@ LogicalResult ScheduleExporter::exportProgram(sched::ProgramOp program,
     return id >= kLocalId ? id - kLocalId + E : id;
   };
   for (rt::Task &t : out.tasks) {
+    auto taskEvent = [&](int64_t id) {
+      return id >= kSlotEventId ? id - kSlotEventId + E + t.numEvents
+                                : event(id);
+    };
     for (rt::Buffer &b : t.buffers)
       if (b.kind != rt::Buffer::Kind::Alloc)
         b.source = buffer(b.source);
     for (rt::Op &op : t.ops)
-      rt::remapOp(op, buffer, event, 0);
+      rt::remapOp(op, buffer, taskEvent, 0);
   }
   return success();
 }
@@ -393,6 +420,85 @@ LogicalResult ScheduleExporter::exportRepeat(sched::RepeatOp repeat) {
     runs.order.emplace_back(index, body.microBatch + static_cast<int64_t>(run));
   current->tasks.push_back(std::move(body));
   current->runs.push_back(std::move(runs));
+  return success();
+}
+
+int64_t ScheduleExporter::slotEvent(int64_t family, int64_t shift) {
+  auto &list = task->slotEvents;
+  auto it = llvm::find(list, std::make_pair(family, shift));
+  if (it == list.end())
+    it = list.insert(list.end(), {family, shift});
+  return kSlotEventId + (it - list.begin());
+}
+
+LogicalResult ScheduleExporter::exportTasks(sched::TasksOp tasks) {
+  rt::TaskRuns runs;
+  runs.at = static_cast<int64_t>(current->ops.size());
+  runs.buffersBefore = static_cast<int64_t>(current->buffers.size());
+  runs.eventsBefore = current->numEvents;
+  // A program's slot event families are those of its sched.tasks ops, one
+  // after the other.
+  int64_t familyBase = current->slotEventFamilies;
+  current->slotEventFamilies += static_cast<int64_t>(tasks.getEventFamilies());
+  auto taskBase = static_cast<int64_t>(current->tasks.size());
+  for (sched::TaskOp op : tasks.getTasks())
+    if (failed(exportTask(op, familyBase)))
+      return failure();
+  ArrayRef<int64_t> order = tasks.getOrder();
+  for (size_t i = 0; i + 1 < order.size(); i += 2)
+    runs.order.emplace_back(taskBase + order[i], order[i + 1]);
+  current->runs.push_back(std::move(runs));
+  return success();
+}
+
+LogicalResult ScheduleExporter::exportTask(sched::TaskOp op,
+                                           int64_t familyBase) {
+  rt::Task body;
+  body.microBatch = static_cast<int64_t>(op.getMicroBatch());
+  task = &body;
+  slotSignals.clear();
+  auto exportBody = [&]() -> LogicalResult {
+    Block &block = op.getBody().front();
+    for (auto signal : block.getOps<sched::SlotSignalOp>())
+      slotSignals[signal.getEvent()] =
+          slotEvent(familyBase + static_cast<int64_t>(signal.getFamily()),
+                    static_cast<int64_t>(signal.getShift()));
+    for (Operation &inner : block) {
+      if (isa<sched::SlotSignalOp>(inner))
+        continue;
+      if (auto slot = dyn_cast<sched::SlotOp>(inner)) {
+        int64_t source = buffer(slot, slot.getSource());
+        if (source < 0)
+          return failure();
+        const rt::Buffer &of = bufferById(source);
+        rt::Buffer b;
+        b.kind = rt::Buffer::Kind::Slot;
+        b.type = of.type;
+        b.space = of.space;
+        b.numel = slot.getType().getNumElements();
+        b.source = source;
+        b.slots = static_cast<int64_t>(slot.getSlots());
+        b.shift = static_cast<int64_t>(slot.getShift());
+        bufferIds[slot.getResult()] = addBuffer(std::move(b));
+        continue;
+      }
+      if (auto event = dyn_cast<sched::SlotEventOp>(inner)) {
+        eventIds[event.getEvent()] =
+            slotEvent(familyBase + static_cast<int64_t>(event.getFamily()),
+                      static_cast<int64_t>(event.getShift()));
+        continue;
+      }
+      if (failed(exportOp(inner)))
+        return failure();
+    }
+    return success();
+  };
+  LogicalResult exported = exportBody();
+  task = nullptr;
+  slotSignals.clear();
+  if (failed(exported))
+    return failure();
+  current->tasks.push_back(std::move(body));
   return success();
 }
 

@@ -273,6 +273,16 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module,
   llvm::stable_sort(programs, [](sched::ProgramOp a, sched::ProgramOp b) {
     return a.getStage().value_or(0) < b.getStage().value_or(0);
   });
+  // The time model and the memory timeline walk a sched.repeat's runs, not
+  // yet a sched.tasks' table.
+  for (sched::ProgramOp p : programs) {
+    auto tasks = p.getBody().getOps<sched::TasksOp>();
+    if (!tasks.empty())
+      return (*tasks.begin())
+          .emitOpError("is not for the report yet, which walks a program's "
+                       "ops and sched.repeat runs only (docs/sched.md, \"The "
+                       "micro-batch loop\")");
+  }
 
   ScheduleReport report;
   ModelAttr model = plan.getModel();

@@ -202,6 +202,17 @@ void sched::StepCursor::advance() {
   enter();
 }
 
+LogicalResult sched::requireUnrolled(ProgramOp program, StringRef who) {
+  for (Operation &op : program.getBody().front())
+    if (isa<RepeatOp, TasksOp>(op))
+      return op.emitOpError("is not for ")
+             << who
+             << ", which works on a program whose micro-batches are written "
+                "out one after the other (docs/sched.md, \"The micro-batch "
+                "loop\")";
+  return success();
+}
+
 int64_t sched::getBodyMicroBatch(RepeatOp repeat) {
   for (Operation &op : repeat.getBody().front())
     if (auto mb = op.getAttrOfType<IntegerAttr>("micro_batch"))

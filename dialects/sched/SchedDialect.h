@@ -93,6 +93,11 @@ mlir::LogicalResult moveBelowAfterEvents(
 inline constexpr llvm::StringLiteral kPartialMicroBatchesAttr =
     "partial_micro_batches";
 
+/// Fails, with an error at its first sched.repeat or sched.tasks, when
+/// `program` has one: `who` (a pass, the report) works on a program whose
+/// micro-batches are written out one after the other.
+mlir::LogicalResult requireUnrolled(ProgramOp program, llvm::StringRef who);
+
 /// The micro-batch a sched.repeat's body names (its first run's): that of
 /// the first op with a `micro_batch`, 0 when none has one.
 int64_t getBodyMicroBatch(RepeatOp repeat);

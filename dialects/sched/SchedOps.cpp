@@ -146,46 +146,160 @@ LogicalResult ProgramOp::verify() {
   return success();
 }
 
-LogicalResult RepeatOp::verify() {
-  auto count = static_cast<int64_t>(getCount());
-  if (count < 1)
-    return emitOpError("count must be >= 1, got ") << count;
-  Block &body = getBody().front();
-  auto inBody = [&](Operation *op) { return op->getBlock() == &body; };
+/// What a body that runs more than once (a sched.repeat's, a sched.task's)
+/// must own: it frees what it allocates and waits for what it issues, and
+/// frees and waits for nothing from outside. A task's body may instead give
+/// an event to a slot event instance (sched.slot_signal), and wait for the
+/// instance a sched.slot_event of the body names. `what` names the body's op.
+static LogicalResult verifyBodyOwnsItsState(Block &body, StringRef what) {
+  auto inBody = [&](Operation *op) { return op && op->getBlock() == &body; };
   for (Operation &op : body) {
     if (auto alloc = dyn_cast<AllocOp>(op)) {
       if (alloc.getPersistent())
-        return alloc.emitOpError("is persistent, inside a sched.repeat, "
-                                 "whose body runs several times");
+        return alloc.emitOpError("is persistent, inside a ")
+               << what << ", whose body runs several times";
       if (llvm::none_of(alloc->getUsers(), [&](Operation *user) {
             return isa<FreeOp>(user) && inBody(user);
           }))
         return alloc.emitOpError("'")
-               << alloc.getName()
-               << "' is not freed in the sched.repeat that allocates it";
+               << alloc.getName() << "' is not freed in the " << what
+               << " that allocates it";
     }
-    if (auto free = dyn_cast<FreeOp>(op)) {
-      Operation *def = free.getBuffer().getDefiningOp();
-      if (!def || !inBody(def))
-        return free.emitOpError(
-            "frees a buffer from outside its sched.repeat, whose body runs "
-            "several times");
-    }
-    if (auto wait = dyn_cast<WaitOp>(op)) {
-      Operation *def = wait.getEvent().getDefiningOp();
-      if (!def || !inBody(def))
-        return wait.emitOpError(
-            "waits for an event from outside its sched.repeat, whose body "
-            "runs several times");
-    }
+    if (auto free = dyn_cast<FreeOp>(op))
+      if (!inBody(free.getBuffer().getDefiningOp()))
+        return free.emitOpError("frees a buffer from outside its ")
+               << what << ", whose body runs several times";
+    if (auto wait = dyn_cast<WaitOp>(op))
+      if (!inBody(wait.getEvent().getDefiningOp()))
+        return wait.emitOpError("waits for an event from outside its ")
+               << what << ", whose body runs several times";
+    if (isa<SlotEventOp>(op))
+      continue;
     for (Value result : op.getResults())
       if (isa<EventType>(result.getType()) &&
-          llvm::none_of(result.getUsers(),
-                        [](Operation *user) { return isa<WaitOp>(user); }))
-        return op.emitOpError("signals an event that nothing in its "
-                              "sched.repeat waits for");
+          llvm::none_of(result.getUsers(), [](Operation *user) {
+            return isa<WaitOp, SlotSignalOp>(user);
+          }))
+        return op.emitOpError("signals an event that nothing in its ")
+               << what << " waits for"
+               << (isa<TaskOp>(body.getParentOp())
+                       ? " or gives a slot event instance (sched.slot_signal)"
+                       : "");
   }
   return success();
+}
+
+LogicalResult RepeatOp::verify() {
+  auto count = static_cast<int64_t>(getCount());
+  if (count < 1)
+    return emitOpError("count must be >= 1, got ") << count;
+  return verifyBodyOwnsItsState(getBody().front(), "sched.repeat");
+}
+
+/// The micro-batches of the step `op` is in (0 outside a program).
+static int64_t stepMicroBatches(Operation *op) {
+  auto program = op->getParentOfType<ProgramOp>();
+  return program ? static_cast<int64_t>(program.getMicroBatches()) : 0;
+}
+
+/// A slot's or a slot event's shift: at most the step's micro-batches.
+static LogicalResult verifyShift(Operation *op, int64_t shift) {
+  int64_t m = stepMicroBatches(op);
+  if (shift < -m || shift > m)
+    return op->emitOpError("shift ") << shift << " is outside [-" << m << ", "
+                                     << m << "], the step's micro-batches";
+  return success();
+}
+
+/// A slot event's family: one of its sched.tasks' families.
+static LogicalResult verifyFamily(Operation *op, int64_t family) {
+  auto tasks = op->getParentOfType<TasksOp>();
+  auto families = tasks ? static_cast<int64_t>(tasks.getEventFamilies()) : 0;
+  if (family < 0 || family >= families)
+    return op->emitOpError("family ")
+           << family << " is not one of the sched.tasks' " << families
+           << " event families";
+  return success();
+}
+
+SmallVector<TaskOp> TasksOp::getTasks() {
+  return llvm::to_vector(getBody().front().getOps<TaskOp>());
+}
+
+LogicalResult TasksOp::verify() {
+  auto families = static_cast<int64_t>(getEventFamilies());
+  if (families < 0)
+    return emitOpError("event_families must be >= 0, got ") << families;
+  int64_t tasks = 0;
+  for (Operation &op : getBody().front()) {
+    if (!isa<TaskOp>(op))
+      return op.emitOpError("is in a sched.tasks, which holds sched.task ops "
+                            "only");
+    ++tasks;
+  }
+  ArrayRef<int64_t> order = getOrder();
+  if (order.size() % 2)
+    return emitOpError("order must hold (task, micro-batch) pairs, got ")
+           << order.size() << " integers";
+  int64_t microBatches = stepMicroBatches(*this);
+  for (size_t i = 0; i < order.size(); i += 2) {
+    if (order[i] < 0 || order[i] >= tasks)
+      return emitOpError("order entry ")
+             << i / 2 << " runs task " << order[i] << ", not one of its "
+             << tasks << " sched.task ops";
+    if (order[i + 1] < 0 || order[i + 1] >= microBatches)
+      return emitOpError("order entry ")
+             << i / 2 << " runs micro-batch " << order[i + 1]
+             << ", not one of the step's " << microBatches;
+  }
+  return success();
+}
+
+LogicalResult TaskOp::verify() {
+  auto microBatch = static_cast<int64_t>(getMicroBatch());
+  int64_t microBatches = stepMicroBatches(*this);
+  if (microBatch < 0 || microBatch >= microBatches)
+    return emitOpError("micro_batch ")
+           << microBatch << " is not one of the step's " << microBatches;
+  return verifyBodyOwnsItsState(getBody().front(), "sched.task");
+}
+
+LogicalResult SlotOp::verify() {
+  auto tasks = (*this)->getParentOfType<TasksOp>();
+  Operation *def = getSource().getDefiningOp();
+  if (!def || !tasks || tasks->isAncestor(def))
+    return emitOpError("the source of a slot must be a buffer of the "
+                       "program, defined outside its sched.tasks");
+  if (elementType(getSource()) != elementType(getResult()) ||
+      space(getSource()) != space(getResult()))
+    return emitOpError("slot must keep the element type and memory space");
+  auto slots = static_cast<int64_t>(getSlots());
+  if (slots < 1 || slots > numel(getSource()) / numel(getResult()))
+    return emitOpError() << slots << " slots of " << numel(getResult())
+                         << " elements are not in the " << numel(getSource())
+                         << " elements of the source";
+  return verifyShift(*this, static_cast<int64_t>(getShift()));
+}
+
+LogicalResult SlotEventOp::verify() {
+  if (failed(verifyFamily(*this, static_cast<int64_t>(getFamily()))))
+    return failure();
+  return verifyShift(*this, static_cast<int64_t>(getShift()));
+}
+
+LogicalResult SlotSignalOp::verify() {
+  Operation *def = getEvent().getDefiningOp();
+  if (!def || def->getBlock() != (*this)->getBlock() || isa<SlotEventOp>(def))
+    return emitOpError("names the event of an asynchronous op of its own "
+                       "sched.task");
+  // The second of two names the error.
+  for (Operation *user : getEvent().getUsers())
+    if (user != *this && isa<SlotSignalOp>(user) &&
+        user->isBeforeInBlock(*this))
+      return emitOpError("gives an event a second slot event instance");
+  if (failed(verifyFamily(*this, static_cast<int64_t>(getFamily()))))
+    return failure();
+  return verifyShift(*this, static_cast<int64_t>(getShift()));
 }
 
 /// The program an op is in, for the group sizes of its mesh.

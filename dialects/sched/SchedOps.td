@@ -31,6 +31,9 @@ class Sched_Op<string mnemonic, list<Trait> traits = []>
   // What a schedule file reader checks of the op beyond its ids, lifetimes
   // and events (SchedContract.td).
   list<Sched_FileCheck> fileChecks = [];
+  // Whether the op is an instruction of the schedule file (plan-tblgen's
+  // op table); 0 for the ops the file holds as tables (a task's slots).
+  bit isInstruction = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -120,6 +123,126 @@ def Sched_RepeatOp : Sched_Op<"repeat", [
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "`count` $count attr-dict-with-keyword $body";
   let hasVerifier = 1;
+}
+
+def Sched_TasksOp : Sched_Op<"tasks", [
+    NoTerminator, SingleBlock, HasParent<"ProgramOp">]> {
+  let summary = "Bodies of ops run in the order of a table";
+  let description = [{
+    Holds `sched.task` ops, each a body of ops written for one micro-batch,
+    and runs them in the order of `order`, pairs `(task, micro-batch)`
+    flattened: entry `i` runs task `order[2i]` (its index among the
+    `sched.task` ops) for micro-batch `order[2i + 1]`, every op of the body
+    that names a micro-batch naming that micro-batch plus the run's
+    difference from the body's. A pipeline stage's micro-batch loop: each
+    distinct forward and backward of its chunks once, in the 1F1B order of
+    every micro-batch.
+
+    What one run leaves to a later one lives in slots: a `sched.slot` of a
+    program buffer (a micro-batch's saved activations, a received tensor)
+    and a slot event, an instance of one of the `event_families` families
+    per micro-batch, which `sched.slot_signal` names the event of an
+    asynchronous op and `sched.slot_event` names for a wait. Everything else
+    a body holds is its own, as a `sched.repeat` body's (docs/sched.md, "The
+    micro-batch loop"). The schedule file holds it as the program's tasks
+    and runs (docs/schedule-format.md, "Tasks").
+
+    ```mlir
+    sched.tasks event_families 1 order [0, 0, 0, 1, 1, 0, 1, 1] {
+      sched.task micro_batch 0 { ... }
+      sched.task micro_batch 0 { ... }
+    }
+    ```
+  }];
+  let arguments = (ins I64Attr:$event_families, DenseI64ArrayAttr:$order);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `event_families` $event_families `order` $order attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The tasks, in the order their indices count.
+    ::llvm::SmallVector<TaskOp> getTasks();
+  }];
+}
+
+def Sched_TaskOp : Sched_Op<"task", [
+    NoTerminator, SingleBlock, HasParent<"TasksOp">]> {
+  let summary = "One body of a sched.tasks";
+  let description = [{
+    Ops written for micro-batch `micro_batch`, which the table of the
+    enclosing sched.tasks runs for other micro-batches too. What it
+    allocates it frees and what it issues it waits for, but for the buffers
+    in slots (`sched.slot`) and the events it gives a slot event instance
+    (`sched.slot_signal`); it frees and waits for nothing from outside but
+    its slot events (`sched.slot_event`).
+  }];
+  let arguments = (ins I64Attr:$micro_batch);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "`micro_batch` $micro_batch attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+}
+
+def Sched_SlotOp : Sched_Op<"slot", [Pure, HasParent<"TaskOp">]> {
+  let summary = "The slot of a program buffer a task's run takes";
+  let description = [{
+    In the run of micro-batch `mb`, slot `(mb + shift) mod slots` of
+    `source`, a buffer of the program (outside the sched.tasks): elements
+    `[s * n, (s + 1) * n)` for slot `s` and the result's `n` elements. A
+    micro-batch's tensor that one task writes and a later one reads: the
+    forward's saved activations for the backward, a received activation.
+
+    ```mlir
+    %s = sched.slot %saves[0] slots 3 : memref<3072xf32, #sched.space<device>> to memref<1024xf32, #sched.space<device>>
+    ```
+  }];
+  let arguments = (ins Sched_Buffer:$source, I64Attr:$shift, I64Attr:$slots);
+  let results = (outs Sched_Buffer:$result);
+  let assemblyFormat = [{
+    $source `[` $shift `]` `slots` $slots attr-dict `:` type($source) `to` type($result)
+  }];
+  let hasVerifier = 1;
+  let isInstruction = 0;
+}
+
+def Sched_SlotEventOp : Sched_Op<"slot_event", [Pure, HasParent<"TaskOp">]> {
+  let summary = "The event of a slot event instance";
+  let description = [{
+    In the run of micro-batch `mb`, instance `mb + shift` of slot event
+    family `family` of the enclosing sched.tasks: the event that a
+    `sched.slot_signal` of the same instance in a run before this one
+    names. A task waits for it, or lists it in an asynchronous op's `after`.
+
+    ```mlir
+    %received = sched.slot_event family 0 shift 0
+    sched.wait %received
+    ```
+  }];
+  let arguments = (ins I64Attr:$family, I64Attr:$shift);
+  let results = (outs Sched_EventType:$event);
+  let assemblyFormat = "`family` $family `shift` $shift attr-dict";
+  let hasVerifier = 1;
+  let isInstruction = 0;
+}
+
+def Sched_SlotSignalOp : Sched_Op<"slot_signal", [HasParent<"TaskOp">]> {
+  let summary = "An asynchronous op's event, as a slot event instance";
+  let description = [{
+    In the run of micro-batch `mb`, the asynchronous op that defines `event`
+    (in the same task) signals instance `mb + shift` of slot event family
+    `family`, which a later run waits for through `sched.slot_event`. The
+    task then does not wait for `event` itself.
+
+    ```mlir
+    %sent = sched.send %act to next ... : memref<...>
+    sched.slot_signal %sent family 1 shift 0
+    ```
+  }];
+  let arguments = (ins Sched_EventType:$event, I64Attr:$family,
+                       I64Attr:$shift);
+  let assemblyFormat = "$event `family` $family `shift` $shift attr-dict";
+  let hasVerifier = 1;
+  let isInstruction = 0;
 }
 
 //===----------------------------------------------------------------------===//

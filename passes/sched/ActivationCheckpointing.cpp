@@ -75,6 +75,8 @@ struct SchedActivationCheckpointingPass
           SchedActivationCheckpointingPass> {
   void runOnOperation() override {
     sched::ProgramOp program = getOperation();
+    if (failed(sched::requireUnrolled(program, getArgument())))
+      return signalPassFailure();
     plan::TrainAttr train = program.getTrain();
     if (train.getActivationCheckpointing() != plan::Checkpointing::Full)
       return;

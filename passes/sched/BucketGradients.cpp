@@ -134,6 +134,8 @@ private:
 
 void SchedBucketGradientsPass::runOnOperation() {
   sched::ProgramOp program = getOperation();
+  if (failed(sched::requireUnrolled(program, getArgument())))
+    return signalPassFailure();
   {
     plan::ParallelAttr parallel = program.getParallel();
     if (parallel.getSharding() != plan::Sharding::NoShard)

@@ -134,7 +134,11 @@ private:
 
 struct SchedDequantizeBasePass
     : plan::impl::SchedDequantizeBaseBase<SchedDequantizeBasePass> {
-  void runOnOperation() override { BaseConversion(getOperation()).run(); }
+  void runOnOperation() override {
+    if (failed(sched::requireUnrolled(getOperation(), getArgument())))
+      return signalPassFailure();
+    BaseConversion(getOperation()).run();
+  }
 };
 
 } // namespace

@@ -376,6 +376,8 @@ struct SchedInsertCastsPass
     : plan::impl::SchedInsertCastsBase<SchedInsertCastsPass> {
   void runOnOperation() override {
     sched::ProgramOp program = getOperation();
+    if (failed(sched::requireUnrolled(program, getArgument())))
+      return signalPassFailure();
     if (program.getTrain().getPrecision() == plan::Precision::FP32)
       return;
     if (failed(MixedPrecisionRewrite(program).run()))

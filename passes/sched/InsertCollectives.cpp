@@ -925,6 +925,8 @@ LogicalResult ProgramDistribution::eraseLoweredViews(bool mustBeUnused) {
 struct SchedInsertCollectivesPass
     : plan::impl::SchedInsertCollectivesBase<SchedInsertCollectivesPass> {
   void runOnOperation() override {
+    if (failed(sched::requireUnrolled(getOperation(), getArgument())))
+      return signalPassFailure();
     ProgramDistribution distribution(getOperation());
     if (failed(distribution.analyze()) || failed(distribution.run()))
       return signalPassFailure();

@@ -364,7 +364,8 @@ private:
 struct SchedInsertOffloadCopiesPass
     : plan::impl::SchedInsertOffloadCopiesBase<SchedInsertOffloadCopiesPass> {
   void runOnOperation() override {
-    if (failed(OffloadRewrite(getOperation()).run()))
+    if (failed(sched::requireUnrolled(getOperation(), getArgument())) ||
+        failed(OffloadRewrite(getOperation()).run()))
       return signalPassFailure();
   }
 };

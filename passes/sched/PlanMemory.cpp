@@ -114,7 +114,8 @@ LogicalResult planProgram(ProgramOp program) {
 struct SchedPlanMemoryPass
     : plan::impl::SchedPlanMemoryBase<SchedPlanMemoryPass> {
   void runOnOperation() override {
-    if (failed(planProgram(getOperation())))
+    if (failed(sched::requireUnrolled(getOperation(), getArgument())) ||
+        failed(planProgram(getOperation())))
       signalPassFailure();
   }
 };

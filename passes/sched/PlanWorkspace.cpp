@@ -328,7 +328,8 @@ private:
 struct SchedPlanWorkspacePass
     : plan::impl::SchedPlanWorkspaceBase<SchedPlanWorkspacePass> {
   void runOnOperation() override {
-    if (failed(WorkspaceWalk(getOperation()).run()))
+    if (failed(sched::requireUnrolled(getOperation(), getArgument())) ||
+        failed(WorkspaceWalk(getOperation()).run()))
       return signalPassFailure();
   }
 };

@@ -206,6 +206,8 @@ private:
 
 void SchedPrefetchPass::runOnOperation() {
   sched::ProgramOp program = getOperation();
+  if (failed(sched::requireUnrolled(program, getArgument())))
+    return signalPassFailure();
   plan::ParallelAttr parallel = program.getParallel();
   plan::Sharding sharding = parallel.getSharding();
   // no_shard and zero1 gather nothing before compute: parameters are full.

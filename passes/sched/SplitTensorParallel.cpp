@@ -418,7 +418,8 @@ LogicalResult TensorParallelSplit::run() {
 struct SchedSplitTensorParallelPass
     : plan::impl::SchedSplitTensorParallelBase<SchedSplitTensorParallelPass> {
   void runOnOperation() override {
-    if (failed(TensorParallelSplit(getOperation()).run()))
+    if (failed(sched::requireUnrolled(getOperation(), getArgument())) ||
+        failed(TensorParallelSplit(getOperation()).run()))
       signalPassFailure();
   }
 };

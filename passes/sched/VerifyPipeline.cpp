@@ -363,6 +363,8 @@ struct SchedVerifyPipelinePass
       std::optional<uint64_t> stage = program.getStage();
       if (!stage)
         continue;
+      if (failed(sched::requireUnrolled(program, getArgument())))
+        return signalPassFailure();
       Stage s{static_cast<int64_t>(*stage), {}, 0};
       for (Operation &op : program.getBody().front()) {
         auto wait = dyn_cast<WaitOp>(op);

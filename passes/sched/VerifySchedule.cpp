@@ -525,7 +525,8 @@ private:
 struct SchedVerifySchedulePass
     : plan::impl::SchedVerifyScheduleBase<SchedVerifySchedulePass> {
   void runOnOperation() override {
-    if (failed(ScheduleChecker(getOperation()).check()))
+    if (failed(sched::requireUnrolled(getOperation(), getArgument())) ||
+        failed(ScheduleChecker(getOperation()).check()))
       signalPassFailure();
   }
 };

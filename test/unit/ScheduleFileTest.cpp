@@ -19,6 +19,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -1156,6 +1157,92 @@ TEST(ScheduleSlots, MalformedSlotsAreOneLineErrors) {
                p.tasks[0].buffers[0].type = ElementType::BF16;
              }),
              "differs from its source");
+}
+
+/// The sched dialect's form of forwardBackward(3, 3, order): the lowered
+/// tiny program with S and T allocated at its end, around a sched.tasks of
+/// the two bodies, placed in the arenas as insertAlloc places them.
+mlir::OwningOpRef<mlir::ModuleOp>
+forwardBackwardInIR(mlir::MLIRContext &context,
+                    const std::vector<std::pair<int64_t, int64_t>> &order) {
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      lower(context, {"train.grad_accum=3"});
+  auto program = *module->getOps<sched::ProgramOp>().begin();
+  mlir::OpBuilder b = mlir::OpBuilder::atBlockEnd(&program.getBody().front());
+  mlir::Location loc = b.getUnknownLoc();
+  llvm::StringMap<int64_t> arena;
+  for (mlir::NamedAttribute entry :
+       program->getAttrOfType<mlir::DictionaryAttr>("arena_bytes"))
+    arena[entry.getName()] =
+        mlir::cast<mlir::IntegerAttr>(entry.getValue()).getInt();
+  auto bufferOf = [&](int64_t numel, sched::MemorySpace space) {
+    return sched::getBufferType(&context, numel, b.getF32Type(), space);
+  };
+  auto alloc = [&](const char *name, sched::MemorySpace space) {
+    int64_t &end = arena[sched::stringifyMemorySpace(space)];
+    int64_t offset = (end + 63) / 64 * 64;
+    end = offset + 12 * 4;
+    return sched::AllocOp::create(
+        b, loc, bufferOf(12, space), b.getStringAttr(name),
+        sched::BufferRoleAttr::get(&context, sched::BufferRole::Activations),
+        mlir::UnitAttr(), b.getI64IntegerAttr(offset));
+  };
+  mlir::Value S = alloc("S", sched::MemorySpace::Device);
+  mlir::Value T = alloc("T", sched::MemorySpace::Host);
+  llvm::SmallVector<mlir::NamedAttribute> sizes;
+  for (const auto &entry : arena)
+    sizes.push_back(
+        b.getNamedAttr(entry.getKey(), b.getI64IntegerAttr(entry.getValue())));
+  program->setAttr("arena_bytes", b.getDictionaryAttr(sizes));
+  llvm::SmallVector<int64_t> flat;
+  for (auto [task, mb] : order)
+    flat.append({task, mb});
+  auto tasks = sched::TasksOp::create(b, loc, /*event_families=*/1, flat);
+  mlir::Block &tasksBody = tasks.getBody().emplaceBlock();
+  auto eventType = sched::EventType::get(&context);
+  auto body = [&](auto fill) {
+    b.setInsertionPointToEnd(&tasksBody);
+    auto task = sched::TaskOp::create(b, loc, /*micro_batch=*/0);
+    b.setInsertionPointToEnd(&task.getBody().emplaceBlock());
+    mlir::Value s = sched::SlotOp::create(
+        b, loc, bufferOf(4, sched::MemorySpace::Device), S, 0, 3);
+    mlir::Value t = sched::SlotOp::create(
+        b, loc, bufferOf(4, sched::MemorySpace::Host), T, 0, 3);
+    fill(s, t);
+  };
+  body([&](mlir::Value s, mlir::Value t) {
+    sched::ZeroOp::create(b, loc, s);
+    mlir::Value copied =
+        sched::CopyOp::create(b, loc, eventType, s, t, mlir::ValueRange());
+    sched::SlotSignalOp::create(b, loc, copied, 0, 0);
+  });
+  body([&](mlir::Value s, mlir::Value t) {
+    mlir::Value ready = sched::SlotEventOp::create(b, loc, eventType, 0, 0);
+    sched::WaitOp::create(b, loc, ready);
+    mlir::Value back =
+        sched::CopyOp::create(b, loc, eventType, t, s, mlir::ValueRange());
+    sched::WaitOp::create(b, loc, back);
+  });
+  b.setInsertionPointToEnd(&program.getBody().front());
+  sched::FreeOp::create(b, loc, S);
+  sched::FreeOp::create(b, loc, T);
+  return module;
+}
+
+/// The exporter writes a sched.tasks as the file's tasks, runs and slots:
+/// the same file as the one built in the runtime's structures.
+TEST(ScheduleSlots, ExportedFromTheIR) {
+  for (const auto &order : {gpipe(), oneForwardOneBackward()}) {
+    std::unique_ptr<mlir::MLIRContext> context = newContext();
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        forwardBackwardInIR(*context, order);
+    ASSERT_TRUE(mlir::succeeded(mlir::verify(*module)));
+    mlir::FailureOr<Schedule> exported = plan::exportSchedule(*module);
+    ASSERT_TRUE(mlir::succeeded(exported));
+    EXPECT_EQ(serializeSchedule(*exported),
+              serializeSchedule(forwardBackward(3, 3, order)));
+    EXPECT_EQ(validateError(*exported), "");
+  }
 }
 
 TEST(ScheduleSlots, MalformedJsonIsRejected) {

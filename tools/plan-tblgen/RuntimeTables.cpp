@@ -12,9 +12,11 @@
 //   -gen-runtime-ops-doc docs/generated/schedule-ops.md: the ops' file forms
 //
 // The rules (docs/architecture.md, "Adding a schedule op"):
-//   - every sched op is an instruction except the program (it has a region)
-//     and pure ops (view, shard_view: they only define entries of the file's
-//     buffer table); an op whose result is a buffer (alloc) has that result
+//   - every sched op is an instruction except those with a region (program,
+//     repeat, tasks), pure ops (view, shard_view: they only define entries
+//     of the file's buffer table) and those marked `isInstruction = 0` (a
+//     task's slot signals: the file holds them in its tables); an op whose
+//     result is a buffer (alloc) has that result
 //     as its only field, its attributes being the buffer's;
 //   - arguments and results become fields, in ODS order, under their ODS
 //     names (a C++ member in lowerCamelCase);
@@ -379,7 +381,8 @@ std::vector<RuntimeOp> collectOps(const RecordKeeper &records,
     Operator op(def);
     if (op.getDialectName() != "sched")
       continue;
-    if (op.getNumRegions() > 0 || hasTrait(*def, "Pure"))
+    if (op.getNumRegions() > 0 || hasTrait(*def, "Pure") ||
+        !def->getValueAsBit("isInstruction"))
       continue;
     RuntimeOp r;
     r.def = def;
