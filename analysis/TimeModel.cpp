@@ -284,6 +284,20 @@ private:
   };
   std::vector<CommInterval> commIntervals;
   llvm::DenseMap<Value, Event> events;
+  /// Each slot event instance (family, micro-batch) a run signalled: the
+  /// event as it fired in that run (a later run of the body fires it again).
+  std::map<std::pair<int64_t, int64_t>, Event> slotInstances;
+  /// The instance of a slot event op in the run being played.
+  std::pair<int64_t, int64_t> slotInstance(Operation *op, uint64_t family,
+                                           uint64_t shift) const {
+    auto task = op->getParentOfType<sched::TaskOp>();
+    return {static_cast<int64_t>(family),
+            static_cast<int64_t>(task.getMicroBatch()) + next->iteration() +
+                static_cast<int64_t>(shift)};
+  }
+  /// Plays a sched.slot_signal and a sched.slot_event: what one run hands
+  /// to a later one, no op of the step written out (sched-unroll-tasks).
+  LogicalResult playSlotEvent(Operation &op);
   /// unitForwardFlops of each (unit, part) met so far: every micro-batch
   /// runs the same ones.
   llvm::DenseMap<std::pair<Operation *, int64_t>, UnitFlops> unitFlops;
@@ -489,6 +503,14 @@ LogicalResult StepSimulation::start() {
   plan = program.getPlanOp();
   if (!plan)
     return program.emitError("the time model needs the program's plan.plan");
+  // A stage's transfers fire when the play pairs them, which a slot event's
+  // run may come before: the play does not walk a sched.tasks yet.
+  if (play)
+    for (auto tasks : program.getBody().getOps<sched::TasksOp>())
+      return tasks.emitOpError(
+          "is not for the pipeline's time model yet, which pairs the "
+          "transfers of programs written out (docs/sched.md, \"The "
+          "micro-batch loop\")");
   // A tensor-parallel unit runs in parts, each its share of the FLOPs.
   inParts = plan.getMeshSize(MeshAxis::Tensor) > 1;
   ClusterAttr cluster = plan.getCluster();
@@ -614,10 +636,30 @@ void StepSimulation::transferred(Operation *op, double start, double end,
   lastTransferEnd = std::max(lastTransferEnd, end);
 }
 
+LogicalResult StepSimulation::playSlotEvent(Operation &op) {
+  if (auto signal = dyn_cast<sched::SlotSignalOp>(op)) {
+    auto it = events.find(signal.getEvent());
+    if (it == events.end())
+      return signal.emitError("the time model found no op before it that "
+                              "fires the event it names");
+    slotInstances[slotInstance(signal, signal.getFamily(), signal.getShift())] =
+        it->second;
+    return success();
+  }
+  auto event = cast<sched::SlotEventOp>(op);
+  auto it = slotInstances.find(
+      slotInstance(event, event.getFamily(), event.getShift()));
+  if (it == slotInstances.end())
+    return event.emitError("the time model found no run before it that "
+                           "signals this slot event instance");
+  events[event.getEvent()] = it->second;
+  return success();
+}
+
 LogicalResult StepSimulation::playOp(Operation &op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
       .Case<sched::AllocOp, sched::FreeOp, sched::ViewOp, sched::ShardViewOp,
-            sched::LossOp, sched::UpdateLossScaleOp>(
+            sched::SlotOp, sched::LossOp, sched::UpdateLossScaleOp>(
           [](Operation *) { return success(); })
       .Case([&](sched::WaitOp op) { return wait(op); })
       .Case([&](sched::AllGatherOp op) {
@@ -761,6 +803,11 @@ FailureOr<bool> StepSimulation::advance() {
       if (std::optional<sched::AsyncInfo> async = sched::getAsyncInfo(&op))
         if (llvm::any_of(async->after, [&](Value e) { return pending(e); }))
           return false;
+    }
+    if (isa<sched::SlotSignalOp, sched::SlotEventOp>(op)) {
+      if (failed(playSlotEvent(op)))
+        return failure();
+      continue;
     }
     time.opStart.push_back(now);
     if (failed(playOp(op)))

@@ -143,6 +143,19 @@ def SchedRollMicroBatches
   let dependentDialects = ["::sched::SchedDialect"];
 }
 
+def SchedUnrollTasks : Pass<"sched-unroll-tasks", "::sched::ProgramOp"> {
+  let summary = "A sched.tasks' runs written out, in the order of its table";
+  let description = [{
+    Replaces each sched.tasks of the program by the ops its table runs:
+    each entry's body for its micro-batch, a sched.slot as the sched.view of
+    the slot that micro-batch takes, a sched.slot_event as the event whose
+    sched.slot_signal gave that instance in an earlier run. What the
+    schedule file's reader does with a file's tasks, in the IR. Not in the
+    plan-lower pipeline.
+  }];
+  let dependentDialects = ["::sched::SchedDialect"];
+}
+
 def SchedVerifySchedule : Pass<"sched-verify-schedule", "::sched::ProgramOp"> {
   let summary = "Reject schedules that deadlock, race or touch dead memory";
   let dependentDialects = ["::sched::SchedDialect"];

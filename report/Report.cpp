@@ -140,9 +140,13 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
     usage.peakOp = usage.liveAtOp.size(); // this op's entry, pushed next
     usage.atPeakByRole = live[space];
   };
-  // A sched.repeat's body once per run, as the time model plays it.
+  // A sched.repeat's body once per run and a sched.tasks' bodies in the
+  // order of its table, as the time model plays them; a slot event names
+  // what one run hands a later one and is no op of the step.
   for (sched::StepCursor cursor(program); !cursor.done(); cursor.advance()) {
     Operation &op = *cursor;
+    if (isa<sched::SlotSignalOp, sched::SlotEventOp>(op))
+      continue;
     std::optional<int> freed;
     if (auto alloc = dyn_cast<sched::AllocOp>(op);
         alloc && !alloc.getPersistent()) {
@@ -273,16 +277,6 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module,
   llvm::stable_sort(programs, [](sched::ProgramOp a, sched::ProgramOp b) {
     return a.getStage().value_or(0) < b.getStage().value_or(0);
   });
-  // The time model and the memory timeline walk a sched.repeat's runs, not
-  // yet a sched.tasks' table.
-  for (sched::ProgramOp p : programs) {
-    auto tasks = p.getBody().getOps<sched::TasksOp>();
-    if (!tasks.empty())
-      return (*tasks.begin())
-          .emitOpError("is not for the report yet, which walks a program's "
-                       "ops and sched.repeat runs only (docs/sched.md, \"The "
-                       "micro-batch loop\")");
-  }
 
   ScheduleReport report;
   ModelAttr model = plan.getModel();

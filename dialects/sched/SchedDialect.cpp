@@ -145,6 +145,8 @@ AllocOp sched::getRootAlloc(Value buffer) {
       buffer = view.getSource();
     else if (auto shard = dyn_cast<ShardViewOp>(def))
       buffer = shard.getSource();
+    else if (auto slot = dyn_cast<SlotOp>(def))
+      buffer = slot.getSource();
     else
       return {};
   }
@@ -159,46 +161,69 @@ sched::getTensorParallelRole(plan::UnitKind kind, plan::ModelFamily family) {
 sched::StepCursor::StepCursor(ProgramOp program) {
   Block &body = program.getBody().front();
   at = body.begin();
-  end = body.end();
+  end = outerEnd = body.end();
   enter();
 }
 
 void sched::StepCursor::enter() {
-  while (at != end) {
-    auto repeat = dyn_cast<RepeatOp>(*at);
-    if (!repeat)
+  for (; at != end; ++at) {
+    bodies.clear();
+    bodyMicroBatches.clear();
+    order = {};
+    if (auto repeat = dyn_cast<RepeatOp>(*at)) {
+      bodies.push_back(&repeat.getBody().front());
+      bodyMicroBatches.push_back(0);
+      runs = static_cast<int64_t>(repeat.getCount());
+    } else if (auto tasks = dyn_cast<TasksOp>(*at)) {
+      for (TaskOp task : tasks.getTasks()) {
+        bodies.push_back(&task.getBody().front());
+        bodyMicroBatches.push_back(static_cast<int64_t>(task.getMicroBatch()));
+      }
+      order = tasks.getOrder();
+      runs = static_cast<int64_t>(order.size() / 2);
+    } else {
       return;
-    Block &body = repeat.getBody().front();
-    if (body.empty() || repeat.getCount() == 0) {
-      ++at;
-      continue;
     }
     resume = std::next(at);
-    loop = &body;
-    count = static_cast<int64_t>(repeat.getCount());
-    iteration_ = 0;
-    at = body.begin();
-    end = body.end();
-    return;
+    run = 0;
+    if (startRun()) {
+      inLoop = true;
+      return;
+    }
   }
+}
+
+bool sched::StepCursor::startRun() {
+  for (; run < runs; ++run) {
+    // A repeat runs its body for micro-batches `run` on; a tasks' entry
+    // runs its body for the entry's.
+    size_t body = order.empty() ? 0 : static_cast<size_t>(order[2 * run]);
+    Block *block = bodies[body];
+    if (block->empty())
+      continue;
+    at = block->begin();
+    end = block->end();
+    iteration_ =
+        order.empty() ? run : order[2 * run + 1] - bodyMicroBatches[body];
+    return true;
+  }
+  return false;
 }
 
 void sched::StepCursor::advance() {
   ++at;
-  if (!loop)
+  if (!inLoop)
     return enter();
   if (at != end)
     return;
-  if (++iteration_ < count) {
-    at = loop->begin();
+  ++run;
+  if (startRun())
     return;
-  }
-  // Out of the repeat: on with the program's ops after it.
-  Block *outer = loop->getParentOp()->getBlock();
-  at = resume;
-  end = outer->end();
-  loop = nullptr;
+  // Out of the loop: on with the program's ops after it.
+  inLoop = false;
   iteration_ = 0;
+  at = resume;
+  end = outerEnd;
   enter();
 }
 
@@ -226,8 +251,15 @@ std::string sched::RunNames::operator()(Value buffer, int64_t iteration) {
 }
 
 std::string sched::RunNames::operator()(AllocOp alloc, int64_t iteration) {
+  if (iteration == 0)
+    return alloc.getName().str();
+  if (auto task = dyn_cast<TaskOp>(alloc->getParentOp())) {
+    auto microBatch = static_cast<int64_t>(task.getMicroBatch());
+    return plan::rt::shiftMicroBatchInName(alloc.getName().str(), microBatch,
+                                           microBatch + iteration);
+  }
   auto repeat = dyn_cast<RepeatOp>(alloc->getParentOp());
-  if (!repeat || iteration == 0)
+  if (!repeat)
     return alloc.getName().str();
   auto [it, isNew] = bodyMicroBatch.try_emplace(repeat, 0);
   if (isNew)

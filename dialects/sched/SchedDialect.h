@@ -60,8 +60,8 @@ plan::rt::tp::ExchangeShape getExchangeShape(ProgramOp program);
 /// The memory space of a buffer type.
 MemorySpace getMemorySpace(mlir::MemRefType type);
 
-/// The sched.alloc a buffer comes from, looking through views and shard
-/// views; null when the buffer is not rooted in an alloc.
+/// The sched.alloc a buffer comes from, looking through views, shard views
+/// and slots; null when the buffer is not rooted in an alloc.
 AllocOp getRootAlloc(mlir::Value buffer);
 
 /// How `op` reads in the schedule, short, for reports and diagnostics:
@@ -102,10 +102,11 @@ mlir::LogicalResult requireUnrolled(ProgramOp program, llvm::StringRef who);
 /// the first op with a `micro_batch`, 0 when none has one.
 int64_t getBodyMicroBatch(RepeatOp repeat);
 
-/// Buffer names as each run of a sched.repeat has them: a buffer allocated
-/// in a repeat's body is named for the body's micro-batch (the first run's),
-/// and run `iteration` is that micro-batch plus `iteration`. Remembers each
-/// repeat's micro-batch, so that naming is O(1) after a repeat's first.
+/// Buffer names as each run of a sched.repeat or a sched.task has them: a
+/// buffer allocated in a body is named for the body's micro-batch (a
+/// repeat's first run's, a task's), and a run `iteration` micro-batches on
+/// is that micro-batch plus `iteration`. Remembers each repeat's
+/// micro-batch, so that naming is O(1) after a repeat's first.
 class RunNames {
 public:
   /// The name of the buffer `buffer` is rooted in ("?" when none) in run
@@ -119,8 +120,9 @@ private:
 };
 
 /// A program's ops in the order its step runs them: a sched.repeat's body
-/// `count` times over, every other op once. `iteration()` is the body's
-/// run (0 outside a repeat), which adds to the micro-batch of the op.
+/// `count` times over, a sched.tasks' bodies in the order of its table,
+/// every other op once. `iteration()` is what the run being walked adds to
+/// the micro-batch its body is written for (0 outside a repeat or tasks).
 class StepCursor {
 public:
   explicit StepCursor(ProgramOp program);
@@ -130,13 +132,22 @@ public:
   void advance();
 
 private:
-  /// Steps into a sched.repeat at `at` (an empty one is skipped).
+  /// Steps into a sched.repeat or sched.tasks at `at` (one without a run
+  /// of a non-empty body is skipped).
   void enter();
+  /// Moves to the first op of run `run` or the first non-empty run after
+  /// it; false when there is none.
+  bool startRun();
   mlir::Block::iterator at, end;
-  /// The program's op after the repeat being run, its count, and the body.
-  mlir::Block::iterator resume;
-  mlir::Block *loop = nullptr;
-  int64_t count = 0, iteration_ = 0;
+  /// The program's op after the loop being run, and the program's end.
+  mlir::Block::iterator resume, outerEnd;
+  /// The loop being run: a repeat's one body, or a tasks' bodies with the
+  /// micro-batch each is written for and the table of (body, micro-batch).
+  bool inLoop = false;
+  llvm::SmallVector<mlir::Block *, 4> bodies;
+  llvm::SmallVector<int64_t, 4> bodyMicroBatches;
+  llvm::ArrayRef<int64_t> order;
+  int64_t runs = 0, run = 0, iteration_ = 0;
 };
 
 } // namespace sched

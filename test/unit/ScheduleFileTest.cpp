@@ -15,6 +15,7 @@
 #include "export/ExportSchedule.h"
 #include "frontend/Frontend.h"
 #include "passes/Passes.h"
+#include "report/Report.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -1242,6 +1243,85 @@ TEST(ScheduleSlots, ExportedFromTheIR) {
     EXPECT_EQ(serializeSchedule(*exported),
               serializeSchedule(forwardBackward(3, 3, order)));
     EXPECT_EQ(validateError(*exported), "");
+  }
+}
+
+/// What planc --report=json and --trace say of `module`: one string, so
+/// that two forms of one step compare whole.
+std::string reportOf(mlir::ModuleOp module) {
+  mlir::FailureOr<plan::ScheduleReport> report =
+      plan::analyzeSchedule(module, {/*time=*/true, /*timeline=*/true});
+  if (mlir::failed(report))
+    return "no report";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << plan::reportToJson(*report) << "\n";
+  plan::writeChromeTrace(*report, os);
+  return text;
+}
+
+/// Runs sched-unroll-tasks on every program of `module`.
+void unrollTasks(mlir::ModuleOp module) {
+  mlir::PassManager pm(module.getContext());
+  pm.nest<sched::ProgramOp>().addPass(plan::createSchedUnrollTasks());
+  ASSERT_TRUE(mlir::succeeded(pm.run(module)));
+}
+
+/// sched-unroll-tasks writes out in the IR what the reader writes out of
+/// the file: the same program, id for id.
+TEST(ScheduleSlots, UnrolledInTheIRAsTheReaderExpandsTheFile) {
+  for (const auto &order : {gpipe(), oneForwardOneBackward()}) {
+    std::unique_ptr<mlir::MLIRContext> context = newContext();
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        forwardBackwardInIR(*context, order);
+    mlir::FailureOr<Schedule> withTasks = plan::exportSchedule(*module);
+    ASSERT_TRUE(mlir::succeeded(withTasks));
+    ValidSchedule expanded = validateSchedule(*withTasks, "t.sched");
+    // The report walks the table as the reader expands it: the same
+    // memory, traffic and timeline as the step written out.
+    std::string withTasksReport = reportOf(*module);
+    EXPECT_NE(withTasksReport, "no report");
+    unrollTasks(*module);
+    EXPECT_EQ(reportOf(*module), withTasksReport);
+    sched::ProgramOp program = *module->getOps<sched::ProgramOp>().begin();
+    EXPECT_TRUE(program.getBody().getOps<sched::TasksOp>().empty());
+    mlir::FailureOr<Schedule> unrolled = plan::exportSchedule(*module);
+    ASSERT_TRUE(mlir::succeeded(unrolled));
+    EXPECT_EQ(serializeSchedule(*unrolled), serializeSchedule(expanded.get()));
+  }
+}
+
+/// Gradient accumulation's sched.repeat is a sched.tasks of one body run
+/// for its micro-batches: the same file, and written out (micro-batches
+/// and names counted on) the unrolled lowering.
+TEST(ScheduleTasks, ARepeatAsTasks) {
+  for (const char *accum : {"train.grad_accum=6", "train.grad_accum=8"}) {
+    std::unique_ptr<mlir::MLIRContext> context = newContext();
+    mlir::OwningOpRef<mlir::ModuleOp> module = lower(*context, {accum});
+    std::string repeatFile = serializeSchedule(*plan::exportSchedule(*module));
+    std::string repeatReport = reportOf(*module);
+    EXPECT_NE(repeatReport, "no report");
+    auto program = *module->getOps<sched::ProgramOp>().begin();
+    auto repeat = *program.getBody().getOps<sched::RepeatOp>().begin();
+    mlir::OpBuilder b(repeat);
+    int64_t first = sched::getBodyMicroBatch(repeat);
+    llvm::SmallVector<int64_t> order;
+    for (int64_t run = 0; run < int64_t(repeat.getCount()); ++run)
+      order.append({0, first + run});
+    auto tasks = sched::TasksOp::create(b, repeat.getLoc(), 0, order);
+    b.setInsertionPointToEnd(&tasks.getBody().emplaceBlock());
+    auto task = sched::TaskOp::create(b, repeat.getLoc(), first);
+    task.getBody().takeBody(repeat.getBody());
+    repeat.erase();
+    ASSERT_TRUE(mlir::succeeded(mlir::verify(*module)));
+    EXPECT_EQ(serializeSchedule(*plan::exportSchedule(*module)), repeatFile)
+        << accum;
+    EXPECT_EQ(reportOf(*module), repeatReport) << accum;
+    unrollTasks(*module);
+    EXPECT_EQ(reportOf(*module), repeatReport) << accum;
+    EXPECT_EQ(serializeSchedule(*plan::exportSchedule(*module)),
+              serializeSchedule(compile({accum}, /*roll=*/false)))
+        << accum;
   }
 }
 

@@ -1,0 +1,107 @@
+//===- UnrollTasks.cpp - A sched.tasks' runs written out -----------------===//
+//
+// sched-unroll-tasks: replaces each sched.tasks of a program by the ops its
+// table runs, entry by entry: the entry's body cloned for its micro-batch
+// (every `micro_batch` counted on by the entry's difference from the body's,
+// every alloc's `.mbN` name likewise), a sched.slot as the sched.view of the
+// slot the micro-batch takes, a sched.slot_event as the event of the
+// asynchronous op whose sched.slot_signal gave that instance in an earlier
+// run, and the slot signals gone. It is the IR form of what the schedule
+// file's reader does with a file's tasks (runtime/format/ScheduleTasks.cpp):
+// what does not walk a table yet can run on the step written out, and a test
+// can compare the two. docs/sched.md ("The micro-batch loop").
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "runtime/format/Schedule.h"
+
+#include "mlir/IR/IRMapping.h"
+
+#include <map>
+
+namespace plan {
+#define GEN_PASS_DEF_SCHEDUNROLLTASKS
+#include "passes/Passes.h.inc"
+} // namespace plan
+
+using namespace mlir;
+
+namespace {
+
+/// `a mod b` in [0, b) for b > 0.
+int64_t floorMod(int64_t a, int64_t b) { return ((a % b) + b) % b; }
+
+LogicalResult unroll(sched::TasksOp tasks) {
+  SmallVector<sched::TaskOp> bodies = tasks.getTasks();
+  OpBuilder builder(tasks);
+  // The event each slot event instance (family, micro-batch) got.
+  std::map<std::pair<int64_t, int64_t>, Value> signalled;
+  ArrayRef<int64_t> order = tasks.getOrder();
+  for (size_t entry = 0; entry + 1 < order.size(); entry += 2) {
+    sched::TaskOp task = bodies[static_cast<size_t>(order[entry])];
+    int64_t mb = order[entry + 1];
+    auto written = static_cast<int64_t>(task.getMicroBatch());
+    IRMapping map;
+    for (Operation &op : task.getBody().front()) {
+      if (auto slot = dyn_cast<sched::SlotOp>(op)) {
+        int64_t at = floorMod(mb + static_cast<int64_t>(slot.getShift()),
+                              static_cast<int64_t>(slot.getSlots()));
+        Value view =
+            sched::ViewOp::create(builder, slot.getLoc(), slot.getType(),
+                                  map.lookupOrDefault(slot.getSource()),
+                                  at * slot.getType().getNumElements());
+        map.map(slot.getResult(), view);
+        continue;
+      }
+      if (auto event = dyn_cast<sched::SlotEventOp>(op)) {
+        auto family = static_cast<int64_t>(event.getFamily());
+        int64_t instance = mb + static_cast<int64_t>(event.getShift());
+        auto it = signalled.find({family, instance});
+        if (it == signalled.end())
+          return event.emitOpError("in the run of micro-batch ")
+                 << mb << " names instance " << instance << " of family "
+                 << family << ", which no run before it signals";
+        map.map(event.getEvent(), it->second);
+        continue;
+      }
+      if (auto signal = dyn_cast<sched::SlotSignalOp>(op)) {
+        auto family = static_cast<int64_t>(signal.getFamily());
+        int64_t instance = mb + static_cast<int64_t>(signal.getShift());
+        if (!signalled
+                 .try_emplace({family, instance}, map.lookup(signal.getEvent()))
+                 .second)
+          return signal.emitOpError("in the run of micro-batch ")
+                 << mb << " signals instance " << instance << " of family "
+                 << family << ", which a run before it signalled";
+        continue;
+      }
+      Operation *copy = builder.clone(op, map);
+      if (mb == written)
+        continue;
+      if (auto attr = copy->getAttrOfType<IntegerAttr>("micro_batch"))
+        copy->setAttr(
+            "micro_batch",
+            IntegerAttr::get(attr.getType(), attr.getInt() + mb - written));
+      if (auto alloc = dyn_cast<sched::AllocOp>(copy))
+        alloc.setName(
+            plan::rt::shiftMicroBatchInName(alloc.getName(), written, mb));
+    }
+  }
+  tasks.erase();
+  return success();
+}
+
+struct SchedUnrollTasksPass
+    : plan::impl::SchedUnrollTasksBase<SchedUnrollTasksPass> {
+  void runOnOperation() override {
+    SmallVector<sched::TasksOp> all(
+        getOperation().getBody().getOps<sched::TasksOp>());
+    for (sched::TasksOp tasks : all)
+      if (failed(unroll(tasks)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
