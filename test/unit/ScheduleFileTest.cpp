@@ -860,13 +860,20 @@ TEST(ScheduleTasks, MalformedTablesAreOneLineErrors) {
              "expands the program past 67108864 ops, buffers or events");
 }
 
+/// Edits the JSON body of `file` (the tiny schedule's by default) and
+/// returns the reader's error.
+std::string errorAfterEdit(const std::function<void(Json &)> &edit,
+                           const std::string &file = "") {
+  Json body = bodyOf(file.empty() ? serializeSchedule(tiny()) : file);
+  edit(body);
+  return parseError(wrap(body.dump()));
+}
+
 TEST(ScheduleTasks, MalformedJsonIsRejected) {
   static const std::string file = serializeSchedule(
       validateSchedule(compile({"train.grad_accum=8"}), "x").file());
   auto errorAfterEditOf = [](const std::function<void(Json &)> &edit) {
-    Json body = bodyOf(file);
-    edit(body);
-    return parseError(wrap(body.dump()));
+    return errorAfterEdit(edit, file);
   };
   EXPECT_EQ(errorAfterEditOf([](Json &) {}), "");
   EXPECT_HAS(errorAfterEditOf([](Json &j) { j.erase("tasks"); }),
@@ -1329,9 +1336,7 @@ TEST(ScheduleSlots, MalformedJsonIsRejected) {
   static const std::string file = serializeSchedule(
       validateSchedule(forwardBackward(3, 3, gpipe()), "x").file());
   auto errorAfterEditOf = [](const std::function<void(Json &)> &edit) {
-    Json body = bodyOf(file);
-    edit(body);
-    return parseError(wrap(body.dump()));
+    return errorAfterEdit(edit, file);
   };
   EXPECT_EQ(errorAfterEditOf([](Json &) {}), "");
   EXPECT_HAS(errorAfterEditOf([](Json &j) { j.erase("slot_event_families"); }),
@@ -1418,13 +1423,6 @@ TEST(ScheduleFile, BadJson) {
              "t.sched: nested deeper than 16 levels");
   std::string body = bodyOf(serializeSchedule(tiny())).dump();
   EXPECT_HAS(parseError(wrap(body + " {}")), "not valid JSON");
-}
-
-/// Edits the tiny schedule's JSON body and returns the reader's error.
-std::string errorAfterEdit(const std::function<void(Json &)> &edit) {
-  Json body = bodyOf(serializeSchedule(tiny()));
-  edit(body);
-  return parseError(wrap(body.dump()));
 }
 
 TEST(ScheduleFile, MissingFieldsAndWrongTypes) {
