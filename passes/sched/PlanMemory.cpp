@@ -9,11 +9,13 @@
 // buffer lives over the whole program, a transient one from its sched.alloc
 // to its sched.free (sched-verify-schedule guarantees that every use,
 // including an asynchronous op's, completed before the free). Views do not
-// allocate. The placement itself is packArena (ArenaPacking.h): first fit by
-// decreasing size, persistent buffers first, which leaves them contiguous at
-// the bottom of each arena. Every offset is a multiple of 256 bytes, what
-// CUDA's allocator guarantees, so kernels see the alignment they would get
-// from cudaMalloc.
+// allocate. A sched.repeat's or sched.tasks' bodies, which run one at a
+// time and keep their own buffers within a run, share one frame per space,
+// live at the loop's point. The placement itself is packArena (ArenaPacking.h):
+// first fit by decreasing size, persistent buffers first, which leaves them
+// contiguous at the bottom of each arena. Every offset is a multiple of 256
+// bytes, what CUDA's allocator guarantees, so kernels see the alignment they
+// would get from cudaMalloc.
 //
 // Existing offsets are ignored and recomputed, so rerunning the pass gives
 // the same result.
@@ -47,17 +49,18 @@ struct SpaceBuffers {
   std::vector<plan::ArenaInterval> intervals;
 };
 
-LogicalResult planProgram(ProgramOp program) {
-  Block &body = program.getBody().front();
-  // Program points: the index of each top-level op. Persistent buffers span
-  // one point past the last op, so no transient one covers the same range.
-  int64_t end = static_cast<int64_t>(body.getOperations().size());
-
-  // Keyed by the space's enum value, so arenas come out in a fixed order.
+/// The buffers `block`'s allocs define and their lifetimes, per memory space
+/// (keyed by the space's enum value, so arenas come out in a fixed order):
+/// program points are the indices of the block's ops; an allocation lives
+/// from its alloc to its free, a persistent one over the whole block.
+FailureOr<std::map<uint32_t, SpaceBuffers>> collectBuffers(Block &block) {
+  // Persistent buffers span one point past the last op, so no transient one
+  // covers the same range.
+  int64_t end = static_cast<int64_t>(block.getOperations().size());
   std::map<uint32_t, SpaceBuffers> spaces;
   llvm::DenseMap<Operation *, std::pair<uint32_t, size_t>> slotOf;
   int64_t point = 0;
-  for (Operation &op : body) {
+  for (Operation &op : block) {
     if (auto alloc = dyn_cast<AllocOp>(op)) {
       MemRefType type = alloc.getType();
       auto space = cast<MemorySpaceAttr>(type.getMemorySpace());
@@ -86,15 +89,78 @@ LogicalResult planProgram(ProgramOp program) {
     }
     ++point;
   }
+  return spaces;
+}
+
+/// The bodies of a sched.repeat or a sched.tasks (none for another op).
+SmallVector<Block *> bodiesOf(Operation &op) {
+  SmallVector<Block *> bodies;
+  if (auto repeat = dyn_cast<RepeatOp>(op))
+    bodies.push_back(&repeat.getBody().front());
+  if (auto tasks = dyn_cast<TasksOp>(op))
+    for (TaskOp task : tasks.getTasks())
+      bodies.push_back(&task.getBody().front());
+  return bodies;
+}
+
+LogicalResult planProgram(ProgramOp program) {
+  Block &body = program.getBody().front();
+  FailureOr<std::map<uint32_t, SpaceBuffers>> spaces = collectBuffers(body);
+  if (failed(spaces))
+    return failure();
+
+  // A body that runs more than once (a sched.repeat's, a sched.task's) holds
+  // its own buffers within each run, and its runs come one at a time: each
+  // body is packed on its own, and all of a loop's bodies in one frame per
+  // space, a buffer of the program live at the loop's point only, whose
+  // offset places theirs. What crosses runs is the program's (slots).
+  struct Frame {
+    uint32_t space;
+    size_t interval; // the frame's, among its space's
+    SmallVector<std::pair<AllocOp, uint64_t>> placed;
+  };
+  SmallVector<Frame> frames;
+  int64_t point = 0;
+  for (Operation &op : body) {
+    std::map<uint32_t, Frame> here;
+    std::map<uint32_t, uint64_t> sizes;
+    for (Block *inner : bodiesOf(op)) {
+      FailureOr<std::map<uint32_t, SpaceBuffers>> local =
+          collectBuffers(*inner);
+      if (failed(local))
+        return failure();
+      for (auto &[key, buffers] : *local) {
+        plan::ArenaLayout layout = plan::packArena(buffers.intervals);
+        sizes[key] = std::max(sizes[key], layout.size);
+        Frame &frame = here[key];
+        for (auto [alloc, offset] :
+             llvm::zip_equal(buffers.allocs, layout.offsets))
+          frame.placed.push_back({alloc, offset});
+      }
+    }
+    for (auto &[key, frame] : here) {
+      SpaceBuffers &buffers = (*spaces)[key];
+      frame.space = key;
+      frame.interval = buffers.intervals.size();
+      buffers.allocs.push_back(AllocOp());
+      buffers.intervals.push_back({sizes[key], kArenaAlignment, point, point});
+      frames.push_back(std::move(frame));
+    }
+    ++point;
+  }
 
   Builder builder(program.getContext());
   SmallVector<NamedAttribute> arenaBytes, persistentBytes;
-  for (auto &[key, buffers] : spaces) {
-    plan::ArenaLayout layout = plan::packArena(buffers.intervals);
+  std::map<uint32_t, plan::ArenaLayout> layouts;
+  for (auto &[key, buffers] : *spaces) {
+    plan::ArenaLayout &layout = layouts[key] =
+        plan::packArena(buffers.intervals);
     // Persistent buffers are placed first, so they fill [0, persistent).
     uint64_t persistent = 0;
     for (auto [alloc, offset, interval] :
          llvm::zip_equal(buffers.allocs, layout.offsets, buffers.intervals)) {
+      if (!alloc)
+        continue; // a frame
       alloc.setOffset(static_cast<int64_t>(offset));
       if (alloc.getPersistent())
         persistent = std::max(persistent, offset + interval.size);
@@ -105,6 +171,11 @@ LogicalResult planProgram(ProgramOp program) {
     persistentBytes.push_back(builder.getNamedAttr(
         name, builder.getI64IntegerAttr(static_cast<int64_t>(persistent))));
   }
+  for (const Frame &frame : frames) {
+    uint64_t base = layouts[frame.space].offsets[frame.interval];
+    for (auto [alloc, offset] : frame.placed)
+      alloc.setOffset(static_cast<int64_t>(base + offset));
+  }
   program->setAttr("arena_bytes", builder.getDictionaryAttr(arenaBytes));
   program->setAttr("persistent_bytes",
                    builder.getDictionaryAttr(persistentBytes));
@@ -114,8 +185,7 @@ LogicalResult planProgram(ProgramOp program) {
 struct SchedPlanMemoryPass
     : plan::impl::SchedPlanMemoryBase<SchedPlanMemoryPass> {
   void runOnOperation() override {
-    if (failed(sched::requireUnrolled(getOperation(), getArgument())) ||
-        failed(planProgram(getOperation())))
+    if (failed(planProgram(getOperation())))
       signalPassFailure();
   }
 };

@@ -1324,6 +1324,15 @@ TEST(ScheduleTasks, ARepeatAsTasks) {
     EXPECT_EQ(serializeSchedule(*plan::exportSchedule(*module)), repeatFile)
         << accum;
     EXPECT_EQ(reportOf(*module), repeatReport) << accum;
+    // sched-plan-memory places the body's buffers in a frame of their own:
+    // the file's reader finds no two live buffers overlapping.
+    mlir::OwningOpRef<mlir::ModuleOp> replanned = module->clone();
+    mlir::PassManager pm(context.get());
+    pm.nest<sched::ProgramOp>().addPass(plan::createSchedPlanMemory());
+    ASSERT_TRUE(mlir::succeeded(pm.run(*replanned)));
+    mlir::FailureOr<Schedule> framed = plan::exportSchedule(*replanned);
+    ASSERT_TRUE(mlir::succeeded(framed));
+    EXPECT_EQ(validateError(*framed), "") << accum;
     unrollTasks(*module);
     EXPECT_EQ(reportOf(*module), repeatReport) << accum;
     EXPECT_EQ(serializeSchedule(*plan::exportSchedule(*module)),
