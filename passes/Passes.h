@@ -24,6 +24,12 @@ namespace plan {
 void buildPlanLowerPipeline(mlir::OpPassManager &pm,
                             bool rollMicroBatches = true);
 
+/// Replaces `tasks` by the ops its table runs, entry by entry (what
+/// sched-unroll-tasks does to each of a program's). Fails, with an error at
+/// the op, on a slot event no earlier run signalled, an instance signalled
+/// twice, or a slot used for a micro-batch after another took it.
+mlir::LogicalResult unrollTasks(sched::TasksOp tasks);
+
 /// Registers every pass and the `plan-lower` pipeline with the command line.
 void registerPlanCompilerPasses();
 

@@ -20,6 +20,7 @@
 #include "mlir/IR/IRMapping.h"
 
 #include <map>
+#include <set>
 
 namespace plan {
 #define GEN_PASS_DEF_SCHEDUNROLLTASKS
@@ -28,31 +29,43 @@ namespace plan {
 
 using namespace mlir;
 
-namespace {
-
-/// `a mod b` in [0, b) for b > 0.
-int64_t floorMod(int64_t a, int64_t b) { return ((a % b) + b) % b; }
-
-LogicalResult unroll(sched::TasksOp tasks) {
+LogicalResult plan::unrollTasks(sched::TasksOp tasks) {
   SmallVector<sched::TaskOp> bodies = tasks.getTasks();
   OpBuilder builder(tasks);
   // The event each slot event instance (family, micro-batch) got.
   std::map<std::pair<int64_t, int64_t>, Value> signalled;
+  // A slot holds one micro-batch at a time: per (source, slot), the
+  // micro-batch it holds and those it held before.
+  struct Occupancy {
+    int64_t holds;
+    std::set<int64_t> held;
+  };
+  std::map<std::pair<Operation *, int64_t>, Occupancy> occupancy;
   ArrayRef<int64_t> order = tasks.getOrder();
   for (size_t entry = 0; entry + 1 < order.size(); entry += 2) {
     sched::TaskOp task = bodies[static_cast<size_t>(order[entry])];
     int64_t mb = order[entry + 1];
     auto written = static_cast<int64_t>(task.getMicroBatch());
     IRMapping map;
+    // The run's buffers that lie in a slot: its source's alloc, the slot,
+    // the micro-batch it holds.
+    struct InSlot {
+      sched::AllocOp source;
+      int64_t slot, mb;
+    };
+    llvm::DenseMap<Value, InSlot> inSlot;
     for (Operation &op : task.getBody().front()) {
       if (auto slot = dyn_cast<sched::SlotOp>(op)) {
-        int64_t at = floorMod(mb + static_cast<int64_t>(slot.getShift()),
-                              static_cast<int64_t>(slot.getSlots()));
+        int64_t at = plan::rt::slotIndex(mb,
+                                         static_cast<int64_t>(slot.getShift()),
+                                         static_cast<int64_t>(slot.getSlots()));
         Value view =
             sched::ViewOp::create(builder, slot.getLoc(), slot.getType(),
                                   map.lookupOrDefault(slot.getSource()),
                                   at * slot.getType().getNumElements());
         map.map(slot.getResult(), view);
+        inSlot[view] = {sched::getRootAlloc(slot.getSource()), at,
+                        mb + static_cast<int64_t>(slot.getShift())};
         continue;
       }
       if (auto event = dyn_cast<sched::SlotEventOp>(op)) {
@@ -78,6 +91,33 @@ LogicalResult unroll(sched::TasksOp tasks) {
         continue;
       }
       Operation *copy = builder.clone(op, map);
+      if (isa<sched::ViewOp, sched::ShardViewOp>(copy)) {
+        // A view of a slot lies in it.
+        auto it = inSlot.find(copy->getOperand(0));
+        if (it != inSlot.end())
+          inSlot[copy->getResult(0)] = it->second;
+      } else {
+        for (Value operand : copy->getOperands()) {
+          auto it = inSlot.find(operand);
+          if (it == inSlot.end() || !it->second.source)
+            continue;
+          InSlot use = it->second;
+          auto [at, first] = occupancy.try_emplace(
+              {use.source.getOperation(), use.slot}, Occupancy{use.mb, {}});
+          Occupancy &slot = at->second;
+          if (first || slot.holds == use.mb)
+            continue;
+          if (slot.held.count(use.mb))
+            return op.emitOpError("in the run of micro-batch ")
+                   << mb << " uses slot " << use.slot << " of '"
+                   << use.source.getName() << "' for micro-batch " << use.mb
+                   << " after micro-batch " << slot.holds
+                   << " took it: its slots are fewer than the micro-batches "
+                      "in flight";
+          slot.held.insert(slot.holds);
+          slot.holds = use.mb;
+        }
+      }
       if (mb == written)
         continue;
       if (auto attr = copy->getAttrOfType<IntegerAttr>("micro_batch"))
@@ -93,13 +133,15 @@ LogicalResult unroll(sched::TasksOp tasks) {
   return success();
 }
 
+namespace {
+
 struct SchedUnrollTasksPass
     : plan::impl::SchedUnrollTasksBase<SchedUnrollTasksPass> {
   void runOnOperation() override {
     SmallVector<sched::TasksOp> all(
         getOperation().getBody().getOps<sched::TasksOp>());
     for (sched::TasksOp tasks : all)
-      if (failed(unroll(tasks)))
+      if (failed(plan::unrollTasks(tasks)))
         return signalPassFailure();
   }
 };

@@ -367,6 +367,13 @@ struct TaskRuns {
 std::string shiftMicroBatchInName(std::string_view name, int64_t from,
                                   int64_t to);
 
+/// The slot of `slots` that a task's slot buffer of shift `shift` takes in
+/// the run of micro-batch `microBatch`: `(microBatch + shift) mod slots`,
+/// the non-negative remainder (`slots` >= 1).
+inline int64_t slotIndex(int64_t microBatch, int64_t shift, int64_t slots) {
+  return ((microBatch + shift) % slots + slots) % slots;
+}
+
 /// One pipeline stage's program (the whole step's without a pipeline): its
 /// buffers, its ops in order, and their planned memory. As a file holds it,
 /// it may have tasks (`tasks`, `runs`); the executor runs only an expanded

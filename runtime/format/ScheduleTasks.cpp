@@ -72,9 +72,6 @@ private:
   Program out;
 };
 
-/// `a mod b` in [0, b) for b > 0.
-int64_t floorMod(int64_t a, int64_t b) { return ((a % b) + b) % b; }
-
 /// Whether a shift of `shift` micro-batches stays within the step's.
 bool shiftInRange(int64_t shift, int64_t microBatches) {
   return shift >= -microBatches && shift <= microBatches;
@@ -300,7 +297,7 @@ void TaskExpander::expandRun(size_t table, size_t entry) {
       copy.name = shiftMicroBatchInName(copy.name, task.microBatch, mb);
       break;
     case Buffer::Kind::Slot: {
-      int64_t slot = floorMod(mb + copy.shift, copy.slots);
+      int64_t slot = slotIndex(mb, copy.shift, copy.slots);
       inSlot[i] = {copy.source, slot, mb + copy.shift};
       anySlot = true;
       copy.kind = Buffer::Kind::View;
