@@ -12,6 +12,7 @@
 
 #include "analysis/PipelineModel.h"
 #include "dialects/sched/SchedOpTable.h"
+#include "passes/Passes.h"
 
 #include "Format.h"
 
@@ -261,6 +262,24 @@ void analyzeComm(sched::ProgramOp program, CommReport &comm) {
 FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module,
                                                 AnalysisOptions options) {
   SmallVector<sched::ProgramOp> programs(module.getOps<sched::ProgramOp>());
+  // A pipeline's play pairs the stages' transfers as it goes and does not
+  // walk a table: stages with a sched.tasks are played written out (a copy
+  // of the module, every table unrolled). One program walks its table.
+  OwningOpRef<ModuleOp> writtenOut;
+  if (programs.size() > 1 &&
+      llvm::any_of(programs, [](sched::ProgramOp program) {
+        return !program.getBody().getOps<sched::TasksOp>().empty();
+      })) {
+    writtenOut = module.clone();
+    for (sched::ProgramOp program : writtenOut->getOps<sched::ProgramOp>()) {
+      SmallVector<sched::TasksOp> loops(
+          program.getBody().getOps<sched::TasksOp>());
+      for (sched::TasksOp tasks : loops)
+        if (failed(unrollTasks(tasks)))
+          return failure();
+    }
+    return analyzeSchedule(*writtenOut, options);
+  }
   if (programs.empty())
     return module.emitError("the report needs a sched.program (run the "
                             "plan-lower pipeline first)");

@@ -358,6 +358,23 @@ struct SchedVerifyPipelinePass
     : plan::impl::SchedVerifyPipelineBase<SchedVerifyPipelinePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // The play pairs each stage's transfers in the order the stage runs
+    // them: stages with a sched.tasks are played written out, a copy of the
+    // module with every table unrolled (plan::unrollTasks), whose ops keep
+    // their locations for the errors.
+    OwningOpRef<ModuleOp> writtenOut;
+    if (llvm::any_of(module.getOps<ProgramOp>(), [](ProgramOp program) {
+          return !program.getBody().getOps<TasksOp>().empty();
+        })) {
+      writtenOut = module.clone();
+      for (ProgramOp program : writtenOut->getOps<ProgramOp>()) {
+        SmallVector<TasksOp> loops(program.getBody().getOps<TasksOp>());
+        for (TasksOp tasks : loops)
+          if (failed(plan::unrollTasks(tasks)))
+            return signalPassFailure();
+      }
+      module = *writtenOut;
+    }
     llvm::StringMap<SmallVector<Stage>> byPlan;
     for (ProgramOp program : module.getOps<ProgramOp>()) {
       std::optional<uint64_t> stage = program.getStage();

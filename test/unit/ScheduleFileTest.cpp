@@ -1341,6 +1341,56 @@ TEST(ScheduleTasks, ARepeatAsTasks) {
   }
 }
 
+/// Moves all of `program`'s ops after its leading persistent allocations
+/// into one sched.task, run once for micro-batch 0: the same step, as a
+/// table of one entry.
+void wrapInOneTask(sched::ProgramOp program) {
+  mlir::Block &body = program.getBody().front();
+  auto first = llvm::find_if(body, [](mlir::Operation &op) {
+    auto alloc = mlir::dyn_cast<sched::AllocOp>(op);
+    return !alloc || !alloc.getPersistent();
+  });
+  mlir::OpBuilder b(&*first);
+  auto tasks = sched::TasksOp::create(b, program.getLoc(), 0,
+                                      llvm::ArrayRef<int64_t>{0, 0});
+  b.setInsertionPointToEnd(&tasks.getBody().emplaceBlock());
+  auto task = sched::TaskOp::create(b, program.getLoc(), 0);
+  mlir::Block &inner = task.getBody().emplaceBlock();
+  inner.getOperations().splice(inner.end(), body.getOperations(),
+                               std::next(mlir::Block::iterator(tasks)),
+                               body.end());
+}
+
+/// A pipeline's stages with a sched.tasks: sched-verify-pipeline plays them
+/// written out, the report too (its file and numbers those of the stages
+/// without one), and the file's reader expands them into the same programs.
+TEST(ScheduleTasks, APipelinesStagesAsTasks) {
+  for (const char *schedule :
+       {"parallel.schedule=1f1b", "parallel.schedule=gpipe"}) {
+    std::vector<std::string> sets = {"parallel.pipeline=2", schedule,
+                                     "train.grad_accum=4"};
+    std::unique_ptr<mlir::MLIRContext> context = newContext();
+    mlir::OwningOpRef<mlir::ModuleOp> module = lower(*context, sets);
+    std::string file = serializeSchedule(*plan::exportSchedule(*module));
+    std::string report = reportOf(*module);
+    EXPECT_NE(report, "no report");
+    for (sched::ProgramOp program : module->getOps<sched::ProgramOp>())
+      wrapInOneTask(program);
+    ASSERT_TRUE(mlir::succeeded(mlir::verify(*module))) << schedule;
+    mlir::PassManager pm(context.get());
+    pm.addPass(plan::createSchedVerifyPipeline());
+    EXPECT_TRUE(mlir::succeeded(pm.run(*module))) << schedule;
+    EXPECT_EQ(reportOf(*module), report) << schedule;
+    mlir::FailureOr<Schedule> withTasks = plan::exportSchedule(*module);
+    ASSERT_TRUE(mlir::succeeded(withTasks));
+    EXPECT_EQ(withTasks->programs.size(), 2u);
+    EXPECT_EQ(withTasks->programs[1].tasks.size(), 1u);
+    EXPECT_EQ(serializeSchedule(validateSchedule(*withTasks, "t.sched").get()),
+              file)
+        << schedule;
+  }
+}
+
 TEST(ScheduleSlots, MalformedJsonIsRejected) {
   static const std::string file = serializeSchedule(
       validateSchedule(forwardBackward(3, 3, gpipe()), "x").file());
