@@ -5,7 +5,8 @@
 // intermediates and gradients before they land in the arena
 // (WorkspaceModel.h), a collective's staging copy until its wait, an
 // optimizer step's fp32 gradient, the batch's token ids. This pass walks
-// the program as the runtime executes it and records on each sched.program
+// the program as the runtime executes it (a sched.repeat's or sched.tasks'
+// bodies once per run) and records on each sched.program
 // the most such bytes alive at once (`workspace_bytes`) and the op where
 // that happens (`workspace_at`), in the memory the runtime measures: device
 // memory on a GPU, all of the process's memory on a CPU device. The
@@ -101,7 +102,15 @@ public:
 
     int64_t most = 0;
     Operation *mostAt = nullptr;
-    for (Operation &op : program.getBody().front()) {
+    // As the step runs: a sched.repeat's or sched.tasks' bodies once per
+    // run, in order.
+    for (StepCursor cursor(program); !cursor.done(); cursor.advance()) {
+      Operation &op = *cursor;
+      iteration = cursor.iteration();
+      if (isa<SlotSignalOp, SlotEventOp>(op)) {
+        handOverEvent(op);
+        continue;
+      }
       FailureOr<int64_t> own = opBytes(op);
       if (failed(own))
         return failure();
@@ -274,6 +283,34 @@ private:
   }
 
   /// What an op leaves alive for later ones.
+  /// What an asynchronous op holds until its wait goes with its event
+  /// from the run that signals a slot event instance to the run that waits
+  /// for it.
+  void handOverEvent(Operation &op) {
+    auto instanceOf = [&](uint64_t family, uint64_t shift) {
+      auto task = op.getParentOfType<TaskOp>();
+      return std::make_pair(static_cast<int64_t>(family),
+                            static_cast<int64_t>(task.getMicroBatch()) +
+                                iteration + static_cast<int64_t>(shift));
+    };
+    if (auto signal = dyn_cast<SlotSignalOp>(op)) {
+      auto it = inFlight.find(signal.getEvent());
+      if (it == inFlight.end())
+        return;
+      slotInFlight[instanceOf(signal.getFamily(), signal.getShift())] =
+          it->second;
+      inFlight.erase(it);
+      return;
+    }
+    auto event = cast<SlotEventOp>(op);
+    auto it =
+        slotInFlight.find(instanceOf(event.getFamily(), event.getShift()));
+    if (it == slotInFlight.end())
+      return;
+    inFlight[event.getEvent()] = it->second;
+    slotInFlight.erase(it);
+  }
+
   void after(Operation &op) {
     if (auto wait = dyn_cast<WaitOp>(op)) {
       inFlight.erase(wait.getEvent());
@@ -286,7 +323,7 @@ private:
     // until that unit's backward (the first unit's is dropped, and a
     // pipeline chunk's first unit writes it into the buffer it sends: its
     // part 0's in_grad).
-    int64_t mb = static_cast<int64_t>(backward.getMicroBatch());
+    int64_t mb = static_cast<int64_t>(backward.getMicroBatch()) + iteration;
     auto unit = units.find(backward.getUnit().getLeafReference().getValue());
     bool sendsIt = backward.getPart() == 0 && backward.getInGrad();
     if ((unit != units.end() &&
@@ -300,6 +337,8 @@ private:
   int64_t inFlightBytes() const {
     int64_t sum = 0;
     for (const auto &entry : inFlight)
+      sum += entry.second;
+    for (const auto &entry : slotInFlight)
       sum += entry.second;
     return sum;
   }
@@ -322,14 +361,18 @@ private:
   plan::WorkspaceShape shape;
   llvm::StringMap<UnitInfo> units;
   llvm::DenseMap<Value, int64_t> inFlight; // by the op's event
-  std::map<int64_t, int64_t> handover;     // by micro-batch
+  // What a run hands to a later one through a slot event instance (family,
+  // micro-batch).
+  std::map<std::pair<int64_t, int64_t>, int64_t> slotInFlight;
+  std::map<int64_t, int64_t> handover; // by micro-batch
+  // What the run being walked adds to its body's micro-batch.
+  int64_t iteration = 0;
 };
 
 struct SchedPlanWorkspacePass
     : plan::impl::SchedPlanWorkspaceBase<SchedPlanWorkspacePass> {
   void runOnOperation() override {
-    if (failed(sched::requireUnrolled(getOperation(), getArgument())) ||
-        failed(WorkspaceWalk(getOperation()).run()))
+    if (failed(WorkspaceWalk(getOperation()).run()))
       return signalPassFailure();
   }
 };

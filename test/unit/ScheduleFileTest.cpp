@@ -1326,10 +1326,19 @@ TEST(ScheduleTasks, ARepeatAsTasks) {
     EXPECT_EQ(reportOf(*module), repeatReport) << accum;
     // sched-plan-memory places the body's buffers in a frame of their own:
     // the file's reader finds no two live buffers overlapping.
+    // sched-plan-workspace walks the runs: the same workspace.
     mlir::OwningOpRef<mlir::ModuleOp> replanned = module->clone();
     mlir::PassManager pm(context.get());
     pm.nest<sched::ProgramOp>().addPass(plan::createSchedPlanMemory());
+    pm.nest<sched::ProgramOp>().addPass(plan::createSchedPlanWorkspace());
     ASSERT_TRUE(mlir::succeeded(pm.run(*replanned)));
+    auto workspaceOf = [](mlir::ModuleOp m) {
+      auto p = *m.getOps<sched::ProgramOp>().begin();
+      return std::make_pair(
+          p->getAttrOfType<mlir::IntegerAttr>("workspace_bytes").getInt(),
+          p->getAttrOfType<mlir::StringAttr>("workspace_at").str());
+    };
+    EXPECT_EQ(workspaceOf(*replanned), workspaceOf(*module)) << accum;
     mlir::FailureOr<Schedule> framed = plan::exportSchedule(*replanned);
     ASSERT_TRUE(mlir::succeeded(framed));
     EXPECT_EQ(validateError(*framed), "") << accum;
@@ -1377,9 +1386,22 @@ TEST(ScheduleTasks, APipelinesStagesAsTasks) {
     for (sched::ProgramOp program : module->getOps<sched::ProgramOp>())
       wrapInOneTask(program);
     ASSERT_TRUE(mlir::succeeded(mlir::verify(*module))) << schedule;
+    // sched-plan-workspace walks the task: the same workspace per stage.
+    std::vector<int64_t> workspace;
+    for (sched::ProgramOp program : module->getOps<sched::ProgramOp>())
+      workspace.push_back(
+          program->getAttrOfType<mlir::IntegerAttr>("workspace_bytes")
+              .getInt());
     mlir::PassManager pm(context.get());
+    pm.nest<sched::ProgramOp>().addPass(plan::createSchedPlanWorkspace());
     pm.addPass(plan::createSchedVerifyPipeline());
     EXPECT_TRUE(mlir::succeeded(pm.run(*module))) << schedule;
+    std::vector<int64_t> rewalked;
+    for (sched::ProgramOp program : module->getOps<sched::ProgramOp>())
+      rewalked.push_back(
+          program->getAttrOfType<mlir::IntegerAttr>("workspace_bytes")
+              .getInt());
+    EXPECT_EQ(rewalked, workspace) << schedule;
     EXPECT_EQ(reportOf(*module), report) << schedule;
     mlir::FailureOr<Schedule> withTasks = plan::exportSchedule(*module);
     ASSERT_TRUE(mlir::succeeded(withTasks));
