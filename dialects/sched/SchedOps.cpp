@@ -274,6 +274,8 @@ LogicalResult SlotOp::verify() {
       space(getSource()) != space(getResult()))
     return emitOpError("slot must keep the element type and memory space");
   auto slots = static_cast<int64_t>(getSlots());
+  if (numel(getResult()) < 1)
+    return emitOpError("a slot of no elements");
   if (slots < 1 || slots > numel(getSource()) / numel(getResult()))
     return emitOpError() << slots << " slots of " << numel(getResult())
                          << " elements are not in the " << numel(getSource())
