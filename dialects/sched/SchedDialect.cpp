@@ -167,22 +167,24 @@ sched::StepCursor::StepCursor(ProgramOp program) {
 
 void sched::StepCursor::enter() {
   for (; at != end; ++at) {
+    auto repeat = dyn_cast<RepeatOp>(*at);
+    auto tasks = dyn_cast<TasksOp>(*at);
+    if (!repeat && !tasks)
+      return;
     bodies.clear();
     bodyMicroBatches.clear();
     order = {};
-    if (auto repeat = dyn_cast<RepeatOp>(*at)) {
+    if (repeat) {
       bodies.push_back(&repeat.getBody().front());
       bodyMicroBatches.push_back(0);
       runs = static_cast<int64_t>(repeat.getCount());
-    } else if (auto tasks = dyn_cast<TasksOp>(*at)) {
+    } else {
       for (TaskOp task : tasks.getTasks()) {
         bodies.push_back(&task.getBody().front());
         bodyMicroBatches.push_back(static_cast<int64_t>(task.getMicroBatch()));
       }
       order = tasks.getOrder();
       runs = static_cast<int64_t>(order.size() / 2);
-    } else {
-      return;
     }
     resume = std::next(at);
     run = 0;

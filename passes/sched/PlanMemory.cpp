@@ -117,13 +117,13 @@ LogicalResult planProgram(ProgramOp program) {
   struct Frame {
     uint32_t space;
     size_t interval; // the frame's, among its space's
+    uint64_t size = 0;
     SmallVector<std::pair<AllocOp, uint64_t>> placed;
   };
   SmallVector<Frame> frames;
   int64_t point = 0;
   for (Operation &op : body) {
     std::map<uint32_t, Frame> here;
-    std::map<uint32_t, uint64_t> sizes;
     for (Block *inner : bodiesOf(op)) {
       FailureOr<std::map<uint32_t, SpaceBuffers>> local =
           collectBuffers(*inner);
@@ -131,8 +131,8 @@ LogicalResult planProgram(ProgramOp program) {
         return failure();
       for (auto &[key, buffers] : *local) {
         plan::ArenaLayout layout = plan::packArena(buffers.intervals);
-        sizes[key] = std::max(sizes[key], layout.size);
         Frame &frame = here[key];
+        frame.size = std::max(frame.size, layout.size);
         for (auto [alloc, offset] :
              llvm::zip_equal(buffers.allocs, layout.offsets))
           frame.placed.push_back({alloc, offset});
@@ -143,7 +143,7 @@ LogicalResult planProgram(ProgramOp program) {
       frame.space = key;
       frame.interval = buffers.intervals.size();
       buffers.allocs.push_back(AllocOp());
-      buffers.intervals.push_back({sizes[key], kArenaAlignment, point, point});
+      buffers.intervals.push_back({frame.size, kArenaAlignment, point, point});
       frames.push_back(std::move(frame));
     }
     ++point;

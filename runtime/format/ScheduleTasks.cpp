@@ -134,6 +134,9 @@ void TaskExpander::checkTables() {
   int64_t ops = static_cast<int64_t>(p.ops.size());
   for (size_t t = 0; t < p.tasks.size(); ++t)
     checkTask(t);
+  // The slot event instances the runs before have taken an event for
+  // (expandRun numbers them in the same order).
+  std::set<std::pair<int64_t, int64_t>> taken;
   int64_t lastAt = 0, lastBuffers = 0, lastEvents = 0;
   int64_t expandedOps = ops, expandedBuffers = P, expandedEvents = 0;
   for (size_t r = 0; r < p.runs.size(); ++r) {
@@ -155,7 +158,6 @@ void TaskExpander::checkTables() {
     lastBuffers = runs.buffersBefore;
     lastEvents = runs.eventsBefore;
     int64_t buffers = 0, events = 0;
-    std::set<std::pair<int64_t, int64_t>> seen;
     for (auto [task, mb] : runs.order) {
       if (task < 0 || task >= static_cast<int64_t>(p.tasks.size()))
         fail(at + "task " + std::to_string(task) + " is not one of the " +
@@ -168,8 +170,7 @@ void TaskExpander::checkTables() {
       events += body.numEvents;
       // A slot event instance is one event, taken where it first appears.
       for (auto [family, shift] : body.slotEvents)
-        if (!instances.count({family, mb + shift}) &&
-            seen.insert({family, mb + shift}).second)
+        if (taken.insert({family, mb + shift}).second)
           ++events;
       expandedOps += static_cast<int64_t>(body.ops.size());
       expandedBuffers += static_cast<int64_t>(body.buffers.size());
@@ -184,11 +185,7 @@ void TaskExpander::checkTables() {
     eventsBefore.push_back(runs.eventsBefore);
     addedBuffers.push_back(buffers);
     addedEvents.push_back(events);
-    // Mark this table's instances as taken; expandRun numbers them.
-    for (const auto &instance : seen)
-      instances.emplace(instance, -1);
   }
-  instances.clear();
 }
 
 /// `id` after the runs that stand before it (`before[r]` <= id) added
@@ -259,7 +256,6 @@ void TaskExpander::expandRun(size_t table, size_t entry) {
     int64_t source = -1, slot = 0, mb = 0;
   };
   std::vector<InSlot> inSlot(task.buffers.size());
-  bool anySlot = false;
   auto local = [&](int64_t id) {
     if (id >= P && id < P + localBuffers)
       return id - P;
@@ -299,7 +295,6 @@ void TaskExpander::expandRun(size_t table, size_t entry) {
     case Buffer::Kind::Slot: {
       int64_t slot = slotIndex(mb, copy.shift, copy.slots);
       inSlot[i] = {copy.source, slot, mb + copy.shift};
-      anySlot = true;
       copy.kind = Buffer::Kind::View;
       copy.source = programBuffer(copy.source);
       copy.viewOffset = slot * copy.numel;
@@ -317,10 +312,7 @@ void TaskExpander::expandRun(size_t table, size_t entry) {
   }
   for (const Op &op : task.ops) {
     Op copy = op;
-    if (anySlot)
-      remapOp(copy, usedBuffer, event, mb - task.microBatch);
-    else
-      remapOp(copy, buffer, event, mb - task.microBatch);
+    remapOp(copy, usedBuffer, event, mb - task.microBatch);
     out.ops.push_back(std::move(copy));
   }
 }
