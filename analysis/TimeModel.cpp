@@ -287,14 +287,6 @@ private:
   /// Each slot event instance (family, micro-batch) a run signalled: the
   /// event as it fired in that run (a later run of the body fires it again).
   std::map<std::pair<int64_t, int64_t>, Event> slotInstances;
-  /// The instance of a slot event op in the run being played.
-  std::pair<int64_t, int64_t> slotInstance(Operation *op, uint64_t family,
-                                           uint64_t shift) const {
-    auto task = op->getParentOfType<sched::TaskOp>();
-    return {static_cast<int64_t>(family),
-            static_cast<int64_t>(task.getMicroBatch()) + next->iteration() +
-                static_cast<int64_t>(shift)};
-  }
   /// Plays a sched.slot_signal and a sched.slot_event: what one run hands
   /// to a later one, no op of the step written out (sched-unroll-tasks).
   LogicalResult playSlotEvent(Operation &op);
@@ -503,14 +495,6 @@ LogicalResult StepSimulation::start() {
   plan = program.getPlanOp();
   if (!plan)
     return program.emitError("the time model needs the program's plan.plan");
-  // A stage's transfers fire when the play pairs them, which a slot event's
-  // run may come before: the play does not walk a sched.tasks yet.
-  if (play)
-    for (auto tasks : program.getBody().getOps<sched::TasksOp>())
-      return tasks.emitOpError(
-          "is not for the pipeline's time model yet, which pairs the "
-          "transfers of programs written out (docs/sched.md, \"The "
-          "micro-batch loop\")");
   // A tensor-parallel unit runs in parts, each its share of the FLOPs.
   inParts = plan.getMeshSize(MeshAxis::Tensor) > 1;
   ClusterAttr cluster = plan.getCluster();
@@ -642,13 +626,13 @@ LogicalResult StepSimulation::playSlotEvent(Operation &op) {
     if (it == events.end())
       return signal.emitError("the time model found no op before it that "
                               "fires the event it names");
-    slotInstances[slotInstance(signal, signal.getFamily(), signal.getShift())] =
+    slotInstances[sched::getSlotEventInstance(op, next->iteration())] =
         it->second;
     return success();
   }
   auto event = cast<sched::SlotEventOp>(op);
-  auto it = slotInstances.find(
-      slotInstance(event, event.getFamily(), event.getShift()));
+  auto it =
+      slotInstances.find(sched::getSlotEventInstance(op, next->iteration()));
   if (it == slotInstances.end())
     return event.emitError("the time model found no run before it that "
                            "signals this slot event instance");
@@ -797,6 +781,13 @@ FailureOr<bool> StepSimulation::advance() {
     // A transfer between stages that has not started holds the compute
     // stream at its wait, and an op that starts after it.
     if (play) {
+      // Its transfers fire when the play pairs them, which a slot event's
+      // run may come before: the play does not walk a sched.tasks yet.
+      if (isa<sched::TaskOp>(op.getParentOp()))
+        return op.getParentOp()->getParentOp()->emitOpError(
+            "is not for the pipeline's time model yet, which pairs the "
+            "transfers of programs written out (docs/sched.md, \"The "
+            "micro-batch loop\")");
       if (auto wait = dyn_cast<sched::WaitOp>(op);
           wait && pending(wait.getEvent()))
         return false;

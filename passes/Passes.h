@@ -30,6 +30,14 @@ void buildPlanLowerPipeline(mlir::OpPassManager &pm,
 /// twice, or a slot used for a micro-batch after another took it.
 mlir::LogicalResult unrollTasks(sched::TasksOp tasks);
 
+/// A copy of `module` with the sched.tasks of each of its programs
+/// unrolled (unrollTasks): the step written out, for what pairs the
+/// stages' transfers as it plays them in order (sched-verify-pipeline, the
+/// report's pipeline play). The copy's ops keep their locations, for the
+/// errors. Fails as unrollTasks does.
+mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
+writeOutTasks(mlir::ModuleOp module);
+
 /// Registers every pass and the `plan-lower` pipeline with the command line.
 void registerPlanCompilerPasses();
 

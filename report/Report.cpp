@@ -262,24 +262,6 @@ void analyzeComm(sched::ProgramOp program, CommReport &comm) {
 FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module,
                                                 AnalysisOptions options) {
   SmallVector<sched::ProgramOp> programs(module.getOps<sched::ProgramOp>());
-  // A pipeline's play pairs the stages' transfers as it goes and does not
-  // walk a table: stages with a sched.tasks are played written out (a copy
-  // of the module, every table unrolled). One program walks its table.
-  OwningOpRef<ModuleOp> writtenOut;
-  if (programs.size() > 1 &&
-      llvm::any_of(programs, [](sched::ProgramOp program) {
-        return !program.getBody().getOps<sched::TasksOp>().empty();
-      })) {
-    writtenOut = module.clone();
-    for (sched::ProgramOp program : writtenOut->getOps<sched::ProgramOp>()) {
-      SmallVector<sched::TasksOp> loops(
-          program.getBody().getOps<sched::TasksOp>());
-      for (sched::TasksOp tasks : loops)
-        if (failed(unrollTasks(tasks)))
-          return failure();
-    }
-    return analyzeSchedule(*writtenOut, options);
-  }
   if (programs.empty())
     return module.emitError("the report needs a sched.program (run the "
                             "plan-lower pipeline first)");
@@ -293,9 +275,10 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module,
                             "pipeline stage of plan '")
            << plan.getSymName() << "' (" << stages << "), found "
            << programs.size();
-  llvm::stable_sort(programs, [](sched::ProgramOp a, sched::ProgramOp b) {
+  auto byStage = [](sched::ProgramOp a, sched::ProgramOp b) {
     return a.getStage().value_or(0) < b.getStage().value_or(0);
-  });
+  };
+  llvm::stable_sort(programs, byStage);
 
   ScheduleReport report;
   ModelAttr model = plan.getModel();
@@ -384,8 +367,23 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module,
           })))
     return failure();
   if (options.time) {
+    // The play pairs the stages' transfers as it goes and does not walk a
+    // table: stages with a sched.tasks are played written out.
+    SmallVector<sched::ProgramOp> played = programs;
+    OwningOpRef<ModuleOp> writtenOut;
+    if (llvm::any_of(programs, [](sched::ProgramOp program) {
+          return !program.getBody().getOps<sched::TasksOp>().empty();
+        })) {
+      FailureOr<OwningOpRef<ModuleOp>> copy = writeOutTasks(module);
+      if (failed(copy))
+        return failure();
+      writtenOut = std::move(*copy);
+      played.assign(writtenOut->getOps<sched::ProgramOp>().begin(),
+                    writtenOut->getOps<sched::ProgramOp>().end());
+      llvm::stable_sort(played, byStage);
+    }
     FailureOr<std::vector<StepTime>> times =
-        simulatePipeline(programs, options.timeline);
+        simulatePipeline(played, options.timeline);
     if (failed(times))
       return failure();
     for (auto [stage, time] : llvm::zip_equal(report.stages, *times))

@@ -231,13 +231,32 @@ void sched::StepCursor::advance() {
 
 LogicalResult sched::requireUnrolled(ProgramOp program, StringRef who) {
   for (Operation &op : program.getBody().front())
-    if (isa<RepeatOp, TasksOp>(op))
-      return op.emitOpError("is not for ")
-             << who
-             << ", which works on a program whose micro-batches are written "
-                "out one after the other (docs/sched.md, \"The micro-batch "
-                "loop\")";
+    if (failed(requireUnrolled(op, who)))
+      return failure();
   return success();
+}
+
+LogicalResult sched::requireUnrolled(Operation &op, StringRef who) {
+  if (!isa<RepeatOp, TasksOp>(op))
+    return success();
+  return op.emitOpError("is not for ")
+         << who
+         << ", which works on a program whose micro-batches are written "
+            "out one after the other (docs/sched.md, \"The micro-batch "
+            "loop\")";
+}
+
+std::pair<int64_t, int64_t> sched::getSlotEventInstance(Operation &op,
+                                                        int64_t iteration) {
+  auto [family, shift] =
+      isa<SlotSignalOp>(op) ? std::make_pair(cast<SlotSignalOp>(op).getFamily(),
+                                             cast<SlotSignalOp>(op).getShift())
+                            : std::make_pair(cast<SlotEventOp>(op).getFamily(),
+                                             cast<SlotEventOp>(op).getShift());
+  auto task = op.getParentOfType<TaskOp>();
+  return {static_cast<int64_t>(family),
+          static_cast<int64_t>(task.getMicroBatch()) + iteration +
+              static_cast<int64_t>(shift)};
 }
 
 int64_t sched::getBodyMicroBatch(RepeatOp repeat) {

@@ -97,6 +97,17 @@ inline constexpr llvm::StringLiteral kPartialMicroBatchesAttr =
 /// `program` has one: `who` (a pass, the report) works on a program whose
 /// micro-batches are written out one after the other.
 mlir::LogicalResult requireUnrolled(ProgramOp program, llvm::StringRef who);
+/// The same for one op of a program, for a pass that walks the program's
+/// ops anyway: fails, with that error, when `op` is a sched.repeat or a
+/// sched.tasks.
+mlir::LogicalResult requireUnrolled(mlir::Operation &op, llvm::StringRef who);
+
+/// The slot event instance (family, micro-batch) that the
+/// sched.slot_signal or sched.slot_event `op` names in the run `iteration`
+/// micro-batches on from the one its task is written for
+/// (StepCursor::iteration()).
+std::pair<int64_t, int64_t> getSlotEventInstance(mlir::Operation &op,
+                                                 int64_t iteration);
 
 /// The micro-batch a sched.repeat's body names (its first run's): that of
 /// the first op with a `micro_batch`, 0 when none has one.

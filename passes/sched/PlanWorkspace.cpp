@@ -287,24 +287,16 @@ private:
   /// from the run that signals a slot event instance to the run that waits
   /// for it.
   void handOverEvent(Operation &op) {
-    auto instanceOf = [&](uint64_t family, uint64_t shift) {
-      auto task = op.getParentOfType<TaskOp>();
-      return std::make_pair(static_cast<int64_t>(family),
-                            static_cast<int64_t>(task.getMicroBatch()) +
-                                iteration + static_cast<int64_t>(shift));
-    };
     if (auto signal = dyn_cast<SlotSignalOp>(op)) {
       auto it = inFlight.find(signal.getEvent());
       if (it == inFlight.end())
         return;
-      slotInFlight[instanceOf(signal.getFamily(), signal.getShift())] =
-          it->second;
+      slotInFlight[getSlotEventInstance(op, iteration)] = it->second;
       inFlight.erase(it);
       return;
     }
     auto event = cast<SlotEventOp>(op);
-    auto it =
-        slotInFlight.find(instanceOf(event.getFamily(), event.getShift()));
+    auto it = slotInFlight.find(getSlotEventInstance(op, iteration));
     if (it == slotInFlight.end())
       return;
     inFlight[event.getEvent()] = it->second;

@@ -20,7 +20,6 @@
 #include "mlir/IR/IRMapping.h"
 
 #include <map>
-#include <set>
 
 namespace plan {
 #define GEN_PASS_DEF_SCHEDUNROLLTASKS
@@ -29,18 +28,30 @@ namespace plan {
 
 using namespace mlir;
 
+/// Unrolls each sched.tasks of `program`.
+static LogicalResult unrollProgram(sched::ProgramOp program) {
+  SmallVector<sched::TasksOp> all(program.getBody().getOps<sched::TasksOp>());
+  for (sched::TasksOp tasks : all)
+    if (failed(plan::unrollTasks(tasks)))
+      return failure();
+  return success();
+}
+
+FailureOr<OwningOpRef<ModuleOp>> plan::writeOutTasks(ModuleOp module) {
+  OwningOpRef<ModuleOp> copy = module.clone();
+  for (sched::ProgramOp program : copy->getOps<sched::ProgramOp>())
+    if (failed(unrollProgram(program)))
+      return failure();
+  return copy;
+}
+
 LogicalResult plan::unrollTasks(sched::TasksOp tasks) {
   SmallVector<sched::TaskOp> bodies = tasks.getTasks();
   OpBuilder builder(tasks);
   // The event each slot event instance (family, micro-batch) got.
   std::map<std::pair<int64_t, int64_t>, Value> signalled;
-  // A slot holds one micro-batch at a time: per (source, slot), the
-  // micro-batch it holds and those it held before.
-  struct Occupancy {
-    int64_t holds;
-    std::set<int64_t> held;
-  };
-  std::map<std::pair<Operation *, int64_t>, Occupancy> occupancy;
+  // The micro-batch each slot (source, slot) holds.
+  plan::rt::SlotOccupancy<Operation *> occupancy;
   ArrayRef<int64_t> order = tasks.getOrder();
   for (size_t entry = 0; entry + 1 < order.size(); entry += 2) {
     sched::TaskOp task = bodies[static_cast<size_t>(order[entry])];
@@ -56,9 +67,9 @@ LogicalResult plan::unrollTasks(sched::TasksOp tasks) {
     llvm::DenseMap<Value, InSlot> inSlot;
     for (Operation &op : task.getBody().front()) {
       if (auto slot = dyn_cast<sched::SlotOp>(op)) {
-        int64_t at = plan::rt::slotIndex(mb,
-                                         static_cast<int64_t>(slot.getShift()),
-                                         static_cast<int64_t>(slot.getSlots()));
+        int64_t at =
+            plan::rt::slotIndex(mb, static_cast<int64_t>(slot.getShift()),
+                                static_cast<int64_t>(slot.getSlots()));
         Value view =
             sched::ViewOp::create(builder, slot.getLoc(), slot.getType(),
                                   map.lookupOrDefault(slot.getSource()),
@@ -102,20 +113,15 @@ LogicalResult plan::unrollTasks(sched::TasksOp tasks) {
           if (it == inSlot.end() || !it->second.source)
             continue;
           InSlot use = it->second;
-          auto [at, first] = occupancy.try_emplace(
-              {use.source.getOperation(), use.slot}, Occupancy{use.mb, {}});
-          Occupancy &slot = at->second;
-          if (first || slot.holds == use.mb)
-            continue;
-          if (slot.held.count(use.mb))
+          int64_t holder = 0;
+          if (!occupancy.use(use.source.getOperation(), use.slot, use.mb,
+                             holder))
             return op.emitOpError("in the run of micro-batch ")
                    << mb << " uses slot " << use.slot << " of '"
                    << use.source.getName() << "' for micro-batch " << use.mb
-                   << " after micro-batch " << slot.holds
+                   << " after micro-batch " << holder
                    << " took it: its slots are fewer than the micro-batches "
                       "in flight";
-          slot.held.insert(slot.holds);
-          slot.holds = use.mb;
         }
       }
       if (mb == written)
@@ -138,11 +144,8 @@ namespace {
 struct SchedUnrollTasksPass
     : plan::impl::SchedUnrollTasksBase<SchedUnrollTasksPass> {
   void runOnOperation() override {
-    SmallVector<sched::TasksOp> all(
-        getOperation().getBody().getOps<sched::TasksOp>());
-    for (sched::TasksOp tasks : all)
-      if (failed(plan::unrollTasks(tasks)))
-        return signalPassFailure();
+    if (failed(unrollProgram(getOperation())))
+      signalPassFailure();
   }
 };
 

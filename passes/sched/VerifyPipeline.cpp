@@ -356,40 +356,54 @@ LogicalResult PipelinePlay::run() {
 
 struct SchedVerifyPipelinePass
     : plan::impl::SchedVerifyPipelineBase<SchedVerifyPipelinePass> {
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    // The play pairs each stage's transfers in the order the stage runs
-    // them: stages with a sched.tasks are played written out, a copy of the
-    // module with every table unrolled (plan::unrollTasks), whose ops keep
-    // their locations for the errors.
-    OwningOpRef<ModuleOp> writtenOut;
-    if (llvm::any_of(module.getOps<ProgramOp>(), [](ProgramOp program) {
-          return !program.getBody().getOps<TasksOp>().empty();
-        })) {
-      writtenOut = module.clone();
-      for (ProgramOp program : writtenOut->getOps<ProgramOp>()) {
-        SmallVector<TasksOp> loops(program.getBody().getOps<TasksOp>());
-        for (TasksOp tasks : loops)
-          if (failed(plan::unrollTasks(tasks)))
-            return signalPassFailure();
-      }
-      module = *writtenOut;
-    }
-    llvm::StringMap<SmallVector<Stage>> byPlan;
+  /// Each plan's stages, with the ops of each that the play pairs, in one
+  /// walk of the programs: it stops, setting `hasTasks`, at a stage's
+  /// sched.tasks, and fails at a sched.repeat.
+  LogicalResult collectStages(ModuleOp module,
+                              llvm::StringMap<SmallVector<Stage>> &byPlan,
+                              bool &hasTasks) {
     for (ProgramOp program : module.getOps<ProgramOp>()) {
       std::optional<uint64_t> stage = program.getStage();
       if (!stage)
         continue;
-      if (failed(sched::requireUnrolled(program, getArgument())))
-        return signalPassFailure();
       Stage s{static_cast<int64_t>(*stage), {}, 0};
       for (Operation &op : program.getBody().front()) {
+        if (isa<TasksOp>(op)) {
+          hasTasks = true;
+          return success();
+        }
+        if (failed(sched::requireUnrolled(op, getArgument())))
+          return failure();
         auto wait = dyn_cast<WaitOp>(op);
         if (wait ? isBetweenStages(wait.getEvent().getDefiningOp())
                  : isBetweenStages(&op))
           s.ops.push_back(&op);
       }
       byPlan[program.getPlan()].push_back(std::move(s));
+    }
+    return success();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    // The play pairs each stage's transfers in the order the stage runs
+    // them: when a stage has a sched.tasks, the module is played written
+    // out (plan::writeOutTasks), its ops keeping their locations for the
+    // errors.
+    llvm::StringMap<SmallVector<Stage>> byPlan;
+    bool hasTasks = false;
+    if (failed(collectStages(module, byPlan, hasTasks)))
+      return signalPassFailure();
+    OwningOpRef<ModuleOp> writtenOut;
+    if (hasTasks) {
+      FailureOr<OwningOpRef<ModuleOp>> copy = plan::writeOutTasks(module);
+      if (failed(copy))
+        return signalPassFailure();
+      writtenOut = std::move(*copy);
+      module = *writtenOut;
+      byPlan.clear();
+      if (failed(collectStages(module, byPlan, hasTasks)))
+        return signalPassFailure();
     }
     bool failedAny = false;
     for (plan::PlanOp plan : module.getOps<plan::PlanOp>()) {

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -373,6 +374,37 @@ std::string shiftMicroBatchInName(std::string_view name, int64_t from,
 inline int64_t slotIndex(int64_t microBatch, int64_t shift, int64_t slots) {
   return ((microBatch + shift) % slots + slots) % slots;
 }
+
+/// A slot holds one micro-batch at a time: the rule that the slots of a
+/// source buffer (`Source` names it) are at least the micro-batches in
+/// flight. The reader's expansion and sched-unroll-tasks check each use of
+/// a slot, in run order, with it.
+template <typename Source> class SlotOccupancy {
+public:
+  /// Records that slot `slot` of `source` is used for micro-batch `mb`:
+  /// false, with `holder` the micro-batch that holds it now, when another
+  /// micro-batch took the slot after `mb` had it.
+  bool use(Source source, int64_t slot, int64_t mb, int64_t &holder) {
+    auto [it, first] = slots.try_emplace({source, slot}, Held{mb, {}});
+    Held &held = it->second;
+    if (first || held.now == mb)
+      return true;
+    if (held.before.count(mb)) {
+      holder = held.now;
+      return false;
+    }
+    held.before.insert(held.now);
+    held.now = mb;
+    return true;
+  }
+
+private:
+  struct Held {
+    int64_t now;
+    std::set<int64_t> before;
+  };
+  std::map<std::pair<Source, int64_t>, Held> slots;
+};
 
 /// One pipeline stage's program (the whole step's without a pipeline): its
 /// buffers, its ops in order, and their planned memory. As a file holds it,

@@ -62,13 +62,8 @@ private:
   std::vector<int64_t> buffersBefore, eventsBefore, addedBuffers, addedEvents;
   // The expanded event of each slot event instance (family, micro-batch).
   std::map<std::pair<int64_t, int64_t>, int64_t> instances;
-  // Each used slot (program buffer, slot): the micro-batch it holds, and
-  // those it held before.
-  struct SlotUse {
-    int64_t holds;
-    std::set<int64_t> held;
-  };
-  std::map<std::pair<int64_t, int64_t>, SlotUse> slotUses;
+  // The micro-batch each slot (program buffer, slot) holds.
+  SlotOccupancy<int64_t> occupancy;
   Program out;
 };
 
@@ -214,23 +209,18 @@ int64_t TaskExpander::programEvent(int64_t id) const {
 
 void TaskExpander::useSlot(int64_t source, int64_t slot, int64_t mb,
                            size_t table, size_t entry) {
-  auto [it, first] = slotUses.try_emplace({source, slot}, SlotUse{mb, {}});
-  SlotUse &use = it->second;
-  if (first || use.holds == mb)
+  int64_t holder = 0;
+  if (occupancy.use(source, slot, mb, holder))
     return;
-  if (use.held.count(mb)) {
-    const Buffer &b = p.buffers[static_cast<size_t>(source)];
-    auto [task, runMb] = p.runs[table].order[entry];
-    fail("runs " + std::to_string(table) + ": task " + std::to_string(task) +
-         " for micro-batch " + std::to_string(runMb) + ": slot " +
-         std::to_string(slot) + " of buffer " + std::to_string(source) +
-         (b.kind == Buffer::Kind::Alloc ? " ('" + b.name + "')" : "") +
-         " is used for micro-batch " + std::to_string(mb) +
-         " after micro-batch " + std::to_string(use.holds) +
-         " took it: its slots are fewer than the micro-batches in flight");
-  }
-  use.held.insert(use.holds);
-  use.holds = mb;
+  const Buffer &b = p.buffers[static_cast<size_t>(source)];
+  auto [task, runMb] = p.runs[table].order[entry];
+  fail("runs " + std::to_string(table) + ": task " + std::to_string(task) +
+       " for micro-batch " + std::to_string(runMb) + ": slot " +
+       std::to_string(slot) + " of buffer " + std::to_string(source) +
+       (b.kind == Buffer::Kind::Alloc ? " ('" + b.name + "')" : "") +
+       " is used for micro-batch " + std::to_string(mb) +
+       " after micro-batch " + std::to_string(holder) +
+       " took it: its slots are fewer than the micro-batches in flight");
 }
 
 void TaskExpander::expandRun(size_t table, size_t entry) {

@@ -11,6 +11,7 @@
 
 #include "ScheduleFile.h"
 #include "ScheduleJson.h"
+#include "analysis/TimeModel.h"
 #include "dialects/sched/SchedDialect.h"
 #include "export/ExportSchedule.h"
 #include "frontend/Frontend.h"
@@ -1403,6 +1404,21 @@ TEST(ScheduleTasks, APipelinesStagesAsTasks) {
               .getInt());
     EXPECT_EQ(rewalked, workspace) << schedule;
     EXPECT_EQ(reportOf(*module), report) << schedule;
+    // The play pairs the transfers in the order the stages run them and
+    // does not walk a table: the report plays the stages written out, and
+    // the play alone refuses a stage with one.
+    {
+      std::string error;
+      mlir::ScopedDiagnosticHandler capture(context.get(),
+                                            [&](mlir::Diagnostic &diagnostic) {
+                                              error = diagnostic.str();
+                                              return mlir::success();
+                                            });
+      llvm::SmallVector<sched::ProgramOp> stages(
+          module->getOps<sched::ProgramOp>());
+      EXPECT_TRUE(mlir::failed(plan::simulatePipeline(stages, false)));
+      EXPECT_HAS(error, "is not for the pipeline's time model yet");
+    }
     mlir::FailureOr<Schedule> withTasks = plan::exportSchedule(*module);
     ASSERT_TRUE(mlir::succeeded(withTasks));
     EXPECT_EQ(withTasks->programs.size(), 2u);

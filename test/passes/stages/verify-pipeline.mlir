@@ -540,3 +540,77 @@ sched.program @p.stage2 for @p stage 2 micro_batches 2
   sched.wait %ge
   sched.free %g : memref<4xf32, #dev>
 }
+
+// -----
+
+// The play walks each stage's ops in order: a stage's sched.repeat is a
+// clear error (a sched.tasks is played written out).
+#dev = #sched.space<device>
+shard.grid @mesh(shape = 2x1x1x1)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 2, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>, pipeline_schedule = gpipe> {
+  plan.unit @embed kind embedding stage 0 {
+  }
+  plan.unit @layers.0 kind llama_block stage 0 {
+  }
+  plan.unit @layers.1 kind llama_block stage 1 {
+  }
+  plan.unit @head kind llama_head stage 1 {
+  }
+}
+sched.program @p.stage0 for @p stage 0 micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 2, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>, pipeline_schedule = gpipe> {
+}
+sched.program @p.stage1 for @p stage 1 micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 2, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>, pipeline_schedule = gpipe> {
+  // expected-error @below {{is not for sched-verify-pipeline, which works on a program whose micro-batches are written out one after the other}}
+  sched.repeat count 2 {
+  }
+}
+
+// -----
+
+// A stage with a sched.tasks is played with every table written out, and
+// the error at another stage's sched.repeat still points at it.
+#dev = #sched.space<device>
+shard.grid @mesh(shape = 2x1x1x1)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 2, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>, pipeline_schedule = gpipe> {
+  plan.unit @embed kind embedding stage 0 {
+  }
+  plan.unit @layers.0 kind llama_block stage 0 {
+  }
+  plan.unit @layers.1 kind llama_block stage 1 {
+  }
+  plan.unit @head kind llama_head stage 1 {
+  }
+}
+sched.program @p.stage0 for @p stage 0 micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 2, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>, pipeline_schedule = gpipe> {
+  sched.tasks event_families 0 order [] {
+  }
+}
+sched.program @p.stage1 for @p stage 1 micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 2, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>, pipeline_schedule = gpipe> {
+  // expected-error @below {{is not for sched-verify-pipeline, which works on a program whose micro-batches are written out one after the other}}
+  sched.repeat count 2 {
+  }
+}
