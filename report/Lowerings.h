@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 namespace plan {
 
@@ -35,11 +36,14 @@ struct LoweredPlan {
 
 /// `spec` imported through `diag` (its locations point into the plan's
 /// file) and lowered in its context, with MLIR's verifier after every pass
-/// when `verifyEachPass`, and analysed as `analysis` says; nothing, after
-/// the diagnostics say why, when it does not import, lower or analyse.
+/// when `verifyEachPass`, and analysed as `analysis` says; with
+/// `verifyLowered`, MLIR's verifier once on the result, alongside the
+/// analysis (both only read it). Nothing, after the diagnostics say why,
+/// when it does not import, lower, analyse or verify.
 std::optional<LoweredPlan> lowerPlan(const PlanSpec &spec, DiagEmitter &diag,
                                      bool verifyEachPass = true,
-                                     AnalysisOptions analysis = {});
+                                     AnalysisOptions analysis = {},
+                                     bool verifyLowered = false);
 
 /// The report of `spec` after the whole plan-lower pipeline in `context`,
 /// whose diagnostic handlers see why a plan does not import or lower (the
@@ -65,20 +69,26 @@ struct GradLayoutChoice {
 /// sets `spec.train.gradDtype` to the one of lower device peak (fp32 on a
 /// tie: it keeps more of the gradient) and returns both peaks; the chosen
 /// layout's lowering is left in `chosen`, with its report as `analysis`
-/// says (the other's step is not simulated), so that a tool verifies it
-/// once instead of lowering it again. Nothing, and `spec` and `chosen`
-/// unchanged, when the choice does not apply or either lowering fails (the
+/// says (the other's step is not simulated), so that a tool need not lower
+/// it again, and verified with `verifyLowered` as lowerPlan verifies.
+/// Nothing, and `spec` and `chosen` unchanged, when the choice does not
+/// apply, either lowering fails or the chosen one does not verify (the
 /// lowering that follows reports why).
 std::optional<GradLayoutChoice>
 chooseGradDtype(PlanSpec &spec, DiagEmitter &diag,
                 std::optional<LoweredPlan> &chosen,
-                AnalysisOptions analysis = {});
-/// The same choice with each layout's device peak from `peakOf` (nothing
-/// when that layout does not lower): the search lowers in a context it
-/// keeps.
-std::optional<GradLayoutChoice> chooseGradDtype(
-    PlanSpec &spec,
-    llvm::function_ref<std::optional<uint64_t>(const PlanSpec &)> peakOf);
+                AnalysisOptions analysis = {}, bool verifyLowered = false);
+/// Each layout's device peak, fp32's and the working type's: nothing for
+/// one that does not lower.
+using LayoutPeaks = std::pair<std::optional<uint64_t>, std::optional<uint64_t>>;
+
+/// The same choice with the two layouts' device peaks from `peaksOf` (the
+/// search lowers in a context it keeps).
+std::optional<GradLayoutChoice>
+chooseGradDtype(PlanSpec &spec,
+                llvm::function_ref<LayoutPeaks(const PlanSpec &fp32,
+                                               const PlanSpec &working)>
+                    peaksOf);
 
 } // namespace plan
 

@@ -679,14 +679,17 @@ plan::searchPlan(llvm::SourceMgr &sourceMgr, unsigned bufferId,
   SearchKnobs givenKnobs = SearchKnobs::of(*given);
   {
     PlanSpec spec = *given;
-    (void)chooseGradDtype(
-        spec, [&](const PlanSpec &layout) -> std::optional<uint64_t> {
-          const SearchMetrics &m =
-              evaluator.evaluate(SearchKnobs::of(layout), true);
-          if (!m.valid)
-            return std::nullopt;
-          return m.deviceNeedBytes;
-        });
+    auto needOf = [&](const PlanSpec &layout) -> std::optional<uint64_t> {
+      const SearchMetrics &m =
+          evaluator.evaluate(SearchKnobs::of(layout), true);
+      if (!m.valid)
+        return std::nullopt;
+      return m.deviceNeedBytes;
+    };
+    (void)chooseGradDtype(spec,
+                          [&](const PlanSpec &fp32, const PlanSpec &working) {
+                            return LayoutPeaks{needOf(fp32), needOf(working)};
+                          });
     SearchKnobs k = SearchKnobs::of(spec);
     const SearchMetrics &m = evaluator.evaluate(k, /*exact=*/true);
     if (m.valid)

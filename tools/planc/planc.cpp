@@ -42,10 +42,10 @@
 #include "ScheduleFile.h"
 
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Config/llvm-config.h"
 
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/Verifier.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -501,22 +501,30 @@ int main(int argc, char **argv) {
                 reportFormat != ReportFormat::None || !traceFilename.empty() ||
                 !timelineFilename.empty();
   std::optional<plan::GradLayoutChoice> gradChoice;
-  // The chosen layout's lowering, when the choice was made: verified once
-  // here rather than lowered again.
+  // The chosen layout's lowering, when the choice was made: kept rather
+  // than lowered again.
   std::optional<plan::LoweredPlan> lowered;
+  // planc exits right after: the lowering's memory goes back with the
+  // process, sooner than taking a whole step's ops apart one by one (as
+  // clang's -disable-free).
+  llvm::scope_exit keep([&lowered] {
+    if (lowered)
+      (void)lowered->module.release();
+  });
   // The timeline's slices only for the files that draw it.
   plan::AnalysisOptions analysis{/*time=*/true,
                                  /*timeline=*/!traceFilename.empty() ||
                                      !timelineFilename.empty()};
+  // Lowered without the verifier between passes (plan-opt --verify-each
+  // has it), then verified once.
   if (emit != Emit::Summary || lowers)
-    gradChoice = plan::chooseGradDtype(*spec, diag, lowered, analysis);
+    gradChoice = plan::chooseGradDtype(*spec, diag, lowered, analysis,
+                                       /*verifyLowered=*/lowers);
   if (lowers) {
-    // Lowered without the verifier between passes (plan-opt --verify-each
-    // has it), then verified once.
     if (!lowered)
-      lowered =
-          plan::lowerPlan(*spec, diag, /*verifyEachPass=*/false, analysis);
-    if (!lowered || failed(mlir::verify(*lowered->module)))
+      lowered = plan::lowerPlan(*spec, diag, /*verifyEachPass=*/false, analysis,
+                                /*verifyLowered=*/true);
+    if (!lowered)
       return 1;
     ModuleOp module = *lowered->module;
     plan::ScheduleReport *report = &lowered->report;
