@@ -173,9 +173,15 @@ void writeFileAtomic(const std::string &linkPath, std::string_view bytes) {
   mode_t mode = exists ? existing.st_mode & 07777 : 0666 & ~mask;
   if (::fchmod(fd, mode) != 0)
     abandon("cannot set permissions");
+  // At most 1 MiB a write: on the development machine (Debian 12, ext4),
+  // one write of tens of MB copies into the page cache ten times slower
+  // than the same bytes in pieces (56 MB: 0.35 s whole, 0.03 s in 1 MiB
+  // writes; no slower at 64 KiB or 8 MiB, as slow at 32 MiB).
+  constexpr size_t kWriteChunk = size_t{1} << 20;
   size_t written = 0;
   while (written < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    ssize_t n = ::write(fd, bytes.data() + written,
+                        std::min(bytes.size() - written, kWriteChunk));
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0)
