@@ -18,15 +18,20 @@
 using namespace mlir;
 
 /// `module`'s report as `analysis` says, with MLIR's verifier on it at the
-/// same time when `verify` (on a thread of the context's: both only read
-/// the module); failure when either fails.
+/// same time when `verify`, on a thread of the context's; failure when
+/// either fails. Both only read the module once every block's ops are
+/// numbered: the verifier's dominance checks number a block's ops when they
+/// first compare two (Block::recomputeOpOrder), which writes the word that
+/// also holds the block's parent, and the analysis reads that parent.
 static FailureOr<plan::ScheduleReport>
 analyzeAndVerify(ModuleOp module, plan::AnalysisOptions analysis, bool verify) {
   MLIRContext *context = module->getContext();
   std::shared_future<LogicalResult> verified;
-  if (verify && context->isMultithreadingEnabled())
+  if (verify && context->isMultithreadingEnabled()) {
+    module->walk([](Block *block) { block->recomputeOpOrder(); });
     verified = context->getThreadPool().async(
         [module] { return mlir::verify(module); });
+  }
   FailureOr<plan::ScheduleReport> report =
       plan::analyzeSchedule(module, analysis);
   bool valid = verified.valid() ? succeeded(verified.get())
