@@ -248,11 +248,11 @@ LogicalResult sched::requireUnrolled(Operation &op, StringRef who) {
 
 std::pair<int64_t, int64_t> sched::getSlotEventInstance(Operation &op,
                                                         int64_t iteration) {
-  auto [family, shift] =
-      isa<SlotSignalOp>(op) ? std::make_pair(cast<SlotSignalOp>(op).getFamily(),
-                                             cast<SlotSignalOp>(op).getShift())
-                            : std::make_pair(cast<SlotEventOp>(op).getFamily(),
-                                             cast<SlotEventOp>(op).getShift());
+  auto signal = dyn_cast<SlotSignalOp>(op);
+  uint64_t family =
+      signal ? signal.getFamily() : cast<SlotEventOp>(op).getFamily();
+  uint64_t shift =
+      signal ? signal.getShift() : cast<SlotEventOp>(op).getShift();
   auto task = op.getParentOfType<TaskOp>();
   return {static_cast<int64_t>(family),
           static_cast<int64_t>(task.getMicroBatch()) + iteration +

@@ -133,10 +133,19 @@ public:
             plan::workingStorage(program.getTrain().getPrecision()))),
         tensor(program.getGroupSize(Group::Tensor)) {}
 
-  LogicalResult check() {
-    for (Operation &op : program.getBody().front())
-      if (failed(visit(&op)))
+  /// Checks the program's ops in order. Meeting a sched.tasks, stops and
+  /// sets `sawTasks` when given (the step is then checked written out);
+  /// a sched.repeat, and a sched.tasks without `sawTasks`, are `who`'s
+  /// error (sched::requireUnrolled).
+  LogicalResult check(StringRef who, bool *sawTasks = nullptr) {
+    for (Operation &op : program.getBody().front()) {
+      if (sawTasks && isa<TasksOp>(op)) {
+        *sawTasks = true;
+        return success();
+      }
+      if (failed(sched::requireUnrolled(op, who)) || failed(visit(&op)))
         return failure();
+    }
     return checkEnd();
   }
 
@@ -522,18 +531,22 @@ private:
   SmallVector<AsyncState> asyncStates;
 };
 
-/// Checks `program` as the step it stands for: a program with a
-/// sched.tasks is copied, with the module's plans and meshes it names, into
-/// a module of its own and checked with its tasks written out
-/// (plan::unrollTasks, which also finds a slot taken while another
-/// micro-batch's data is in it). The copies keep the ops' locations, so an
-/// error points where the op is written. The walk is the step's length; a
-/// check on the table itself is still to come (docs/sched.md, "The
-/// micro-batch loop").
-LogicalResult checkStep(ProgramOp program) {
+/// Checks `program` as the step it stands for, in one walk of its ops when
+/// it has no sched.tasks. One with a sched.tasks is copied, with the
+/// module's plans and meshes it names, into a module of its own and checked
+/// with its tasks written out (plan::unrollTasks, which also finds a slot
+/// taken while another micro-batch's data is in it). The copies keep the
+/// ops' locations, so an error points where the op is written. The walk is
+/// the step's length; a check on the table itself is still to come
+/// (docs/sched.md, "The micro-batch loop"). A sched.repeat is
+/// sched-roll-micro-batches', after this pass: `who`'s error.
+LogicalResult checkStep(ProgramOp program, StringRef who) {
+  bool sawTasks = false;
   auto module = program->getParentOfType<ModuleOp>();
-  if (program.getBody().getOps<TasksOp>().empty() || !module)
-    return ScheduleChecker(program).check();
+  if (failed(ScheduleChecker(program).check(who, module ? &sawTasks : nullptr)))
+    return failure();
+  if (!sawTasks)
+    return success();
   OwningOpRef<ModuleOp> copy = ModuleOp::create(program.getLoc());
   OpBuilder builder = OpBuilder::atBlockEnd(copy->getBody());
   for (Operation &op : *module.getBody())
@@ -544,18 +557,13 @@ LogicalResult checkStep(ProgramOp program) {
   for (TasksOp tasks : loops)
     if (failed(plan::unrollTasks(tasks)))
       return failure();
-  return ScheduleChecker(written).check();
+  return ScheduleChecker(written).check(who);
 }
 
 struct SchedVerifySchedulePass
     : plan::impl::SchedVerifyScheduleBase<SchedVerifySchedulePass> {
   void runOnOperation() override {
-    // A sched.repeat is sched-roll-micro-batches', after this pass.
-    ProgramOp program = getOperation();
-    if (!program.getBody().getOps<RepeatOp>().empty())
-      if (failed(sched::requireUnrolled(program, getArgument())))
-        return signalPassFailure();
-    if (failed(checkStep(program)))
+    if (failed(checkStep(getOperation(), getArgument())))
       signalPassFailure();
   }
 };
