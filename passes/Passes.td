@@ -52,7 +52,11 @@ def SchedLower : Pass<"sched-lower", "::mlir::ModuleOp"> {
     Option<"rollMicroBatches", "roll-micro-batches", "bool", "false",
            "Without a pipeline and with more than 4 micro-batches, lower "
            "micro-batches 0, 1, 2 and the last only, for "
-           "sched-roll-micro-batches to complete (--plan-lower does)">
+           "sched-roll-micro-batches to complete (--plan-lower does)">,
+    Option<"pipelineTasks", "pipeline-tasks", "bool", "false",
+           "Under pipeline parallelism, lower each stage's micro-batch loop "
+           "as a sched.tasks: each distinct forward and backward once, the "
+           "stage's order as its table, what crosses tasks in slots">
   ];
   let dependentDialects = ["::sched::SchedDialect", "::mlir::memref::MemRefDialect"];
 }

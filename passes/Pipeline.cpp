@@ -3,6 +3,18 @@
 #include "passes/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/CommandLine.h"
+
+/// A pipeline's micro-batch loop lowered as a sched.tasks. The rewriting
+/// passes do not run on a table yet, so it is written out right after
+/// sched-lower: what differs from the flat lowering is only that what
+/// crosses tasks lies in slot buffers. docs/sched.md ("The micro-batch
+/// loop").
+static llvm::cl::opt<bool> pipelineTasks(
+    "pipeline-tasks", llvm::cl::Hidden,
+    llvm::cl::desc("Lower each pipeline stage's micro-batch loop as a "
+                   "sched.tasks, its crossing buffers in slots (in progress: "
+                   "written out before the rewriting passes)"));
 
 void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm,
                                   bool rollMicroBatches) {
@@ -12,9 +24,12 @@ void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm,
   pm.addPass(createPlanAssignSharding());
   // Gradient accumulation lowered once for its middle micro-batches, which
   // sched-roll-micro-batches completes.
-  pm.addPass(createSchedLower(SchedLowerOptions{rollMicroBatches}));
+  pm.addPass(
+      createSchedLower(SchedLowerOptions{rollMicroBatches, pipelineTasks}));
   // Each program on its own, with the recipe sched-lower copied onto it.
   mlir::OpPassManager &program = pm.nest<sched::ProgramOp>();
+  if (pipelineTasks)
+    program.addPass(createSchedUnrollTasks());
   program.addPass(createSchedActivationCheckpointing());
   program.addPass(createSchedInsertCollectives());
   program.addPass(createSchedInsertCasts());

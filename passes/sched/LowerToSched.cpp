@@ -27,6 +27,9 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/Twine.h"
 
+#include <map>
+#include <optional>
+
 namespace plan {
 #define GEN_PASS_DEF_SCHEDLOWER
 #include "passes/Passes.h.inc"
@@ -234,8 +237,12 @@ public:
   /// Pipeline rank `rank`'s program: the groups of its chunks, its
   /// forwards and backwards in the schedule's order, and the sends and
   /// receives between them.
+  /// With `asTasks`, its micro-batch loop is a sched.tasks: each distinct
+  /// forward and backward once, the order as its table, what crosses
+  /// tasks in slots (docs/sched.md, "The micro-batch loop").
   void buildStage(MutableArrayRef<UnitSlot> units,
-                  MutableArrayRef<GroupSlot> groups, int64_t rank);
+                  MutableArrayRef<GroupSlot> groups, int64_t rank,
+                  bool asTasks);
 
 private:
   /// An fp32 buffer (sched-insert-casts retypes it for mixed precision),
@@ -270,6 +277,8 @@ private:
   /// A buffer of one micro-batch's hidden states, exchanged between
   /// stages.
   Value allocHidden(const Twine &name);
+  /// The elements of one micro-batch's hidden states on this rank.
+  int64_t streamElements();
   /// The tied buffer a compute op of `unit` passes as `params` or `grads`.
   Value tiedOf(ArrayRef<UnitSlot> units, const UnitSlot &unit,
                Value UnitSlot::*view);
@@ -302,6 +311,65 @@ private:
   llvm::DenseMap<std::pair<int64_t, int64_t>, SmallVector<Value>> chunkSaves;
   llvm::DenseMap<std::pair<int64_t, int64_t>, Value> chunkInput;
   std::pair<Value, Value> inFlight[2]; // (event, buffer) per sched::Peer
+
+  /// Under `asTasks`, the stage's loop as tasks: the slot buffers of what
+  /// crosses tasks, per model chunk (one per unit for the saves), and what
+  /// the body being built waits for around its send.
+  struct ChunkSlots {
+    int64_t depth = 0; // micro-batches between its forward and backward
+    SmallVector<Value> saves;
+    Value input, output, inGrad;
+  };
+  /// A send in flight: the slot event instance (family, shift from the
+  /// body's micro-batch) that names it, or the body's own send.
+  struct Pending {
+    int64_t family = 0, shift = 0;
+    bool own = false;
+  };
+  bool inTasks = false;
+  llvm::DenseMap<int64_t, ChunkSlots> slots;
+  /// The slot event family of each (chunk, peer) that sends.
+  std::map<std::pair<int64_t, unsigned>, int64_t> families;
+  /// What the body's send finishes first, per peer.
+  std::optional<Pending> sendAfter[2];
+  /// Whether the body is the step's last, which waits for its own send.
+  bool lastBody = false;
+  int64_t currentChunk = 0;
+  /// The event of the body's own send, for its tail.
+  Value ownSend;
+
+  Value slotOf(Value source, int64_t slotCount) {
+    auto type = cast<MemRefType>(source.getType());
+    MemRefType slotType =
+        sched::getBufferType(b.getContext(), type.getNumElements() / slotCount,
+                             type.getElementType(), sched::MemorySpace::Device);
+    return sched::SlotOp::create(b, loc, slotType, source,
+                                 b.getI64IntegerAttr(0),
+                                 b.getI64IntegerAttr(slotCount));
+  }
+  void waitPending(const Pending &pending) {
+    if (pending.own) {
+      sched::WaitOp::create(b, loc, ownSend);
+      return;
+    }
+    sched::WaitOp::create(b, loc,
+                          sched::SlotEventOp::create(
+                              b, loc, sched::EventType::get(b.getContext()),
+                              b.getI64IntegerAttr(pending.family),
+                              b.getI64IntegerAttr(pending.shift)));
+  }
+  /// Whether a chunk that starts with `first` frees its received input
+  /// right after its forward: a block checkpointed without a graph copies
+  /// its input into its saves; one with a graph keeps it where it is until
+  /// its backward.
+  bool copiesInput(const UnitSlot &first) {
+    return planOp.getTrain().getActivationCheckpointing() ==
+               plan::Checkpointing::Full &&
+           plan::isBlockKind(first.kind);
+  }
+  void buildTasks(MutableArrayRef<UnitSlot> units,
+                  ArrayRef<SmallVector<unsigned>> chunkUnits,
+                  ArrayRef<plan::PipelineTask> order);
 
   plan::PlanOp planOp;
   OpBuilder &b;
@@ -378,10 +446,17 @@ Value StepBuilder::allocSaves(const UnitSlot &unit, StringRef suffix) {
 }
 
 Value StepBuilder::allocHidden(const Twine &name) {
-  auto program = cast<sched::ProgramOp>(b.getInsertionBlock()->getParentOp());
-  return alloc(name, sched::BufferRole::Exchange,
-               sched::getExchangeShape(program).stream(),
+  return alloc(name, sched::BufferRole::Exchange, streamElements(),
                /*persistent=*/false);
+}
+
+int64_t StepBuilder::streamElements() {
+  // The program being built, or the one of the task being built.
+  Operation *parent = b.getInsertionBlock()->getParentOp();
+  auto program = dyn_cast<sched::ProgramOp>(parent);
+  if (!program)
+    program = parent->getParentOfType<sched::ProgramOp>();
+  return sched::getExchangeShape(program).stream();
 }
 
 Value StepBuilder::tiedOf(ArrayRef<UnitSlot> units, const UnitSlot &unit,
@@ -396,6 +471,13 @@ Value StepBuilder::tiedOf(ArrayRef<UnitSlot> units, const UnitSlot &unit,
 }
 
 void StepBuilder::finishSend(sched::Peer peer) {
+  // In a task the send before is a slot event, its buffer a slot.
+  if (inTasks) {
+    if (const std::optional<Pending> &before =
+            sendAfter[static_cast<unsigned>(peer)])
+      waitPending(*before);
+    return;
+  }
   auto &[event, buffer] = inFlight[static_cast<unsigned>(peer)];
   if (!event)
     return;
@@ -411,7 +493,20 @@ void StepBuilder::send(Value buffer, sched::Peer peer, const UnitSlot &boundary,
       b, loc, sched::EventType::get(b.getContext()), buffer,
       sched::PeerAttr::get(b.getContext(), peer), boundary.ref,
       b.getI64IntegerAttr(microBatch), ValueRange());
-  inFlight[static_cast<unsigned>(peer)] = {event, buffer};
+  if (!inTasks) {
+    inFlight[static_cast<unsigned>(peer)] = {event, buffer};
+    return;
+  }
+  // A later body waits for it through its slot event; the step's last
+  // waits for it itself.
+  if (lastBody) {
+    ownSend = event;
+    return;
+  }
+  sched::SlotSignalOp::create(b, loc, event,
+                              b.getI64IntegerAttr(families.at(
+                                  {currentChunk, static_cast<unsigned>(peer)})),
+                              b.getI64IntegerAttr(0));
 }
 
 void StepBuilder::receive(Value buffer, sched::Peer peer,
@@ -428,35 +523,39 @@ void StepBuilder::forwardChunk(MutableArrayRef<UnitSlot> units,
                                int64_t microBatch) {
   IntegerAttr mb = b.getI64IntegerAttr(microBatch);
   std::string suffix = (".mb" + Twine(microBatch)).str();
+  currentChunk = chunkIndex;
+  ChunkSlots *inSlots = inTasks ? &slots[chunkIndex] : nullptr;
+  bool inputCopied = copiesInput(units[chunk.front()]);
   // The stage's input: the previous chunk's last unit's output.
   Value input;
   if (chunkIndex > 0) {
     plan::UnitOp first = units[chunk.front()].op;
-    input = allocHidden(first.getSymName() + ".input" + suffix);
+    input = inSlots && !inputCopied
+                ? slotOf(inSlots->input, inSlots->depth)
+                : allocHidden(first.getSymName() + ".input" + suffix);
     receive(input, sched::Peer::Prev, units[chunk.front() - 1], mb);
   }
   SmallVector<Value> &saves = chunkSaves[{chunkIndex, microBatch}];
   Value output;
-  for (unsigned index : chunk) {
+  for (auto [position, index] : llvm::enumerate(chunk)) {
     UnitSlot &unit = units[index];
-    saves.push_back(allocSaves(unit, suffix));
+    saves.push_back(inSlots ? slotOf(inSlots->saves[position], inSlots->depth)
+                            : allocSaves(unit, suffix));
     bool last = index == chunk.back() && chunkIndex < lastChunk;
     if (last)
-      output = allocHidden(unit.op.getSymName() + ".output" + suffix);
+      output = inSlots ? slotOf(inSlots->output, 2)
+                       : allocHidden(unit.op.getSymName() + ".output" + suffix);
     sched::ForwardOp::create(
         b, loc, unit.ref, mb, /*part=*/IntegerAttr(), unit.params,
         tiedOf(units, unit, &UnitSlot::params), unit.frozen,
         index == chunk.front() ? input : Value(), saves.back(), output);
   }
-  // A block checkpointed without a graph copies its input into its saves;
-  // one with a graph keeps it where it is until its backward.
-  bool inputCopied = planOp.getTrain().getActivationCheckpointing() ==
-                         plan::Checkpointing::Full &&
-                     plan::isBlockKind(units[chunk.front()].kind);
   if (input && inputCopied)
     sched::FreeOp::create(b, loc, input);
-  else if (input)
+  else if (input && !inSlots)
     chunkInput[{chunkIndex, microBatch}] = input;
+  if (inSlots)
+    chunkSaves.erase({chunkIndex, microBatch});
   if (output)
     send(output, sched::Peer::Next, units[chunk.back()], microBatch);
   else
@@ -468,6 +567,8 @@ void StepBuilder::backwardChunk(MutableArrayRef<UnitSlot> units,
                                 int64_t microBatch) {
   IntegerAttr mb = b.getI64IntegerAttr(microBatch);
   std::string suffix = (".mb" + Twine(microBatch)).str();
+  currentChunk = chunkIndex;
+  ChunkSlots *inSlots = inTasks ? &slots[chunkIndex] : nullptr;
   // The gradient of this chunk's output, from the next chunk.
   Value outGrad;
   if (chunkIndex < lastChunk) {
@@ -478,9 +579,16 @@ void StepBuilder::backwardChunk(MutableArrayRef<UnitSlot> units,
   // The gradient of its input, for the chunk before.
   Value inGrad;
   if (chunkIndex > 0)
-    inGrad = allocHidden(units[chunk.front() - 1].op.getSymName() +
-                         ".output_grad" + suffix);
-  SmallVector<Value> saves = chunkSaves.lookup({chunkIndex, microBatch});
+    inGrad = inSlots ? slotOf(inSlots->inGrad, 2)
+                     : allocHidden(units[chunk.front() - 1].op.getSymName() +
+                                   ".output_grad" + suffix);
+  // Its forward's saves: the same slots in a task.
+  SmallVector<Value> saves;
+  if (inSlots)
+    for (Value source : inSlots->saves)
+      saves.push_back(slotOf(source, inSlots->depth));
+  else
+    saves = chunkSaves.lookup({chunkIndex, microBatch});
   chunkSaves.erase({chunkIndex, microBatch});
   for (int64_t position = chunk.size() - 1; position >= 0; --position) {
     unsigned index = chunk[position];
@@ -491,7 +599,8 @@ void StepBuilder::backwardChunk(MutableArrayRef<UnitSlot> units,
         index == chunk.back() ? outGrad : Value(), unit.grads,
         tiedOf(units, unit, &UnitSlot::grads),
         position == 0 ? inGrad : Value());
-    sched::FreeOp::create(b, loc, saves[position]);
+    if (!inSlots)
+      sched::FreeOp::create(b, loc, saves[position]);
     if (index == chunk.back() && outGrad)
       sched::FreeOp::create(b, loc, outGrad);
   }
@@ -504,7 +613,8 @@ void StepBuilder::backwardChunk(MutableArrayRef<UnitSlot> units,
 }
 
 void StepBuilder::buildStage(MutableArrayRef<UnitSlot> units,
-                             MutableArrayRef<GroupSlot> groups, int64_t rank) {
+                             MutableArrayRef<GroupSlot> groups, int64_t rank,
+                             bool asTasks) {
   int64_t ranks = planOp.getPipelineRanks();
   int64_t chunks = planOp.getPipelineChunks();
   lastChunk = chunks - 1;
@@ -532,17 +642,168 @@ void StepBuilder::buildStage(MutableArrayRef<UnitSlot> units,
     if (group.grad)
       sched::ZeroOp::create(b, loc, group.grad);
   plan::ParallelAttr parallel = planOp.getParallel();
-  for (const plan::PipelineTask &task : plan::pipelineTasks(
-           parallel.getPipelineSchedule(), ranks, parallel.getVirtualStages(),
-           planOp.getTrain().getGradAccum(), rank)) {
+  std::vector<plan::PipelineTask> order = plan::pipelineTasks(
+      parallel.getPipelineSchedule(), ranks, parallel.getVirtualStages(),
+      planOp.getTrain().getGradAccum(), rank);
+  if (asTasks) {
+    buildTasks(units, chunkUnits, order);
+  } else {
+    for (const plan::PipelineTask &task : order) {
+      if (task.backward)
+        backwardChunk(units, chunkUnits[task.chunk], task.chunk,
+                      task.microBatch);
+      else
+        forwardChunk(units, chunkUnits[task.chunk], task.chunk,
+                     task.microBatch);
+    }
+    finishSend(sched::Peer::Next);
+    finishSend(sched::Peer::Prev);
+  }
+  buildStep(mine);
+}
+
+void StepBuilder::buildTasks(MutableArrayRef<UnitSlot> units,
+                             ArrayRef<SmallVector<unsigned>> chunkUnits,
+                             ArrayRef<plan::PipelineTask> order) {
+  auto sends = [&](const plan::PipelineTask &task) {
+    return task.backward ? task.chunk > 0 : task.chunk < lastChunk;
+  };
+  auto peerOf = [](const plan::PipelineTask &task) {
+    return static_cast<unsigned>(task.backward ? sched::Peer::Prev
+                                               : sched::Peer::Next);
+  };
+  // Each chunk's depth (its most micro-batches forwarded and not yet
+  // backwarded: those in flight hold distinct slots, as each chunk runs
+  // its forwards and its backwards in micro-batch order), and a slot event
+  // family for each (chunk, peer) that sends.
+  SmallVector<int64_t> chunksInOrder;
+  llvm::DenseMap<int64_t, int64_t> inFlightNow;
+  for (const plan::PipelineTask &task : order) {
+    auto [it, added] = slots.try_emplace(task.chunk);
+    if (added)
+      chunksInOrder.push_back(task.chunk);
+    int64_t &now = inFlightNow[task.chunk];
+    now += task.backward ? -1 : 1;
+    it->second.depth = std::max(it->second.depth, now);
+    if (sends(task) && !families.count({task.chunk, peerOf(task)})) {
+      int64_t family = static_cast<int64_t>(families.size());
+      families[{task.chunk, peerOf(task)}] = family;
+    }
+  }
+
+  // The slot buffers, for the whole loop: per unit its saves and per chunk
+  // its kept input, in `depth` slots; its output and its input's gradient
+  // in 2, one being sent while the next is written (a send is finished by
+  // the next one towards the same peer, before the chunk's next but one).
+  int64_t stream = streamElements();
+  SmallVector<Value> slotBuffers;
+  auto slotBuffer = [&](const Twine &name, sched::BufferRole role,
+                        int64_t numel) {
+    slotBuffers.push_back(alloc(name, role, numel, /*persistent=*/false));
+    return slotBuffers.back();
+  };
+  for (int64_t chunkIndex : chunksInOrder) {
+    ChunkSlots &chunk = slots[chunkIndex];
+    ArrayRef<unsigned> members = chunkUnits[chunkIndex];
+    for (unsigned index : members) {
+      plan::UnitOp op = units[index].op;
+      chunk.saves.push_back(
+          slotBuffer(op.getSymName() + ".saves", sched::BufferRole::Activations,
+                     chunk.depth * plan::savesElements(op, planOp.getModel(),
+                                                       planOp.getTrain())));
+    }
+    UnitSlot &first = units[members.front()];
+    if (chunkIndex > 0 && !copiesInput(first))
+      chunk.input =
+          slotBuffer(first.op.getSymName() + ".input",
+                     sched::BufferRole::Exchange, chunk.depth * stream);
+    if (chunkIndex < lastChunk)
+      chunk.output =
+          slotBuffer(units[members.back()].op.getSymName() + ".output",
+                     sched::BufferRole::Exchange, 2 * stream);
+    if (chunkIndex > 0)
+      chunk.inGrad = slotBuffer(units[members.front() - 1].op.getSymName() +
+                                    ".output_grad",
+                                sched::BufferRole::Exchange, 2 * stream);
+  }
+
+  // Each entry's body is keyed by its chunk and direction, the send in
+  // flight its own send finishes first (another chunk's under
+  // interleaving, at a shift that varies with the entry's place), and for
+  // the step's last entry the sends it finishes at its end.
+  using PendingKey = std::tuple<bool, bool, int64_t, int64_t>;
+  auto keyOf = [](const std::optional<Pending> &pending) {
+    return pending
+               ? PendingKey(true, pending->own, pending->family, pending->shift)
+               : PendingKey(false, false, 0, 0);
+  };
+  std::optional<std::pair<int64_t, int64_t>> lastSend[2]; // (chunk, mb)
+  auto pendingFrom = [&](unsigned peer, int64_t microBatch) {
+    std::optional<Pending> pending;
+    if (const auto &send = lastSend[peer])
+      pending = Pending{families.at({send->first, peer}),
+                        send->second - microBatch, false};
+    return pending;
+  };
+  const unsigned next = static_cast<unsigned>(sched::Peer::Next);
+  const unsigned prev = static_cast<unsigned>(sched::Peer::Prev);
+  struct Body {
+    std::optional<Pending> after, tailNext, tailPrev;
+  };
+  std::map<std::tuple<int64_t, bool, PendingKey, PendingKey, PendingKey>,
+           int64_t>
+      bodyOf;
+  SmallVector<int64_t> table;
+  auto tasks = sched::TasksOp::create(
+      b, loc, b.getI64IntegerAttr(static_cast<int64_t>(families.size())),
+      b.getDenseI64ArrayAttr({}));
+  Block &bodies = tasks.getBody().emplaceBlock();
+  inTasks = true;
+  for (auto [entry, task] : llvm::enumerate(order)) {
+    Body body;
+    unsigned peer = peerOf(task);
+    if (sends(task)) {
+      body.after = pendingFrom(peer, task.microBatch);
+      lastSend[peer] = {task.chunk, task.microBatch};
+    }
+    bool last = entry + 1 == order.size();
+    if (last) {
+      body.tailNext = pendingFrom(next, task.microBatch);
+      body.tailPrev = pendingFrom(prev, task.microBatch);
+      // Its own send is the last towards its peer: it waits for it itself.
+      if (sends(task))
+        (peer == next ? body.tailNext : body.tailPrev)->own = true;
+    }
+    auto [it, added] = bodyOf.try_emplace(
+        std::make_tuple(task.chunk, task.backward, keyOf(body.after),
+                        keyOf(body.tailNext), keyOf(body.tailPrev)),
+        static_cast<int64_t>(bodyOf.size()));
+    table.append({it->second, task.microBatch});
+    if (!added)
+      continue;
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(&bodies);
+    auto taskOp =
+        sched::TaskOp::create(b, loc, b.getI64IntegerAttr(task.microBatch));
+    b.setInsertionPointToStart(&taskOp.getBody().emplaceBlock());
+    sendAfter[next] = sendAfter[prev] = std::nullopt;
+    sendAfter[peer] = body.after;
+    lastBody = last;
+    ownSend = Value();
     if (task.backward)
       backwardChunk(units, chunkUnits[task.chunk], task.chunk, task.microBatch);
     else
       forwardChunk(units, chunkUnits[task.chunk], task.chunk, task.microBatch);
+    // What the flat step finishes after its loop: the send towards the
+    // next stage, then towards the previous one.
+    for (const std::optional<Pending> &tail : {body.tailNext, body.tailPrev})
+      if (tail)
+        waitPending(*tail);
   }
-  finishSend(sched::Peer::Next);
-  finishSend(sched::Peer::Prev);
-  buildStep(mine);
+  inTasks = false;
+  tasks.setOrder(table);
+  for (Value buffer : llvm::reverse(slotBuffers))
+    sched::FreeOp::create(b, loc, buffer);
 }
 
 void StepBuilder::buildMicroBatch(MutableArrayRef<UnitSlot> units,
@@ -685,7 +946,8 @@ struct SchedLowerPass : plan::impl::SchedLowerBase<SchedLowerPass> {
       SmallVector<GroupSlot> programGroups(groups);
       StepBuilder stepBuilder(planOp, body);
       if (ranks > 1)
-        stepBuilder.buildStage(programUnits, programGroups, rank);
+        stepBuilder.buildStage(programUnits, programGroups, rank,
+                               pipelineTasks);
       else if (stepBuilder.build(programUnits, programGroups, rollMicroBatches))
         program->setAttr(sched::kPartialMicroBatchesAttr,
                          builder.getUnitAttr());

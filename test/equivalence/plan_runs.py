@@ -20,9 +20,9 @@ SEQ_LEN = 64
 FP32_RTOL = 1e-5
 
 
-def compile_plan(args, sets, tag):
+def compile_plan(args, sets, tag, planc_flags=()):
     sched = os.path.join(args.work, tag + ".sched")
-    cmd = [args.planc, PLAN, "-o", sched]
+    cmd = [args.planc, PLAN, "-o", sched] + list(planc_flags)
     for s in sets:
         cmd += ["--set", s]
     p = subprocess.run(cmd, capture_output=True, text=True)

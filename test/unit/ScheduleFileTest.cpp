@@ -88,11 +88,10 @@ Json bodyOf(const std::string &file) {
   return Json::parse(file.begin() + kHeader, file.end());
 }
 
-/// The tiny plan with `overrides` (--set), through the lowering pipeline
-/// (`roll`: with gradient accumulation's middle micro-batches a repeat).
+/// The tiny plan with `overrides` (--set), imported.
 mlir::OwningOpRef<mlir::ModuleOp>
-lower(mlir::MLIRContext &context, const std::vector<std::string> &overrides,
-      bool roll = true) {
+importTiny(mlir::MLIRContext &context,
+           const std::vector<std::string> &overrides) {
   llvm::SourceMgr sourceMgr;
   std::string path = std::string(PLAN_EXAMPLES_DIR) + "/tiny_llama_cpu.plan";
   auto buffer = llvm::MemoryBuffer::getFile(path);
@@ -107,9 +106,20 @@ lower(mlir::MLIRContext &context, const std::vector<std::string> &overrides,
   if (!spec)
     throw std::runtime_error("the plan has errors");
   mlir::OwningOpRef<mlir::ModuleOp> module = plan::importPlan(*spec, diag);
+  if (!module)
+    throw std::runtime_error("the plan does not import");
+  return module;
+}
+
+/// The tiny plan with `overrides` (--set), through the lowering pipeline
+/// (`roll`: with gradient accumulation's middle micro-batches a repeat).
+mlir::OwningOpRef<mlir::ModuleOp>
+lower(mlir::MLIRContext &context, const std::vector<std::string> &overrides,
+      bool roll = true) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = importTiny(context, overrides);
   mlir::PassManager pm(&context);
   plan::buildPlanLowerPipeline(pm, roll);
-  if (!module || mlir::failed(pm.run(*module)))
+  if (mlir::failed(pm.run(*module)))
     throw std::runtime_error("lowering failed");
   return module;
 }
@@ -1426,6 +1436,192 @@ TEST(ScheduleTasks, APipelinesStagesAsTasks) {
     EXPECT_EQ(serializeSchedule(validateSchedule(*withTasks, "t.sched").get()),
               file)
         << schedule;
+  }
+}
+
+/// The tiny plan with `overrides` through the plan passes and sched-lower
+/// alone, each stage's micro-batch loop a sched.tasks with `asTasks`.
+mlir::OwningOpRef<mlir::ModuleOp>
+lowerStages(mlir::MLIRContext &context,
+            const std::vector<std::string> &overrides, bool asTasks) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = importTiny(context, overrides);
+  mlir::PassManager pm(&context);
+  pm.addPass(plan::createPlanExpandPresets());
+  pm.addPass(plan::createPlanAssignStages());
+  pm.addPass(plan::createPlanWrapUnits());
+  pm.addPass(plan::createPlanAssignSharding());
+  plan::SchedLowerOptions options;
+  options.pipelineTasks = asTasks;
+  pm.addPass(plan::createSchedLower(options));
+  if (mlir::failed(pm.run(*module)))
+    throw std::runtime_error("sched-lower failed");
+  return module;
+}
+
+std::string describe(mlir::Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  op->print(os, mlir::OpPrintingFlags().skipRegions());
+  return text;
+}
+
+/// "" when `written` (a stage whose tasks were unrolled) is `flat` (the same
+/// stage lowered flat) with each buffer that crosses tasks in a slot: the
+/// same ops with the same attributes and operands in the same order, but for
+/// the flat allocations and frees of those buffers and the written step's
+/// slot buffers, their views and frees. Each flat buffer that crosses tasks
+/// is one slot, and no two of them live at once in the same slot. Otherwise
+/// where they part.
+std::string differenceModuloSlots(sched::ProgramOp flat,
+                                  sched::ProgramOp written) {
+  llvm::SmallVector<mlir::Operation *> a, b;
+  std::set<std::string> flatNames;
+  for (mlir::Operation &op : flat.getBody().front()) {
+    a.push_back(&op);
+    if (auto alloc = mlir::dyn_cast<sched::AllocOp>(op))
+      flatNames.insert(alloc.getName().str());
+  }
+  for (mlir::Operation &op : written.getBody().front())
+    b.push_back(&op);
+  using Slot = std::pair<void *, int64_t>; // (slot buffer, offset)
+  llvm::DenseMap<mlir::Value, mlir::Value> same;
+  llvm::DenseSet<mlir::Value> slotBuffers, crossing;
+  llvm::DenseMap<mlir::Value, Slot> slotOfView, placed;
+  std::map<Slot, mlir::Value> holder;
+  size_t i = 0, j = 0;
+  while (true) {
+    for (; j < b.size(); ++j) {
+      mlir::Operation *op = b[j];
+      if (auto alloc = mlir::dyn_cast<sched::AllocOp>(op);
+          alloc && !alloc.getPersistent() &&
+          !flatNames.count(alloc.getName().str()))
+        slotBuffers.insert(alloc.getBuffer());
+      else if (auto view = mlir::dyn_cast<sched::ViewOp>(op);
+               view && slotBuffers.count(view.getSource()))
+        slotOfView[view.getResult()] = {view.getSource().getAsOpaquePointer(),
+                                        static_cast<int64_t>(view.getOffset())};
+      else if (auto free = mlir::dyn_cast<sched::FreeOp>(op);
+               !free || !slotBuffers.count(free.getBuffer()))
+        break;
+    }
+    for (; i < a.size(); ++i) {
+      mlir::Operation *op = a[i];
+      auto writtenAlloc =
+          j < b.size() ? mlir::dyn_cast<sched::AllocOp>(b[j]) : nullptr;
+      if (auto alloc = mlir::dyn_cast<sched::AllocOp>(op);
+          alloc && !alloc.getPersistent() &&
+          !(writtenAlloc && writtenAlloc.getName() == alloc.getName())) {
+        crossing.insert(alloc.getBuffer());
+      } else if (auto free = mlir::dyn_cast<sched::FreeOp>(op);
+                 free && crossing.count(free.getBuffer())) {
+        auto it = placed.find(free.getBuffer());
+        if (it == placed.end())
+          return "crossing buffer freed unused: " + describe(op);
+        holder.erase(it->second);
+      } else {
+        break;
+      }
+    }
+    if (i == a.size() || j == b.size())
+      break;
+    mlir::Operation *x = a[i], *y = b[j];
+    if (x->getName() != y->getName() ||
+        x->getAttrDictionary() != y->getAttrDictionary() ||
+        x->getNumOperands() != y->getNumOperands() ||
+        x->getResultTypes() != y->getResultTypes())
+      return "flat `" + describe(x) + "` is written `" + describe(y) + "`";
+    for (unsigned k = 0; k < x->getNumOperands(); ++k) {
+      mlir::Value u = x->getOperand(k), v = y->getOperand(k);
+      if (crossing.count(u)) {
+        auto view = slotOfView.find(v);
+        if (view == slotOfView.end())
+          return "operand " + std::to_string(k) + " of `" + describe(x) +
+                 "` is in no slot in `" + describe(y) + "`";
+        auto [it, added] = placed.try_emplace(u, view->second);
+        if (!added && it->second != view->second)
+          return "`" + describe(x) + "` finds its buffer in another slot";
+        auto [held, free] = holder.try_emplace(view->second, u);
+        if (!free && held->second != u)
+          return "`" + describe(x) + "` uses a slot another buffer holds";
+        continue;
+      }
+      auto it = same.find(u);
+      if (it == same.end() || it->second != v)
+        return "operand " + std::to_string(k) + " of `" + describe(x) +
+               "` differs in `" + describe(y) + "`";
+    }
+    for (unsigned r = 0; r < x->getNumResults(); ++r)
+      same[x->getResult(r)] = y->getResult(r);
+    ++i;
+    ++j;
+  }
+  if (i != a.size())
+    return "flat `" + describe(a[i]) + "` is not written";
+  if (j != b.size())
+    return "written `" + describe(b[j]) + "` is not in the flat step";
+  return "";
+}
+
+/// sched-lower's pipeline-tasks: each stage's loop as a sched.tasks whose
+/// bodies are as many at 8 micro-batches as at 32, and which, written out,
+/// is the flat lowering with each buffer that crosses tasks in a slot.
+TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"parallel.pipeline=2", "parallel.schedule=gpipe"},
+      {"parallel.pipeline=2", "parallel.schedule=1f1b"},
+      {"parallel.pipeline=4", "parallel.schedule=1f1b"},
+      {"parallel.pipeline=2", "parallel.schedule=interleaved(2)"},
+      {"parallel.pipeline=4", "parallel.schedule=interleaved(2)"},
+      // The received input copied into the saves and freed after the
+      // forward.
+      {"parallel.pipeline=2", "train.activation_checkpointing=full"},
+      // The last stage's replica of the tied embedding.
+      {"model=gpt2_tiny", "parallel.pipeline=4",
+       "parallel.schedule=interleaved(2)"},
+  };
+  for (const std::vector<std::string> &pipeline : cases) {
+    std::vector<size_t> bodies;
+    for (int64_t microBatches : {8, 32}) {
+      std::vector<std::string> sets = {
+          "model.layers=8", "cluster.gpus_per_node=4",
+          "train.grad_accum=" + std::to_string(microBatches)};
+      sets.insert(sets.begin() + 1, pipeline.begin(), pipeline.end());
+      if (pipeline.front().rfind("model=", 0) == 0)
+        std::swap(sets[0], sets[1]);
+      std::string what = llvm::join(sets, " ");
+      std::unique_ptr<mlir::MLIRContext> context = newContext();
+      mlir::OwningOpRef<mlir::ModuleOp> flat =
+          lowerStages(*context, sets, false);
+      mlir::OwningOpRef<mlir::ModuleOp> tasks =
+          lowerStages(*context, sets, true);
+      ASSERT_TRUE(mlir::succeeded(mlir::verify(*tasks))) << what;
+      size_t stageBodies = 0;
+      for (sched::ProgramOp program : tasks->getOps<sched::ProgramOp>()) {
+        auto loops =
+            llvm::to_vector(program.getBody().getOps<sched::TasksOp>());
+        ASSERT_EQ(loops.size(), 1u) << what;
+        size_t count = loops.front().getTasks().size();
+        // Every forward and backward of the stage is one entry.
+        EXPECT_EQ(
+            loops.front().getOrder().size(),
+            size_t(4 * microBatches) *
+                (pipeline.back() == "parallel.schedule=interleaved(2)" ? 2 : 1))
+            << what;
+        EXPECT_LT(count, size_t(2 * microBatches)) << what;
+        stageBodies += count;
+      }
+      bodies.push_back(stageBodies);
+      unrollTasks(*tasks);
+      ASSERT_TRUE(mlir::succeeded(mlir::verify(*tasks))) << what;
+      auto flatStages = llvm::to_vector(flat->getOps<sched::ProgramOp>());
+      auto writtenStages = llvm::to_vector(tasks->getOps<sched::ProgramOp>());
+      ASSERT_EQ(flatStages.size(), writtenStages.size()) << what;
+      for (auto [f, w] : llvm::zip(flatStages, writtenStages))
+        EXPECT_EQ(differenceModuloSlots(f, w), "")
+            << what << ", " << f.getSymName().str();
+    }
+    // As many bodies whatever the micro-batches.
+    EXPECT_EQ(bodies[0], bodies[1]) << llvm::join(pipeline, " ");
   }
 }
 

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""A pipeline stage's micro-batch loop lowered as a sched.tasks trains as the
+flat lowering does.
+
+`planc --pipeline-tasks` makes sched-lower write each stage's loop as a
+sched.tasks: each distinct forward and backward once, the stage's order as its
+table, and what crosses tasks (a micro-batch's saves and kept input, a send in
+flight) in slots of buffers that live for the whole loop (docs/sched.md, "The
+micro-batch loop"). The rewriting passes do not run on tasks yet, so the
+pipeline writes the table out right after sched-lower; what differs from the
+flat lowering is only where those buffers lie. For each case of
+pipeline_parallel.py's matrix named here, both lowerings are trained on local
+CPU ranks and every step's loss and gradient norm must be bitwise the same.
+
+The script prints one line per case and ends with `N passed, N failed`.
+
+usage: pipeline_tasks.py --planc PLANC --plan-run PLAN_RUN [--steps N] [--work DIR]
+           [--only TEXT]
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+from pipeline_parallel import CASES, flags
+from plan_runs import GLOBAL_BATCH, compare, compile_plan, train
+
+# Every schedule and partition, and each composition once: data parallel
+# (sharded, with prefetching), tensor parallel, LoRA, BERT, tied embeddings,
+# clipping. Not activation checkpointing: sched-activation-checkpointing
+# expects each saves buffer to be an allocation of its own, and refuses a
+# slot's view.
+NAMES = [
+    "pp2 gpipe", "pp2 1f1b", "pp4 gpipe", "pp4 1f1b", "pp3 1f1b",
+    "pp2 interleaved(2)", "pp4 interleaved(2)", "pp2 1f1b stages [3, 5]",
+    "pp2 x dp2 full_shard 1f1b", "pp2 x dp2 full_shard interleaved(2) forward_prefetch",
+    "pp2 x tp2 1f1b", "pp2 1f1b lora",
+    "pp2 1f1b bert classifier", "pp2 1f1b gpt2 (tied)",
+    "pp4 interleaved(2) tied llama", "pp2 x dp2 full_shard 1f1b clipped",
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--planc", required=True)
+    ap.add_argument("--plan-run", required=True)
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--only", default=None, help="run only cases whose name contains this")
+    args = ap.parse_args()
+    args.work = args.work or tempfile.mkdtemp(prefix="plan-pipeline-tasks-")
+    os.makedirs(args.work, exist_ok=True)
+    cases = {c[0]: c for c in CASES}
+    missing = [n for n in NAMES if n not in cases]
+    if missing:
+        print(f"FAIL: not cases of pipeline_parallel.py: {missing}")
+        print("0 passed, 1 failed")
+        return 1
+    passed = failed = 0
+    for i, name in enumerate(NAMES):
+        if args.only and args.only not in name:
+            continue
+        _, model, world, dp, accum, sets = cases[name]
+        t0 = time.time()
+        try:
+            sets = flags(model, accum, GLOBAL_BATCH // (dp * accum)) + \
+                [f"cluster.gpus_per_node={world}"] + sets
+            runs = [train(args, compile_plan(args, sets, f"case{i}-{tag}", extra), world,
+                          f"case{i}-{tag}")
+                    for tag, extra in (("flat", []), ("tasks", ["--pipeline-tasks"]))]
+            if len(runs[0]) != args.steps or len(runs[1]) != args.steps:
+                raise RuntimeError(f"expected {args.steps} metrics lines")
+            rel = compare(runs[1], runs[0])
+            ok = rel == 0.0
+            print(f"{'PASS' if ok else 'FAIL'} {name} ({world} ranks): tasks vs flat "
+                  f"max rel diff {rel:.2e} (bitwise: 0), {time.time() - t0:.1f}s",
+                  flush=True)
+        except Exception as e:  # one case's failure must not hide the others
+            print(f"FAIL {name}: {e}", flush=True)
+            ok = False
+        passed += ok
+        failed += not ok
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
