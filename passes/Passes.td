@@ -72,6 +72,9 @@ def SchedActivationCheckpointing
     buffers are freed after the backward. The unit after a checkpointed
     block keeps its own input. Runs on the single-rank program of
     sched-lower, before sched-insert-collectives; does nothing otherwise.
+    On a pipeline stage's sched.tasks (sched-lower's pipeline-tasks) it
+    rewrites the bodies: a block's saves slots hold its input, and each
+    backward body recomputes into saves of its own.
   }];
   let dependentDialects = ["::sched::SchedDialect"];
 }

@@ -28,9 +28,9 @@ void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm,
       createSchedLower(SchedLowerOptions{rollMicroBatches, pipelineTasks}));
   // Each program on its own, with the recipe sched-lower copied onto it.
   mlir::OpPassManager &program = pm.nest<sched::ProgramOp>();
+  program.addPass(createSchedActivationCheckpointing());
   if (pipelineTasks)
     program.addPass(createSchedUnrollTasks());
-  program.addPass(createSchedActivationCheckpointing());
   program.addPass(createSchedInsertCollectives());
   program.addPass(createSchedInsertCasts());
   program.addPass(createSchedInsertOffloadCopies());

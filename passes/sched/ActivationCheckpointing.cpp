@@ -17,6 +17,7 @@
 #include "dialects/sched/SchedOpTable.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace plan {
 #define GEN_PASS_DEF_SCHEDACTIVATIONCHECKPOINTING
@@ -75,19 +76,39 @@ struct SchedActivationCheckpointingPass
           SchedActivationCheckpointingPass> {
   void runOnOperation() override {
     sched::ProgramOp program = getOperation();
-    if (failed(sched::requireUnrolled(program, getArgument())))
-      return signalPassFailure();
+    // A pipeline stage's loop as a sched.tasks is rewritten body by body;
+    // a sched.repeat comes later and is an error.
+    SmallVector<sched::TasksOp> loops;
+    for (Operation &op : program.getBody().front()) {
+      if (auto tasks = dyn_cast<sched::TasksOp>(op))
+        loops.push_back(tasks);
+      else if (failed(sched::requireUnrolled(op, getArgument())))
+        return signalPassFailure();
+    }
     plan::TrainAttr train = program.getTrain();
     if (train.getActivationCheckpointing() != plan::Checkpointing::Full)
       return;
-    for (Operation &op : program.getBody().front())
-      if ((sched::isCollective(&op) && !sched::isPipelineCollective(&op)) ||
+    WalkResult walked = program.walk([&](Operation *op) {
+      if ((sched::isCollective(op) && !sched::isPipelineCollective(op)) ||
           isa<sched::RecomputeOp>(op)) {
-        op.emitOpError("is already in the program: "
-                       "sched-activation-checkpointing expects the "
-                       "single-rank program of sched-lower");
-        return signalPassFailure();
+        op->emitOpError("is already in the program: "
+                        "sched-activation-checkpointing expects the "
+                        "single-rank program of sched-lower");
+        return WalkResult::interrupt();
       }
+      return WalkResult::advance();
+    });
+    if (walked.wasInterrupted())
+      return signalPassFailure();
+    int64_t inputElements =
+        plan::checkpointElements(program.getModel(), program.getTrain(),
+                                 plan::tensorShareOf(program.getPlanOp()));
+    if (!loops.empty()) {
+      for (sched::TasksOp tasks : loops)
+        if (failed(checkpointTasks(tasks, inputElements)))
+          return signalPassFailure();
+      return;
+    }
 
     // Every forward's saves are checked before the program changes (so
     // that the order of its ops is computed once, not after each insertion).
@@ -121,9 +142,6 @@ struct SchedActivationCheckpointingPass
     }
 
     OpBuilder builder(program.getContext());
-    int64_t inputElements =
-        plan::checkpointElements(program.getModel(), program.getTrain(),
-                                 plan::tensorShareOf(program.getPlanOp()));
     for (Rewrite &rewrite : rewrites) {
       if (!rewrite.checkpointed) {
         keepOwnInput(builder, rewrite.unit, rewrite.saves);
@@ -158,6 +176,117 @@ struct SchedActivationCheckpointingPass
         saves.alloc.getBuffer(), /*out=*/Value());
     builder.setInsertionPointAfter(saves.free);
     sched::FreeOp::create(builder, saves.free.getLoc(), input);
+  }
+
+  /// The same on a pipeline stage's sched.tasks (docs/sched.md, "The
+  /// micro-batch loop"), where a unit's saves are a slot of a buffer of the
+  /// program in each body that runs its forward or its backward: a block's
+  /// buffer holds its input instead, in as many slots, and each backward
+  /// recomputes into saves of its own task; the unit after one keeps its
+  /// own input in larger slots.
+  LogicalResult checkpointTasks(sched::TasksOp tasks, int64_t inputElements) {
+    sched::ProgramOp program = getOperation();
+    struct Slotted {
+      plan::UnitOp unit;
+      bool checkpointed;
+    };
+    llvm::MapVector<sched::AllocOp, Slotted> buffers;
+    SymbolTableCollection symbolTables;
+    for (sched::TaskOp task : tasks.getTasks()) {
+      // A body runs one chunk's forwards of one micro-batch in order.
+      bool lastCheckpointed = false;
+      for (auto forward : task.getBody().getOps<sched::ForwardOp>()) {
+        plan::UnitOp unit = forward.getUnitOp(symbolTables);
+        bool checkpointed = plan::isBlockKind(unit.getKind());
+        bool afterCheckpointed = lastCheckpointed;
+        lastCheckpointed = checkpointed;
+        if (!checkpointed && !afterCheckpointed)
+          continue;
+        auto slot = forward.getSaves().getDefiningOp<sched::SlotOp>();
+        auto buffer =
+            slot ? slot.getSource().getDefiningOp<sched::AllocOp>() : nullptr;
+        if (!buffer)
+          return forward.emitOpError(
+              "saves are not a slot of a buffer of the program: "
+              "sched-activation-checkpointing expects the tasks of "
+              "sched-lower");
+        auto [it, added] =
+            buffers.try_emplace(buffer, Slotted{unit, checkpointed});
+        if (!added && it->second.unit != unit)
+          return forward.emitOpError("saves into the slots of '")
+                 << it->second.unit.getSymName() << "'";
+      }
+    }
+
+    OpBuilder builder(program.getContext());
+    for (auto &[buffer, slotted] : buffers) {
+      SmallVector<sched::SlotOp> slots;
+      for (Operation *user : buffer->getUsers())
+        if (auto slot = dyn_cast<sched::SlotOp>(user))
+          slots.push_back(slot);
+      int64_t count = static_cast<int64_t>(slots.front().getSlots());
+      builder.setInsertionPoint(buffer);
+      // What each slot holds now.
+      int64_t holds =
+          slotted.checkpointed
+              ? inputElements
+              : plan::savesElements(slotted.unit, program.getModel(),
+                                    program.getTrain(), /*ownInput=*/true);
+      sched::AllocOp replaced =
+          allocLike(builder, buffer,
+                    slotted.checkpointed ? slotted.unit.getSymName() + ".input"
+                                         : Twine(buffer.getName()),
+                    count * holds);
+      MemRefType slotType = sched::getBufferType(
+          builder.getContext(), holds, replaced.getType().getElementType(),
+          sched::getMemorySpace(replaced.getType()));
+      for (sched::SlotOp slot : slots) {
+        builder.setInsertionPoint(slot);
+        auto moved = sched::SlotOp::create(
+            builder, slot.getLoc(), slotType, replaced.getBuffer(),
+            slot.getShiftAttr(), slot.getSlotsAttr());
+        if (!slotted.checkpointed) {
+          slot.getResult().replaceAllUsesWith(moved.getResult());
+          slot.erase();
+          continue;
+        }
+        // The forward saves its input in the slot; the backward reads saves
+        // of its own that a recompute from that input fills right before
+        // it, freed right after it.
+        for (OpOperand &use : llvm::make_early_inc_range(slot->getUses())) {
+          if (auto forward = dyn_cast<sched::ForwardOp>(use.getOwner())) {
+            use.set(moved.getResult());
+            continue;
+          }
+          auto backward = dyn_cast<sched::BackwardOp>(use.getOwner());
+          if (!backward || use.get() != backward.getActivations())
+            return use.getOwner()->emitOpError(
+                "uses the saves of a checkpointed block: "
+                "sched-activation-checkpointing expects the tasks of "
+                "sched-lower");
+          builder.setInsertionPoint(backward);
+          sched::AllocOp saves =
+              allocLike(builder, buffer,
+                        slotted.unit.getSymName() + ".saves.mb" +
+                            Twine(backward.getMicroBatch()),
+                        slot.getType().getNumElements());
+          moved->moveBefore(backward);
+          sched::RecomputeOp::create(
+              builder, backward.getLoc(), backward.getUnit(),
+              backward.getMicroBatchAttr(), /*part=*/IntegerAttr(),
+              backward.getParams(), backward.getTied(), backward.getFrozen(),
+              moved.getResult(), /*in=*/Value(), saves.getBuffer(),
+              /*out=*/Value());
+          use.set(saves.getBuffer());
+          builder.setInsertionPointAfter(backward);
+          sched::FreeOp::create(builder, backward.getLoc(), saves.getBuffer());
+        }
+        slot.erase();
+      }
+      buffer.getBuffer().replaceAllUsesWith(replaced.getBuffer());
+      buffer.erase();
+    }
+    return success();
   }
 
   /// The unit also saves its input, which the checkpointed block before it

@@ -27,15 +27,18 @@ from pipeline_parallel import CASES, flags
 from plan_runs import GLOBAL_BATCH, compare, compile_plan, train
 
 # Every schedule and partition, and each composition once: data parallel
-# (sharded, with prefetching), tensor parallel, LoRA, BERT, tied embeddings,
-# clipping. Not activation checkpointing: sched-activation-checkpointing
-# expects each saves buffer to be an allocation of its own, and refuses a
-# slot's view.
+# (sharded, with prefetching), activation checkpointing (which
+# sched-activation-checkpointing does on the tasks: a block's slots hold its
+# input, its backward recomputes into saves of its own), tensor parallel
+# (with sequence parallelism and checkpointing too), LoRA, QLoRA, BERT, tied
+# embeddings, clipping.
 NAMES = [
     "pp2 gpipe", "pp2 1f1b", "pp4 gpipe", "pp4 1f1b", "pp3 1f1b",
     "pp2 interleaved(2)", "pp4 interleaved(2)", "pp2 1f1b stages [3, 5]",
-    "pp2 x dp2 full_shard 1f1b", "pp2 x dp2 full_shard interleaved(2) forward_prefetch",
-    "pp2 x tp2 1f1b", "pp2 1f1b lora",
+    "pp2 x dp2 full_shard 1f1b", "pp2 x dp2 no_shard 1f1b checkpointing",
+    "pp2 x dp2 full_shard interleaved(2) forward_prefetch",
+    "pp2 x tp2 1f1b", "pp2 x tp2 sp interleaved(2) checkpointing", "pp2 1f1b lora",
+    "pp2 qlora dropout 1f1b checkpointing",
     "pp2 1f1b bert classifier", "pp2 1f1b gpt2 (tied)",
     "pp4 interleaved(2) tied llama", "pp2 x dp2 full_shard 1f1b clipped",
 ]

@@ -1440,10 +1440,12 @@ TEST(ScheduleTasks, APipelinesStagesAsTasks) {
 }
 
 /// The tiny plan with `overrides` through the plan passes and sched-lower
-/// alone, each stage's micro-batch loop a sched.tasks with `asTasks`.
+/// alone (and sched-activation-checkpointing with `checkpoint`), each
+/// stage's micro-batch loop a sched.tasks with `asTasks`.
 mlir::OwningOpRef<mlir::ModuleOp>
 lowerStages(mlir::MLIRContext &context,
-            const std::vector<std::string> &overrides, bool asTasks) {
+            const std::vector<std::string> &overrides, bool asTasks,
+            bool checkpoint = false) {
   mlir::OwningOpRef<mlir::ModuleOp> module = importTiny(context, overrides);
   mlir::PassManager pm(&context);
   pm.addPass(plan::createPlanExpandPresets());
@@ -1453,6 +1455,9 @@ lowerStages(mlir::MLIRContext &context,
   plan::SchedLowerOptions options;
   options.pipelineTasks = asTasks;
   pm.addPass(plan::createSchedLower(options));
+  if (checkpoint)
+    pm.nest<sched::ProgramOp>().addPass(
+        plan::createSchedActivationCheckpointing());
   if (mlir::failed(pm.run(*module)))
     throw std::runtime_error("sched-lower failed");
   return module;
@@ -1564,7 +1569,8 @@ std::string differenceModuloSlots(sched::ProgramOp flat,
 
 /// sched-lower's pipeline-tasks: each stage's loop as a sched.tasks whose
 /// bodies are as many at 8 micro-batches as at 32, and which, written out,
-/// is the flat lowering with each buffer that crosses tasks in a slot.
+/// is the flat lowering with each buffer that crosses tasks in a slot; the
+/// same after sched-activation-checkpointing, which rewrites the bodies.
 TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
   const std::vector<std::vector<std::string>> cases = {
       {"parallel.pipeline=2", "parallel.schedule=gpipe"},
@@ -1588,37 +1594,42 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
       sets.insert(sets.begin() + 1, pipeline.begin(), pipeline.end());
       if (pipeline.front().rfind("model=", 0) == 0)
         std::swap(sets[0], sets[1]);
-      std::string what = llvm::join(sets, " ");
-      std::unique_ptr<mlir::MLIRContext> context = newContext();
-      mlir::OwningOpRef<mlir::ModuleOp> flat =
-          lowerStages(*context, sets, false);
-      mlir::OwningOpRef<mlir::ModuleOp> tasks =
-          lowerStages(*context, sets, true);
-      ASSERT_TRUE(mlir::succeeded(mlir::verify(*tasks))) << what;
-      size_t stageBodies = 0;
-      for (sched::ProgramOp program : tasks->getOps<sched::ProgramOp>()) {
-        auto loops =
-            llvm::to_vector(program.getBody().getOps<sched::TasksOp>());
-        ASSERT_EQ(loops.size(), 1u) << what;
-        size_t count = loops.front().getTasks().size();
-        // Every forward and backward of the stage is one entry.
-        EXPECT_EQ(
-            loops.front().getOrder().size(),
-            size_t(4 * microBatches) *
-                (pipeline.back() == "parallel.schedule=interleaved(2)" ? 2 : 1))
-            << what;
-        EXPECT_LT(count, size_t(2 * microBatches)) << what;
-        stageBodies += count;
+      for (bool checkpoint : {false, true}) {
+        std::string what =
+            llvm::join(sets, " ") + (checkpoint ? " (checkpointing pass)" : "");
+        std::unique_ptr<mlir::MLIRContext> context = newContext();
+        mlir::OwningOpRef<mlir::ModuleOp> flat =
+            lowerStages(*context, sets, false, checkpoint);
+        mlir::OwningOpRef<mlir::ModuleOp> tasks =
+            lowerStages(*context, sets, true, checkpoint);
+        ASSERT_TRUE(mlir::succeeded(mlir::verify(*tasks))) << what;
+        size_t stageBodies = 0;
+        for (sched::ProgramOp program : tasks->getOps<sched::ProgramOp>()) {
+          auto loops =
+              llvm::to_vector(program.getBody().getOps<sched::TasksOp>());
+          ASSERT_EQ(loops.size(), 1u) << what;
+          size_t count = loops.front().getTasks().size();
+          // Every forward and backward of the stage is one entry.
+          EXPECT_EQ(loops.front().getOrder().size(),
+                    size_t(4 * microBatches) *
+                        (pipeline.back() == "parallel.schedule=interleaved(2)"
+                             ? 2
+                             : 1))
+              << what;
+          EXPECT_LT(count, size_t(2 * microBatches)) << what;
+          stageBodies += count;
+        }
+        if (!checkpoint)
+          bodies.push_back(stageBodies);
+        unrollTasks(*tasks);
+        ASSERT_TRUE(mlir::succeeded(mlir::verify(*tasks))) << what;
+        auto flatStages = llvm::to_vector(flat->getOps<sched::ProgramOp>());
+        auto writtenStages = llvm::to_vector(tasks->getOps<sched::ProgramOp>());
+        ASSERT_EQ(flatStages.size(), writtenStages.size()) << what;
+        for (auto [f, w] : llvm::zip(flatStages, writtenStages))
+          EXPECT_EQ(differenceModuloSlots(f, w), "")
+              << what << ", " << f.getSymName().str();
       }
-      bodies.push_back(stageBodies);
-      unrollTasks(*tasks);
-      ASSERT_TRUE(mlir::succeeded(mlir::verify(*tasks))) << what;
-      auto flatStages = llvm::to_vector(flat->getOps<sched::ProgramOp>());
-      auto writtenStages = llvm::to_vector(tasks->getOps<sched::ProgramOp>());
-      ASSERT_EQ(flatStages.size(), writtenStages.size()) << what;
-      for (auto [f, w] : llvm::zip(flatStages, writtenStages))
-        EXPECT_EQ(differenceModuloSlots(f, w), "")
-            << what << ", " << f.getSymName().str();
     }
     // As many bodies whatever the micro-batches.
     EXPECT_EQ(bodies[0], bodies[1]) << llvm::join(pipeline, " ");
