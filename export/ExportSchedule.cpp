@@ -21,6 +21,8 @@
 #include "dialects/plan/PlanDialect.h"
 #include "dialects/sched/SchedOpTable.h"
 
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Threading.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -40,16 +42,27 @@ std::string scheduleProducer() {
 
 namespace {
 
+/// What exportPlan makes and each program's export reads: the file's plan
+/// fields, and the units' and groups' indices by name.
+struct ExportedPlan {
+  rt::Schedule schedule;
+  llvm::StringMap<int64_t> unitIndex, groupIndex;
+};
+
+/// Exports the plan into `exported`, or one program at a time (each
+/// program on an exporter of its own, so that programs export on threads of
+/// their own).
 class ScheduleExporter {
 public:
-  ScheduleExporter(ArrayRef<sched::ProgramOp> programs, PlanOp plan)
-      : programs(programs), plan(plan) {}
+  ScheduleExporter(PlanOp plan, ExportedPlan &exported)
+      : plan(plan), schedule(exported.schedule), unitIndex(exported.unitIndex),
+        groupIndex(exported.groupIndex) {}
 
-  FailureOr<rt::Schedule> run();
+  /// The plan's fields, and the micro-batches of `first`, the programs'.
+  LogicalResult exportPlan(sched::ProgramOp first);
+  LogicalResult exportProgram(sched::ProgramOp program, rt::Program &out);
 
 private:
-  LogicalResult exportPlan();
-  LogicalResult exportProgram(sched::ProgramOp program, rt::Program &out);
   LogicalResult exportOp(Operation &op);
   /// Fills `value`, the field `d` of the op table's struct for `op`.
   template <typename Concrete, typename Descriptor, typename Value>
@@ -103,16 +116,16 @@ private:
   static constexpr int64_t kSlotEventId = int64_t{1} << 41;
   int64_t unit(Operation *user, SymbolRefAttr ref);
 
-  ArrayRef<sched::ProgramOp> programs;
   PlanOp plan;
-  rt::Schedule schedule;
+  // exportPlan's, which a program's export only reads.
+  rt::Schedule &schedule;
+  llvm::StringMap<int64_t> &unitIndex, &groupIndex;
   rt::Program *current = nullptr; // the program being exported
   rt::Task *task = nullptr;       // the task being exported, if any
   llvm::DenseMap<Value, int64_t> bufferIds, eventIds;
   /// In the task being exported: the events its sched.slot_signal ops give
   /// a slot event instance, by id.
   llvm::DenseMap<Value, int64_t> slotSignals;
-  llvm::StringMap<int64_t> unitIndex, groupIndex;
   bool hadError = false;
 };
 
@@ -163,8 +176,9 @@ int64_t ScheduleExporter::unit(Operation *user, SymbolRefAttr ref) {
   return -1;
 }
 
-LogicalResult ScheduleExporter::exportPlan() {
+LogicalResult ScheduleExporter::exportPlan(sched::ProgramOp first) {
   rt::Schedule &s = schedule;
+  s.microBatches = static_cast<int64_t>(first.getMicroBatches());
   s.producer = scheduleProducer();
   s.planName = plan.getSymName().str();
   if (auto file = plan.getLoc()->findInstanceOf<FileLineColLoc>())
@@ -330,8 +344,6 @@ LogicalResult ScheduleExporter::exportPlan() {
     s.groups.push_back(std::move(g));
   }
 
-  s.microBatches = static_cast<int64_t>(
-      sched::ProgramOp(programs.front()).getMicroBatches());
   return success();
 }
 
@@ -669,16 +681,6 @@ LogicalResult ScheduleExporter::exportOp(Operation &operation) {
   return success();
 }
 
-FailureOr<rt::Schedule> ScheduleExporter::run() {
-  if (failed(exportPlan()))
-    return failure();
-  schedule.programs.assign(programs.size(), rt::Program());
-  for (auto [program, out] : llvm::zip_equal(programs, schedule.programs))
-    if (failed(exportProgram(program, out)))
-      return failure();
-  return std::move(schedule);
-}
-
 } // namespace
 
 FailureOr<rt::Schedule> exportSchedule(ModuleOp module) {
@@ -707,7 +709,27 @@ FailureOr<rt::Schedule> exportSchedule(ModuleOp module) {
                                "pipeline stage; plan ")
              << plan.getSymName() << " has " << stages
              << " stages and the module " << programs.size() << " programs";
-  return ScheduleExporter(programs, plan).run();
+  ExportedPlan exported;
+  if (failed(ScheduleExporter(plan, exported).exportPlan(programs.front())))
+    return failure();
+  // The programs (a pipeline's stages) at once, each on an exporter of its
+  // own; their errors in stage order.
+  exported.schedule.programs.assign(programs.size(), rt::Program());
+  MLIRContext *context = plan.getContext();
+  ParallelDiagnosticHandler ordered(context);
+  LogicalResult done =
+      failableParallelForEachN(context, 0, programs.size(), [&](size_t index) {
+        ordered.setOrderIDForThread(index);
+        LogicalResult program =
+            ScheduleExporter(plan, exported)
+                .exportProgram(programs[index],
+                               exported.schedule.programs[index]);
+        ordered.eraseOrderIDForThread();
+        return program;
+      });
+  if (failed(done))
+    return failure();
+  return std::move(exported.schedule);
 }
 
 } // namespace plan

@@ -9,6 +9,8 @@
 
 #include "ScheduleJson.h"
 
+#include "Parallel.h"
+
 #include <charconv>
 #include <type_traits>
 #include <utility>
@@ -771,11 +773,16 @@ void appendScheduleBody(const Schedule &s, std::string &out) {
   if (s.pipeline == 1 && s.programs.size() == 1) {
     appendProgramFields(s.programs.front(), out);
   } else {
+    // Each stage's fields written on a thread of its own.
+    std::vector<std::string> stages(s.programs.size());
+    support::parallelFor(stages.size(), [&](size_t i) {
+      appendProgramFields(s.programs[i], stages[i]);
+    });
     appendKey(out, "stages");
     out += '[';
-    for (size_t i = 0; i < s.programs.size(); ++i) {
+    for (size_t i = 0; i < stages.size(); ++i) {
       out += i ? ",{" : "{";
-      appendProgramFields(s.programs[i], out);
+      out += stages[i];
       out += '}';
     }
     out += ']';

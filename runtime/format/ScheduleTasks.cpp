@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Parallel.h"
 #include "ScheduleFile.h"
 
 #include <map>
@@ -378,7 +379,9 @@ void remapOp(Op &op, const std::function<int64_t(int64_t)> &buffer,
 }
 
 void expandTasks(Schedule &schedule, const std::string &name) {
-  for (size_t stage = 0; stage < schedule.programs.size(); ++stage) {
+  // Each stage's program on its own thread; the error is the first stage's
+  // that has one.
+  support::parallelFor(schedule.programs.size(), [&](size_t stage) {
     Program &program = schedule.programs[stage];
     std::string prefix = name + ": ";
     if (schedule.programs.size() > 1)
@@ -390,9 +393,9 @@ void expandTasks(Schedule &schedule, const std::string &name) {
     if (program.slotEventFamilies < 0)
       throw ScheduleFileError(prefix + "slot_event_families is negative");
     if (program.tasks.empty() && program.runs.empty())
-      continue;
+      return;
     TaskExpander(program, schedule.microBatches, prefix).run();
-  }
+  });
 }
 
 } // namespace plan::rt

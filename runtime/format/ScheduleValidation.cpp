@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Format.h"
+#include "Parallel.h"
 #include "ScheduleFile.h"
 #include "TensorParallelParts.h"
 
@@ -169,15 +170,18 @@ public:
       error("the schedule has " + std::to_string(s.programs.size()) +
             " programs for a pipeline of " + std::to_string(s.pipeline) +
             " stages: one per stage");
-    for (size_t stage = 0; stage < s.programs.size(); ++stage) {
-      program = &s.programs[stage];
-      programIndex = static_cast<int64_t>(stage);
-      stagePrefix = s.pipeline > 1 ? "stage " + std::to_string(stage) + ": "
-                                   : std::string();
-      checkArenas();
-      checkBuffers();
-      checkOps();
-    }
+    // Each stage's program on a validator of its own, on threads; the
+    // error is the first stage's that has one.
+    support::parallelFor(s.programs.size(), [&](size_t stage) {
+      ScheduleValidator v(*this);
+      v.program = &s.programs[stage];
+      v.programIndex = static_cast<int64_t>(stage);
+      v.stagePrefix = s.pipeline > 1 ? "stage " + std::to_string(stage) + ": "
+                                     : std::string();
+      v.checkArenas();
+      v.checkBuffers();
+      v.checkOps();
+    });
   }
 
   [[noreturn]] void error(const std::string &what) const {
