@@ -79,15 +79,25 @@ struct SchedActivationCheckpointingPass
     // A pipeline stage's loop as a sched.tasks is rewritten body by body;
     // a sched.repeat comes later and is an error.
     SmallVector<sched::TasksOp> loops;
+    Operation *flatForward = nullptr;
     for (Operation &op : program.getBody().front()) {
       if (auto tasks = dyn_cast<sched::TasksOp>(op))
         loops.push_back(tasks);
       else if (failed(sched::requireUnrolled(op, getArgument())))
         return signalPassFailure();
+      else if (!flatForward && isa<sched::ForwardOp>(op))
+        flatForward = &op;
     }
     plan::TrainAttr train = program.getTrain();
     if (train.getActivationCheckpointing() != plan::Checkpointing::Full)
       return;
+    if (!loops.empty() && flatForward) {
+      flatForward->emitOpError(
+          "is outside the program's sched.tasks: "
+          "sched-activation-checkpointing expects the tasks of sched-lower, "
+          "which hold every forward");
+      return signalPassFailure();
+    }
     WalkResult walked = program.walk([&](Operation *op) {
       if ((sched::isCollective(op) && !sched::isPipelineCollective(op)) ||
           isa<sched::RecomputeOp>(op)) {
