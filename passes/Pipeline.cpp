@@ -5,16 +5,17 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/CommandLine.h"
 
-/// A pipeline's micro-batch loop lowered as a sched.tasks. The rewriting
-/// passes do not run on a table yet, so it is written out right after
-/// sched-lower: what differs from the flat lowering is only that what
-/// crosses tasks lies in slot buffers. docs/sched.md ("The micro-batch
-/// loop").
+/// A pipeline's micro-batch loop lowered as a sched.tasks. Of the rewriting
+/// passes only sched-activation-checkpointing runs on a table yet, so it is
+/// written out right after that one: what differs from the flat lowering is
+/// only that what crosses tasks lies in slot buffers. docs/sched.md ("The
+/// micro-batch loop").
 static llvm::cl::opt<bool> pipelineTasks(
     "pipeline-tasks", llvm::cl::Hidden,
     llvm::cl::desc("Lower each pipeline stage's micro-batch loop as a "
                    "sched.tasks, its crossing buffers in slots (in progress: "
-                   "written out before the rewriting passes)"));
+                   "written out after sched-activation-checkpointing, before "
+                   "the other rewriting passes)"));
 
 void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm,
                                   bool rollMicroBatches) {
