@@ -13,8 +13,9 @@ pipeline_parallel.py's matrix (each schedule and partition, and with data
 parallelism of each strategy, activation checkpointing, which
 sched-activation-checkpointing does on the tasks, tensor and sequence
 parallelism, offloading, LoRA and QLoRA, BERT, tied embeddings and clipping),
-both lowerings are trained on local CPU ranks and every step's loss and
-gradient norm must be bitwise the same.
+both lowerings are compiled (their files must differ: the flag took effect)
+and trained on local CPU ranks, and every step's loss and gradient norm must be
+bitwise the same.
 
 The script prints one line per case and ends with `N passed, N failed`.
 
@@ -49,9 +50,14 @@ def main():
         try:
             sets = flags(model, accum, GLOBAL_BATCH // (dp * accum)) + \
                 [f"cluster.gpus_per_node={world}"] + sets
-            runs = [train(args, compile_plan(args, sets, f"case{i}-{tag}", extra), world,
-                          f"case{i}-{tag}")
-                    for tag, extra in (("flat", []), ("tasks", ["--pipeline-tasks"]))]
+            scheds = [compile_plan(args, sets, f"case{i}-{tag}", extra)
+                      for tag, extra in (("flat", []), ("tasks", ["--pipeline-tasks"]))]
+            # The flag took effect: the slot buffers make another file.
+            with open(scheds[0], "rb") as f, open(scheds[1], "rb") as g:
+                if f.read() == g.read():
+                    raise RuntimeError("--pipeline-tasks wrote the flat lowering's file")
+            runs = [train(args, sched, world, os.path.basename(sched)[:-len(".sched")])
+                    for sched in scheds]
             if len(runs[0]) != args.steps or len(runs[1]) != args.steps:
                 raise RuntimeError(f"expected {args.steps} metrics lines")
             rel = compare(runs[1], runs[0])
