@@ -103,10 +103,15 @@ private:
   Type statsType;
   // The loss of each micro-batch's head, which reads the statistics.
   llvm::DenseMap<int64_t, sched::LossOp> losses;
-  // Under SP: each unit's last backward part per gradient buffer it adds
-  // into, and the unit's parameters held whole.
-  llvm::MapVector<std::pair<Operation *, Value>, sched::BackwardOp>
+  // Under SP: each unit's last backward part per gradient it adds into (a
+  // buffer, from one zeroing of it to the next: a slot of a pipeline's
+  // loop written out holds one micro-batch's gradient after another), and
+  // the unit's parameters held whole.
+  llvm::MapVector<std::tuple<Operation *, Value, int64_t>, sched::BackwardOp>
       lastBackward;
+  // How many times the root of each backward's gradients was zeroed before
+  // it.
+  llvm::DenseMap<Operation *, int64_t> gradientEpoch;
   llvm::DenseMap<Operation *, SmallVector<WholeParam>> wholeParams;
 };
 
@@ -293,7 +298,8 @@ LogicalResult TensorParallelSplit::splitBackward(sched::BackwardOp op,
   }
   if (exchange.sequenceParallel && last.getGrads() &&
       !wholeParams[unit.getOperation()].empty())
-    lastBackward[{unit.getOperation(), rootOf(last.getGrads()).first}] = last;
+    lastBackward[{unit.getOperation(), rootOf(last.getGrads()).first,
+                  gradientEpoch.lookup(op)}] = last;
   op->erase();
   return success();
 }
@@ -304,7 +310,7 @@ LogicalResult TensorParallelSplit::splitBackward(sched::BackwardOp op,
 /// once per buffer, so that nothing is summed twice.
 void TensorParallelSplit::reduceWholeGradients() {
   for (auto &[key, backward] : lastBackward) {
-    Operation *unit = key.first;
+    Operation *unit = std::get<0>(key);
     auto [root, unitOffset] = rootOf(backward.getGrads());
     builder.setInsertionPointAfter(backward);
     for (const WholeParam &param : wholeParams[unit]) {
@@ -362,7 +368,13 @@ LogicalResult TensorParallelSplit::run() {
 
   SmallVector<Operation *> compute;
   Block &body = program.getBody().front();
+  llvm::DenseMap<Value, int64_t> zeroed;
   for (Operation &op : body) {
+    if (auto zero = dyn_cast<sched::ZeroOp>(op))
+      ++zeroed[rootOf(zero.getBuffer()).first];
+    if (auto backward = dyn_cast<sched::BackwardOp>(op);
+        backward && backward.getGrads())
+      gradientEpoch[&op] = zeroed.lookup(rootOf(backward.getGrads()).first);
     if (auto loss = dyn_cast<sched::LossOp>(op))
       losses[loss.getMicroBatch()] = loss;
     else if (isa<sched::ForwardOp, sched::RecomputeOp, sched::BackwardOp>(op))
