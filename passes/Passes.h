@@ -30,6 +30,20 @@ void buildPlanLowerPipeline(mlir::OpPassManager &pm,
 /// twice, or a slot used for a micro-batch after another took it.
 mlir::LogicalResult unrollTasks(sched::TasksOp tasks);
 
+/// Splits the bodies of `tasks` by `keys`, one per entry of its table: the
+/// entries that ran one body with different keys run copies of it, one per
+/// key (the first key met keeps the body itself, the copies go at the end),
+/// so that a pass can rewrite each copy for what its entries have in common
+/// (their place in the step, their neighbours). The step the table stands
+/// for is unchanged.
+void splitTaskBodies(sched::TasksOp tasks, llvm::ArrayRef<int64_t> keys);
+
+/// A buffer of `slots` slots of `slotType`, allocated right before `tasks`
+/// and freed right after it, for what one of its bodies leaves to another.
+sched::AllocOp allocSlotBuffer(sched::TasksOp tasks, mlir::MemRefType slotType,
+                               llvm::StringRef name, sched::BufferRole role,
+                               int64_t slots = 1);
+
 /// A copy of `module` with the sched.tasks of each of its programs
 /// unrolled (unrollTasks): the step written out, for what pairs the
 /// stages' transfers as it plays them in order (sched-verify-pipeline, the

@@ -17,10 +17,13 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/SmallVectorExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/CommandLine.h"
 
+#include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -86,11 +89,28 @@ struct Span {
   Operation *last = nullptr;
 };
 
-/// The end of an asynchronous op, placed right before `anchor` (the end of
-/// the program when null): wait for `event`, then optionally add `accumulate`
-/// into `accumulateInto`, then free `frees`.
-struct Completion {
+/// Where an asynchronous op ends: right before `anchor`, else at the end of
+/// `block` (a body of a sched.tasks), else at the end of the program; or,
+/// `deferred`, in the body that runs after each run of `site`'s (a body of a
+/// sched.tasks), through a slot event.
+struct Place {
+  Place(Operation *anchor = nullptr) : anchor(anchor) {}
   Operation *anchor;
+  Block *block = nullptr;
+  bool deferred = false;
+  // The body of the op's sched.tasks whose async op this ends; -1 when the
+  // program is written out, or for an op of the program itself.
+  int64_t site = -1;
+  bool operator==(const Place &other) const {
+    return anchor == other.anchor && block == other.block &&
+           deferred == other.deferred && site == other.site;
+  }
+};
+
+/// The end of an asynchronous op, placed `at`: wait for `event`, then
+/// optionally add `accumulate` into `accumulateInto`, then free `frees`.
+struct Completion {
+  Place at;
   Value event;
   Value accumulate;
   Value accumulateInto;
@@ -174,6 +194,17 @@ bool isOptimizerStateRole(sched::BufferRole role) {
 /// Distributes one sched.program. `analyze` checks that the program is in
 /// sched-lower form and finds the state, the spans and the anchors; one
 /// `distribute*` function per strategy then rewrites it.
+///
+/// The spans are per site: a micro-batch of a program written out, or a body
+/// of a pipeline stage's sched.tasks (docs/sched.md, "The micro-batch
+/// loop"), whose bodies are first split so that all the runs of one are
+/// rewritten alike: by whether the next task is a forward (which completes
+/// the body's last reductions after its first compute op, through slot
+/// events and slots), by the backward whose reductions a forward completes,
+/// and for hybrid_shard by the step's last micro-batch (whose gradients are
+/// also reduced over the replicas). What lives over the whole loop (a
+/// gradient reduced once a step, shard_grad_op's gathered parameters) does
+/// not run on tasks yet: such a program is written out first.
 class ProgramDistribution {
 public:
   explicit ProgramDistribution(sched::ProgramOp program)
@@ -182,6 +213,8 @@ public:
 
   LogicalResult analyze();
   LogicalResult run();
+  /// The program's sched.tasks, if any: the pass refuses more than one.
+  LogicalResult findTasks();
 
 private:
   // Strategies.
@@ -197,6 +230,27 @@ private:
   void resizeStateToShards(GroupState &state, bool paramsAndGrads);
   Operation *nextUse(Value buffer, Operation *after);
   void emitCompletions();
+
+  // Tasks.
+  LogicalResult prepareTasks();
+  void splitBodiesForCompletions();
+  LogicalResult analyzeSites();
+  void defer(const Completion &completion);
+  sched::AllocOp moveToSlot(Value buffer);
+  void emitDeferred();
+  /// Micro-batches, or bodies of the sched.tasks.
+  int64_t numSites() const {
+    return tasks ? static_cast<int64_t>(sites.size()) : microBatches;
+  }
+  /// The micro-batch of the site's ops (a body's written one).
+  int64_t siteMicroBatch(int64_t site) const {
+    return tasks ? sites[site].microBatch : site;
+  }
+  /// Whether the site is (every run of it is in) the step's last
+  /// micro-batch.
+  bool isLastSite(int64_t site) const {
+    return tasks ? sites[site].last : site == microBatches - 1;
+  }
   LogicalResult eraseLoweredViews(bool mustBeUnused);
 
   bool syncsEveryMicroBatch() const {
@@ -226,9 +280,38 @@ private:
   // pipeline stage runs one chunk's backwards of a micro-batch together, but
   // its other chunks' may come between two micro-batches of one chunk.
   DenseMap<std::pair<int64_t, int64_t>, Operation *> afterBackward;
-  Operation *afterBackwardOf(const GroupState &state, int64_t mb) {
-    return afterBackward.lookup({state.chunk, mb});
+  Place afterBackwardOf(const GroupState &state, int64_t site) {
+    if (tasks)
+      return sites[site].afterBackward;
+    return afterBackward.lookup({state.chunk, site});
   }
+
+  sched::TasksOp tasks;
+  /// A body of the sched.tasks.
+  struct Site {
+    sched::TaskOp task;
+    int64_t microBatch = 0;
+    bool last = false;
+    // Where its backward's reductions complete.
+    Place afterBackward;
+    // The body whose last reductions a run of this one completes, and the
+    // micro-batch of that body's run less this one's; -1 when none.
+    int64_t completes = -1, shift = 0;
+    // Where they complete: after its first compute op.
+    Place afterFirstCompute;
+  };
+  SmallVector<Site> sites;
+  /// A deferred completion: the slot event family its event signals, and
+  /// the slot buffer of what it accumulates.
+  struct Deferred {
+    int64_t family;
+    Value accumulate;
+    Value accumulateInto;
+  };
+  DenseMap<int64_t, SmallVector<Deferred>> deferred;
+  int64_t families = 0;
+  llvm::StringMap<int64_t> familyOf;
+  llvm::StringMap<sched::AllocOp> slotBuffers;
   DenseMap<std::tuple<Value, int64_t, int64_t>, Value> views;
   SmallVector<Completion> completions;
 };
@@ -241,11 +324,21 @@ LogicalResult ProgramDistribution::analyze() {
   Block &body = program.getBody().front();
 
   // sched-lower's own: a pipeline's sum of its stages' gradient norms.
-  for (Operation &op : body)
-    if (sched::isCollective(&op) && !sched::isPipelineCollective(&op))
-      return op.emitOpError("program already has collectives: "
-                            "sched-insert-collectives expects the "
-                            "single-rank program of sched-lower");
+  // The compute ops, in program order (a sched.tasks' body by body).
+  SmallVector<Operation *> computeOps;
+  WalkResult walked = body.walk([&](Operation *op) {
+    if (sched::isCollective(op) && !sched::isPipelineCollective(op)) {
+      op->emitOpError("program already has collectives: "
+                      "sched-insert-collectives expects the "
+                      "single-rank program of sched-lower");
+      return WalkResult::interrupt();
+    }
+    if (isCompute(op))
+      computeOps.push_back(op);
+    return WalkResult::advance();
+  });
+  if (walked.wasInterrupted())
+    return failure();
 
   // The group's state, found by name and role: a pipeline stage's program
   // holds its chunks' groups.
@@ -402,9 +495,8 @@ LogicalResult ProgramDistribution::analyze() {
   // Compute reads parameters only through the groups' parameter buffers and
   // writes gradients only into their gradient buffers, so redirecting those
   // operands moves every access.
-  for (Operation &op : body) {
-    if (!isCompute(&op))
-      continue;
+  for (Operation *computeOp : computeOps) {
+    Operation &op = *computeOp;
     for (const ComputeOperand &operand : computeOperands(&op)) {
       if (!operand.value)
         continue;
@@ -429,6 +521,11 @@ LogicalResult ProgramDistribution::analyze() {
                << "' buffer, as sched-lower makes it";
     }
   }
+
+  if (tasks && failed(prepareTasks()))
+    return failure();
+  if (tasks)
+    return analyzeSites();
 
   // Spans: the compute ops of each group per micro-batch and phase.
   forwardSpans.assign(groups.size(), SmallVector<Span>(microBatches));
@@ -563,14 +660,15 @@ void ProgramDistribution::distributeNoShard() {
     if (!state.trains())
       continue;
     if (syncsEveryMicroBatch() && microBatches > 1) {
-      for (int64_t mb = 0; mb < microBatches; ++mb) {
-        if (!lowered[mb])
-          continue;
+      for (int64_t mb = 0; mb < numSites(); ++mb) {
         Span span = backwardSpans[index][mb];
+        // A body of another chunk or a forward one.
+        if (!lowered[mb] || !span.first)
+          continue;
         builder.setInsertionPoint(span.first);
         Value microBatchGrad = sched::AllocOp::create(
             builder, loc, state.grad.getType(),
-            (state.name + ".grad.mb" + Twine(mb)).str(),
+            (state.name + ".grad.mb" + Twine(siteMicroBatch(mb))).str(),
             sched::BufferRole::UnshardedGrad, /*persistent=*/false,
             /*offset=*/IntegerAttr());
         sched::ZeroOp::create(builder, loc, microBatchGrad);
@@ -618,14 +716,14 @@ void ProgramDistribution::distributeZero1() {
     if (shardedAccumulation) {
       state.grad.getResult().setType(withNumel(state.grad, state.shardNumel));
       gradShard = state.grad;
-      for (int64_t mb = 0; mb < microBatches; ++mb) {
-        if (!lowered[mb])
-          continue;
+      for (int64_t mb = 0; mb < numSites(); ++mb) {
         Span span = backwardSpans[index][mb];
+        if (!lowered[mb] || !span.first)
+          continue;
         builder.setInsertionPoint(span.first);
         Value fullGrad = sched::AllocOp::create(
             builder, loc, withNumel(state.grad, state.paddedNumel),
-            (state.name + ".grad.mb" + Twine(mb)).str(),
+            (state.name + ".grad.mb" + Twine(siteMicroBatch(mb))).str(),
             sched::BufferRole::UnshardedGrad, /*persistent=*/false,
             /*offset=*/IntegerAttr());
         sched::ZeroOp::create(builder, loc, fullGrad);
@@ -699,8 +797,8 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
     if (!state.trains()) {
       // A frozen base alone: nothing to reduce.
     } else if (syncsEveryMicroBatch()) {
-      for (int64_t mb = 0; mb < microBatches; ++mb)
-        if (lowered[mb])
+      for (int64_t mb = 0; mb < numSites(); ++mb)
+        if (lowered[mb] && backwardSpans[index][mb].first)
           gradSpans.push_back({backwardSpans[index][mb].first,
                                backwardSpans[index][mb].last, mb});
     } else {
@@ -726,7 +824,7 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
                              Value(),
                              Value(),
                              {fullGrad}});
-      if (reduceOverReplicas && mb == microBatches - 1) {
+      if (reduceOverReplicas && isLastSite(mb)) {
         Value replicated = sched::AllReduceOp::create(
             builder, loc, eventType, state.grad, sched::Group::Replicate,
             gradientReduction(), ValueRange{scattered});
@@ -737,13 +835,13 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
 
     SmallVector<std::pair<Operation *, Operation *>> paramSpans;
     if (gatherPerSpan) {
-      for (int64_t mb = 0; mb < microBatches; ++mb) {
+      for (int64_t mb = 0; mb < numSites(); ++mb) {
         if (!lowered[mb])
           continue;
-        paramSpans.push_back(
-            {forwardSpans[index][mb].first, forwardSpans[index][mb].last});
-        paramSpans.push_back(
-            {backwardSpans[index][mb].first, backwardSpans[index][mb].last});
+        for (const Span &span :
+             {forwardSpans[index][mb], backwardSpans[index][mb]})
+          if (span.first)
+            paramSpans.push_back({span.first, span.last});
       }
     } else {
       paramSpans.push_back({forwardSpans[index][0].first,
@@ -869,8 +967,16 @@ Operation *ProgramDistribution::nextUse(Value buffer, Operation *after) {
 /// Places the waits (and what follows them) in the order their async ops
 /// were issued, so the compute stream waits for the oldest first.
 void ProgramDistribution::emitCompletions() {
-  llvm::stable_sort(completions, [](const Completion &a, const Completion &b) {
-    return a.event.getDefiningOp()->isBeforeInBlock(b.event.getDefiningOp());
+  // In issue order; a body's before another's, and both before the
+  // program's own (after the sched.tasks).
+  auto siteOrder = [](const Completion &c) {
+    return c.at.site < 0 ? std::numeric_limits<int64_t>::max() : c.at.site;
+  };
+  llvm::stable_sort(completions, [&](const Completion &a, const Completion &b) {
+    Operation *x = a.event.getDefiningOp(), *y = b.event.getDefiningOp();
+    if (x->getBlock() == y->getBlock())
+      return x->isBeforeInBlock(y);
+    return siteOrder(a) < siteOrder(b);
   });
   Block &body = program.getBody().front();
   Location loc = program.getLoc();
@@ -887,20 +993,25 @@ void ProgramDistribution::emitCompletions() {
     // sized to be reduced concurrently.
     Operation *next = nullptr;
     for (size_t later = index + 1;
-         later < completions.size() &&
-         completions[later].anchor == completion.anchor && !next;
+         later < completions.size() && completions[later].at == completion.at &&
+         !next;
          ++later) {
       Operation *op = completions[later].event.getDefiningOp();
       if (!llvm::is_contained(op->getOperands(), completion.event))
         next = op;
     }
-    if (completion.anchor && next &&
-        parallel.getSharding() != plan::Sharding::NoShard)
+    const Place &at = completion.at;
+    if ((at.anchor || at.block || at.deferred) && next &&
+        parallel.getSharding() != plan::Sharding::NoShard) {
       builder.setInsertionPoint(next);
-    else if (completion.anchor)
-      builder.setInsertionPoint(completion.anchor);
-    else
-      builder.setInsertionPointToEnd(&body);
+    } else if (at.deferred) {
+      defer(completion);
+      continue;
+    } else if (at.anchor) {
+      builder.setInsertionPoint(at.anchor);
+    } else {
+      builder.setInsertionPointToEnd(at.block ? at.block : &body);
+    }
     sched::WaitOp::create(builder, loc, completion.event);
     if (completion.accumulate)
       sched::AccumulateOp::create(builder, loc, completion.accumulate,
@@ -908,6 +1019,283 @@ void ProgramDistribution::emitCompletions() {
     for (Value buffer : completion.frees)
       sched::FreeOp::create(builder, loc, buffer);
   }
+  if (tasks)
+    emitDeferred();
+}
+
+//===----------------------------------------------------------------------===//
+// Tasks
+//===----------------------------------------------------------------------===//
+
+LogicalResult ProgramDistribution::findTasks() {
+  for (Operation &op : program.getBody().front()) {
+    if (isa<sched::RepeatOp>(op) || (tasks && isa<sched::TasksOp>(op)))
+      return sched::requireUnrolled(op, "sched-insert-collectives");
+    if (auto found = dyn_cast<sched::TasksOp>(op))
+      tasks = found;
+  }
+  return success();
+}
+
+LogicalResult ProgramDistribution::prepareTasks() {
+  Block &body = program.getBody().front();
+  for (Operation &op : body) {
+    if (isCompute(&op))
+      return op.emitOpError(
+          "is outside the program's sched.tasks, which runs its micro-batches");
+    if ((isa<sched::GradNormOp, sched::OptimizerStepOp>(op) ||
+         isTiedGradientSum(&op)) &&
+        op.isBeforeInBlock(tasks))
+      return op.emitOpError("must follow the last backward of the step");
+  }
+  // A gradient reduced once a step (and so one reduced only in the last
+  // micro-batch), or parameters gathered for the whole step, would live over
+  // the whole loop: not on tasks yet, so the loop is written out.
+  if (!syncsEveryMicroBatch() || microBatches == 1 ||
+      parallel.getSharding() == plan::Sharding::ShardGradOp) {
+    if (failed(plan::unrollTasks(tasks)))
+      return failure();
+    tasks = {};
+    return success();
+  }
+  splitBodiesForCompletions();
+  return success();
+}
+
+static bool isBackwardBody(sched::TaskOp task) {
+  return llvm::any_of(task.getBody().front(),
+                      [](Operation &op) { return isa<sched::BackwardOp>(op); });
+}
+
+void ProgramDistribution::splitBodiesForCompletions() {
+  auto entries = static_cast<int64_t>(tasks.getOrder().size() / 2);
+  auto bodyOf = [&](int64_t entry) { return tasks.getOrder()[2 * entry]; };
+  auto microBatchOf = [&](int64_t entry) {
+    return tasks.getOrder()[2 * entry + 1];
+  };
+  auto backwardBodies = [&] {
+    return llvm::map_to_vector(tasks.getTasks(), isBackwardBody);
+  };
+  // A backward whose next task is a forward leaves its last reductions to
+  // it; hybrid_shard's last micro-batch also reduces over the replicas.
+  SmallVector<bool> backward = backwardBodies();
+  auto defers = [&](int64_t entry) {
+    return backward[bodyOf(entry)] && entry + 1 < entries &&
+           !backward[bodyOf(entry + 1)];
+  };
+  bool replicas = parallel.getSharding() == plan::Sharding::HybridShard;
+  SmallVector<int64_t> keys(entries, 0);
+  for (int64_t entry = 0; entry < entries; ++entry)
+    if (backward[bodyOf(entry)])
+      keys[entry] = int64_t(defers(entry)) |
+                    int64_t(replicas && microBatchOf(entry) == microBatches - 1)
+                        << 1;
+  plan::splitTaskBodies(tasks, keys);
+  // Each forward by the reductions it completes, and how many micro-batches
+  // on the run that issued them is (a backward's bodies stay). Two bodies of
+  // one chunk's backward (which sched-lower keys by the sends they finish)
+  // defer the same reductions, a slot event family each, so which of them
+  // came before does not matter: the chunk does, named by the body's first
+  // backward's unit, and for hybrid_shard the step's last micro-batch.
+  backward = backwardBodies();
+  SmallVector<std::pair<StringRef, bool>> deferrals;
+  for (sched::TaskOp task : tasks.getTasks()) {
+    auto first = task.getBody().front().getOps<sched::BackwardOp>();
+    deferrals.push_back(
+        {first.empty()
+             ? StringRef()
+             : (*first.begin()).getUnitAttr().getLeafReference().getValue(),
+         false});
+  }
+  for (int64_t entry = 0; entry < entries; ++entry)
+    if (backward[bodyOf(entry)] && replicas &&
+        microBatchOf(entry) == microBatches - 1)
+      deferrals[bodyOf(entry)].second = true;
+  std::map<std::tuple<StringRef, bool, int64_t>, int64_t> completed;
+  for (int64_t entry = 0; entry < entries; ++entry) {
+    keys[entry] = 0;
+    if (entry > 0 && defers(entry - 1)) {
+      auto [unit, last] = deferrals[bodyOf(entry - 1)];
+      keys[entry] =
+          completed
+              .try_emplace(
+                  {unit, last, microBatchOf(entry - 1) - microBatchOf(entry)},
+                  static_cast<int64_t>(completed.size()) + 1)
+              .first->second;
+    }
+  }
+  plan::splitTaskBodies(tasks, keys);
+
+  SmallVector<sched::TaskOp> bodies = tasks.getTasks();
+  backward = backwardBodies();
+  sites.assign(bodies.size(), Site());
+  SmallVector<bool> seen(bodies.size(), false);
+  for (auto [index, task] : llvm::enumerate(bodies)) {
+    sites[index].task = task;
+    sites[index].microBatch = static_cast<int64_t>(task.getMicroBatch());
+    sites[index].last = true;
+  }
+  for (int64_t entry = 0; entry < entries; ++entry) {
+    Site &site = sites[bodyOf(entry)];
+    seen[bodyOf(entry)] = true;
+    site.last &= microBatchOf(entry) == microBatches - 1;
+    if (defers(entry)) {
+      site.afterBackward.deferred = true;
+      site.afterBackward.site = bodyOf(entry);
+    }
+    if (entry > 0 && defers(entry - 1)) {
+      site.completes = bodyOf(entry - 1);
+      site.shift = microBatchOf(entry - 1) - microBatchOf(entry);
+    }
+  }
+  for (auto [index, site] : llvm::enumerate(sites))
+    site.last &= seen[index];
+}
+
+LogicalResult ProgramDistribution::analyzeSites() {
+  int64_t count = numSites();
+  forwardSpans.assign(groups.size(), SmallVector<Span>(count));
+  backwardSpans.assign(groups.size(), SmallVector<Span>(count));
+  lowered.assign(count, true);
+  for (auto [index, site] : llvm::enumerate(sites)) {
+    Block &block = site.task.getBody().front();
+    Operation *lastBackward = nullptr, *firstCompute = nullptr;
+    for (Operation &op : block) {
+      if (!isCompute(&op))
+        continue;
+      if (!firstCompute)
+        firstCompute = &op;
+      bool forward = isa<sched::ForwardOp>(op);
+      if (!forward)
+        lastBackward = &op;
+      for (Value operand : op.getOperands()) {
+        auto it = refs.find(operand);
+        if (it == refs.end())
+          continue;
+        Span &span =
+            (forward ? forwardSpans : backwardSpans)[it->second.group][index];
+        if (!span.first)
+          span.first = &op;
+        span.last = &op;
+      }
+    }
+    // A backward's reductions complete where its flat step would: after its
+    // last backward and the frees that follow it (at the body's end when
+    // nothing else does), or in the next body.
+    if (lastBackward && !site.afterBackward.deferred) {
+      Operation *anchor = lastBackward->getNextNode();
+      while (anchor && isa<sched::FreeOp>(anchor))
+        anchor = anchor->getNextNode();
+      site.afterBackward.anchor = anchor;
+      site.afterBackward.block = &block;
+      site.afterBackward.site = static_cast<int64_t>(index);
+    }
+    if (site.completes >= 0) {
+      if (!firstCompute)
+        return site.task.emitOpError(
+            "follows a backward and has no compute op to overlap its "
+            "reductions with");
+      site.afterFirstCompute.anchor = firstCompute->getNextNode();
+      site.afterFirstCompute.block = &block;
+    }
+  }
+  for (auto [index, state] : llvm::enumerate(groups)) {
+    auto runs = [&](ArrayRef<Span> spans) {
+      return llvm::any_of(spans, [](const Span &span) { return span.first; });
+    };
+    if (!runs(forwardSpans[index]) || !runs(backwardSpans[index]))
+      return program.emitOpError("group '")
+             << state.name << "' has no forward or no backward in its tasks";
+  }
+  families = static_cast<int64_t>(tasks.getEventFamilies());
+  return success();
+}
+
+/// Drops a `.mbN` suffix: a slot buffer holds every micro-batch's.
+static std::string withoutMicroBatch(StringRef name) {
+  size_t dot = name.rfind(".mb");
+  if (dot != StringRef::npos && dot + 3 < name.size() &&
+      llvm::all_of(name.drop_front(dot + 3), llvm::isDigit))
+    return name.take_front(dot).str();
+  return name.str();
+}
+
+sched::AllocOp ProgramDistribution::moveToSlot(Value buffer) {
+  auto alloc = buffer.getDefiningOp<sched::AllocOp>();
+  std::string name = withoutMicroBatch(alloc.getName()) + ".reducing";
+  sched::AllocOp &shared = slotBuffers[name];
+  if (!shared)
+    shared =
+        plan::allocSlotBuffer(tasks, alloc.getType(), name, alloc.getRole());
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPoint(alloc);
+  auto slot = sched::SlotOp::create(builder, alloc.getLoc(), alloc.getType(),
+                                    shared, builder.getI64IntegerAttr(0),
+                                    builder.getI64IntegerAttr(1));
+  alloc.getResult().replaceAllUsesWith(slot.getResult());
+  alloc->erase();
+  return shared;
+}
+
+/// A completion that a later body places: the async op signals a slot event
+/// family of its own, and what it frees moves into a slot, which that body
+/// reads (the slot buffer is freed after the loop instead).
+void ProgramDistribution::defer(const Completion &completion) {
+  Location loc = program.getLoc();
+  // A family per reduction of a chunk's backward: the op and what it
+  // reduces, whichever body of that backward issues it.
+  Operation *issue = completion.event.getDefiningOp();
+  std::string signature = issue->getName().getStringRef().str();
+  if (sched::AllocOp reduced = sched::getRootAlloc(issue->getOperand(0))) {
+    signature.push_back(' ');
+    signature.append(withoutMicroBatch(reduced.getName()));
+  }
+  auto [family, added] = familyOf.try_emplace(signature, families);
+  if (added)
+    ++families;
+  Deferred out{family->second, {}, completion.accumulateInto};
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointAfter(completion.event.getDefiningOp());
+    sched::SlotSignalOp::create(builder, loc, completion.event,
+                                builder.getI64IntegerAttr(out.family),
+                                builder.getI64IntegerAttr(0));
+  }
+  // What it accumulates is one of them.
+  for (Value buffer : completion.frees) {
+    sched::AllocOp source = moveToSlot(buffer);
+    if (buffer == completion.accumulate)
+      out.accumulate = source.getBuffer();
+  }
+  assert(!completion.accumulate == !out.accumulate);
+  deferred[completion.at.site].push_back(out);
+}
+
+void ProgramDistribution::emitDeferred() {
+  Location loc = program.getLoc();
+  for (Site &site : sites) {
+    if (site.completes < 0)
+      continue;
+    const Place &at = site.afterFirstCompute;
+    if (at.anchor)
+      builder.setInsertionPoint(at.anchor);
+    else
+      builder.setInsertionPointToEnd(at.block);
+    for (const Deferred &out : deferred.lookup(site.completes)) {
+      Value event = sched::SlotEventOp::create(
+          builder, loc, eventType, builder.getI64IntegerAttr(out.family),
+          builder.getI64IntegerAttr(site.shift));
+      sched::WaitOp::create(builder, loc, event);
+      if (!out.accumulate)
+        continue;
+      auto type = cast<MemRefType>(out.accumulate.getType());
+      Value slot = sched::SlotOp::create(builder, loc, type, out.accumulate,
+                                         builder.getI64IntegerAttr(site.shift),
+                                         builder.getI64IntegerAttr(1));
+      sched::AccumulateOp::create(builder, loc, slot, out.accumulateInto);
+    }
+  }
+  tasks.setEventFamilies(families);
 }
 
 LogicalResult ProgramDistribution::eraseLoweredViews(bool mustBeUnused) {
@@ -925,10 +1313,9 @@ LogicalResult ProgramDistribution::eraseLoweredViews(bool mustBeUnused) {
 struct SchedInsertCollectivesPass
     : plan::impl::SchedInsertCollectivesBase<SchedInsertCollectivesPass> {
   void runOnOperation() override {
-    if (failed(sched::requireUnrolled(getOperation(), getArgument())))
-      return signalPassFailure();
     ProgramDistribution distribution(getOperation());
-    if (failed(distribution.analyze()) || failed(distribution.run()))
+    if (failed(distribution.findTasks()) || failed(distribution.analyze()) ||
+        failed(distribution.run()))
       return signalPassFailure();
   }
 };
