@@ -6,15 +6,15 @@
 #include "llvm/Support/CommandLine.h"
 
 /// A pipeline's micro-batch loop lowered as a sched.tasks. Of the rewriting
-/// passes only sched-activation-checkpointing runs on a table yet, so it is
-/// written out right after that one: what differs from the flat lowering is
-/// only that what crosses tasks lies in slot buffers. docs/sched.md ("The
-/// micro-batch loop").
+/// passes only sched-activation-checkpointing, sched-insert-collectives and
+/// sched-insert-casts run on a table yet, so it is written out right after
+/// those: what differs from the flat lowering is only that what crosses
+/// tasks lies in slot buffers. docs/sched.md ("The micro-batch loop").
 static llvm::cl::opt<bool> pipelineTasks(
     "pipeline-tasks", llvm::cl::Hidden,
     llvm::cl::desc("Lower each pipeline stage's micro-batch loop as a "
                    "sched.tasks, its crossing buffers in slots (in progress: "
-                   "written out after sched-activation-checkpointing, before "
+                   "written out after sched-insert-casts, before "
                    "the other rewriting passes)"));
 
 void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm,
@@ -30,10 +30,10 @@ void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm,
   // Each program on its own, with the recipe sched-lower copied onto it.
   mlir::OpPassManager &program = pm.nest<sched::ProgramOp>();
   program.addPass(createSchedActivationCheckpointing());
-  if (pipelineTasks)
-    program.addPass(createSchedUnrollTasks());
   program.addPass(createSchedInsertCollectives());
   program.addPass(createSchedInsertCasts());
+  if (pipelineTasks)
+    program.addPass(createSchedUnrollTasks());
   program.addPass(createSchedInsertOffloadCopies());
   program.addPass(createSchedPrefetch());
   program.addPass(createSchedBucketGradients());

@@ -75,6 +75,38 @@ FailureOr<WaitOp> sched::findWait(Operation *asyncOp) {
   return found;
 }
 
+FailureOr<SmallVector<EventWait>> sched::findWaits(Operation *asyncOp) {
+  SlotSignalOp signal;
+  for (Operation *user : asyncOp->getResult(0).getUsers())
+    if (auto found = dyn_cast<SlotSignalOp>(user))
+      signal = found;
+  if (!signal) {
+    FailureOr<WaitOp> wait = findWait(asyncOp);
+    if (failed(wait))
+      return failure();
+    return SmallVector<EventWait>{{*wait, 0}};
+  }
+  SmallVector<EventWait> waits;
+  auto tasks = asyncOp->getParentOfType<TasksOp>();
+  for (TaskOp task : tasks.getTasks())
+    for (auto event : task.getBody().front().getOps<SlotEventOp>()) {
+      if (event.getFamily() != signal.getFamily())
+        continue;
+      int64_t shift = static_cast<int64_t>(event.getShift()) -
+                      static_cast<int64_t>(signal.getShift());
+      for (Operation *user : event.getEvent().getUsers()) {
+        auto wait = dyn_cast<WaitOp>(user);
+        if (!wait)
+          return asyncOp->emitOpError("event is named in a later task by a "
+                                      "slot event that is not only waited");
+        waits.push_back({wait, shift});
+      }
+    }
+  if (waits.empty())
+    return asyncOp->emitOpError("event is never waited");
+  return waits;
+}
+
 LogicalResult sched::moveBelowAfterEvents(
     Operation *op,
     function_ref<Operation *(Operation *producer, WaitOp wait)> endOf) {

@@ -73,6 +73,24 @@ std::string describeOp(mlir::Operation *op);
 /// the event is never waited or waited more than once.
 mlir::FailureOr<WaitOp> findWait(mlir::Operation *asyncOp);
 
+/// A wait of an asynchronous op's event. `shift` is 0 for its own
+/// sched.wait; for a wait in a later body of a sched.tasks, of the slot
+/// event instance the op's sched.slot_signal gives, it is the micro-batch of
+/// the op's run less that of the wait's (so a slot `[s]` of the op's body is
+/// the slot `[s + shift]` there).
+struct EventWait {
+  WaitOp wait;
+  int64_t shift = 0;
+};
+
+/// Every wait of an asynchronous op's event: its one sched.wait, or the
+/// waits of the slot events that name the instance its sched.slot_signal
+/// gives, in the bodies of its sched.tasks. An error at the op when the
+/// event is never waited, waited twice in its body, or named by a slot
+/// event other than a wait uses.
+mlir::FailureOr<llvm::SmallVector<EventWait>>
+findWaits(mlir::Operation *asyncOp);
+
 /// Moves the asynchronous op `op` to right after the latest of
 /// `endOf(producer, wait)` over the async ops its `after` events come from
 /// (`wait` is the producer's one sched.wait; `endOf` returns it or an op

@@ -29,16 +29,23 @@ MemRefType bufferType(Value buffer) {
 
 Type elementTypeOf(Value buffer) { return bufferType(buffer).getElementType(); }
 
-/// Gives `buffer` and every view of it (transitively) the element type
-/// `elementType`. Only views derive their result type from a buffer; every
-/// other sched op takes its buffer operands as they are, so updating the
-/// values in place keeps all users consistent.
+/// Gives `buffer` and every view and slot of it (transitively) the element
+/// type `elementType`. Only views and slots derive their result type from a
+/// buffer; every other sched op takes its buffer operands as they are, so
+/// updating the values in place keeps all users consistent.
 void retypeBuffer(Value buffer, Type elementType) {
   buffer.setType(
       MemRefType::Builder(bufferType(buffer)).setElementType(elementType));
   for (Operation *user : buffer.getUsers())
-    if (isa<sched::ViewOp, sched::ShardViewOp>(user))
+    if (isa<sched::ViewOp, sched::ShardViewOp, sched::SlotOp>(user))
       retypeBuffer(user->getResult(0), elementType);
+}
+
+/// Every op of `program` of type `OpT`, in a sched.tasks' bodies too.
+template <typename OpT> SmallVector<OpT> opsOf(sched::ProgramOp program) {
+  SmallVector<OpT> ops;
+  program.walk([&](OpT op) { ops.push_back(op); });
+  return ops;
 }
 
 /// A buffer shaped and placed like `like`, with another element type.
@@ -81,6 +88,8 @@ public:
   }
 
   LogicalResult run() {
+    if (failed(findTasks()))
+      return failure();
     for (Operation &op : program.getBody().front())
       if (auto step = dyn_cast<sched::OptimizerStepOp>(op))
         steps.push_back(step);
@@ -102,11 +111,86 @@ private:
   plan::TrainAttr train() { return program.getTrain(); }
   Block &body() { return program.getBody().front(); }
 
+  /// A pipeline stage's sched.tasks (docs/sched.md, "The micro-batch
+  /// loop"): its bodies are rewritten as the flat step's micro-batches, and
+  /// a reduction that a later body completes keeps its staging copies in
+  /// slots. A reduction that follows another's event (hybrid_shard's replica
+  /// all-reduce) moves below that one's wait, which may lie in another body:
+  /// such a loop is written out first.
+  LogicalResult findTasks() {
+    for (Operation &op : body()) {
+      if (isa<sched::RepeatOp>(op) || (tasks && isa<sched::TasksOp>(op)))
+        return sched::requireUnrolled(op, "sched-insert-casts");
+      if (auto found = dyn_cast<sched::TasksOp>(op))
+        tasks = found;
+    }
+    if (!tasks)
+      return success();
+    WalkResult follows = tasks.walk([](Operation *op) {
+      if (!isa<sched::AllReduceOp, sched::ReduceScatterOp>(op))
+        return WalkResult::advance();
+      return llvm::any_of(op->getOperandTypes(),
+                          [](Type type) { return isa<sched::EventType>(type); })
+                 ? WalkResult::interrupt()
+                 : WalkResult::advance();
+    });
+    if (!follows.wasInterrupted())
+      return success();
+    if (failed(plan::unrollTasks(tasks)))
+      return failure();
+    tasks = {};
+    return success();
+  }
+
+  /// A staging copy of `like` in the reduce type for the reduction `op`,
+  /// made right before it: its own allocation, or, when later bodies
+  /// complete the reduction, one slot of a buffer of the program.
+  Value stagingFor(Operation *op, Value like, StringRef suffix, bool inSlot) {
+    builder.setInsertionPoint(op);
+    if (!inSlot)
+      return allocLike(like, reduce, nameOf(like, suffix));
+    // A slot of its own, named for the slot buffer it copies (already
+    // ".reducing") or, for a persistent gradient, as one.
+    sched::AllocOp root = sched::getRootAlloc(like);
+    StringRef rootName = root ? root.getName() : StringRef("buffer");
+    std::string name = (rootName + suffix).str();
+    if (!rootName.ends_with(".reducing"))
+      name += ".reducing";
+    MemRefType type = withElementType(like, reduce);
+    sched::AllocOp &source = slotBuffers[name];
+    if (!source)
+      source =
+          plan::allocSlotBuffer(tasks, type, name, sched::BufferRole::Staging);
+    return sched::SlotOp::create(builder, op->getLoc(), type, source,
+                                 builder.getI64IntegerAttr(0),
+                                 builder.getI64IntegerAttr(1));
+  }
+
+  /// `buffer`, used in a body, where `wait` (of an op of that body) is:
+  /// itself in the same body or outside the sched.tasks, else the slot it
+  /// is, `wait.shift` micro-batches on.
+  FailureOr<Value> at(Value buffer, const sched::EventWait &wait) {
+    Operation *def = buffer.getDefiningOp();
+    if (!def || !tasks || !tasks->isProperAncestor(def) ||
+        def->getBlock() == wait.wait->getBlock())
+      return buffer;
+    auto slot = dyn_cast<sched::SlotOp>(def);
+    if (!slot)
+      return def->emitOpError("is read by a reduction that a later task "
+                              "completes, and is not a slot");
+    return sched::SlotOp::create(
+               builder, slot.getLoc(), slot.getType(), slot.getSource(),
+               builder.getI64IntegerAttr(static_cast<int64_t>(slot.getShift()) +
+                                         wait.shift),
+               slot.getSlotsAttr())
+        .getResult();
+  }
+
   /// The pass runs once, on sched-insert-collectives' fp32 program (a
   /// frozen base is stored as the plan says from the start, and its gathered
   /// copies alike).
   LogicalResult checkInputIsFp32() {
-    for (auto alloc : body().getOps<sched::AllocOp>())
+    for (auto alloc : opsOf<sched::AllocOp>(program))
       if (!alloc.getType().getElementType().isF32() && !holdsFrozenBase(alloc))
         return alloc.emitOpError("expected an fp32 buffer before "
                                  "sched-insert-casts, got ")
@@ -164,7 +248,7 @@ private:
   }
 
   void retypeWorkingBuffers() {
-    for (auto alloc : llvm::to_vector(body().getOps<sched::AllocOp>())) {
+    for (auto alloc : opsOf<sched::AllocOp>(program)) {
       switch (alloc.getRole()) {
       case sched::BufferRole::Gathered:
         // A gathered frozen base keeps its storage type.
@@ -197,9 +281,14 @@ private:
                                   /*persistent=*/false, /*offset=*/nullptr);
   }
 
+  /// `buffer`'s alloc's name with `suffix`; a gradient left to a later task
+  /// in a slot (".reducing", sched-insert-collectives) and written out is
+  /// named as the gradient it holds.
   std::string nameOf(Value buffer, StringRef suffix) {
     sched::AllocOp root = sched::getRootAlloc(buffer);
-    return ((root ? root.getName() : StringRef("buffer")) + suffix).str();
+    StringRef name = root ? root.getName() : StringRef("buffer");
+    name.consume_back(".reducing");
+    return (name + suffix).str();
   }
 
   static bool isGradient(Value buffer) {
@@ -221,9 +310,10 @@ private:
   /// waited for.
   LogicalResult reduceInReduceType() {
     SmallVector<Operation *> reductions;
-    for (Operation &op : body())
+    program.walk([&](Operation *op) {
       if (isa<sched::AllReduceOp, sched::ReduceScatterOp>(op))
-        reductions.push_back(&op);
+        reductions.push_back(op);
+    });
     for (Operation *op : reductions) {
       Value input = isa<sched::AllReduceOp>(op)
                         ? cast<sched::AllReduceOp>(op).getBuffer()
@@ -232,44 +322,80 @@ private:
         continue;
       if (failed(settleAfterEvents(op)))
         return failure();
-      FailureOr<sched::WaitOp> wait;
+      FailureOr<SmallVector<sched::EventWait>> waits = sched::findWaits(op);
+      if (failed(waits))
+        return failure();
+      // Completed in later bodies of a sched.tasks, which find the staging
+      // copies in slots, freed with their buffers after the loop.
+      bool later = waits->front().wait->getBlock() != op->getBlock();
+      Location loc = op->getLoc();
+      // After each wait: `convert` the copy back into what the reduction
+      // made, then free what is not a slot.
+      auto complete =
+          [&](ArrayRef<Value> frees,
+              function_ref<LogicalResult(const sched::EventWait &)> convert)
+          -> LogicalResult {
+        for (const sched::EventWait &wait : *waits) {
+          // Two bodies of one chunk's backward (sched-lower keys them by the
+          // sends they finish) issue the same reduction into the same
+          // slots: the wait of its slot event completes either's.
+          if (later && !completedWaits.insert(wait.wait).second)
+            continue;
+          builder.setInsertionPointAfter(wait.wait);
+          if (failed(convert(wait)))
+            return failure();
+          if (later)
+            continue;
+          for (Value buffer : frees)
+            settled[op] = sched::FreeOp::create(builder, loc, buffer);
+        }
+        return success();
+      };
       if (auto allReduce = dyn_cast<sched::AllReduceOp>(op)) {
         Value buffer = allReduce.getBuffer();
-        if (failed(wait = sched::findWait(op)))
-          return failure();
-        builder.setInsertionPoint(op);
-        auto copy = allocLike(buffer, reduce, nameOf(buffer, ".reduce"));
-        sched::CastOp::create(builder, op->getLoc(), buffer, copy);
+        Value copy = stagingFor(op, buffer, ".reduce", later);
+        sched::CastOp::create(builder, loc, buffer, copy);
         allReduce.getBufferMutable().assign(copy);
-        builder.setInsertionPointAfter(*wait);
-        sched::CastOp::create(builder, op->getLoc(), copy, buffer);
-        settled[op] = sched::FreeOp::create(builder, op->getLoc(), copy);
+        if (failed(complete({copy}, [&](const sched::EventWait &wait) {
+              FailureOr<Value> from = at(copy, wait), to = at(buffer, wait);
+              if (failed(from) || failed(to))
+                return failure();
+              sched::CastOp::create(builder, loc, *from, *to);
+              return success();
+            })))
+          return failure();
         continue;
       }
       auto scatter = cast<sched::ReduceScatterOp>(op);
       Value src = scatter.getSrc(), dst = scatter.getDst();
-      if (failed(wait = sched::findWait(op)))
-        return failure();
-      builder.setInsertionPoint(op);
-      auto srcCopy = allocLike(src, reduce, nameOf(src, ".reduce"));
-      sched::CastOp::create(builder, op->getLoc(), src, srcCopy);
+      Value srcCopy = stagingFor(op, src, ".reduce", later);
+      sched::CastOp::create(builder, loc, src, srcCopy);
       scatter.getSrcMutable().assign(srcCopy);
-      sched::AllocOp dstCopy;
+      Value dstCopy;
       if (elementTypeOf(dst) != reduce) {
-        builder.setInsertionPoint(op);
-        dstCopy = allocLike(dst, reduce, nameOf(dst, ".reduce"));
+        dstCopy = stagingFor(op, dst, ".reduce", later);
         scatter.getDstMutable().assign(dstCopy);
       }
-      builder.setInsertionPointAfter(*wait);
-      if (dstCopy) {
-        if (scatter.getAccumulate())
-          sched::AccumulateOp::create(builder, op->getLoc(), dstCopy, dst);
-        else
-          sched::CastOp::create(builder, op->getLoc(), dstCopy, dst);
+      bool accumulate = scatter.getAccumulate();
+      if (dstCopy)
         scatter.setAccumulate(false);
-        sched::FreeOp::create(builder, op->getLoc(), dstCopy);
-      }
-      settled[op] = sched::FreeOp::create(builder, op->getLoc(), srcCopy);
+      SmallVector<Value> frees;
+      if (dstCopy)
+        frees.push_back(dstCopy);
+      frees.push_back(srcCopy);
+      if (failed(complete(frees, [&](const sched::EventWait &wait) {
+            if (!dstCopy)
+              return success();
+            FailureOr<Value> from = at(dstCopy, wait), to = at(dst, wait);
+            if (failed(from) || failed(to))
+              return failure();
+            if (accumulate)
+              sched::AccumulateOp::create(builder, loc, *from, *to);
+            else
+              sched::CastOp::create(builder, loc, *from, *to);
+            return success();
+          })))
+        return failure();
     }
     return success();
   }
@@ -319,7 +445,7 @@ private:
     auto lossScale = sched::AllocOp::create(
         builder, loc, scalarType, "loss_scale", sched::BufferRole::LossScale,
         /*persistent=*/true, /*offset=*/nullptr);
-    for (auto loss : body().getOps<sched::LossOp>())
+    for (auto loss : opsOf<sched::LossOp>(program))
       loss.getLossScaleMutable().assign(lossScale);
 
     builder.setInsertionPoint(steps.front());
@@ -368,6 +494,12 @@ private:
   /// that backward adds into and reductions run on in place.
   Type working, reduce, f32, gradType;
   SmallVector<sched::OptimizerStepOp> steps;
+  sched::TasksOp tasks;
+  /// The slot buffers of staging copies, by name: each reduction a later
+  /// body completes has one, whichever body of its backward issues it.
+  llvm::StringMap<sched::AllocOp> slotBuffers;
+  /// The waits in later bodies that complete a rewritten reduction already.
+  llvm::DenseSet<Operation *> completedWaits;
   /// For each rewritten reduction, the last op of its conversion back.
   llvm::DenseMap<Operation *, Operation *> settled;
 };
@@ -376,8 +508,6 @@ struct SchedInsertCastsPass
     : plan::impl::SchedInsertCastsBase<SchedInsertCastsPass> {
   void runOnOperation() override {
     sched::ProgramOp program = getOperation();
-    if (failed(sched::requireUnrolled(program, getArgument())))
-      return signalPassFailure();
     if (program.getTrain().getPrecision() == plan::Precision::FP32)
       return;
     if (failed(MixedPrecisionRewrite(program).run()))

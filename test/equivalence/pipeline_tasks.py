@@ -6,14 +6,17 @@ flat lowering does.
 sched.tasks: each distinct forward and backward once, the stage's order as its
 table, and what crosses tasks (a micro-batch's saves and kept input, a send in
 flight) in slots of buffers that live for the whole loop (docs/sched.md, "The
-micro-batch loop"). Of the rewriting passes only sched-activation-checkpointing
-runs on tasks yet, so the pipeline writes the table out right after it; what
-differs from the flat lowering is only where those buffers lie. For every case of
+micro-batch loop"). Of the rewriting passes only sched-activation-checkpointing,
+sched-insert-collectives and sched-insert-casts run on tasks yet, so the
+pipeline writes the table out right after them; what differs from the flat
+lowering is only where those buffers lie (and where a backward's last
+reductions, which the next forward completes, leave the gradient they reduce
+and its staging copies). For every case of
 pipeline_parallel.py's matrix (each schedule and partition, and with data
 parallelism of each strategy, activation checkpointing, which
 sched-activation-checkpointing does on the tasks, tensor and sequence
 parallelism, offloading, LoRA and QLoRA, BERT, tied embeddings and clipping),
-both lowerings are compiled (their files must differ: the flag took effect)
+and for four cases of mixed precision (MIXED, below), both lowerings are compiled (their files must differ: the flag took effect)
 and trained on local CPU ranks, and every step's loss and gradient norm must be
 bitwise the same.
 
@@ -28,8 +31,28 @@ import sys
 import tempfile
 import time
 
-from pipeline_parallel import CASES, flags
+from pipeline_parallel import CASES, MODEL, flags
 from plan_runs import GLOBAL_BATCH, compare, compile_plan, train
+
+# Mixed precision, which the matrix (fp32, against one rank) leaves out:
+# sched-insert-casts on the tasks, bf16 gradients reduced in fp32 through
+# staging copies, in slots where the next forward completes the reduction
+# (4 micro-batches: 1F1B's stage 0 runs a forward after a backward), for each
+# strategy that keeps the tasks, and hybrid_shard, whose loop the casts write
+# out.
+BF16 = ["train.precision=bf16_mixed", "train.grad_dtype=bf16"]
+MIXED = [
+    ("pp2 x dp2 full_shard 1f1b bf16", MODEL, 4, 2, 4,
+     ["parallel.pipeline=2", "parallel.sharding=full_shard"] + BF16),
+    ("pp2 x dp2 no_shard interleaved(2) bf16", MODEL, 4, 2, 4,
+     ["parallel.pipeline=2", "parallel.sharding=no_shard",
+      "parallel.schedule=interleaved(2)"] + BF16),
+    ("pp2 x dp2 zero1 1f1b bf16", MODEL, 4, 2, 4,
+     ["parallel.pipeline=2", "parallel.sharding=zero1"] + BF16),
+    ("pp2 x dp4 hybrid_shard (2, 2) 1f1b bf16", MODEL, 8, 4, 2,
+     ["parallel.pipeline=2", "parallel.sharding=hybrid_shard", "parallel.mesh=(2, 2)"]
+     + BF16),
+]
 
 
 def main():
@@ -43,7 +66,7 @@ def main():
     args.work = args.work or tempfile.mkdtemp(prefix="plan-pipeline-tasks-")
     os.makedirs(args.work, exist_ok=True)
     passed = failed = 0
-    for i, (name, model, world, dp, accum, sets) in enumerate(CASES):
+    for i, (name, model, world, dp, accum, sets) in enumerate(CASES + MIXED):
         if args.only and args.only not in name:
             continue
         t0 = time.time()
