@@ -30,6 +30,11 @@ void buildPlanLowerPipeline(mlir::OpPassManager &pm,
 /// twice, or a slot used for a micro-batch after another took it.
 mlir::LogicalResult unrollTasks(sched::TasksOp tasks);
 
+/// Unrolls each sched.tasks of `program` (unrollTasks): what a rewriting pass
+/// does first when it cannot rewrite the tasks' bodies in place for the
+/// program's plan, then rewriting the step written out.
+mlir::LogicalResult writeOutProgram(sched::ProgramOp program);
+
 /// Splits the bodies of `tasks` by `keys`, one per entry of its table: the
 /// entries that ran one body with different keys run copies of it, one per
 /// key (the first key met keeps the body itself, the copies go at the end),
@@ -37,6 +42,13 @@ mlir::LogicalResult unrollTasks(sched::TasksOp tasks);
 /// (their place in the step, their neighbours). The step the table stands
 /// for is unchanged.
 void splitTaskBodies(sched::TasksOp tasks, llvm::ArrayRef<int64_t> keys);
+
+/// Fails, with sched::requireUnrolled's error at it, when `program` has a
+/// sched.repeat (sched-roll-micro-batches' output, which the rewriting passes
+/// before it do not take); a pass that rewrites a sched.tasks body by body
+/// checks this instead of requireUnrolled.
+mlir::LogicalResult requireNoRepeat(sched::ProgramOp program,
+                                    llvm::StringRef who);
 
 /// A buffer of `slots` slots of `slotType`, allocated right before `tasks`
 /// and freed right after it, for what one of its bodies leaves to another.

@@ -5,17 +5,17 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/CommandLine.h"
 
-/// A pipeline's micro-batch loop lowered as a sched.tasks. Of the rewriting
-/// passes only sched-activation-checkpointing, sched-insert-collectives and
-/// sched-insert-casts run on a table yet, so it is written out right after
-/// those: what differs from the flat lowering is only that what crosses
-/// tasks lies in slot buffers. docs/sched.md ("The micro-batch loop").
+/// A pipeline's micro-batch loop lowered as a sched.tasks. Each rewriting
+/// pass rewrites its bodies where it can for the plan and writes the loop
+/// out first where it cannot yet; the passes after them read a table. What
+/// differs from the flat lowering is that what crosses tasks lies in slot
+/// buffers. docs/sched.md ("The micro-batch loop").
 static llvm::cl::opt<bool> pipelineTasks(
     "pipeline-tasks", llvm::cl::Hidden,
     llvm::cl::desc("Lower each pipeline stage's micro-batch loop as a "
                    "sched.tasks, its crossing buffers in slots (in progress: "
-                   "written out after sched-insert-casts, before "
-                   "the other rewriting passes)"));
+                   "written out by the first rewriting pass that cannot "
+                   "rewrite it for the plan)"));
 
 void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm,
                                   bool rollMicroBatches) {
@@ -32,8 +32,6 @@ void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm,
   program.addPass(createSchedActivationCheckpointing());
   program.addPass(createSchedInsertCollectives());
   program.addPass(createSchedInsertCasts());
-  if (pipelineTasks)
-    program.addPass(createSchedUnrollTasks());
   program.addPass(createSchedInsertOffloadCopies());
   program.addPass(createSchedPrefetch());
   program.addPass(createSchedBucketGradients());

@@ -134,12 +134,16 @@ private:
 
 void SchedBucketGradientsPass::runOnOperation() {
   sched::ProgramOp program = getOperation();
-  if (failed(sched::requireUnrolled(program, getArgument())))
-    return signalPassFailure();
   {
     plan::ParallelAttr parallel = program.getParallel();
     if (parallel.getSharding() != plan::Sharding::NoShard)
       return;
+    // A pipeline stage's sched.tasks: a backward's all-reduces complete in
+    // the next task, whose buckets are not built on tasks yet, so the loop
+    // is written out first (docs/sched.md, "The micro-batch loop").
+    if (failed(plan::writeOutProgram(program)) ||
+        failed(sched::requireUnrolled(program, getArgument())))
+      return signalPassFailure();
 
     // Reductions in the order groups finish backward; a bucket is a run of
     // consecutive ones.

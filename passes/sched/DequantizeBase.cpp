@@ -51,10 +51,13 @@ public:
                                  return unit.getFrozenNumel() > 0;
                                }))
       return;
+    // Each compute op's conversion is its own, so a pipeline stage's
+    // sched.tasks is rewritten body by body.
     SmallVector<Operation *> computes;
-    for (Operation &op : program.getBody().front())
+    program.walk([&](Operation *op) {
       if (isa<sched::ForwardOp, sched::RecomputeOp, sched::BackwardOp>(op))
-        computes.push_back(&op);
+        computes.push_back(op);
+    });
     for (Operation *op : computes)
       convertOperands(op);
   }
@@ -135,7 +138,7 @@ private:
 struct SchedDequantizeBasePass
     : plan::impl::SchedDequantizeBaseBase<SchedDequantizeBasePass> {
   void runOnOperation() override {
-    if (failed(sched::requireUnrolled(getOperation(), getArgument())))
+    if (failed(plan::requireNoRepeat(getOperation(), getArgument())))
       return signalPassFailure();
     BaseConversion(getOperation()).run();
   }

@@ -128,7 +128,26 @@ public:
               parallel.getSharding() != plan::Sharding::Zero1;
   }
 
+  /// Whether the plan puts anything on the host: without, the pass has
+  /// nothing to place or stage.
+  bool offloads() const {
+    return paramsOnHost || gradsOnHost || optimizerOnHost ||
+           !onDevice(stepSpace);
+  }
+
   LogicalResult run() {
+    // A pipeline stage's sched.tasks (docs/sched.md, "The micro-batch
+    // loop"): with nothing offloaded it stays as it is; staging copies on
+    // tasks are not built yet, so with offloading it is written out first.
+    if (llvm::any_of(body(),
+                     [](Operation &op) { return isa<sched::TasksOp>(op); })) {
+      if (!offloads())
+        return success();
+      if (failed(plan::writeOutProgram(program)))
+        return failure();
+    }
+    if (failed(sched::requireUnrolled(program, "sched-insert-offload-copies")))
+      return failure();
     placeBuffers();
     for (Operation *op :
          llvm::to_vector(llvm::make_pointer_range(program.getBody().front())))
@@ -364,8 +383,7 @@ private:
 struct SchedInsertOffloadCopiesPass
     : plan::impl::SchedInsertOffloadCopiesBase<SchedInsertOffloadCopiesPass> {
   void runOnOperation() override {
-    if (failed(sched::requireUnrolled(getOperation(), getArgument())) ||
-        failed(OffloadRewrite(getOperation()).run()))
+    if (failed(OffloadRewrite(getOperation()).run()))
       return signalPassFailure();
   }
 };

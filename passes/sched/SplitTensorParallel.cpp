@@ -101,8 +101,10 @@ private:
   Location loc = program.getLoc();
   tp::ExchangeShape exchange;
   Type statsType;
-  // The loss of each micro-batch's head, which reads the statistics.
-  llvm::DenseMap<int64_t, sched::LossOp> losses;
+  // The loss of each micro-batch's head, which reads the statistics, by
+  // block and micro-batch (a pipeline stage's sched.tasks has a head body
+  // per variant, each written for one micro-batch).
+  llvm::DenseMap<std::pair<Block *, int64_t>, sched::LossOp> losses;
   // Under SP: each unit's last backward part per gradient it adds into (a
   // buffer, from one zeroing of it to the next: a slot of a pipeline's
   // loop written out holds one micro-batch's gradient after another), and
@@ -243,7 +245,7 @@ LogicalResult TensorParallelSplit::splitForward(Operation *op,
     if (recompute)
       return op->emitOpError("recomputes a head: the loss's statistics are "
                              "exchanged once, in its forward");
-    sched::LossOp loss = losses.lookup(mb);
+    sched::LossOp loss = losses.lookup({op->getBlock(), mb});
     if (!loss || loss.getUnit() != forward.getUnit() ||
         !op->isBeforeInBlock(loss))
       return op->emitOpError("the head's forward has no sched.loss after it "
@@ -367,24 +369,30 @@ LogicalResult TensorParallelSplit::run() {
   statsType = builder.getF32Type();
 
   SmallVector<Operation *> compute;
-  Block &body = program.getBody().front();
+  // Each compute op is split where it stands, so a pipeline stage's
+  // sched.tasks is split body by body, in the order of its bodies.
   llvm::DenseMap<Value, int64_t> zeroed;
-  for (Operation &op : body) {
+  WalkResult walked = program.walk([&](Operation *op) {
     if (auto zero = dyn_cast<sched::ZeroOp>(op))
       ++zeroed[rootOf(zero.getBuffer()).first];
     if (auto backward = dyn_cast<sched::BackwardOp>(op);
         backward && backward.getGrads())
-      gradientEpoch[&op] = zeroed.lookup(rootOf(backward.getGrads()).first);
+      gradientEpoch[op] = zeroed.lookup(rootOf(backward.getGrads()).first);
     if (auto loss = dyn_cast<sched::LossOp>(op))
-      losses[loss.getMicroBatch()] = loss;
+      losses[{op->getBlock(), loss.getMicroBatch()}] = loss;
     else if (isa<sched::ForwardOp, sched::RecomputeOp, sched::BackwardOp>(op))
-      compute.push_back(&op);
+      compute.push_back(op);
     if (auto forward = dyn_cast<sched::ForwardOp>(op);
         forward &&
-        (forward.getPart() != 0 || (forward.getOut() && !program.getStage())))
-      return op.emitOpError("is a part already: sched-split-tensor-parallel "
-                            "splits whole units");
-  }
+        (forward.getPart() != 0 || (forward.getOut() && !program.getStage()))) {
+      op->emitOpError("is a part already: sched-split-tensor-parallel "
+                      "splits whole units");
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (walked.wasInterrupted())
+    return failure();
 
   // The parameters each unit holds whole, at their offsets among its
   // stored elements.
@@ -430,8 +438,12 @@ LogicalResult TensorParallelSplit::run() {
 struct SchedSplitTensorParallelPass
     : plan::impl::SchedSplitTensorParallelBase<SchedSplitTensorParallelPass> {
   void runOnOperation() override {
-    if (failed(sched::requireUnrolled(getOperation(), getArgument())) ||
-        failed(TensorParallelSplit(getOperation()).run()))
+    sched::ProgramOp program = getOperation();
+    // A pipeline stage's sched.tasks is split body by body (under sequence
+    // parallelism each body's gradient is its own from one zeroing to the
+    // next, so its whole parameters' sum follows its own backward).
+    if (failed(plan::requireNoRepeat(program, getArgument())) ||
+        failed(TensorParallelSplit(program).run()))
       signalPassFailure();
   }
 };

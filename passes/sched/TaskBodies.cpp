@@ -54,3 +54,10 @@ sched::AllocOp plan::allocSlotBuffer(sched::TasksOp tasks, MemRefType slotType,
   sched::FreeOp::create(builder, loc, buffer);
   return buffer;
 }
+
+LogicalResult plan::requireNoRepeat(sched::ProgramOp program, StringRef who) {
+  for (Operation &op : program.getBody().front())
+    if (isa<sched::RepeatOp>(op))
+      return sched::requireUnrolled(op, who);
+  return success();
+}

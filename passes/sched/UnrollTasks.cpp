@@ -28,8 +28,7 @@ namespace plan {
 
 using namespace mlir;
 
-/// Unrolls each sched.tasks of `program`.
-static LogicalResult unrollProgram(sched::ProgramOp program) {
+LogicalResult plan::writeOutProgram(sched::ProgramOp program) {
   SmallVector<sched::TasksOp> all(program.getBody().getOps<sched::TasksOp>());
   for (sched::TasksOp tasks : all)
     if (failed(plan::unrollTasks(tasks)))
@@ -40,7 +39,7 @@ static LogicalResult unrollProgram(sched::ProgramOp program) {
 FailureOr<OwningOpRef<ModuleOp>> plan::writeOutTasks(ModuleOp module) {
   OwningOpRef<ModuleOp> copy = module.clone();
   for (sched::ProgramOp program : copy->getOps<sched::ProgramOp>())
-    if (failed(unrollProgram(program)))
+    if (failed(writeOutProgram(program)))
       return failure();
   return copy;
 }
@@ -144,7 +143,7 @@ namespace {
 struct SchedUnrollTasksPass
     : plan::impl::SchedUnrollTasksBase<SchedUnrollTasksPass> {
   void runOnOperation() override {
-    if (failed(unrollProgram(getOperation())))
+    if (failed(plan::writeOutProgram(getOperation())))
       signalPassFailure();
   }
 };

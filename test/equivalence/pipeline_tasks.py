@@ -6,9 +6,9 @@ flat lowering does.
 sched.tasks: each distinct forward and backward once, the stage's order as its
 table, and what crosses tasks (a micro-batch's saves and kept input, a send in
 flight) in slots of buffers that live for the whole loop (docs/sched.md, "The
-micro-batch loop"). Of the rewriting passes only sched-activation-checkpointing,
-sched-insert-collectives and sched-insert-casts run on tasks yet, so the
-pipeline writes the table out right after them; what differs from the flat
+micro-batch loop"). Each rewriting pass rewrites the bodies where it can for the
+plan and writes the loop out first where it cannot yet (zero1 keeps the tasks
+into the schedule file, which the runtime expands); what differs from the flat
 lowering is only where those buffers lie (and where a backward's last
 reductions, which the next forward completes, leave the gradient they reduce
 and its staging copies). For every case of
@@ -16,7 +16,8 @@ pipeline_parallel.py's matrix (each schedule and partition, and with data
 parallelism of each strategy, activation checkpointing, which
 sched-activation-checkpointing does on the tasks, tensor and sequence
 parallelism, offloading, LoRA and QLoRA, BERT, tied embeddings and clipping),
-and for four cases of mixed precision (MIXED, below), both lowerings are compiled (their files must differ: the flag took effect)
+and for seven more (MORE, below: mixed precision, and plans that keep their tasks
+into the schedule file), both lowerings are compiled (their files must differ: the flag took effect)
 and trained on local CPU ranks, and every step's loss and gradient norm must be
 bitwise the same.
 
@@ -39,9 +40,12 @@ from plan_runs import GLOBAL_BATCH, compare, compile_plan, train
 # staging copies, in slots where the next forward completes the reduction
 # (4 micro-batches: 1F1B's stage 0 runs a forward after a backward), for each
 # strategy that keeps the tasks, and hybrid_shard, whose loop the casts write
-# out.
+# out. Then plans whose tasks no pass writes out, so that the schedule file
+# holds them: the tensor-parallel split on the bodies, and full_shard without
+# prefetching.
 BF16 = ["train.precision=bf16_mixed", "train.grad_dtype=bf16"]
-MIXED = [
+NO_PREFETCH = ["parallel.backward_prefetch=none"]
+MORE = [
     ("pp2 x dp2 full_shard 1f1b bf16", MODEL, 4, 2, 4,
      ["parallel.pipeline=2", "parallel.sharding=full_shard"] + BF16),
     ("pp2 x dp2 no_shard interleaved(2) bf16", MODEL, 4, 2, 4,
@@ -52,6 +56,15 @@ MIXED = [
     ("pp2 x dp4 hybrid_shard (2, 2) 1f1b bf16", MODEL, 8, 4, 2,
      ["parallel.pipeline=2", "parallel.sharding=hybrid_shard", "parallel.mesh=(2, 2)"]
      + BF16),
+    ("pp2 x tp2 sp zero1 1f1b", MODEL, 4, 1, 4,
+     ["parallel.pipeline=2", "parallel.tensor=2", "parallel.sequence_parallel=true",
+      "parallel.sharding=zero1"]),
+    ("dp2 x pp2 x tp2 sp full_shard interleaved(2) bf16, no prefetching", MODEL, 8, 2, 4,
+     ["parallel.pipeline=2", "parallel.tensor=2", "parallel.sequence_parallel=true",
+      "parallel.sharding=full_shard", "parallel.schedule=interleaved(2)"]
+     + BF16 + NO_PREFETCH),
+    ("pp2 x dp2 full_shard 1f1b, no prefetching", MODEL, 4, 2, 4,
+     ["parallel.pipeline=2", "parallel.sharding=full_shard"] + NO_PREFETCH),
 ]
 
 
@@ -66,7 +79,7 @@ def main():
     args.work = args.work or tempfile.mkdtemp(prefix="plan-pipeline-tasks-")
     os.makedirs(args.work, exist_ok=True)
     passed = failed = 0
-    for i, (name, model, world, dp, accum, sets) in enumerate(CASES + MIXED):
+    for i, (name, model, world, dp, accum, sets) in enumerate(CASES + MORE):
         if args.only and args.only not in name:
             continue
         t0 = time.time()

@@ -1441,7 +1441,7 @@ TEST(ScheduleTasks, APipelinesStagesAsTasks) {
 
 /// How far lowerStages lowers: sched-lower alone, then the rewriting passes
 /// that run on tasks, one more each.
-enum class Through { SchedLower, Checkpointing, Collectives, Casts };
+enum class Through { SchedLower, Checkpointing, Collectives, Casts, All };
 
 /// The tiny plan with `overrides` through the plan passes and sched-lower
 /// (and the rewriting passes up to `through`), each stage's micro-batch loop
@@ -1466,6 +1466,14 @@ lowerStages(mlir::MLIRContext &context,
     pm.nest<sched::ProgramOp>().addPass(plan::createSchedInsertCollectives());
   if (through >= Through::Casts)
     pm.nest<sched::ProgramOp>().addPass(plan::createSchedInsertCasts());
+  if (through >= Through::All) {
+    mlir::OpPassManager &program = pm.nest<sched::ProgramOp>();
+    program.addPass(plan::createSchedInsertOffloadCopies());
+    program.addPass(plan::createSchedPrefetch());
+    program.addPass(plan::createSchedBucketGradients());
+    program.addPass(plan::createSchedSplitTensorParallel());
+    program.addPass(plan::createSchedDequantizeBase());
+  }
   if (mlir::failed(pm.run(*module)))
     throw std::runtime_error("sched-lower failed");
   return module;
@@ -1584,6 +1592,11 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
     std::vector<std::string> sets;
     // The pass that writes the loop out before it rewrites it, if any.
     std::optional<Through> writtenOutBy;
+    // The last pass after which the step written out is the flat one with
+    // its crossing buffers in slots. no_shard's buckets: a backward's
+    // all-reduces that the next forward completes lie in slots, which
+    // sched-bucket-gradients (on the loop written out) does not bucket.
+    Through comparedThrough = Through::All;
   };
   const std::vector<Case> cases = {
       {{"parallel.pipeline=2", "parallel.schedule=gpipe"}},
@@ -1602,9 +1615,13 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
       // under interleaving, where the forward is another chunk's), the last
       // reduce-scatter with zero1, and with hybrid_shard the replicas'
       // all-reduce in the last micro-batch.
-      {{"parallel.pipeline=2", "parallel.sharding=no_shard"}},
+      {{"parallel.pipeline=2", "parallel.sharding=no_shard"},
+       Through::All,
+       Through::Casts},
       {{"parallel.pipeline=2", "parallel.sharding=no_shard",
-        "parallel.schedule=interleaved(2)"}},
+        "parallel.schedule=interleaved(2)"},
+       Through::All,
+       Through::Casts},
       {{"parallel.pipeline=2", "parallel.sharding=zero1"}},
       {{"parallel.pipeline=2", "parallel.sharding=hybrid_shard",
         "parallel.mesh=(2, 2)", "cluster.nodes=2"}},
@@ -1622,7 +1639,9 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
         "train.grad_dtype=bf16", "parallel.sharding=full_shard"}},
       {{"parallel.pipeline=2", "train.precision=bf16_mixed",
         "train.grad_dtype=bf16", "parallel.sharding=no_shard",
-        "parallel.schedule=interleaved(2)"}},
+        "parallel.schedule=interleaved(2)"},
+       Through::All,
+       Through::Casts},
       {{"parallel.pipeline=2", "train.precision=bf16_mixed",
         "train.grad_dtype=bf16", "parallel.sharding=zero1"}},
       {{"parallel.pipeline=2", "train.precision=bf16_mixed",
@@ -1631,6 +1650,20 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
         "train.grad_dtype=bf16", "parallel.sharding=hybrid_shard",
         "parallel.mesh=(2, 2)", "cluster.nodes=2"},
        Through::Casts},
+      // The tensor-parallel split, body by body: with sequence parallelism
+      // each body's whole parameters summed after its own backward, also in
+      // the one slot that the next forward completes the reduction of.
+      {{"parallel.pipeline=2", "parallel.tensor=2"}},
+      {{"parallel.pipeline=2", "parallel.tensor=2",
+        "parallel.sequence_parallel=true", "parallel.sharding=zero1",
+        "cluster.nodes=2"}},
+      {{"parallel.pipeline=2", "parallel.tensor=2",
+        "parallel.sequence_parallel=true", "parallel.schedule=interleaved(2)",
+        "train.precision=bf16_mixed", "train.grad_dtype=bf16",
+        "cluster.nodes=2"}},
+      // A frozen NF4 base dequantized before each compute op.
+      {{"parallel.pipeline=2", "model.lora.rank=4", "model.lora.alpha=8",
+        "model.base=nf4"}},
   };
   for (const Case &pipeline : cases) {
     std::string name = llvm::join(pipeline.sets, " ");
@@ -1642,11 +1675,15 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
     for (int64_t microBatches : {16, 32}) {
       // The case's own first (a model preset before its layers).
       std::vector<std::string> sets(pipeline.sets);
+      // Without prefetching, which writes the loop out (full_shard's
+      // default backward_prefetch = pre).
       sets.insert(sets.end(),
                   {"model.layers=8", "cluster.gpus_per_node=4",
-                   "train.grad_accum=" + std::to_string(microBatches)});
-      for (Through through : {Through::SchedLower, Through::Checkpointing,
-                              Through::Collectives, Through::Casts}) {
+                   "train.grad_accum=" + std::to_string(microBatches),
+                   "parallel.backward_prefetch=none"});
+      for (Through through :
+           {Through::SchedLower, Through::Checkpointing, Through::Collectives,
+            Through::Casts, Through::All}) {
         std::string what = llvm::join(sets, " ") + " through pass " +
                            std::to_string(static_cast<int>(through));
         std::unique_ptr<mlir::MLIRContext> context = newContext();
@@ -1678,6 +1715,8 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
         auto flatStages = llvm::to_vector(flat->getOps<sched::ProgramOp>());
         auto writtenStages = llvm::to_vector(tasks->getOps<sched::ProgramOp>());
         ASSERT_EQ(flatStages.size(), writtenStages.size()) << what;
+        if (through > pipeline.comparedThrough)
+          continue;
         for (auto [f, w] : llvm::zip(flatStages, writtenStages))
           EXPECT_EQ(differenceModuloSlots(f, w), "")
               << what << ", " << f.getSymName().str();
