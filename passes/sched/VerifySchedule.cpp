@@ -16,16 +16,21 @@
 // on its event, or on the event of an op that lists it (directly or through
 // others) in `after`, since that op started only once it had finished.
 //
-// The walk is linear in the program: each op's operands are resolved through
+// The walk is linear in the step: each op's operands are resolved through
 // a map from buffer values to root ranges, written ranges are a sorted
 // interval map per root, and completed asynchronous ops leave the in-flight
-// lists as they are next scanned.
+// lists as they are next scanned. A pipeline stage's sched.tasks is walked
+// entry by entry of its table (sched::StepCursor), each run's ops mapped
+// afresh as they are visited: a sched.slot is the view of the slot its
+// micro-batch takes, a sched.slot_event the event the run that signalled
+// that instance issued.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
 
 #include "dialects/sched/SchedOpTable.h"
+#include "runtime/format/Schedule.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -133,23 +138,84 @@ public:
             plan::workingStorage(program.getTrain().getPrecision()))),
         tensor(program.getGroupSize(Group::Tensor)) {}
 
-  /// Checks the program's ops in order. Meeting a sched.tasks, stops and
-  /// sets `sawTasks` when given (the step is then checked written out);
-  /// a sched.repeat, and a sched.tasks without `sawTasks`, are `who`'s
-  /// error (sched::requireUnrolled).
-  LogicalResult check(StringRef who, bool *sawTasks = nullptr) {
-    for (Operation &op : program.getBody().front()) {
-      if (sawTasks && isa<TasksOp>(op)) {
-        *sawTasks = true;
-        return success();
-      }
-      if (failed(sched::requireUnrolled(op, who)) || failed(visit(&op)))
+  /// Checks the step's ops in the order it runs them. A sched.repeat is
+  /// `who`'s error (sched::requireUnrolled).
+  LogicalResult check(StringRef who) {
+    for (Operation &op : program.getBody().front())
+      if (isa<RepeatOp>(op))
+        return sched::requireUnrolled(op, who);
+    for (StepCursor cursor(program); !cursor.done(); cursor.advance())
+      if (failed(visitInRun(&*cursor, cursor.iteration())))
         return failure();
-    }
     return checkEnd();
   }
 
 private:
+  /// `op` in the run `iteration` micro-batches on from the one its task is
+  /// written for (0 outside a sched.tasks).
+  LogicalResult visitInRun(Operation *op, int64_t iteration) {
+    auto task = dyn_cast_or_null<TaskOp>(op->getParentOp());
+    int64_t mb =
+        task ? static_cast<int64_t>(task.getMicroBatch()) + iteration : 0;
+    if (auto slot = dyn_cast<SlotOp>(op)) {
+      auto shift = static_cast<int64_t>(slot.getShift());
+      int64_t at =
+          plan::rt::slotIndex(mb, shift, static_cast<int64_t>(slot.getSlots()));
+      inSlot[slot.getResult()] = {getRootAlloc(slot.getSource()), at,
+                                  mb + shift};
+      return visitView(slot.getResult(), slot.getSource(),
+                       at * slot.getType().getNumElements(), std::nullopt);
+    }
+    if (isa<SlotEventOp, SlotSignalOp>(op)) {
+      auto [family, instance] = getSlotEventInstance(*op, iteration);
+      if (auto event = dyn_cast<SlotEventOp>(op)) {
+        auto it = signalled.find({family, instance});
+        if (it == signalled.end())
+          return op->emitOpError("in the run of micro-batch ")
+                 << mb << " names instance " << instance << " of family "
+                 << family << ", which no run before it signals";
+        asyncIndex[op] = it->second;
+        return success();
+      }
+      Operation *producer = cast<SlotSignalOp>(op).getEvent().getDefiningOp();
+      auto async = producer ? asyncIndex.find(producer) : asyncIndex.end();
+      if (async == asyncIndex.end())
+        return op->emitOpError("signals an event no asynchronous op of its "
+                               "task returns");
+      if (!signalled.try_emplace({family, instance}, async->second).second)
+        return op->emitOpError("in the run of micro-batch ")
+               << mb << " signals instance " << instance << " of family "
+               << family << ", which a run before it signalled";
+      return success();
+    }
+    if (failed(visit(op)))
+      return failure();
+    // A slot holds one micro-batch at a time: a run that uses it for one
+    // after another micro-batch took it found fewer slots than the
+    // micro-batches in flight.
+    if (isa<ViewOp, ShardViewOp>(op)) {
+      auto it = inSlot.find(op->getOperand(0));
+      if (it != inSlot.end())
+        inSlot[op->getResult(0)] = it->second;
+      return success();
+    }
+    for (Value operand : op->getOperands()) {
+      auto it = inSlot.find(operand);
+      if (it == inSlot.end() || !it->second.source)
+        continue;
+      InSlot use = it->second;
+      int64_t holder = 0;
+      if (!occupancy.use(use.source.getOperation(), use.slot, use.mb, holder))
+        return op->emitOpError("in the run of micro-batch ")
+               << mb << " uses slot " << use.slot << " of '"
+               << use.source.getName() << "' for micro-batch " << use.mb
+               << " after micro-batch " << holder
+               << " took it: its slots are fewer than the micro-batches in "
+                  "flight";
+    }
+    return success();
+  }
+
   LogicalResult visit(Operation *op) {
     if (auto alloc = dyn_cast<AllocOp>(op))
       return visitAlloc(alloc);
@@ -529,35 +595,24 @@ private:
   SmallVector<Root> roots;
   llvm::DenseMap<Operation *, unsigned> asyncIndex;
   SmallVector<AsyncState> asyncStates;
+  // A sched.tasks: the async op each slot event instance (family,
+  // micro-batch) stands for; the slot each value in one lies in, and which
+  // micro-batch each slot holds.
+  std::map<std::pair<int64_t, int64_t>, unsigned> signalled;
+  struct InSlot {
+    AllocOp source;
+    int64_t slot, mb;
+  };
+  llvm::DenseMap<Value, InSlot> inSlot;
+  plan::rt::SlotOccupancy<Operation *> occupancy;
 };
 
-/// Checks `program` as the step it stands for, in one walk of its ops when
-/// it has no sched.tasks. One with a sched.tasks is copied, with the
-/// module's plans and meshes it names, into a module of its own and checked
-/// with its tasks written out (plan::unrollTasks, which also finds a slot
-/// taken while another micro-batch's data is in it). The copies keep the
-/// ops' locations, so an error points where the op is written. The walk is
-/// the step's length; a check on the table itself is still to come
-/// (docs/sched.md, "The micro-batch loop"). A sched.repeat is
+/// Checks `program` as the step it stands for, in one walk of the step: a
+/// sched.tasks' runs in the order of its table, on the ops as they are
+/// written, so an error points at the op of the body. A sched.repeat is
 /// sched-roll-micro-batches', after this pass: `who`'s error.
 LogicalResult checkStep(ProgramOp program, StringRef who) {
-  bool sawTasks = false;
-  auto module = program->getParentOfType<ModuleOp>();
-  if (failed(ScheduleChecker(program).check(who, module ? &sawTasks : nullptr)))
-    return failure();
-  if (!sawTasks)
-    return success();
-  OwningOpRef<ModuleOp> copy = ModuleOp::create(program.getLoc());
-  OpBuilder builder = OpBuilder::atBlockEnd(copy->getBody());
-  for (Operation &op : *module.getBody())
-    if (!isa<ProgramOp>(op))
-      builder.clone(op);
-  auto written = cast<ProgramOp>(builder.clone(*program));
-  SmallVector<TasksOp> loops(written.getBody().getOps<TasksOp>());
-  for (TasksOp tasks : loops)
-    if (failed(plan::unrollTasks(tasks)))
-      return failure();
-  return ScheduleChecker(written).check(who);
+  return ScheduleChecker(program).check(who);
 }
 
 struct SchedVerifySchedulePass

@@ -1,6 +1,7 @@
 // sched-verify-schedule on a program with a sched.tasks: the step it stands
-// for is checked, its tasks written out (plan::unrollTasks), which also finds
-// a slot taken by one micro-batch while another's data is still in it.
+// for is checked, its table walked entry by entry on the ops as written
+// (sched::StepCursor), which also finds a slot taken by one micro-batch while
+// another's data is still in it.
 // RUN: plan-opt %s -split-input-file -verify-diagnostics -sched-verify-schedule
 
 // 1F1B keeps two micro-batches in flight: two slots each are enough, and
@@ -46,7 +47,8 @@ sched.program @p.step for @p micro_batches 3
 
 // GPipe keeps all three in flight: with two slots of S, the forward of
 // micro-batch 2 takes slot 0 before the backward of micro-batch 0 has read
-// it back.
+// it back. (Had the forward copied out of its slot asynchronously, the race
+// with micro-batch 2's write would be the error, where it happens.)
 #dev = #sched.space<device>
 #host = #sched.space<host>
 shard.grid @mesh(shape = 1x1x2x1)
@@ -63,21 +65,16 @@ sched.program @p.step for @p micro_batches 3
     parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
   %s = sched.alloc "S" role activations : memref<8xf32, #dev>
   %t = sched.alloc "T" role activations : memref<12xf32, #host>
-  sched.tasks event_families 1 order [0, 0, 0, 1, 0, 2, 1, 0, 1, 1, 1, 2] {
+  sched.tasks event_families 0 order [0, 0, 0, 1, 0, 2, 1, 0, 1, 1, 1, 2] {
     sched.task micro_batch 0 {
       %a = sched.slot %s[0] slots 2 : memref<8xf32, #dev> to memref<4xf32, #dev>
-      %b = sched.slot %t[0] slots 3 : memref<12xf32, #host> to memref<4xf32, #host>
       sched.zero %a : memref<4xf32, #dev>
-      %copied = sched.copy %a into %b : memref<4xf32, #dev>, memref<4xf32, #host>
-      sched.slot_signal %copied family 0 shift 0
     }
     sched.task micro_batch 0 {
-      %ready = sched.slot_event family 0 shift 0
-      sched.wait %ready
       %a = sched.slot %s[0] slots 2 : memref<8xf32, #dev> to memref<4xf32, #dev>
       %b = sched.slot %t[0] slots 3 : memref<12xf32, #host> to memref<4xf32, #host>
       // expected-error @below {{in the run of micro-batch 0 uses slot 0 of 'S' for micro-batch 0 after micro-batch 2 took it: its slots are fewer than the micro-batches in flight}}
-      %back = sched.copy %b into %a : memref<4xf32, #host>, memref<4xf32, #dev>
+      %back = sched.copy %a into %b : memref<4xf32, #dev>, memref<4xf32, #host>
       sched.wait %back
     }
   }
@@ -135,8 +132,7 @@ sched.program @p.step for @p micro_batches 3
 // -----
 
 // A sched.repeat is sched-roll-micro-batches', which runs after this pass:
-// a clear error, also behind a sched.tasks (the step written out keeps the
-// repeat's location).
+// a clear error, also behind a sched.tasks.
 #dev = #sched.space<device>
 #host = #sched.space<host>
 shard.grid @mesh(shape = 1x1x2x1)
@@ -178,3 +174,88 @@ sched.program @p.step for @p micro_batches 3
   sched.repeat count 2 {
   }
 }
+
+// -----
+
+// A slot event names an instance of its family that no run before it has
+// signalled: here micro-batch 2's copy, which runs later.
+#dev = #sched.space<device>
+#host = #sched.space<host>
+shard.grid @mesh(shape = 1x1x2x1)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 3, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
+}
+sched.program @p.step for @p micro_batches 3
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 3, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
+  %s = sched.alloc "S" role activations : memref<8xf32, #dev>
+  %t = sched.alloc "T" role activations : memref<8xf32, #host>
+  sched.tasks event_families 1 order [0, 0, 0, 1, 1, 0, 0, 2, 1, 1, 1, 2] {
+    sched.task micro_batch 0 {
+      %a = sched.slot %s[0] slots 2 : memref<8xf32, #dev> to memref<4xf32, #dev>
+      %b = sched.slot %t[0] slots 2 : memref<8xf32, #host> to memref<4xf32, #host>
+      sched.zero %a : memref<4xf32, #dev>
+      %copied = sched.copy %a into %b : memref<4xf32, #dev>, memref<4xf32, #host>
+      sched.slot_signal %copied family 0 shift 0
+    }
+    sched.task micro_batch 0 {
+      // expected-error @below {{in the run of micro-batch 0 names instance 2 of family 0, which no run before it signals}}
+      %ready = sched.slot_event family 0 shift 2
+      sched.wait %ready
+      %a = sched.slot %s[0] slots 2 : memref<8xf32, #dev> to memref<4xf32, #dev>
+      %b = sched.slot %t[0] slots 2 : memref<8xf32, #host> to memref<4xf32, #host>
+      %back = sched.copy %b into %a : memref<4xf32, #host>, memref<4xf32, #dev>
+      sched.wait %back
+    }
+  }
+  sched.free %s : memref<8xf32, #dev>
+  sched.free %t : memref<8xf32, #host>
+}
+
+// -----
+
+// An instance signalled twice: the backward's copy signals the instance its
+// forward's copy already gave.
+#dev = #sched.space<device>
+#host = #sched.space<host>
+shard.grid @mesh(shape = 1x1x2x1)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 3, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
+}
+sched.program @p.step for @p micro_batches 3
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 3, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
+  %s = sched.alloc "S" role activations : memref<8xf32, #dev>
+  %t = sched.alloc "T" role activations : memref<8xf32, #host>
+  sched.tasks event_families 1 order [0, 0, 0, 1, 1, 0, 0, 2, 1, 1, 1, 2] {
+    sched.task micro_batch 0 {
+      %a = sched.slot %s[0] slots 2 : memref<8xf32, #dev> to memref<4xf32, #dev>
+      %b = sched.slot %t[0] slots 2 : memref<8xf32, #host> to memref<4xf32, #host>
+      sched.zero %a : memref<4xf32, #dev>
+      %copied = sched.copy %a into %b : memref<4xf32, #dev>, memref<4xf32, #host>
+      sched.slot_signal %copied family 0 shift 0
+    }
+    sched.task micro_batch 0 {
+      %ready = sched.slot_event family 0 shift 0
+      sched.wait %ready
+      %a = sched.slot %s[0] slots 2 : memref<8xf32, #dev> to memref<4xf32, #dev>
+      %b = sched.slot %t[0] slots 2 : memref<8xf32, #host> to memref<4xf32, #host>
+      %back = sched.copy %b into %a : memref<4xf32, #host>, memref<4xf32, #dev>
+      // expected-error @below {{in the run of micro-batch 0 signals instance 0 of family 0, which a run before it signalled}}
+      sched.slot_signal %back family 0 shift 0
+    }
+  }
+  sched.free %s : memref<8xf32, #dev>
+  sched.free %t : memref<8xf32, #host>
+}
+
