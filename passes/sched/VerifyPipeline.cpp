@@ -22,7 +22,10 @@
 //   must end with every stage at its program's end.
 //
 // Each round of the play moves some stage or completes some transfer, so it
-// takes at most (the programs' ops) rounds of (stages) steps each.
+// takes at most (the programs' ops) rounds of (stages) steps each. A stage
+// with a sched.tasks is played in the order of its table (sched::StepCursor):
+// its bodies' ops and events are told apart by the run they belong to, and a
+// wait for a slot event waits for the event of the run that signalled it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,12 +50,25 @@ using namespace sched;
 
 namespace {
 
+/// An event in the step: the value an op returns, and the run of the
+/// sched.tasks body that op ran in (-1 outside a sched.tasks).
+using EventKey = std::pair<Value, int64_t>;
+
+/// An op of a stage's step: the op, the event it issues or, for a
+/// sched.wait, waits for, and what its run adds to the micro-batch its body
+/// is written for.
+struct Step {
+  Operation *op;
+  EventKey event;
+  int64_t iteration = 0;
+};
+
 /// One stage's program as the play walks it: the ops that involve another
 /// stage (`isBetweenStages`) and the waits for them. Every other op completes
 /// on its own, so the play skips it.
 struct Stage {
   int64_t rank = 0;
-  SmallVector<Operation *> ops;
+  SmallVector<Step> ops;
   size_t next = 0; // the op its compute stream reaches next
   bool done() const { return next == ops.size(); }
 };
@@ -60,7 +76,7 @@ struct Stage {
 /// A send or a receive on a channel, in the order its stage issued it.
 struct PointToPoint {
   Operation *op;
-  Value event;
+  EventKey event;
   SymbolRefAttr unit;
   int64_t microBatch;
   MemRefType type;
@@ -70,9 +86,9 @@ struct PointToPoint {
 /// member stages and what each has issued, in order.
 struct StageCollectives {
   Group group;
-  SmallVector<int64_t> members;                 // pipeline ranks
-  SmallVector<SmallVector<Operation *>> issued; // by member
-  size_t done = 0;                              // collectives completed so far
+  SmallVector<int64_t> members;          // pipeline ranks
+  SmallVector<SmallVector<Step>> issued; // by member
+  size_t done = 0;                       // collectives completed so far
 };
 
 /// Who issues a group's collectives, as its messages say.
@@ -125,7 +141,7 @@ private:
   std::map<std::pair<int64_t, unsigned>, Channel> channels;
   // The pipeline group's collectives, then the embedding group's.
   SmallVector<StageCollectives, 2> collectives;
-  DenseSet<Value> completed;
+  DenseSet<EventKey> completed;
   bool misplaced = false; // a collective on a group its stage is not in
 };
 
@@ -147,23 +163,26 @@ std::string PipelinePlay::describe(Operation *op) {
 bool PipelinePlay::advance(Stage &stage) {
   bool moved = false;
   while (!stage.done()) {
-    Operation *op = stage.ops[stage.next];
-    if (auto wait = dyn_cast<WaitOp>(op)) {
-      if (!completed.contains(wait.getEvent()))
+    const Step &step = stage.ops[stage.next];
+    Operation *op = step.op;
+    if (isa<WaitOp>(op)) {
+      if (!completed.contains(step.event))
         return moved;
     } else if (auto send = dyn_cast<SendOp>(op)) {
       channel(stage.rank, send.getPeer())
-          .sends.push_back({op, send.getDone(), send.getUnit(),
-                            static_cast<int64_t>(send.getMicroBatch()),
-                            cast<MemRefType>(send.getBuffer().getType())});
+          .sends.push_back(
+              {op, step.event, send.getUnit(),
+               static_cast<int64_t>(send.getMicroBatch()) + step.iteration,
+               cast<MemRefType>(send.getBuffer().getType())});
     } else if (auto recv = dyn_cast<RecvOp>(op)) {
       // A receive from `prev` reads the channel of the stage before
       // towards `next`, and the other way round.
       Peer towards = recv.getPeer() == Peer::Prev ? Peer::Next : Peer::Prev;
       channel(neighbour(stage.rank, recv.getPeer()), towards)
-          .recvs.push_back({op, recv.getDone(), recv.getUnit(),
-                            static_cast<int64_t>(recv.getMicroBatch()),
-                            cast<MemRefType>(recv.getBuffer().getType())});
+          .recvs.push_back(
+              {op, step.event, recv.getUnit(),
+               static_cast<int64_t>(recv.getMicroBatch()) + step.iteration,
+               cast<MemRefType>(recv.getBuffer().getType())});
     } else if (isPipelineCollective(op)) {
       Group group = *getAsyncInfo(op)->group;
       StageCollectives &on = collectivesOn(group);
@@ -177,7 +196,7 @@ bool PipelinePlay::advance(Stage &stage) {
         misplaced = true;
         return moved;
       }
-      on.issued[member - on.members.begin()].push_back(op);
+      on.issued[member - on.members.begin()].push_back(step);
     }
     ++stage.next;
     moved = true;
@@ -227,12 +246,12 @@ FailureOr<bool> PipelinePlay::complete() {
   // The n-th collective of a group completes once every member has issued
   // it.
   for (StageCollectives &on : collectives) {
-    while (llvm::all_of(on.issued, [&](const SmallVector<Operation *> &ops) {
+    while (llvm::all_of(on.issued, [&](const SmallVector<Step> &ops) {
       return ops.size() > on.done;
     })) {
-      Operation *first = on.issued.front()[on.done];
+      Operation *first = on.issued.front()[on.done].op;
       for (auto [member, ops] : llvm::enumerate(on.issued)) {
-        Operation *op = ops[on.done];
+        Operation *op = ops[on.done].op;
         if (op->getName() != first->getName() ||
             op->getAttrDictionary() != first->getAttrDictionary() ||
             op->getOperandTypes() != first->getOperandTypes()) {
@@ -247,7 +266,7 @@ FailureOr<bool> PipelinePlay::complete() {
               << "stage " << on.members.front() << "'s";
           return failure();
         }
-        completed.insert(getAsyncInfo(op)->done);
+        completed.insert(ops[on.done].event);
       }
       ++on.done;
       any = true;
@@ -262,8 +281,7 @@ LogicalResult PipelinePlay::reportDeadlock() {
   for (Stage &stage : stages) {
     if (stage.done())
       continue;
-    Operation *awaited =
-        cast<WaitOp>(stage.ops[stage.next]).getEvent().getDefiningOp();
+    Operation *awaited = stage.ops[stage.next].event.first.getDefiningOp();
     std::optional<Peer> peer;
     if (auto send = dyn_cast<SendOp>(awaited))
       peer = send.getPeer();
@@ -292,10 +310,11 @@ LogicalResult PipelinePlay::reportDeadlock() {
   for (Stage &stage : stages) {
     if (stage.done())
       continue;
-    auto wait = cast<WaitOp>(stage.ops[stage.next]);
-    diag.attachNote(wait.getLoc()) << "stage " << stage.rank << " waits for "
-                                   << describe(wait.getEvent().getDefiningOp())
-                                   << ", which its neighbour has not reached";
+    const Step &wait = stage.ops[stage.next];
+    diag.attachNote(wait.op->getLoc())
+        << "stage " << stage.rank << " waits for "
+        << describe(wait.event.first.getDefiningOp())
+        << ", which its neighbour has not reached";
   }
   return diag;
 }
@@ -320,7 +339,7 @@ LogicalResult PipelinePlay::reportUnmatched() {
       fewest = std::min(fewest, ops.size());
     for (auto [member, ops] : llvm::enumerate(on.issued))
       if (ops.size() != fewest)
-        return ops[fewest]->emitError("stage ")
+        return ops[fewest].op->emitError("stage ")
                << on.members[member] << " issues " << ops.size()
                << " collectives on the " << stringifyGroup(on.group)
                << " group, another stage " << fewest << ": "
@@ -333,10 +352,9 @@ LogicalResult PipelinePlay::run() {
   auto ranks = static_cast<int64_t>(stages.size());
   collectives.push_back({Group::Pipeline,
                          llvm::to_vector(llvm::seq<int64_t>(0, ranks)),
-                         SmallVector<SmallVector<Operation *>>(ranks)});
-  collectives.push_back({Group::Embedding,
-                         {0, ranks - 1},
-                         SmallVector<SmallVector<Operation *>>(2)});
+                         SmallVector<SmallVector<Step>>(ranks)});
+  collectives.push_back(
+      {Group::Embedding, {0, ranks - 1}, SmallVector<SmallVector<Step>>(2)});
   while (true) {
     bool moved = false;
     for (Stage &stage : stages) {
@@ -357,27 +375,54 @@ LogicalResult PipelinePlay::run() {
 struct SchedVerifyPipelinePass
     : plan::impl::SchedVerifyPipelineBase<SchedVerifyPipelinePass> {
   /// Each plan's stages, with the ops of each that the play pairs, in one
-  /// walk of the programs: it stops, setting `hasTasks`, at a stage's
-  /// sched.tasks, and fails at a sched.repeat.
+  /// walk of each program's step; fails at a sched.repeat.
   LogicalResult collectStages(ModuleOp module,
-                              llvm::StringMap<SmallVector<Stage>> &byPlan,
-                              bool &hasTasks) {
+                              llvm::StringMap<SmallVector<Stage>> &byPlan) {
     for (ProgramOp program : module.getOps<ProgramOp>()) {
       std::optional<uint64_t> stage = program.getStage();
       if (!stage)
         continue;
+      for (Operation &op : program.getBody().front())
+        if (isa<RepeatOp>(op))
+          return sched::requireUnrolled(op, getArgument());
       Stage s{static_cast<int64_t>(*stage), {}, 0};
-      for (Operation &op : program.getBody().front()) {
-        if (isa<TasksOp>(op)) {
-          hasTasks = true;
-          return success();
+      // The event each slot event instance (family, micro-batch) stands for.
+      std::map<std::pair<int64_t, int64_t>, EventKey> signalled;
+      int64_t runs = 0, run = -1;
+      for (StepCursor cursor(program); !cursor.done(); cursor.advance()) {
+        Operation &op = *cursor;
+        auto task = dyn_cast_or_null<TaskOp>(op.getParentOp());
+        if (!task)
+          run = -1;
+        else if (&op == &task.getBody().front().front())
+          run = runs++;
+        // A value of the program, or of the run's own body.
+        auto keyOf = [&](Value event) -> EventKey {
+          Operation *def = event.getDefiningOp();
+          return {event, def && def->getParentOp() == task ? run : -1};
+        };
+        if (auto signal = dyn_cast<SlotSignalOp>(op)) {
+          signalled[getSlotEventInstance(op, cursor.iteration())] =
+              keyOf(signal.getEvent());
+          continue;
         }
-        if (failed(sched::requireUnrolled(op, getArgument())))
-          return failure();
-        auto wait = dyn_cast<WaitOp>(op);
-        if (wait ? isBetweenStages(wait.getEvent().getDefiningOp())
-                 : isBetweenStages(&op))
-          s.ops.push_back(&op);
+        if (auto wait = dyn_cast<WaitOp>(op)) {
+          EventKey awaited = keyOf(wait.getEvent());
+          if (auto slot = wait.getEvent().getDefiningOp<SlotEventOp>()) {
+            auto it =
+                signalled.find(getSlotEventInstance(*slot, cursor.iteration()));
+            if (it == signalled.end())
+              return slot.emitOpError("names a slot event instance no run "
+                                      "before it signals");
+            awaited = it->second;
+          }
+          if (isBetweenStages(awaited.first.getDefiningOp()))
+            s.ops.push_back({&op, awaited, cursor.iteration()});
+          continue;
+        }
+        if (isBetweenStages(&op))
+          s.ops.push_back(
+              {&op, {getAsyncInfo(&op)->done, run}, cursor.iteration()});
       }
       byPlan[program.getPlan()].push_back(std::move(s));
     }
@@ -386,25 +431,9 @@ struct SchedVerifyPipelinePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    // The play pairs each stage's transfers in the order the stage runs
-    // them: when a stage has a sched.tasks, the module is played written
-    // out (plan::writeOutTasks), its ops keeping their locations for the
-    // errors.
     llvm::StringMap<SmallVector<Stage>> byPlan;
-    bool hasTasks = false;
-    if (failed(collectStages(module, byPlan, hasTasks)))
+    if (failed(collectStages(module, byPlan)))
       return signalPassFailure();
-    OwningOpRef<ModuleOp> writtenOut;
-    if (hasTasks) {
-      FailureOr<OwningOpRef<ModuleOp>> copy = plan::writeOutTasks(module);
-      if (failed(copy))
-        return signalPassFailure();
-      writtenOut = std::move(*copy);
-      module = *writtenOut;
-      byPlan.clear();
-      if (failed(collectStages(module, byPlan, hasTasks)))
-        return signalPassFailure();
-    }
     bool failedAny = false;
     for (plan::PlanOp plan : module.getOps<plan::PlanOp>()) {
       auto it = byPlan.find(plan.getSymName());

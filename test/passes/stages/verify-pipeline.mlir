@@ -614,3 +614,76 @@ sched.program @p.stage1 for @p stage 1 micro_batches 2
   sched.repeat count 2 {
   }
 }
+
+// -----
+
+// A stage's sends in a sched.tasks, played in the order of its table: a wait
+// for a slot event instance that no run before it signalled (the first
+// run's wait for the send before it) cannot be played.
+#dev = #sched.space<device>
+shard.grid @mesh(shape = 2x1x1x1)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 2, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>, pipeline_schedule = gpipe> {
+  plan.unit @embed kind embedding stage 0 {
+  }
+  plan.unit @layers.0 kind llama_block stage 0 {
+  }
+  plan.unit @layers.1 kind llama_block stage 1 {
+  }
+  plan.unit @head kind llama_head stage 1 {
+  }
+}
+sched.program @p.stage0 for @p stage 0 micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 2, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>, pipeline_schedule = gpipe> {
+  %a = sched.alloc "a" role exchange : memref<64xf32, #dev>
+  sched.tasks event_families 1 order [0, 0, 0, 1] {
+    sched.task micro_batch 0 {
+      %s = sched.slot %a[0] slots 2 : memref<64xf32, #dev> to memref<32xf32, #dev>
+      sched.zero %s : memref<32xf32, #dev>
+      %e = sched.send %s to next for @p::@layers.0 mb 0 : memref<32xf32, #dev>
+      // expected-error @below {{names a slot event instance no run before it signals}}
+      %before = sched.slot_event family 0 shift -1
+      sched.wait %before
+      sched.slot_signal %e family 0 shift 0
+    }
+  }
+  %g0 = sched.alloc "g0" role exchange : memref<32xf32, #dev>
+  %g0e = sched.recv %g0 from next for @p::@layers.0 mb 0 : memref<32xf32, #dev>
+  sched.wait %g0e
+  sched.free %g0 : memref<32xf32, #dev>
+  %g1 = sched.alloc "g1" role exchange : memref<32xf32, #dev>
+  %g1e = sched.recv %g1 from next for @p::@layers.0 mb 1 : memref<32xf32, #dev>
+  sched.wait %g1e
+  sched.free %g1 : memref<32xf32, #dev>
+  sched.free %a : memref<64xf32, #dev>
+}
+sched.program @p.stage1 for @p stage 1 micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 2, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>, pipeline_schedule = gpipe> {
+  %x0 = sched.alloc "x0" role exchange : memref<32xf32, #dev>
+  %x0e = sched.recv %x0 from prev for @p::@layers.0 mb 0 : memref<32xf32, #dev>
+  sched.wait %x0e
+  sched.free %x0 : memref<32xf32, #dev>
+  %x1 = sched.alloc "x1" role exchange : memref<32xf32, #dev>
+  %x1e = sched.recv %x1 from prev for @p::@layers.0 mb 1 : memref<32xf32, #dev>
+  sched.wait %x1e
+  sched.free %x1 : memref<32xf32, #dev>
+  %d0 = sched.alloc "d0" role exchange : memref<32xf32, #dev>
+  sched.zero %d0 : memref<32xf32, #dev>
+  %d0e = sched.send %d0 to prev for @p::@layers.0 mb 0 : memref<32xf32, #dev>
+  %d1 = sched.alloc "d1" role exchange : memref<32xf32, #dev>
+  sched.zero %d1 : memref<32xf32, #dev>
+  %d1e = sched.send %d1 to prev for @p::@layers.0 mb 1 : memref<32xf32, #dev>
+  sched.wait %d0e
+  sched.free %d0 : memref<32xf32, #dev>
+  sched.wait %d1e
+  sched.free %d1 : memref<32xf32, #dev>
+}
