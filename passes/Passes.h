@@ -5,6 +5,7 @@
 
 #include "dialects/plan/PlanDialect.h"
 #include "dialects/sched/SchedDialect.h"
+#include "runtime/format/Schedule.h"
 
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
@@ -49,6 +50,35 @@ void splitTaskBodies(sched::TasksOp tasks, llvm::ArrayRef<int64_t> keys);
 /// checks this instead of requireUnrolled.
 mlir::LogicalResult requireNoRepeat(sched::ProgramOp program,
                                     llvm::StringRef who);
+
+/// The rule that a slot holds one micro-batch at a time, for a walk of a
+/// sched.tasks' runs in table order (sched-unroll-tasks,
+/// sched-verify-schedule): which slot each value of the run being walked lies
+/// in, and which micro-batch holds each slot.
+class RunSlots {
+public:
+  /// `value` (a sched.slot's result, or its view in a run written out) lies
+  /// in slot `slot` of `source`, for micro-batch `mb`.
+  void place(mlir::Value value, sched::AllocOp source, int64_t slot,
+             int64_t mb) {
+    inSlot[value] = {source, slot, mb};
+  }
+  /// `op` (of the run of micro-batch `runMicroBatch`) as the walk meets it,
+  /// its operands as they are there: a view of a value in a slot lies in
+  /// it; any other op uses the slots of its operands, an error at `at` when
+  /// another micro-batch took one after this one had it (fewer slots than
+  /// the micro-batches in flight).
+  mlir::LogicalResult visit(mlir::Operation *op, mlir::Operation *at,
+                            int64_t runMicroBatch);
+
+private:
+  struct InSlot {
+    sched::AllocOp source;
+    int64_t slot, mb;
+  };
+  llvm::DenseMap<mlir::Value, InSlot> inSlot;
+  rt::SlotOccupancy<mlir::Operation *> occupancy;
+};
 
 /// A buffer of `slots` slots of `slotType`, allocated right before `tasks`
 /// and freed right after it, for what one of its bodies leaves to another.

@@ -224,6 +224,21 @@ private:
   void reduceGradNormOverShards();
 
   // Building blocks.
+  /// Extends the spans of the groups the compute op `op` reads or writes at
+  /// `site` (a forward's, else a backward's) to it.
+  void addToSpans(Operation *op, int64_t site) {
+    bool forward = isa<sched::ForwardOp>(op);
+    for (Value operand : op->getOperands()) {
+      auto it = refs.find(operand);
+      if (it == refs.end())
+        continue;
+      Span &span =
+          (forward ? forwardSpans : backwardSpans)[it->second.group][site];
+      if (!span.first)
+        span.first = op;
+      span.last = op;
+    }
+  }
   Value viewOf(Value base, int64_t offset, int64_t numel, Operation *before);
   void redirect(unsigned group, BufferKind kind, Operation *first,
                 Operation *last, Value base, Operation *viewsBefore);
@@ -539,7 +554,6 @@ LogicalResult ProgramDistribution::analyze() {
     int64_t mb = microBatchOf(&op);
     if (mb < 0 || mb >= microBatches)
       return op.emitOpError("micro-batch ") << mb << " is out of range";
-    bool forward = isa<sched::ForwardOp>(op);
     if (auto backward = dyn_cast<sched::BackwardOp>(op)) {
       lastBackward[mb] = &op;
       plan::UnitOp unit = backward.getUnitOp(symbolTables);
@@ -547,16 +561,7 @@ LogicalResult ProgramDistribution::analyze() {
           unit ? static_cast<int64_t>(unit.getStage().value_or(0)) : 0;
       lastChunkBackward[{chunk, mb}] = &op;
     }
-    for (Value operand : op.getOperands()) {
-      auto it = refs.find(operand);
-      if (it == refs.end())
-        continue;
-      Span &span =
-          (forward ? forwardSpans : backwardSpans)[it->second.group][mb];
-      if (!span.first)
-        span.first = &op;
-      span.last = &op;
-    }
+    addToSpans(&op, mb);
   }
   // A replica of another stage's group (a tied input embedding's, on the
   // last stage) is in the chunk of the units that read it.
@@ -1165,19 +1170,9 @@ LogicalResult ProgramDistribution::analyzeSites() {
         continue;
       if (!firstCompute)
         firstCompute = &op;
-      bool forward = isa<sched::ForwardOp>(op);
-      if (!forward)
+      if (!isa<sched::ForwardOp>(op))
         lastBackward = &op;
-      for (Value operand : op.getOperands()) {
-        auto it = refs.find(operand);
-        if (it == refs.end())
-          continue;
-        Span &span =
-            (forward ? forwardSpans : backwardSpans)[it->second.group][index];
-        if (!span.first)
-          span.first = &op;
-        span.last = &op;
-      }
+      addToSpans(&op, static_cast<int64_t>(index));
     }
     // A backward's reductions complete where its flat step would: after its
     // last backward and the frees that follow it (at the body's end when

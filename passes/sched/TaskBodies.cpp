@@ -61,3 +61,28 @@ LogicalResult plan::requireNoRepeat(sched::ProgramOp program, StringRef who) {
       return sched::requireUnrolled(op, who);
   return success();
 }
+
+LogicalResult plan::RunSlots::visit(Operation *op, Operation *at,
+                                    int64_t runMicroBatch) {
+  if (isa<sched::ViewOp, sched::ShardViewOp>(op)) {
+    auto it = inSlot.find(op->getOperand(0));
+    if (it != inSlot.end())
+      inSlot[op->getResult(0)] = it->second;
+    return success();
+  }
+  for (Value operand : op->getOperands()) {
+    auto it = inSlot.find(operand);
+    if (it == inSlot.end() || !it->second.source)
+      continue;
+    InSlot use = it->second;
+    int64_t holder = 0;
+    if (!occupancy.use(use.source.getOperation(), use.slot, use.mb, holder))
+      return at->emitOpError("in the run of micro-batch ")
+             << runMicroBatch << " uses slot " << use.slot << " of '"
+             << use.source.getName() << "' for micro-batch " << use.mb
+             << " after micro-batch " << holder
+             << " took it: its slots are fewer than the micro-batches in "
+                "flight";
+  }
+  return success();
+}

@@ -49,21 +49,14 @@ LogicalResult plan::unrollTasks(sched::TasksOp tasks) {
   OpBuilder builder(tasks);
   // The event each slot event instance (family, micro-batch) got.
   std::map<std::pair<int64_t, int64_t>, Value> signalled;
-  // The micro-batch each slot (source, slot) holds.
-  plan::rt::SlotOccupancy<Operation *> occupancy;
+  // Which slot each value of the run lies in, and who holds each slot.
+  plan::RunSlots slots;
   ArrayRef<int64_t> order = tasks.getOrder();
   for (size_t entry = 0; entry + 1 < order.size(); entry += 2) {
     sched::TaskOp task = bodies[static_cast<size_t>(order[entry])];
     int64_t mb = order[entry + 1];
     auto written = static_cast<int64_t>(task.getMicroBatch());
     IRMapping map;
-    // The run's buffers that lie in a slot: its source's alloc, the slot,
-    // the micro-batch it holds.
-    struct InSlot {
-      sched::AllocOp source;
-      int64_t slot, mb;
-    };
-    llvm::DenseMap<Value, InSlot> inSlot;
     for (Operation &op : task.getBody().front()) {
       if (auto slot = dyn_cast<sched::SlotOp>(op)) {
         int64_t at =
@@ -74,8 +67,8 @@ LogicalResult plan::unrollTasks(sched::TasksOp tasks) {
                                   map.lookupOrDefault(slot.getSource()),
                                   at * slot.getType().getNumElements());
         map.map(slot.getResult(), view);
-        inSlot[view] = {sched::getRootAlloc(slot.getSource()), at,
-                        mb + static_cast<int64_t>(slot.getShift())};
+        slots.place(view, sched::getRootAlloc(slot.getSource()), at,
+                    mb + static_cast<int64_t>(slot.getShift()));
         continue;
       }
       if (auto event = dyn_cast<sched::SlotEventOp>(op)) {
@@ -101,28 +94,8 @@ LogicalResult plan::unrollTasks(sched::TasksOp tasks) {
         continue;
       }
       Operation *copy = builder.clone(op, map);
-      if (isa<sched::ViewOp, sched::ShardViewOp>(copy)) {
-        // A view of a slot lies in it.
-        auto it = inSlot.find(copy->getOperand(0));
-        if (it != inSlot.end())
-          inSlot[copy->getResult(0)] = it->second;
-      } else {
-        for (Value operand : copy->getOperands()) {
-          auto it = inSlot.find(operand);
-          if (it == inSlot.end() || !it->second.source)
-            continue;
-          InSlot use = it->second;
-          int64_t holder = 0;
-          if (!occupancy.use(use.source.getOperation(), use.slot, use.mb,
-                             holder))
-            return op.emitOpError("in the run of micro-batch ")
-                   << mb << " uses slot " << use.slot << " of '"
-                   << use.source.getName() << "' for micro-batch " << use.mb
-                   << " after micro-batch " << holder
-                   << " took it: its slots are fewer than the micro-batches "
-                      "in flight";
-        }
-      }
+      if (failed(slots.visit(copy, &op, mb)))
+        return failure();
       if (mb == written)
         continue;
       if (auto attr = copy->getAttrOfType<IntegerAttr>("micro_batch"))

@@ -161,8 +161,8 @@ private:
       auto shift = static_cast<int64_t>(slot.getShift());
       int64_t at =
           plan::rt::slotIndex(mb, shift, static_cast<int64_t>(slot.getSlots()));
-      inSlot[slot.getResult()] = {getRootAlloc(slot.getSource()), at,
-                                  mb + shift};
+      slots.place(slot.getResult(), getRootAlloc(slot.getSource()), at,
+                  mb + shift);
       return visitView(slot.getResult(), slot.getSource(),
                        at * slot.getType().getNumElements(), std::nullopt);
     }
@@ -188,32 +188,12 @@ private:
                << family << ", which a run before it signalled";
       return success();
     }
-    if (failed(visit(op)))
-      return failure();
     // A slot holds one micro-batch at a time: a run that uses it for one
     // after another micro-batch took it found fewer slots than the
     // micro-batches in flight.
-    if (isa<ViewOp, ShardViewOp>(op)) {
-      auto it = inSlot.find(op->getOperand(0));
-      if (it != inSlot.end())
-        inSlot[op->getResult(0)] = it->second;
-      return success();
-    }
-    for (Value operand : op->getOperands()) {
-      auto it = inSlot.find(operand);
-      if (it == inSlot.end() || !it->second.source)
-        continue;
-      InSlot use = it->second;
-      int64_t holder = 0;
-      if (!occupancy.use(use.source.getOperation(), use.slot, use.mb, holder))
-        return op->emitOpError("in the run of micro-batch ")
-               << mb << " uses slot " << use.slot << " of '"
-               << use.source.getName() << "' for micro-batch " << use.mb
-               << " after micro-batch " << holder
-               << " took it: its slots are fewer than the micro-batches in "
-                  "flight";
-    }
-    return success();
+    if (failed(visit(op)))
+      return failure();
+    return slots.visit(op, op, mb);
   }
 
   LogicalResult visit(Operation *op) {
@@ -596,15 +576,9 @@ private:
   llvm::DenseMap<Operation *, unsigned> asyncIndex;
   SmallVector<AsyncState> asyncStates;
   // A sched.tasks: the async op each slot event instance (family,
-  // micro-batch) stands for; the slot each value in one lies in, and which
-  // micro-batch each slot holds.
+  // micro-batch) stands for, and the slots of the run's values.
   std::map<std::pair<int64_t, int64_t>, unsigned> signalled;
-  struct InSlot {
-    AllocOp source;
-    int64_t slot, mb;
-  };
-  llvm::DenseMap<Value, InSlot> inSlot;
-  plan::rt::SlotOccupancy<Operation *> occupancy;
+  plan::RunSlots slots;
 };
 
 /// Checks `program` as the step it stands for, in one walk of the step: a
