@@ -1,5 +1,4 @@
-//===- TaskBodies.cpp - What a pass rewriting a sched.tasks' bodies needs
-//--===//
+//===- TaskBodies.cpp - Helpers for passes that rewrite task bodies -------===//
 //
 // What the rewriting passes add around a body depends on where its runs
 // stand in the step (a chunk's last micro-batch, the task that follows), so

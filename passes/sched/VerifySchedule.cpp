@@ -168,7 +168,7 @@ private:
     }
     if (isa<SlotEventOp, SlotSignalOp>(op)) {
       auto [family, instance] = getSlotEventInstance(*op, iteration);
-      if (auto event = dyn_cast<SlotEventOp>(op)) {
+      if (isa<SlotEventOp>(op)) {
         auto it = signalled.find({family, instance});
         if (it == signalled.end())
           return op->emitOpError("in the run of micro-batch ")
@@ -177,6 +177,8 @@ private:
         asyncIndex[op] = it->second;
         return success();
       }
+      // The op verifier has the event an asynchronous op's of the same body,
+      // visited before; a pass that built it otherwise gets this error.
       Operation *producer = cast<SlotSignalOp>(op).getEvent().getDefiningOp();
       auto async = producer ? asyncIndex.find(producer) : asyncIndex.end();
       if (async == asyncIndex.end())
