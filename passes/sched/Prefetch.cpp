@@ -14,8 +14,12 @@
 
 #include "dialects/sched/SchedOpTable.h"
 
+#include "mlir/IR/IRMapping.h"
+
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <map>
 
 namespace plan {
 #define GEN_PASS_DEF_SCHEDPREFETCH
@@ -93,10 +97,34 @@ std::optional<Compute> asCompute(Operation *op) {
   return std::nullopt;
 }
 
+/// The wait of an all-gather of this block (what the scan counts in flight).
 bool isGatherWait(Operation *op) {
   auto wait = dyn_cast<sched::WaitOp>(op);
   return wait && wait.getEvent().getDefiningOp<sched::AllGatherOp>();
 }
+
+/// On a pipeline stage's sched.tasks, a task's first group's parameters that
+/// the task before it gathered lie in a slot of a buffer of the program, and
+/// that gather's event is a slot event: what the rules below need to know of
+/// them.
+struct SlotGathers {
+  /// Each slot buffer of gathered parameters, and the root of the shard its
+  /// gathers read.
+  llvm::DenseMap<Value, Value> sourceOf;
+  /// The slot event families of their gathers.
+  llvm::DenseSet<int64_t> families;
+
+  /// Whether `op` waits for a gather, of this block or of the task before.
+  bool waitsForGather(Operation *op) const {
+    if (isGatherWait(op))
+      return true;
+    auto wait = dyn_cast<sched::WaitOp>(op);
+    auto slotEvent =
+        wait ? wait.getEvent().getDefiningOp<sched::SlotEventOp>() : nullptr;
+    return slotEvent &&
+           families.contains(static_cast<int64_t>(slotEvent.getFamily()));
+  }
+};
 
 bool isWaitOrStagingFree(Operation *op) {
   if (isa<sched::WaitOp>(op))
@@ -168,10 +196,21 @@ bool isGatheredCopyOf(Value freed, Value source) {
   });
 }
 
+/// Whether `op` reads a gathered copy of the shard `source` that lies in a
+/// slot (gathered by the task before). Such a copy is not freed, its slot
+/// lasting the loop; its last use stands for the free that ends it.
+bool usesSlotCopyOf(Operation *op, Value source, const SlotGathers &slots) {
+  return llvm::any_of(op->getOperands(), [&](Value operand) {
+    auto slot = rootBuffer(operand).getDefiningOp<sched::SlotOp>();
+    return slot && slots.sourceOf.lookup(slot.getSource()) == source;
+  });
+}
+
 /// Whether moving the package above `op` keeps the program's meaning: the
 /// package still follows what defines its operands, and nothing between its
 /// new place and its wait writes what it reads or frees it.
-bool canCross(const GatherPackage &package, Operation *op) {
+bool canCross(const GatherPackage &package, Operation *op,
+              const SlotGathers &slots) {
   if (package.definers.count(op))
     return false;
   // Gathers stay in the order sched-insert-collectives issued them.
@@ -189,87 +228,73 @@ bool canCross(const GatherPackage &package, Operation *op) {
         isGatheredCopyOf(free.getBuffer(), package.reads.front()))
       return false;
   }
-  return true;
+  return !usesSlotCopyOf(op, package.reads.front(), slots);
 }
 
-struct SchedPrefetchPass : plan::impl::SchedPrefetchBase<SchedPrefetchPass> {
-  void runOnOperation() override;
-
-private:
-  void prefetch(sched::ProgramOp program, plan::ParallelAttr parallel);
-  /// Moves `gather`'s package up as the prefetch policy and the in-flight
-  /// limit allow; `inflight` gathers are issued and not waited right before
-  /// it.
-  void hoist(sched::AllGatherOp gather, int64_t inflight,
-             plan::ParallelAttr parallel);
+/// Going up from an op: within its block, and on a pipeline stage from the
+/// top of a task's body (`body`) on into the end of the body of the task
+/// that runs before it (`before`), where that task's first gather may move.
+/// The walk ends at the top of `before`: above the previous group's first
+/// compute op a package crosses only waits, and no body starts with one.
+struct Walk {
+  Block *body = nullptr;
+  Block *before = nullptr;
+  Operation *prev(Operation *op) const {
+    if (Operation *above = op->getPrevNode())
+      return above;
+    if (before && op->getBlock() == body && !before->empty())
+      return &before->back();
+    return nullptr;
+  }
 };
 
-void SchedPrefetchPass::runOnOperation() {
-  sched::ProgramOp program = getOperation();
-  plan::ParallelAttr parallel = program.getParallel();
-  plan::Sharding sharding = parallel.getSharding();
-  // no_shard and zero1 gather nothing before compute: parameters are full.
-  if (sharding == plan::Sharding::NoShard || sharding == plan::Sharding::Zero1)
-    return;
-  if (!parallel.getForwardPrefetch() &&
-      parallel.getBackwardPrefetch() == plan::Prefetch::None)
-    return;
-  // A pipeline stage's sched.tasks: a task's first gather moves into the
-  // task before it, which prefetching on tasks does not do yet, so the loop
-  // is written out first (docs/sched.md, "The micro-batch loop").
-  if (failed(plan::writeOutProgram(program)) ||
-      failed(sched::requireUnrolled(program, getArgument())))
-    return signalPassFailure();
-  prefetch(program, parallel);
-}
+/// Where a gather's package goes: right above `insertBefore`, with the
+/// package ops it passes on the way (`moving`, bottom-up).
+struct Hoist {
+  Operation *insertBefore = nullptr;
+  SmallVector<Operation *> moving;
+};
 
-void SchedPrefetchPass::prefetch(sched::ProgramOp program,
-                                 plan::ParallelAttr parallel) {
-  // Gathers are hoisted in program order so each sees the ones before it
-  // already in place; ops only move up, above the scan.
-  SmallVector<Operation *> ops = llvm::map_to_vector(
-      program.getBody().front(), [](Operation &op) { return &op; });
-  int64_t inflight = 0;
-  for (Operation *op : ops) {
-    if (isGatherWait(op)) {
-      --inflight;
-      continue;
-    }
-    auto gather = dyn_cast<sched::AllGatherOp>(op);
-    if (!gather)
-      continue;
-    hoist(gather, inflight, parallel);
-    ++inflight;
-  }
-}
-
-void SchedPrefetchPass::hoist(sched::AllGatherOp gather, int64_t inflight,
-                              plan::ParallelAttr parallel) {
-  // Only gathers into a fresh buffer for a span are prefetched (not zero1's
-  // in-place gather after the step).
+/// Only gathers into a fresh buffer for a span are prefetched (not zero1's
+/// in-place gather after the step).
+bool isPrefetchable(sched::AllGatherOp gather) {
   auto dstAlloc = gather.getDst().getDefiningOp<sched::AllocOp>();
-  if (!dstAlloc || dstAlloc.getPersistent() ||
-      dstAlloc.getRole() != sched::BufferRole::Gathered)
-    return;
+  return dstAlloc && !dstAlloc.getPersistent() &&
+         dstAlloc.getRole() == sched::BufferRole::Gathered;
+}
 
-  // The span this gather feeds: the first compute op after it, which must
-  // read the gathered buffer.
+/// The span `gather` feeds: the first compute op after it, which must read
+/// the gathered buffer.
+std::optional<Compute> spanOf(sched::AllGatherOp gather) {
   std::optional<Compute> span;
   for (Operation *op = gather->getNextNode(); op && !span;
        op = op->getNextNode())
     span = asCompute(op);
-  Value gathered = gather.getDst();
-  if (!span || !span->reads(gathered))
-    return;
+  if (!span || !span->reads(gather.getDst()))
+    return std::nullopt;
+  return span;
+}
+
+/// Where the prefetch policy and the in-flight limit let `gather`'s package
+/// go, going up by `walk`; `inflight` gathers are issued and not waited right
+/// before it. None when it stays.
+std::optional<Hoist> planHoist(sched::AllGatherOp gather, int64_t inflight,
+                               plan::ParallelAttr parallel, const Walk &walk,
+                               const SlotGathers &slots) {
+  if (!isPrefetchable(gather))
+    return std::nullopt;
+  std::optional<Compute> span = spanOf(gather);
+  if (!span)
+    return std::nullopt;
 
   bool backwardPost = false;
   if (span->phase == Phase::Forward) {
     if (!parallel.getForwardPrefetch())
-      return;
+      return std::nullopt;
   } else {
     plan::Prefetch mode = parallel.getBackwardPrefetch();
     if (mode == plan::Prefetch::None)
-      return;
+      return std::nullopt;
     backwardPost = mode == plan::Prefetch::Post;
   }
 
@@ -279,18 +304,17 @@ void SchedPrefetchPass::hoist(sched::AllGatherOp gather, int64_t inflight,
   // micro-batch), which the stage runs right before this one.
   Operation *last = nullptr;
   std::optional<Compute> previous;
-  for (Operation *op = gather->getPrevNode(); op && !previous;
-       op = op->getPrevNode())
+  for (Operation *op = walk.prev(gather); op && !previous; op = walk.prev(op))
     if ((previous = asCompute(op)))
       last = op;
   if (!previous)
-    return;
+    return std::nullopt;
   bool sameTask = previous->phase == span->phase &&
                   previous->microBatch == span->microBatch;
   if (!sameTask && !gather->getParentOfType<sched::ProgramOp>().getStage())
-    return;
+    return std::nullopt;
   Operation *first = last;
-  for (Operation *op = last->getPrevNode(); op; op = op->getPrevNode()) {
+  for (Operation *op = walk.prev(last); op; op = walk.prev(op)) {
     std::optional<Compute> compute = asCompute(op);
     if (!compute)
       continue;
@@ -307,10 +331,10 @@ void SchedPrefetchPass::hoist(sched::AllGatherOp gather, int64_t inflight,
 
   // Walk up from the gather. Package ops on the way are collected; the
   // package lands right above the topmost op it may cross.
-  SmallVector<Operation *> pending, moving;
-  Operation *insertBefore = nullptr;
+  Hoist hoist;
+  SmallVector<Operation *> pending;
   bool crossedFirst = false;
-  for (Operation *op = gather->getPrevNode(); op; op = op->getPrevNode()) {
+  for (Operation *op = walk.prev(gather); op; op = walk.prev(op)) {
     if (package.ops.count(op)) {
       pending.push_back(op);
       continue;
@@ -335,22 +359,353 @@ void SchedPrefetchPass::hoist(sched::AllGatherOp gather, int64_t inflight,
       break;
     }
     // A wait crossed upward leaves its gather in flight above it.
-    int64_t inflightAbove = inflight + (isGatherWait(op) ? 1 : 0);
-    if (inflightAbove + 1 > limit || !canCross(package, op))
+    int64_t inflightAbove = inflight + (slots.waitsForGather(op) ? 1 : 0);
+    if (inflightAbove + 1 > limit || !canCross(package, op, slots))
       break;
     inflight = inflightAbove;
     if (op == first)
       crossedFirst = true;
-    llvm::append_range(moving, pending);
+    llvm::append_range(hoist.moving, pending);
     pending.clear();
-    insertBefore = op;
+    hoist.insertBefore = op;
   }
-  if (!insertBefore)
-    return;
+  if (!hoist.insertBefore)
+    return std::nullopt;
+  return hoist;
+}
+
+void applyHoist(const Hoist &hoist, sched::AllGatherOp gather) {
   // `moving` lists the package ops below the new place bottom-up.
-  for (Operation *op : llvm::reverse(moving))
-    op->moveBefore(insertBefore);
-  gather->moveBefore(insertBefore);
+  for (Operation *op : llvm::reverse(hoist.moving))
+    op->moveBefore(hoist.insertBefore);
+  gather->moveBefore(hoist.insertBefore);
+}
+
+/// Hoists the gathers of `block` in order, each within the block, so each
+/// sees the ones before it already in place; ops only move up, above the
+/// scan.
+void prefetchBlock(Block &block, plan::ParallelAttr parallel,
+                   const SlotGathers &slots) {
+  SmallVector<Operation *> ops =
+      llvm::map_to_vector(block, [](Operation &op) { return &op; });
+  int64_t inflight = 0;
+  for (Operation *op : ops) {
+    if (isGatherWait(op)) {
+      --inflight;
+      continue;
+    }
+    auto gather = dyn_cast<sched::AllGatherOp>(op);
+    if (!gather)
+      continue;
+    if (std::optional<Hoist> hoist =
+            planHoist(gather, inflight, parallel, Walk{}, slots))
+      applyHoist(*hoist, gather);
+    ++inflight;
+  }
+}
+
+/// A task's first gathers: the sched.all_gathers of its body before any
+/// compute op (the first span's parameters, frozen base included) that
+/// prefetching may move, and so the task before may issue.
+SmallVector<sched::AllGatherOp> leadingGathers(sched::TaskOp task) {
+  SmallVector<sched::AllGatherOp> gathers;
+  for (Operation &op : task.getBody().front()) {
+    if (asCompute(&op))
+      break;
+    if (auto gather = dyn_cast<sched::AllGatherOp>(op);
+        gather && isPrefetchable(gather) && spanOf(gather))
+      gathers.push_back(gather);
+  }
+  return gathers;
+}
+
+/// sched-prefetch on a pipeline stage's sched.tasks, with the result it has
+/// on the loop written out. Within a body gathers move as in a flat
+/// program; a task's first gathers may move into the body of the task
+/// before it, which depends on both. So the table is played in order, and
+/// for each pair of an entry's body and the body the entry before ends up
+/// with (memoized), copies of the two are prefetched as one program would
+/// be: the entry's first gathers walk up through its body and on into the
+/// one before. A body keeps a variant per way its first gathers went, and
+/// one per gathers it took from the task after it. A gather moved into the
+/// task before gathers into a slot of a buffer of the program (one per
+/// gathered group and phase: a chunk forwards, and backwards, its
+/// micro-batches in order) and signals a slot event family of its own, the
+/// instance of the micro-batch that waits for it.
+class TaskPrefetch {
+public:
+  TaskPrefetch(sched::TasksOp tasks, plan::ParallelAttr parallel)
+      : tasks(tasks), parallel(parallel), builder(tasks.getContext()),
+        families(static_cast<int64_t>(tasks.getEventFamilies())) {}
+
+  /// Whether each first gather can move into another body: it is issued
+  /// after nothing (no staging copy), reads a buffer of the program, and
+  /// one wait and one free end it.
+  static bool supported(sched::TasksOp tasks);
+
+  void run();
+
+private:
+  /// The slot buffer and slot event family of a gathered group in a phase.
+  struct SlotGather {
+    sched::AllocOp buffer;
+    int64_t family;
+  };
+  /// What an entry's prefetching makes of its body and of the body before.
+  struct Step {
+    sched::TaskOp body, before;
+  };
+
+  Step step(sched::TaskOp before, int64_t task, int64_t shift);
+  void moveToSlot(sched::AllGatherOp gather, Phase phase, Block &body,
+                  int64_t shift);
+  SlotGather &slotGather(sched::AllGatherOp gather, Phase phase);
+  sched::TaskOp cloneTask(sched::TaskOp task);
+
+  sched::TasksOp tasks;
+  plan::ParallelAttr parallel;
+  OpBuilder builder;
+  int64_t families;
+  SlotGathers slots;
+  SmallVector<sched::TaskOp> templates;
+  std::map<std::string, SlotGather> slotGathers;
+  std::map<std::tuple<Operation *, int64_t, int64_t>, Step> steps;
+  /// A task's bodies by the template ops they keep, in order.
+  std::map<std::pair<int64_t, std::vector<int64_t>>, sched::TaskOp> bodies;
+};
+
+bool TaskPrefetch::supported(sched::TasksOp tasks) {
+  for (sched::TaskOp task : tasks.getTasks()) {
+    for (sched::AllGatherOp gather : leadingGathers(task)) {
+      Operation *src = gather.getSrc().getDefiningOp();
+      if (!src || tasks->isAncestor(src) || !gather.getAfter().empty() ||
+          !gather.getDone().hasOneUse() ||
+          !isa<sched::WaitOp>(*gather.getDone().getUsers().begin()))
+        return false;
+      auto dst = gather.getDst().getDefiningOp<sched::AllocOp>();
+      if (dst->getBlock() != gather->getBlock())
+        return false;
+      int64_t frees = 0;
+      for (Operation *user : dst->getUsers()) {
+        if (isa<sched::FreeOp>(user))
+          ++frees;
+        else if (user != gather && !isa<sched::ViewOp>(user))
+          return false;
+      }
+      if (frees != 1)
+        return false;
+    }
+  }
+  return true;
+}
+
+sched::TaskOp TaskPrefetch::cloneTask(sched::TaskOp task) {
+  builder.setInsertionPointToEnd(&tasks.getBody().front());
+  return cast<sched::TaskOp>(builder.clone(*task));
+}
+
+TaskPrefetch::SlotGather &TaskPrefetch::slotGather(sched::AllGatherOp gather,
+                                                   Phase phase) {
+  auto dst = gather.getDst().getDefiningOp<sched::AllocOp>();
+  std::string name =
+      dst.getName().str() +
+      (phase == Phase::Forward ? ".prefetch.forward" : ".prefetch.backward");
+  auto [it, added] = slotGathers.try_emplace(name);
+  if (added) {
+    it->second.buffer = plan::allocSlotBuffer(tasks, dst.getType(), name,
+                                              sched::BufferRole::Gathered);
+    it->second.family = families++;
+    slots.sourceOf[it->second.buffer.getBuffer()] = rootBuffer(gather.getSrc());
+    slots.families.insert(it->second.family);
+  }
+  return it->second;
+}
+
+/// `gather`, moved from `body` into the body before it (with its
+/// destination's allocation), gathers into a slot there, `shift`
+/// micro-batches from that run's, and signals its slot event; `body` reads
+/// the slot and waits for the slot event instead. `phase` is the phase of
+/// the span it gathers for.
+void TaskPrefetch::moveToSlot(sched::AllGatherOp gather, Phase phase,
+                              Block &body, int64_t shift) {
+  SlotGather &slot = slotGather(gather, phase);
+  auto alloc = gather.getDst().getDefiningOp<sched::AllocOp>();
+  auto wait = cast<sched::WaitOp>(*gather.getDone().getUsers().begin());
+  auto attr = [&](int64_t value) { return builder.getI64IntegerAttr(value); };
+  // The body: the slot before the first of its uses there, the slot event
+  // for the wait, and no free.
+  Operation *firstUse = nullptr;
+  for (Operation *user : llvm::make_early_inc_range(alloc->getUsers())) {
+    if (user->getBlock() != &body)
+      continue;
+    if (isa<sched::FreeOp>(user))
+      user->erase();
+    else if (!firstUse || user->isBeforeInBlock(firstUse))
+      firstUse = user;
+  }
+  Location loc = alloc.getLoc();
+  if (firstUse) {
+    builder.setInsertionPoint(firstUse);
+    auto read =
+        sched::SlotOp::create(builder, loc, alloc.getType(),
+                              slot.buffer.getBuffer(), attr(0), attr(1));
+    alloc.getResult().replaceUsesWithIf(read.getResult(), [&](OpOperand &use) {
+      return use.getOwner()->getBlock() == &body;
+    });
+  }
+  builder.setInsertionPoint(wait);
+  Value event = sched::SlotEventOp::create(builder, wait.getLoc(),
+                                           gather.getDone().getType(),
+                                           attr(slot.family), attr(0));
+  wait->setOperand(0, event);
+  // The body before: the slot where the allocation was, and the signal.
+  builder.setInsertionPoint(alloc);
+  auto write =
+      sched::SlotOp::create(builder, loc, alloc.getType(),
+                            slot.buffer.getBuffer(), attr(shift), attr(1));
+  alloc.getResult().replaceAllUsesWith(write.getResult());
+  alloc->erase();
+  builder.setInsertionPointAfter(gather);
+  sched::SlotSignalOp::create(builder, gather.getLoc(), gather.getDone(),
+                              attr(slot.family), attr(shift));
+}
+
+TaskPrefetch::Step TaskPrefetch::step(sched::TaskOp before, int64_t task,
+                                      int64_t shift) {
+  auto [it, added] = steps.try_emplace({before, task, shift});
+  if (!added)
+    return it->second;
+  Step &out = it->second;
+  sched::TaskOp body = cloneTask(templates[task]);
+  Block &block = body.getBody().front();
+  llvm::DenseMap<Operation *, int64_t> original;
+  for (auto [index, op] : llvm::enumerate(block))
+    original[&op] = static_cast<int64_t>(index);
+  SmallVector<sched::AllGatherOp> leading = leadingGathers(body);
+  // The first gathers, walked up through the body and a copy of the body
+  // before, in the order of the scan of a flat program.
+  sched::TaskOp copy = before && !leading.empty() ? cloneTask(before) : nullptr;
+  SmallVector<std::pair<sched::AllGatherOp, Phase>> moved;
+  if (copy) {
+    Walk walk{&block, &copy.getBody().front()};
+    SmallVector<Operation *> ops =
+        llvm::map_to_vector(block, [](Operation &op) { return &op; });
+    int64_t inflight = 0;
+    for (Operation *op : ops) {
+      if (asCompute(op))
+        break;
+      if (isGatherWait(op)) {
+        --inflight;
+        continue;
+      }
+      auto gather = dyn_cast<sched::AllGatherOp>(op);
+      if (!gather)
+        continue;
+      if (llvm::is_contained(leading, gather))
+        if (std::optional<Hoist> hoist =
+                planHoist(gather, inflight, parallel, walk, slots)) {
+          Phase phase = spanOf(gather)->phase;
+          applyHoist(*hoist, gather);
+          if (gather->getBlock() != &block)
+            moved.push_back({gather, phase});
+        }
+      ++inflight;
+    }
+  }
+  // A body per way its first gathers went: the template ops it keeps, in
+  // order.
+  std::vector<int64_t> kept;
+  for (Operation &op : block)
+    kept.push_back(original.lookup(&op));
+  for (auto [gather, phase] : moved)
+    moveToSlot(gather, phase, block, shift);
+  sched::TaskOp &shared = bodies[{task, kept}];
+  if (shared) {
+    body->erase();
+  } else {
+    prefetchBlock(block, parallel, slots);
+    shared = body;
+  }
+  out.body = shared;
+  if (moved.empty()) {
+    if (copy)
+      copy->erase();
+    out.before = before;
+  } else {
+    out.before = copy;
+  }
+  return out;
+}
+
+void TaskPrefetch::run() {
+  templates = tasks.getTasks();
+  SmallVector<int64_t> table(tasks.getOrder());
+  auto entries = static_cast<int64_t>(table.size() / 2);
+  SmallVector<sched::TaskOp> runs(entries);
+  sched::TaskOp before;
+  int64_t beforeMicroBatch = 0;
+  for (int64_t entry = 0; entry < entries; ++entry) {
+    int64_t task = table[2 * entry], microBatch = table[2 * entry + 1];
+    Step next = step(before, task, before ? microBatch - beforeMicroBatch : 0);
+    if (entry > 0)
+      runs[entry - 1] = next.before;
+    before = next.body;
+    beforeMicroBatch = microBatch;
+  }
+  if (entries > 0)
+    runs[entries - 1] = before;
+
+  // The bodies the table runs, in the order it first runs them.
+  llvm::DenseMap<Operation *, int64_t> indexOf;
+  SmallVector<sched::TaskOp> used;
+  for (auto [entry, body] : llvm::enumerate(runs)) {
+    auto [it, added] = indexOf.try_emplace(body, used.size());
+    if (added)
+      used.push_back(body);
+    table[2 * entry] = it->second;
+  }
+  Block &block = tasks.getBody().front();
+  for (sched::TaskOp task : tasks.getTasks())
+    if (!indexOf.count(task))
+      task->erase();
+  for (sched::TaskOp task : used)
+    task->moveBefore(&block, block.end());
+  tasks.setOrder(table);
+  tasks.setEventFamilies(families);
+}
+
+struct SchedPrefetchPass : plan::impl::SchedPrefetchBase<SchedPrefetchPass> {
+  void runOnOperation() override;
+};
+
+void SchedPrefetchPass::runOnOperation() {
+  sched::ProgramOp program = getOperation();
+  plan::ParallelAttr parallel = program.getParallel();
+  plan::Sharding sharding = parallel.getSharding();
+  // no_shard and zero1 gather nothing before compute: parameters are full.
+  if (sharding == plan::Sharding::NoShard || sharding == plan::Sharding::Zero1)
+    return;
+  if (!parallel.getForwardPrefetch() &&
+      parallel.getBackwardPrefetch() == plan::Prefetch::None)
+    return;
+  if (failed(plan::requireNoRepeat(program, getArgument())))
+    return signalPassFailure();
+  Block &block = program.getBody().front();
+  auto loops = llvm::to_vector(block.getOps<sched::TasksOp>());
+  // Outside a pipeline stage's loop nothing is gathered for compute.
+  bool onTasks =
+      loops.size() == 1 && TaskPrefetch::supported(loops.front()) &&
+      llvm::none_of(block.getOps<sched::AllGatherOp>(), isPrefetchable);
+  if (onTasks) {
+    TaskPrefetch(loops.front(), parallel).run();
+    return;
+  }
+  // Otherwise the loop is written out first (docs/sched.md, "The
+  // micro-batch loop").
+  if (failed(plan::writeOutProgram(program)) ||
+      failed(sched::requireUnrolled(program, getArgument())))
+    return signalPassFailure();
+  prefetchBlock(block, parallel, SlotGathers());
 }
 
 } // namespace

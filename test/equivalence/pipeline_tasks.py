@@ -41,7 +41,9 @@ from plan_runs import GLOBAL_BATCH, compare, compile_plan, train
 # (4 micro-batches: 1F1B's stage 0 runs a forward after a backward), for each
 # strategy that keeps the tasks, and hybrid_shard, whose loop the casts write
 # out. Then plans whose tasks no pass writes out, so that the schedule file
-# holds them: the tensor-parallel split on the bodies, and full_shard without
+# holds them: the tensor-parallel split on the bodies, full_shard with both
+# prefetches as examples/llama3_405b_3d.plan has them (a task's first gather
+# issued by the task before, into a slot), and full_shard without
 # prefetching.
 BF16 = ["train.precision=bf16_mixed", "train.grad_dtype=bf16"]
 NO_PREFETCH = ["parallel.backward_prefetch=none"]
@@ -59,10 +61,10 @@ MORE = [
     ("pp2 x tp2 sp zero1 1f1b", MODEL, 4, 1, 4,
      ["parallel.pipeline=2", "parallel.tensor=2", "parallel.sequence_parallel=true",
       "parallel.sharding=zero1"]),
-    ("dp2 x pp2 x tp2 sp full_shard interleaved(2) bf16, no prefetching", MODEL, 8, 2, 4,
+    ("dp2 x pp2 x tp2 sp full_shard interleaved(2) bf16, both prefetches", MODEL, 8, 2, 4,
      ["parallel.pipeline=2", "parallel.tensor=2", "parallel.sequence_parallel=true",
-      "parallel.sharding=full_shard", "parallel.schedule=interleaved(2)"]
-     + BF16 + NO_PREFETCH),
+      "parallel.sharding=full_shard", "parallel.schedule=interleaved(2)",
+      "parallel.forward_prefetch=true", "parallel.backward_prefetch=pre"] + BF16),
     ("pp2 x dp2 full_shard 1f1b, no prefetching", MODEL, 4, 2, 4,
      ["parallel.pipeline=2", "parallel.sharding=full_shard"] + NO_PREFETCH),
 ]

@@ -1664,6 +1664,31 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
       // A frozen NF4 base dequantized before each compute op.
       {{"parallel.pipeline=2", "model.lora.rank=4", "model.lora.alpha=8",
         "model.base=nf4"}},
+      // Prefetching: a task's first gather issued by the task before, into
+      // a slot, its event a slot event; each policy and in-flight limit.
+      {{"parallel.pipeline=2", "parallel.backward_prefetch=pre"}},
+      {{"parallel.pipeline=2", "parallel.backward_prefetch=post"}},
+      {{"parallel.pipeline=2", "parallel.backward_prefetch=pre",
+        "parallel.forward_prefetch=true", "parallel.max_inflight_gathers=1"}},
+      {{"parallel.pipeline=4", "parallel.schedule=interleaved(2)",
+        "parallel.backward_prefetch=pre", "parallel.forward_prefetch=true"}},
+      {{"parallel.pipeline=2", "parallel.schedule=gpipe",
+        "parallel.backward_prefetch=post", "parallel.forward_prefetch=true"}},
+      {{"parallel.pipeline=2", "train.activation_checkpointing=full",
+        "parallel.backward_prefetch=pre", "parallel.forward_prefetch=true"}},
+      {{"parallel.pipeline=2", "parallel.sharding=hybrid_shard",
+        "parallel.mesh=(2, 2)", "cluster.nodes=2",
+        "parallel.backward_prefetch=pre", "parallel.forward_prefetch=true"}},
+      {{"parallel.pipeline=2", "model.lora.rank=4", "model.lora.alpha=8",
+        "model.base=nf4", "parallel.backward_prefetch=pre",
+        "parallel.forward_prefetch=true"}},
+      // As examples/llama3_405b_3d.plan: TP with SP, interleaved, bf16,
+      // checkpointing, both prefetches.
+      {{"parallel.pipeline=2", "parallel.tensor=2",
+        "parallel.sequence_parallel=true", "parallel.schedule=interleaved(2)",
+        "train.precision=bf16_mixed", "train.activation_checkpointing=full",
+        "cluster.nodes=2", "parallel.backward_prefetch=pre",
+        "parallel.forward_prefetch=true"}},
   };
   for (const Case &pipeline : cases) {
     std::string name = llvm::join(pipeline.sets, " ");
@@ -1675,12 +1700,15 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
     for (int64_t microBatches : {16, 32}) {
       // The case's own first (a model preset before its layers).
       std::vector<std::string> sets(pipeline.sets);
-      // Without prefetching, which writes the loop out (full_shard's
+      // Without prefetching unless the case prefetches (full_shard's
       // default backward_prefetch = pre).
       sets.insert(sets.end(),
                   {"model.layers=8", "cluster.gpus_per_node=4",
-                   "train.grad_accum=" + std::to_string(microBatches),
-                   "parallel.backward_prefetch=none"});
+                   "train.grad_accum=" + std::to_string(microBatches)});
+      if (!llvm::any_of(pipeline.sets, [](llvm::StringRef set) {
+            return set.starts_with("parallel.backward_prefetch=");
+          }))
+        sets.push_back("parallel.backward_prefetch=none");
       for (Through through :
            {Through::SchedLower, Through::Checkpointing, Through::Collectives,
             Through::Casts, Through::All}) {
