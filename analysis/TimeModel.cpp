@@ -181,9 +181,19 @@ public:
   bool moved() const { return movedLast; }
   /// The step, once advance() returned true.
   StepTime finish();
-  /// A transfer between stages that this program issued (`op`) runs from
-  /// `start` to `end`: its event fires at `end`.
-  void transferred(Operation *op, double start, double end, std::string name);
+  /// A transfer between stages that this program issued (`op`, in the run
+  /// `iteration` micro-batches on from its body's, 0 outside a loop) runs
+  /// from `start` to `end`: its event fires at `end`.
+  void transferred(Operation *op, int64_t iteration, double start, double end,
+                   std::string name);
+  /// An event as the run being played has it: a value of a loop body is
+  /// each run's own, told apart by the run's shift (StepCursor::iteration).
+  using EventKey = std::pair<Value, int64_t>;
+  EventKey keyOf(Value event) const {
+    Operation *def = event.getDefiningOp();
+    bool inLoop = def && !isa<sched::ProgramOp>(def->getParentOp());
+    return {event, inLoop && next ? next->iteration() : 0};
+  }
 
 private:
   double secondsOfTraffic(const Traffic &traffic) const {
@@ -228,10 +238,18 @@ private:
   /// in a pipeline.
   LogicalResult acrossStages(Operation *op, sched::Group group, SliceName name,
                              double seconds, ValueRange after);
+  /// The event `event` names in the run being played: a sched.slot_event's
+  /// is the one its instance's signal named, in the run that signalled it.
+  EventKey resolve(Value event) const {
+    EventKey key = keyOf(event);
+    auto it = slotEvents.find(key);
+    return it == slotEvents.end() ? key : it->second;
+  }
   /// Whether `event` is a transfer between stages the play has not started.
   bool pending(Value event) const {
-    return play && !events.count(event) &&
-           sched::isBetweenStages(event.getDefiningOp());
+    EventKey key = resolve(event);
+    return play && !events.count(key) &&
+           sched::isBetweenStages(key.first.getDefiningOp());
   }
   LogicalResult playOp(Operation &op);
   /// Runs one forward (`passes` 1, also recompute) or backward (2) of a
@@ -283,10 +301,12 @@ private:
     sched::Group group;
   };
   std::vector<CommInterval> commIntervals;
-  llvm::DenseMap<Value, Event> events;
+  llvm::DenseMap<EventKey, Event> events;
   /// Each slot event instance (family, micro-batch) a run signalled: the
-  /// event as it fired in that run (a later run of the body fires it again).
-  std::map<std::pair<int64_t, int64_t>, Event> slotInstances;
+  /// event of that run, which a transfer between stages may fire later.
+  std::map<std::pair<int64_t, int64_t>, EventKey> slotInstances;
+  /// What each sched.slot_event of a run played names.
+  llvm::DenseMap<EventKey, EventKey> slotEvents;
   /// Plays a sched.slot_signal and a sched.slot_event: what one run hands
   /// to a later one, no op of the step written out (sched-unroll-tasks).
   LogicalResult playSlotEvent(Operation &op);
@@ -310,13 +330,14 @@ public:
 
   /// Stage `stage` issued `op` (a send, a receive or a pipeline
   /// collective), ready at `ready`, taking `seconds`.
-  void issued(int64_t stage, Operation *op, double ready, double seconds,
-              std::string name);
+  void issued(int64_t stage, Operation *op, int64_t iteration, double ready,
+              double seconds, std::string name);
 
 private:
   struct Issued {
     int64_t stage;
     Operation *op;
+    int64_t iteration;
     double ready, seconds;
     std::string name;
   };
@@ -336,9 +357,9 @@ private:
   std::vector<std::deque<Issued>> embeddingCollectives;
 };
 
-void PipelinePlay::issued(int64_t stage, Operation *op, double ready,
-                          double seconds, std::string name) {
-  Issued entry{stage, op, ready, seconds, std::move(name)};
+void PipelinePlay::issued(int64_t stage, Operation *op, int64_t iteration,
+                          double ready, double seconds, std::string name) {
+  Issued entry{stage, op, iteration, ready, seconds, std::move(name)};
   if (sched::isPipelineCollective(op)) {
     bool embedding = sched::getAsyncInfo(op)->group == sched::Group::Embedding;
     auto &queues = embedding ? embeddingCollectives : collectives;
@@ -383,7 +404,7 @@ void PipelinePlay::run(ArrayRef<Issued *> together) {
     seconds = std::max(seconds, i->seconds);
   }
   for (Issued *i : together)
-    stages[i->stage]->transferred(i->op, start, start + seconds,
+    stages[i->stage]->transferred(i->op, i->iteration, start, start + seconds,
                                   std::move(i->name));
 }
 
@@ -438,7 +459,7 @@ LogicalResult StepSimulation::issue(Operation *op, Stream stream,
                                     ValueRange after) {
   double start = std::max(now, streamFree[static_cast<int>(stream)]);
   for (Value event : after) {
-    auto it = events.find(event);
+    auto it = events.find(resolve(event));
     if (it == events.end())
       return op->emitError("the time model found no op before it that "
                            "fires an event it follows");
@@ -447,7 +468,7 @@ LogicalResult StepSimulation::issue(Operation *op, Stream stream,
   double end = start + seconds;
   streamFree[static_cast<int>(stream)] = end;
   time.busySeconds[static_cast<int>(stream)] += seconds;
-  Event &event = events[op->getResult(0)];
+  Event &event = events[keyOf(op->getResult(0))];
   event = {end, stream, timeline ? name() : std::string()};
   if (timeline && seconds > 0)
     time.slices.push_back({event.name, stream, start, seconds});
@@ -455,7 +476,8 @@ LogicalResult StepSimulation::issue(Operation *op, Stream stream,
 }
 
 LogicalResult StepSimulation::wait(sched::WaitOp wait) {
-  auto it = events.find(wait.getEvent());
+  EventKey key = resolve(wait.getEvent());
+  auto it = events.find(key);
   if (it == events.end())
     return wait.emitError("the time model found no op before it that fires "
                           "the event it waits for");
@@ -468,7 +490,7 @@ LogicalResult StepSimulation::wait(sched::WaitOp wait) {
         {"wait " + event.name, Stream::Compute, now, stall, /*exposed=*/true});
   // In a pipeline, what a stage waits for its neighbours: the bubble, and
   // the transfers it does not hide.
-  if (play && sched::isBetweenStages(wait.getEvent().getDefiningOp())) {
+  if (play && sched::isBetweenStages(key.first.getDefiningOp())) {
     time.pipelineWaitSeconds += stall;
     now = event.end;
     return success();
@@ -570,7 +592,7 @@ LogicalResult StepSimulation::onLink(Operation *op, sched::Group group,
   Stream stream = linkOf(group);
   if (failed(issue(op, stream, name, seconds, after)))
     return failure();
-  double end = events[op->getResult(0)].end;
+  double end = events[keyOf(op->getResult(0))].end;
   commIntervals.push_back({end - seconds, end, stream, group});
   return success();
 }
@@ -600,34 +622,34 @@ LogicalResult StepSimulation::acrossStages(Operation *op, sched::Group group,
     return onLink(op, group, name, seconds, after);
   double ready = now;
   for (Value event : after) {
-    auto it = events.find(event);
+    auto it = events.find(resolve(event));
     if (it == events.end())
       return op->emitError("the time model found no op before it that "
                            "fires an event it follows");
     ready = std::max(ready, it->second.end);
   }
   time.busySeconds[static_cast<int>(linkOf(group))] += seconds;
-  play->issued(stage, op, ready, seconds, timeline ? name() : std::string());
+  play->issued(stage, op, keyOf(op->getResult(0)).second, ready, seconds,
+               timeline ? name() : std::string());
   return success();
 }
 
-void StepSimulation::transferred(Operation *op, double start, double end,
-                                 std::string name) {
+void StepSimulation::transferred(Operation *op, int64_t iteration, double start,
+                                 double end, std::string name) {
   Stream stream = linkOf(sched::Group::Pipeline);
   if (timeline && end > start)
     time.slices.push_back({name, stream, start, end - start});
-  events[op->getResult(0)] = {end, stream, std::move(name)};
+  events[{op->getResult(0), iteration}] = {end, stream, std::move(name)};
   lastTransferEnd = std::max(lastTransferEnd, end);
 }
 
 LogicalResult StepSimulation::playSlotEvent(Operation &op) {
   if (auto signal = dyn_cast<sched::SlotSignalOp>(op)) {
-    auto it = events.find(signal.getEvent());
-    if (it == events.end())
+    EventKey key = resolve(signal.getEvent());
+    if (!events.count(key) && !pending(signal.getEvent()))
       return signal.emitError("the time model found no op before it that "
                               "fires the event it names");
-    slotInstances[sched::getSlotEventInstance(op, next->iteration())] =
-        it->second;
+    slotInstances[sched::getSlotEventInstance(op, next->iteration())] = key;
     return success();
   }
   auto event = cast<sched::SlotEventOp>(op);
@@ -636,7 +658,7 @@ LogicalResult StepSimulation::playSlotEvent(Operation &op) {
   if (it == slotInstances.end())
     return event.emitError("the time model found no run before it that "
                            "signals this slot event instance");
-  events[event.getEvent()] = it->second;
+  slotEvents[keyOf(event.getEvent())] = it->second;
   return success();
 }
 
@@ -781,13 +803,6 @@ FailureOr<bool> StepSimulation::advance() {
     // A transfer between stages that has not started holds the compute
     // stream at its wait, and an op that starts after it.
     if (play) {
-      // Its transfers fire when the play pairs them, which a slot event's
-      // run may come before: the play does not walk a sched.tasks yet.
-      if (isa<sched::TaskOp>(op.getParentOp()))
-        return op.getParentOp()->getParentOp()->emitOpError(
-            "is not for the pipeline's time model yet, which pairs the "
-            "transfers of programs written out (docs/sched.md, \"The "
-            "micro-batch loop\")");
       if (auto wait = dyn_cast<sched::WaitOp>(op);
           wait && pending(wait.getEvent()))
         return false;

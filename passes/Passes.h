@@ -86,14 +86,6 @@ sched::AllocOp allocSlotBuffer(sched::TasksOp tasks, mlir::MemRefType slotType,
                                llvm::StringRef name, sched::BufferRole role,
                                int64_t slots = 1);
 
-/// A copy of `module` with the sched.tasks of each of its programs
-/// unrolled (unrollTasks): the step written out, for what pairs the
-/// stages' transfers as it plays them in order (sched-verify-pipeline, the
-/// report's pipeline play). The copy's ops keep their locations, for the
-/// errors. Fails as unrollTasks does.
-mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
-writeOutTasks(mlir::ModuleOp module);
-
 /// Registers every pass and the `plan-lower` pipeline with the command line.
 void registerPlanCompilerPasses();
 

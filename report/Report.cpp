@@ -367,23 +367,10 @@ FailureOr<ScheduleReport> plan::analyzeSchedule(ModuleOp module,
           })))
     return failure();
   if (options.time) {
-    // The play pairs the stages' transfers as it goes and does not walk a
-    // table: stages with a sched.tasks are played written out.
-    SmallVector<sched::ProgramOp> played = programs;
-    OwningOpRef<ModuleOp> writtenOut;
-    if (llvm::any_of(programs, [](sched::ProgramOp program) {
-          return !program.getBody().getOps<sched::TasksOp>().empty();
-        })) {
-      FailureOr<OwningOpRef<ModuleOp>> copy = writeOutTasks(module);
-      if (failed(copy))
-        return failure();
-      writtenOut = std::move(*copy);
-      played.assign(writtenOut->getOps<sched::ProgramOp>().begin(),
-                    writtenOut->getOps<sched::ProgramOp>().end());
-      llvm::stable_sort(played, byStage);
-    }
+    // The play pairs the stages' transfers as it goes, a stage's
+    // sched.tasks run by run in the order of its table.
     FailureOr<std::vector<StepTime>> times =
-        simulatePipeline(played, options.timeline);
+        simulatePipeline(programs, options.timeline);
     if (failed(times))
       return failure();
     for (auto [stage, time] : llvm::zip_equal(report.stages, *times))

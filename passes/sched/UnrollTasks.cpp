@@ -36,14 +36,6 @@ LogicalResult plan::writeOutProgram(sched::ProgramOp program) {
   return success();
 }
 
-FailureOr<OwningOpRef<ModuleOp>> plan::writeOutTasks(ModuleOp module) {
-  OwningOpRef<ModuleOp> copy = module.clone();
-  for (sched::ProgramOp program : copy->getOps<sched::ProgramOp>())
-    if (failed(writeOutProgram(program)))
-      return failure();
-  return copy;
-}
-
 LogicalResult plan::unrollTasks(sched::TasksOp tasks) {
   SmallVector<sched::TaskOp> bodies = tasks.getTasks();
   OpBuilder builder(tasks);
