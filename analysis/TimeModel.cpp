@@ -20,6 +20,7 @@
 #include "analysis/TimeModel.h"
 #include "analysis/CommModel.h"
 #include "dialects/sched/SchedOpTable.h"
+#include "dialects/sched/SlotEvents.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -304,7 +305,7 @@ private:
   llvm::DenseMap<EventKey, Event> events;
   /// Each slot event instance (family, micro-batch) a run signalled: the
   /// event of that run, which a transfer between stages may fire later.
-  std::map<std::pair<int64_t, int64_t>, EventKey> slotInstances;
+  sched::SlotEventInstances<EventKey> slotInstances;
   /// What each sched.slot_event of a run played names.
   llvm::DenseMap<EventKey, EventKey> slotEvents;
   /// Plays a sched.slot_signal and a sched.slot_event: what one run hands
@@ -649,16 +650,14 @@ LogicalResult StepSimulation::playSlotEvent(Operation &op) {
     if (!events.count(key) && !pending(signal.getEvent()))
       return signal.emitError("the time model found no op before it that "
                               "fires the event it names");
-    slotInstances[sched::getSlotEventInstance(op, next->iteration())] = key;
-    return success();
+    return slotInstances.signal(signal, next->iteration(), key);
   }
   auto event = cast<sched::SlotEventOp>(op);
-  auto it =
-      slotInstances.find(sched::getSlotEventInstance(op, next->iteration()));
-  if (it == slotInstances.end())
-    return event.emitError("the time model found no run before it that "
-                           "signals this slot event instance");
-  slotEvents[keyOf(event.getEvent())] = it->second;
+  FailureOr<EventKey> signalled =
+      slotInstances.lookup(event, next->iteration());
+  if (failed(signalled))
+    return failure();
+  slotEvents[keyOf(event.getEvent())] = *signalled;
   return success();
 }
 

@@ -15,11 +15,11 @@
 
 #include "passes/Passes.h"
 
+#include "dialects/sched/SlotEvents.h"
+
 #include "runtime/format/Schedule.h"
 
 #include "mlir/IR/IRMapping.h"
-
-#include <map>
 
 namespace plan {
 #define GEN_PASS_DEF_SCHEDUNROLLTASKS
@@ -40,7 +40,7 @@ LogicalResult plan::unrollTasks(sched::TasksOp tasks) {
   SmallVector<sched::TaskOp> bodies = tasks.getTasks();
   OpBuilder builder(tasks);
   // The event each slot event instance (family, micro-batch) got.
-  std::map<std::pair<int64_t, int64_t>, Value> signalled;
+  sched::SlotEventInstances<Value> signalled;
   // Which slot each value of the run lies in, and who holds each slot.
   plan::RunSlots slots;
   ArrayRef<int64_t> order = tasks.getOrder();
@@ -64,25 +64,16 @@ LogicalResult plan::unrollTasks(sched::TasksOp tasks) {
         continue;
       }
       if (auto event = dyn_cast<sched::SlotEventOp>(op)) {
-        auto family = static_cast<int64_t>(event.getFamily());
-        int64_t instance = mb + static_cast<int64_t>(event.getShift());
-        auto it = signalled.find({family, instance});
-        if (it == signalled.end())
-          return event.emitOpError("in the run of micro-batch ")
-                 << mb << " names instance " << instance << " of family "
-                 << family << ", which no run before it signals";
-        map.map(event.getEvent(), it->second);
+        FailureOr<Value> signalledEvent = signalled.lookup(event, mb - written);
+        if (failed(signalledEvent))
+          return failure();
+        map.map(event.getEvent(), *signalledEvent);
         continue;
       }
       if (auto signal = dyn_cast<sched::SlotSignalOp>(op)) {
-        auto family = static_cast<int64_t>(signal.getFamily());
-        int64_t instance = mb + static_cast<int64_t>(signal.getShift());
-        if (!signalled
-                 .try_emplace({family, instance}, map.lookup(signal.getEvent()))
-                 .second)
-          return signal.emitOpError("in the run of micro-batch ")
-                 << mb << " signals instance " << instance << " of family "
-                 << family << ", which a run before it signalled";
+        if (failed(signalled.signal(signal, mb - written,
+                                    map.lookup(signal.getEvent()))))
+          return failure();
         continue;
       }
       Operation *copy = builder.clone(op, map);

@@ -32,6 +32,7 @@
 #include "passes/Passes.h"
 
 #include "dialects/sched/SchedOpTable.h"
+#include "dialects/sched/SlotEvents.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseSet.h"
@@ -387,7 +388,7 @@ struct SchedVerifyPipelinePass
           return sched::requireUnrolled(op, getArgument());
       Stage s{static_cast<int64_t>(*stage), {}, 0};
       // The event each slot event instance (family, micro-batch) stands for.
-      std::map<std::pair<int64_t, int64_t>, EventKey> signalled;
+      SlotEventInstances<EventKey> signalled;
       int64_t runs = 0, run = -1;
       for (StepCursor cursor(program); !cursor.done(); cursor.advance()) {
         Operation &op = *cursor;
@@ -402,19 +403,19 @@ struct SchedVerifyPipelinePass
           return {event, def && def->getParentOp() == task ? run : -1};
         };
         if (auto signal = dyn_cast<SlotSignalOp>(op)) {
-          signalled[getSlotEventInstance(op, cursor.iteration())] =
-              keyOf(signal.getEvent());
+          if (failed(signalled.signal(signal, cursor.iteration(),
+                                      keyOf(signal.getEvent()))))
+            return failure();
           continue;
         }
         if (auto wait = dyn_cast<WaitOp>(op)) {
           EventKey awaited = keyOf(wait.getEvent());
           if (auto slot = wait.getEvent().getDefiningOp<SlotEventOp>()) {
-            auto it =
-                signalled.find(getSlotEventInstance(*slot, cursor.iteration()));
-            if (it == signalled.end())
-              return slot.emitOpError("names a slot event instance no run "
-                                      "before it signals");
-            awaited = it->second;
+            FailureOr<EventKey> signalledEvent =
+                signalled.lookup(slot, cursor.iteration());
+            if (failed(signalledEvent))
+              return failure();
+            awaited = *signalledEvent;
           }
           if (isBetweenStages(awaited.first.getDefiningOp()))
             s.ops.push_back({&op, awaited, cursor.iteration()});

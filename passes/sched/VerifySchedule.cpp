@@ -30,6 +30,7 @@
 #include "passes/Passes.h"
 
 #include "dialects/sched/SchedOpTable.h"
+#include "dialects/sched/SlotEvents.h"
 #include "runtime/format/Schedule.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -166,29 +167,22 @@ private:
       return visitView(slot.getResult(), slot.getSource(),
                        at * slot.getType().getNumElements(), std::nullopt);
     }
-    if (isa<SlotEventOp, SlotSignalOp>(op)) {
-      auto [family, instance] = getSlotEventInstance(*op, iteration);
-      if (isa<SlotEventOp>(op)) {
-        auto it = signalled.find({family, instance});
-        if (it == signalled.end())
-          return op->emitOpError("in the run of micro-batch ")
-                 << mb << " names instance " << instance << " of family "
-                 << family << ", which no run before it signals";
-        asyncIndex[op] = it->second;
-        return success();
-      }
+    if (auto named = dyn_cast<SlotEventOp>(op)) {
+      FailureOr<unsigned> async = signalled.lookup(named, iteration);
+      if (failed(async))
+        return failure();
+      asyncIndex[op] = *async;
+      return success();
+    }
+    if (auto signal = dyn_cast<SlotSignalOp>(op)) {
       // The op verifier has the event an asynchronous op's of the same body,
       // visited before; a pass that built it otherwise gets this error.
-      Operation *producer = cast<SlotSignalOp>(op).getEvent().getDefiningOp();
+      Operation *producer = signal.getEvent().getDefiningOp();
       auto async = producer ? asyncIndex.find(producer) : asyncIndex.end();
       if (async == asyncIndex.end())
         return op->emitOpError("signals an event no asynchronous op of its "
                                "task returns");
-      if (!signalled.try_emplace({family, instance}, async->second).second)
-        return op->emitOpError("in the run of micro-batch ")
-               << mb << " signals instance " << instance << " of family "
-               << family << ", which a run before it signalled";
-      return success();
+      return signalled.signal(signal, iteration, async->second);
     }
     // A slot holds one micro-batch at a time: a run that uses it for one
     // after another micro-batch took it found fewer slots than the
@@ -579,7 +573,7 @@ private:
   SmallVector<AsyncState> asyncStates;
   // A sched.tasks: the async op each slot event instance (family,
   // micro-batch) stands for, and the slots of the run's values.
-  std::map<std::pair<int64_t, int64_t>, unsigned> signalled;
+  SlotEventInstances<unsigned> signalled;
   plan::RunSlots slots;
 };
 

@@ -647,7 +647,7 @@ sched.program @p.stage0 for @p stage 0 micro_batches 2
       %s = sched.slot %a[0] slots 2 : memref<64xf32, #dev> to memref<32xf32, #dev>
       sched.zero %s : memref<32xf32, #dev>
       %e = sched.send %s to next for @p::@layers.0 mb 0 : memref<32xf32, #dev>
-      // expected-error @below {{names a slot event instance no run before it signals}}
+      // expected-error @below {{in the run of micro-batch 0 names instance -1 of family 0, which no run before it signals}}
       %before = sched.slot_event family 0 shift -1
       sched.wait %before
       sched.slot_signal %e family 0 shift 0
