@@ -26,6 +26,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -174,6 +175,9 @@ std::optional<Measurement> lowerOnce(mlir::MLIRContext &context,
   }
   mlir::PassManager pm(&context);
   plan::buildPlanLowerPipeline(pm);
+  // As planc lowers: MLIR's structural verifier once on the result, not
+  // after every pass (the pipeline's own verifier passes still run).
+  pm.enableVerifier(false);
 
   mlir::ScopedDiagnosticHandler capture(&context, [&](mlir::Diagnostic &d) {
     if (d.getSeverity() == mlir::DiagnosticSeverity::Error && error.empty())
@@ -184,6 +188,8 @@ std::optional<Measurement> lowerOnce(mlir::MLIRContext &context,
   int64_t heapBefore = heapBytes();
   auto start = std::chrono::steady_clock::now();
   mlir::LogicalResult result = pm.run(*module);
+  if (mlir::succeeded(result))
+    result = mlir::verify(*module);
   auto stop = std::chrono::steady_clock::now();
   if (mlir::failed(result)) {
     if (error.empty())
