@@ -72,6 +72,9 @@ struct Stage {
   SmallVector<Step> ops;
   size_t next = 0; // the op its compute stream reaches next
   bool done() const { return next == ops.size(); }
+  /// Each run's micro-batch shift from its body's (StepCursor::iteration()),
+  /// by the run index events are keyed by.
+  SmallVector<int64_t> runIterations;
 };
 
 /// A send or a receive on a channel, in the order its stage issued it.
@@ -131,7 +134,8 @@ private:
                           int64_t sender, Peer peer);
   LogicalResult reportDeadlock();
   LogicalResult reportUnmatched();
-  std::string describe(Operation *op);
+  /// `op`, in the run of its stage `stage` that `event` (its event) names.
+  std::string describe(const Stage &stage, EventKey event);
   /// What `group` (the pipeline or the embedding group) has issued.
   StageCollectives &collectivesOn(Group group) {
     return collectives[group == Group::Pipeline ? 0 : 1];
@@ -146,15 +150,21 @@ private:
   bool misplaced = false; // a collective on a group its stage is not in
 };
 
-std::string PipelinePlay::describe(Operation *op) {
+std::string PipelinePlay::describe(const Stage &stage, EventKey event) {
+  Operation *op = event.first.getDefiningOp();
+  // A body's send or receive is for the micro-batch of its run.
+  int64_t iteration =
+      event.second >= 0 ? stage.runIterations[event.second] : int64_t{0};
   std::string text;
   llvm::raw_string_ostream os(text);
   if (auto send = dyn_cast<SendOp>(op))
     os << "its send to " << stringifyPeer(send.getPeer()) << " for "
-       << send.getUnit() << " mb " << send.getMicroBatch();
+       << send.getUnit() << " mb "
+       << static_cast<int64_t>(send.getMicroBatch()) + iteration;
   else if (auto recv = dyn_cast<RecvOp>(op))
     os << "its receive from " << stringifyPeer(recv.getPeer()) << " for "
-       << recv.getUnit() << " mb " << recv.getMicroBatch();
+       << recv.getUnit() << " mb "
+       << static_cast<int64_t>(recv.getMicroBatch()) + iteration;
   else
     os << "its '" << op->getName() << "' on the "
        << stringifyGroup(*getAsyncInfo(op)->group) << " group";
@@ -282,7 +292,8 @@ LogicalResult PipelinePlay::reportDeadlock() {
   for (Stage &stage : stages) {
     if (stage.done())
       continue;
-    Operation *awaited = stage.ops[stage.next].event.first.getDefiningOp();
+    EventKey awaitedEvent = stage.ops[stage.next].event;
+    Operation *awaited = awaitedEvent.first.getDefiningOp();
     std::optional<Peer> peer;
     if (auto send = dyn_cast<SendOp>(awaited))
       peer = send.getPeer();
@@ -298,7 +309,7 @@ LogicalResult PipelinePlay::reportDeadlock() {
           (on && !llvm::is_contained(on->members, other.rank)))
         continue;
       return awaited->emitError("stage ")
-             << stage.rank << " waits for " << describe(awaited)
+             << stage.rank << " waits for " << describe(stage, awaitedEvent)
              << ", but stage " << other.rank << " ends its program without "
              << (peer ? (isa<SendOp>(awaited) ? "receiving it" : "sending it")
                       : "issuing it")
@@ -314,7 +325,7 @@ LogicalResult PipelinePlay::reportDeadlock() {
     const Step &wait = stage.ops[stage.next];
     diag.attachNote(wait.op->getLoc())
         << "stage " << stage.rank << " waits for "
-        << describe(wait.event.first.getDefiningOp())
+        << describe(stage, wait.event)
         << ", which its neighbour has not reached";
   }
   return diag;
@@ -395,8 +406,10 @@ struct SchedVerifyPipelinePass
         auto task = dyn_cast_or_null<TaskOp>(op.getParentOp());
         if (!task)
           run = -1;
-        else if (&op == &task.getBody().front().front())
+        else if (&op == &task.getBody().front().front()) {
           run = runs++;
+          s.runIterations.push_back(cursor.iteration());
+        }
         // A value of the program, or of the run's own body.
         auto keyOf = [&](Value event) -> EventKey {
           Operation *def = event.getDefiningOp();

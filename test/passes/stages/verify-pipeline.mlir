@@ -687,3 +687,51 @@ sched.program @p.stage1 for @p stage 1 micro_batches 2
   sched.wait %d1e
   sched.free %d1 : memref<32xf32, #dev>
 }
+
+// -----
+
+// A deadlock's message names the run's micro-batch, not the one the body is
+// written for: the run of micro-batch 1 waits for its send, which stage 1
+// never receives.
+#dev = #sched.space<device>
+shard.grid @mesh(shape = 2x1x1x1)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 2, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>, pipeline_schedule = gpipe> {
+  plan.unit @embed kind embedding stage 0 {
+  }
+  plan.unit @layers.0 kind llama_block stage 0 {
+  }
+  plan.unit @layers.1 kind llama_block stage 1 {
+  }
+  plan.unit @head kind llama_head stage 1 {
+  }
+}
+sched.program @p.stage0 for @p stage 0 micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 2, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>, pipeline_schedule = gpipe> {
+  sched.tasks event_families 0 order [0, 0, 0, 1] {
+    sched.task micro_batch 0 {
+      %s = sched.alloc "s" role exchange : memref<32xf32, #dev>
+      sched.zero %s : memref<32xf32, #dev>
+      // expected-error @below {{stage 0 waits for its send to next for @p::@layers.0 mb 1, but stage 1 ends its program without receiving it: it has no partner}}
+      %e = sched.send %s to next for @p::@layers.0 mb 0 : memref<32xf32, #dev>
+      sched.wait %e
+      sched.free %s : memref<32xf32, #dev>
+    }
+  }
+}
+sched.program @p.stage1 for @p stage 1 micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 2, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = no_shard, wrap = <kind = transformer_block>, offload = <>, pipeline_schedule = gpipe> {
+  %x0 = sched.alloc "x0" role exchange : memref<32xf32, #dev>
+  %x0e = sched.recv %x0 from prev for @p::@layers.0 mb 0 : memref<32xf32, #dev>
+  sched.wait %x0e
+  sched.free %x0 : memref<32xf32, #dev>
+}
