@@ -381,27 +381,39 @@ void applyHoist(const Hoist &hoist, sched::AllGatherOp gather) {
   gather->moveBefore(hoist.insertBefore);
 }
 
-/// Hoists the gathers of `block` in order, each within the block, so each
-/// sees the ones before it already in place; ops only move up, above the
-/// scan.
-void prefetchBlock(Block &block, plan::ParallelAttr parallel,
-                   const SlotGathers &slots) {
+/// Calls `each(gather, inflight)` on the gathers of `block` in order (only
+/// those before its first compute op with `firstSpanOnly`), `inflight` the
+/// gathers issued and not waited right before it in the block as it was
+/// when the scan began. Gathers are hoisted in that order so each sees the
+/// ones before it already in place; ops only move up, above the scan.
+template <typename Each>
+void scanGathers(Block &block, bool firstSpanOnly, Each &&each) {
   SmallVector<Operation *> ops =
       llvm::map_to_vector(block, [](Operation &op) { return &op; });
   int64_t inflight = 0;
   for (Operation *op : ops) {
+    if (firstSpanOnly && asCompute(op))
+      break;
     if (isGatherWait(op)) {
       --inflight;
       continue;
     }
-    auto gather = dyn_cast<sched::AllGatherOp>(op);
-    if (!gather)
-      continue;
-    if (std::optional<Hoist> hoist =
-            planHoist(gather, inflight, parallel, Walk{}, slots))
-      applyHoist(*hoist, gather);
-    ++inflight;
+    if (auto gather = dyn_cast<sched::AllGatherOp>(op)) {
+      each(gather, inflight);
+      ++inflight;
+    }
   }
+}
+
+/// Hoists the gathers of `block`, each within the block.
+void prefetchBlock(Block &block, plan::ParallelAttr parallel,
+                   const SlotGathers &slots) {
+  scanGathers(block, /*firstSpanOnly=*/false,
+              [&](sched::AllGatherOp gather, int64_t inflight) {
+                if (std::optional<Hoist> hoist =
+                        planHoist(gather, inflight, parallel, Walk{}, slots))
+                  applyHoist(*hoist, gather);
+              });
 }
 
 /// A task's first gathers: the sched.all_gathers of its body before any
@@ -588,29 +600,19 @@ TaskPrefetch::Step TaskPrefetch::step(sched::TaskOp before, int64_t task,
   SmallVector<std::pair<sched::AllGatherOp, Phase>> moved;
   if (copy) {
     Walk walk{&block, &copy.getBody().front()};
-    SmallVector<Operation *> ops =
-        llvm::map_to_vector(block, [](Operation &op) { return &op; });
-    int64_t inflight = 0;
-    for (Operation *op : ops) {
-      if (asCompute(op))
-        break;
-      if (isGatherWait(op)) {
-        --inflight;
-        continue;
-      }
-      auto gather = dyn_cast<sched::AllGatherOp>(op);
-      if (!gather)
-        continue;
-      if (llvm::is_contained(leading, gather))
-        if (std::optional<Hoist> hoist =
-                planHoist(gather, inflight, parallel, walk, slots)) {
-          Phase phase = spanOf(gather)->phase;
-          applyHoist(*hoist, gather);
-          if (gather->getBlock() != &block)
-            moved.push_back({gather, phase});
-        }
-      ++inflight;
-    }
+    scanGathers(block, /*firstSpanOnly=*/true,
+                [&](sched::AllGatherOp gather, int64_t inflight) {
+                  if (!llvm::is_contained(leading, gather))
+                    return;
+                  std::optional<Hoist> hoist =
+                      planHoist(gather, inflight, parallel, walk, slots);
+                  if (!hoist)
+                    return;
+                  Phase phase = spanOf(gather)->phase;
+                  applyHoist(*hoist, gather);
+                  if (gather->getBlock() != &block)
+                    moved.push_back({gather, phase});
+                });
   }
   // A body per way its first gathers went: the template ops it keeps, in
   // order.
