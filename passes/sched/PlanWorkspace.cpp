@@ -114,7 +114,8 @@ public:
       FailureOr<int64_t> own = opBytes(op);
       if (failed(own))
         return failure();
-      int64_t alive = inFlightBytes() + handoverBytes() + *own;
+      int64_t alive =
+          inFlight.sum() + slotInFlight.sum() + handover.sum() + *own;
       if (alive > most || !mostAt) {
         most = alive;
         mostAt = &op;
@@ -193,7 +194,7 @@ private:
       if (cpuDevice && program.getGroupSize(scatter.getGroup()) > 1)
         held += numel(src) * elementBytes(src);
       if (held > 0)
-        inFlight[scatter.getDone()] = held;
+        inFlight.set(scatter.getDone(), held);
       return int64_t{0};
     }
     if (auto gather = dyn_cast<AllGatherOp>(op)) {
@@ -210,7 +211,7 @@ private:
       if (cpuDevice && program.getGroupSize(gather.getGroup()) > 1)
         held += numel(dst) * elementBytes(dst);
       if (held > 0)
-        inFlight[gather.getDone()] = held;
+        inFlight.set(gather.getDone(), held);
       return int64_t{0};
     }
     if (auto accumulate = dyn_cast<AccumulateOp>(op)) {
@@ -288,24 +289,19 @@ private:
   /// for it.
   void handOverEvent(Operation &op) {
     if (auto signal = dyn_cast<SlotSignalOp>(op)) {
-      auto it = inFlight.find(signal.getEvent());
-      if (it == inFlight.end())
-        return;
-      slotInFlight[getSlotEventInstance(op, iteration)] = it->second;
-      inFlight.erase(it);
+      if (std::optional<int64_t> held = inFlight.take(signal.getEvent()))
+        slotInFlight.set(getSlotEventInstance(op, iteration), *held);
       return;
     }
     auto event = cast<SlotEventOp>(op);
-    auto it = slotInFlight.find(getSlotEventInstance(op, iteration));
-    if (it == slotInFlight.end())
-      return;
-    inFlight[event.getEvent()] = it->second;
-    slotInFlight.erase(it);
+    if (std::optional<int64_t> held =
+            slotInFlight.take(getSlotEventInstance(op, iteration)))
+      inFlight.set(event.getEvent(), *held);
   }
 
   void after(Operation &op) {
     if (auto wait = dyn_cast<WaitOp>(op)) {
-      inFlight.erase(wait.getEvent());
+      inFlight.take(wait.getEvent());
       return;
     }
     auto backward = dyn_cast<BackwardOp>(op);
@@ -321,25 +317,39 @@ private:
     if ((unit != units.end() &&
          unit->second.kind == plan::UnitKind::Embedding) ||
         sendsIt)
-      handover.erase(mb);
+      handover.take(mb);
     else
-      handover[mb] = handedTokens * model.getHidden() * shape.workingBytes;
+      handover.set(mb, handedTokens * model.getHidden() * shape.workingBytes);
   }
 
-  int64_t inFlightBytes() const {
-    int64_t sum = 0;
-    for (const auto &entry : inFlight)
-      sum += entry.second;
-    for (const auto &entry : slotInFlight)
-      sum += entry.second;
-    return sum;
-  }
-  int64_t handoverBytes() const {
-    int64_t sum = 0;
-    for (const auto &entry : handover)
-      sum += entry.second;
-    return sum;
-  }
+  /// Bytes held by key, and their sum, kept as they change: summing the
+  /// maps at every op of a pipeline's step cost more than the rest of the
+  /// walk.
+  template <typename Map> class Held {
+    using Key = typename Map::key_type;
+
+  public:
+    void set(const Key &key, int64_t bytes) {
+      int64_t &held = bytesOf[key];
+      total += bytes - held;
+      held = bytes;
+    }
+    /// The bytes `key` held, now released.
+    std::optional<int64_t> take(const Key &key) {
+      auto it = bytesOf.find(key);
+      if (it == bytesOf.end())
+        return std::nullopt;
+      int64_t held = it->second;
+      total -= held;
+      bytesOf.erase(it);
+      return held;
+    }
+    int64_t sum() const { return total; }
+
+  private:
+    Map bytesOf;
+    int64_t total = 0;
+  };
 
   ProgramOp program;
   plan::PlanOp plan;
@@ -352,11 +362,11 @@ private:
   int64_t handedTokens = 0;
   plan::WorkspaceShape shape;
   llvm::StringMap<UnitInfo> units;
-  llvm::DenseMap<Value, int64_t> inFlight; // by the op's event
+  Held<llvm::DenseMap<Value, int64_t>> inFlight; // by the op's event
   // What a run hands to a later one through a slot event instance (family,
   // micro-batch).
-  std::map<std::pair<int64_t, int64_t>, int64_t> slotInFlight;
-  std::map<int64_t, int64_t> handover; // by micro-batch
+  Held<std::map<std::pair<int64_t, int64_t>, int64_t>> slotInFlight;
+  Held<std::map<int64_t, int64_t>> handover; // by micro-batch
   // What the run being walked adds to its body's micro-batch.
   int64_t iteration = 0;
 };
