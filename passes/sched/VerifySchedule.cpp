@@ -204,25 +204,14 @@ private:
       return visitFree(free);
     if (auto wait = dyn_cast<WaitOp>(op))
       return visitWait(wait);
-    if (failed(checkBaseType(op)) || failed(checkParts(op)))
+    FailureOr<const OpInfo *> info = infoOf(op);
+    if (failed(info) || failed(checkParts(op)))
       return failure();
-
-    // What every other op reads and writes, and the events it follows and
-    // signals, come from the runtime's op table (SchedOpTable.h).
-    std::optional<SmallVector<BufferAccess, 4>> accesses =
-        getBufferAccesses(op);
-    if (!accesses)
-      return op->emitOpError("is not a sched op the schedule verifier knows: "
-                             "it cannot tell what it reads and writes");
     std::optional<unsigned> async;
-    if (std::optional<AsyncInfo> info = getAsyncInfo(op)) {
-      if (info->group && program.getGroupSize(*info->group) < 1)
-        return op->emitOpError("runs on group '")
-               << stringifyGroup(*info->group)
-               << "', which the plan's mesh does not define";
+    if ((*info)->async) {
       async = asyncStates.size();
       AsyncState state{op, {}, nullptr, false};
-      for (Value event : info->after) {
+      for (Value event : (*info)->async->after) {
         auto it = asyncIndex.find(event.getDefiningOp());
         if (it == asyncIndex.end())
           return op->emitOpError("starts after an event no asynchronous op "
@@ -232,7 +221,35 @@ private:
       asyncIndex[op] = *async;
       asyncStates.push_back(std::move(state));
     }
-    return visitAccesses(op, *accesses, async);
+    return visitAccesses(op, (*info)->accesses, async);
+  }
+
+  /// What an op reads and writes and the events it follows and signals,
+  /// from the runtime's op table (SchedOpTable.h), and the checks of it
+  /// that do not depend on the run: once per op, however many runs of its
+  /// body the step has.
+  struct OpInfo {
+    SmallVector<BufferAccess, 4> accesses;
+    std::optional<AsyncInfo> async;
+  };
+  FailureOr<const OpInfo *> infoOf(Operation *op) {
+    auto it = opInfo.find(op);
+    if (it != opInfo.end())
+      return &it->second;
+    if (failed(checkBaseType(op)))
+      return failure();
+    std::optional<SmallVector<BufferAccess, 4>> accesses =
+        getBufferAccesses(op);
+    if (!accesses)
+      return op->emitOpError("is not a sched op the schedule verifier knows: "
+                             "it cannot tell what it reads and writes");
+    std::optional<AsyncInfo> async = getAsyncInfo(op);
+    if (async && async->group && program.getGroupSize(*async->group) < 1)
+      return op->emitOpError("runs on group '")
+             << stringifyGroup(*async->group)
+             << "', which the plan's mesh does not define";
+    return &opInfo.try_emplace(op, OpInfo{std::move(*accesses), async})
+                .first->second;
   }
 
   /// On a mesh with a tensor axis every unit is computed in the parts of its
@@ -324,10 +341,19 @@ private:
   }
 
   LogicalResult visitAlloc(AllocOp alloc) {
-    refs[alloc.getResult()] = {static_cast<unsigned>(roots.size()),
-                               {0, alloc.getType().getNumElements()},
-                               std::nullopt};
-    roots.push_back(Root{alloc, nullptr, {}, {}, {}});
+    // A body's allocation in a later run takes the root its run before
+    // freed, once nothing still accesses it: the step's roots are then as
+    // many as its distinct allocations, not one per run.
+    auto [it, added] = refs.try_emplace(alloc.getResult());
+    BufferRef &ref = it->second;
+    if (added || !roots[ref.root].freedBy ||
+        !liveInFlight(roots[ref.root]).empty()) {
+      ref.root = static_cast<unsigned>(roots.size());
+      roots.emplace_back();
+    }
+    ref.range = {0, alloc.getType().getNumElements()};
+    ref.shard = std::nullopt;
+    roots[ref.root] = Root{alloc, nullptr, {}, {}, {}};
     // Persistent buffers hold last step's state.
     if (alloc.getPersistent())
       roots.back().written.add({0, alloc.getType().getNumElements()});
@@ -568,6 +594,7 @@ private:
   using PartKey = std::tuple<void *, Operation *, int64_t>;
   llvm::MapVector<PartKey, PartRun> runs;
   llvm::DenseMap<Value, BufferRef> refs;
+  llvm::DenseMap<Operation *, OpInfo> opInfo;
   SmallVector<Root> roots;
   llvm::DenseMap<Operation *, unsigned> asyncIndex;
   SmallVector<AsyncState> asyncStates;
