@@ -169,15 +169,20 @@ private:
       part = static_cast<int64_t>(backward.getPart());
     }
     if (unitRef) {
+      // The same in every run of the op's body: computed once.
+      auto cached = computeBytes.find(&op);
+      if (cached != computeBytes.end())
+        return cached->second;
       auto unit = unitOf(op, unitRef);
       if (failed(unit))
         return failure();
       const plan::WorkspaceShape &shape = (*unit)->shape;
-      return isa<BackwardOp>(op)
-                 ? plan::backwardWorkspaceBytes((*unit)->kind, model, shape,
-                                                part)
-                 : plan::forwardWorkspaceBytes((*unit)->kind, model, shape,
-                                               part);
+      int64_t bytes =
+          isa<BackwardOp>(op)
+              ? plan::backwardWorkspaceBytes((*unit)->kind, model, shape, part)
+              : plan::forwardWorkspaceBytes((*unit)->kind, model, shape, part);
+      computeBytes[&op] = bytes;
+      return bytes;
     }
     if (auto scatter = dyn_cast<ReduceScatterOp>(op)) {
       // Into a staging tensor of the source's type unless the result can
@@ -362,7 +367,8 @@ private:
   int64_t handedTokens = 0;
   plan::WorkspaceShape shape;
   llvm::StringMap<UnitInfo> units;
-  Held<llvm::DenseMap<Value, int64_t>> inFlight; // by the op's event
+  llvm::DenseMap<Operation *, int64_t> computeBytes; // by compute op
+  Held<llvm::DenseMap<Value, int64_t>> inFlight;     // by the op's event
   // What a run hands to a later one through a slot event instance (family,
   // micro-batch).
   Held<std::map<std::pair<int64_t, int64_t>, int64_t>> slotInFlight;

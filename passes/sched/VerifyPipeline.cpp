@@ -434,9 +434,11 @@ struct SchedVerifyPipelinePass
             s.ops.push_back({&op, awaited, cursor.iteration()});
           continue;
         }
-        if (isBetweenStages(&op))
-          s.ops.push_back(
-              {&op, {getAsyncInfo(&op)->done, run}, cursor.iteration()});
+        // Only an asynchronous op (one that returns an event) is between
+        // stages; the op table is asked about those only.
+        if (op.getNumResults() == 1 &&
+            isa<EventType>(op.getResult(0).getType()) && isBetweenStages(&op))
+          s.ops.push_back({&op, {op.getResult(0), run}, cursor.iteration()});
       }
       byPlan[program.getPlan()].push_back(std::move(s));
     }

@@ -38,6 +38,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -61,35 +62,40 @@ struct ElementRange {
   }
 };
 
-/// The element ranges of a root buffer that hold data, disjoint and merged.
+/// The element ranges of a root buffer that hold data, disjoint, merged and
+/// in order (a buffer is mostly written whole, or in a few views).
 class WrittenRanges {
 public:
   void add(ElementRange range) {
     int64_t begin = range.begin, end = range.end;
-    auto it = ranges.upper_bound(begin);
-    if (it != ranges.begin() && std::prev(it)->second >= begin)
-      --it;
-    while (it != ranges.end() && it->first <= end) {
-      begin = std::min(begin, it->first);
-      end = std::max(end, it->second);
-      it = ranges.erase(it);
+    // The first range that ends at or after `begin`: it and those after it
+    // that start at or before `end` merge with the new one.
+    auto first = llvm::partition_point(
+        ranges, [&](const ElementRange &r) { return r.end < begin; });
+    auto last = first;
+    for (; last != ranges.end() && last->begin <= end; ++last) {
+      begin = std::min(begin, last->begin);
+      end = std::max(end, last->end);
     }
-    ranges.emplace(begin, end);
+    first = ranges.erase(first, last);
+    ranges.insert(first, ElementRange{begin, end});
   }
 
   /// The first element of `range` nothing wrote, if any.
   std::optional<int64_t> firstUnwritten(ElementRange range) const {
     int64_t pos = range.begin;
-    auto it = ranges.upper_bound(pos);
-    if (it != ranges.begin() && std::prev(it)->second > pos)
-      pos = std::prev(it)->second;
+    // The range that holds `pos`, if any, is the first that ends after it.
+    auto it = llvm::partition_point(
+        ranges, [&](const ElementRange &r) { return r.end <= pos; });
+    if (it != ranges.end() && it->begin <= pos)
+      pos = it->end;
     if (pos >= range.end)
       return std::nullopt;
     return pos;
   }
 
 private:
-  std::map<int64_t, int64_t> ranges; // begin -> end
+  SmallVector<ElementRange, 2> ranges;
 };
 
 /// What an asynchronous op, not yet known to be complete, does to a root.
@@ -145,97 +151,156 @@ public:
     for (Operation &op : program.getBody().front())
       if (isa<RepeatOp>(op))
         return sched::requireUnrolled(op, who);
-    for (StepCursor cursor(program); !cursor.done(); cursor.advance())
-      if (failed(visitInRun(&*cursor, cursor.iteration())))
+    // A body's ops are visited in order in each of its runs: their
+    // OpInfos, made in its first run, are found by position.
+    SmallVector<OpInfo *> *bodyInfos = nullptr;
+    size_t position = 0;
+    for (StepCursor cursor(program); !cursor.done(); cursor.advance()) {
+      Operation *op = &*cursor;
+      OpInfo *info;
+      if (isa<TaskOp>(op->getParentOp())) {
+        if (op == &op->getBlock()->front()) {
+          bodyInfos = &infosOfBody[op->getBlock()];
+          position = 0;
+        }
+        if (position == bodyInfos->size())
+          bodyInfos->push_back(&makeInfo(op));
+        info = (*bodyInfos)[position++];
+      } else {
+        info = &makeInfo(op); // visited once
+      }
+      if (failed(visitInRun(op, *info, cursor.iteration())))
         return failure();
+    }
     return checkEnd();
   }
 
 private:
+  struct OpInfo;
+
   /// `op` in the run `iteration` micro-batches on from the one its task is
   /// written for (0 outside a sched.tasks).
-  LogicalResult visitInRun(Operation *op, int64_t iteration) {
-    auto task = dyn_cast_or_null<TaskOp>(op->getParentOp());
-    int64_t mb =
-        task ? static_cast<int64_t>(task.getMicroBatch()) + iteration : 0;
+  LogicalResult visitInRun(Operation *op, OpInfo &info, int64_t iteration) {
+    int64_t mb = info.bodyMicroBatch + iteration;
     if (auto slot = dyn_cast<SlotOp>(op)) {
       auto shift = static_cast<int64_t>(slot.getShift());
       int64_t at =
           plan::rt::slotIndex(mb, shift, static_cast<int64_t>(slot.getSlots()));
       slots.place(slot.getResult(), getRootAlloc(slot.getSource()), at,
                   mb + shift);
-      return visitView(slot.getResult(), slot.getSource(),
-                       at * slot.getType().getNumElements(), std::nullopt);
+      return visitView(op, info, at * slot.getType().getNumElements(),
+                       std::nullopt);
     }
     if (auto named = dyn_cast<SlotEventOp>(op)) {
       FailureOr<unsigned> async = signalled.lookup(named, iteration);
       if (failed(async))
         return failure();
-      asyncIndex[op] = *async;
+      info.asyncIndex = *async;
       return success();
     }
     if (auto signal = dyn_cast<SlotSignalOp>(op)) {
       // The op verifier has the event an asynchronous op's of the same body,
       // visited before; a pass that built it otherwise gets this error.
-      Operation *producer = signal.getEvent().getDefiningOp();
-      auto async = producer ? asyncIndex.find(producer) : asyncIndex.end();
-      if (async == asyncIndex.end())
+      const OpInfo *producer = info.eventProducers[0];
+      if (!producer || !producer->asyncIndex)
         return op->emitOpError("signals an event no asynchronous op of its "
                                "task returns");
-      return signalled.signal(signal, iteration, async->second);
+      return signalled.signal(signal, iteration, *producer->asyncIndex);
     }
     // A slot holds one micro-batch at a time: a run that uses it for one
     // after another micro-batch took it found fewer slots than the
     // micro-batches in flight.
-    if (failed(visit(op)))
+    if (failed(visit(op, info)))
       return failure();
-    return slots.visit(op, op, mb);
+    return info.usesSlots ? slots.visit(op, op, mb) : success();
   }
 
-  LogicalResult visit(Operation *op) {
+  LogicalResult visit(Operation *op, OpInfo &info) {
     if (auto alloc = dyn_cast<AllocOp>(op))
-      return visitAlloc(alloc);
+      return visitAlloc(alloc, info.result);
     if (auto view = dyn_cast<ViewOp>(op))
-      return visitView(view.getResult(), view.getSource(), view.getOffset(),
-                       std::nullopt);
+      return visitView(op, info, view.getOffset(), std::nullopt);
     if (auto view = dyn_cast<ShardViewOp>(op))
-      return visitView(view.getResult(), view.getSource(), 0, view.getGroup());
+      return visitView(op, info, 0, view.getGroup());
     if (auto free = dyn_cast<FreeOp>(op))
-      return visitFree(free);
+      return visitFree(free, info.operands[0]);
     if (auto wait = dyn_cast<WaitOp>(op))
-      return visitWait(wait);
-    FailureOr<const OpInfo *> info = infoOf(op);
-    if (failed(info) || failed(checkParts(op)))
+      return visitWait(wait, info);
+    if (failed(tableInfo(op, info)) || failed(checkParts(op)))
       return failure();
     std::optional<unsigned> async;
-    if ((*info)->async) {
+    if (info.async) {
       async = asyncStates.size();
       AsyncState state{op, {}, nullptr, false};
-      for (Value event : (*info)->async->after) {
-        auto it = asyncIndex.find(event.getDefiningOp());
-        if (it == asyncIndex.end())
+      // Its event operands are its `after` list.
+      for (const OpInfo *producer : info.eventProducers) {
+        if (!producer || !producer->asyncIndex)
           return op->emitOpError("starts after an event no asynchronous op "
                                  "of this program returns");
-        state.after.push_back(it->second);
+        state.after.push_back(*producer->asyncIndex);
       }
-      asyncIndex[op] = *async;
+      info.asyncIndex = *async;
       asyncStates.push_back(std::move(state));
     }
-    return visitAccesses(op, (*info)->accesses, async);
+    return visitAccesses(op, info, async);
   }
 
-  /// What an op reads and writes and the events it follows and signals,
-  /// from the runtime's op table (SchedOpTable.h), and the checks of it
-  /// that do not depend on the run: once per op, however many runs of its
+  /// What does not depend on the run: once per op, however many runs of its
   /// body the step has.
   struct OpInfo {
+    /// The micro-batch its sched.task is written for (0 outside one).
+    int64_t bodyMicroBatch = 0;
+    /// Whether an operand is a sched.slot's result or a view of one: what
+    /// plan::RunSlots has to see.
+    bool usesSlots = false;
+    /// The ids (idFor) of its operands and of its buffer result, if any.
+    SmallVector<unsigned, 4> operands;
+    unsigned result = 0;
+    /// The infos of the ops that define its event operands (a wait's, a
+    /// slot signal's, an asynchronous op's `after`), null where no op
+    /// visited before it does.
+    SmallVector<OpInfo *, 1> eventProducers;
+    /// For an asynchronous op, the index (asyncStates) of its state in the
+    /// latest run that issued it; for a sched.slot_event, the state of the
+    /// op its instance stands for.
+    std::optional<unsigned> asyncIndex;
+    /// Set by tableInfo: what it reads and writes and the events it follows
+    /// and signals, from the runtime's op table (SchedOpTable.h).
+    bool inTable = false;
     SmallVector<BufferAccess, 4> accesses;
     std::optional<AsyncInfo> async;
   };
-  FailureOr<const OpInfo *> infoOf(Operation *op) {
-    auto it = opInfo.find(op);
-    if (it != opInfo.end())
-      return &it->second;
+  OpInfo &makeInfo(Operation *op) {
+    OpInfo &info = infoStore.emplace_back();
+    infoOfOp[op] = &info;
+    for (Value operand : op->getOperands())
+      if (isa<EventType>(operand.getType())) {
+        Operation *def = operand.getDefiningOp();
+        info.eventProducers.push_back(def ? infoOfOp.lookup(def) : nullptr);
+      }
+    if (auto task = dyn_cast<TaskOp>(op->getParentOp()))
+      info.bodyMicroBatch = static_cast<int64_t>(task.getMicroBatch());
+    for (Value operand : op->getOperands())
+      info.operands.push_back(idFor(operand));
+    if (op->getNumResults() == 1 && isa<MemRefType>(op->getResultTypes()[0]))
+      info.result = idFor(op->getResult(0));
+    info.usesSlots = llvm::any_of(op->getOperands(), [](Value operand) {
+      while (Operation *def = operand.getDefiningOp()) {
+        if (isa<SlotOp>(def))
+          return true;
+        if (!isa<ViewOp, ShardViewOp>(def))
+          return false;
+        operand = def->getOperand(0);
+      }
+      return false;
+    });
+    return info;
+  }
+  /// Fills `info`'s op table part, and checks what does not depend on the
+  /// run, the first time.
+  LogicalResult tableInfo(Operation *op, OpInfo &info) {
+    if (info.inTable)
+      return success();
     if (failed(checkBaseType(op)))
       return failure();
     std::optional<SmallVector<BufferAccess, 4>> accesses =
@@ -248,8 +313,10 @@ private:
       return op->emitOpError("runs on group '")
              << stringifyGroup(*async->group)
              << "', which the plan's mesh does not define";
-    return &opInfo.try_emplace(op, OpInfo{std::move(*accesses), async})
-                .first->second;
+    info.accesses = std::move(*accesses);
+    info.async = async;
+    info.inTable = true;
+    return success();
   }
 
   /// On a mesh with a tensor axis every unit is computed in the parts of its
@@ -284,15 +351,20 @@ private:
     } else {
       return success();
     }
-    auto unitOp = dyn_cast_or_null<plan::UnitOp>(
-        symbolTables.lookupNearestSymbolFrom(program->getParentOp(), unit));
-    std::optional<plan::rt::tp::UnitRole> role =
-        unitOp ? getTensorParallelRole(unitOp.getKind(),
-                                       program.getModel().getFamily())
-               : std::nullopt;
-    if (!role)
+    // A unit's parts, looked up once per unit.
+    auto [known, added] = partsOf.try_emplace(unit);
+    if (added) {
+      auto unitOp = dyn_cast_or_null<plan::UnitOp>(
+          symbolTables.lookupNearestSymbolFrom(program->getParentOp(), unit));
+      std::optional<plan::rt::tp::UnitRole> role =
+          unitOp ? getTensorParallelRole(unitOp.getKind(),
+                                         program.getModel().getFamily())
+                 : std::nullopt;
+      known->second = {unitOp, role ? plan::rt::tp::partCount(*role) : 0};
+    }
+    auto [unitOp, parts] = known->second;
+    if (parts == 0)
       return success(); // the op's verifier reports it
-    int64_t parts = plan::rt::tp::partCount(*role);
     if (part == 0 && whole)
       return op->emitOpError("computes unit '")
              << unitOp.getSymName()
@@ -340,30 +412,33 @@ private:
     return success();
   }
 
-  LogicalResult visitAlloc(AllocOp alloc) {
+  /// `alloc`, whose result has id `id`.
+  LogicalResult visitAlloc(AllocOp alloc, unsigned id) {
     // A body's allocation in a later run takes the root its run before
     // freed, once nothing still accesses it: the step's roots are then as
     // many as its distinct allocations, not one per run.
-    auto [it, added] = refs.try_emplace(alloc.getResult());
-    BufferRef &ref = it->second;
-    if (added || !roots[ref.root].freedBy ||
-        !liveInFlight(roots[ref.root]).empty()) {
-      ref.root = static_cast<unsigned>(roots.size());
+    std::optional<BufferRef> &ref = refs[id];
+    if (!ref || !roots[ref->root].freedBy ||
+        !liveInFlight(roots[ref->root]).empty()) {
+      ref = BufferRef{static_cast<unsigned>(roots.size()), {}, std::nullopt};
       roots.emplace_back();
     }
-    ref.range = {0, alloc.getType().getNumElements()};
-    ref.shard = std::nullopt;
-    roots[ref.root] = Root{alloc, nullptr, {}, {}, {}};
+    ref->range = {0, alloc.getType().getNumElements()};
+    ref->shard = std::nullopt;
+    Root &root = roots[ref->root];
+    root = Root{alloc, nullptr, {}, {}, {}};
     // Persistent buffers hold last step's state.
     if (alloc.getPersistent())
-      roots.back().written.add({0, alloc.getType().getNumElements()});
+      root.written.add({0, alloc.getType().getNumElements()});
     return success();
   }
 
-  /// A view at `offset`, or, with `shard`, this rank's shard of the source.
-  LogicalResult visitView(Value result, Value source, int64_t offset,
+  /// The view `op` (a sched.view, sched.shard_view or sched.slot, its source
+  /// its first operand) at `offset`, or, with `shard`, this rank's shard of
+  /// the source.
+  LogicalResult visitView(Operation *op, const OpInfo &info, int64_t offset,
                           std::optional<Group> shard) {
-    FailureOr<BufferRef> ref = resolveLive(result.getDefiningOp(), source);
+    FailureOr<BufferRef> ref = resolveLive(op, info.operands[0]);
     if (failed(ref))
       return failure();
     BufferRef view = *ref;
@@ -371,15 +446,17 @@ private:
       view.shard = shard;
     } else {
       view.range.begin += offset;
-      view.range.end = view.range.begin +
-                       cast<MemRefType>(result.getType()).getNumElements();
+      view.range.end =
+          view.range.begin +
+          cast<MemRefType>(op->getResultTypes()[0]).getNumElements();
     }
-    refs[result] = view;
+    refs[info.result] = view;
     return success();
   }
 
-  LogicalResult visitFree(FreeOp free) {
-    FailureOr<BufferRef> ref = resolve(free, free.getBuffer());
+  /// `free`, whose buffer has id `id`.
+  LogicalResult visitFree(FreeOp free, unsigned id) {
+    FailureOr<BufferRef> ref = resolve(free, id);
     if (failed(ref))
       return failure();
     Root &root = roots[ref->root];
@@ -405,13 +482,13 @@ private:
     return success();
   }
 
-  LogicalResult visitWait(WaitOp wait) {
-    Operation *producer = wait.getEvent().getDefiningOp();
-    auto it = producer ? asyncIndex.find(producer) : asyncIndex.end();
-    if (it == asyncIndex.end())
+  LogicalResult visitWait(WaitOp wait, const OpInfo &info) {
+    const OpInfo *producer = info.eventProducers[0];
+    if (!producer || !producer->asyncIndex)
       return wait.emitOpError(
           "waits for an event no asynchronous op of this program returns");
-    AsyncState &state = asyncStates[it->second];
+    unsigned index = *producer->asyncIndex;
+    AsyncState &state = asyncStates[index];
     if (state.waitedBy) {
       InFlightDiagnostic diag = wait.emitOpError("waits twice for ")
                                 << describe(state.op);
@@ -419,7 +496,7 @@ private:
       return diag;
     }
     state.waitedBy = wait;
-    complete(it->second);
+    complete(index);
     return success();
   }
 
@@ -460,11 +537,13 @@ private:
     return root.inFlight;
   }
 
-  LogicalResult visitAccesses(Operation *op, ArrayRef<BufferAccess> accesses,
+  LogicalResult visitAccesses(Operation *op, const OpInfo &info,
                               std::optional<unsigned> async) {
+    ArrayRef<BufferAccess> accesses = info.accesses;
     SmallVector<BufferRef, 4> refsOfOp;
     for (const BufferAccess &access : accesses) {
-      FailureOr<BufferRef> ref = resolveLive(op, access.buffer());
+      FailureOr<BufferRef> ref =
+          resolveLive(op, info.operands[access.operand->getOperandNumber()]);
       if (failed(ref))
         return failure();
       refsOfOp.push_back(*ref);
@@ -521,19 +600,18 @@ private:
            });
   }
 
-  /// The root range of a buffer operand.
-  FailureOr<BufferRef> resolve(Operation *user, Value buffer) {
-    auto it = refs.find(buffer);
-    if (it == refs.end())
+  /// The root range of the buffer operand of id `id`.
+  FailureOr<BufferRef> resolve(Operation *user, unsigned id) {
+    if (!refs[id])
       return user->emitOpError(
           "uses a buffer that is not a sched.alloc of this program, nor a "
           "view of one");
-    return it->second;
+    return *refs[id];
   }
 
   /// As resolve, and the root must not be freed.
-  FailureOr<BufferRef> resolveLive(Operation *user, Value buffer) {
-    FailureOr<BufferRef> ref = resolve(user, buffer);
+  FailureOr<BufferRef> resolveLive(Operation *user, unsigned id) {
+    FailureOr<BufferRef> ref = resolve(user, id);
     if (failed(ref))
       return failure();
     Root &root = roots[ref->root];
@@ -553,11 +631,11 @@ private:
     std::string text = async->getName().getStringRef().str();
     bool first = true;
     for (Value operand : async->getOperands()) {
-      auto it = refs.find(operand);
-      if (it == refs.end())
+      auto it = idOf.find(operand);
+      if (it == idOf.end() || !refs[it->second])
         continue;
       text += first ? " of '" : " into '";
-      text += roots[it->second.root].alloc.getName().str() + "'";
+      text += roots[refs[it->second]->root].alloc.getName().str() + "'";
       first = false;
     }
     return text;
@@ -593,10 +671,22 @@ private:
   };
   using PartKey = std::tuple<void *, Operation *, int64_t>;
   llvm::MapVector<PartKey, PartRun> runs;
-  llvm::DenseMap<Value, BufferRef> refs;
-  llvm::DenseMap<Operation *, OpInfo> opInfo;
+  // Each unit a compute op names, and its parts (0: none, or no unit).
+  llvm::DenseMap<Attribute, std::pair<plan::UnitOp, int64_t>> partsOf;
+  /// Each value a visited op names gets an id, taken once per op (makeInfo),
+  /// and a buffer its root range: the runs index a vector, not a hash map.
+  unsigned idFor(Value value) {
+    auto [it, added] = idOf.try_emplace(value, refs.size());
+    if (added)
+      refs.emplace_back();
+    return it->second;
+  }
+  llvm::DenseMap<Value, unsigned> idOf;
+  SmallVector<std::optional<BufferRef>> refs;
+  std::deque<OpInfo> infoStore; // each op's, in the order first visited
+  llvm::DenseMap<Block *, SmallVector<OpInfo *>> infosOfBody;
   SmallVector<Root> roots;
-  llvm::DenseMap<Operation *, unsigned> asyncIndex;
+  llvm::DenseMap<Operation *, OpInfo *> infoOfOp; // for makeInfo
   SmallVector<AsyncState> asyncStates;
   // A sched.tasks: the async op each slot event instance (family,
   // micro-batch) stands for, and the slots of the run's values.
