@@ -400,6 +400,9 @@ struct SchedVerifyPipelinePass
       Stage s{static_cast<int64_t>(*stage), {}, 0};
       // The event each slot event instance (family, micro-batch) stands for.
       SlotEventInstances<EventKey> signalled;
+      // Whether each async op a wait names is between stages, asked of the
+      // op table once per op, not once per run.
+      llvm::DenseMap<Operation *, bool> betweenStages;
       int64_t runs = 0, run = -1;
       for (StepCursor cursor(program); !cursor.done(); cursor.advance()) {
         Operation &op = *cursor;
@@ -430,7 +433,11 @@ struct SchedVerifyPipelinePass
               return failure();
             awaited = *signalledEvent;
           }
-          if (isBetweenStages(awaited.first.getDefiningOp()))
+          Operation *producer = awaited.first.getDefiningOp();
+          auto [known, added] = betweenStages.try_emplace(producer, false);
+          if (added)
+            known->second = isBetweenStages(producer);
+          if (known->second)
             s.ops.push_back({&op, awaited, cursor.iteration()});
           continue;
         }
