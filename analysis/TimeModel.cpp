@@ -187,6 +187,8 @@ public:
   /// from `start` to `end`: its event fires at `end`.
   void transferred(Operation *op, int64_t iteration, double start, double end,
                    std::string name);
+
+private:
   /// An event as the run being played has it: a value of a loop body is
   /// each run's own, told apart by the run's shift (StepCursor::iteration).
   using EventKey = std::pair<Value, int64_t>;
@@ -195,8 +197,6 @@ public:
     bool inLoop = def && !isa<sched::ProgramOp>(def->getParentOp());
     return {event, inLoop && next ? next->iteration() : 0};
   }
-
-private:
   double secondsOfTraffic(const Traffic &traffic) const {
     double bandwidth = traffic.onHost ? hostBandwidth : deviceBandwidth;
     double seconds = bandwidth > 0 ? traffic.local / bandwidth : 0;
