@@ -5,8 +5,9 @@
 // before the span that reads it; this pass moves the gather (with the
 // allocation of its destination and the host-to-device copy that stages its
 // input) up into the previous group's compute, so communication overlaps
-// compute. Waits stay where they are. docs/sched.md ("sched-prefetch") is
-// the contract.
+// compute. Waits stay where they are. On a pipeline stage's sched.tasks a
+// task's first gathers may move into the task before it (TaskPrefetch,
+// below). docs/sched.md ("sched-prefetch") is the contract.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,8 +17,8 @@
 
 #include "mlir/IR/IRMapping.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallPtrSet.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 #include <map>
 

@@ -55,13 +55,11 @@ namespace {
 /// sched.tasks body that op ran in (-1 outside a sched.tasks).
 using EventKey = std::pair<Value, int64_t>;
 
-/// An op of a stage's step: the op, the event it issues or, for a
-/// sched.wait, waits for, and what its run adds to the micro-batch its body
-/// is written for.
+/// An op of a stage's step: the op, and the event it issues or, for a
+/// sched.wait, waits for.
 struct Step {
   Operation *op;
   EventKey event;
-  int64_t iteration = 0;
 };
 
 /// One stage's program as the play walks it: the ops that involve another
@@ -75,6 +73,11 @@ struct Stage {
   /// Each run's micro-batch shift from its body's (StepCursor::iteration()),
   /// by the run index events are keyed by.
   SmallVector<int64_t> runIterations;
+  /// What the run of `event` adds to the micro-batch its body is written
+  /// for (0 outside a sched.tasks).
+  int64_t iterationOf(EventKey event) const {
+    return event.second >= 0 ? runIterations[event.second] : 0;
+  }
 };
 
 /// A send or a receive on a channel, in the order its stage issued it.
@@ -153,8 +156,7 @@ private:
 std::string PipelinePlay::describe(const Stage &stage, EventKey event) {
   Operation *op = event.first.getDefiningOp();
   // A body's send or receive is for the micro-batch of its run.
-  int64_t iteration =
-      event.second >= 0 ? stage.runIterations[event.second] : int64_t{0};
+  int64_t iteration = stage.iterationOf(event);
   std::string text;
   llvm::raw_string_ostream os(text);
   if (auto send = dyn_cast<SendOp>(op))
@@ -181,19 +183,19 @@ bool PipelinePlay::advance(Stage &stage) {
         return moved;
     } else if (auto send = dyn_cast<SendOp>(op)) {
       channel(stage.rank, send.getPeer())
-          .sends.push_back(
-              {op, step.event, send.getUnit(),
-               static_cast<int64_t>(send.getMicroBatch()) + step.iteration,
-               cast<MemRefType>(send.getBuffer().getType())});
+          .sends.push_back({op, step.event, send.getUnit(),
+                            static_cast<int64_t>(send.getMicroBatch()) +
+                                stage.iterationOf(step.event),
+                            cast<MemRefType>(send.getBuffer().getType())});
     } else if (auto recv = dyn_cast<RecvOp>(op)) {
       // A receive from `prev` reads the channel of the stage before
       // towards `next`, and the other way round.
       Peer towards = recv.getPeer() == Peer::Prev ? Peer::Next : Peer::Prev;
       channel(neighbour(stage.rank, recv.getPeer()), towards)
-          .recvs.push_back(
-              {op, step.event, recv.getUnit(),
-               static_cast<int64_t>(recv.getMicroBatch()) + step.iteration,
-               cast<MemRefType>(recv.getBuffer().getType())});
+          .recvs.push_back({op, step.event, recv.getUnit(),
+                            static_cast<int64_t>(recv.getMicroBatch()) +
+                                stage.iterationOf(step.event),
+                            cast<MemRefType>(recv.getBuffer().getType())});
     } else if (isPipelineCollective(op)) {
       Group group = *getAsyncInfo(op)->group;
       StageCollectives &on = collectivesOn(group);
@@ -394,9 +396,8 @@ struct SchedVerifyPipelinePass
       std::optional<uint64_t> stage = program.getStage();
       if (!stage)
         continue;
-      for (Operation &op : program.getBody().front())
-        if (isa<RepeatOp>(op))
-          return sched::requireUnrolled(op, getArgument());
+      if (failed(plan::requireNoRepeat(program, getArgument())))
+        return failure();
       Stage s{static_cast<int64_t>(*stage), {}, 0};
       // The event each slot event instance (family, micro-batch) stands for.
       SlotEventInstances<EventKey> signalled;
@@ -438,14 +439,14 @@ struct SchedVerifyPipelinePass
           if (added)
             known->second = isBetweenStages(producer);
           if (known->second)
-            s.ops.push_back({&op, awaited, cursor.iteration()});
+            s.ops.push_back({&op, awaited});
           continue;
         }
         // Only an asynchronous op (one that returns an event) is between
         // stages; the op table is asked about those only.
         if (op.getNumResults() == 1 &&
             isa<EventType>(op.getResult(0).getType()) && isBetweenStages(&op))
-          s.ops.push_back({&op, {op.getResult(0), run}, cursor.iteration()});
+          s.ops.push_back({&op, {op.getResult(0), run}});
       }
       byPlan[program.getPlan()].push_back(std::move(s));
     }

@@ -16,11 +16,13 @@
 // on its event, or on the event of an op that lists it (directly or through
 // others) in `after`, since that op started only once it had finished.
 //
-// The walk is linear in the step: each op's operands are resolved through
-// a map from buffer values to root ranges, written ranges are a sorted
-// interval map per root, and completed asynchronous ops leave the in-flight
-// lists as they are next scanned. A pipeline stage's sched.tasks is walked
-// entry by entry of its table (sched::StepCursor), each run's ops mapped
+// The walk is linear in the step: what does not change from run to run (an
+// op's op table entry, the ids of the values it names, the ops whose events
+// it names) is taken once per op and found by the op's position in its body,
+// a value's root range is a vector indexed by its id, written ranges are a
+// small sorted vector per root, and completed asynchronous ops leave the
+// in-flight lists as they are next scanned. A pipeline stage's sched.tasks is
+// walked entry by entry of its table (sched::StepCursor), each run's ops mapped
 // afresh as they are visited: a sched.slot is the view of the slot its
 // micro-batch takes, a sched.slot_event the event the run that signalled
 // that instance issued.
@@ -39,7 +41,6 @@
 #include "llvm/ADT/MapVector.h"
 
 #include <deque>
-#include <map>
 #include <optional>
 #include <tuple>
 
@@ -148,9 +149,8 @@ public:
   /// Checks the step's ops in the order it runs them. A sched.repeat is
   /// `who`'s error (sched::requireUnrolled).
   LogicalResult check(StringRef who) {
-    for (Operation &op : program.getBody().front())
-      if (isa<RepeatOp>(op))
-        return sched::requireUnrolled(op, who);
+    if (failed(plan::requireNoRepeat(program, who)))
+      return failure();
     // A body's ops are visited in order in each of its runs: their
     // OpInfos, made in its first run, are found by position.
     SmallVector<OpInfo *> *bodyInfos = nullptr;
