@@ -44,6 +44,17 @@ mlir::LogicalResult writeOutProgram(sched::ProgramOp program);
 /// for is unchanged.
 void splitTaskBodies(sched::TasksOp tasks, llvm::ArrayRef<int64_t> keys);
 
+/// The suffix of a slot buffer (role of the buffer it stands for) that holds
+/// a gradient whose reduction a later task completes
+/// (sched-insert-collectives, sched-insert-casts).
+inline constexpr llvm::StringLiteral reducingSuffix = ".reducing";
+
+/// `alloc`'s name as the loop written out names what it holds: a
+/// reducingSuffix slot buffer's without the suffix (its runs' copies are
+/// the flat program's buffers), any other's as it is. Buffers made in a body
+/// from one are named from this.
+llvm::StringRef writtenOutName(sched::AllocOp alloc);
+
 /// Fails, with sched::requireUnrolled's error at it, when `program` has a
 /// sched.repeat (sched-roll-micro-batches' output, which the rewriting passes
 /// before it do not take); a pass that rewrites a sched.tasks body by body

@@ -154,8 +154,8 @@ private:
     sched::AllocOp root = sched::getRootAlloc(like);
     StringRef rootName = root ? root.getName() : StringRef("buffer");
     std::string name = (rootName + suffix).str();
-    if (!rootName.ends_with(".reducing"))
-      name += ".reducing";
+    if (!rootName.ends_with(plan::reducingSuffix))
+      name += plan::reducingSuffix;
     MemRefType type = withElementType(like, reduce);
     sched::AllocOp &source = slotBuffers[name];
     if (!source)
@@ -286,8 +286,7 @@ private:
   /// named as the gradient it holds.
   std::string nameOf(Value buffer, StringRef suffix) {
     sched::AllocOp root = sched::getRootAlloc(buffer);
-    StringRef name = root ? root.getName() : StringRef("buffer");
-    name.consume_back(".reducing");
+    StringRef name = root ? plan::writtenOutName(root) : StringRef("buffer");
     return (name + suffix).str();
   }
 

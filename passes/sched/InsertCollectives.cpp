@@ -1217,7 +1217,8 @@ static std::string withoutMicroBatch(StringRef name) {
 
 sched::AllocOp ProgramDistribution::moveToSlot(Value buffer) {
   auto alloc = buffer.getDefiningOp<sched::AllocOp>();
-  std::string name = withoutMicroBatch(alloc.getName()) + ".reducing";
+  std::string name =
+      withoutMicroBatch(alloc.getName()) + plan::reducingSuffix.str();
   sched::AllocOp &shared = slotBuffers[name];
   if (!shared)
     shared =

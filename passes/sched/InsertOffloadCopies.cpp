@@ -61,24 +61,33 @@ struct BufferUse {
 };
 
 /// How `op` accesses each of its buffer operands, from the runtime's op
-/// table (sched::getBufferAccesses); failure for an op outside it. Ops that
-/// move or name memory rather than compute on it (views, copies, frees)
-/// have no uses to stage.
-FailureOr<SmallVector<BufferUse>> bufferUses(Operation *op) {
+/// table (sched::getBufferAccesses); nullopt for an op outside it. Ops that
+/// move or name memory rather than compute on it (views, slots, copies,
+/// frees) or name a task's slot events have no uses to stage.
+std::optional<SmallVector<BufferUse>> tableUses(Operation *op) {
   SmallVector<BufferUse> uses;
-  if (isa<sched::ViewOp, sched::ShardViewOp, sched::CopyOp, sched::FreeOp>(op))
+  if (isa<sched::ViewOp, sched::ShardViewOp, sched::SlotOp, sched::CopyOp,
+          sched::FreeOp, sched::SlotEventOp, sched::SlotSignalOp>(op))
     return uses;
   std::optional<SmallVector<sched::BufferAccess, 4>> accesses =
       sched::getBufferAccesses(op);
   if (!accesses)
-    return op->emitOpError("sched-insert-offload-copies does not know how "
-                           "this op accesses its buffers");
+    return std::nullopt;
   for (const sched::BufferAccess &access : *accesses)
     uses.push_back({access.operand->getOperandNumber(),
                     access.reads && access.writes ? Access::ReadWrite
                     : access.writes               ? Access::Write
                                                   : Access::Read});
   return uses;
+}
+
+/// tableUses, or an error for an op outside the table.
+FailureOr<SmallVector<BufferUse>> bufferUses(Operation *op) {
+  std::optional<SmallVector<BufferUse>> uses = tableUses(op);
+  if (!uses)
+    return op->emitOpError("sched-insert-offload-copies does not know how "
+                           "this op accesses its buffers");
+  return *uses;
 }
 
 /// Where an op runs. Compute and collectives run on the device; the step
@@ -137,21 +146,25 @@ public:
 
   LogicalResult run() {
     // A pipeline stage's sched.tasks (docs/sched.md, "The micro-batch
-    // loop"): with nothing offloaded it stays as it is; staging copies on
-    // tasks are not built yet, so with offloading it is written out first.
-    if (llvm::any_of(body(),
-                     [](Operation &op) { return isa<sched::TasksOp>(op); })) {
-      if (!offloads())
-        return success();
+    // loop") is staged body by body where every staging copy stays within
+    // its body; where one cannot (a collective on an offloaded buffer that
+    // a later task completes), the loop is written out first.
+    if (failed(plan::requireNoRepeat(program, "sched-insert-offload-copies")))
+      return failure();
+    if (!offloads())
+      return success();
+    auto loops = llvm::to_vector(body().getOps<sched::TasksOp>());
+    placeBuffers();
+    if (llvm::any_of(loops, [&](sched::TasksOp tasks) {
+          return !stagesInPlace(tasks);
+        })) {
       if (failed(plan::writeOutProgram(program)))
         return failure();
     }
-    if (failed(sched::requireUnrolled(program, "sched-insert-offload-copies")))
-      return failure();
-    placeBuffers();
     for (Operation *op :
          llvm::to_vector(llvm::make_pointer_range(program.getBody().front())))
-      if (failed(stage(op)))
+      if (failed(isa<sched::TasksOp>(op) ? stageTasks(cast<sched::TasksOp>(op))
+                                         : stage(op)))
         return failure();
     return success();
   }
@@ -202,14 +215,17 @@ private:
     }
   }
 
-  /// "<buffer>.staging"; a staging buffer's own staging keeps its name.
+  /// "<buffer>.staging"; a staging buffer's own staging keeps its name. A
+  /// slot buffer's is named as the loop written out names its runs' buffers
+  /// (plan::writtenOutName).
   std::string stagingName(Value buffer) {
     sched::AllocOp root = sched::getRootAlloc(buffer);
     if (!root)
       return "staging";
+    StringRef name = plan::writtenOutName(root);
     if (root.getRole() == sched::BufferRole::Staging)
-      return root.getName().str();
-    return (root.getName() + ".staging").str();
+      return name.str();
+    return (name + ".staging").str();
   }
 
   sched::AllocOp allocStaging(Value like, sched::MemorySpace space) {
@@ -230,7 +246,8 @@ private:
 
   /// A device-to-host (or host-to-device) copy into `dst` is waited for,
   /// and its staging source freed, only before the next op that touches
-  /// `dst`'s buffer, or at the end of the program.
+  /// `dst`'s buffer, or at the end of the program (of the task body, which
+  /// waits for what it issues).
   void waitBeforeNextUse(Operation *copyOp, Value dst, Value staging) {
     sched::AllocOp root = sched::getRootAlloc(dst);
     Operation *next = copyOp->getNextNode();
@@ -241,9 +258,68 @@ private:
     if (next)
       builder.setInsertionPoint(next);
     else
-      builder.setInsertionPointToEnd(&body());
+      builder.setInsertionPointToEnd(copyOp->getBlock());
     sched::WaitOp::create(builder, copyOp->getLoc(), copyOp->getResult(0));
     sched::FreeOp::create(builder, copyOp->getLoc(), staging);
+  }
+
+  /// Whether `op` uses a buffer in the memory space it does not run in.
+  bool needsStaging(Operation *op) {
+    std::optional<SmallVector<BufferUse>> uses = tableUses(op);
+    if (!uses)
+      return false; // stage() reports it
+    sched::MemorySpace place = placeOf(op, stepSpace);
+    return llvm::any_of(*uses, [&](BufferUse use) {
+      return spaceOf(op->getOperand(use.operandIndex)) != place;
+    });
+  }
+
+  /// Whether an asynchronous op's event is waited once, in its own block,
+  /// and not given to a later task as a slot event (sched::findWait, which
+  /// the staging of a collective relies on, finds its wait there).
+  static bool waitedInBlock(Operation *async) {
+    std::optional<sched::AsyncInfo> info = sched::getAsyncInfo(async);
+    if (!info)
+      return false;
+    int64_t waits = 0;
+    for (Operation *user : info->done.getUsers()) {
+      if (isa<sched::SlotSignalOp>(user))
+        return false;
+      if (isa<sched::WaitOp>(user) && user->getBlock() == async->getBlock())
+        ++waits;
+    }
+    return waits == 1;
+  }
+
+  /// Whether every staging copy of `tasks`' bodies stays within its body:
+  /// a collective that touches the other memory space, and the producers of
+  /// the events it follows, are waited in the body that issues them.
+  bool stagesInPlace(sched::TasksOp tasks) {
+    for (sched::TaskOp task : tasks.getTasks())
+      for (Operation &op : task.getBody().front()) {
+        if (!isCollective(&op) || !needsStaging(&op))
+          continue;
+        if (!waitedInBlock(&op))
+          return false;
+        OperandRange after = sched::getAsyncInfo(&op)->after;
+        for (Value event : after) {
+          Operation *producer = event.getDefiningOp();
+          if (!producer || producer->getBlock() != op.getBlock() ||
+              !waitedInBlock(producer))
+            return false;
+        }
+      }
+    return true;
+  }
+
+  /// Stages each op of each body of `tasks`, within the body.
+  LogicalResult stageTasks(sched::TasksOp tasks) {
+    for (sched::TaskOp task : tasks.getTasks())
+      for (Operation *op :
+           llvm::to_vector(llvm::make_pointer_range(task.getBody().front())))
+        if (failed(stage(op)))
+          return failure();
+    return success();
   }
 
   LogicalResult stage(Operation *op) {

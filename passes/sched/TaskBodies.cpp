@@ -54,6 +54,12 @@ sched::AllocOp plan::allocSlotBuffer(sched::TasksOp tasks, MemRefType slotType,
   return buffer;
 }
 
+StringRef plan::writtenOutName(sched::AllocOp alloc) {
+  StringRef name = alloc.getName();
+  name.consume_back(reducingSuffix);
+  return name;
+}
+
 LogicalResult plan::requireNoRepeat(sched::ProgramOp program, StringRef who) {
   for (Operation &op : program.getBody().front())
     if (isa<sched::RepeatOp>(op))

@@ -1668,6 +1668,24 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
       {{"parallel.pipeline=2", "model.lora.rank=4", "model.lora.alpha=8",
         "model.base=nf4", "parallel.backward_prefetch=pre",
         "parallel.forward_prefetch=true"}},
+      // Offloading, staged within each body: the optimizer state with the
+      // step on the host, and the parameters too (their gathers' staging
+      // copies), in fp32 and interleaved in bf16. fp32 gradients
+      // reduce-scattered into host shards, which the next forward
+      // completes, write the loop out.
+      {{"parallel.pipeline=2", "parallel.offload.optimizer=cpu",
+        "parallel.optimizer_step=cpu"}},
+      {{"parallel.pipeline=2", "parallel.offload.params=cpu",
+        "parallel.offload.optimizer=cpu"}},
+      {{"parallel.pipeline=2", "parallel.schedule=interleaved(2)",
+        "train.precision=bf16_mixed", "parallel.offload.params=cpu",
+        "parallel.offload.optimizer=cpu", "parallel.optimizer_step=cpu"}},
+      {{"parallel.pipeline=2", "parallel.offload.grads=cpu"}, Through::All},
+      // In bf16 those reductions already land in a device slot, whose host
+      // accumulation the next forward stages itself.
+      {{"parallel.pipeline=2", "train.precision=bf16_mixed",
+        "train.grad_dtype=bf16", "parallel.offload.grads=cpu",
+        "parallel.offload.optimizer=cpu"}},
       // As examples/llama3_405b_3d.plan: TP with SP, interleaved, bf16,
       // checkpointing, both prefetches.
       {{"parallel.pipeline=2", "parallel.tensor=2",
