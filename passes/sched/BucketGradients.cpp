@@ -5,7 +5,8 @@
 // small groups (a norm, a block of a small model) then pay one collective
 // launch each. This pass lays the buffers that groups finishing backward one
 // after another reduce into one bucket buffer of at most `parallel.bucket`
-// bytes and reduces each bucket once, after its last group.
+// bytes and reduces each bucket once, after its last group. On a pipeline
+// stage's sched.tasks, each body's reductions are bucketed within the body.
 //
 // Only no_shard is bucketed. zero1 reduce-scatters each group's gradient so
 // that every rank receives its 1/S slice of that group, the slice its
@@ -20,6 +21,8 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+
+#include <algorithm>
 
 namespace plan {
 #define GEN_PASS_DEF_SCHEDBUCKETGRADIENTS
@@ -106,20 +109,14 @@ bool canJoin(MutableArrayRef<Reduction> members, Reduction next,
   });
 }
 
+bool isBefore(Operation *a, Operation *b) { return a->isBeforeInBlock(b); }
+
 Operation *earliest(ArrayRef<Operation *> ops) {
-  Operation *first = ops.front();
-  for (Operation *op : ops)
-    if (op->isBeforeInBlock(first))
-      first = op;
-  return first;
+  return *std::min_element(ops.begin(), ops.end(), isBefore);
 }
 
 Operation *latest(ArrayRef<Operation *> ops) {
-  Operation *last = ops.front();
-  for (Operation *op : ops)
-    if (last->isBeforeInBlock(op))
-      last = op;
-  return last;
+  return *std::max_element(ops.begin(), ops.end(), isBefore);
 }
 
 struct SchedBucketGradientsPass
@@ -127,46 +124,61 @@ struct SchedBucketGradientsPass
   void runOnOperation() override;
 
 private:
-  /// Replaces the members' buffers by views of one bucket and their
-  /// reductions by one.
-  void rewriteBucket(MutableArrayRef<Reduction> members, int64_t index);
+  /// Buckets the reductions of `block` (the program's, or a task's body,
+  /// whose buckets are named for its micro-batch `microBatch`).
+  void bucketBlock(Block &block, std::optional<int64_t> microBatch);
+  /// Replaces the members' buffers by views of one bucket, named `name`,
+  /// and their reductions by one.
+  void rewriteBucket(MutableArrayRef<Reduction> members, StringRef name);
 };
 
 void SchedBucketGradientsPass::runOnOperation() {
   sched::ProgramOp program = getOperation();
-  {
-    plan::ParallelAttr parallel = program.getParallel();
-    if (parallel.getSharding() != plan::Sharding::NoShard)
-      return;
-    // A pipeline stage's sched.tasks: a backward's all-reduces complete in
-    // the next task, whose buckets are not built on tasks yet, so the loop
-    // is written out first (docs/sched.md, "The micro-batch loop").
-    if (failed(plan::writeOutProgram(program)) ||
-        failed(sched::requireUnrolled(program, getArgument())))
-      return signalPassFailure();
+  if (program.getParallel().getSharding() != plan::Sharding::NoShard)
+    return;
+  if (failed(plan::requireNoRepeat(program, getArgument())))
+    return signalPassFailure();
+  Block &block = program.getBody().front();
+  bucketBlock(block, std::nullopt);
+  // A pipeline stage's sched.tasks (docs/sched.md, "The micro-batch loop"):
+  // each body's own. A reduction a later task completes (in a slot) joins
+  // no bucket, and one a body waits for completes before the next body's
+  // are issued, so a bucket never spans bodies and the loop written out
+  // would bucket the same.
+  for (auto tasks : block.getOps<sched::TasksOp>())
+    for (sched::TaskOp task : tasks.getTasks())
+      bucketBlock(task.getBody().front(),
+                  static_cast<int64_t>(task.getMicroBatch()));
+}
 
-    // Reductions in the order groups finish backward; a bucket is a run of
-    // consecutive ones.
-    SmallVector<SmallVector<Reduction>> buckets;
-    for (auto allReduce : program.getBody().getOps<sched::AllReduceOp>()) {
-      std::optional<Reduction> reduction = asGradientReduction(allReduce);
-      if (!reduction)
-        continue;
-      if (buckets.empty() ||
-          !canJoin(buckets.back(), *reduction, parallel.getBucket()))
-        buckets.emplace_back();
-      buckets.back().push_back(*reduction);
-    }
-    int64_t index = 0;
-    for (MutableArrayRef<Reduction> bucket : buckets)
-      // A bucket of one keeps its buffer and its reduction.
-      if (bucket.size() > 1)
-        rewriteBucket(bucket, index++);
+void SchedBucketGradientsPass::bucketBlock(Block &block,
+                                           std::optional<int64_t> microBatch) {
+  // Reductions in the order groups finish backward; a bucket is a run of
+  // consecutive ones.
+  int64_t bucketBytes = getOperation().getParallel().getBucket();
+  SmallVector<SmallVector<Reduction>> buckets;
+  for (auto allReduce : block.getOps<sched::AllReduceOp>()) {
+    std::optional<Reduction> reduction = asGradientReduction(allReduce);
+    if (!reduction)
+      continue;
+    if (buckets.empty() || !canJoin(buckets.back(), *reduction, bucketBytes))
+      buckets.emplace_back();
+    buckets.back().push_back(*reduction);
+  }
+  int64_t index = 0;
+  for (MutableArrayRef<Reduction> bucket : buckets) {
+    // A bucket of one keeps its buffer and its reduction.
+    if (bucket.size() < 2)
+      continue;
+    std::string name = ("grad.bucket" + Twine(index++)).str();
+    if (microBatch)
+      name += (".mb" + Twine(*microBatch)).str();
+    rewriteBucket(bucket, name);
   }
 }
 
 void SchedBucketGradientsPass::rewriteBucket(MutableArrayRef<Reduction> members,
-                                             int64_t index) {
+                                             StringRef name) {
   Reduction &first = members.front();
   MemRefType memberType = first.alloc.getType();
   int64_t numel = 0;
@@ -190,8 +202,7 @@ void SchedBucketGradientsPass::rewriteBucket(MutableArrayRef<Reduction> members,
       MemRefType::get({numel}, memberType.getElementType(),
                       MemRefLayoutAttrInterface(), memberType.getMemorySpace());
   bool persistent = first.alloc.getPersistent();
-  Value bucket = sched::AllocOp::create(builder, loc, bucketType,
-                                        ("grad.bucket" + Twine(index)).str(),
+  Value bucket = sched::AllocOp::create(builder, loc, bucketType, name,
                                         sched::BufferRole::Bucket, persistent,
                                         /*offset=*/IntegerAttr());
   // One reduction where the last member's was, waited where the first

@@ -36,6 +36,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <type_traits>
@@ -1569,6 +1570,55 @@ std::string differenceModuloSlots(sched::ProgramOp flat,
   return "";
 }
 
+/// sched-bucket-gradients on a stage's sched.tasks buckets each body's
+/// reductions as it buckets the loop written out: the same step, but for the
+/// buckets' names (a body's count and micro-batch against the step's count).
+TEST(ScheduleTasks, BucketsBodyByBodyAsOnTheLoopWrittenOut) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"parallel.pipeline=2"},
+      {"parallel.pipeline=4", "parallel.schedule=interleaved(2)"},
+      // A bucket of two blocks, the root group on its own.
+      {"parallel.pipeline=2", "parallel.bucket=400KiB"},
+      {"parallel.pipeline=2", "parallel.schedule=interleaved(2)",
+       "train.precision=bf16_mixed", "train.grad_dtype=bf16"},
+      {"parallel.pipeline=2", "parallel.tensor=2",
+       "parallel.sequence_parallel=true", "cluster.nodes=2"},
+  };
+  auto bucket = [](mlir::ModuleOp module) {
+    mlir::PassManager pm(module.getContext());
+    pm.nest<sched::ProgramOp>().addPass(plan::createSchedBucketGradients());
+    ASSERT_TRUE(mlir::succeeded(pm.run(module)));
+  };
+  auto printed = [](mlir::ModuleOp module) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module.print(os);
+    static const std::regex name("\"grad\\.bucket[0-9]+(\\.mb[0-9]+)?\"");
+    return std::regex_replace(text, name, "\"grad.bucket\"");
+  };
+  for (const std::vector<std::string> &pipeline : cases) {
+    std::vector<std::string> sets(pipeline);
+    sets.insert(sets.end(), {"parallel.sharding=no_shard", "model.layers=8",
+                             "cluster.gpus_per_node=4", "train.grad_accum=8"});
+    std::string what = llvm::join(sets, " ");
+    std::unique_ptr<mlir::MLIRContext> context = newContext();
+    mlir::OwningOpRef<mlir::ModuleOp> onTasks =
+        lowerStages(*context, sets, true, Through::Casts);
+    mlir::OwningOpRef<mlir::ModuleOp> writtenOut = onTasks->clone();
+    bucket(*onTasks);
+    for (sched::ProgramOp program : onTasks->getOps<sched::ProgramOp>())
+      ASSERT_EQ(llvm::range_size(program.getBody().getOps<sched::TasksOp>()),
+                1u)
+          << what;
+    unrollTasks(*onTasks);
+    unrollTasks(*writtenOut);
+    bucket(*writtenOut);
+    std::string bucketed = printed(*onTasks);
+    EXPECT_NE(bucketed.find("role bucket"), std::string::npos) << what;
+    EXPECT_EQ(bucketed, printed(*writtenOut)) << what;
+  }
+}
+
 /// sched-lower's pipeline-tasks: each stage's loop as a sched.tasks whose
 /// bodies are as many at 16 micro-batches as at 32, and which, written out,
 /// is the flat lowering with each buffer that crosses tasks in a slot; the
@@ -1581,7 +1631,8 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
     // The last pass after which the step written out is the flat one with
     // its crossing buffers in slots. no_shard's buckets: a backward's
     // all-reduces that the next forward completes lie in slots, which
-    // sched-bucket-gradients (on the loop written out) does not bucket.
+    // sched-bucket-gradients does not bucket (ScheduleTasks.
+    // BucketsBodyByBodyAsOnTheLoopWrittenOut).
     Through comparedThrough = Through::All;
   };
   const std::vector<Case> cases = {
@@ -1602,11 +1653,11 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
       // reduce-scatter with zero1, and with hybrid_shard the replicas'
       // all-reduce in the last micro-batch.
       {{"parallel.pipeline=2", "parallel.sharding=no_shard"},
-       Through::All,
+       std::nullopt,
        Through::Casts},
       {{"parallel.pipeline=2", "parallel.sharding=no_shard",
         "parallel.schedule=interleaved(2)"},
-       Through::All,
+       std::nullopt,
        Through::Casts},
       {{"parallel.pipeline=2", "parallel.sharding=zero1"}},
       {{"parallel.pipeline=2", "parallel.sharding=hybrid_shard",
@@ -1626,7 +1677,7 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
       {{"parallel.pipeline=2", "train.precision=bf16_mixed",
         "train.grad_dtype=bf16", "parallel.sharding=no_shard",
         "parallel.schedule=interleaved(2)"},
-       Through::All,
+       std::nullopt,
        Through::Casts},
       {{"parallel.pipeline=2", "train.precision=bf16_mixed",
         "train.grad_dtype=bf16", "parallel.sharding=zero1"}},
