@@ -147,8 +147,9 @@ public:
   LogicalResult run() {
     // A pipeline stage's sched.tasks (docs/sched.md, "The micro-batch
     // loop") is staged body by body where every staging copy stays within
-    // its body; where one cannot (a collective on an offloaded buffer that
-    // a later task completes), the loop is written out first.
+    // its body, or is a reduce-scatter into a host gradient shard that a
+    // later task completes (reduced into a slot, added into the shard
+    // there); where one cannot be, the loop is written out first.
     if (failed(plan::requireNoRepeat(program, "sched-insert-offload-copies")))
       return failure();
     if (!offloads())
@@ -161,6 +162,9 @@ public:
       if (failed(plan::writeOutProgram(program)))
         return failure();
     }
+    for (sched::TasksOp tasks : body().getOps<sched::TasksOp>())
+      if (failed(completeScattersLater(tasks)))
+        return failure();
     for (Operation *op :
          llvm::to_vector(llvm::make_pointer_range(program.getBody().front())))
       if (failed(isa<sched::TasksOp>(op) ? stageTasks(cast<sched::TasksOp>(op))
@@ -291,13 +295,68 @@ private:
     return waits == 1;
   }
 
-  /// Whether every staging copy of `tasks`' bodies stays within its body:
-  /// a collective that touches the other memory space, and the producers of
-  /// the events it follows, are waited in the body that issues them.
+  /// Whether `op` is a reduce-scatter of a task's body that accumulates
+  /// into a gradient shard of the program on the host, from the device,
+  /// after nothing, and that later tasks complete (its event a slot event).
+  bool isScatterCompletedLater(Operation *op) {
+    auto scatter = dyn_cast<sched::ReduceScatterOp>(op);
+    if (!scatter || !scatter.getAccumulate() || !scatter.getAfter().empty() ||
+        !onDevice(spaceOf(scatter.getSrc())) ||
+        onDevice(spaceOf(scatter.getDst())))
+      return false;
+    Operation *dst = scatter.getDst().getDefiningOp();
+    auto tasks = scatter->getParentOfType<sched::TasksOp>();
+    return dst && tasks && !tasks->isAncestor(dst) &&
+           !scatter.getDone().use_empty() &&
+           llvm::all_of(scatter.getDone().getUsers(), [](Operation *user) {
+             return isa<sched::SlotSignalOp>(user);
+           });
+  }
+
+  /// Whether staging `op` drains a buffer that no later op of its block
+  /// touches: the flat program waits for that drain right before the
+  /// buffer's next use (waitBeforeNextUse), in a later task or after the
+  /// loop, where a body would have to wait for it at its end.
+  bool drainsPastBlock(Operation *op) {
+    std::optional<SmallVector<BufferUse>> uses = tableUses(op);
+    if (!uses)
+      return false;
+    sched::MemorySpace place = placeOf(op, stepSpace);
+    // Added into its destination where that lives instead
+    // (stageAccumulatingScatter).
+    if (auto scatter = dyn_cast<sched::ReduceScatterOp>(op);
+        scatter && scatter.getAccumulate() &&
+        spaceOf(scatter.getDst()) != place)
+      return false;
+    for (BufferUse use : *uses) {
+      Value buffer = op->getOperand(use.operandIndex);
+      if (!writes(use.access) || spaceOf(buffer) == place)
+        continue;
+      sched::AllocOp root = sched::getRootAlloc(buffer);
+      bool usedLater = false;
+      for (Operation *next = op->getNextNode(); next && !usedLater;
+           next = next->getNextNode())
+        usedLater = llvm::any_of(next->getOperands(), [&](Value v) {
+          return sched::getRootAlloc(v) == root;
+        });
+      if (!usedLater)
+        return true;
+    }
+    return false;
+  }
+
+  /// Whether every staging copy of `tasks`' bodies stays within its body,
+  /// as the flat program places it: a collective that touches the other
+  /// memory space, and the producers of the events it follows, are waited
+  /// in the body that issues them (but for a reduce-scatter that
+  /// completeScattersLater rewrites), and no drain outlasts its body.
   bool stagesInPlace(sched::TasksOp tasks) {
     for (sched::TaskOp task : tasks.getTasks())
       for (Operation &op : task.getBody().front()) {
-        if (!isCollective(&op) || !needsStaging(&op))
+        if (drainsPastBlock(&op))
+          return false;
+        if (!isCollective(&op) || !needsStaging(&op) ||
+            isScatterCompletedLater(&op))
           continue;
         if (!waitedInBlock(&op))
           return false;
@@ -310,6 +369,56 @@ private:
         }
       }
     return true;
+  }
+
+  /// A reduce-scatter into a host gradient shard that later tasks complete
+  /// (isScatterCompletedLater) reduces into a slot of a device buffer of
+  /// the program instead, and after each wait of its slot event that slot
+  /// is added into the shard (which stageTasks then stages): the flat
+  /// program's stageAccumulatingScatter, its device buffer in a slot. The
+  /// slot buffer is named as that buffer, with plan::reducingSuffix.
+  LogicalResult completeScattersLater(sched::TasksOp tasks) {
+    llvm::StringMap<sched::AllocOp> slotBuffers;
+    llvm::DenseSet<Operation *> completedWaits;
+    for (sched::TaskOp task : tasks.getTasks())
+      for (Operation &op : task.getBody().front()) {
+        if (!isScatterCompletedLater(&op))
+          continue;
+        auto scatter = cast<sched::ReduceScatterOp>(op);
+        FailureOr<SmallVector<sched::EventWait>> waits =
+            sched::findWaits(scatter);
+        if (failed(waits))
+          return failure();
+        Value dst = scatter.getDst();
+        MemRefType type =
+            MemRefType::Builder(bufferType(dst))
+                .setMemorySpace(sched::MemorySpaceAttr::get(
+                    dst.getContext(), sched::MemorySpace::Device));
+        std::string name = stagingName(dst) + plan::reducingSuffix.str();
+        sched::AllocOp &source = slotBuffers[name];
+        if (!source)
+          source = plan::allocSlotBuffer(tasks, type, name,
+                                         sched::BufferRole::Staging);
+        auto slotOf = [&](int64_t shift) {
+          return sched::SlotOp::create(builder, scatter.getLoc(), type, source,
+                                       builder.getI64IntegerAttr(shift),
+                                       builder.getI64IntegerAttr(1))
+              .getResult();
+        };
+        builder.setInsertionPoint(scatter);
+        scatter.getDstMutable().assign(slotOf(0));
+        scatter.setAccumulate(false);
+        for (const sched::EventWait &wait : *waits) {
+          // Bodies of one chunk's backward that differ in what they send
+          // reduce into the same slot: one wait completes either's.
+          if (!completedWaits.insert(wait.wait).second)
+            continue;
+          builder.setInsertionPointAfter(wait.wait);
+          sched::AccumulateOp::create(builder, scatter.getLoc(),
+                                      slotOf(wait.shift), dst);
+        }
+      }
+    return success();
   }
 
   /// Stages each op of each body of `tasks`, within the body.

@@ -16,7 +16,7 @@ pipeline_parallel.py's matrix (each schedule and partition, and with data
 parallelism of each strategy, activation checkpointing, which
 sched-activation-checkpointing does on the tasks, tensor and sequence
 parallelism, offloading, LoRA and QLoRA, BERT, tied embeddings and clipping),
-and for nine more (MORE, below: mixed precision, and plans that keep their tasks
+and for ten more (MORE, below: mixed precision, and plans that keep their tasks
 into the schedule file), both lowerings are compiled (their files must differ: the flag took effect)
 and trained on local CPU ranks, and every step's loss and gradient norm must be
 bitwise the same.
@@ -45,7 +45,8 @@ from plan_runs import GLOBAL_BATCH, compare, compile_plan, train
 # prefetches as examples/llama3_405b_3d.plan has them (a task's first gather
 # issued by the task before, into a slot), full_shard without prefetching,
 # and offloading staged within the bodies (the parameters' gathers and the
-# host step; the optimizer state in bf16).
+# host step; fp32 gradient shards, a backward's last reduce-scatters added
+# into them by the next forward; the optimizer state in bf16).
 BF16 = ["train.precision=bf16_mixed", "train.grad_dtype=bf16"]
 NO_PREFETCH = ["parallel.backward_prefetch=none"]
 MORE = [
@@ -73,6 +74,9 @@ MORE = [
      ["parallel.pipeline=2", "parallel.sharding=full_shard",
       "parallel.schedule=interleaved(2)", "parallel.offload.params=cpu",
       "parallel.offload.optimizer=cpu", "parallel.optimizer_step=cpu"] + NO_PREFETCH),
+    ("pp2 x dp2 full_shard 1f1b offload grads + optimizer, no prefetching", MODEL, 4, 2, 4,
+     ["parallel.pipeline=2", "parallel.sharding=full_shard",
+      "parallel.offload.grads=cpu", "parallel.offload.optimizer=cpu"] + NO_PREFETCH),
     ("pp2 x dp2 zero1 1f1b bf16 offload optimizer", MODEL, 4, 2, 4,
      ["parallel.pipeline=2", "parallel.sharding=zero1",
       "parallel.offload.optimizer=cpu"] + BF16),

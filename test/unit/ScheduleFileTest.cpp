@@ -1721,9 +1721,9 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
         "parallel.forward_prefetch=true"}},
       // Offloading, staged within each body: the optimizer state with the
       // step on the host, and the parameters too (their gathers' staging
-      // copies), in fp32 and interleaved in bf16. fp32 gradients
-      // reduce-scattered into host shards, which the next forward
-      // completes, write the loop out.
+      // copies), in fp32 and interleaved in bf16; fp32 gradients
+      // reduce-scattered into host shards, the last ones of a backward into
+      // a device slot that the next forward adds into the host shard.
       {{"parallel.pipeline=2", "parallel.offload.optimizer=cpu",
         "parallel.optimizer_step=cpu"}},
       {{"parallel.pipeline=2", "parallel.offload.params=cpu",
@@ -1731,7 +1731,17 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
       {{"parallel.pipeline=2", "parallel.schedule=interleaved(2)",
         "train.precision=bf16_mixed", "parallel.offload.params=cpu",
         "parallel.offload.optimizer=cpu", "parallel.optimizer_step=cpu"}},
-      {{"parallel.pipeline=2", "parallel.offload.grads=cpu"}, Through::All},
+      {{"parallel.pipeline=2", "parallel.offload.grads=cpu"}},
+      {{"parallel.pipeline=4", "parallel.schedule=interleaved(2)",
+        "parallel.offload.grads=cpu", "parallel.offload.optimizer=cpu",
+        "parallel.optimizer_step=cpu"}},
+      // hybrid_shard's replica all-reduce of a host shard, drained after
+      // the last backward of a group: the flat step waits for the drain at
+      // the shard's next use, in a later task, so the loop is written out.
+      {{"parallel.pipeline=2", "parallel.sharding=hybrid_shard",
+        "parallel.mesh=(2, 2)", "cluster.nodes=2",
+        "parallel.offload.grads=cpu"},
+       Through::All},
       // In bf16 those reductions already land in a device slot, whose host
       // accumulation the next forward stages itself.
       {{"parallel.pipeline=2", "train.precision=bf16_mixed",
