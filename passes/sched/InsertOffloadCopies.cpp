@@ -250,8 +250,8 @@ private:
 
   /// A device-to-host (or host-to-device) copy into `dst` is waited for,
   /// and its staging source freed, only before the next op that touches
-  /// `dst`'s buffer, or at the end of the program (of the task body, which
-  /// waits for what it issues).
+  /// `dst`'s buffer, or at the end of the program (a task body's drains
+  /// have a next use in the body: drainsPastBlock).
   void waitBeforeNextUse(Operation *copyOp, Value dst, Value staging) {
     sched::AllocOp root = sched::getRootAlloc(dst);
     Operation *next = copyOp->getNextNode();
@@ -333,6 +333,8 @@ private:
       if (!writes(use.access) || spaceOf(buffer) == place)
         continue;
       sched::AllocOp root = sched::getRootAlloc(buffer);
+      if (!root)
+        continue; // stage() reports it
       bool usedLater = false;
       for (Operation *next = op->getNextNode(); next && !usedLater;
            next = next->getNextNode())
