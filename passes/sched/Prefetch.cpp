@@ -137,6 +137,28 @@ bool isWaitOrStagingFree(Operation *op) {
   return alloc && alloc.getRole() == sched::BufferRole::Staging;
 }
 
+/// The copy that stages `gather`'s source, when the gather starts after it
+/// alone and it fills that source in the gather's block
+/// (sched-insert-offload-copies' copy of an offloaded shard to the device);
+/// null otherwise.
+sched::CopyOp stagingCopyOf(sched::AllGatherOp gather) {
+  if (gather.getAfter().size() != 1)
+    return nullptr;
+  auto copy = gather.getAfter().front().getDefiningOp<sched::CopyOp>();
+  if (!copy || copy.getDst() != gather.getSrc() ||
+      copy->getBlock() != gather->getBlock())
+    return nullptr;
+  return copy;
+}
+
+/// The root of the shard `gather` gathers: its source's, or the root of
+/// what its staging copy reads.
+Value shardOf(sched::AllGatherOp gather) {
+  if (sched::CopyOp copy = stagingCopyOf(gather))
+    return rootBuffer(copy.getSrc());
+  return rootBuffer(gather.getSrc());
+}
+
 /// What moves with an all-gather: the allocation of its destination and the
 /// staging copies (with their allocations) its `after` list names.
 struct GatherPackage {
@@ -147,6 +169,8 @@ struct GatherPackage {
   llvm::SmallPtrSet<Operation *, 8> definers;
   /// Roots of the buffers the package reads (the shard, the staged source).
   SmallVector<Value, 2> reads;
+  /// The root of the shard it gathers (shardOf).
+  Value shard;
 };
 
 void addTransientAlloc(GatherPackage &package, Value buffer) {
@@ -162,6 +186,7 @@ GatherPackage collectPackage(sched::AllGatherOp gather) {
   package.ops.insert(gather);
   addTransientAlloc(package, gather.getDst());
   package.reads.push_back(rootBuffer(gather.getSrc()));
+  package.shard = shardOf(gather);
   for (Value event : gather.getAfter()) {
     auto copy = event.getDefiningOp<sched::CopyOp>();
     if (!copy || copy->getBlock() != gather->getBlock())
@@ -188,12 +213,12 @@ bool writesAny(Operation *op, ArrayRef<Value> roots) {
 
 /// Whether `freed` is an earlier gathered copy of the shard `source`: FSDP
 /// reuses one unsharded buffer per group, so a group's next gather never
-/// starts before its previous copy is released.
+/// starts before its previous copy is released (staged on the device or
+/// not).
 bool isGatheredCopyOf(Value freed, Value source) {
   return llvm::any_of(freed.getUsers(), [&](Operation *user) {
     auto gather = dyn_cast<sched::AllGatherOp>(user);
-    return gather && gather.getDst() == freed &&
-           rootBuffer(gather.getSrc()) == source;
+    return gather && gather.getDst() == freed && shardOf(gather) == source;
   });
 }
 
@@ -226,10 +251,10 @@ bool canCross(const GatherPackage &package, Operation *op,
   if (auto free = dyn_cast<sched::FreeOp>(op)) {
     Value freed = rootBuffer(free.getBuffer());
     if (llvm::is_contained(package.reads, freed) ||
-        isGatheredCopyOf(free.getBuffer(), package.reads.front()))
+        isGatheredCopyOf(free.getBuffer(), package.shard))
       return false;
   }
-  return !usesSlotCopyOf(op, package.reads.front(), slots);
+  return !usesSlotCopyOf(op, package.shard, slots);
 }
 
 /// Going up from an op: within its block, and on a pipeline stage from the
@@ -338,6 +363,15 @@ std::optional<Hoist> planHoist(sched::AllGatherOp gather, int64_t inflight,
   for (Operation *op = walk.prev(gather); op; op = walk.prev(op)) {
     if (package.ops.count(op)) {
       pending.push_back(op);
+      continue;
+    }
+    // A slot event names the event of an op of the task before, which a
+    // wait below it waits for: it stands where that wait is, as the
+    // program written out has it.
+    if (isa<sched::SlotEventOp>(op)) {
+      llvm::append_range(hoist.moving, pending);
+      pending.clear();
+      hoist.insertBefore = op;
       continue;
     }
     if (asCompute(op)) {
@@ -451,9 +485,10 @@ public:
       : tasks(tasks), parallel(parallel), builder(tasks.getContext()),
         families(static_cast<int64_t>(tasks.getEventFamilies())) {}
 
-  /// Whether each first gather can move into another body: it is issued
-  /// after nothing (no staging copy), reads a buffer of the program, and
-  /// one wait and one free end it.
+  /// Whether each first gather can move into another body: it reads a
+  /// buffer of the program, or a staging buffer of its body that a copy of
+  /// one fills, and is issued after nothing else; one wait ends it and its
+  /// copy each, and one free its destination and its staging buffer each.
   static bool supported(sched::TasksOp tasks);
 
   void run();
@@ -472,7 +507,9 @@ private:
   Step step(sched::TaskOp before, int64_t task, int64_t shift);
   void moveToSlot(sched::AllGatherOp gather, Phase phase, Block &body,
                   int64_t shift);
-  SlotGather &slotGather(sched::AllGatherOp gather, Phase phase);
+  SlotGather &slotGather(sched::AllocOp alloc, Phase phase, Value source);
+  void placeInSlot(sched::AllocOp alloc, Value slots, Block &body,
+                   int64_t shift);
   sched::TaskOp cloneTask(sched::TaskOp task);
 
   sched::TasksOp tasks;
@@ -487,25 +524,58 @@ private:
   std::map<std::pair<int64_t, std::vector<int64_t>>, sched::TaskOp> bodies;
 };
 
+/// Whether `event` is waited once, by a sched.wait, and otherwise only
+/// named by `besides`.
+bool waitedOnce(Value event, Operation *besides) {
+  int64_t waits = 0;
+  for (Operation *user : event.getUsers()) {
+    if (isa<sched::WaitOp>(user))
+      ++waits;
+    else if (user != besides)
+      return false;
+  }
+  return waits == 1;
+}
+
+/// Whether `buffer` is allocated in `block` and freed once there, and is
+/// otherwise only named by the ops `named` accepts.
+template <typename Named>
+bool freedOnceIn(Value buffer, Block *block, Named &&named) {
+  auto alloc = buffer.getDefiningOp<sched::AllocOp>();
+  if (!alloc || alloc->getBlock() != block)
+    return false;
+  int64_t frees = 0;
+  for (Operation *user : alloc->getUsers()) {
+    if (isa<sched::FreeOp>(user))
+      ++frees;
+    else if (!named(user))
+      return false;
+  }
+  return frees == 1;
+}
+
 bool TaskPrefetch::supported(sched::TasksOp tasks) {
+  auto ofProgram = [&](Value buffer) {
+    Operation *def = buffer.getDefiningOp();
+    return def && !tasks->isAncestor(def);
+  };
   for (sched::TaskOp task : tasks.getTasks()) {
     for (sched::AllGatherOp gather : leadingGathers(task)) {
-      Operation *src = gather.getSrc().getDefiningOp();
-      if (!src || tasks->isAncestor(src) || !gather.getAfter().empty() ||
-          !gather.getDone().hasOneUse() ||
-          !isa<sched::WaitOp>(*gather.getDone().getUsers().begin()))
-        return false;
-      auto dst = gather.getDst().getDefiningOp<sched::AllocOp>();
-      if (dst->getBlock() != gather->getBlock())
-        return false;
-      int64_t frees = 0;
-      for (Operation *user : dst->getUsers()) {
-        if (isa<sched::FreeOp>(user))
-          ++frees;
-        else if (user != gather && !isa<sched::ViewOp>(user))
+      Block *block = gather->getBlock();
+      if (sched::CopyOp copy = stagingCopyOf(gather)) {
+        if (!copy.getAfter().empty() || !ofProgram(copy.getSrc()) ||
+            !waitedOnce(copy.getDone(), gather) ||
+            !freedOnceIn(copy.getDst(), block, [&](Operation *user) {
+              return user == copy || user == gather;
+            }))
           return false;
+      } else if (!ofProgram(gather.getSrc()) || !gather.getAfter().empty()) {
+        return false;
       }
-      if (frees != 1)
+      if (!waitedOnce(gather.getDone(), nullptr) ||
+          !freedOnceIn(gather.getDst(), block, [&](Operation *user) {
+            return user == gather || isa<sched::ViewOp>(user);
+          }))
         return false;
     }
   }
@@ -517,36 +587,33 @@ sched::TaskOp TaskPrefetch::cloneTask(sched::TaskOp task) {
   return cast<sched::TaskOp>(builder.clone(*task));
 }
 
-TaskPrefetch::SlotGather &TaskPrefetch::slotGather(sched::AllGatherOp gather,
-                                                   Phase phase) {
-  auto dst = gather.getDst().getDefiningOp<sched::AllocOp>();
+/// The slot buffer of `alloc`'s buffer in `phase`: of a gathered group
+/// (`source` the root of the shard its gathers read, shardOf) or of a
+/// staging copy (null `source`).
+TaskPrefetch::SlotGather &TaskPrefetch::slotGather(sched::AllocOp alloc,
+                                                   Phase phase, Value source) {
   std::string name =
-      dst.getName().str() +
+      alloc.getName().str() +
       (phase == Phase::Forward ? ".prefetch.forward" : ".prefetch.backward");
   auto [it, added] = slotGathers.try_emplace(name);
   if (added) {
-    it->second.buffer = plan::allocSlotBuffer(tasks, dst.getType(), name,
-                                              sched::BufferRole::Gathered);
+    it->second.buffer =
+        plan::allocSlotBuffer(tasks, alloc.getType(), name, alloc.getRole());
     it->second.family = families++;
-    slots.sourceOf[it->second.buffer.getBuffer()] = rootBuffer(gather.getSrc());
-    slots.families.insert(it->second.family);
+    if (source) {
+      slots.sourceOf[it->second.buffer.getBuffer()] = source;
+      slots.families.insert(it->second.family);
+    }
   }
   return it->second;
 }
 
-/// `gather`, moved from `body` into the body before it (with its
-/// destination's allocation), gathers into a slot there, `shift`
-/// micro-batches from that run's, and signals its slot event; `body` reads
-/// the slot and waits for the slot event instead. `phase` is the phase of
-/// the span it gathers for.
-void TaskPrefetch::moveToSlot(sched::AllGatherOp gather, Phase phase,
-                              Block &body, int64_t shift) {
-  SlotGather &slot = slotGather(gather, phase);
-  auto alloc = gather.getDst().getDefiningOp<sched::AllocOp>();
-  auto wait = cast<sched::WaitOp>(*gather.getDone().getUsers().begin());
+/// `alloc`, moved from `body` into the body before it, is a slot of the
+/// buffer `slots` there, `shift` micro-batches from that run's; `body`
+/// reads the slot where it used the buffer, and frees nothing.
+void TaskPrefetch::placeInSlot(sched::AllocOp alloc, Value slots, Block &body,
+                               int64_t shift) {
   auto attr = [&](int64_t value) { return builder.getI64IntegerAttr(value); };
-  // The body: the slot before the first of its uses there, the slot event
-  // for the wait, and no free.
   Operation *firstUse = nullptr;
   for (Operation *user : llvm::make_early_inc_range(alloc->getUsers())) {
     if (user->getBlock() != &body)
@@ -559,28 +626,55 @@ void TaskPrefetch::moveToSlot(sched::AllGatherOp gather, Phase phase,
   Location loc = alloc.getLoc();
   if (firstUse) {
     builder.setInsertionPoint(firstUse);
-    auto read =
-        sched::SlotOp::create(builder, loc, alloc.getType(),
-                              slot.buffer.getBuffer(), attr(0), attr(1));
+    auto read = sched::SlotOp::create(builder, loc, alloc.getType(), slots,
+                                      attr(0), attr(1));
     alloc.getResult().replaceUsesWithIf(read.getResult(), [&](OpOperand &use) {
       return use.getOwner()->getBlock() == &body;
     });
   }
-  builder.setInsertionPoint(wait);
-  Value event = sched::SlotEventOp::create(builder, wait.getLoc(),
-                                           gather.getDone().getType(),
-                                           attr(slot.family), attr(0));
-  wait->setOperand(0, event);
-  // The body before: the slot where the allocation was, and the signal.
   builder.setInsertionPoint(alloc);
-  auto write =
-      sched::SlotOp::create(builder, loc, alloc.getType(),
-                            slot.buffer.getBuffer(), attr(shift), attr(1));
+  auto write = sched::SlotOp::create(builder, loc, alloc.getType(), slots,
+                                     attr(shift), attr(1));
   alloc.getResult().replaceAllUsesWith(write.getResult());
   alloc->erase();
-  builder.setInsertionPointAfter(gather);
-  sched::SlotSignalOp::create(builder, gather.getLoc(), gather.getDone(),
-                              attr(slot.family), attr(shift));
+}
+
+/// `gather`, moved from `body` into the body before it (with its
+/// destination's allocation, and its staging copy with the copy's), gathers
+/// into a slot there, `shift` micro-batches from that run's, and signals its
+/// slot event; `body` reads the slot and waits for the slot event instead.
+/// A staging copy fills a slot of its own and signals its own slot event,
+/// which `body` waits for where it waited for the copy. `phase` is the
+/// phase of the span it gathers for.
+void TaskPrefetch::moveToSlot(sched::AllGatherOp gather, Phase phase,
+                              Block &body, int64_t shift) {
+  auto attr = [&](int64_t value) { return builder.getI64IntegerAttr(value); };
+  // Each async op's wait in `body` waits for its slot event, which the op
+  // signals in the body before.
+  auto signalInSlot = [&](Operation *async, Value done, int64_t family) {
+    auto wait = cast<sched::WaitOp>(
+        *llvm::find_if(done.getUsers(), [](Operation *user) {
+          return isa<sched::WaitOp>(user);
+        }));
+    builder.setInsertionPoint(wait);
+    Value event = sched::SlotEventOp::create(
+        builder, wait.getLoc(), done.getType(), attr(family), attr(0));
+    wait->setOperand(0, event);
+    builder.setInsertionPointAfter(async);
+    sched::SlotSignalOp::create(builder, async->getLoc(), done, attr(family),
+                                attr(shift));
+  };
+  sched::CopyOp copy = stagingCopyOf(gather);
+  auto dst = gather.getDst().getDefiningOp<sched::AllocOp>();
+  SlotGather gathered = slotGather(dst, phase, shardOf(gather));
+  placeInSlot(dst, gathered.buffer.getBuffer(), body, shift);
+  signalInSlot(gather, gather.getDone(), gathered.family);
+  if (copy) {
+    auto staging = copy.getDst().getDefiningOp<sched::AllocOp>();
+    SlotGather staged = slotGather(staging, phase, Value());
+    placeInSlot(staging, staged.buffer.getBuffer(), body, shift);
+    signalInSlot(copy, copy.getDone(), staged.family);
+  }
 }
 
 TaskPrefetch::Step TaskPrefetch::step(sched::TaskOp before, int64_t task,

@@ -16,7 +16,7 @@ pipeline_parallel.py's matrix (each schedule and partition, and with data
 parallelism of each strategy, activation checkpointing, which
 sched-activation-checkpointing does on the tasks, tensor and sequence
 parallelism, offloading, LoRA and QLoRA, BERT, tied embeddings and clipping),
-and for ten more (MORE, below: mixed precision, and plans that keep their tasks
+and for twelve more (MORE, below: mixed precision, and plans that keep their tasks
 into the schedule file), both lowerings are compiled (their files must differ: the flag took effect)
 and trained on local CPU ranks, and every step's loss and gradient norm must be
 bitwise the same.
@@ -44,8 +44,9 @@ from plan_runs import GLOBAL_BATCH, compare, compile_plan, train
 # holds them: the tensor-parallel split on the bodies, full_shard with both
 # prefetches as examples/llama3_405b_3d.plan has them (a task's first gather
 # issued by the task before, into a slot), full_shard without prefetching,
-# and offloading staged within the bodies (the parameters' gathers and the
-# host step; fp32 gradient shards, a backward's last reduce-scatters added
+# and offloading staged within the bodies (the parameters' gathers, also
+# prefetched with their staging copies into the task before, and the host
+# step; fp32 gradient shards, a backward's last reduce-scatters added
 # into them by the next forward; the optimizer state in bf16).
 BF16 = ["train.precision=bf16_mixed", "train.grad_dtype=bf16"]
 NO_PREFETCH = ["parallel.backward_prefetch=none"]
@@ -74,6 +75,13 @@ MORE = [
      ["parallel.pipeline=2", "parallel.sharding=full_shard",
       "parallel.schedule=interleaved(2)", "parallel.offload.params=cpu",
       "parallel.offload.optimizer=cpu", "parallel.optimizer_step=cpu"] + NO_PREFETCH),
+    ("pp2 x dp2 full_shard interleaved(2) offload params, both prefetches", MODEL, 4, 2, 4,
+     ["parallel.pipeline=2", "parallel.sharding=full_shard",
+      "parallel.schedule=interleaved(2)", "parallel.offload.params=cpu",
+      "parallel.forward_prefetch=true", "parallel.backward_prefetch=pre"]),
+    ("pp2 x dp2 full_shard 1f1b bf16 offload params + optimizer, post prefetch", MODEL, 4, 2, 4,
+     ["parallel.pipeline=2", "parallel.sharding=full_shard", "parallel.offload.params=cpu",
+      "parallel.offload.optimizer=cpu", "parallel.backward_prefetch=post"] + BF16),
     ("pp2 x dp2 full_shard 1f1b offload grads + optimizer, no prefetching", MODEL, 4, 2, 4,
      ["parallel.pipeline=2", "parallel.sharding=full_shard",
       "parallel.offload.grads=cpu", "parallel.offload.optimizer=cpu"] + NO_PREFETCH),

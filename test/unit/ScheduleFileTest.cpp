@@ -1708,6 +1708,15 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
         "train.precision=bf16_mixed", "parallel.offload.params=cpu",
         "parallel.offload.optimizer=cpu", "parallel.optimizer_step=cpu"}},
       {{"parallel.pipeline=2", "parallel.offload.grads=cpu"}},
+      // Offloaded parameters prefetched: a task's first gather issued by
+      // the task before with its staging copy, each into a slot of its own
+      // and with a slot event of its own.
+      {{"parallel.pipeline=2", "parallel.offload.params=cpu",
+        "parallel.backward_prefetch=pre", "parallel.forward_prefetch=true"}},
+      {{"parallel.pipeline=4", "parallel.schedule=interleaved(2)",
+        "train.precision=bf16_mixed", "parallel.offload.params=cpu",
+        "parallel.offload.optimizer=cpu", "parallel.backward_prefetch=post",
+        "parallel.forward_prefetch=true", "parallel.max_inflight_gathers=1"}},
       {{"parallel.pipeline=4", "parallel.schedule=interleaved(2)",
         "parallel.offload.grads=cpu", "parallel.offload.optimizer=cpu",
         "parallel.optimizer_step=cpu"}},
