@@ -401,9 +401,15 @@ struct SchedVerifyPipelinePass
       Stage s{static_cast<int64_t>(*stage), {}, 0};
       // The event each slot event instance (family, micro-batch) stands for.
       SlotEventInstances<EventKey> signalled;
-      // Whether each async op a wait names is between stages, asked of the
-      // op table once per op, not once per run.
+      // Whether each async op (and each one a wait names) is between
+      // stages, asked of the op table once per op, not once per run.
       llvm::DenseMap<Operation *, bool> betweenStages;
+      auto isBetween = [&](Operation *async) {
+        auto [known, added] = betweenStages.try_emplace(async, false);
+        if (added)
+          known->second = isBetweenStages(async);
+        return known->second;
+      };
       int64_t runs = 0, run = -1;
       for (StepCursor cursor(program); !cursor.done(); cursor.advance()) {
         Operation &op = *cursor;
@@ -434,18 +440,14 @@ struct SchedVerifyPipelinePass
               return failure();
             awaited = *signalledEvent;
           }
-          Operation *producer = awaited.first.getDefiningOp();
-          auto [known, added] = betweenStages.try_emplace(producer, false);
-          if (added)
-            known->second = isBetweenStages(producer);
-          if (known->second)
+          if (isBetween(awaited.first.getDefiningOp()))
             s.ops.push_back({&op, awaited});
           continue;
         }
         // Only an asynchronous op (one that returns an event) is between
         // stages; the op table is asked about those only.
         if (op.getNumResults() == 1 &&
-            isa<EventType>(op.getResult(0).getType()) && isBetweenStages(&op))
+            isa<EventType>(op.getResult(0).getType()) && isBetween(&op))
           s.ops.push_back({&op, {op.getResult(0), run}});
       }
       byPlan[program.getPlan()].push_back(std::move(s));
