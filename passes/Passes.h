@@ -65,30 +65,36 @@ mlir::LogicalResult requireNoRepeat(sched::ProgramOp program,
 /// The rule that a slot holds one micro-batch at a time, for a walk of a
 /// sched.tasks' runs in table order (sched-unroll-tasks,
 /// sched-verify-schedule): which slot each value of the run being walked lies
-/// in, and which micro-batch holds each slot.
+/// in, and what holds each slot. A slot is known by its root allocation and
+/// the element it starts at, so that the slot buffers that are views of one
+/// allocation (sched-share-slot-buffers places them at its start) share
+/// their slots; what holds one is a slot buffer's micro-batch.
 class RunSlots {
 public:
   /// `value` (a sched.slot's result, or its view in a run written out) lies
-  /// in slot `slot` of `source`, for micro-batch `mb`.
-  void place(mlir::Value value, sched::AllocOp source, int64_t slot,
-             int64_t mb) {
-    inSlot[value] = {source, slot, mb};
-  }
+  /// in slot `slot` of `source` (an allocation, or a view of one), of
+  /// `slotElements` elements, for micro-batch `mb`.
+  void place(mlir::Value value, mlir::Value source, int64_t slot,
+             int64_t slotElements, int64_t mb);
   /// `op` (of the run of micro-batch `runMicroBatch`) as the walk meets it,
   /// its operands as they are there: a view of a value in a slot lies in
   /// it; any other op uses the slots of its operands, an error at `at` when
-  /// another micro-batch took one after this one had it (fewer slots than
-  /// the micro-batches in flight).
+  /// another micro-batch, or another slot buffer, took one after this one
+  /// had it (fewer slots than the micro-batches in flight, or slot buffers
+  /// sharing an allocation whose uses overlap).
   mlir::LogicalResult visit(mlir::Operation *op, mlir::Operation *at,
                             int64_t runMicroBatch);
 
 private:
+  /// A slot buffer (its opaque pointer) and a micro-batch.
+  using Holder = std::pair<void *, int64_t>;
   struct InSlot {
-    sched::AllocOp source;
-    int64_t slot, mb;
+    sched::AllocOp root;
+    int64_t slot, start;
+    Holder holder;
   };
   llvm::DenseMap<mlir::Value, InSlot> inSlot;
-  rt::SlotOccupancy<mlir::Operation *> occupancy;
+  rt::SlotOccupancy<mlir::Operation *, Holder> occupancy;
 };
 
 /// A buffer of `slots` slots of `slotType`, allocated right before `tasks`

@@ -67,27 +67,51 @@ LogicalResult plan::requireNoRepeat(sched::ProgramOp program, StringRef who) {
   return success();
 }
 
+void plan::RunSlots::place(Value value, Value source, int64_t slot,
+                           int64_t slotElements, int64_t mb) {
+  Value slotBuffer = source;
+  int64_t offset = 0;
+  while (auto view = source.getDefiningOp<sched::ViewOp>()) {
+    offset += static_cast<int64_t>(view.getOffset());
+    source = view.getSource();
+  }
+  inSlot[value] = {source.getDefiningOp<sched::AllocOp>(),
+                   slot,
+                   offset + slot * slotElements,
+                   {slotBuffer.getAsOpaquePointer(), mb}};
+}
+
 LogicalResult plan::RunSlots::visit(Operation *op, Operation *at,
                                     int64_t runMicroBatch) {
   if (isa<sched::ViewOp, sched::ShardViewOp>(op)) {
     auto it = inSlot.find(op->getOperand(0));
-    if (it != inSlot.end())
-      inSlot[op->getResult(0)] = it->second;
+    if (it != inSlot.end()) {
+      InSlot view = it->second; // before the map may grow
+      inSlot[op->getResult(0)] = view;
+    }
     return success();
   }
   for (Value operand : op->getOperands()) {
     auto it = inSlot.find(operand);
-    if (it == inSlot.end() || !it->second.source)
+    if (it == inSlot.end() || !it->second.root)
       continue;
     InSlot use = it->second;
-    int64_t holder = 0;
-    if (!occupancy.use(use.source.getOperation(), use.slot, use.mb, holder))
-      return at->emitOpError("in the run of micro-batch ")
-             << runMicroBatch << " uses slot " << use.slot << " of '"
-             << use.source.getName() << "' for micro-batch " << use.mb
-             << " after micro-batch " << holder
-             << " took it: its slots are fewer than the micro-batches in "
-                "flight";
+    Holder holder;
+    if (occupancy.use(use.root.getOperation(), use.start, use.holder, holder))
+      continue;
+    InFlightDiagnostic diag = at->emitOpError("in the run of micro-batch ")
+                              << runMicroBatch << " uses slot " << use.slot
+                              << " of '" << use.root.getName()
+                              << "' for micro-batch " << use.holder.second
+                              << " after ";
+    if (holder.first == use.holder.first)
+      return diag << "micro-batch " << holder.second
+                  << " took it: its slots are fewer than the micro-batches "
+                     "in flight";
+    return diag << "another slot buffer in it took it for micro-batch "
+                << holder.second
+                << ": slot buffers that share an allocation must not be "
+                   "in use at once";
   }
   return success();
 }

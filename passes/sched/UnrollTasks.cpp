@@ -59,7 +59,7 @@ LogicalResult plan::unrollTasks(sched::TasksOp tasks) {
                                   map.lookupOrDefault(slot.getSource()),
                                   at * slot.getType().getNumElements());
         map.map(slot.getResult(), view);
-        slots.place(view, sched::getRootAlloc(slot.getSource()), at,
+        slots.place(view, slot.getSource(), at, slot.getType().getNumElements(),
                     mb + static_cast<int64_t>(slot.getShift()));
         continue;
       }

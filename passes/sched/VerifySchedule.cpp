@@ -186,8 +186,8 @@ private:
       auto shift = static_cast<int64_t>(slot.getShift());
       int64_t at =
           plan::rt::slotIndex(mb, shift, static_cast<int64_t>(slot.getSlots()));
-      slots.place(slot.getResult(), getRootAlloc(slot.getSource()), at,
-                  mb + shift);
+      slots.place(slot.getResult(), slot.getSource(), at,
+                  slot.getType().getNumElements(), mb + shift);
       return visitView(op, info, at * slot.getType().getNumElements(),
                        std::nullopt);
     }

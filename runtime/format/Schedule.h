@@ -378,13 +378,15 @@ inline int64_t slotIndex(int64_t microBatch, int64_t shift, int64_t slots) {
 /// A slot holds one micro-batch at a time: the rule that the slots of a
 /// source buffer (`Source` names it) are at least the micro-batches in
 /// flight. The reader's expansion and sched-unroll-tasks check each use of
-/// a slot, in run order, with it.
-template <typename Source> class SlotOccupancy {
+/// a slot, in run order, with it. What holds a slot is a micro-batch, or,
+/// where several buffers lie in one source (`Holder`), a buffer's
+/// micro-batch.
+template <typename Source, typename Holder = int64_t> class SlotOccupancy {
 public:
-  /// Records that slot `slot` of `source` is used for micro-batch `mb`:
-  /// false, with `holder` the micro-batch that holds it now, when another
-  /// micro-batch took the slot after `mb` had it.
-  bool use(Source source, int64_t slot, int64_t mb, int64_t &holder) {
+  /// Records that slot `slot` of `source` is used for `mb`: false, with
+  /// `holder` what holds it now, when another took the slot after `mb` had
+  /// it.
+  bool use(Source source, int64_t slot, Holder mb, Holder &holder) {
     auto [it, first] = slots.try_emplace({source, slot}, Held{mb, {}});
     Held &held = it->second;
     if (first || held.now == mb)
@@ -400,8 +402,8 @@ public:
 
 private:
   struct Held {
-    int64_t now;
-    std::set<int64_t> before;
+    Holder now;
+    std::set<Holder> before;
   };
   std::map<std::pair<Source, int64_t>, Held> slots;
 };

@@ -84,6 +84,48 @@ sched.program @p.step for @p micro_batches 3
 
 // -----
 
+// Two slot buffers that share one allocation (sched-share-slot-buffers
+// makes such views): the forward of micro-batch 0 fills A's slot, then B's,
+// which lies at the same place, and the backward of micro-batch 0 reads A's
+// back: B took the slot in between, for the same micro-batch.
+#dev = #sched.space<device>
+#host = #sched.space<host>
+shard.grid @mesh(shape = 1x1x2x1)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
+}
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
+  %pool = sched.alloc "slots.activations.0" role activations : memref<4xf32, #dev>
+  %sa = sched.view %pool[0] : memref<4xf32, #dev> to memref<4xf32, #dev>
+  %sb = sched.view %pool[0] : memref<4xf32, #dev> to memref<4xf32, #dev>
+  %t = sched.alloc "T" role activations : memref<4xf32, #host>
+  sched.tasks event_families 0 order [0, 0, 1, 0, 0, 1, 1, 1] {
+    sched.task micro_batch 0 {
+      %a = sched.slot %sa[0] slots 1 : memref<4xf32, #dev> to memref<4xf32, #dev>
+      sched.zero %a : memref<4xf32, #dev>
+      %b = sched.slot %sb[0] slots 1 : memref<4xf32, #dev> to memref<4xf32, #dev>
+      sched.zero %b : memref<4xf32, #dev>
+    }
+    sched.task micro_batch 0 {
+      %a = sched.slot %sa[0] slots 1 : memref<4xf32, #dev> to memref<4xf32, #dev>
+      // expected-error @below {{in the run of micro-batch 0 uses slot 0 of 'slots.activations.0' for micro-batch 0 after another slot buffer in it took it for micro-batch 0: slot buffers that share an allocation must not be in use at once}}
+      %back = sched.copy %a into %t : memref<4xf32, #dev>, memref<4xf32, #host>
+      sched.wait %back
+    }
+  }
+  sched.free %pool : memref<4xf32, #dev>
+  sched.free %t : memref<4xf32, #host>
+}
+
+// -----
+
 // One slot of S, which only the forward uses: the forward of micro-batch 1
 // zeroes it while micro-batch 0's copy out of it is still in flight (its
 // event is waited in the backward): a race in the step written out, at the
