@@ -137,6 +137,24 @@ def SchedDequantizeBase : Pass<"sched-dequantize-base", "::sched::ProgramOp"> {
   let dependentDialects = ["::sched::SchedDialect"];
 }
 
+def SchedShareSlotBuffers
+    : Pass<"sched-share-slot-buffers", "::sched::ProgramOp"> {
+  let summary = "Slot buffers that are never in use at once in one allocation";
+  let description = [{
+    On a pipeline stage's sched.tasks, a one-slot buffer that hands a
+    micro-batch's data from one task to a later one (a prefetched gather's
+    pool and its staging pool, the slot of a reduction the next task
+    completes) is allocated for the whole loop but holds data only from an
+    instance's first use to its last (or to the wait of an asynchronous op
+    on it). Plays the table, and makes the buffers of one element type,
+    memory space and role whose instances are never in use at once views
+    at offset 0 of one allocation of the largest size, as the flat step's
+    buffers share the arena. sched-verify-schedule proves it
+    (plan::RunSlots).
+  }];
+  let dependentDialects = ["::sched::SchedDialect"];
+}
+
 def SchedRollMicroBatches
     : Pass<"sched-roll-micro-batches", "::sched::ProgramOp"> {
   let summary = "Gradient accumulation's middle micro-batches as one sched.repeat";

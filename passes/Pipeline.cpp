@@ -37,6 +37,7 @@ void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm,
   program.addPass(createSchedBucketGradients());
   program.addPass(createSchedSplitTensorParallel());
   program.addPass(createSchedDequantizeBase());
+  program.addPass(createSchedShareSlotBuffers());
   program.addPass(createSchedVerifySchedule());
   program.addPass(createSchedPlanMemory());
   program.addPass(createSchedPlanWorkspace());

@@ -13,6 +13,7 @@
 #include "ScheduleJson.h"
 #include "analysis/TimeModel.h"
 #include "dialects/sched/SchedDialect.h"
+#include "dialects/sched/SchedOpTable.h"
 #include "export/ExportSchedule.h"
 #include "frontend/Frontend.h"
 #include "passes/Passes.h"
@@ -1460,6 +1461,7 @@ lowerStages(mlir::MLIRContext &context,
     program.addPass(plan::createSchedBucketGradients());
     program.addPass(plan::createSchedSplitTensorParallel());
     program.addPass(plan::createSchedDequantizeBase());
+    program.addPass(plan::createSchedShareSlotBuffers());
   }
   if (mlir::failed(pm.run(*module)))
     throw std::runtime_error("sched-lower failed");
@@ -1473,13 +1475,56 @@ std::string describe(mlir::Operation *op) {
   return text;
 }
 
+/// For each op of `ops` (a flat step's), the allocations whose last use it
+/// is: the last op that names the buffer (through views), or the wait of an
+/// asynchronous op that does. A buffer's free may come later (a prefetched
+/// gather's staging buffer is freed below the next gather's issue).
+std::map<size_t, std::vector<mlir::Value>>
+lastUses(llvm::ArrayRef<mlir::Operation *> ops) {
+  llvm::DenseMap<mlir::Value, mlir::Value> rootOf;
+  llvm::DenseMap<mlir::Value, size_t> last;
+  llvm::DenseMap<mlir::Value, std::vector<mlir::Value>> inFlight;
+  for (auto [index, op] : llvm::enumerate(ops)) {
+    if (auto alloc = mlir::dyn_cast<sched::AllocOp>(op)) {
+      rootOf[alloc.getBuffer()] = alloc.getBuffer();
+      continue;
+    }
+    if (auto view = mlir::dyn_cast<sched::ViewOp>(op)) {
+      if (mlir::Value root = rootOf.lookup(view.getSource()))
+        rootOf[view.getResult()] = root;
+      continue;
+    }
+    if (mlir::isa<sched::FreeOp>(op))
+      continue;
+    if (auto wait = mlir::dyn_cast<sched::WaitOp>(op)) {
+      for (mlir::Value root : inFlight.lookup(wait.getEvent()))
+        last[root] = index;
+      continue;
+    }
+    std::vector<mlir::Value> roots;
+    for (mlir::Value operand : op->getOperands())
+      if (mlir::Value root = rootOf.lookup(operand)) {
+        last[root] = index;
+        roots.push_back(root);
+      }
+    if (std::optional<sched::AsyncInfo> async = sched::getAsyncInfo(op))
+      inFlight[async->done] = roots;
+  }
+  std::map<size_t, std::vector<mlir::Value>> at;
+  for (auto [root, index] : last)
+    at[index].push_back(root);
+  return at;
+}
+
 /// "" when `written` (a stage whose tasks were unrolled) is `flat` (the same
 /// stage lowered flat) with each buffer that crosses tasks in a slot: the
 /// same ops with the same attributes and operands in the same order, but for
 /// the flat allocations and frees of those buffers and the written step's
 /// slot buffers, their views and frees. Each flat buffer that crosses tasks
-/// is one slot, and no two of them live at once in the same slot. Otherwise
-/// where they part.
+/// is one slot, and no two of them are in use at once in the same slot
+/// (from the first use to the last, lastUses: slot buffers that share an
+/// allocation, sched-share-slot-buffers, hold one after the other).
+/// Otherwise where they part.
 std::string differenceModuloSlots(sched::ProgramOp flat,
                                   sched::ProgramOp written) {
   // Buckets are counted over the step flat and per body on tasks
@@ -1507,6 +1552,7 @@ std::string differenceModuloSlots(sched::ProgramOp flat,
   }
   for (mlir::Operation &op : written.getBody().front())
     b.push_back(&op);
+  std::map<size_t, std::vector<mlir::Value>> releasedAt = lastUses(a);
   using Slot = std::pair<void *, int64_t>; // (slot buffer, offset)
   llvm::DenseMap<mlir::Value, mlir::Value> same;
   llvm::DenseSet<mlir::Value> slotBuffers;
@@ -1555,7 +1601,9 @@ std::string differenceModuloSlots(sched::ProgramOp flat,
         auto it = placed.find(free.getBuffer());
         if (it == placed.end())
           return "crossing buffer freed unused: " + describe(op);
-        holder.erase(it->second);
+        if (auto held = holder.find(it->second);
+            held != holder.end() && held->second == free.getBuffer())
+          holder.erase(held);
       } else {
         break;
       }
@@ -1591,6 +1639,12 @@ std::string differenceModuloSlots(sched::ProgramOp flat,
     }
     for (unsigned r = 0; r < x->getNumResults(); ++r)
       same[x->getResult(r)] = y->getResult(r);
+    // A crossing buffer past its last use leaves its slot.
+    for (mlir::Value root : releasedAt[i])
+      if (auto at = placed.find(root); at != placed.end())
+        if (auto held = holder.find(at->second);
+            held != holder.end() && held->second == root)
+          holder.erase(held);
     ++i;
     ++j;
   }
