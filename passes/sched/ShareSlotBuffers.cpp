@@ -5,9 +5,10 @@
 // prefetched gather's pool and its staging pool, the slot of a reduction
 // the next task completes) are each allocated for the whole loop, where the
 // flat step holds each of their buffers only across one task boundary. The
-// pass plays the table (sched::StepCursor) and takes, for each instance of
-// each such buffer (the buffer and the micro-batch a run's sched.slot names),
-// the span of the step from its first use to its last, or to the wait of an
+// pass plays the table, each run's ops that can touch such a slot at their
+// places in the step (BodyOps), and takes, for each instance of each such
+// buffer (the buffer and the micro-batch a run's sched.slot names), the span
+// of the step from its first use to its last, or to the wait of an
 // asynchronous op that uses it. Buffers of one element type, memory space
 // and role none of whose spans meet become views at offset 0 of one
 // allocation of the largest size, first fit by decreasing size.
@@ -24,6 +25,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <map>
 #include <tuple>
@@ -80,91 +82,182 @@ using Instance = std::pair<unsigned, int64_t>;
 /// An event of a run: the value and the run (-1 outside the table).
 using EventKey = std::pair<void *, int64_t>;
 
-/// Plays `program`'s step and fills each candidate's spans.
-LogicalResult findSpans(ProgramOp program,
-                        MutableArrayRef<Candidate> candidates) {
+/// The ops of each body that can use a candidate's slot or end that use:
+/// the candidates' sched.slots and their views, the ops that name them or
+/// start after one that does, the slot signals of their events and the
+/// waits for them (by their events, or by the slot event families those
+/// signal). Each with its index in its body; a body's other ops are skipped
+/// in every run.
+struct BodyOps {
+  int64_t size = 0;
+  SmallVector<std::pair<int64_t, Operation *>> ops;
+};
+struct Relevant {
+  SmallVector<BodyOps> bodies;
+  /// The slot event families that carry a use of a slot.
+  llvm::DenseSet<int64_t> families;
+  bool carries(Value event) const {
+    auto named = event.getDefiningOp<SlotEventOp>();
+    return named && families.contains(static_cast<int64_t>(named.getFamily()));
+  }
+};
+
+Relevant relevantOps(TasksOp tasks,
+                     const llvm::DenseMap<Operation *, unsigned> &in) {
+  SmallVector<TaskOp> bodies = tasks.getTasks();
+  Relevant relevant;
+  // Values that lie in a candidate's slot, and the events of the ops that
+  // use one (or start after such an event); a family signalled with one
+  // carries it to other bodies, so until nothing is added.
+  llvm::DenseSet<Value> inSlot, events;
+  auto carried = [&](Value value) {
+    return inSlot.contains(value) || events.contains(value) ||
+           relevant.carries(value);
+  };
+  size_t before = 1;
+  while (before != events.size() + relevant.families.size()) {
+    before = events.size() + relevant.families.size();
+    for (TaskOp task : bodies)
+      for (Operation &op : task.getBody().front()) {
+        if (auto slot = dyn_cast<SlotOp>(op)) {
+          if (in.count(slot.getSource().getDefiningOp()))
+            inSlot.insert(slot.getResult());
+        } else if (isa<ViewOp, ShardViewOp>(op)) {
+          if (inSlot.contains(op.getOperand(0)))
+            inSlot.insert(op.getResult(0));
+        } else if (auto signal = dyn_cast<SlotSignalOp>(op)) {
+          if (events.contains(signal.getEvent()))
+            relevant.families.insert(static_cast<int64_t>(signal.getFamily()));
+        } else if (!isa<WaitOp>(op) &&
+                   llvm::any_of(op.getOperands(), carried)) {
+          if (std::optional<AsyncInfo> async = getAsyncInfo(&op))
+            events.insert(async->done);
+        }
+      }
+  }
+  for (TaskOp task : bodies) {
+    BodyOps &body = relevant.bodies.emplace_back();
+    for (Operation &op : task.getBody().front()) {
+      bool uses = false;
+      if (auto wait = dyn_cast<WaitOp>(op))
+        uses = events.contains(wait.getEvent()) ||
+               relevant.carries(wait.getEvent());
+      else if (auto signal = dyn_cast<SlotSignalOp>(op))
+        uses = events.contains(signal.getEvent()) ||
+               relevant.families.contains(
+                   static_cast<int64_t>(signal.getFamily()));
+      else
+        uses = llvm::any_of(op.getOperands(), carried) ||
+               (op.getNumResults() == 1 && inSlot.contains(op.getResult(0)));
+      if (uses)
+        body.ops.push_back({body.size, &op});
+      ++body.size;
+    }
+  }
+  return relevant;
+}
+
+/// Plays `tasks`' table, each run's ops at their places in the step, and
+/// fills each candidate's spans.
+LogicalResult findSpans(TasksOp tasks, MutableArrayRef<Candidate> candidates) {
   llvm::DenseMap<Operation *, unsigned> indexOf;
   for (auto [index, candidate] : llvm::enumerate(candidates))
     indexOf[candidate.alloc] = static_cast<unsigned>(index);
+  SmallVector<TaskOp> bodies = tasks.getTasks();
+  Relevant relevant = relevantOps(tasks, indexOf);
   std::map<Instance, std::pair<int64_t, int64_t>> spans;
   // The instances a value of the run being walked lies in, and those an
   // asynchronous op uses until its wait.
   llvm::DenseMap<Value, Instance> inSlot;
   std::map<EventKey, SmallVector<Instance, 2>> inFlight;
   SlotEventInstances<EventKey> signalled;
-  int64_t position = 0, runs = 0, run = -1;
+  int64_t position = 0, start = 0;
   auto use = [&](Instance instance) {
     auto [it, added] = spans.try_emplace(instance, position, position);
     it->second.second = position;
   };
-  for (StepCursor cursor(program); !cursor.done();
-       cursor.advance(), ++position) {
-    Operation &op = *cursor;
-    auto task = dyn_cast<TaskOp>(op.getParentOp());
-    if (!task)
-      continue; // only the bodies name the slots
-    if (&op == &task.getBody().front().front())
-      run = runs++;
-    int64_t iteration = cursor.iteration();
+  ArrayRef<int64_t> order = tasks.getOrder();
+  for (int64_t run = 0; 2 * run + 1 < static_cast<int64_t>(order.size());
+       ++run) {
+    auto body = static_cast<size_t>(order[2 * run]);
+    TaskOp task = bodies[body];
+    int64_t iteration =
+        order[2 * run + 1] - static_cast<int64_t>(task.getMicroBatch());
     auto keyOf = [&](Value event) -> EventKey {
       Operation *def = event.getDefiningOp();
       return {event.getAsOpaquePointer(),
               def && def->getParentOp() == task ? run : -1};
     };
-    if (auto slot = dyn_cast<SlotOp>(op)) {
-      auto it = indexOf.find(slot.getSource().getDefiningOp());
-      if (it == indexOf.end()) {
-        inSlot.erase(slot.getResult());
+    for (auto [index, opPointer] : relevant.bodies[body].ops) {
+      Operation &op = *opPointer;
+      position = start + index;
+      if (auto slot = dyn_cast<SlotOp>(op)) {
+        Instance instance{indexOf.lookup(slot.getSource().getDefiningOp()),
+                          order[2 * run + 1] +
+                              static_cast<int64_t>(slot.getShift())};
+        inSlot[slot.getResult()] = instance;
+        use(instance);
         continue;
       }
-      Instance instance{it->second, static_cast<int64_t>(task.getMicroBatch()) +
-                                        iteration +
-                                        static_cast<int64_t>(slot.getShift())};
-      inSlot[slot.getResult()] = instance;
-      use(instance);
-      continue;
-    }
-    if (isa<ViewOp, ShardViewOp>(op)) {
-      auto it = inSlot.find(op.getOperand(0));
-      if (it == inSlot.end()) {
-        inSlot.erase(op.getResult(0));
+      if (isa<ViewOp, ShardViewOp>(op)) {
+        Instance instance = inSlot.lookup(op.getOperand(0));
+        inSlot[op.getResult(0)] = instance;
         continue;
       }
-      Instance instance = it->second; // before the map may grow
-      inSlot[op.getResult(0)] = instance;
-      continue;
-    }
-    if (auto signal = dyn_cast<SlotSignalOp>(op)) {
-      if (failed(signalled.signal(signal, iteration, keyOf(signal.getEvent()))))
-        return failure();
-      continue;
-    }
-    if (auto wait = dyn_cast<WaitOp>(op)) {
-      EventKey key = keyOf(wait.getEvent());
-      if (auto named = wait.getEvent().getDefiningOp<SlotEventOp>()) {
-        FailureOr<EventKey> signalledKey = signalled.lookup(named, iteration);
-        if (failed(signalledKey))
+      if (auto signal = dyn_cast<SlotSignalOp>(op)) {
+        if (failed(
+                signalled.signal(signal, iteration, keyOf(signal.getEvent()))))
           return failure();
-        key = *signalledKey;
+        continue;
       }
-      auto it = inFlight.find(key);
-      if (it != inFlight.end()) {
-        for (Instance instance : it->second)
-          use(instance);
-        inFlight.erase(it);
+      if (auto wait = dyn_cast<WaitOp>(op)) {
+        EventKey key = keyOf(wait.getEvent());
+        if (auto named = wait.getEvent().getDefiningOp<SlotEventOp>()) {
+          // The wait of an op that uses no slot may wait for its slot
+          // event here; nothing to end then.
+          if (!relevant.carries(wait.getEvent()))
+            continue;
+          FailureOr<EventKey> signalledKey = signalled.lookup(named, iteration);
+          if (failed(signalledKey))
+            return failure();
+          key = *signalledKey;
+        }
+        auto it = inFlight.find(key);
+        if (it != inFlight.end()) {
+          for (Instance instance : it->second)
+            use(instance);
+          inFlight.erase(it);
+        }
+        continue;
       }
-      continue;
+      // What it names, and what the ops it starts after still use: those
+      // end no earlier than its own wait.
+      SmallVector<Instance, 2> used;
+      for (Value operand : op.getOperands()) {
+        if (auto it = inSlot.find(operand); it != inSlot.end()) {
+          use(it->second);
+          used.push_back(it->second);
+          continue;
+        }
+        if (!isa<EventType>(operand.getType()))
+          continue;
+        EventKey key = keyOf(operand);
+        if (auto named = operand.getDefiningOp<SlotEventOp>()) {
+          if (!relevant.carries(operand))
+            continue;
+          FailureOr<EventKey> signalledKey = signalled.lookup(named, iteration);
+          if (failed(signalledKey))
+            return failure();
+          key = *signalledKey;
+        }
+        if (auto it = inFlight.find(key); it != inFlight.end())
+          llvm::append_range(used, it->second);
+      }
+      std::optional<AsyncInfo> async = getAsyncInfo(&op);
+      if (async && !used.empty())
+        inFlight[keyOf(async->done)] = std::move(used);
     }
-    SmallVector<Instance, 2> used;
-    for (Value operand : op.getOperands())
-      if (auto it = inSlot.find(operand); it != inSlot.end()) {
-        use(it->second);
-        used.push_back(it->second);
-      }
-    if (used.empty())
-      continue;
-    if (std::optional<AsyncInfo> async = getAsyncInfo(&op))
-      inFlight[keyOf(async->done)] = std::move(used);
+    start += relevant.bodies[body].size;
   }
   for (auto &[instance, span] : spans)
     candidates[instance.first].spans.push_back(span);
@@ -245,7 +338,7 @@ struct SchedShareSlotBuffersPass
         collectCandidates(program, loops.front());
     if (candidates.size() < 2)
       return;
-    if (failed(findSpans(program, candidates)))
+    if (failed(findSpans(loops.front(), candidates)))
       return signalPassFailure();
     // By decreasing size (then program order), each into the first pool of
     // its kind none of whose members it meets.
