@@ -85,9 +85,15 @@ public:
   mlir::LogicalResult visit(mlir::Operation *op, mlir::Operation *at,
                             int64_t runMicroBatch);
 
-private:
   /// A slot buffer (its opaque pointer) and a micro-batch.
   using Holder = std::pair<void *, int64_t>;
+  /// Calls `f(root, start, now, before)` for each slot used so far (by its
+  /// allocation and first element): what holds it and what held it before.
+  template <typename F> void forEachHeld(F &&f) const {
+    occupancy.forEach(std::forward<F>(f));
+  }
+
+private:
   struct InSlot {
     sched::AllocOp root;
     int64_t slot, start;

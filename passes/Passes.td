@@ -183,6 +183,20 @@ def SchedUnrollTasks : Pass<"sched-unroll-tasks", "::sched::ProgramOp"> {
 
 def SchedVerifySchedule : Pass<"sched-verify-schedule", "::sched::ProgramOp"> {
   let summary = "Reject schedules that deadlock, race or touch dead memory";
+  let description = [{
+    Walks the step as the compute stream runs it. In the periodic middle of
+    a sched.tasks' table, once the walk's state after a period is the state
+    before it moved on by the period's micro-batches, the periods left to
+    the middle's end are skipped: each would find what the last did.
+  }];
+  let options = [
+    Option<"everyRun", "every-run", "bool", /*default=*/"false",
+           "Walk every run of a sched.tasks, stepping over no period of its "
+           "table's middle">,
+    Option<"remarkRuns", "remark-runs", "bool", /*default=*/"false",
+           "Remark at each sched.tasks how many of its runs the walk took "
+           "and which it stepped over">,
+  ];
   let dependentDialects = ["::sched::SchedDialect"];
 }
 

@@ -50,6 +50,13 @@ public:
            << " of family " << family << ", which no run before it signals";
   }
 
+  /// Calls `f(family, instance, event)` for each instance signalled so
+  /// far, in the order of (family, instance).
+  template <typename F> void forEach(F &&f) const {
+    for (const auto &[key, event] : instances)
+      f(key.first, key.second, event);
+  }
+
 private:
   static int64_t runMicroBatch(mlir::Operation *op, int64_t iteration) {
     return static_cast<int64_t>(

@@ -27,6 +27,21 @@
 // micro-batch takes, a sched.slot_event the event the run that signalled
 // that instance issued.
 //
+// The middle of a table repeats a period of runs, each time for micro-batches
+// further on (1F1B's steady state). At each period's start the walk takes a
+// fingerprint of its state as the runs after it can see it: micro-batches
+// counted from the run's, a slot buffer's slots from the one the run takes,
+// asynchronous ops and roots numbered in the order the fingerprint meets
+// them, and nothing the runs left can no longer name (instances and holders
+// of micro-batches below the table's horizon, values a run defines afresh).
+// The walk is the same function of that state and of the runs after it
+// whatever micro-batch they start at, so once two periods start from equal
+// fingerprints the periods after them would too, to the middle's end: the
+// walk steps over them and goes on with the runs after the middle as if
+// they were that many micro-batches earlier. An error found after such a
+// step is found again by a walk of every run, for its message to name the
+// run's own micro-batch.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
@@ -36,11 +51,14 @@
 #include "runtime/format/Schedule.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/Support/Threading.h"
 
 #include <deque>
+#include <limits>
 #include <optional>
 #include <tuple>
 
@@ -95,6 +113,8 @@ public:
     return pos;
   }
 
+  ArrayRef<ElementRange> all() const { return ranges; }
+
 private:
   SmallVector<ElementRange, 2> ranges;
 };
@@ -136,30 +156,191 @@ struct AsyncState {
   bool done = false;
 };
 
+constexpr int64_t noHorizon = std::numeric_limits<int64_t>::max();
+
+/// A sched.tasks' table as the walk may step over its middle: the runs
+/// [begin, end) repeat with a period of `period` runs, run r + period
+/// running run r's body for `microBatches` micro-batches further on.
+struct PeriodicTable {
+  int64_t begin = 0, end = 0, period = 0, microBatches = 0;
+  /// Per run: its micro-batch, its body's number of ops, and the least
+  /// micro-batch a slot's holder or a slot event instance of it or a later
+  /// run is (noHorizon where none is).
+  std::vector<int64_t> microBatch, bodyOps, horizon;
+  /// The slot buffers of more than one slot: their slots and slot size.
+  DenseMap<Operation *, std::pair<int64_t, int64_t>> slotted;
+
+  /// The table of `tasks`, where the walk can step over a middle of it.
+  static std::optional<PeriodicTable> of(TasksOp tasks) {
+    PeriodicTable table;
+    SmallVector<TaskOp> bodies = tasks.getTasks();
+    SmallVector<int64_t> bodyOps, leastShift;
+    DenseMap<Operation *, std::pair<int64_t, int64_t>> geometry;
+    for (TaskOp task : bodies) {
+      Block &body = task.getBody().front();
+      if (body.empty())
+        return std::nullopt; // its runs are not seen to start
+      bodyOps.push_back(static_cast<int64_t>(body.getOperations().size()));
+      int64_t least = noHorizon;
+      for (Operation &op : body) {
+        if (auto slot = dyn_cast<SlotOp>(op)) {
+          least = std::min(least, static_cast<int64_t>(slot.getShift()));
+          auto shape = std::make_pair(
+              static_cast<int64_t>(slot.getSlots()),
+              static_cast<int64_t>(slot.getType().getNumElements()));
+          auto alloc = slot.getSource().getDefiningOp<AllocOp>();
+          if (!alloc) {
+            // A slot of a view (a shared pool's member) has one slot.
+            if (shape.first != 1)
+              return std::nullopt;
+            continue;
+          }
+          auto [it, added] = geometry.try_emplace(alloc, shape);
+          if (it->second != shape)
+            return std::nullopt;
+        } else if (auto named = dyn_cast<SlotEventOp>(op)) {
+          least = std::min(least, static_cast<int64_t>(named.getShift()));
+        } else if (auto signal = dyn_cast<SlotSignalOp>(op)) {
+          least = std::min(least, static_cast<int64_t>(signal.getShift()));
+        }
+      }
+      leastShift.push_back(least);
+    }
+    // A slot buffer of several slots is seen relative to the run's slot:
+    // only its slots may use it (a fixed view would not move with them).
+    for (auto [alloc, shape] : geometry) {
+      if (shape.first == 1)
+        continue;
+      if (cast<AllocOp>(alloc).getType().getNumElements() !=
+              shape.first * shape.second ||
+          !llvm::all_of(alloc->getUsers(), [](Operation *user) {
+            return isa<SlotOp, FreeOp>(user);
+          }))
+        return std::nullopt;
+      table.slotted[alloc] = shape;
+    }
+
+    ArrayRef<int64_t> order = tasks.getOrder();
+    auto runs = static_cast<int64_t>(order.size() / 2);
+    auto bodyOf = [&](int64_t run) { return order[2 * run]; };
+    for (int64_t run = 0; run < runs; ++run) {
+      table.microBatch.push_back(order[2 * run + 1]);
+      table.bodyOps.push_back(bodyOps[bodyOf(run)]);
+    }
+    table.horizon.assign(runs, noHorizon);
+    for (int64_t run = runs - 1; run >= 0; --run) {
+      int64_t least = leastShift[bodyOf(run)];
+      if (least != noHorizon)
+        table.horizon[run] = table.microBatch[run] + least;
+      if (run + 1 < runs)
+        table.horizon[run] =
+            std::min(table.horizon[run], table.horizon[run + 1]);
+    }
+
+    // The period whose stretch leaves the most runs to step over (each
+    // needs two periods walked before the step and one it steps to).
+    int64_t bestGain = 0;
+    for (int64_t period = 1; period <= std::min<int64_t>(runs / 3, 512);
+         ++period) {
+      for (int64_t run = 0; run + period < runs;) {
+        int64_t last = run;
+        int64_t shift = table.microBatch[run + period] - table.microBatch[run];
+        while (last + period < runs && bodyOf(last + period) == bodyOf(last) &&
+               table.microBatch[last + period] - table.microBatch[last] ==
+                   shift)
+          ++last;
+        // Runs [run, last + period) repeat with this period.
+        int64_t gain = last + period - run - 3 * period;
+        if (last > run && gain > bestGain) {
+          bestGain = gain;
+          table.begin = run;
+          table.end = last + period;
+          table.period = period;
+          table.microBatches = shift;
+        }
+        run = std::max(last, run + 1);
+      }
+    }
+    if (bestGain == 0)
+      return std::nullopt;
+    return table;
+  }
+
+  /// The slot `slot` of a buffer of `slots` as seen from the run of
+  /// micro-batch `base`.
+  static int64_t relativeSlot(int64_t slot, int64_t base, int64_t slots) {
+    return ((slot - base) % slots + slots) % slots;
+  }
+};
+
+/// The runs of a sched.tasks a walk stepped over: `runs` from run `from`
+/// on, periods of `period` runs.
+struct SteppedOver {
+  int64_t from, runs, period;
+};
+
 /// One walk over one program.
 class ScheduleChecker {
 public:
-  explicit ScheduleChecker(ProgramOp program)
+  /// With `stepOverPeriods`, the walk steps over the periods of a table's
+  /// middle that would repeat the one before.
+  ScheduleChecker(ProgramOp program, bool stepOverPeriods)
       : program(program),
         working(getStorageElementType(
             program.getContext(),
             plan::workingStorage(program.getTrain().getPrecision()))),
-        tensor(program.getGroupSize(Group::Tensor)) {}
+        tensor(program.getGroupSize(Group::Tensor)),
+        stepOverPeriods(stepOverPeriods) {}
 
   /// Checks the step's ops in the order it runs them. A sched.repeat is
   /// `who`'s error (sched::requireUnrolled).
   LogicalResult check(StringRef who) {
     if (failed(plan::requireNoRepeat(program, who)))
       return failure();
+    // The micro-batches are those of one sched.tasks: the walk steps over
+    // a middle only where it has no other.
+    std::optional<PeriodicTable> table;
+    auto tasksOps = program.getBody().front().getOps<TasksOp>();
+    if (stepOverPeriods && llvm::hasSingleElement(tasksOps))
+      table = PeriodicTable::of(*tasksOps.begin());
     // A body's ops are visited in order in each of its runs: their
     // OpInfos, made in its first run, are found by position.
     SmallVector<OpInfo *> *bodyInfos = nullptr;
     size_t position = 0;
-    for (StepCursor cursor(program); !cursor.done(); cursor.advance()) {
+    int64_t run = -1;            // of the sched.tasks
+    int64_t offset = 0;          // the micro-batches of the runs stepped over
+    std::vector<int64_t> before; // the fingerprint a period ago
+    int64_t unmatched = 0;
+    StepCursor cursor(program);
+    while (!cursor.done()) {
       Operation *op = &*cursor;
       OpInfo *info;
-      if (isa<TaskOp>(op->getParentOp())) {
+      bool inBody = isa<TaskOp>(op->getParentOp());
+      if (inBody) {
         if (op == &op->getBlock()->front()) {
+          ++run;
+          if (table && run >= table->begin &&
+              (run - table->begin) % table->period == 0 &&
+              run + table->period <= table->end) {
+            int64_t periods = periodsToStepOver(*table, run, before);
+            if (periods > 0) {
+              int64_t runs = periods * table->period;
+              for (int64_t r = run; r < run + runs; ++r)
+                for (int64_t i = 0; i < table->bodyOps[r]; ++i)
+                  cursor.advance();
+              offset = periods * table->microBatches;
+              stepped = SteppedOver{run, runs, table->period};
+              quiet.emplace(program.getContext(),
+                            [thread = llvm::get_threadid()](Diagnostic &) {
+                              return success(llvm::get_threadid() == thread);
+                            });
+              run += runs - 1; // the cursor is at run `run + runs`'s start
+              table.reset();
+              continue;
+            }
+            if (++unmatched > 16)
+              table.reset(); // its state does not settle: walk every run
+          }
           bodyInfos = &infosOfBody[op->getBlock()];
           position = 0;
         }
@@ -169,14 +350,228 @@ public:
       } else {
         info = &makeInfo(op); // visited once
       }
-      if (failed(visitInRun(op, *info, cursor.iteration())))
+      if (failed(
+              visitInRun(op, *info, inBody ? cursor.iteration() - offset : 0)))
         return failure();
+      cursor.advance();
     }
     return checkEnd();
   }
 
+  /// The runs the walk stepped over, if any. Its diagnostics after the
+  /// step are dropped: an error there is for a walk of every run to report.
+  std::optional<SteppedOver> steppedOver() const { return stepped; }
+
 private:
   struct OpInfo;
+
+  /// At the start of run `run`, a period's start in `table`'s middle: the
+  /// periods to step over (0 to walk on), `before` holding the
+  /// fingerprint a period ago and getting this one.
+  int64_t periodsToStepOver(const PeriodicTable &table, int64_t run,
+                            std::vector<int64_t> &before) {
+    std::vector<int64_t> now =
+        fingerprint(table, table.microBatch[run], table.horizon[run]);
+    bool same = !before.empty() && now == before;
+
+    before = std::move(now);
+    if (!same)
+      return 0;
+    // What the fingerprints leave out lies below the horizon; it must move
+    // on with the periods as the micro-batches do, up to the step's end.
+    auto moves = [&](int64_t r) {
+      if (r >= static_cast<int64_t>(table.horizon.size()))
+        return true; // the table's end: no run is left to name anything
+      int64_t now = table.horizon[r], was = table.horizon[r - table.period];
+      if (now == noHorizon || was == noHorizon)
+        return now == was;
+      return now - was == table.microBatches;
+    };
+    if (!moves(run))
+      return 0;
+    // Each period stepped over repeats the one before it.
+    int64_t periods = 0;
+    while (run + (periods + 1) * table.period <= table.end &&
+           moves(run + (periods + 1) * table.period))
+      ++periods;
+    return periods;
+  }
+
+  /// The walk's state as the runs from one starting at micro-batch `base`
+  /// can see it, with nothing below micro-batch `horizon` that they cannot
+  /// name: equal for two runs a period apart when the period repeats.
+  std::vector<int64_t> fingerprint(const PeriodicTable &table, int64_t base,
+                                   int64_t horizon) {
+    std::vector<int64_t> words;
+    DenseMap<unsigned, int64_t> rootIds, asyncIds;
+    SmallVector<unsigned> rootOrder, asyncOrder;
+    auto word = [&](auto value) {
+      if constexpr (std::is_pointer_v<decltype(value)>)
+        words.push_back(reinterpret_cast<intptr_t>(value));
+      else
+        words.push_back(static_cast<int64_t>(value));
+    };
+    auto asyncId = [&](unsigned index) {
+      auto [it, added] = asyncIds.try_emplace(index, asyncIds.size());
+      if (added)
+        asyncOrder.push_back(index);
+      word(it->second);
+    };
+    auto rootId = [&](unsigned index) {
+      auto [it, added] = rootIds.try_emplace(index, rootIds.size());
+      if (added)
+        rootOrder.push_back(index);
+      word(it->second);
+    };
+    // A root's element ranges, a slot buffer's from the run's slot.
+    auto ranges = [&](Root &root, ArrayRef<ElementRange> in) {
+      auto it = table.slotted.find(root.alloc.getOperation());
+      SmallVector<ElementRange, 4> out;
+      if (it == table.slotted.end()) {
+        out.assign(in.begin(), in.end());
+      } else {
+        auto [slots, size] = it->second;
+        for (ElementRange range : in)
+          for (int64_t slot = range.begin / size; slot * size < range.end;
+               ++slot) {
+            int64_t moved =
+                PeriodicTable::relativeSlot(slot, base, slots) * size -
+                slot * size;
+            out.push_back({std::max(range.begin, slot * size) + moved,
+                           std::min(range.end, (slot + 1) * size) + moved});
+          }
+        llvm::sort(out, [](const ElementRange &a, const ElementRange &b) {
+          return a.begin < b.begin;
+        });
+        WrittenRanges merged;
+        for (ElementRange range : out)
+          merged.add(range);
+        out.assign(merged.all().begin(), merged.all().end());
+      }
+      word(out.size());
+      for (ElementRange range : out) {
+        word(range.begin);
+        word(range.end);
+      }
+    };
+
+    // What the runs ahead can reach: the events of the ops outside the
+    // tasks, the buffers of values a run does not define afresh before it
+    // reads them, the roots not freed and the events not waited (which the
+    // step's end looks at), the units' runs of parts, the slot events and
+    // the slots' holders from the horizon on.
+    for (const OpInfo &info : infoStore)
+      if (!info.inBody) {
+        if (info.asyncIndex)
+          asyncId(*info.asyncIndex);
+        else
+          word(-1);
+      }
+    for (auto [id, ref] : llvm::enumerate(refs)) {
+      if (!seenAcrossRuns[id])
+        continue;
+      if (!ref) {
+        word(-1);
+        continue;
+      }
+      rootId(ref->root);
+      ranges(roots[ref->root], {ref->range});
+      word(ref->shard ? static_cast<int64_t>(*ref->shard) : -1);
+    }
+    for (auto [index, root] : llvm::enumerate(roots))
+      if (!root.freedBy)
+        rootId(index);
+    llvm::erase_if(unwaited,
+                   [&](unsigned index) { return asyncStates[index].waitedBy; });
+    for (unsigned index : unwaited)
+      asyncId(index);
+    for (auto &[key, partRun] : runs) {
+      word(std::get<0>(key));
+      word(std::get<1>(key));
+      word(std::get<2>(key));
+      word(partRun.next);
+      word(partRun.last);
+      word(partRun.lastPart);
+    }
+    signalled.forEach([&](int64_t family, int64_t instance, unsigned event) {
+      if (instance < horizon)
+        return;
+      word(family);
+      word(instance - base);
+      asyncId(event);
+    });
+    // A holder below the horizon never holds a slot again.
+    auto holder = [&](const std::pair<void *, int64_t> &held) {
+      if (held.second < horizon)
+        return std::make_pair(held.first, std::numeric_limits<int64_t>::min());
+      return std::make_pair(held.first, held.second - base);
+    };
+    SmallVector<std::tuple<Operation *, int64_t, std::pair<void *, int64_t>,
+                           SmallVector<std::pair<void *, int64_t>>>>
+        held;
+    slots.forEachHeld([&](Operation *root, int64_t start, const auto &now,
+                          const auto &earlier) {
+      auto it = table.slotted.find(root);
+      if (it != table.slotted.end()) {
+        auto [count, size] = it->second;
+        start = PeriodicTable::relativeSlot(start / size, base, count) * size +
+                start % size;
+      }
+      SmallVector<std::pair<void *, int64_t>> kept;
+      for (const auto &was : earlier)
+        if (was.second >= horizon)
+          kept.push_back(holder(was));
+      held.emplace_back(root, start, holder(now), std::move(kept));
+    });
+    llvm::sort(held, [](const auto &a, const auto &b) {
+      return std::make_pair(std::get<0>(a), std::get<1>(a)) <
+             std::make_pair(std::get<0>(b), std::get<1>(b));
+    });
+    for (auto &[root, start, now, kept] : held) {
+      word(root);
+      word(start);
+      word(now.first);
+      word(now.second);
+      word(kept.size());
+      for (auto [buffer, mb] : kept) {
+        word(buffer);
+        word(mb);
+      }
+    }
+
+    // The roots and events met, in the order met (each may meet more).
+    for (size_t r = 0, a = 0; r < rootOrder.size() || a < asyncOrder.size();) {
+      if (r < rootOrder.size()) {
+        Root &root = roots[rootOrder[r++]];
+        word(root.alloc.getOperation());
+        word(root.freedBy);
+        ranges(root, root.written.all());
+        for (const ShardWrite &write : root.shardWrites) {
+          ranges(root, {write.source});
+          word(static_cast<int64_t>(write.group));
+        }
+        word(-1);
+        for (const InFlightAccess &access : liveInFlight(root)) {
+          asyncId(access.async);
+          ranges(root, {access.range});
+          word(access.writes);
+        }
+        word(-1);
+        continue;
+      }
+      const AsyncState &state = asyncStates[asyncOrder[a++]];
+      word(state.op);
+      word(state.waitedBy);
+      word(state.done);
+      // What a done op started after is done: only the rest can order it.
+      if (!state.done)
+        for (unsigned after : state.after)
+          if (!asyncStates[after].done)
+            asyncId(after);
+      word(-1);
+    }
+    return words;
+  }
 
   /// `op` in the run `iteration` micro-batches on from the one its task is
   /// written for (0 outside a sched.tasks).
@@ -241,6 +636,7 @@ private:
       }
       info.asyncIndex = *async;
       asyncStates.push_back(std::move(state));
+      unwaited.push_back(*async);
     }
     return visitAccesses(op, info, async);
   }
@@ -248,7 +644,9 @@ private:
   /// What does not depend on the run: once per op, however many runs of its
   /// body the step has.
   struct OpInfo {
-    /// The micro-batch its sched.task is written for (0 outside one).
+    /// Whether it is a sched.task's, and the micro-batch that task is
+    /// written for (0 outside one).
+    bool inBody = false;
     int64_t bodyMicroBatch = 0;
     /// Whether an operand is a sched.slot's result or a view of one: what
     /// plan::RunSlots has to see.
@@ -278,8 +676,10 @@ private:
         Operation *def = operand.getDefiningOp();
         info.eventProducers.push_back(def ? infoOfOp.lookup(def) : nullptr);
       }
-    if (auto task = dyn_cast<TaskOp>(op->getParentOp()))
+    if (auto task = dyn_cast<TaskOp>(op->getParentOp())) {
+      info.inBody = true;
       info.bodyMicroBatch = static_cast<int64_t>(task.getMicroBatch());
+    }
     for (Value operand : op->getOperands())
       info.operands.push_back(idFor(operand));
     if (op->getNumResults() == 1 && isa<MemRefType>(op->getResultTypes()[0]))
@@ -677,35 +1077,79 @@ private:
   /// and a buffer its root range: the runs index a vector, not a hash map.
   unsigned idFor(Value value) {
     auto [it, added] = idOf.try_emplace(value, refs.size());
-    if (added)
+    if (added) {
       refs.emplace_back();
+      // A run defines its body's values afresh before it reads them, but
+      // for an allocation, whose root the run before may hand on.
+      Operation *def = value.getDefiningOp();
+      seenAcrossRuns.push_back(!def || !isa<TaskOp>(def->getParentOp()) ||
+                               isa<AllocOp>(def));
+    }
     return it->second;
   }
   llvm::DenseMap<Value, unsigned> idOf;
   SmallVector<std::optional<BufferRef>> refs;
-  std::deque<OpInfo> infoStore; // each op's, in the order first visited
+  std::vector<bool> seenAcrossRuns; // by id, for fingerprint
+  std::deque<OpInfo> infoStore;     // each op's, in the order first visited
   llvm::DenseMap<Block *, SmallVector<OpInfo *>> infosOfBody;
   SmallVector<Root> roots;
   llvm::DenseMap<Operation *, OpInfo *> infoOfOp; // for makeInfo
   SmallVector<AsyncState> asyncStates;
+  // The asynchronous ops not waited yet, and some waited since (dropped by
+  // fingerprint).
+  std::vector<unsigned> unwaited;
   // A sched.tasks: the async op each slot event instance (family,
   // micro-batch) stands for, and the slots of the run's values.
   SlotEventInstances<unsigned> signalled;
   plan::RunSlots slots;
+  bool stepOverPeriods;
+  std::optional<SteppedOver> stepped;
+  // Set once the walk steps over runs: drops this thread's diagnostics.
+  std::optional<ScopedDiagnosticHandler> quiet;
 };
 
 /// Checks `program` as the step it stands for, in one walk of the step: a
 /// sched.tasks' runs in the order of its table, on the ops as they are
 /// written, so an error points at the op of the body. A sched.repeat is
 /// sched-roll-micro-batches', after this pass: `who`'s error.
-LogicalResult checkStep(ProgramOp program, StringRef who) {
-  return ScheduleChecker(program).check(who);
+/// Without `everyRun` the walk steps over the periods of a table's middle
+/// that repeat the one before; an error after the step is found again by a
+/// walk of every run, whose diagnostics name the run's own micro-batch.
+/// With `remark`, a remark at each sched.tasks of a step that verifies says
+/// what the walk took.
+LogicalResult checkStep(ProgramOp program, StringRef who, bool everyRun,
+                        bool remark) {
+  std::optional<SteppedOver> stepped;
+  LogicalResult result = failure();
+  {
+    ScheduleChecker checker(program, !everyRun);
+    result = checker.check(who);
+    stepped = checker.steppedOver();
+  } // and its diagnostics with it
+  if (failed(result) && stepped)
+    return ScheduleChecker(program, false).check(who);
+  if (succeeded(result) && remark)
+    for (TasksOp tasks : program.getBody().front().getOps<TasksOp>()) {
+      auto runs = static_cast<int64_t>(tasks.getOrder().size() / 2);
+      if (!stepped) {
+        tasks.emitRemark("walked all ") << runs << " runs";
+        continue;
+      }
+      tasks.emitRemark("walked ")
+          << runs - stepped->runs << " of " << runs
+          << " runs: stepped over runs " << stepped->from << " to "
+          << stepped->from + stepped->runs - 1 << ", "
+          << stepped->runs / stepped->period << " periods of "
+          << stepped->period << " runs that repeat the one before";
+    }
+  return result;
 }
 
 struct SchedVerifySchedulePass
     : plan::impl::SchedVerifyScheduleBase<SchedVerifySchedulePass> {
+  using SchedVerifyScheduleBase::SchedVerifyScheduleBase;
   void runOnOperation() override {
-    if (failed(checkStep(getOperation(), getArgument())))
+    if (failed(checkStep(getOperation(), getArgument(), everyRun, remarkRuns)))
       signalPassFailure();
   }
 };

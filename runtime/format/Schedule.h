@@ -400,6 +400,13 @@ public:
     return true;
   }
 
+  /// Calls `f(source, slot, now, before)` for each slot used so far, in the
+  /// order of (source, slot): what holds it and what held it before.
+  template <typename F> void forEach(F &&f) const {
+    for (const auto &[key, held] : slots)
+      f(key.first, key.second, held.now, held.before);
+  }
+
 private:
   struct Held {
     Holder now;

@@ -1879,6 +1879,126 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
   }
 }
 
+/// sched-verify-schedule on `module`'s programs, walking every run of a
+/// table or stepping over its middle's periods that repeat: what it reports
+/// (its diagnostics and notes, "failed" first when it fails), and the runs
+/// it stepped over.
+std::pair<std::string, int64_t> verifySchedule(mlir::ModuleOp module,
+                                               bool everyRun) {
+  mlir::MLIRContext *context = module.getContext();
+  std::string text;
+  int64_t stepped = 0;
+  mlir::ScopedDiagnosticHandler capture(context, [&](mlir::Diagnostic &d) {
+    // "walked 6 of 24 runs: ..." at each sched.tasks.
+    unsigned walked, runs;
+    if (d.getSeverity() == mlir::DiagnosticSeverity::Remark) {
+      if (std::sscanf(d.str().c_str(), "walked %u of %u", &walked, &runs) == 2)
+        stepped += runs - walked;
+      return mlir::success();
+    }
+    text += d.str() + "\n";
+    for (const mlir::Diagnostic &note : d.getNotes())
+      text += "  note: " + note.str() + "\n";
+    return mlir::success();
+  });
+  mlir::PassManager pm(context);
+  pm.enableVerifier(false);
+  plan::SchedVerifyScheduleOptions options;
+  options.everyRun = everyRun;
+  options.remarkRuns = true;
+  pm.nest<sched::ProgramOp>().addPass(plan::createSchedVerifySchedule(options));
+  bool verified = mlir::succeeded(pm.run(module));
+  return {(verified ? "" : "failed\n") + text, stepped};
+}
+
+// The walk that steps over a table's repeating middle finds what the walk
+// of every run finds, to the word of each diagnostic: on pipeline stages
+// lowered as tasks by every pass, and on each of their mutants that drops
+// one op of a body, swaps two neighbouring runs of a table, or runs one
+// entry for the next micro-batch (an error in the middle breaks its period,
+// one after it is found again by a walk of every run).
+TEST(ScheduleTasks, VerifyStepsOverOnlyWhatRepeats) {
+  // Micro-batches enough for a middle of a few periods: 4 interleaved
+  // stages repeat 16 runs, 2 stages of 1F1B 2.
+  const std::vector<std::vector<std::string>> cases = {
+      {"parallel.pipeline=2", "parallel.schedule=1f1b",
+       "parallel.sharding=no_shard", "train.grad_accum=12"},
+      {"parallel.pipeline=4", "parallel.schedule=interleaved(2)",
+       "train.grad_accum=24"},
+      {"parallel.pipeline=2", "parallel.offload.params=cpu",
+       "parallel.offload.optimizer=cpu", "parallel.backward_prefetch=pre",
+       "parallel.forward_prefetch=true", "train.grad_accum=12"},
+  };
+  for (const std::vector<std::string> &pipeline : cases) {
+    std::vector<std::string> sets(pipeline);
+    sets.insert(sets.end(), {"model.layers=8", "cluster.gpus_per_node=4"});
+    std::string what = llvm::join(sets, " ");
+    std::unique_ptr<mlir::MLIRContext> context = newContext();
+    context->disableMultithreading(); // the diagnostics in program order
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        lowerStages(*context, sets, true, Through::All);
+    auto stepping = verifySchedule(*module, false);
+    EXPECT_EQ(stepping.first, "") << what;
+    EXPECT_GT(stepping.second, 0) << what;
+    EXPECT_EQ(verifySchedule(*module, true),
+              std::make_pair(std::string(), int64_t(0)))
+        << what;
+
+    // Mutants, each a copy of the module with one edit of the op that is
+    // the `index`-th of the walk.
+    std::vector<mlir::Operation *> ops;
+    module->walk([&](mlir::Operation *op) { ops.push_back(op); });
+    int64_t mutants = 0, rejected = 0, steppedOver = 0;
+    auto mutate = [&](size_t index,
+                      const std::function<void(mlir::Operation *)> &edit) {
+      mlir::OwningOpRef<mlir::ModuleOp> copy = module->clone();
+      size_t at = 0;
+      mlir::Operation *target = nullptr;
+      copy->walk([&](mlir::Operation *op) {
+        if (at++ == index)
+          target = op;
+      });
+      edit(target);
+      auto stepped = verifySchedule(*copy, false);
+      auto walked = verifySchedule(*copy, true);
+      ++mutants;
+      rejected += !walked.first.empty();
+      steppedOver += stepped.second > 0;
+      EXPECT_EQ(stepped.first, walked.first)
+          << what << ", mutant " << mutants << ": " << describe(ops[index]);
+    };
+    for (auto [index, op] : llvm::enumerate(ops)) {
+      if (mlir::isa_and_nonnull<sched::TaskOp>(op->getParentOp()) &&
+          op->use_empty())
+        mutate(index, [](mlir::Operation *target) { target->erase(); });
+      auto tasks = mlir::dyn_cast<sched::TasksOp>(op);
+      if (!tasks)
+        continue;
+      int64_t runs = static_cast<int64_t>(tasks.getOrder().size() / 2);
+      for (int64_t run = 0; run < runs; ++run) {
+        mutate(index, [&](mlir::Operation *target) {
+          auto copy = mlir::cast<sched::TasksOp>(target);
+          std::vector<int64_t> order(copy.getOrder());
+          order[2 * run + 1] += 1;
+          copy.setOrder(order);
+        });
+        if (run + 1 < runs)
+          mutate(index, [&](mlir::Operation *target) {
+            auto copy = mlir::cast<sched::TasksOp>(target);
+            std::vector<int64_t> order(copy.getOrder());
+            std::swap(order[2 * run], order[2 * run + 2]);
+            std::swap(order[2 * run + 1], order[2 * run + 3]);
+            copy.setOrder(order);
+          });
+      }
+    }
+    // The mutants test both walks: most are errors, and the walk that
+    // steps over a middle met many of them.
+    EXPECT_GT(rejected, mutants / 2) << what;
+    EXPECT_GT(steppedOver, mutants / 4) << what;
+  }
+}
+
 TEST(ScheduleSlots, MalformedJsonIsRejected) {
   static const std::string file = serializeSchedule(
       validateSchedule(forwardBackward(3, 3, gpipe()), "x").file());
