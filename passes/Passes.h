@@ -10,6 +10,9 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <optional>
+#include <vector>
+
 namespace plan {
 
 #define GEN_PASS_DECL
@@ -101,6 +104,56 @@ private:
   };
   llvm::DenseMap<mlir::Value, InSlot> inSlot;
   rt::SlotOccupancy<mlir::Operation *, Holder> occupancy;
+};
+
+/// A walk of a sched.tasks' runs in table order (sched-verify-schedule,
+/// sched-plan-workspace) that steps over the periods of the table's middle
+/// once they repeat. The middle is the longest stretch of runs [begin, end)
+/// in which run r + period runs run r's body for `microBatches` more
+/// (1F1B's steady state). At each period's start in it the walk gives its
+/// fingerprint: its state as the runs from there see it, micro-batches
+/// counted from the run's, and nothing below the run's horizon (the least
+/// micro-batch that it or a later run runs or names through a slot or slot
+/// event), which no later run looks at. When two starts a period apart give
+/// equal fingerprints, each later period would find what the last found, so
+/// the walk steps to the middle's end and goes on with the runs after it as
+/// if they were offset() micro-batches earlier.
+class PeriodSteps {
+public:
+  /// Steps over `tasks`' middle, where it has one longer than three
+  /// periods and no body without ops (whose runs a walk does not see
+  /// start); with a null `tasks`, none.
+  explicit PeriodSteps(sched::TasksOp tasks);
+  /// At the start of run `run`: the runs to step over from it (0 to walk
+  /// it), at a period's start in the middle asking
+  /// `fingerprint(base, horizon)` for the walk's state seen from the run of
+  /// micro-batch `base`, without what lies below micro-batch `horizon`.
+  int64_t runsToStep(
+      int64_t run,
+      llvm::function_ref<std::vector<int64_t>(int64_t, int64_t)> fingerprint);
+  /// The ops of the `runs` runs from run `run` on: what a cursor at run
+  /// `run`'s start moves over to step them.
+  int64_t opsOfRuns(int64_t run, int64_t runs) const;
+  /// How many micro-batches behind the table's the walk's runs are after
+  /// the step.
+  int64_t offset() const { return offset_; }
+  /// The runs stepped over, if any: `runs` from run `from` on, periods of
+  /// `period`.
+  struct Step {
+    int64_t from, runs, period;
+  };
+  std::optional<Step> step() const { return taken; }
+  /// Walks every run from here on.
+  void stop() { stopped = true; }
+
+private:
+  bool stopped = true;
+  int64_t begin = 0, end = 0, period = 0, microBatches = 0;
+  /// Per run: its micro-batch, its body's number of ops, its horizon.
+  std::vector<int64_t> microBatch, bodyOps, horizon;
+  std::vector<int64_t> before; // the fingerprint a period before
+  int64_t unmatched = 0, offset_ = 0;
+  std::optional<Step> taken;
 };
 
 /// A buffer of `slots` slots of `slotType`, allocated right before `tasks`

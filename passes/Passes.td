@@ -233,8 +233,15 @@ def SchedPlanWorkspace : Pass<"sched-plan-workspace", "::sched::ProgramOp"> {
     the units' intermediates and gradients before they land in the arena,
     collectives' staging copies until their wait, optimizer temporaries,
     the batch's token ids. `workspace_at` names the op where it is reached.
-    The predicted peak is the arenas plus the workspace.
+    The predicted peak is the arenas plus the workspace. The periods of a
+    sched.tasks' repeating middle are stepped over once the walk's state
+    repeats (plan::PeriodSteps): they would hold what the last one held.
   }];
+  let options = [
+    Option<"everyRun", "every-run", "bool", /*default=*/"false",
+           "Walk every run of a sched.tasks, stepping over no period of its "
+           "table's middle">,
+  ];
   let dependentDialects = ["::sched::SchedDialect"];
 }
 

@@ -60,8 +60,12 @@ bool isF32(Value buffer) { return elementType(buffer).isF32(); }
 
 class WorkspaceWalk {
 public:
-  explicit WorkspaceWalk(ProgramOp program)
-      : program(program), plan(program.getPlanOp()), model(program.getModel()) {
+  /// With `stepOverPeriods`, the walk steps over the periods of a table's
+  /// middle once its state repeats (plan::PeriodSteps): each would hold
+  /// what the last one held, so the most held and where are the same.
+  WorkspaceWalk(ProgramOp program, bool stepOverPeriods)
+      : program(program), plan(program.getPlanOp()), model(program.getModel()),
+        stepOverPeriods(stepOverPeriods) {
     plan::TrainAttr train = program.getTrain();
     cpuDevice = program.getCluster().getDevice().isCpu();
     tokens = train.getMicroBatch() * train.getSeqLen();
@@ -102,11 +106,30 @@ public:
 
     int64_t most = 0;
     Operation *mostAt = nullptr;
+    auto tasksOps = program.getBody().front().getOps<TasksOp>();
+    plan::PeriodSteps steps(stepOverPeriods && llvm::hasSingleElement(tasksOps)
+                                ? *tasksOps.begin()
+                                : TasksOp());
+    int64_t run = -1; // of the sched.tasks
     // As the step runs: a sched.repeat's or sched.tasks' bodies once per
     // run, in order.
     for (StepCursor cursor(program); !cursor.done(); cursor.advance()) {
       Operation &op = *cursor;
-      iteration = cursor.iteration();
+      bool inBody = isa<TaskOp>(op.getParentOp());
+      if (inBody && &op == &op.getBlock()->front()) {
+        ++run;
+        if (int64_t runs =
+                steps.runsToStep(run, [&](int64_t base, int64_t horizon) {
+                  return fingerprint(base, horizon);
+                })) {
+          // To the first op of run `run + runs`, the loop's advance last.
+          for (int64_t ops = steps.opsOfRuns(run, runs); ops > 1; --ops)
+            cursor.advance();
+          run += runs - 1;
+          continue;
+        }
+      }
+      iteration = inBody ? cursor.iteration() - steps.offset() : 0;
       if (isa<SlotSignalOp, SlotEventOp>(op)) {
         handOverEvent(op);
         continue;
@@ -327,6 +350,36 @@ private:
       handover.set(mb, handedTokens * model.getHidden() * shape.workingBytes);
   }
 
+  /// What the walk holds as the runs from the one of micro-batch `base` see
+  /// it (plan::PeriodSteps): the sums, each asynchronous op's bytes by its
+  /// event (a body's op issues its event afresh each run), and what a slot
+  /// event instance or a micro-batch from `horizon` on holds.
+  std::vector<int64_t> fingerprint(int64_t base, int64_t horizon) const {
+    std::vector<int64_t> words = {inFlight.sum(), slotInFlight.sum(),
+                                  handover.sum()};
+    SmallVector<std::pair<intptr_t, int64_t>> events;
+    inFlight.forEach([&](Value event, int64_t bytes) {
+      events.emplace_back(
+          reinterpret_cast<intptr_t>(event.getAsOpaquePointer()), bytes);
+    });
+    llvm::sort(events);
+    for (auto [event, bytes] : events)
+      words.insert(words.end(), {event, bytes});
+    words.push_back(-1);
+    slotInFlight.forEach(
+        [&](const std::pair<int64_t, int64_t> &instance, int64_t bytes) {
+          if (instance.second >= horizon)
+            words.insert(words.end(),
+                         {instance.first, instance.second - base, bytes});
+        });
+    words.push_back(-1);
+    handover.forEach([&](int64_t mb, int64_t bytes) {
+      if (mb >= horizon)
+        words.insert(words.end(), {mb - base, bytes});
+    });
+    return words;
+  }
+
   /// Bytes held by key, and their sum, kept as they change: summing the
   /// maps at every op of a pipeline's step cost more than the rest of the
   /// walk.
@@ -350,6 +403,10 @@ private:
       return held;
     }
     int64_t sum() const { return total; }
+    template <typename F> void forEach(F &&f) const {
+      for (const auto &[key, bytes] : bytesOf)
+        f(key, bytes);
+    }
 
   private:
     Map bytesOf;
@@ -375,12 +432,14 @@ private:
   Held<std::map<int64_t, int64_t>> handover; // by micro-batch
   // What the run being walked adds to its body's micro-batch.
   int64_t iteration = 0;
+  bool stepOverPeriods;
 };
 
 struct SchedPlanWorkspacePass
     : plan::impl::SchedPlanWorkspaceBase<SchedPlanWorkspacePass> {
+  using SchedPlanWorkspaceBase::SchedPlanWorkspaceBase;
   void runOnOperation() override {
-    if (failed(WorkspaceWalk(getOperation()).run()))
+    if (failed(WorkspaceWalk(getOperation(), !everyRun).run()))
       return signalPassFailure();
   }
 };

@@ -115,3 +115,108 @@ LogicalResult plan::RunSlots::visit(Operation *op, Operation *at,
   }
   return success();
 }
+
+plan::PeriodSteps::PeriodSteps(sched::TasksOp tasks) {
+  if (!tasks)
+    return;
+  // Per body: its ops, and the least shift from its run's micro-batch that
+  // it names (0: the run's own).
+  SmallVector<int64_t> opsOfBody, leastShift;
+  for (sched::TaskOp task : tasks.getTasks()) {
+    Block &body = task.getBody().front();
+    if (body.empty())
+      return;
+    opsOfBody.push_back(static_cast<int64_t>(body.getOperations().size()));
+    int64_t least = 0;
+    for (Operation &op : body) {
+      if (auto slot = dyn_cast<sched::SlotOp>(op))
+        least = std::min(least, static_cast<int64_t>(slot.getShift()));
+      else if (auto named = dyn_cast<sched::SlotEventOp>(op))
+        least = std::min(least, static_cast<int64_t>(named.getShift()));
+      else if (auto signal = dyn_cast<sched::SlotSignalOp>(op))
+        least = std::min(least, static_cast<int64_t>(signal.getShift()));
+    }
+    leastShift.push_back(least);
+  }
+
+  ArrayRef<int64_t> order = tasks.getOrder();
+  auto runs = static_cast<int64_t>(order.size() / 2);
+  auto bodyOf = [&](int64_t run) { return order[2 * run]; };
+  for (int64_t run = 0; run < runs; ++run) {
+    microBatch.push_back(order[2 * run + 1]);
+    bodyOps.push_back(opsOfBody[bodyOf(run)]);
+  }
+  horizon.assign(runs, 0);
+  for (int64_t run = runs - 1; run >= 0; --run) {
+    horizon[run] = microBatch[run] + leastShift[bodyOf(run)];
+    if (run + 1 < runs)
+      horizon[run] = std::min(horizon[run], horizon[run + 1]);
+  }
+
+  // The period whose stretch leaves the most runs to step over (two periods
+  // walked before a step, one after it).
+  int64_t bestGain = 0;
+  for (int64_t length = 1; length <= std::min<int64_t>(runs / 4, 512);
+       ++length) {
+    for (int64_t run = 0; run + length < runs;) {
+      int64_t last = run;
+      int64_t shift = microBatch[run + length] - microBatch[run];
+      while (last + length < runs && bodyOf(last + length) == bodyOf(last) &&
+             microBatch[last + length] - microBatch[last] == shift)
+        ++last;
+      // Runs [run, last + length) repeat with this period.
+      int64_t gain = last + length - run - 3 * length;
+      if (last > run && gain > bestGain) {
+        bestGain = gain;
+        begin = run;
+        end = last + length;
+        period = length;
+        microBatches = shift;
+      }
+      run = std::max(last, run + 1);
+    }
+  }
+  stopped = bestGain == 0;
+}
+
+int64_t plan::PeriodSteps::runsToStep(
+    int64_t run,
+    llvm::function_ref<std::vector<int64_t>(int64_t, int64_t)> fingerprint) {
+  if (stopped || run < begin || (run - begin) % period != 0 ||
+      run + period > end)
+    return 0;
+  std::vector<int64_t> now = fingerprint(microBatch[run], horizon[run]);
+  bool same = !before.empty() && now == before;
+  before = std::move(now);
+  if (!same) {
+    if (++unmatched > 16)
+      stopped = true; // the walk's state does not settle
+    return 0;
+  }
+  // What the fingerprints leave out lies below the horizon: it must move on
+  // with the micro-batches over the periods compared and stepped over.
+  auto moves = [&](int64_t r) {
+    if (r >= static_cast<int64_t>(horizon.size()))
+      return true; // the table's end: no run is left to name anything
+    return horizon[r] - horizon[r - period] == microBatches;
+  };
+  if (!moves(run))
+    return 0;
+  int64_t periods = 0;
+  while (run + (periods + 1) * period <= end &&
+         moves(run + (periods + 1) * period))
+    ++periods;
+  if (periods == 0)
+    return 0;
+  stopped = true;
+  offset_ = periods * microBatches;
+  taken = Step{run, periods * period, period};
+  return periods * period;
+}
+
+int64_t plan::PeriodSteps::opsOfRuns(int64_t run, int64_t runs) const {
+  int64_t ops = 0;
+  for (int64_t r = run; r < run + runs; ++r)
+    ops += bodyOps[r];
+  return ops;
+}

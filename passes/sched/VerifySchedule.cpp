@@ -156,128 +156,48 @@ struct AsyncState {
   bool done = false;
 };
 
-constexpr int64_t noHorizon = std::numeric_limits<int64_t>::max();
-
-/// A sched.tasks' table as the walk may step over its middle: the runs
-/// [begin, end) repeat with a period of `period` runs, run r + period
-/// running run r's body for `microBatches` micro-batches further on.
-struct PeriodicTable {
-  int64_t begin = 0, end = 0, period = 0, microBatches = 0;
-  /// Per run: its micro-batch, its body's number of ops, and the least
-  /// micro-batch a slot's holder or a slot event instance of it or a later
-  /// run is (noHorizon where none is).
-  std::vector<int64_t> microBatch, bodyOps, horizon;
-  /// The slot buffers of more than one slot: their slots and slot size.
-  DenseMap<Operation *, std::pair<int64_t, int64_t>> slotted;
-
-  /// The table of `tasks`, where the walk can step over a middle of it.
-  static std::optional<PeriodicTable> of(TasksOp tasks) {
-    PeriodicTable table;
-    SmallVector<TaskOp> bodies = tasks.getTasks();
-    SmallVector<int64_t> bodyOps, leastShift;
-    DenseMap<Operation *, std::pair<int64_t, int64_t>> geometry;
-    for (TaskOp task : bodies) {
-      Block &body = task.getBody().front();
-      if (body.empty())
-        return std::nullopt; // its runs are not seen to start
-      bodyOps.push_back(static_cast<int64_t>(body.getOperations().size()));
-      int64_t least = noHorizon;
-      for (Operation &op : body) {
-        if (auto slot = dyn_cast<SlotOp>(op)) {
-          least = std::min(least, static_cast<int64_t>(slot.getShift()));
-          auto shape = std::make_pair(
-              static_cast<int64_t>(slot.getSlots()),
-              static_cast<int64_t>(slot.getType().getNumElements()));
-          auto alloc = slot.getSource().getDefiningOp<AllocOp>();
-          if (!alloc) {
-            // A slot of a view (a shared pool's member) has one slot.
-            if (shape.first != 1)
-              return std::nullopt;
-            continue;
-          }
-          auto [it, added] = geometry.try_emplace(alloc, shape);
-          if (it->second != shape)
-            return std::nullopt;
-        } else if (auto named = dyn_cast<SlotEventOp>(op)) {
-          least = std::min(least, static_cast<int64_t>(named.getShift()));
-        } else if (auto signal = dyn_cast<SlotSignalOp>(op)) {
-          least = std::min(least, static_cast<int64_t>(signal.getShift()));
-        }
-      }
-      leastShift.push_back(least);
-    }
-    // A slot buffer of several slots is seen relative to the run's slot:
-    // only its slots may use it (a fixed view would not move with them).
-    for (auto [alloc, shape] : geometry) {
-      if (shape.first == 1)
+/// The slot buffers of more than one slot of `tasks`' bodies, by
+/// allocation: their slots and slot size. The walk's state is seen from the
+/// slot the run takes, so none may be used but through its slots (a fixed
+/// view would not move with them); none when one is.
+std::optional<DenseMap<Operation *, std::pair<int64_t, int64_t>>>
+slottedBuffers(TasksOp tasks) {
+  DenseMap<Operation *, std::pair<int64_t, int64_t>> shapes, slotted;
+  for (TaskOp task : tasks.getTasks())
+    for (auto slot : task.getBody().front().getOps<SlotOp>()) {
+      auto shape =
+          std::make_pair(static_cast<int64_t>(slot.getSlots()),
+                         static_cast<int64_t>(slot.getType().getNumElements()));
+      auto alloc = slot.getSource().getDefiningOp<AllocOp>();
+      if (!alloc) {
+        // A slot of a view (a shared pool's member) has one slot.
+        if (shape.first != 1)
+          return std::nullopt;
         continue;
-      if (cast<AllocOp>(alloc).getType().getNumElements() !=
-              shape.first * shape.second ||
-          !llvm::all_of(alloc->getUsers(), [](Operation *user) {
-            return isa<SlotOp, FreeOp>(user);
-          }))
-        return std::nullopt;
-      table.slotted[alloc] = shape;
-    }
-
-    ArrayRef<int64_t> order = tasks.getOrder();
-    auto runs = static_cast<int64_t>(order.size() / 2);
-    auto bodyOf = [&](int64_t run) { return order[2 * run]; };
-    for (int64_t run = 0; run < runs; ++run) {
-      table.microBatch.push_back(order[2 * run + 1]);
-      table.bodyOps.push_back(bodyOps[bodyOf(run)]);
-    }
-    table.horizon.assign(runs, noHorizon);
-    for (int64_t run = runs - 1; run >= 0; --run) {
-      int64_t least = leastShift[bodyOf(run)];
-      if (least != noHorizon)
-        table.horizon[run] = table.microBatch[run] + least;
-      if (run + 1 < runs)
-        table.horizon[run] =
-            std::min(table.horizon[run], table.horizon[run + 1]);
-    }
-
-    // The period whose stretch leaves the most runs to step over (each
-    // needs two periods walked before the step and one it steps to).
-    int64_t bestGain = 0;
-    for (int64_t period = 1; period <= std::min<int64_t>(runs / 3, 512);
-         ++period) {
-      for (int64_t run = 0; run + period < runs;) {
-        int64_t last = run;
-        int64_t shift = table.microBatch[run + period] - table.microBatch[run];
-        while (last + period < runs && bodyOf(last + period) == bodyOf(last) &&
-               table.microBatch[last + period] - table.microBatch[last] ==
-                   shift)
-          ++last;
-        // Runs [run, last + period) repeat with this period.
-        int64_t gain = last + period - run - 3 * period;
-        if (last > run && gain > bestGain) {
-          bestGain = gain;
-          table.begin = run;
-          table.end = last + period;
-          table.period = period;
-          table.microBatches = shift;
-        }
-        run = std::max(last, run + 1);
       }
+      auto [it, added] = shapes.try_emplace(alloc, shape);
+      if (it->second != shape)
+        return std::nullopt;
     }
-    if (bestGain == 0)
+  for (auto [alloc, shape] : shapes) {
+    if (shape.first == 1)
+      continue;
+    if (cast<AllocOp>(alloc).getType().getNumElements() !=
+            shape.first * shape.second ||
+        !llvm::all_of(alloc->getUsers(), [](Operation *user) {
+          return isa<SlotOp, FreeOp>(user);
+        }))
       return std::nullopt;
-    return table;
+    slotted[alloc] = shape;
   }
+  return slotted;
+}
 
-  /// The slot `slot` of a buffer of `slots` as seen from the run of
-  /// micro-batch `base`.
-  static int64_t relativeSlot(int64_t slot, int64_t base, int64_t slots) {
-    return ((slot - base) % slots + slots) % slots;
-  }
-};
-
-/// The runs of a sched.tasks a walk stepped over: `runs` from run `from`
-/// on, periods of `period` runs.
-struct SteppedOver {
-  int64_t from, runs, period;
-};
+/// The slot `slot` of a buffer of `slots` as seen from the run of
+/// micro-batch `base`.
+int64_t relativeSlot(int64_t slot, int64_t base, int64_t slots) {
+  return ((slot - base) % slots + slots) % slots;
+}
 
 /// One walk over one program.
 class ScheduleChecker {
@@ -299,18 +219,22 @@ public:
       return failure();
     // The micro-batches are those of one sched.tasks: the walk steps over
     // a middle only where it has no other.
-    std::optional<PeriodicTable> table;
     auto tasksOps = program.getBody().front().getOps<TasksOp>();
+    TasksOp only;
     if (stepOverPeriods && llvm::hasSingleElement(tasksOps))
-      table = PeriodicTable::of(*tasksOps.begin());
+      only = *tasksOps.begin();
+    plan::PeriodSteps steps(only);
+    std::optional<DenseMap<Operation *, std::pair<int64_t, int64_t>>> buffers =
+        only ? slottedBuffers(only) : std::nullopt;
+    if (buffers)
+      slotted = std::move(*buffers);
+    else
+      steps.stop();
     // A body's ops are visited in order in each of its runs: their
     // OpInfos, made in its first run, are found by position.
     SmallVector<OpInfo *> *bodyInfos = nullptr;
     size_t position = 0;
-    int64_t run = -1;            // of the sched.tasks
-    int64_t offset = 0;          // the micro-batches of the runs stepped over
-    std::vector<int64_t> before; // the fingerprint a period ago
-    int64_t unmatched = 0;
+    int64_t run = -1; // of the sched.tasks
     StepCursor cursor(program);
     while (!cursor.done()) {
       Operation *op = &*cursor;
@@ -319,27 +243,19 @@ public:
       if (inBody) {
         if (op == &op->getBlock()->front()) {
           ++run;
-          if (table && run >= table->begin &&
-              (run - table->begin) % table->period == 0 &&
-              run + table->period <= table->end) {
-            int64_t periods = periodsToStepOver(*table, run, before);
-            if (periods > 0) {
-              int64_t runs = periods * table->period;
-              for (int64_t r = run; r < run + runs; ++r)
-                for (int64_t i = 0; i < table->bodyOps[r]; ++i)
-                  cursor.advance();
-              offset = periods * table->microBatches;
-              stepped = SteppedOver{run, runs, table->period};
-              quiet.emplace(program.getContext(),
-                            [thread = llvm::get_threadid()](Diagnostic &) {
-                              return success(llvm::get_threadid() == thread);
-                            });
-              run += runs - 1; // the cursor is at run `run + runs`'s start
-              table.reset();
-              continue;
-            }
-            if (++unmatched > 16)
-              table.reset(); // its state does not settle: walk every run
+          if (int64_t runs =
+                  steps.runsToStep(run, [&](int64_t base, int64_t horizon) {
+                    return fingerprint(base, horizon);
+                  })) {
+            for (int64_t ops = steps.opsOfRuns(run, runs); ops > 0; --ops)
+              cursor.advance();
+            stepped = steps.step();
+            quiet.emplace(program.getContext(),
+                          [thread = llvm::get_threadid()](Diagnostic &) {
+                            return success(llvm::get_threadid() == thread);
+                          });
+            run += runs - 1; // the cursor is at run `run + runs`'s start
+            continue;
           }
           bodyInfos = &infosOfBody[op->getBlock()];
           position = 0;
@@ -350,8 +266,8 @@ public:
       } else {
         info = &makeInfo(op); // visited once
       }
-      if (failed(
-              visitInRun(op, *info, inBody ? cursor.iteration() - offset : 0)))
+      if (failed(visitInRun(op, *info,
+                            inBody ? cursor.iteration() - steps.offset() : 0)))
         return failure();
       cursor.advance();
     }
@@ -360,48 +276,15 @@ public:
 
   /// The runs the walk stepped over, if any. Its diagnostics after the
   /// step are dropped: an error there is for a walk of every run to report.
-  std::optional<SteppedOver> steppedOver() const { return stepped; }
+  std::optional<plan::PeriodSteps::Step> steppedOver() const { return stepped; }
 
 private:
   struct OpInfo;
 
-  /// At the start of run `run`, a period's start in `table`'s middle: the
-  /// periods to step over (0 to walk on), `before` holding the
-  /// fingerprint a period ago and getting this one.
-  int64_t periodsToStepOver(const PeriodicTable &table, int64_t run,
-                            std::vector<int64_t> &before) {
-    std::vector<int64_t> now =
-        fingerprint(table, table.microBatch[run], table.horizon[run]);
-    bool same = !before.empty() && now == before;
-
-    before = std::move(now);
-    if (!same)
-      return 0;
-    // What the fingerprints leave out lies below the horizon; it must move
-    // on with the periods as the micro-batches do, up to the step's end.
-    auto moves = [&](int64_t r) {
-      if (r >= static_cast<int64_t>(table.horizon.size()))
-        return true; // the table's end: no run is left to name anything
-      int64_t now = table.horizon[r], was = table.horizon[r - table.period];
-      if (now == noHorizon || was == noHorizon)
-        return now == was;
-      return now - was == table.microBatches;
-    };
-    if (!moves(run))
-      return 0;
-    // Each period stepped over repeats the one before it.
-    int64_t periods = 0;
-    while (run + (periods + 1) * table.period <= table.end &&
-           moves(run + (periods + 1) * table.period))
-      ++periods;
-    return periods;
-  }
-
   /// The walk's state as the runs from one starting at micro-batch `base`
   /// can see it, with nothing below micro-batch `horizon` that they cannot
   /// name: equal for two runs a period apart when the period repeats.
-  std::vector<int64_t> fingerprint(const PeriodicTable &table, int64_t base,
-                                   int64_t horizon) {
+  std::vector<int64_t> fingerprint(int64_t base, int64_t horizon) {
     std::vector<int64_t> words;
     DenseMap<unsigned, int64_t> rootIds, asyncIds;
     SmallVector<unsigned> rootOrder, asyncOrder;
@@ -425,9 +308,9 @@ private:
     };
     // A root's element ranges, a slot buffer's from the run's slot.
     auto ranges = [&](Root &root, ArrayRef<ElementRange> in) {
-      auto it = table.slotted.find(root.alloc.getOperation());
+      auto it = slotted.find(root.alloc.getOperation());
       SmallVector<ElementRange, 4> out;
-      if (it == table.slotted.end()) {
+      if (it == slotted.end()) {
         out.assign(in.begin(), in.end());
       } else {
         auto [slots, size] = it->second;
@@ -435,8 +318,7 @@ private:
           for (int64_t slot = range.begin / size; slot * size < range.end;
                ++slot) {
             int64_t moved =
-                PeriodicTable::relativeSlot(slot, base, slots) * size -
-                slot * size;
+                relativeSlot(slot, base, slots) * size - slot * size;
             out.push_back({std::max(range.begin, slot * size) + moved,
                            std::min(range.end, (slot + 1) * size) + moved});
           }
@@ -511,11 +393,10 @@ private:
         held;
     slots.forEachHeld([&](Operation *root, int64_t start, const auto &now,
                           const auto &earlier) {
-      auto it = table.slotted.find(root);
-      if (it != table.slotted.end()) {
+      auto it = slotted.find(root);
+      if (it != slotted.end()) {
         auto [count, size] = it->second;
-        start = PeriodicTable::relativeSlot(start / size, base, count) * size +
-                start % size;
+        start = relativeSlot(start / size, base, count) * size + start % size;
       }
       SmallVector<std::pair<void *, int64_t>> kept;
       for (const auto &was : earlier)
@@ -1103,7 +984,10 @@ private:
   SlotEventInstances<unsigned> signalled;
   plan::RunSlots slots;
   bool stepOverPeriods;
-  std::optional<SteppedOver> stepped;
+  std::optional<plan::PeriodSteps::Step> stepped;
+  // The slot buffers of more than one slot (slottedBuffers), for
+  // fingerprint.
+  DenseMap<Operation *, std::pair<int64_t, int64_t>> slotted;
   // Set once the walk steps over runs: drops this thread's diagnostics.
   std::optional<ScopedDiagnosticHandler> quiet;
 };
@@ -1119,7 +1003,7 @@ private:
 /// what the walk took.
 LogicalResult checkStep(ProgramOp program, StringRef who, bool everyRun,
                         bool remark) {
-  std::optional<SteppedOver> stepped;
+  std::optional<plan::PeriodSteps::Step> stepped;
   LogicalResult result = failure();
   {
     ScheduleChecker checker(program, !everyRun);

@@ -1944,6 +1944,28 @@ TEST(ScheduleTasks, VerifyStepsOverOnlyWhatRepeats) {
               std::make_pair(std::string(), int64_t(0)))
         << what;
 
+    // sched-plan-workspace, stepping over the middle or not: the same most
+    // bytes held, at the same op.
+    auto workspaces = [&](bool everyRun) {
+      mlir::OwningOpRef<mlir::ModuleOp> copy = module->clone();
+      mlir::PassManager pm(context.get());
+      plan::SchedPlanWorkspaceOptions options;
+      options.everyRun = everyRun;
+      pm.nest<sched::ProgramOp>().addPass(
+          plan::createSchedPlanWorkspace(options));
+      EXPECT_TRUE(mlir::succeeded(pm.run(*copy))) << what;
+      std::vector<std::string> found;
+      for (sched::ProgramOp program : copy->getOps<sched::ProgramOp>())
+        found.push_back(
+            std::to_string(
+                program->getAttrOfType<mlir::IntegerAttr>("workspace_bytes")
+                    .getInt()) +
+            " at " +
+            program->getAttrOfType<mlir::StringAttr>("workspace_at").str());
+      return found;
+    };
+    EXPECT_EQ(workspaces(false), workspaces(true)) << what;
+
     // Mutants, each a copy of the module with one edit of the op that is
     // the `index`-th of the walk.
     std::vector<mlir::Operation *> ops;
