@@ -410,45 +410,76 @@ struct SchedVerifyPipelinePass
           known->second = isBetweenStages(async);
         return known->second;
       };
-      int64_t runs = 0, run = -1;
-      for (StepCursor cursor(program); !cursor.done(); cursor.advance()) {
-        Operation &op = *cursor;
-        auto task = dyn_cast_or_null<TaskOp>(op.getParentOp());
-        if (!task)
-          run = -1;
-        else if (&op == &task.getBody().front().front()) {
-          run = runs++;
-          s.runIterations.push_back(cursor.iteration());
-        }
+      // `op` of the run `run` (-1 outside a sched.tasks) that adds
+      // `iteration` to its body's micro-batch (StepCursor::iteration()).
+      auto visit = [&](Operation &op, int64_t run,
+                       int64_t iteration) -> LogicalResult {
         // A value of the program, or of the run's own body.
         auto keyOf = [&](Value event) -> EventKey {
           Operation *def = event.getDefiningOp();
-          return {event, def && def->getParentOp() == task ? run : -1};
+          return {event,
+                  def && isa<TaskOp>(def->getParentOp()) ? run : int64_t{-1}};
         };
-        if (auto signal = dyn_cast<SlotSignalOp>(op)) {
-          if (failed(signalled.signal(signal, cursor.iteration(),
-                                      keyOf(signal.getEvent()))))
-            return failure();
-          continue;
-        }
+        if (auto signal = dyn_cast<SlotSignalOp>(op))
+          return signalled.signal(signal, iteration, keyOf(signal.getEvent()));
         if (auto wait = dyn_cast<WaitOp>(op)) {
           EventKey awaited = keyOf(wait.getEvent());
           if (auto slot = wait.getEvent().getDefiningOp<SlotEventOp>()) {
             FailureOr<EventKey> signalledEvent =
-                signalled.lookup(slot, cursor.iteration());
+                signalled.lookup(slot, iteration);
             if (failed(signalledEvent))
               return failure();
             awaited = *signalledEvent;
           }
           if (isBetween(awaited.first.getDefiningOp()))
             s.ops.push_back({&op, awaited});
-          continue;
+          return success();
         }
         // Only an asynchronous op (one that returns an event) is between
         // stages; the op table is asked about those only.
         if (op.getNumResults() == 1 &&
             isa<EventType>(op.getResult(0).getType()) && isBetween(&op))
           s.ops.push_back({&op, {op.getResult(0), run}});
+        return success();
+      };
+      // The step as sched::StepCursor walks it, but each run of a body
+      // visits only the ops of it that the play or the slot event rule
+      // looks at (its slot signals, its waits, its asynchronous ops
+      // between stages), found once per body.
+      DenseMap<Block *, SmallVector<Operation *>> seenOf;
+      auto seen = [&](Block &body) -> ArrayRef<Operation *> {
+        auto [it, added] = seenOf.try_emplace(&body);
+        if (added)
+          for (Operation &op : body)
+            if (isa<SlotSignalOp, WaitOp>(op) ||
+                (op.getNumResults() == 1 &&
+                 isa<EventType>(op.getResult(0).getType()) && isBetween(&op)))
+              it->second.push_back(&op);
+        return it->second;
+      };
+      int64_t runs = 0;
+      for (Operation &op : program.getBody().front()) {
+        auto tasks = dyn_cast<TasksOp>(op);
+        if (!tasks) {
+          if (failed(visit(op, -1, 0)))
+            return failure();
+          continue;
+        }
+        SmallVector<TaskOp> bodies = tasks.getTasks();
+        ArrayRef<int64_t> order = tasks.getOrder();
+        for (size_t entry = 0; entry + 1 < order.size(); entry += 2) {
+          TaskOp task = bodies[order[entry]];
+          Block &body = task.getBody().front();
+          if (body.empty())
+            continue; // a run StepCursor does not see
+          int64_t run = runs++;
+          int64_t iteration =
+              order[entry + 1] - static_cast<int64_t>(task.getMicroBatch());
+          s.runIterations.push_back(iteration);
+          for (Operation *bodyOp : seen(body))
+            if (failed(visit(*bodyOp, run, iteration)))
+              return failure();
+        }
       }
       byPlan[program.getPlan()].push_back(std::move(s));
     }
