@@ -2,6 +2,10 @@
 // what an asynchronous op holds until its wait goes with its slot event from
 // the run that signals it to the run that waits for it.
 // RUN: plan-opt %s -sched-plan-workspace | FileCheck %s
+// The walk of every run (what stepping over a table's repeating middle,
+// which two micro-batches do not have, must equal: ScheduleFileTest's
+// ScheduleTasks.VerifyStepsOverOnlyWhatRepeats).
+// RUN: plan-opt %s -sched-plan-workspace=every-run=1 | FileCheck %s
 
 // On a CPU device, as runtime-ops.mlir but for two micro-batches: their ids
 // and targets, 2 * 2 * 8 tokens * 8 = 256 B, and the rope tables' 256 B are
