@@ -129,7 +129,10 @@ public:
           continue;
         }
       }
-      iteration = inBody ? cursor.iteration() - steps.offset() : 0;
+      // After a step, the ops after it as if that many micro-batches
+      // earlier, those after the sched.tasks too (what the runs left is
+      // keyed so).
+      iteration = cursor.iteration() - steps.offset();
       if (isa<SlotSignalOp, SlotEventOp>(op)) {
         handOverEvent(op);
         continue;

@@ -120,7 +120,7 @@ plan::PeriodSteps::PeriodSteps(sched::TasksOp tasks) {
   if (!tasks)
     return;
   // Per body: its ops, and the least shift from its run's micro-batch that
-  // it names (0: the run's own).
+  // it names (0: the run's own; an op's `micro_batch` against its task's).
   SmallVector<int64_t> opsOfBody, leastShift;
   for (sched::TaskOp task : tasks.getTasks()) {
     Block &body = task.getBody().front();
@@ -128,7 +128,10 @@ plan::PeriodSteps::PeriodSteps(sched::TasksOp tasks) {
       return;
     opsOfBody.push_back(static_cast<int64_t>(body.getOperations().size()));
     int64_t least = 0;
+    auto written = static_cast<int64_t>(task.getMicroBatch());
     for (Operation &op : body) {
+      if (auto mb = op.getAttrOfType<IntegerAttr>("micro_batch"))
+        least = std::min(least, mb.getInt() - written);
       if (auto slot = dyn_cast<sched::SlotOp>(op))
         least = std::min(least, static_cast<int64_t>(slot.getShift()));
       else if (auto named = dyn_cast<sched::SlotEventOp>(op))

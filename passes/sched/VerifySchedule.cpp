@@ -266,8 +266,9 @@ public:
       } else {
         info = &makeInfo(op); // visited once
       }
-      if (failed(visitInRun(op, *info,
-                            inBody ? cursor.iteration() - steps.offset() : 0)))
+      // After a step, the ops after it as if that many micro-batches
+      // earlier (outside the tasks, no op's checks depend on it).
+      if (failed(visitInRun(op, *info, cursor.iteration() - steps.offset())))
         return failure();
       cursor.advance();
     }
@@ -360,13 +361,26 @@ private:
       ranges(roots[ref->root], {ref->range});
       word(ref->shard ? static_cast<int64_t>(*ref->shard) : -1);
     }
-    for (auto [index, root] : llvm::enumerate(roots))
-      if (!root.freedBy)
-        rootId(index);
+    // Each section after the first with its length first, so that no two
+    // states run together into the same words.
+    auto section = [&](auto &&fill) {
+      size_t at = words.size();
+      words.push_back(0);
+      fill();
+      words[at] = static_cast<int64_t>(words.size() - at - 1);
+    };
+    section([&] {
+      for (auto [index, root] : llvm::enumerate(roots))
+        if (!root.freedBy)
+          rootId(index);
+    });
     llvm::erase_if(unwaited,
                    [&](unsigned index) { return asyncStates[index].waitedBy; });
-    for (unsigned index : unwaited)
-      asyncId(index);
+    section([&] {
+      for (unsigned index : unwaited)
+        asyncId(index);
+    });
+    words.push_back(static_cast<int64_t>(runs.size()));
     for (auto &[key, partRun] : runs) {
       word(std::get<0>(key));
       word(std::get<1>(key));
@@ -375,12 +389,14 @@ private:
       word(partRun.last);
       word(partRun.lastPart);
     }
-    signalled.forEach([&](int64_t family, int64_t instance, unsigned event) {
-      if (instance < horizon)
-        return;
-      word(family);
-      word(instance - base);
-      asyncId(event);
+    section([&] {
+      signalled.forEach([&](int64_t family, int64_t instance, unsigned event) {
+        if (instance < horizon)
+          return;
+        word(family);
+        word(instance - base);
+        asyncId(event);
+      });
     });
     // A holder below the horizon never holds a slot again.
     auto holder = [&](const std::pair<void *, int64_t> &held) {
@@ -408,6 +424,7 @@ private:
       return std::make_pair(std::get<0>(a), std::get<1>(a)) <
              std::make_pair(std::get<0>(b), std::get<1>(b));
     });
+    word(held.size());
     for (auto &[root, start, now, kept] : held) {
       word(root);
       word(start);
