@@ -124,16 +124,16 @@ public:
   /// periods and no body without ops (whose runs a walk does not see
   /// start); with a null `tasks`, none.
   explicit PeriodSteps(sched::TasksOp tasks);
-  /// At the start of run `run`: the runs to step over from it (0 to walk
-  /// it), at a period's start in the middle asking
+  /// At `cursor`'s op, the next the walk visits: counts the runs of the
+  /// tasks as they start and, at a period's start in the middle, asks
   /// `fingerprint(base, horizon)` for the walk's state seen from the run of
   /// micro-batch `base`, without what lies below micro-batch `horizon`.
-  int64_t runsToStep(
-      int64_t run,
+  /// Where it repeats the one a period before, moves `cursor` over the
+  /// periods to the middle's end (to the first op of the run after them, or
+  /// past the tasks) and returns true; the walk visits the op it is at next.
+  bool stepOver(
+      sched::StepCursor &cursor,
       llvm::function_ref<std::vector<int64_t>(int64_t, int64_t)> fingerprint);
-  /// The ops of the `runs` runs from run `run` on: what a cursor at run
-  /// `run`'s start moves over to step them.
-  int64_t opsOfRuns(int64_t run, int64_t runs) const;
   /// How many micro-batches behind the table's the walk's runs are after
   /// the step.
   int64_t offset() const { return offset_; }
@@ -152,6 +152,7 @@ private:
   /// Per run: its micro-batch, its body's number of ops, its horizon.
   std::vector<int64_t> microBatch, bodyOps, horizon;
   std::vector<int64_t> before; // the fingerprint a period before
+  int64_t run = -1;            // the run of the tasks the walk is in
   int64_t unmatched = 0, offset_ = 0;
   std::optional<Step> taken;
 };

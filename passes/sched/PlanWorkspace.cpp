@@ -110,25 +110,17 @@ public:
     plan::PeriodSteps steps(stepOverPeriods && llvm::hasSingleElement(tasksOps)
                                 ? *tasksOps.begin()
                                 : TasksOp());
-    int64_t run = -1; // of the sched.tasks
     // As the step runs: a sched.repeat's or sched.tasks' bodies once per
     // run, in order.
     for (StepCursor cursor(program); !cursor.done(); cursor.advance()) {
+      // After a step, on with the op it lands at, if any.
+      if (steps.stepOver(cursor,
+                         [&](int64_t base, int64_t horizon) {
+                           return fingerprint(base, horizon);
+                         }) &&
+          cursor.done())
+        break;
       Operation &op = *cursor;
-      bool inBody = isa<TaskOp>(op.getParentOp());
-      if (inBody && &op == &op.getBlock()->front()) {
-        ++run;
-        if (int64_t runs =
-                steps.runsToStep(run, [&](int64_t base, int64_t horizon) {
-                  return fingerprint(base, horizon);
-                })) {
-          // To the first op of run `run + runs`, the loop's advance last.
-          for (int64_t ops = steps.opsOfRuns(run, runs); ops > 1; --ops)
-            cursor.advance();
-          run += runs - 1;
-          continue;
-        }
-      }
       // After a step, the ops after it as if that many micro-batches
       // earlier, those after the sched.tasks too (what the runs left is
       // keyed so).

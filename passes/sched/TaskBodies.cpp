@@ -182,19 +182,23 @@ plan::PeriodSteps::PeriodSteps(sched::TasksOp tasks) {
   stopped = bestGain == 0;
 }
 
-int64_t plan::PeriodSteps::runsToStep(
-    int64_t run,
+bool plan::PeriodSteps::stepOver(
+    sched::StepCursor &cursor,
     llvm::function_ref<std::vector<int64_t>(int64_t, int64_t)> fingerprint) {
+  Operation &op = *cursor;
+  if (!isa<sched::TaskOp>(op.getParentOp()) || &op != &op.getBlock()->front())
+    return false;
+  ++run;
   if (stopped || run < begin || (run - begin) % period != 0 ||
       run + period > end)
-    return 0;
+    return false;
   std::vector<int64_t> now = fingerprint(microBatch[run], horizon[run]);
   bool same = !before.empty() && now == before;
   before = std::move(now);
   if (!same) {
     if (++unmatched > 16)
       stopped = true; // the walk's state does not settle
-    return 0;
+    return false;
   }
   // What the fingerprints leave out lies below the horizon: it must move on
   // with the micro-batches over the periods compared and stepped over.
@@ -204,22 +208,20 @@ int64_t plan::PeriodSteps::runsToStep(
     return horizon[r] - horizon[r - period] == microBatches;
   };
   if (!moves(run))
-    return 0;
+    return false;
   int64_t periods = 0;
   while (run + (periods + 1) * period <= end &&
          moves(run + (periods + 1) * period))
     ++periods;
   if (periods == 0)
-    return 0;
+    return false;
+  int64_t runs = periods * period;
+  for (int64_t r = run; r < run + runs; ++r)
+    for (int64_t ops = bodyOps[r]; ops > 0; --ops)
+      cursor.advance();
   stopped = true;
   offset_ = periods * microBatches;
-  taken = Step{run, periods * period, period};
-  return periods * period;
-}
-
-int64_t plan::PeriodSteps::opsOfRuns(int64_t run, int64_t runs) const {
-  int64_t ops = 0;
-  for (int64_t r = run; r < run + runs; ++r)
-    ops += bodyOps[r];
-  return ops;
+  taken = Step{run, runs, period};
+  run += runs - 1; // the cursor is at run `run + runs`'s start, if any
+  return true;
 }

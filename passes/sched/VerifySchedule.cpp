@@ -234,29 +234,23 @@ public:
     // OpInfos, made in its first run, are found by position.
     SmallVector<OpInfo *> *bodyInfos = nullptr;
     size_t position = 0;
-    int64_t run = -1; // of the sched.tasks
     StepCursor cursor(program);
     while (!cursor.done()) {
+      if (steps.stepOver(cursor, [&](int64_t base, int64_t horizon) {
+            return fingerprint(base, horizon);
+          })) {
+        stepped = steps.step();
+        quiet.emplace(program.getContext(),
+                      [thread = llvm::get_threadid()](Diagnostic &) {
+                        return success(llvm::get_threadid() == thread);
+                      });
+        continue;
+      }
       Operation *op = &*cursor;
       OpInfo *info;
       bool inBody = isa<TaskOp>(op->getParentOp());
       if (inBody) {
         if (op == &op->getBlock()->front()) {
-          ++run;
-          if (int64_t runs =
-                  steps.runsToStep(run, [&](int64_t base, int64_t horizon) {
-                    return fingerprint(base, horizon);
-                  })) {
-            for (int64_t ops = steps.opsOfRuns(run, runs); ops > 0; --ops)
-              cursor.advance();
-            stepped = steps.step();
-            quiet.emplace(program.getContext(),
-                          [thread = llvm::get_threadid()](Diagnostic &) {
-                            return success(llvm::get_threadid() == thread);
-                          });
-            run += runs - 1; // the cursor is at run `run + runs`'s start
-            continue;
-          }
           bodyInfos = &infosOfBody[op->getBlock()];
           position = 0;
         }
