@@ -445,7 +445,8 @@ struct SchedVerifyPipelinePass
       // The step as sched::StepCursor walks it, but each run of a body
       // visits only the ops of it that the play or the slot event rule
       // looks at (its slot signals, its waits, its asynchronous ops
-      // between stages), found once per body.
+      // between stages), found once per body; the cursor moves over the
+      // others.
       DenseMap<Block *, SmallVector<Operation *>> seenOf;
       auto seen = [&](Block &body) -> ArrayRef<Operation *> {
         auto [it, added] = seenOf.try_emplace(&body);
@@ -458,28 +459,23 @@ struct SchedVerifyPipelinePass
         return it->second;
       };
       int64_t runs = 0;
-      for (Operation &op : program.getBody().front()) {
-        auto tasks = dyn_cast<TasksOp>(op);
-        if (!tasks) {
+      for (StepCursor cursor(program); !cursor.done();) {
+        Operation &op = *cursor;
+        if (!isa<TaskOp>(op.getParentOp())) {
           if (failed(visit(op, -1, 0)))
             return failure();
+          cursor.advance();
           continue;
         }
-        SmallVector<TaskOp> bodies = tasks.getTasks();
-        ArrayRef<int64_t> order = tasks.getOrder();
-        for (size_t entry = 0; entry + 1 < order.size(); entry += 2) {
-          TaskOp task = bodies[order[entry]];
-          Block &body = task.getBody().front();
-          if (body.empty())
-            continue; // a run StepCursor does not see
-          int64_t run = runs++;
-          int64_t iteration =
-              order[entry + 1] - static_cast<int64_t>(task.getMicroBatch());
-          s.runIterations.push_back(iteration);
-          for (Operation *bodyOp : seen(body))
-            if (failed(visit(*bodyOp, run, iteration)))
-              return failure();
-        }
+        // The first op of a run: the run's ops, then on to the next.
+        int64_t run = runs++;
+        s.runIterations.push_back(cursor.iteration());
+        Block &body = *op.getBlock();
+        for (Operation *bodyOp : seen(body))
+          if (failed(visit(*bodyOp, run, cursor.iteration())))
+            return failure();
+        for (size_t ops = body.getOperations().size(); ops > 0; --ops)
+          cursor.advance();
       }
       byPlan[program.getPlan()].push_back(std::move(s));
     }
