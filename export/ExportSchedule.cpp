@@ -459,6 +459,8 @@ LogicalResult ScheduleExporter::exportTasks(sched::TasksOp tasks) {
   ArrayRef<int64_t> order = tasks.getOrder();
   for (size_t i = 0; i + 1 < order.size(); i += 2)
     runs.order.emplace_back(taskBase + order[i], order[i + 1]);
+  if (std::optional<ArrayRef<int64_t>> picks = tasks.getPicks())
+    runs.picks.assign(picks->begin(), picks->end());
   current->runs.push_back(std::move(runs));
   return success();
 }
@@ -491,6 +493,11 @@ LogicalResult ScheduleExporter::exportTask(sched::TaskOp op,
         b.source = source;
         b.slots = static_cast<int64_t>(slot.getSlots());
         b.shift = static_cast<int64_t>(slot.getShift());
+        if (slot.isPicked()) {
+          b.slotGroup = static_cast<int64_t>(*slot.getGroup());
+          b.slotStride = static_cast<int64_t>(*slot.getStride());
+          b.slotOffset = static_cast<int64_t>(*slot.getOffset());
+        }
         bufferIds[slot.getResult()] = addBuffer(std::move(b));
         continue;
       }

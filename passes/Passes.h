@@ -71,14 +71,16 @@ mlir::LogicalResult requireNoRepeat(sched::ProgramOp program,
 /// in, and what holds each slot. A slot is known by its root allocation and
 /// the element it starts at, so that the slot buffers that are views of one
 /// allocation (sched-share-slot-buffers places them at its start) share
-/// their slots; what holds one is a slot buffer's micro-batch.
+/// their slots; what holds one is a slot buffer's micro-batch. A picked slot
+/// is known by the start of its pick, the whole of which its group's
+/// micro-batch holds.
 class RunSlots {
 public:
-  /// `value` (a sched.slot's result, or its view in a run written out) lies
-  /// in slot `slot` of `source` (an allocation, or a view of one), of
-  /// `slotElements` elements, for micro-batch `mb`.
-  void place(mlir::Value value, mlir::Value source, int64_t slot,
-             int64_t slotElements, int64_t mb);
+  /// `value` is `slot` (of `source`, the walk's value of the slot's source)
+  /// in the run of micro-batch `mb` that picks `pick` (its table's pick, or
+  /// -1). Returns the element of `source` the slot starts at.
+  int64_t place(mlir::Value value, sched::SlotOp slot, mlir::Value source,
+                int64_t mb, int64_t pick);
   /// `op` (of the run of micro-batch `runMicroBatch`) as the walk meets it,
   /// its operands as they are there: a view of a value in a slot lies in
   /// it; any other op uses the slots of its operands, an error at `at` when
@@ -88,8 +90,13 @@ public:
   mlir::LogicalResult visit(mlir::Operation *op, mlir::Operation *at,
                             int64_t runMicroBatch);
 
-  /// A slot buffer (its opaque pointer) and a micro-batch.
-  using Holder = std::pair<void *, int64_t>;
+  /// What holds a slot: a slot buffer (its opaque pointer), the group of a
+  /// picked slot (-1 for others) and a micro-batch.
+  struct Holder {
+    void *buffer = nullptr;
+    int64_t group = -1, mb = 0;
+    auto operator<=>(const Holder &) const = default;
+  };
   /// Calls `f(root, start, now, before)` for each slot used so far (by its
   /// allocation and first element): what holds it and what held it before.
   template <typename F> void forEachHeld(F &&f) const {
@@ -131,9 +138,24 @@ public:
   /// Where it repeats the one a period before, moves `cursor` over the
   /// periods to the middle's end (to the first op of the run after them, or
   /// past the tasks) and returns true; the walk visits the op it is at next.
+  ///
+  /// A table with picks (picked slots) repeats up to a renaming of its
+  /// slots: run r + period picks sigma(run r's pick) for one permutation
+  /// sigma over the middle. The fingerprint at the i-th period's start then
+  /// sees the picked slots renamed by `relabel()` (sigma^-i), so that equal
+  /// fingerprints mean states one renaming apart; after a step of k
+  /// periods, the walk sees each run's pick as `pick(p)` (sigma^-k of it),
+  /// the slot it would be had the picks not moved on.
   bool stepOver(
       sched::StepCursor &cursor,
       llvm::function_ref<std::vector<int64_t>(int64_t, int64_t)> fingerprint);
+  /// The renaming of picked slots a fingerprint applies (empty: none).
+  llvm::ArrayRef<int64_t> relabel() const { return relabel_; }
+  /// A run's pick as the walk sees it (-1 stays -1).
+  int64_t pick(int64_t actual) const {
+    return actual < 0 || seen.empty() ? actual
+                                      : seen[static_cast<size_t>(actual)];
+  }
   /// How many micro-batches behind the table's the walk's runs are after
   /// the step.
   int64_t offset() const { return offset_; }
@@ -155,6 +177,9 @@ private:
   int64_t run = -1;            // the run of the tasks the walk is in
   int64_t unmatched = 0, offset_ = 0;
   std::optional<Step> taken;
+  /// The middle's renaming of picks (sigma) and its inverse; sigma^-i at
+  /// the walk's period i; after a step, the picks the walk sees.
+  std::vector<int64_t> sigma, inverse, relabel_, seen;
 };
 
 /// A buffer of `slots` slots of `slotType`, allocated right before `tasks`

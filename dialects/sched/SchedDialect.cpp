@@ -205,7 +205,7 @@ void sched::StepCursor::enter() {
       return;
     bodies.clear();
     bodyMicroBatches.clear();
-    order = {};
+    order = picks = {};
     if (repeat) {
       bodies.push_back(&repeat.getBody().front());
       bodyMicroBatches.push_back(0);
@@ -216,6 +216,7 @@ void sched::StepCursor::enter() {
         bodyMicroBatches.push_back(static_cast<int64_t>(task.getMicroBatch()));
       }
       order = tasks.getOrder();
+      picks = tasks.getPicks().value_or(llvm::ArrayRef<int64_t>());
       runs = static_cast<int64_t>(order.size() / 2);
     }
     resume = std::next(at);
@@ -239,6 +240,7 @@ bool sched::StepCursor::startRun() {
     end = block->end();
     iteration_ =
         order.empty() ? run : order[2 * run + 1] - bodyMicroBatches[body];
+    pick_ = picks.empty() ? -1 : picks[run];
     return true;
   }
   return false;
@@ -256,6 +258,7 @@ void sched::StepCursor::advance() {
   // Out of the loop: on with the program's ops after it.
   inLoop = false;
   iteration_ = 0;
+  pick_ = -1;
   at = resume;
   end = outerEnd;
   enter();

@@ -158,6 +158,9 @@ public:
   bool done() const { return at == end; }
   mlir::Operation &operator*() const { return *at; }
   int64_t iteration() const { return iteration_; }
+  /// The slot the run being walked picks (its sched.tasks' `picks`; -1
+  /// outside a table, or when it has none).
+  int64_t pick() const { return pick_; }
   void advance();
 
 private:
@@ -175,8 +178,8 @@ private:
   bool inLoop = false;
   llvm::SmallVector<mlir::Block *, 4> bodies;
   llvm::SmallVector<int64_t, 4> bodyMicroBatches;
-  llvm::ArrayRef<int64_t> order;
-  int64_t runs = 0, run = 0, iteration_ = 0;
+  llvm::ArrayRef<int64_t> order, picks;
+  int64_t runs = 0, run = 0, iteration_ = 0, pick_ = -1;
 };
 
 } // namespace sched

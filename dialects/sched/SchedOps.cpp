@@ -241,6 +241,21 @@ LogicalResult TasksOp::verify() {
   if (order.size() % 2)
     return emitOpError("order must hold (task, micro-batch) pairs, got ")
            << order.size() << " integers";
+  // Per task, the fewest slots of its picked slots' pools (0: it has none).
+  SmallVector<int64_t> pickedSlots;
+  for (TaskOp task : getTasks()) {
+    int64_t fewest = 0;
+    for (auto slot : task.getBody().front().getOps<SlotOp>())
+      if (slot.isPicked()) {
+        auto slots = static_cast<int64_t>(slot.getSlots());
+        fewest = fewest ? std::min(fewest, slots) : slots;
+      }
+    pickedSlots.push_back(fewest);
+  }
+  std::optional<ArrayRef<int64_t>> picks = getPicks();
+  if (picks && picks->size() != order.size() / 2)
+    return emitOpError("picks must hold one slot per order entry (")
+           << order.size() / 2 << "), got " << picks->size();
   int64_t microBatches = stepMicroBatches(*this);
   for (size_t i = 0; i < order.size(); i += 2) {
     if (order[i] < 0 || order[i] >= tasks)
@@ -251,6 +266,21 @@ LogicalResult TasksOp::verify() {
       return emitOpError("order entry ")
              << i / 2 << " runs micro-batch " << order[i + 1]
              << ", not one of the step's " << microBatches;
+    int64_t slots = pickedSlots[static_cast<size_t>(order[i])];
+    if (slots && !picks)
+      return emitOpError("task ")
+             << order[i] << " has picked slots, so the table needs picks";
+    if (!picks)
+      continue;
+    int64_t pick = (*picks)[i / 2];
+    if (slots && (pick < 0 || pick >= slots))
+      return emitOpError("order entry ")
+             << i / 2 << " picks slot " << pick << ", not one of the " << slots
+             << " of its task's picked slots";
+    if (!slots && pick != -1)
+      return emitOpError("order entry ")
+             << i / 2 << " picks slot " << pick << ", but its task " << order[i]
+             << " has no picked slot (-1)";
   }
   return success();
 }
@@ -274,13 +304,43 @@ LogicalResult SlotOp::verify() {
       space(getSource()) != space(getResult()))
     return emitOpError("slot must keep the element type and memory space");
   auto slots = static_cast<int64_t>(getSlots());
-  if (numel(getResult()) < 1)
+  int64_t n = numel(getResult());
+  if (n < 1)
     return emitOpError("a slot of no elements");
-  if (slots < 1 || slots > numel(getSource()) / numel(getResult()))
-    return emitOpError() << slots << " slots of " << numel(getResult())
+  if (getGroup() || getStride() || getOffset()) {
+    if (!getGroup() || !getStride() || !getOffset())
+      return emitOpError("a picked slot needs group, stride and offset");
+    auto group = static_cast<int64_t>(*getGroup());
+    auto stride = static_cast<int64_t>(*getStride());
+    auto offset = static_cast<int64_t>(*getOffset());
+    if (group < 0)
+      return emitOpError("group must be >= 0, got ") << group;
+    if (offset < 0 || stride < 1 || offset > stride - n)
+      return emitOpError("elements [")
+             << offset << ", " << offset + n << ") are not in a slot of "
+             << stride << " elements";
+    if (slots < 1 || slots > numel(getSource()) / stride)
+      return emitOpError() << slots << " slots of " << stride
+                           << " elements are not in the " << numel(getSource())
+                           << " elements of the source";
+    if (getShift() != 0)
+      return emitOpError("a picked slot is its run's own: shift must be 0, "
+                         "got ")
+             << static_cast<int64_t>(getShift());
+    return success();
+  }
+  if (slots < 1 || slots > numel(getSource()) / n)
+    return emitOpError() << slots << " slots of " << n
                          << " elements are not in the " << numel(getSource())
                          << " elements of the source";
   return verifyShift(*this, static_cast<int64_t>(getShift()));
+}
+
+int64_t SlotOp::slotStart(int64_t slot) {
+  if (isPicked())
+    return slot * static_cast<int64_t>(*getStride()) +
+           static_cast<int64_t>(*getOffset());
+  return slot * numel(getResult());
 }
 
 LogicalResult SlotEventOp::verify() {

@@ -147,6 +147,12 @@ def Sched_TasksOp : Sched_Op<"tasks", [
     micro-batch loop"). The schedule file holds it as the program's tasks
     and runs (docs/schedule-format.md, "Tasks").
 
+    `picks`, one integer per entry, is the slot each run takes of the
+    pools its body's picked `sched.slot`s name (-1 for a run whose body
+    names none): the forward and backward of one chunk's micro-batch the
+    same, chosen so that no two micro-batches in flight at once share one
+    (sched-share-slot-buffers).
+
     ```mlir
     sched.tasks event_families 1 order [0, 0, 0, 1, 1, 0, 1, 1] {
       sched.task micro_batch 0 { ... }
@@ -154,11 +160,21 @@ def Sched_TasksOp : Sched_Op<"tasks", [
     }
     ```
   }];
-  let arguments = (ins I64Attr:$event_families, DenseI64ArrayAttr:$order);
+  let arguments = (ins I64Attr:$event_families, DenseI64ArrayAttr:$order,
+                       OptionalAttr<DenseI64ArrayAttr>:$picks);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
-    `event_families` $event_families `order` $order attr-dict-with-keyword $body
+    `event_families` $event_families `order` $order (`picks` $picks^)? attr-dict-with-keyword $body
   }];
+  let builders = [
+    // A table without picks.
+    OpBuilder<(ins "::mlir::IntegerAttr":$event_families,
+                   "::mlir::DenseI64ArrayAttr":$order),
+    [{ build($_builder, $_state, event_families, order, {}); }]>,
+    OpBuilder<(ins "uint64_t":$event_families,
+                   "::llvm::ArrayRef<int64_t>":$order),
+    [{ build($_builder, $_state, event_families, order, {}); }]>
+  ];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// The tasks, in the order their indices count.
@@ -195,11 +211,39 @@ def Sched_SlotOp : Sched_Op<"slot", [Pure, HasParent<"TaskOp">]> {
     ```mlir
     %s = sched.slot %saves[0] slots 3 : memref<3072xf32, #sched.space<device>> to memref<1024xf32, #sched.space<device>>
     ```
+
+    A picked slot (`group`, `stride` and `offset` given; shift 0) is the
+    slot the enclosing sched.tasks' `picks` names for the run instead:
+    elements `[p * stride + offset, p * stride + offset + n)` for pick `p`,
+    of a pool whose slots the buffers of several groups share (a stage's
+    chunks' saved activations, each chunk a group laid out at its offsets
+    in a slot). What holds a picked slot is the group's micro-batch: a slot
+    is held by one group's micro-batch at a time (sched-verify-schedule).
+
+    ```mlir
+    %s = sched.slot %pool[0] slots 5 group 1 stride 4096 offset 1024 : memref<20480xf32, #sched.space<device>> to memref<2048xf32, #sched.space<device>>
+    ```
   }];
-  let arguments = (ins Sched_Buffer:$source, I64Attr:$shift, I64Attr:$slots);
+  let arguments = (ins Sched_Buffer:$source, I64Attr:$shift, I64Attr:$slots,
+                       OptionalAttr<I64Attr>:$group,
+                       OptionalAttr<I64Attr>:$stride,
+                       OptionalAttr<I64Attr>:$offset);
   let results = (outs Sched_Buffer:$result);
   let assemblyFormat = [{
-    $source `[` $shift `]` `slots` $slots attr-dict `:` type($source) `to` type($result)
+    $source `[` $shift `]` `slots` $slots (`group` $group^ `stride` $stride `offset` $offset)? attr-dict `:` type($source) `to` type($result)
+  }];
+  let builders = [
+    // A slot of its micro-batch (not picked).
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$source,
+                   "::mlir::IntegerAttr":$shift, "::mlir::IntegerAttr":$slots),
+    [{ build($_builder, $_state, result, source, shift, slots, {}, {}, {}); }]>
+  ];
+  let extraClassDeclaration = [{
+    /// Whether the run's pick (the sched.tasks' `picks`) names the slot.
+    bool isPicked() { return getGroup().has_value(); }
+    /// The first element of slot `slot`: `slot * stride + offset` picked,
+    /// `slot * n` otherwise.
+    int64_t slotStart(int64_t slot);
   }];
   let hasVerifier = 1;
   let isInstruction = 0;

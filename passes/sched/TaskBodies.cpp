@@ -67,18 +67,32 @@ LogicalResult plan::requireNoRepeat(sched::ProgramOp program, StringRef who) {
   return success();
 }
 
-void plan::RunSlots::place(Value value, Value source, int64_t slot,
-                           int64_t slotElements, int64_t mb) {
+int64_t plan::RunSlots::place(Value value, sched::SlotOp slot, Value source,
+                              int64_t mb, int64_t pick) {
+  auto shift = static_cast<int64_t>(slot.getShift());
+  int64_t index =
+      slot.isPicked()
+          ? pick
+          : rt::slotIndex(mb, shift, static_cast<int64_t>(slot.getSlots()));
+  int64_t start = slot.slotStart(index);
   Value slotBuffer = source;
   int64_t offset = 0;
   while (auto view = source.getDefiningOp<sched::ViewOp>()) {
     offset += static_cast<int64_t>(view.getOffset());
     source = view.getSource();
   }
+  // A picked slot is held whole by its group's micro-batch, whatever its
+  // members' offsets in it.
+  int64_t group = -1, held = start;
+  if (slot.isPicked()) {
+    group = static_cast<int64_t>(*slot.getGroup());
+    held = index * static_cast<int64_t>(*slot.getStride());
+  }
   inSlot[value] = {source.getDefiningOp<sched::AllocOp>(),
-                   slot,
-                   offset + slot * slotElements,
-                   {slotBuffer.getAsOpaquePointer(), mb}};
+                   index,
+                   offset + held,
+                   {slotBuffer.getAsOpaquePointer(), group, mb + shift}};
+  return start;
 }
 
 LogicalResult plan::RunSlots::visit(Operation *op, Operation *at,
@@ -101,15 +115,21 @@ LogicalResult plan::RunSlots::visit(Operation *op, Operation *at,
       continue;
     InFlightDiagnostic diag = at->emitOpError("in the run of micro-batch ")
                               << runMicroBatch << " uses slot " << use.slot
-                              << " of '" << use.root.getName()
-                              << "' for micro-batch " << use.holder.second
-                              << " after ";
-    if (holder.first == use.holder.first)
-      return diag << "micro-batch " << holder.second
+                              << " of '" << use.root.getName() << "' for ";
+    if (use.holder.group >= 0)
+      diag << "group " << use.holder.group << "'s ";
+    diag << "micro-batch " << use.holder.mb << " after ";
+    if (holder.buffer == use.holder.buffer && holder.group == use.holder.group)
+      return diag << "micro-batch " << holder.mb
                   << " took it: its slots are fewer than the micro-batches "
                      "in flight";
+    if (holder.buffer == use.holder.buffer)
+      return diag << "group " << holder.group << " took it for micro-batch "
+                  << holder.mb
+                  << ": the table's picks give one slot to two micro-batches "
+                     "in flight at once";
     return diag << "another slot buffer in it took it for micro-batch "
-                << holder.second
+                << holder.mb
                 << ": slot buffers that share an allocation must not be "
                    "in use at once";
   }
@@ -145,6 +165,37 @@ plan::PeriodSteps::PeriodSteps(sched::TasksOp tasks) {
   ArrayRef<int64_t> order = tasks.getOrder();
   auto runs = static_cast<int64_t>(order.size() / 2);
   auto bodyOf = [&](int64_t run) { return order[2 * run]; };
+  // The picks repeat with the period up to one renaming of the slots
+  // (sigma: run r's pick to run r + period's), which a stretch keeps
+  // consistent both ways.
+  ArrayRef<int64_t> picks = tasks.getPicks().value_or(ArrayRef<int64_t>());
+  auto pickOf = [&](int64_t run) { return picks.empty() ? -1 : picks[run]; };
+  int64_t slots = 0;
+  for (int64_t pick : picks)
+    slots = std::max(slots, pick + 1);
+  std::vector<int64_t> to(static_cast<size_t>(slots), -1),
+      from(static_cast<size_t>(slots), -1);
+  SmallVector<int64_t> touched;
+  auto renames = [&](int64_t a, int64_t b) {
+    if (a < 0 || b < 0)
+      return a == b;
+    auto &forward = to[static_cast<size_t>(a)];
+    auto &backward = from[static_cast<size_t>(b)];
+    if (forward < 0 && backward < 0) {
+      forward = b;
+      backward = a;
+      touched.push_back(a);
+      return true;
+    }
+    return forward == b && backward == a;
+  };
+  auto forget = [&] {
+    for (int64_t a : touched) {
+      from[static_cast<size_t>(to[static_cast<size_t>(a)])] = -1;
+      to[static_cast<size_t>(a)] = -1;
+    }
+    touched.clear();
+  };
   for (int64_t run = 0; run < runs; ++run) {
     microBatch.push_back(order[2 * run + 1]);
     bodyOps.push_back(opsOfBody[bodyOf(run)]);
@@ -164,8 +215,10 @@ plan::PeriodSteps::PeriodSteps(sched::TasksOp tasks) {
     for (int64_t run = 0; run + length < runs;) {
       int64_t last = run;
       int64_t shift = microBatch[run + length] - microBatch[run];
+      forget();
       while (last + length < runs && bodyOf(last + length) == bodyOf(last) &&
-             microBatch[last + length] - microBatch[last] == shift)
+             microBatch[last + length] - microBatch[last] == shift &&
+             renames(pickOf(last), pickOf(last + length)))
         ++last;
       // Runs [run, last + length) repeat with this period.
       int64_t gain = last + length - run - 3 * length;
@@ -175,11 +228,36 @@ plan::PeriodSteps::PeriodSteps(sched::TasksOp tasks) {
         end = last + length;
         period = length;
         microBatches = shift;
+        sigma = to;
       }
       run = std::max(last, run + 1);
     }
   }
   stopped = bestGain == 0;
+  if (stopped || slots == 0) {
+    sigma.clear();
+    return;
+  }
+  // Sigma over every slot: the slots the middle never picks renamed among
+  // themselves, in order.
+  std::vector<bool> taken(static_cast<size_t>(slots), false);
+  for (int64_t b : sigma)
+    if (b >= 0)
+      taken[static_cast<size_t>(b)] = true;
+  int64_t free = 0;
+  for (int64_t &b : sigma) {
+    if (b >= 0)
+      continue;
+    while (taken[static_cast<size_t>(free)])
+      ++free;
+    b = free++;
+  }
+  inverse.assign(static_cast<size_t>(slots), 0);
+  for (int64_t a = 0; a < slots; ++a)
+    inverse[static_cast<size_t>(sigma[static_cast<size_t>(a)])] = a;
+  // Before the middle's first period, no renaming.
+  for (int64_t a = 0; a < slots; ++a)
+    relabel_.push_back(a);
 }
 
 bool plan::PeriodSteps::stepOver(
@@ -192,6 +270,10 @@ bool plan::PeriodSteps::stepOver(
   if (stopped || run < begin || (run - begin) % period != 0 ||
       run + period > end)
     return false;
+  // At period i > 0, sigma^-i: one more inverse than the period before.
+  if (run > begin && !inverse.empty())
+    for (int64_t &label : relabel_)
+      label = inverse[static_cast<size_t>(label)];
   std::vector<int64_t> now = fingerprint(microBatch[run], horizon[run]);
   bool same = !before.empty() && now == before;
   before = std::move(now);
@@ -219,6 +301,14 @@ bool plan::PeriodSteps::stepOver(
   for (int64_t r = run; r < run + runs; ++r)
     for (int64_t ops = bodyOps[r]; ops > 0; --ops)
       cursor.advance();
+  // The runs from here pick sigma^periods of what the walk's would.
+  if (!inverse.empty()) {
+    for (int64_t a = 0; a < static_cast<int64_t>(inverse.size()); ++a)
+      seen.push_back(a);
+    for (int64_t p = 0; p < periods; ++p)
+      for (int64_t &label : seen)
+        label = inverse[static_cast<size_t>(label)];
+  }
   stopped = true;
   offset_ = periods * microBatches;
   taken = Step{run, runs, period};

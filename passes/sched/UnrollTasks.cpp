@@ -44,6 +44,7 @@ LogicalResult plan::unrollTasks(sched::TasksOp tasks) {
   // Which slot each value of the run lies in, and who holds each slot.
   plan::RunSlots slots;
   ArrayRef<int64_t> order = tasks.getOrder();
+  ArrayRef<int64_t> picks = tasks.getPicks().value_or(ArrayRef<int64_t>());
   for (size_t entry = 0; entry + 1 < order.size(); entry += 2) {
     sched::TaskOp task = bodies[static_cast<size_t>(order[entry])];
     int64_t mb = order[entry + 1];
@@ -51,16 +52,12 @@ LogicalResult plan::unrollTasks(sched::TasksOp tasks) {
     IRMapping map;
     for (Operation &op : task.getBody().front()) {
       if (auto slot = dyn_cast<sched::SlotOp>(op)) {
-        int64_t at =
-            plan::rt::slotIndex(mb, static_cast<int64_t>(slot.getShift()),
-                                static_cast<int64_t>(slot.getSlots()));
-        Value view =
-            sched::ViewOp::create(builder, slot.getLoc(), slot.getType(),
-                                  map.lookupOrDefault(slot.getSource()),
-                                  at * slot.getType().getNumElements());
+        Value source = map.lookupOrDefault(slot.getSource());
+        auto view = sched::ViewOp::create(builder, slot.getLoc(),
+                                          slot.getType(), source, int64_t{0});
+        view.setOffset(slots.place(view, slot, source, mb,
+                                   picks.empty() ? -1 : picks[entry / 2]));
         map.map(slot.getResult(), view);
-        slots.place(view, slot.getSource(), at, slot.getType().getNumElements(),
-                    mb + static_cast<int64_t>(slot.getShift()));
         continue;
       }
       if (auto event = dyn_cast<sched::SlotEventOp>(op)) {

@@ -161,10 +161,22 @@ struct AsyncState {
 /// slot the run takes, so none may be used but through its slots (a fixed
 /// view would not move with them); none when one is.
 std::optional<DenseMap<Operation *, std::pair<int64_t, int64_t>>>
-slottedBuffers(TasksOp tasks) {
+slottedBuffers(TasksOp tasks, DenseMap<Operation *, int64_t> &picked) {
   DenseMap<Operation *, std::pair<int64_t, int64_t>> shapes, slotted;
   for (TaskOp task : tasks.getTasks())
     for (auto slot : task.getBody().front().getOps<SlotOp>()) {
+      // A picked slot is the run's own pick, which repeats with the
+      // period up to a renaming of the pool's slots (of its stride).
+      if (slot.isPicked()) {
+        auto pool = slot.getSource().getDefiningOp<AllocOp>();
+        auto stride = static_cast<int64_t>(*slot.getStride());
+        if (!pool)
+          return std::nullopt;
+        auto [it, added] = picked.try_emplace(pool, stride);
+        if (it->second != stride)
+          return std::nullopt;
+        continue;
+      }
       auto shape =
           std::make_pair(static_cast<int64_t>(slot.getSlots()),
                          static_cast<int64_t>(slot.getType().getNumElements()));
@@ -180,6 +192,8 @@ slottedBuffers(TasksOp tasks) {
         return std::nullopt;
     }
   for (auto [alloc, shape] : shapes) {
+    if (picked.contains(alloc))
+      return std::nullopt; // a pool seen two ways
     if (shape.first == 1)
       continue;
     if (cast<AllocOp>(alloc).getType().getNumElements() !=
@@ -225,7 +239,7 @@ public:
       only = *tasksOps.begin();
     plan::PeriodSteps steps(only);
     std::optional<DenseMap<Operation *, std::pair<int64_t, int64_t>>> buffers =
-        only ? slottedBuffers(only) : std::nullopt;
+        only ? slottedBuffers(only, pickedPools) : std::nullopt;
     if (buffers)
       slotted = std::move(*buffers);
     else
@@ -237,7 +251,7 @@ public:
     StepCursor cursor(program);
     while (!cursor.done()) {
       if (steps.stepOver(cursor, [&](int64_t base, int64_t horizon) {
-            return fingerprint(base, horizon);
+            return fingerprint(base, horizon, steps.relabel());
           })) {
         stepped = steps.step();
         quiet.emplace(program.getContext(),
@@ -262,7 +276,8 @@ public:
       }
       // After a step, the ops after it as if that many micro-batches
       // earlier (outside the tasks, no op's checks depend on it).
-      if (failed(visitInRun(op, *info, cursor.iteration() - steps.offset())))
+      if (failed(visitInRun(op, *info, cursor.iteration() - steps.offset(),
+                            steps.pick(cursor.pick()))))
         return failure();
       cursor.advance();
     }
@@ -279,7 +294,8 @@ private:
   /// The walk's state as the runs from one starting at micro-batch `base`
   /// can see it, with nothing below micro-batch `horizon` that they cannot
   /// name: equal for two runs a period apart when the period repeats.
-  std::vector<int64_t> fingerprint(int64_t base, int64_t horizon) {
+  std::vector<int64_t> fingerprint(int64_t base, int64_t horizon,
+                                   ArrayRef<int64_t> relabel) {
     std::vector<int64_t> words;
     DenseMap<unsigned, int64_t> rootIds, asyncIds;
     SmallVector<unsigned> rootOrder, asyncOrder;
@@ -301,19 +317,40 @@ private:
         rootOrder.push_back(index);
       word(it->second);
     };
+    // Where `slot` of `root` (of `slots` slots) is seen from: the run's
+    // slot of a slot buffer, a picked pool's slot renamed.
+    auto seenSlot = [&](Operation *root, int64_t slot, int64_t slots) {
+      if (pickedPools.contains(root))
+        return slot < static_cast<int64_t>(relabel.size())
+                   ? relabel[static_cast<size_t>(slot)]
+                   : slot;
+      return relativeSlot(slot, base, slots);
+    };
+    // The slot shape of `root`: (slots, elements a slot), or none.
+    auto shapeOf =
+        [&](Operation *root) -> std::optional<std::pair<int64_t, int64_t>> {
+      if (auto it = slotted.find(root); it != slotted.end())
+        return it->second;
+      if (auto it = pickedPools.find(root);
+          it != pickedPools.end() && !relabel.empty())
+        return std::make_pair(int64_t{0}, it->second);
+      return std::nullopt;
+    };
     // A root's element ranges, a slot buffer's from the run's slot.
     auto ranges = [&](Root &root, ArrayRef<ElementRange> in) {
-      auto it = slotted.find(root.alloc.getOperation());
+      std::optional<std::pair<int64_t, int64_t>> shape =
+          shapeOf(root.alloc.getOperation());
       SmallVector<ElementRange, 4> out;
-      if (it == slotted.end()) {
+      if (!shape) {
         out.assign(in.begin(), in.end());
       } else {
-        auto [slots, size] = it->second;
+        auto [slots, size] = *shape;
         for (ElementRange range : in)
           for (int64_t slot = range.begin / size; slot * size < range.end;
                ++slot) {
             int64_t moved =
-                relativeSlot(slot, base, slots) * size - slot * size;
+                seenSlot(root.alloc.getOperation(), slot, slots) * size -
+                slot * size;
             out.push_back({std::max(range.begin, slot * size) + moved,
                            std::min(range.end, (slot + 1) * size) + moved});
           }
@@ -393,24 +430,23 @@ private:
       });
     });
     // A holder below the horizon never holds a slot again.
-    auto holder = [&](const std::pair<void *, int64_t> &held) {
-      if (held.second < horizon)
-        return std::make_pair(held.first, std::numeric_limits<int64_t>::min());
-      return std::make_pair(held.first, held.second - base);
+    using Holder = plan::RunSlots::Holder;
+    auto holder = [&](Holder held) {
+      held.mb = held.mb < horizon ? std::numeric_limits<int64_t>::min()
+                                  : held.mb - base;
+      return held;
     };
-    SmallVector<std::tuple<Operation *, int64_t, std::pair<void *, int64_t>,
-                           SmallVector<std::pair<void *, int64_t>>>>
+    SmallVector<std::tuple<Operation *, int64_t, Holder, SmallVector<Holder>>>
         held;
-    slots.forEachHeld([&](Operation *root, int64_t start, const auto &now,
+    slots.forEachHeld([&](Operation *root, int64_t start, const Holder &now,
                           const auto &earlier) {
-      auto it = slotted.find(root);
-      if (it != slotted.end()) {
-        auto [count, size] = it->second;
-        start = relativeSlot(start / size, base, count) * size + start % size;
+      if (std::optional<std::pair<int64_t, int64_t>> shape = shapeOf(root)) {
+        auto [count, size] = *shape;
+        start = seenSlot(root, start / size, count) * size + start % size;
       }
-      SmallVector<std::pair<void *, int64_t>> kept;
-      for (const auto &was : earlier)
-        if (was.second >= horizon)
+      SmallVector<Holder> kept;
+      for (const Holder &was : earlier)
+        if (was.mb >= horizon)
           kept.push_back(holder(was));
       held.emplace_back(root, start, holder(now), std::move(kept));
     });
@@ -422,12 +458,14 @@ private:
     for (auto &[root, start, now, kept] : held) {
       word(root);
       word(start);
-      word(now.first);
-      word(now.second);
+      word(now.buffer);
+      word(now.group);
+      word(now.mb);
       word(kept.size());
-      for (auto [buffer, mb] : kept) {
-        word(buffer);
-        word(mb);
+      for (const Holder &was : kept) {
+        word(was.buffer);
+        word(was.group);
+        word(was.mb);
       }
     }
 
@@ -467,16 +505,13 @@ private:
 
   /// `op` in the run `iteration` micro-batches on from the one its task is
   /// written for (0 outside a sched.tasks).
-  LogicalResult visitInRun(Operation *op, OpInfo &info, int64_t iteration) {
+  LogicalResult visitInRun(Operation *op, OpInfo &info, int64_t iteration,
+                           int64_t pick) {
     int64_t mb = info.bodyMicroBatch + iteration;
     if (auto slot = dyn_cast<SlotOp>(op)) {
-      auto shift = static_cast<int64_t>(slot.getShift());
-      int64_t at =
-          plan::rt::slotIndex(mb, shift, static_cast<int64_t>(slot.getSlots()));
-      slots.place(slot.getResult(), slot.getSource(), at,
-                  slot.getType().getNumElements(), mb + shift);
-      return visitView(op, info, at * slot.getType().getNumElements(),
-                       std::nullopt);
+      int64_t start =
+          slots.place(slot.getResult(), slot, slot.getSource(), mb, pick);
+      return visitView(op, info, start, std::nullopt);
     }
     if (auto named = dyn_cast<SlotEventOp>(op)) {
       FailureOr<unsigned> async = signalled.lookup(named, iteration);
@@ -999,6 +1034,8 @@ private:
   // The slot buffers of more than one slot (slottedBuffers), for
   // fingerprint.
   DenseMap<Operation *, std::pair<int64_t, int64_t>> slotted;
+  // The pools of picked slots, with the elements of a slot.
+  DenseMap<Operation *, int64_t> pickedPools;
   // Set once the walk steps over runs: drops this thread's diagnostics.
   std::optional<ScopedDiagnosticHandler> quiet;
 };

@@ -54,7 +54,7 @@ namespace plan::rt {
 /// 11: a program's `tasks` and `runs`: a body of ops written once and run
 /// once per entry of an order table (a sched.repeat's), which the reader
 /// expands.
-inline constexpr uint32_t kScheduleFormatVersion = 12;
+inline constexpr uint32_t kScheduleFormatVersion = 13;
 
 /// A buffer's element type: the IR's float types, and i8 for bytes (a
 /// frozen base stored with an NF4 part), spelled as in MLIR.
@@ -302,10 +302,15 @@ struct Buffer {
   // Slot (a task's buffer only): in the run of micro-batch `mb`, slot
   // `(mb + shift) mod slots` of `source`, a program buffer of `slots` such
   // slots: elements [slot * numel, (slot + 1) * numel). Expanded into a View.
+  // Picked (`slotGroup` >= 0, shift 0): slot `p`, the pick of the run's
+  // entry (TaskRuns::picks), of `slots` slots of `slotStride` elements:
+  // elements [p * slotStride + slotOffset, ... + numel), held by group
+  // `slotGroup`'s micro-batch `mb`.
   int64_t source = -1;
   int64_t viewOffset = 0;
   GroupAxis axis = GroupAxis::Shard;
   int64_t slots = 0, shift = 0;
+  int64_t slotGroup = -1, slotStride = 0, slotOffset = 0;
 };
 template <> struct EnumKeywords<Buffer::Kind> {
   static constexpr std::array<const char *, 4> keywords = {
@@ -356,10 +361,13 @@ struct Task {
 
 /// Where a program runs tasks: before its op `at`, where its first
 /// `buffersBefore` buffers and `eventsBefore` events are defined, each
-/// (task, micro-batch) of `order` in turn.
+/// (task, micro-batch) of `order` in turn. `picks` is empty, or the slot of
+/// their pools that each entry's picked slot buffers take (-1 where its task
+/// has none).
 struct TaskRuns {
   int64_t at = 0, buffersBefore = 0, eventsBefore = 0;
   std::vector<std::pair<int64_t, int64_t>> order;
+  std::vector<int64_t> picks;
 };
 
 /// `name` (an alloc's) with its `.mb<from>` component (followed by the end

@@ -44,6 +44,17 @@ void appendInt(std::string &out, int64_t value) {
   out.append(digits, end);
 }
 
+/// `[a,b,...]`.
+void appendInts(std::string &out, const std::vector<int64_t> &values) {
+  out += '[';
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i)
+      out += ',';
+    appendInt(out, values[i]);
+  }
+  out += ']';
+}
+
 /// `"name":`; names and keywords are identifiers (the op table's), which
 /// need no escaping.
 void appendKey(std::string &out, const char *name) {
@@ -70,13 +81,7 @@ void appendOpJson(const Op &op, std::string &out) {
             out += toString(value);
             out += '"';
           } else if constexpr (std::is_same_v<V, std::vector<int64_t>>) {
-            out += '[';
-            for (size_t i = 0; i < value.size(); ++i) {
-              if (i)
-                out += ',';
-              appendInt(out, value[i]);
-            }
-            out += ']';
+            appendInts(out, value);
           } else if constexpr (std::is_same_v<V, bool>) {
             out += value ? "true" : "false";
           } else if constexpr (std::is_same_v<V, double>) {
@@ -391,6 +396,9 @@ void appendBufferJson(const Buffer &b, std::string &out) {
     integer("source", b.source);
     integer("slots", b.slots);
     integer("shift", b.shift);
+    integer("group", b.slotGroup);
+    integer("stride", b.slotStride);
+    integer("offset", b.slotOffset);
     break;
   }
   out += '}';
@@ -423,6 +431,9 @@ Buffer bufferFromJson(const JsonReader &r, const Json &j, const JsonPath &at) {
     b.source = r.getInt(j, at, "source");
     b.slots = r.getInt(j, at, "slots");
     b.shift = r.getInt(j, at, "shift");
+    b.slotGroup = r.getInt(j, at, "group");
+    b.slotStride = r.getInt(j, at, "stride");
+    b.slotOffset = r.getInt(j, at, "offset");
     break;
   }
   return b;
@@ -650,6 +661,9 @@ static void appendProgramFields(const Program &p, std::string &out) {
     out += ',';
     appendKey(out, "order");
     appendPairs(runs.order, out);
+    out += ',';
+    appendKey(out, "picks");
+    appendInts(out, runs.picks);
     out += '}';
   }
   out += ']';
@@ -738,6 +752,7 @@ static Program programFromJson(const JsonReader &r, const Json &root,
     runs.buffersBefore = r.getInt(j, where, "buffers_before");
     runs.eventsBefore = r.getInt(j, where, "events_before");
     runs.order = pairsFromJson(r, j, where, "order", "[task, micro-batch]");
+    runs.picks = r.getInts(j, where, "picks");
     p.runs.push_back(std::move(runs));
   });
   return p;

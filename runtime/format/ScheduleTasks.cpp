@@ -50,10 +50,10 @@ private:
   /// Appends the run of entry `entry` of run table `table`.
   void expandRun(size_t table, size_t entry);
   /// That run's op uses slot `slot` of program buffer `source` for
-  /// micro-batch `mb`: fails if another micro-batch has used it since `mb`
-  /// last did.
-  void useSlot(int64_t source, int64_t slot, int64_t mb, size_t table,
-               size_t entry);
+  /// micro-batch `mb` (of group `group`, a picked slot's, or -1): fails if
+  /// another has used it since `mb` last did.
+  void useSlot(int64_t source, int64_t slot, int64_t group, int64_t mb,
+               size_t table, size_t entry);
 
   Program &p;
   int64_t microBatches;
@@ -63,8 +63,9 @@ private:
   std::vector<int64_t> buffersBefore, eventsBefore, addedBuffers, addedEvents;
   // The expanded event of each slot event instance (family, micro-batch).
   std::map<std::pair<int64_t, int64_t>, int64_t> instances;
-  // The micro-batch each slot (program buffer, slot) holds.
-  SlotOccupancy<int64_t> occupancy;
+  // What holds each slot (program buffer, slot): a picked slot's group
+  // (-1 for others) and a micro-batch.
+  SlotOccupancy<int64_t, std::pair<int64_t, int64_t>> occupancy;
   Program out;
 };
 
@@ -104,11 +105,27 @@ void TaskExpander::checkTask(size_t t) const {
            ", which is not a program buffer (0 to " + std::to_string(P - 1) +
            ")");
     int64_t sourceNumel = p.buffers[static_cast<size_t>(buffer.source)].numel;
-    if (buffer.numel < 1 || buffer.slots < 1 ||
-        buffer.slots > sourceNumel / buffer.numel)
+    if (buffer.slotGroup < -1)
+      fail(at + id + ": group " + std::to_string(buffer.slotGroup) +
+           " is neither -1 (a slot of its micro-batch) nor a group (>= 0)");
+    bool picked = buffer.slotGroup >= 0;
+    if (!picked && (buffer.slotStride != 0 || buffer.slotOffset != 0))
+      fail(at + id + ": a slot of group -1 has stride and offset 0");
+    // A picked slot's elements, and its slot's.
+    int64_t stride = picked ? buffer.slotStride : buffer.numel;
+    if (picked && (buffer.numel < 1 || buffer.slotOffset < 0 ||
+                   buffer.slotOffset > buffer.slotStride - buffer.numel))
+      fail(at + id + ": elements [" + std::to_string(buffer.slotOffset) + ", " +
+           std::to_string(buffer.slotOffset + buffer.numel) +
+           ") are not in a slot of " + std::to_string(buffer.slotStride) +
+           " elements");
+    if (stride < 1 || buffer.slots < 1 || buffer.slots > sourceNumel / stride)
       fail(at + id + ": " + std::to_string(buffer.slots) + " slots of " +
-           std::to_string(buffer.numel) + " elements are not in buffer " +
+           std::to_string(stride) + " elements are not in buffer " +
            std::to_string(buffer.source) + "'s " + std::to_string(sourceNumel));
+    if (picked && buffer.shift != 0)
+      fail(at + id + ": a picked slot is its run's own: shift must be 0, got " +
+           std::to_string(buffer.shift));
     if (!shiftInRange(buffer.shift, microBatches))
       fail(at + id + ": " + shiftOutOfRange(buffer.shift));
   }
@@ -128,8 +145,16 @@ void TaskExpander::checkTask(size_t t) const {
 void TaskExpander::checkTables() {
   auto P = static_cast<int64_t>(p.buffers.size());
   int64_t ops = static_cast<int64_t>(p.ops.size());
-  for (size_t t = 0; t < p.tasks.size(); ++t)
+  // Per task, the fewest slots of its picked slot buffers (0: none).
+  std::vector<int64_t> pickedSlots;
+  for (size_t t = 0; t < p.tasks.size(); ++t) {
     checkTask(t);
+    int64_t fewest = 0;
+    for (const Buffer &buffer : p.tasks[t].buffers)
+      if (buffer.kind == Buffer::Kind::Slot && buffer.slotGroup >= 0)
+        fewest = fewest ? std::min(fewest, buffer.slots) : buffer.slots;
+    pickedSlots.push_back(fewest);
+  }
   // The slot event instances the runs before have taken an event for
   // (expandRun numbers them in the same order).
   std::set<std::pair<int64_t, int64_t>> taken;
@@ -153,8 +178,13 @@ void TaskExpander::checkTables() {
     lastAt = runs.at;
     lastBuffers = runs.buffersBefore;
     lastEvents = runs.eventsBefore;
+    if (!runs.picks.empty() && runs.picks.size() != runs.order.size())
+      fail(at + "picks must hold one slot per order entry (" +
+           std::to_string(runs.order.size()) + "), got " +
+           std::to_string(runs.picks.size()));
     int64_t buffers = 0, events = 0;
-    for (auto [task, mb] : runs.order) {
+    for (size_t entry = 0; entry < runs.order.size(); ++entry) {
+      auto [task, mb] = runs.order[entry];
       if (task < 0 || task >= static_cast<int64_t>(p.tasks.size()))
         fail(at + "task " + std::to_string(task) + " is not one of the " +
              std::to_string(p.tasks.size()) + " tasks");
@@ -162,6 +192,19 @@ void TaskExpander::checkTables() {
         fail(at + "micro-batch " + std::to_string(mb) +
              " is not one of the step's " + std::to_string(microBatches));
       const Task &body = p.tasks[task];
+      int64_t slots = pickedSlots[static_cast<size_t>(task)];
+      if (slots && runs.picks.empty())
+        fail(at + "task " + std::to_string(task) +
+             " has picked slots, so the table needs picks");
+      int64_t pick = runs.picks.empty() ? -1 : runs.picks[entry];
+      if (slots && (pick < 0 || pick >= slots))
+        fail(at + "entry " + std::to_string(entry) + " picks slot " +
+             std::to_string(pick) + ", not one of the " +
+             std::to_string(slots) + " of its task's picked slots");
+      if (!slots && pick != -1)
+        fail(at + "entry " + std::to_string(entry) + " picks slot " +
+             std::to_string(pick) + ", but its task " + std::to_string(task) +
+             " has no picked slot (-1)");
       buffers += static_cast<int64_t>(body.buffers.size());
       events += body.numEvents;
       // A slot event instance is one event, taken where it first appears.
@@ -208,20 +251,26 @@ int64_t TaskExpander::programEvent(int64_t id) const {
   return shiftedId(id, p.numEvents, eventsBefore, addedEvents);
 }
 
-void TaskExpander::useSlot(int64_t source, int64_t slot, int64_t mb,
-                           size_t table, size_t entry) {
-  int64_t holder = 0;
-  if (occupancy.use(source, slot, mb, holder))
+void TaskExpander::useSlot(int64_t source, int64_t slot, int64_t group,
+                           int64_t mb, size_t table, size_t entry) {
+  std::pair<int64_t, int64_t> holder;
+  if (occupancy.use(source, slot, {group, mb}, holder))
     return;
   const Buffer &b = p.buffers[static_cast<size_t>(source)];
   auto [task, runMb] = p.runs[table].order[entry];
+  auto held = [](std::pair<int64_t, int64_t> h) {
+    return (h.first >= 0 ? "group " + std::to_string(h.first) + "'s " : "") +
+           "micro-batch " + std::to_string(h.second);
+  };
   fail("runs " + std::to_string(table) + ": task " + std::to_string(task) +
        " for micro-batch " + std::to_string(runMb) + ": slot " +
        std::to_string(slot) + " of buffer " + std::to_string(source) +
        (b.kind == Buffer::Kind::Alloc ? " ('" + b.name + "')" : "") +
-       " is used for micro-batch " + std::to_string(mb) +
-       " after micro-batch " + std::to_string(holder) +
-       " took it: its slots are fewer than the micro-batches in flight");
+       " is used for " + held({group, mb}) + " after " + held(holder) +
+       (group >= 0 ? " took it: the picks give one slot to two micro-batches "
+                     "in flight at once"
+                   : " took it: its slots are fewer than the micro-batches in "
+                     "flight"));
 }
 
 void TaskExpander::expandRun(size_t table, size_t entry) {
@@ -244,7 +293,7 @@ void TaskExpander::expandRun(size_t table, size_t entry) {
   // Each of the task's buffers that lies in a slot: (source, slot, the
   // micro-batch it holds).
   struct InSlot {
-    int64_t source = -1, slot = 0, mb = 0;
+    int64_t source = -1, slot = 0, group = -1, mb = 0;
   };
   std::vector<InSlot> inSlot(task.buffers.size());
   auto local = [&](int64_t id) {
@@ -264,7 +313,7 @@ void TaskExpander::expandRun(size_t table, size_t entry) {
     if (i < 0)
       return programBuffer(id);
     if (const InSlot &s = inSlot[static_cast<size_t>(i)]; s.source >= 0)
-      useSlot(s.source, s.slot, s.mb, table, entry);
+      useSlot(s.source, s.slot, s.group, s.mb, table, entry);
     return firstBuffer + i;
   };
   auto event = [&](int64_t id) {
@@ -284,12 +333,17 @@ void TaskExpander::expandRun(size_t table, size_t entry) {
       copy.name = shiftMicroBatchInName(copy.name, task.microBatch, mb);
       break;
     case Buffer::Kind::Slot: {
-      int64_t slot = slotIndex(mb, copy.shift, copy.slots);
-      inSlot[i] = {copy.source, slot, mb + copy.shift};
+      bool picked = copy.slotGroup >= 0;
+      int64_t slot = picked ? p.runs[table].picks[entry]
+                            : slotIndex(mb, copy.shift, copy.slots);
+      inSlot[i] = {copy.source, slot, copy.slotGroup, mb + copy.shift};
       copy.kind = Buffer::Kind::View;
       copy.source = programBuffer(copy.source);
-      copy.viewOffset = slot * copy.numel;
+      copy.viewOffset =
+          picked ? slot * copy.slotStride + copy.slotOffset : slot * copy.numel;
       copy.slots = copy.shift = 0;
+      copy.slotGroup = -1;
+      copy.slotStride = copy.slotOffset = 0;
       break;
     }
     case Buffer::Kind::View:

@@ -713,14 +713,15 @@ TEST(ScheduleFile, NewerVersionAsksForANewerReader) {
 // frozen storage, no bytes, no dequantize; version 6: compute ops without
 // `part` and exchange buffers; version 7: no tensor axis in the mesh;
 // version 8: no pipeline axis, one program; version 9: no embedding group;
-// version 10: no tasks; version 11: no slots) are refused by their header,
+// version 10: no tasks; version 11: no slots; version 12: no picked slots)
+// are refused by their header,
 // before their body is read: the plan must be compiled again.
 TEST(ScheduleFile, OlderVersionsAskToRecompile) {
-  ASSERT_EQ(kScheduleFormatVersion, 12u);
+  ASSERT_EQ(kScheduleFormatVersion, 13u);
   std::string body(std::string_view(serializeSchedule(tiny())).substr(kHeader));
   std::string error = parseError(wrap(body, 1));
   EXPECT_HAS(error, "t.sched: schedule format version 1 is not supported");
-  EXPECT_HAS(error, "this reader reads version 12");
+  EXPECT_HAS(error, "this reader reads version 13");
   EXPECT_HAS(error, "recompile the plan with planc");
   EXPECT_HAS(parseError(wrap(body, 2)),
              "schedule format version 2 is not supported");
@@ -742,12 +743,14 @@ TEST(ScheduleFile, OlderVersionsAskToRecompile) {
              "schedule format version 10 is not supported");
   EXPECT_HAS(parseError(wrap(body, 11)),
              "schedule format version 11 is not supported");
+  EXPECT_HAS(parseError(wrap(body, 12)),
+             "schedule format version 12 is not supported");
   // Even with a body that a version 1 reader would have read.
   EXPECT_HAS(parseError(wrap("{}", 1)), "recompile the plan with planc");
   // In memory, a schedule of another version is neither valid nor written.
   Schedule old = tiny();
   old.version = 1;
-  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 12");
+  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 13");
   EXPECT_THROW(serializeSchedule(old), ScheduleFileError);
 }
 
@@ -1226,9 +1229,11 @@ forwardBackwardInIR(mlir::MLIRContext &context,
     auto task = sched::TaskOp::create(b, loc, /*micro_batch=*/0);
     b.setInsertionPointToEnd(&task.getBody().emplaceBlock());
     mlir::Value s = sched::SlotOp::create(
-        b, loc, bufferOf(4, sched::MemorySpace::Device), S, 0, 3);
-    mlir::Value t = sched::SlotOp::create(
-        b, loc, bufferOf(4, sched::MemorySpace::Host), T, 0, 3);
+        b, loc, bufferOf(4, sched::MemorySpace::Device), S,
+        b.getI64IntegerAttr(0), b.getI64IntegerAttr(3));
+    mlir::Value t =
+        sched::SlotOp::create(b, loc, bufferOf(4, sched::MemorySpace::Host), T,
+                              b.getI64IntegerAttr(0), b.getI64IntegerAttr(3));
     fill(s, t);
   };
   body([&](mlir::Value s, mlir::Value t) {

@@ -1,12 +1,14 @@
 """Writes a schedule file whose task keeps its first allocation in a slot.
 
-usage: make_slots.py BODY.json SLOTS SHIFT OUT.sched
+usage: make_slots.py BODY.json SLOTS SHIFT OUT.sched [picked]
 
 BODY.json is `planc --emit=schedule-json` of a program with one task (a
 sched.repeat). A new program buffer of SLOTS times the allocation's size,
 allocated just before the task's runs and freed after them, replaces the
 allocation: the task's buffer becomes `{"kind": "slot", ...}` and its alloc
-and free ops go. Written from docs/schedule-format.md, as read_sched.py is;
+and free ops go. With `picked` (SHIFT 0), the slot is a picked one of group
+0, 16 elements into a slot of its size and 32 more, and the run table picks
+the slots from the last down, one run after another. Written from docs/schedule-format.md, as read_sched.py is;
 what runs must train exactly as the file without the slot does."""
 import json
 import struct
@@ -18,7 +20,7 @@ from read_sched import HEADER, remap
 ELEMENT_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "i8": 1}
 
 
-def main(body_path, slots, shift, out_path):
+def main(body_path, slots, shift, out_path, picked=False):
     s = json.load(open(body_path))
     prog = s["stages"][0] if s["mesh"]["pipeline"] > 1 else s
     (runs,) = prog["runs"]
@@ -45,12 +47,13 @@ def main(body_path, slots, shift, out_path):
     shift_views(prog["buffers"])
     task["ops"] = [remap(op, up, same, 0) for op in task["ops"]]
     shift_views(task["buffers"])
+    stride = alloc["numel"] + 32 if picked else alloc["numel"]
     arena = prog["arena_bytes"]
     offset = -(-arena[alloc["space"]] // 64) * 64
-    arena[alloc["space"]] = offset + slots * alloc["numel"] * ELEMENT_BYTES[alloc["type"]]
+    arena[alloc["space"]] = offset + slots * stride * ELEMENT_BYTES[alloc["type"]]
     prog["buffers"].insert(at, {
         "kind": "alloc", "type": alloc["type"], "space": alloc["space"],
-        "numel": slots * alloc["numel"], "name": "slots." + alloc["name"],
+        "numel": slots * stride, "name": "slots." + alloc["name"],
         "role": alloc["role"], "persistent": False, "offset": offset,
         "group": "", "sharded": False})
     runs["buffers_before"] += 1
@@ -63,13 +66,19 @@ def main(body_path, slots, shift, out_path):
                    if not (op["op"] in ("alloc", "free") and op["buffer"] == mine)]
     task["buffers"][local] = {
         "kind": "slot", "type": alloc["type"], "space": alloc["space"],
-        "numel": alloc["numel"], "source": at, "slots": slots, "shift": shift}
+        "numel": alloc["numel"], "source": at, "slots": slots, "shift": shift,
+        "group": 0 if picked else -1, "stride": stride if picked else 0,
+        "offset": 16 if picked else 0}
+    if picked:
+        n = len(runs["order"])
+        runs["picks"] = [slots - 1 - i % slots for i in range(n)]
 
     body = json.dumps(s).encode("utf-8")
-    header = HEADER.pack(b"PLANSCHD", 12, 0, len(body), zlib.crc32(body), 0)
+    header = HEADER.pack(b"PLANSCHD", 13, 0, len(body), zlib.crc32(body), 0)
     with open(out_path, "wb") as f:
         f.write(header + body)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
+         sys.argv[5:] == ["picked"])

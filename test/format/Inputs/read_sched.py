@@ -66,7 +66,8 @@ def expand(prog, micro_batches):
     added_e, seen = [], set()
     for r in tables:
         n = 0
-        for t, mb in r["order"]:
+        picks = r["picks"] or [-1] * len(r["order"])
+        for (t, mb), pick in zip(r["order"], picks):
             task = prog["tasks"][t]
             n += task["num_events"]
             for family, shift in task["slot_events"]:
@@ -108,7 +109,8 @@ def expand(prog, micro_batches):
     for r, n_events in zip(tables, added_e):
         copy_program(r["buffers_before"], r["at"])
         next_event = r["events_before"] + events
-        for t, mb in r["order"]:
+        picks = r["picks"] or [-1] * len(r["order"])
+        for (t, mb), pick in zip(r["order"], picks):
             task = prog["tasks"][t]
             if not 0 <= mb < micro_batches:
                 fail(f"run of micro-batch {mb}")
@@ -137,10 +139,16 @@ def expand(prog, micro_batches):
                 if b["kind"] == "alloc":
                     b["name"] = shift_name(b["name"], task["micro_batch"], mb)
                 elif b["kind"] == "slot":
-                    # The slot its micro-batch takes, as a view.
-                    slot = (mb + b.pop("shift")) % b.pop("slots")
+                    # The slot its micro-batch takes (a picked one: its
+                    # run's pick), as a view.
+                    shift, slots = b.pop("shift"), b.pop("slots")
+                    group, stride = b.pop("group"), b.pop("stride")
+                    if group >= 0:
+                        offset = pick * stride + b["offset"]
+                    else:
+                        offset = (mb + shift) % slots * b["numel"]
                     b.update(kind="view", source=program_buffer(b["source"]),
-                             offset=slot * b["numel"])
+                             offset=offset)
                 else:
                     b["source"] = buffer(b["source"])
                 buffers.append(b)
@@ -159,7 +167,7 @@ def main(path):
     magic, version, flags, size, crc, reserved = HEADER.unpack_from(data)
     if magic != b"PLANSCHD":
         fail(f"bad magic {magic!r}")
-    if version != 12 or flags != 0 or reserved != 0:
+    if version != 13 or flags != 0 or reserved != 0:
         fail(f"version {version} flags {flags} reserved {reserved}")
     body = data[HEADER.size:]
     if len(body) != size:

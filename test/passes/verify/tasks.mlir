@@ -349,3 +349,52 @@ sched.program @p.step for @p micro_batches 12
   sched.free %s : memref<8xf32, #dev>
   sched.free %t : memref<8xf32, #host>
 }
+
+// -----
+
+// Picked slots: two groups' forwards and backwards share a pool of two
+// slots, each group at its offset in a slot. Group 1's forward of
+// micro-batch 0 picks the slot group 0's micro-batch 0 still holds (its
+// backward reads it after), so the picks give one slot to two
+// micro-batches in flight at once. (The valid picks, [0, 1, 0, 1, 0, 0],
+// are sched-unroll-tasks' test.)
+#dev = #sched.space<device>
+#host = #sched.space<host>
+shard.grid @mesh(shape = 1x1x2x1)
+plan.plan @p on @mesh
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
+}
+sched.program @p.step for @p micro_batches 2
+    model #plan.model<family = llama, preset = "llama_tiny", vocab = 8, hidden = 4, intermediate = 8, layers = 1, heads = 1, kv_heads = 1, max_seq_len = 16>
+    cluster #plan.cluster<nodes = 1, gpus_per_node = 2, device = <name = "cpu", memory = 17179869184, bf16_tflops = 1.0, fp16_tflops = 1.0, fp32_tflops = 1.0, hbm_bandwidth = 2.0e10, nvlink_bandwidth = 0.0, pcie_bandwidth = 2.0e10>, host_memory = 34359738368, inter_node_bandwidth = 2.5e10>
+    train #plan.train<optimizer = <kind = sgd, lr = 0.1>, micro_batch = 1, seq_len = 8, grad_accum = 2, loss_scale = <kind = none>, lr_schedule = <kind = constant>>
+    parallel #plan.parallel<sharding = full_shard, wrap = <kind = transformer_block>, offload = <>> {
+  %pool = sched.alloc "P" role activations : memref<16xf32, #dev>
+  %t = sched.alloc "T" role activations : memref<4xf32, #host>
+  sched.tasks event_families 0 order [0, 0, 2, 0, 1, 0, 3, 0, 0, 1, 1, 1] picks [0, 0, 0, 0, 1, 1] {
+    sched.task micro_batch 0 {
+      %a = sched.slot %pool[0] slots 2 group 0 stride 8 offset 0 : memref<16xf32, #dev> to memref<4xf32, #dev>
+      sched.zero %a : memref<4xf32, #dev>
+    }
+    sched.task micro_batch 0 {
+      %a = sched.slot %pool[0] slots 2 group 0 stride 8 offset 0 : memref<16xf32, #dev> to memref<4xf32, #dev>
+      // expected-error @below {{in the run of micro-batch 0 uses slot 0 of 'P' for group 0's micro-batch 0 after group 1 took it for micro-batch 0: the table's picks give one slot to two micro-batches in flight at once}}
+      %back = sched.copy %a into %t : memref<4xf32, #dev>, memref<4xf32, #host>
+      sched.wait %back
+    }
+    sched.task micro_batch 0 {
+      %b = sched.slot %pool[0] slots 2 group 1 stride 8 offset 4 : memref<16xf32, #dev> to memref<4xf32, #dev>
+      sched.zero %b : memref<4xf32, #dev>
+    }
+    sched.task micro_batch 0 {
+      %b = sched.slot %pool[0] slots 2 group 1 stride 8 offset 4 : memref<16xf32, #dev> to memref<4xf32, #dev>
+      %back = sched.copy %b into %t : memref<4xf32, #dev>, memref<4xf32, #host>
+      sched.wait %back
+    }
+  }
+  sched.free %pool : memref<16xf32, #dev>
+  sched.free %t : memref<4xf32, #host>
+}
