@@ -149,9 +149,20 @@ def SchedShareSlotBuffers
     on it). Plays the table, and makes the buffers of one element type,
     memory space and role whose instances are never in use at once views
     at offset 0 of one allocation of the largest size, as the flat step's
-    buffers share the arena. sched-verify-schedule proves it
+    buffers share the arena. Before that, the buffers whose micro-batches a
+    run names and a later run names again (each chunk's saves and kept
+    input, in as many slots as that chunk ever has in flight) go into one
+    pool per kind whose slot each run picks (`picks` of the sched.tasks,
+    picked sched.slots), as many slots as the stage holds at once, where
+    that takes fewer bytes. sched-verify-schedule proves both
     (plan::RunSlots).
   }];
+  let options = [
+    Option<"remarkPools", "remark-pools", "bool", /*default=*/"false",
+           "Remark at each sched.tasks what picked slots would hold, in how "
+           "many slots and bytes against the buffers' own, and whether "
+           "they do">,
+  ];
   let dependentDialects = ["::sched::SchedDialect"];
 }
 

@@ -24,10 +24,12 @@
 #include "dialects/sched/SlotEvents.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/BitVector.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace plan {
@@ -64,8 +66,8 @@ SmallVector<Candidate> collectCandidates(ProgramOp program, TasksOp tasks) {
           free && free->getBlock() == alloc->getBlock() && !candidate.free) {
         candidate.free = free;
       } else if (auto slot = dyn_cast<SlotOp>(user);
-                 slot && tasks->isAncestor(slot) && slot.getSlots() == 1 &&
-                 slot.getType() == alloc.getType()) {
+                 slot && tasks->isAncestor(slot) && !slot.isPicked() &&
+                 slot.getSlots() == 1 && slot.getType() == alloc.getType()) {
         slotted = true;
       } else {
         other = true;
@@ -157,15 +159,19 @@ Relevant relevantOps(TasksOp tasks,
   return relevant;
 }
 
+/// The span of the step in which each instance is in use.
+using InstanceSpans = std::map<Instance, std::pair<int64_t, int64_t>>;
+
 /// Plays `tasks`' table, each run's ops at their places in the step, and
-/// fills each candidate's spans.
-LogicalResult findSpans(TasksOp tasks, MutableArrayRef<Candidate> candidates) {
+/// gives each instance of a candidate its span.
+FailureOr<InstanceSpans> findSpans(TasksOp tasks,
+                                   ArrayRef<Candidate> candidates) {
   llvm::DenseMap<Operation *, unsigned> indexOf;
   for (auto [index, candidate] : llvm::enumerate(candidates))
     indexOf[candidate.alloc] = static_cast<unsigned>(index);
   SmallVector<TaskOp> bodies = tasks.getTasks();
   Relevant relevant = relevantOps(tasks, indexOf);
-  std::map<Instance, std::pair<int64_t, int64_t>> spans;
+  InstanceSpans spans;
   // The instances a value of the run being walked lies in, and those an
   // asynchronous op uses until its wait.
   llvm::DenseMap<Value, Instance> inSlot;
@@ -259,11 +265,7 @@ LogicalResult findSpans(TasksOp tasks, MutableArrayRef<Candidate> candidates) {
     }
     start += relevant.bodies[body].size;
   }
-  for (auto &[instance, span] : spans)
-    candidates[instance.first].spans.push_back(span);
-  for (Candidate &candidate : candidates)
-    llvm::sort(candidate.spans);
-  return success();
+  return spans;
 }
 
 /// Whether some span of `a` meets some span of `b` (both in order).
@@ -327,19 +329,424 @@ void sharePools(ArrayRef<SmallVector<Candidate *>> pools) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Picked slots: the chunks' slots of a stage in one pool
+//===----------------------------------------------------------------------===//
+
+/// The program's buffers of `tasks` whose micro-batches a run names as its
+/// own and a later run names again (a chunk's saved activations and its
+/// kept input, from its forward to its backward): saved activations or
+/// exchanged tensors, allocated in the program, freed once there, and
+/// otherwise named only by the bodies' sched.slots of shift 0 that cover
+/// it.
+SmallVector<Candidate> collectPoolCandidates(ProgramOp program, TasksOp tasks) {
+  SmallVector<Candidate> candidates;
+  for (auto alloc : program.getBody().front().getOps<AllocOp>()) {
+    if (alloc.getPersistent() || (alloc.getRole() != BufferRole::Activations &&
+                                  alloc.getRole() != BufferRole::Exchange))
+      continue;
+    Candidate candidate{alloc, nullptr, {}};
+    bool other = false;
+    int64_t slotElements = 0;
+    for (Operation *user : alloc->getUsers()) {
+      auto slot = dyn_cast<SlotOp>(user);
+      if (auto free = dyn_cast<FreeOp>(user);
+          free && free->getBlock() == alloc->getBlock() && !candidate.free) {
+        candidate.free = free;
+      } else if (slot && tasks->isAncestor(slot) && !slot.isPicked() &&
+                 slot.getShift() == 0 &&
+                 static_cast<int64_t>(slot.getSlots()) *
+                         slot.getType().getNumElements() ==
+                     alloc.getType().getNumElements() &&
+                 (!slotElements ||
+                  slotElements == slot.getType().getNumElements())) {
+        slotElements = slot.getType().getNumElements();
+      } else {
+        other = true;
+      }
+    }
+    bool slotted = slotElements > 0;
+    if (slotted && !other && candidate.free)
+      candidates.push_back(std::move(candidate));
+  }
+  return candidates;
+}
+
+/// What the pool of one kind (element type, memory space, role) holds: its
+/// members' offsets in a slot and the slot's elements.
+struct PoolKind {
+  AllocOp first; // a member, for the kind
+  SmallVector<unsigned> members;
+  int64_t stride = 0;
+};
+
+int64_t elementBytes(AllocOp alloc) {
+  return (alloc.getType().getElementType().getIntOrFloatBitWidth() + 7) / 8;
+}
+
+/// The bundles of one signature (a set of candidates that the runs of one
+/// micro-batch name together: a chunk's saves and input) and the span of
+/// each.
+struct Signature {
+  SmallVector<unsigned> members; // candidate indices, in order
+  /// Per micro-batch of the signature: its span in the step.
+  std::map<int64_t, std::pair<int64_t, int64_t>> bundles;
+};
+
+/// The slot each bundle of `signatures` takes (signature, micro-batch) with
+/// the lowest free slot at its start, freed after its end (the greedy
+/// colouring of intervals, as few slots as are in use at once); the number
+/// of slots in `count`.
+std::map<std::pair<unsigned, int64_t>, int64_t>
+pickSlots(ArrayRef<Signature> signatures, ArrayRef<unsigned> included,
+          int64_t &count) {
+  struct Bundle {
+    int64_t first, last;
+    unsigned signature;
+    int64_t mb;
+  };
+  SmallVector<Bundle> bundles;
+  for (unsigned s : included)
+    for (auto &[mb, span] : signatures[s].bundles)
+      bundles.push_back({span.first, span.second, s, mb});
+  llvm::sort(bundles, [](const Bundle &a, const Bundle &b) {
+    return std::tie(a.first, a.signature, a.mb) <
+           std::tie(b.first, b.signature, b.mb);
+  });
+  std::map<std::pair<unsigned, int64_t>, int64_t> picks;
+  // The bundles holding a slot, by end, and the free slots.
+  std::multimap<int64_t, int64_t> held;
+  std::set<int64_t> free;
+  count = 0;
+  for (const Bundle &bundle : bundles) {
+    while (!held.empty() && held.begin()->first < bundle.first) {
+      free.insert(held.begin()->second);
+      held.erase(held.begin());
+    }
+    int64_t slot;
+    if (free.empty()) {
+      slot = count++;
+    } else {
+      slot = *free.begin();
+      free.erase(free.begin());
+    }
+    held.insert({bundle.last, slot});
+    picks[{bundle.signature, bundle.mb}] = slot;
+  }
+  return picks;
+}
+
+/// The bytes the signatures `included` take as `slots` picked slots, with
+/// each kind's slot laid out in `kinds` (offsets in `offsets`), against the
+/// bytes their candidates take now (`before`).
+int64_t pooledBytes(ArrayRef<Candidate> candidates,
+                    ArrayRef<Signature> signatures, ArrayRef<unsigned> included,
+                    int64_t slots, SmallVectorImpl<PoolKind> &kinds,
+                    DenseMap<unsigned, int64_t> &offsets, int64_t &before) {
+  kinds.clear();
+  offsets.clear();
+  before = 0;
+  auto kindOf = [](AllocOp alloc) {
+    MemRefType type = alloc.getType();
+    return std::make_tuple(type.getElementType().getAsOpaquePointer(),
+                           type.getMemorySpace().getAsOpaquePointer(),
+                           static_cast<uint32_t>(alloc.getRole()));
+  };
+  for (unsigned s : included) {
+    // Per kind, where the signature's next member goes in a slot.
+    SmallVector<int64_t> next(kinds.size(), 0);
+    for (unsigned index : signatures[s].members) {
+      AllocOp alloc = candidates[index].alloc;
+      before += numel(alloc) * elementBytes(alloc);
+      auto kind = llvm::find_if(kinds, [&](const PoolKind &k) {
+        return kindOf(k.first) == kindOf(alloc);
+      });
+      if (kind == kinds.end()) {
+        kinds.push_back({alloc, {}, 0});
+        next.push_back(0);
+        kind = std::prev(kinds.end());
+      }
+      auto k = static_cast<size_t>(kind - kinds.begin());
+      // Each member on the arena's alignment, as its own allocation was.
+      int64_t align = std::max<int64_t>(1, 256 / elementBytes(alloc));
+      int64_t slotElements = 0;
+      for (Operation *user : alloc->getUsers())
+        if (auto slot = dyn_cast<SlotOp>(user))
+          slotElements = slot.getType().getNumElements();
+      offsets[index] = next[k];
+      next[k] = llvm::alignTo(next[k] + slotElements, align);
+      kind->members.push_back(index);
+      kind->stride = std::max(kind->stride, next[k]);
+    }
+  }
+  int64_t bytes = 0;
+  for (const PoolKind &kind : kinds)
+    bytes += slots * kind.stride * elementBytes(kind.first);
+  return bytes;
+}
+
+/// Under interleaving, each chunk's saves and kept input lie in slots of
+/// its own buffers, as many as that chunk ever has micro-batches in flight,
+/// though the stage's chunks do not reach their most at once. Puts them in
+/// one pool per kind whose slots the table picks per run, when that takes
+/// fewer bytes: the greedy colouring of their micro-batches' spans, the
+/// slots the stage holds at once.
+LogicalResult poolChunkSlots(ProgramOp program, TasksOp tasks, bool remark) {
+  if (tasks.getPicks())
+    return success(); // pooled already
+  SmallVector<Candidate> candidates = collectPoolCandidates(program, tasks);
+  if (candidates.empty())
+    return success();
+  FailureOr<InstanceSpans> spans = findSpans(tasks, candidates);
+  if (failed(spans))
+    return failure();
+  DenseMap<Operation *, unsigned> indexOf;
+  for (auto [index, candidate] : llvm::enumerate(candidates))
+    indexOf[candidate.alloc] = static_cast<unsigned>(index);
+
+  // Per run, the candidates its body names; per instance, the runs that
+  // name it.
+  SmallVector<TaskOp> bodies = tasks.getTasks();
+  SmallVector<SmallVector<unsigned>> namedBy;
+  for (TaskOp task : bodies) {
+    SmallVector<unsigned> &named = namedBy.emplace_back();
+    for (auto slot : task.getBody().front().getOps<SlotOp>())
+      if (auto it = indexOf.find(slot.getSource().getDefiningOp());
+          it != indexOf.end() && !llvm::is_contained(named, it->second))
+        named.push_back(it->second);
+    llvm::sort(named);
+  }
+  ArrayRef<int64_t> order = tasks.getOrder();
+  auto runs = static_cast<int64_t>(order.size() / 2);
+  std::map<Instance, int64_t> runsNaming;
+  for (int64_t run = 0; run < runs; ++run)
+    for (unsigned index : namedBy[static_cast<size_t>(order[2 * run])])
+      ++runsNaming[{index, order[2 * run + 1]}];
+
+  // What is pooled: a candidate each of whose micro-batches two runs name,
+  // in one signature (the runs of a micro-batch that name it name the same
+  // others); until what is left is so.
+  llvm::BitVector active(candidates.size(), true);
+  for (auto &[instance, count] : runsNaming)
+    if (count < 2)
+      active.reset(instance.first);
+  SmallVector<Signature> signatures;
+  for (bool changed = true; changed;) {
+    changed = false;
+    signatures.clear();
+    // Per instance, what the runs of its micro-batch name with it.
+    std::map<Instance, SmallVector<unsigned>> together;
+    for (int64_t run = 0; run < runs; ++run) {
+      SmallVector<unsigned> named;
+      for (unsigned index : namedBy[static_cast<size_t>(order[2 * run])])
+        if (active.test(index))
+          named.push_back(index);
+      for (unsigned index : named) {
+        SmallVector<unsigned> &with = together[{index, order[2 * run + 1]}];
+        for (unsigned other : named)
+          if (!llvm::is_contained(with, other))
+            with.push_back(other);
+      }
+    }
+    // One signature a candidate: the same set for each of its
+    // micro-batches, which each of its members has too.
+    std::map<unsigned, SmallVector<unsigned>> signatureOf;
+    for (auto &[instance, with] : together) {
+      llvm::sort(with);
+      auto [it, added] = signatureOf.try_emplace(instance.first, with);
+      if (!added && it->second != with && active.test(instance.first)) {
+        active.reset(instance.first);
+        changed = true;
+      }
+    }
+    for (auto &[index, with] : signatureOf)
+      for (unsigned other : with)
+        if (signatureOf[other] != with && active.test(index)) {
+          active.reset(index);
+          changed = true;
+        }
+    if (changed)
+      continue;
+    std::map<SmallVector<unsigned>, unsigned> indexOfSignature;
+    for (auto &[instance, with] : together) {
+      // A member's signature must list the same members as it (a member of
+      // two sets was dropped above, and a set holds each of its members').
+      auto [it, added] = indexOfSignature.try_emplace(
+          with, static_cast<unsigned>(signatures.size()));
+      if (added)
+        signatures.push_back({with, {}});
+      Signature &signature = signatures[it->second];
+      auto [bundle, first] =
+          signature.bundles.try_emplace(instance.second, (*spans)[instance]);
+      if (!first) {
+        bundle->second.first =
+            std::min(bundle->second.first, (*spans)[instance].first);
+        bundle->second.second =
+            std::max(bundle->second.second, (*spans)[instance].second);
+      }
+    }
+    // Each candidate has one set, which its members share: the sets
+    // partition what is active.
+  }
+  if (signatures.empty())
+    return success();
+
+  // The signatures pooled: all, less those whose leaving takes the most
+  // bytes off, while any does (a chunk of other size, the head's).
+  auto evaluate = [&](ArrayRef<unsigned> included, int64_t &saved) {
+    int64_t slots = 0, before = 0;
+    SmallVector<PoolKind> kinds;
+    DenseMap<unsigned, int64_t> offsets;
+    pickSlots(signatures, included, slots);
+    int64_t after = pooledBytes(candidates, signatures, included, slots, kinds,
+                                offsets, before);
+    saved = before - after;
+  };
+  // What the groups `included` would take picked, and their own slots.
+  auto describe = [&](InFlightDiagnostic &diag, ArrayRef<unsigned> included) {
+    int64_t slots = 0, before = 0, buffers = 0;
+    SmallVector<PoolKind> kinds;
+    DenseMap<unsigned, int64_t> offsets;
+    pickSlots(signatures, included, slots);
+    int64_t after = pooledBytes(candidates, signatures, included, slots, kinds,
+                                offsets, before);
+    for (unsigned s : included)
+      buffers += static_cast<int64_t>(signatures[s].members.size());
+    diag << buffers << " slot buffers of " << included.size() << " groups in "
+         << slots << " picked slots: " << after << " bytes against " << before
+         << " in their own slots";
+  };
+  SmallVector<unsigned> included =
+      llvm::to_vector(llvm::seq<unsigned>(0, signatures.size()));
+  int64_t best = 0;
+  evaluate(included, best);
+  while (included.size() > 1) {
+    int64_t bestWithout = best;
+    std::optional<size_t> drop;
+    for (size_t i = 0; i < included.size(); ++i) {
+      SmallVector<unsigned> without(included);
+      without.erase(without.begin() + static_cast<ptrdiff_t>(i));
+      int64_t saved = 0;
+      evaluate(without, saved);
+      if (saved > bestWithout) {
+        bestWithout = saved;
+        drop = i;
+      }
+    }
+    if (!drop)
+      break;
+    included.erase(included.begin() + static_cast<ptrdiff_t>(*drop));
+    best = bestWithout;
+  }
+  if (best <= 0) {
+    if (remark) {
+      InFlightDiagnostic diag = tasks.emitRemark("no picked slots: ");
+      describe(diag,
+               llvm::to_vector(llvm::seq<unsigned>(0, signatures.size())));
+    }
+    return success();
+  }
+  if (remark) {
+    InFlightDiagnostic diag = tasks.emitRemark("picked slots: ");
+    describe(diag, included);
+    if (included.size() < signatures.size())
+      diag << " (" << signatures.size() - included.size()
+           << " groups keep their own, which would take more)";
+  }
+
+  int64_t slots = 0, before = 0;
+  std::map<std::pair<unsigned, int64_t>, int64_t> picked =
+      pickSlots(signatures, included, slots);
+  SmallVector<PoolKind> kinds;
+  DenseMap<unsigned, int64_t> offsets;
+  pooledBytes(candidates, signatures, included, slots, kinds, offsets, before);
+  DenseMap<unsigned, unsigned> groupOf;
+  for (auto [group, s] : llvm::enumerate(included))
+    for (unsigned index : signatures[s].members)
+      groupOf[index] = static_cast<unsigned>(group);
+
+  // Each kind's pool where its first member was allocated, freed where its
+  // last was; its members' slots the picked slots of it.
+  for (auto [k, kind] : llvm::enumerate(kinds)) {
+    auto members = llvm::map_to_vector(
+        kind.members, [&](unsigned index) { return &candidates[index]; });
+    Candidate *first = *llvm::min_element(members, [](auto *a, auto *b) {
+      return a->alloc->isBeforeInBlock(b->alloc);
+    });
+    Candidate *last = *llvm::max_element(members, [](auto *a, auto *b) {
+      return a->free->isBeforeInBlock(b->free);
+    });
+    MemRefType type = kind.first.getType();
+    OpBuilder builder(first->alloc);
+    auto pool = AllocOp::create(
+        builder, first->alloc.getLoc(),
+        getBufferType(builder.getContext(), slots * kind.stride,
+                      type.getElementType(), getMemorySpace(type)),
+        "slots." + stringifyBufferRole(kind.first.getRole()).str() +
+            ".picked." + std::to_string(k),
+        kind.first.getRole(), /*persistent=*/false, /*offset=*/IntegerAttr());
+    builder.setInsertionPointAfter(last->free);
+    FreeOp::create(builder, last->free.getLoc(), pool);
+    for (unsigned index : kind.members) {
+      Candidate &member = candidates[index];
+      for (Operation *user :
+           llvm::make_early_inc_range(member.alloc->getUsers())) {
+        auto slot = dyn_cast<SlotOp>(user);
+        if (!slot)
+          continue;
+        builder.setInsertionPoint(slot);
+        Value moved = SlotOp::create(
+            builder, slot.getLoc(), slot.getType(), pool,
+            builder.getI64IntegerAttr(0), builder.getI64IntegerAttr(slots),
+            builder.getI64IntegerAttr(groupOf.lookup(index)),
+            builder.getI64IntegerAttr(kind.stride),
+            builder.getI64IntegerAttr(offsets.lookup(index)));
+        slot.getResult().replaceAllUsesWith(moved);
+        slot->erase();
+      }
+      member.free->erase();
+      member.alloc->erase();
+    }
+  }
+  // Each run's pick: its micro-batch's slot of the signature it names.
+  DenseMap<unsigned, unsigned> signatureOfMember;
+  for (unsigned s : included)
+    for (unsigned index : signatures[s].members)
+      signatureOfMember[index] = s;
+  SmallVector<int64_t> picks(static_cast<size_t>(runs), -1);
+  for (int64_t run = 0; run < runs; ++run)
+    for (unsigned index : namedBy[static_cast<size_t>(order[2 * run])])
+      if (auto it = signatureOfMember.find(index);
+          it != signatureOfMember.end()) {
+        picks[static_cast<size_t>(run)] =
+            picked.at({it->second, order[2 * run + 1]});
+        break;
+      }
+  tasks.setPicks(ArrayRef<int64_t>(picks));
+  return success();
+}
+
 struct SchedShareSlotBuffersPass
     : plan::impl::SchedShareSlotBuffersBase<SchedShareSlotBuffersPass> {
+  using SchedShareSlotBuffersBase::SchedShareSlotBuffersBase;
   void runOnOperation() override {
     ProgramOp program = getOperation();
     auto loops = llvm::to_vector(program.getBody().getOps<TasksOp>());
     if (loops.size() != 1)
       return; // a flat step's buffers share the arena already
+    if (failed(poolChunkSlots(program, loops.front(), remarkPools)))
+      return signalPassFailure();
     SmallVector<Candidate> candidates =
         collectCandidates(program, loops.front());
     if (candidates.size() < 2)
       return;
-    if (failed(findSpans(loops.front(), candidates)))
+    FailureOr<InstanceSpans> spans = findSpans(loops.front(), candidates);
+    if (failed(spans))
       return signalPassFailure();
+    for (auto &[instance, span] : *spans)
+      candidates[instance.first].spans.push_back(span);
+    for (Candidate &candidate : candidates)
+      llvm::sort(candidate.spans);
     // By decreasing size (then program order), each into the first pool of
     // its kind none of whose members it meets.
     SmallVector<Candidate *> order =

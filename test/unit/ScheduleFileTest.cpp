@@ -1924,7 +1924,8 @@ std::pair<std::string, int64_t> verifySchedule(mlir::ModuleOp module,
 // one after it is found again by a walk of every run).
 TEST(ScheduleTasks, VerifyStepsOverOnlyWhatRepeats) {
   // Micro-batches enough for a middle of a few periods: 4 interleaved
-  // stages repeat 16 runs, 2 stages of 1F1B 2.
+  // stages repeat 16 runs (and their picked slots, renamed), 2 stages of
+  // 1F1B 2.
   const std::vector<std::vector<std::string>> cases = {
       {"parallel.pipeline=2", "parallel.schedule=1f1b",
        "parallel.sharding=no_shard", "train.grad_accum=12"},
@@ -1975,7 +1976,7 @@ TEST(ScheduleTasks, VerifyStepsOverOnlyWhatRepeats) {
     // the `index`-th of the walk.
     std::vector<mlir::Operation *> ops;
     module->walk([&](mlir::Operation *op) { ops.push_back(op); });
-    int64_t mutants = 0, rejected = 0, steppedOver = 0;
+    int64_t mutants = 0, rejected = 0, steppedOver = 0, pickMutants = 0;
     auto mutate = [&](size_t index,
                       const std::function<void(mlir::Operation *)> &edit) {
       mlir::OwningOpRef<mlir::ModuleOp> copy = module->clone();
@@ -2002,6 +2003,24 @@ TEST(ScheduleTasks, VerifyStepsOverOnlyWhatRepeats) {
       if (!tasks)
         continue;
       int64_t runs = static_cast<int64_t>(tasks.getOrder().size() / 2);
+      // A run that picks another slot of its pool (a picked slot: the
+      // stepping walk renames the pool's slots from period to period).
+      std::vector<int64_t> picks(
+          tasks.getPicks().value_or(llvm::ArrayRef<int64_t>()));
+      int64_t slots = 0;
+      for (int64_t pick : picks)
+        slots = std::max(slots, pick + 1);
+      for (int64_t run = 0; run < static_cast<int64_t>(picks.size()); ++run) {
+        if (picks[run] < 0 || slots < 2)
+          continue;
+        ++pickMutants;
+        mutate(index, [&](mlir::Operation *target) {
+          std::vector<int64_t> moved(picks);
+          moved[run] = (moved[run] + 1) % slots;
+          mlir::cast<sched::TasksOp>(target).setPicks(
+              llvm::ArrayRef<int64_t>(moved));
+        });
+      }
       for (int64_t run = 0; run < runs; ++run) {
         mutate(index, [&](mlir::Operation *target) {
           auto copy = mlir::cast<sched::TasksOp>(target);
@@ -2023,6 +2042,9 @@ TEST(ScheduleTasks, VerifyStepsOverOnlyWhatRepeats) {
     // steps over a middle met many of them.
     EXPECT_GT(rejected, mutants / 2) << what;
     EXPECT_GT(steppedOver, mutants / 4) << what;
+    // The interleaved stages pool their chunks' saves in picked slots.
+    if (llvm::is_contained(pipeline, "parallel.schedule=interleaved(2)"))
+      EXPECT_GT(pickMutants, 0) << what;
   }
 }
 
