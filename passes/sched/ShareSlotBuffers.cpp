@@ -12,9 +12,15 @@
 // asynchronous op that uses it. Buffers of one element type, memory space
 // and role none of whose spans meet become views at offset 0 of one
 // allocation of the largest size, first fit by decreasing size.
-// sched-verify-schedule proves the result: plan::RunSlots knows a slot by
-// its allocation and first element, so two of them in use at once are an
-// error there. docs/sched.md ("sched-share-slot-buffers").
+// Before that, the buffers whose micro-batches a run names and a later run
+// names again (each chunk's saves and kept input, in as many slots as that
+// chunk ever has in flight) go into one pool per kind whose slot each run
+// picks (poolChunkSlots: the lowest slot free at each (chunk, micro-batch)'s
+// start, so as many slots as the stage holds at once), where that takes
+// fewer bytes. sched-verify-schedule proves the result: plan::RunSlots knows
+// a slot by its allocation and first element (a picked slot by its pick's),
+// so two of them in use at once are an error there. docs/sched.md
+// ("sched-share-slot-buffers").
 //
 //===----------------------------------------------------------------------===//
 
