@@ -299,6 +299,15 @@ bool meet(ArrayRef<std::pair<int64_t, int64_t>> a,
 
 int64_t numel(AllocOp alloc) { return alloc.getType().getNumElements(); }
 
+/// What buffers must share to lie in one allocation: element type, memory
+/// space and role.
+auto kindOf(AllocOp alloc) {
+  MemRefType type = alloc.getType();
+  return std::make_tuple(type.getElementType().getAsOpaquePointer(),
+                         type.getMemorySpace().getAsOpaquePointer(),
+                         static_cast<uint32_t>(alloc.getRole()));
+}
+
 /// Puts each pool of two or more candidates in one allocation, in place of
 /// its first member's, freed where its first member was.
 void sharePools(ArrayRef<SmallVector<Candidate *>> pools) {
@@ -442,53 +451,50 @@ pickSlots(ArrayRef<Signature> signatures, ArrayRef<unsigned> included,
   return picks;
 }
 
-/// The bytes the signatures `included` take as `slots` picked slots, with
-/// each kind's slot laid out in `kinds` (offsets in `offsets`), against the
-/// bytes their candidates take now (`before`).
-int64_t pooledBytes(ArrayRef<Candidate> candidates,
-                    ArrayRef<Signature> signatures, ArrayRef<unsigned> included,
-                    int64_t slots, SmallVectorImpl<PoolKind> &kinds,
-                    DenseMap<unsigned, int64_t> &offsets, int64_t &before) {
-  kinds.clear();
-  offsets.clear();
-  before = 0;
-  auto kindOf = [](AllocOp alloc) {
-    MemRefType type = alloc.getType();
-    return std::make_tuple(type.getElementType().getAsOpaquePointer(),
-                           type.getMemorySpace().getAsOpaquePointer(),
-                           static_cast<uint32_t>(alloc.getRole()));
-  };
+/// The signatures `included` as picked slots: each bundle's slot, each
+/// kind's pool and its members' offsets in a slot, and the bytes the pools
+/// take (`after`) against those their candidates take now (`before`).
+struct PoolPlan {
+  int64_t slots = 0, before = 0, after = 0;
+  std::map<std::pair<unsigned, int64_t>, int64_t> picks;
+  SmallVector<PoolKind> kinds;
+  DenseMap<unsigned, int64_t> offsets;
+};
+
+PoolPlan planPool(ArrayRef<Candidate> candidates,
+                  ArrayRef<Signature> signatures, ArrayRef<unsigned> included) {
+  PoolPlan plan;
+  plan.picks = pickSlots(signatures, included, plan.slots);
   for (unsigned s : included) {
     // Per kind, where the signature's next member goes in a slot.
-    SmallVector<int64_t> next(kinds.size(), 0);
+    SmallVector<int64_t> next(plan.kinds.size(), 0);
     for (unsigned index : signatures[s].members) {
       AllocOp alloc = candidates[index].alloc;
-      before += numel(alloc) * elementBytes(alloc);
-      auto kind = llvm::find_if(kinds, [&](const PoolKind &k) {
+      plan.before += numel(alloc) * elementBytes(alloc);
+      auto kind = llvm::find_if(plan.kinds, [&](const PoolKind &k) {
         return kindOf(k.first) == kindOf(alloc);
       });
-      if (kind == kinds.end()) {
-        kinds.push_back({alloc, {}, 0});
+      if (kind == plan.kinds.end()) {
+        plan.kinds.push_back({alloc, {}, 0});
         next.push_back(0);
-        kind = std::prev(kinds.end());
+        kind = std::prev(plan.kinds.end());
       }
-      auto k = static_cast<size_t>(kind - kinds.begin());
+      auto k = static_cast<size_t>(kind - plan.kinds.begin());
       // Each member on the arena's alignment, as its own allocation was.
       int64_t align = std::max<int64_t>(1, 256 / elementBytes(alloc));
       int64_t slotElements = 0;
       for (Operation *user : alloc->getUsers())
         if (auto slot = dyn_cast<SlotOp>(user))
           slotElements = slot.getType().getNumElements();
-      offsets[index] = next[k];
+      plan.offsets[index] = next[k];
       next[k] = llvm::alignTo(next[k] + slotElements, align);
       kind->members.push_back(index);
       kind->stride = std::max(kind->stride, next[k]);
     }
   }
-  int64_t bytes = 0;
-  for (const PoolKind &kind : kinds)
-    bytes += slots * kind.stride * elementBytes(kind.first);
-  return bytes;
+  for (const PoolKind &kind : plan.kinds)
+    plan.after += plan.slots * kind.stride * elementBytes(kind.first);
+  return plan;
 }
 
 /// Under interleaving, each chunk's saves and kept input lie in slots of
@@ -599,73 +605,51 @@ LogicalResult poolChunkSlots(ProgramOp program, TasksOp tasks, bool remark) {
 
   // The signatures pooled: all, less those whose leaving takes the most
   // bytes off, while any does (a chunk of other size, the head's).
-  auto evaluate = [&](ArrayRef<unsigned> included, int64_t &saved) {
-    int64_t slots = 0, before = 0;
-    SmallVector<PoolKind> kinds;
-    DenseMap<unsigned, int64_t> offsets;
-    pickSlots(signatures, included, slots);
-    int64_t after = pooledBytes(candidates, signatures, included, slots, kinds,
-                                offsets, before);
-    saved = before - after;
-  };
-  // What the groups `included` would take picked, and their own slots.
-  auto describe = [&](InFlightDiagnostic &diag, ArrayRef<unsigned> included) {
-    int64_t slots = 0, before = 0, buffers = 0;
-    SmallVector<PoolKind> kinds;
-    DenseMap<unsigned, int64_t> offsets;
-    pickSlots(signatures, included, slots);
-    int64_t after = pooledBytes(candidates, signatures, included, slots, kinds,
-                                offsets, before);
-    for (unsigned s : included)
-      buffers += static_cast<int64_t>(signatures[s].members.size());
-    diag << buffers << " slot buffers of " << included.size() << " groups in "
-         << slots << " picked slots: " << after << " bytes against " << before
-         << " in their own slots";
+  auto saved = [](const PoolPlan &plan) { return plan.before - plan.after; };
+  // What the groups of `plan` take picked, and in their own slots.
+  auto describe = [&](InFlightDiagnostic &diag, const PoolPlan &plan,
+                      size_t groups) {
+    size_t buffers = 0;
+    for (const PoolKind &kind : plan.kinds)
+      buffers += kind.members.size();
+    diag << buffers << " slot buffers of " << groups << " groups in "
+         << plan.slots << " picked slots: " << plan.after << " bytes against "
+         << plan.before << " in their own slots";
   };
   SmallVector<unsigned> included =
       llvm::to_vector(llvm::seq<unsigned>(0, signatures.size()));
-  int64_t best = 0;
-  evaluate(included, best);
+  PoolPlan all = planPool(candidates, signatures, included);
+  PoolPlan plan = all;
   while (included.size() > 1) {
-    int64_t bestWithout = best;
-    std::optional<size_t> drop;
+    std::optional<std::pair<size_t, PoolPlan>> drop;
     for (size_t i = 0; i < included.size(); ++i) {
       SmallVector<unsigned> without(included);
       without.erase(without.begin() + static_cast<ptrdiff_t>(i));
-      int64_t saved = 0;
-      evaluate(without, saved);
-      if (saved > bestWithout) {
-        bestWithout = saved;
-        drop = i;
-      }
+      PoolPlan fewer = planPool(candidates, signatures, without);
+      if (saved(fewer) > saved(drop ? drop->second : plan))
+        drop.emplace(i, std::move(fewer));
     }
     if (!drop)
       break;
-    included.erase(included.begin() + static_cast<ptrdiff_t>(*drop));
-    best = bestWithout;
+    included.erase(included.begin() + static_cast<ptrdiff_t>(drop->first));
+    plan = std::move(drop->second);
   }
-  if (best <= 0) {
+  if (saved(plan) <= 0) {
     if (remark) {
       InFlightDiagnostic diag = tasks.emitRemark("no picked slots: ");
-      describe(diag,
-               llvm::to_vector(llvm::seq<unsigned>(0, signatures.size())));
+      describe(diag, all, signatures.size());
     }
     return success();
   }
   if (remark) {
     InFlightDiagnostic diag = tasks.emitRemark("picked slots: ");
-    describe(diag, included);
+    describe(diag, plan, included.size());
     if (included.size() < signatures.size())
       diag << " (" << signatures.size() - included.size()
            << " groups keep their own, which would take more)";
   }
-
-  int64_t slots = 0, before = 0;
-  std::map<std::pair<unsigned, int64_t>, int64_t> picked =
-      pickSlots(signatures, included, slots);
-  SmallVector<PoolKind> kinds;
-  DenseMap<unsigned, int64_t> offsets;
-  pooledBytes(candidates, signatures, included, slots, kinds, offsets, before);
+  // Each pooled candidate's group: its signature's place among those
+  // included.
   DenseMap<unsigned, unsigned> groupOf;
   for (auto [group, s] : llvm::enumerate(included))
     for (unsigned index : signatures[s].members)
@@ -673,7 +657,7 @@ LogicalResult poolChunkSlots(ProgramOp program, TasksOp tasks, bool remark) {
 
   // Each kind's pool where its first member was allocated, freed where its
   // last was; its members' slots the picked slots of it.
-  for (auto [k, kind] : llvm::enumerate(kinds)) {
+  for (auto [k, kind] : llvm::enumerate(plan.kinds)) {
     auto members = llvm::map_to_vector(
         kind.members, [&](unsigned index) { return &candidates[index]; });
     Candidate *first = *llvm::min_element(members, [](auto *a, auto *b) {
@@ -686,7 +670,7 @@ LogicalResult poolChunkSlots(ProgramOp program, TasksOp tasks, bool remark) {
     OpBuilder builder(first->alloc);
     auto pool = AllocOp::create(
         builder, first->alloc.getLoc(),
-        getBufferType(builder.getContext(), slots * kind.stride,
+        getBufferType(builder.getContext(), plan.slots * kind.stride,
                       type.getElementType(), getMemorySpace(type)),
         "slots." + stringifyBufferRole(kind.first.getRole()).str() +
             ".picked." + std::to_string(k),
@@ -703,10 +687,10 @@ LogicalResult poolChunkSlots(ProgramOp program, TasksOp tasks, bool remark) {
         builder.setInsertionPoint(slot);
         Value moved = SlotOp::create(
             builder, slot.getLoc(), slot.getType(), pool,
-            builder.getI64IntegerAttr(0), builder.getI64IntegerAttr(slots),
+            builder.getI64IntegerAttr(0), builder.getI64IntegerAttr(plan.slots),
             builder.getI64IntegerAttr(groupOf.lookup(index)),
             builder.getI64IntegerAttr(kind.stride),
-            builder.getI64IntegerAttr(offsets.lookup(index)));
+            builder.getI64IntegerAttr(plan.offsets.lookup(index)));
         slot.getResult().replaceAllUsesWith(moved);
         slot->erase();
       }
@@ -715,17 +699,12 @@ LogicalResult poolChunkSlots(ProgramOp program, TasksOp tasks, bool remark) {
     }
   }
   // Each run's pick: its micro-batch's slot of the signature it names.
-  DenseMap<unsigned, unsigned> signatureOfMember;
-  for (unsigned s : included)
-    for (unsigned index : signatures[s].members)
-      signatureOfMember[index] = s;
   SmallVector<int64_t> picks(static_cast<size_t>(runs), -1);
   for (int64_t run = 0; run < runs; ++run)
     for (unsigned index : namedBy[static_cast<size_t>(order[2 * run])])
-      if (auto it = signatureOfMember.find(index);
-          it != signatureOfMember.end()) {
+      if (auto it = groupOf.find(index); it != groupOf.end()) {
         picks[static_cast<size_t>(run)] =
-            picked.at({it->second, order[2 * run + 1]});
+            plan.picks.at({included[it->second], order[2 * run + 1]});
         break;
       }
   tasks.setPicks(ArrayRef<int64_t>(picks));
@@ -760,12 +739,6 @@ struct SchedShareSlotBuffersPass
     llvm::stable_sort(order, [](Candidate *a, Candidate *b) {
       return numel(a->alloc) > numel(b->alloc);
     });
-    auto kindOf = [](AllocOp alloc) {
-      MemRefType type = alloc.getType();
-      return std::make_tuple(type.getElementType().getAsOpaquePointer(),
-                             type.getMemorySpace().getAsOpaquePointer(),
-                             static_cast<uint32_t>(alloc.getRole()));
-    };
     SmallVector<SmallVector<Candidate *>> pools;
     for (Candidate *candidate : order) {
       auto fits = [&](ArrayRef<Candidate *> pool) {
