@@ -2,12 +2,9 @@
 
 #include "Launch.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -181,27 +178,6 @@ RankInfo rankFromEnvironment() {
       });
 }
 
-uint16_t pickFreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0)
-    throw LaunchError(std::string("cannot open a socket: ") +
-                      std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) != 0) {
-    int err = errno;
-    ::close(fd);
-    throw LaunchError(std::string("cannot bind a free port on 127.0.0.1: ") +
-                      std::strerror(err));
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 std::string currentExecutable() {
   std::string path(PATH_MAX, '\0');
   ssize_t n = ::readlink("/proc/self/exe", path.data(), path.size());
@@ -275,7 +251,9 @@ std::vector<std::string> rankEnvironment(const LocalRanks &ranks, int rank) {
       {"LOCAL_RANK", std::to_string(rank)},
       {"LOCAL_WORLD_SIZE", std::to_string(ranks.nproc)},
       {"MASTER_ADDR", "127.0.0.1"},
-      {"MASTER_PORT", std::to_string(ranks.masterPort)}};
+      {"MASTER_PORT", std::to_string(ranks.masterPort)},
+      {"TORCHELASTIC_USE_AGENT_STORE",
+       ranks.launcherServesStore ? "True" : "False"}};
   std::vector<std::string> env;
   for (char **e = environ; *e; ++e) {
     std::string_view entry(*e);

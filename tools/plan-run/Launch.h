@@ -75,19 +75,20 @@ ThreadChoice chooseThreads(int requested, const RankInfo &rank,
 /// The CPUs in this process's affinity mask.
 int usableCores();
 
-/// A TCP port that was free on 127.0.0.1 a moment ago (the kernel's choice
-/// when binding port 0). Throws LaunchError when no socket can be bound.
-uint16_t pickFreePort();
-
 /// What `--nproc N` starts: N copies of `executable` with `arguments`, rank i
 /// with RANK=i, WORLD_SIZE=N, LOCAL_RANK=i, LOCAL_WORLD_SIZE=N,
-/// MASTER_ADDR=127.0.0.1 and MASTER_PORT=`masterPort` added to this
-/// process's environment.
+/// MASTER_ADDR=127.0.0.1, MASTER_PORT=`masterPort` and
+/// TORCHELASTIC_USE_AGENT_STORE ("True" when `launcherServesStore`, else
+/// "False") added to this process's environment.
 struct LocalRanks {
   std::string executable;
   std::vector<std::string> arguments; // argv[1..]
   int nproc = 1;
   uint16_t masterPort = 0;
+  /// The launcher serves the store at `masterPort` (plan-run --nproc does,
+  /// on a port it has bound: no rank races another process for a port that
+  /// was free a moment ago), so every rank connects to it as a client.
+  bool launcherServesStore = false;
   /// Between SIGTERM and SIGKILL for the ranks still running after one failed.
   std::chrono::milliseconds grace{5000};
   /// The ranks save a checkpoint and exit 0 on SIGTERM/SIGINT

@@ -113,8 +113,8 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
   int nproc = 0;
   CLI::Option *nprocOption =
       app.add_option("--nproc", nproc,
-                     "Start N local ranks on this machine (rendezvous on "
-                     "127.0.0.1, a free port)")
+                     "Start N local ranks on this machine (they rendezvous "
+                     "at a store this process serves)")
           ->type_name("N")
           ->check(CLI::Range(1, 1024).description(""));
   app.add_option("--backend", options.backend, "Compute backend")

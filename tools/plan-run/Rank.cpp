@@ -370,6 +370,23 @@ c10::intrusive_ptr<c10d::Store> rendezvous(const RankInfo &rank,
   return c10::make_intrusive<c10d::TCPStore>(rank.masterAddr, options);
 }
 
+c10::intrusive_ptr<c10d::Store> serveLocalStore(LocalRanks &ranks) {
+  c10d::TCPStoreOptions options;
+  options.port = 0; // the kernel's choice, held from here on
+  options.isServer = true;
+  options.waitWorkers = false;
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  try {
+    store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+  } catch (const std::exception &e) {
+    throw LaunchError("cannot serve the rendezvous store on 127.0.0.1: " +
+                      reason(e));
+  }
+  ranks.masterPort = store->getPort();
+  ranks.launcherServesStore = true;
+  return store;
+}
+
 /// Rank 0 serves the store: it waits (bounded) until every rank is done with
 /// it before exiting, so no rank sees it vanish at the end of a good run.
 void finish(c10d::Store &store, const RankInfo &rank,

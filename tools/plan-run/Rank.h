@@ -46,6 +46,13 @@ inline std::string cudaDeviceMissing(int localRank, int visible) {
 c10::intrusive_ptr<c10d::Store> rendezvous(const RankInfo &rank,
                                            std::chrono::milliseconds timeout);
 
+/// The rendezvous store of the ranks that `ranks` starts, served by this
+/// process (the launcher) on all interfaces at a port the kernel picks, so
+/// that no rank can lose a port that was free a moment ago to another
+/// process: sets `ranks.masterPort` and `ranks.launcherServesStore`. Keep it
+/// until the ranks are done. Throws LaunchError when no port can be bound.
+c10::intrusive_ptr<c10d::Store> serveLocalStore(LocalRanks &ranks);
+
 /// Rank 0 serves the store: it waits (bounded by `timeout`) until every rank
 /// is done with it before exiting, so no rank sees it vanish at the end of a
 /// good run. Throws std::runtime_error on the timeout.

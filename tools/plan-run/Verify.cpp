@@ -19,6 +19,7 @@
 #include "Files.h"
 #include "Json.h"
 #include "Launch.h"
+#include "Rank.h"
 #include "ScheduleFile.h"
 #include "ScheduleInput.h"
 
@@ -313,7 +314,7 @@ int verifyPlan(const RunOptions &options, const std::string &executable) {
     ranks.executable = executable;
     ranks.arguments = rankArguments(run, input.path());
     ranks.nproc = static_cast<int>(nproc);
-    ranks.masterPort = pickFreePort();
+    auto store = serveLocalStore(ranks);
     return runLocalRanks(ranks);
   };
   std::string planMetrics = work.file("plan.jsonl");

@@ -62,7 +62,7 @@ int launchLocalRanks(const RunOptions &options, const std::string &executable) {
     ranks.executable = executable;
     ranks.arguments = rankArguments(options, "");
     ranks.nproc = *options.nproc;
-    ranks.masterPort = pickFreePort();
+    auto store = serveLocalStore(ranks);
     return runLocalRanks(ranks);
   }
   ScheduleInput input(options.file, executable, options.sets);
@@ -79,7 +79,7 @@ int launchLocalRanks(const RunOptions &options, const std::string &executable) {
   ranks.executable = executable;
   ranks.arguments = rankArguments(options, input.path());
   ranks.nproc = *options.nproc;
-  ranks.masterPort = pickFreePort();
+  auto store = serveLocalStore(ranks);
   if (!options.checkpointDir.empty()) {
     // The ranks save a checkpoint on SIGTERM/SIGINT: they get their
     // --stop-timeout, plus time to exit, before SIGKILL.

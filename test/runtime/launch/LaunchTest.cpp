@@ -5,10 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -223,21 +221,6 @@ TEST(RankFromEnvironment, BadValues) {
             std::string::npos);
 }
 
-TEST(PickFreePort, GivesAPortThatCanBeBound) {
-  uint16_t port = pickFreePort();
-  ASSERT_GT(port, 0);
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)), 0);
-  ::close(fd);
-}
-
 //===----------------------------------------------------------------------===//
 // runLocalRanks, with /bin/sh scripts as ranks
 //===----------------------------------------------------------------------===//
@@ -275,14 +258,29 @@ TEST_F(LocalRanksTest, EachRankGetsItsVariables) {
   ::setenv("RANK", "99", 1); // the launcher's own value must not leak through
   int code = runLocalRanks(shell(
       "echo \"$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR "
-      "$MASTER_PORT\" > " +
+      "$MASTER_PORT $TORCHELASTIC_USE_AGENT_STORE\" > " +
           dir_.string() + "/$RANK",
       3));
   ::unsetenv("RANK");
   EXPECT_EQ(code, 0);
-  EXPECT_EQ(read("0"), "0 3 0 3 127.0.0.1 12345");
-  EXPECT_EQ(read("1"), "1 3 1 3 127.0.0.1 12345");
-  EXPECT_EQ(read("2"), "2 3 2 3 127.0.0.1 12345");
+  EXPECT_EQ(read("0"), "0 3 0 3 127.0.0.1 12345 False");
+  EXPECT_EQ(read("1"), "1 3 1 3 127.0.0.1 12345 False");
+  EXPECT_EQ(read("2"), "2 3 2 3 127.0.0.1 12345 False");
+}
+
+// The store plan-run --nproc serves: every rank connects to it, rank 0
+// included, whatever an outer torchrun left in the environment.
+TEST_F(LocalRanksTest, RanksOfALauncherThatServesTheStoreConnectToIt) {
+  ::setenv("TORCHELASTIC_USE_AGENT_STORE", "False", 1);
+  LocalRanks ranks = shell("echo \"$TORCHELASTIC_USE_AGENT_STORE\" > " +
+                               dir_.string() + "/$RANK",
+                           2);
+  ranks.launcherServesStore = true;
+  int code = runLocalRanks(ranks);
+  ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(read("0"), "True");
+  EXPECT_EQ(read("1"), "True");
 }
 
 TEST_F(LocalRanksTest, FailingRankStopsTheOthers) {
