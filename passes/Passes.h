@@ -171,8 +171,8 @@ public:
 private:
   bool stopped = true;
   int64_t begin = 0, end = 0, period = 0, microBatches = 0;
-  /// Per run: its micro-batch, its body's number of ops, its horizon.
-  std::vector<int64_t> microBatch, bodyOps, horizon;
+  /// Per run: its micro-batch and its horizon.
+  std::vector<int64_t> microBatch, horizon;
   std::vector<int64_t> before; // the fingerprint a period before
   int64_t run = -1;            // the run of the tasks the walk is in
   int64_t unmatched = 0, offset_ = 0;

@@ -252,7 +252,12 @@ void sched::StepCursor::advance() {
     return enter();
   if (at != end)
     return;
-  ++run;
+  skipRuns(1);
+}
+
+void sched::StepCursor::skipRuns(int64_t count) {
+  assert(inLoop && count >= 1 && "skipRuns: not in a run");
+  run += count;
   if (startRun())
     return;
   // Out of the loop: on with the program's ops after it.

@@ -162,6 +162,10 @@ public:
   /// outside a table, or when it has none).
   int64_t pick() const { return pick_; }
   void advance();
+  /// From an op of a sched.repeat's or sched.tasks' run, moves to the first
+  /// op of the run `count` (at least 1) runs on, or past the loop when there
+  /// is none: where advancing over the ops between would arrive, in O(1).
+  void skipRuns(int64_t count);
 
 private:
   /// Steps into a sched.repeat or sched.tasks at `at` (one without a run

@@ -139,14 +139,13 @@ LogicalResult plan::RunSlots::visit(Operation *op, Operation *at,
 plan::PeriodSteps::PeriodSteps(sched::TasksOp tasks) {
   if (!tasks)
     return;
-  // Per body: its ops, and the least shift from its run's micro-batch that
-  // it names (0: the run's own; an op's `micro_batch` against its task's).
-  SmallVector<int64_t> opsOfBody, leastShift;
+  // Per body: the least shift from its run's micro-batch that it names (0:
+  // the run's own; an op's `micro_batch` against its task's).
+  SmallVector<int64_t> leastShift;
   for (sched::TaskOp task : tasks.getTasks()) {
     Block &body = task.getBody().front();
     if (body.empty())
       return;
-    opsOfBody.push_back(static_cast<int64_t>(body.getOperations().size()));
     int64_t least = 0;
     auto written = static_cast<int64_t>(task.getMicroBatch());
     for (Operation &op : body) {
@@ -196,10 +195,8 @@ plan::PeriodSteps::PeriodSteps(sched::TasksOp tasks) {
     }
     touched.clear();
   };
-  for (int64_t run = 0; run < runs; ++run) {
+  for (int64_t run = 0; run < runs; ++run)
     microBatch.push_back(order[2 * run + 1]);
-    bodyOps.push_back(opsOfBody[bodyOf(run)]);
-  }
   horizon.assign(runs, 0);
   for (int64_t run = runs - 1; run >= 0; --run) {
     horizon[run] = microBatch[run] + leastShift[bodyOf(run)];
@@ -298,9 +295,7 @@ bool plan::PeriodSteps::stepOver(
   if (periods == 0)
     return false;
   int64_t runs = periods * period;
-  for (int64_t r = run; r < run + runs; ++r)
-    for (int64_t ops = bodyOps[r]; ops > 0; --ops)
-      cursor.advance();
+  cursor.skipRuns(runs);
   // The runs from here pick sigma^periods of what the walk's would.
   if (!inverse.empty()) {
     for (int64_t a = 0; a < static_cast<int64_t>(inverse.size()); ++a)

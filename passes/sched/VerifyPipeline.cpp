@@ -474,8 +474,7 @@ struct SchedVerifyPipelinePass
         for (Operation *bodyOp : seen(body))
           if (failed(visit(*bodyOp, run, cursor.iteration())))
             return failure();
-        for (size_t ops = body.getOperations().size(); ops > 0; --ops)
-          cursor.advance();
+        cursor.skipRuns(1);
       }
       byPlan[program.getPlan()].push_back(std::move(s));
     }

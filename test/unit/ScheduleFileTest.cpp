@@ -2043,8 +2043,9 @@ TEST(ScheduleTasks, VerifyStepsOverOnlyWhatRepeats) {
     EXPECT_GT(rejected, mutants / 2) << what;
     EXPECT_GT(steppedOver, mutants / 4) << what;
     // The interleaved stages pool their chunks' saves in picked slots.
-    if (llvm::is_contained(pipeline, "parallel.schedule=interleaved(2)"))
+    if (llvm::is_contained(pipeline, "parallel.schedule=interleaved(2)")) {
       EXPECT_GT(pickMutants, 0) << what;
+    }
   }
 }
 
