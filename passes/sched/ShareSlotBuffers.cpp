@@ -55,6 +55,8 @@ struct Candidate {
   /// The spans [first, last] of the step (op positions in the order the
   /// step runs them) in which its instances are in use, in order of first.
   SmallVector<std::pair<int64_t, int64_t>> spans;
+  /// The elements of one of its slots (set for a pool candidate).
+  int64_t slotElements = 0;
 };
 
 /// The program's one-slot buffers of `tasks`: allocated in the program,
@@ -380,8 +382,8 @@ SmallVector<Candidate> collectPoolCandidates(ProgramOp program, TasksOp tasks) {
         other = true;
       }
     }
-    bool slotted = slotElements > 0;
-    if (slotted && !other && candidate.free)
+    candidate.slotElements = slotElements;
+    if (slotElements > 0 && !other && candidate.free)
       candidates.push_back(std::move(candidate));
   }
   return candidates;
@@ -482,12 +484,8 @@ PoolPlan planPool(ArrayRef<Candidate> candidates,
       auto k = static_cast<size_t>(kind - plan.kinds.begin());
       // Each member on the arena's alignment, as its own allocation was.
       int64_t align = std::max<int64_t>(1, 256 / elementBytes(alloc));
-      int64_t slotElements = 0;
-      for (Operation *user : alloc->getUsers())
-        if (auto slot = dyn_cast<SlotOp>(user))
-          slotElements = slot.getType().getNumElements();
       plan.offsets[index] = next[k];
-      next[k] = llvm::alignTo(next[k] + slotElements, align);
+      next[k] = llvm::alignTo(next[k] + candidates[index].slotElements, align);
       kind->members.push_back(index);
       kind->stride = std::max(kind->stride, next[k]);
     }
