@@ -121,9 +121,7 @@ UnitFlops plan::unitForwardFlops(UnitOp unit, ModelAttr model,
 namespace {
 
 uint64_t bufferBytes(Value buffer) {
-  auto type = cast<MemRefType>(buffer.getType());
-  return static_cast<uint64_t>(type.getNumElements()) *
-         ((type.getElementTypeBitWidth() + 7) / 8);
+  return sched::getBufferBytes(cast<MemRefType>(buffer.getType()));
 }
 
 bool onDevice(Value buffer) {

@@ -299,6 +299,15 @@ std::pair<int64_t, int64_t> sched::getSlotEventInstance(Operation &op,
               static_cast<int64_t>(shift)};
 }
 
+int64_t sched::getElementBytes(MemRefType type) {
+  return (type.getElementTypeBitWidth() + 7) / 8;
+}
+
+uint64_t sched::getBufferBytes(MemRefType type) {
+  return static_cast<uint64_t>(type.getNumElements()) *
+         static_cast<uint64_t>(getElementBytes(type));
+}
+
 int64_t sched::getBodyMicroBatch(RepeatOp repeat) {
   for (Operation &op : repeat.getBody().front())
     if (auto mb = op.getAttrOfType<IntegerAttr>("micro_batch"))

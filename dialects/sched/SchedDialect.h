@@ -127,6 +127,11 @@ mlir::LogicalResult requireUnrolled(mlir::Operation &op, llvm::StringRef who);
 std::pair<int64_t, int64_t> getSlotEventInstance(mlir::Operation &op,
                                                  int64_t iteration);
 
+/// The bytes of one element of a buffer of `type` (f32 4, bf16 and f16 2,
+/// i8 1), and of the whole buffer.
+int64_t getElementBytes(mlir::MemRefType type);
+uint64_t getBufferBytes(mlir::MemRefType type);
+
 /// The micro-batch a sched.repeat's body names (its first run's): that of
 /// the first op with a `micro_batch`, 0 when none has one.
 int64_t getBodyMicroBatch(RepeatOp repeat);

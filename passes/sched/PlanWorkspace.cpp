@@ -44,8 +44,7 @@ namespace {
 constexpr int64_t kF32 = 4;
 
 int64_t elementBytes(Value buffer) {
-  auto type = cast<MemRefType>(buffer.getType());
-  return (type.getElementTypeBitWidth() + 7) / 8;
+  return getElementBytes(cast<MemRefType>(buffer.getType()));
 }
 int64_t numel(Value buffer) {
   return cast<MemRefType>(buffer.getType()).getNumElements();
