@@ -129,14 +129,22 @@ ArenaLayout plan::packArena(const std::vector<ArenaInterval> &intervals) {
     spanFirst = std::min(spanFirst, interval.first);
     spanLast = std::max(spanLast, std::max(interval.first, interval.last));
   }
+  // With fixed intervals, the whole-span ones are placed around them and
+  // the others may lie below them too (where no fixed one is live).
+  bool anyFixed = std::any_of(
+      intervals.begin(), intervals.end(),
+      [](const ArenaInterval &interval) { return interval.fixed.has_value(); });
   auto spansAll = [&](const ArenaInterval &interval) {
-    return interval.first <= spanFirst && interval.last >= spanLast;
+    return !interval.fixed && interval.first <= spanFirst &&
+           interval.last >= spanLast;
   };
 
   std::vector<size_t> placement(intervals.size());
   std::iota(placement.begin(), placement.end(), 0);
   std::stable_sort(placement.begin(), placement.end(), [&](size_t a, size_t b) {
     const ArenaInterval &x = intervals[a], &y = intervals[b];
+    if (x.fixed.has_value() != y.fixed.has_value())
+      return x.fixed.has_value();
     bool xAll = spansAll(x), yAll = spansAll(y);
     if (xAll != yAll)
       return xAll;
@@ -158,10 +166,24 @@ ArenaLayout plan::packArena(const std::vector<ArenaInterval> &intervals) {
     return offset;
   };
 
-  // Whole-span buffers all conflict with each other and with everything
-  // else: first fit among themselves, kept sorted by offset.
-  std::vector<std::pair<uint64_t, uint64_t>> block; // [offset, end)
+  LiveIndex index(intervals);
   auto next = placement.begin();
+  for (; next != placement.end() && intervals[*next].fixed; ++next) {
+    const ArenaInterval &interval = intervals[*next];
+    layout.offsets[*next] = *interval.fixed;
+    layout.size = std::max(layout.size, *interval.fixed + interval.size);
+    index.place(*next);
+  }
+
+  // Whole-span buffers all conflict with each other and with everything
+  // else: first fit among themselves (and the fixed ones), kept sorted by
+  // offset.
+  std::vector<std::pair<uint64_t, uint64_t>> block; // [offset, end)
+  for (size_t fixed = 0; fixed < intervals.size(); ++fixed)
+    if (intervals[fixed].fixed && intervals[fixed].size)
+      block.emplace_back(*intervals[fixed].fixed,
+                         *intervals[fixed].fixed + intervals[fixed].size);
+  std::sort(block.begin(), block.end());
   for (; next != placement.end() && spansAll(intervals[*next]); ++next) {
     const ArenaInterval &interval = intervals[*next];
     if (interval.size == 0)
@@ -171,12 +193,14 @@ ArenaLayout plan::packArena(const std::vector<ArenaInterval> &intervals) {
     block.insert(std::upper_bound(block.begin(), block.end(), range), range);
     layout.offsets[*next] = offset;
     layout.size = std::max(layout.size, range.second);
+    if (anyFixed)
+      index.place(*next);
   }
 
   // Everything else goes above that block, so the queries below need not
-  // return the whole-span buffers, which are live with every one of them.
-  uint64_t base = layout.size;
-  LiveIndex index(intervals);
+  // return the whole-span buffers, which are live with every one of them;
+  // with fixed intervals, anywhere that is free while it is live.
+  uint64_t base = anyFixed ? 0 : layout.size;
   std::vector<size_t> live;
   std::vector<std::pair<uint64_t, uint64_t>> taken; // [offset, end)
   for (; next != placement.end(); ++next) {

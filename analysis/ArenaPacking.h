@@ -12,6 +12,7 @@
 #define PLAN_ANALYSIS_ARENAPACKING_H
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace plan {
@@ -24,6 +25,9 @@ struct ArenaInterval {
   uint64_t alignment = 1;
   int64_t first = 0;
   int64_t last = 0;
+  /// Set: the buffer is already placed there (a held buffer's bytes while a
+  /// micro-batch holds it, sched-plan-memory), and the others go around it.
+  std::optional<uint64_t> fixed;
 };
 
 struct ArenaLayout {
@@ -41,7 +45,9 @@ struct ArenaLayout {
 /// between the buffers already placed that are live at the same time.
 /// Deterministic, and O(n log n + sum over buffers of k log k) where k is the
 /// number of placed buffers live with it. Intervals with `first > last` are
-/// treated as live at `first` only.
+/// treated as live at `first` only. Intervals with a `fixed` offset keep it,
+/// and the others are placed around them (their offsets are neither checked
+/// against each other nor aligned).
 ArenaLayout packArena(const std::vector<ArenaInterval> &intervals);
 
 } // namespace plan

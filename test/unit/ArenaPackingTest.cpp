@@ -169,6 +169,65 @@ TEST(ArenaPackingTest, RandomizedNoOverlap) {
   }
 }
 
+// A fixed interval keeps its offset (a held buffer's bytes while held, in
+// sched-plan-memory's frames): the others lie on its bytes where they are
+// not live with it, and go around it where they are.
+TEST(ArenaPackingTest, FixedIntervalsKeepTheirPlaceAndTheOthersGoAround) {
+  std::vector<ArenaInterval> intervals = {
+      {256, 256, 5, 9, 0},   // held over 5-9 at 0
+      {512, 256, 0, 4},      // before it: at its bytes
+      {256, 256, 3, 6},      // meets it and the one before: above both
+      {256, 256, 10, 12, 0}, // held again over 10-12
+  };
+  ArenaLayout layout = packArena(intervals);
+  expectValid(intervals, layout);
+  EXPECT_EQ(layout.offsets[0], 0u);
+  EXPECT_EQ(layout.offsets[3], 0u);
+  EXPECT_EQ(layout.offsets[1], 0u);
+  EXPECT_EQ(layout.offsets[2], 512u);
+  EXPECT_EQ(layout.size, 768u);
+  // A buffer live over the whole span goes around it as well.
+  intervals.push_back({256, 256, 0, 12});
+  layout = packArena(intervals);
+  expectValid(intervals, layout);
+  EXPECT_EQ(layout.offsets[0], 0u);
+  EXPECT_EQ(layout.offsets[4], 256u);
+}
+
+TEST(ArenaPackingTest, RandomizedFixedIntervalsNoOverlap) {
+  std::mt19937_64 random(20261203);
+  for (int round = 0; round < 20; ++round) {
+    std::uniform_int_distribution<int> count(1, 200);
+    std::uniform_int_distribution<uint64_t> size(1, 1 << 14);
+    std::uniform_int_distribution<int64_t> start(0, 400);
+    std::uniform_int_distribution<int64_t> length(0, 60);
+    std::vector<ArenaInterval> intervals(count(random));
+    for (ArenaInterval &interval : intervals) {
+      interval.size = size(random);
+      interval.alignment = 256;
+      interval.first = start(random);
+      interval.last = interval.first + length(random);
+    }
+    // Three held buffers side by side at the bottom, each held over a few
+    // disjoint spans.
+    uint64_t at = 0;
+    for (int held = 0; held < 3; ++held) {
+      uint64_t bytes = size(random);
+      for (int64_t from = held * 7; from < 400; from += 97)
+        intervals.push_back({bytes, 256, from, from + 20, at});
+      at = (at + bytes + 255) / 256 * 256;
+    }
+    intervals.push_back({size(random), 256, 0, 460});
+    ArenaLayout layout = packArena(intervals);
+    expectValid(intervals, layout);
+    for (size_t i = 0; i < intervals.size(); ++i)
+      if (intervals[i].fixed)
+        EXPECT_EQ(layout.offsets[i], *intervals[i].fixed) << "buffer " << i;
+    if (HasFailure())
+      return;
+  }
+}
+
 TEST(ArenaPackingTest, EqualSizesInSequenceNeedOneSlotEach) {
   // Many same-size buffers, each overlapping only the next: two slots.
   std::vector<ArenaInterval> intervals;
