@@ -54,7 +54,7 @@ namespace plan::rt {
 /// 11: a program's `tasks` and `runs`: a body of ops written once and run
 /// once per entry of an order table (a sched.repeat's), which the reader
 /// expands.
-inline constexpr uint32_t kScheduleFormatVersion = 13;
+inline constexpr uint32_t kScheduleFormatVersion = 14;
 
 /// A buffer's element type: the IR's float types, and i8 for bytes (a
 /// frozen base stored with an NF4 part), spelled as in MLIR.
@@ -291,6 +291,13 @@ struct Buffer {
   BufferRole role = BufferRole::Staging;
   bool persistent = false; // lives across steps (state), allocated once
   int64_t offset = 0; // bytes into its space's arena (from sched-plan-memory)
+  // A transient alloc of a program with tasks, used only through its tasks'
+  // one-slot slots (directly or through views of it): its bytes are claimed
+  // only while a micro-batch holds its slot, from that holder's first use to
+  // its last or to the wait that completes an asynchronous op using it, not
+  // from its alloc to its free. The expansion gives each holder an alloc of
+  // its own at those bytes (expandTasks), and the buffer claims none.
+  bool held = false;
   // Persistent param/master/grad/optimizer-state allocs: which group's flat
   // vector they hold, and whether all of it (`sharded` false) or this rank's
   // shard along the shard axis (elements [i*shardNumel, (i+1)*shardNumel) for

@@ -380,6 +380,7 @@ void appendBufferJson(const Buffer &b, std::string &out) {
     string("name", b.name);
     keyword("role", toString(b.role));
     flag("persistent", b.persistent);
+    flag("held", b.held);
     integer("offset", b.offset);
     string("group", b.group);
     flag("sharded", b.sharded);
@@ -415,6 +416,7 @@ Buffer bufferFromJson(const JsonReader &r, const Json &j, const JsonPath &at) {
     b.name = r.getString(j, at, "name");
     b.role = r.getKeyword<BufferRole>(j, at, "role");
     b.persistent = r.getBool(j, at, "persistent");
+    b.held = r.getBool(j, at, "held");
     b.offset = r.getInt(j, at, "offset");
     b.group = r.getString(j, at, "group");
     b.sharded = r.getBool(j, at, "sharded");

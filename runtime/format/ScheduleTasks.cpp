@@ -8,6 +8,10 @@
 // micro-batch and its allocs their names for it, and everything defined
 // after it moves up. A task's slot buffers become views of the slot its
 // run's micro-batch takes, and its slot events the event of their instance.
+// A held buffer's slot becomes a view of an alloc of its own per holder
+// (slot buffer, micro-batch) at the held buffer's bytes, allocated before
+// the holder's first use and freed after its last or after the wait that
+// completes the last asynchronous op using it (placeHolders).
 // docs/schedule-format.md ("Tasks") is the contract.
 //
 //===----------------------------------------------------------------------===//
@@ -15,7 +19,9 @@
 #include "Parallel.h"
 #include "ScheduleFile.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <type_traits>
 
@@ -54,6 +60,14 @@ private:
   /// another has used it since `mb` last did.
   void useSlot(int64_t source, int64_t slot, int64_t group, int64_t mb,
                size_t table, size_t entry);
+  /// The held buffer each program buffer lies in (-1: none) and its first
+  /// element there; fails on a held buffer that breaks the rules.
+  void findHeld();
+  /// Appends run table `table`'s holders' allocs (not their ops).
+  void addHolders(size_t table);
+  /// Gives each holder its alloc and free ops (after every table is
+  /// expanded).
+  void placeHolders();
 
   Program &p;
   int64_t microBatches;
@@ -66,12 +80,65 @@ private:
   // What holds each slot (program buffer, slot): a picked slot's group
   // (-1 for others) and a micro-batch.
   SlotOccupancy<int64_t, std::pair<int64_t, int64_t>> occupancy;
+  // Per program buffer: the held buffer it lies in (-1: none) and its first
+  // element there; the run table whose slots use each held buffer.
+  std::vector<int64_t> heldRoot, heldElement;
+  std::map<int64_t, size_t> heldTable;
+  // Per run table, its holders (slot buffer, micro-batch) in order of first
+  // use, and their index; the expanded ids of every table's holders.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> holders;
+  std::vector<std::map<std::pair<int64_t, int64_t>, int64_t>> holderIndex;
+  std::vector<int64_t> firstHolder, tableOps;
+  std::vector<int64_t> holderIds;
   Program out;
 };
 
 /// Whether a shift of `shift` micro-batches stays within the step's.
 bool shiftInRange(int64_t shift, int64_t microBatches) {
   return shift >= -microBatches && shift <= microBatches;
+}
+
+void TaskExpander::findHeld() {
+  auto P = static_cast<int64_t>(p.buffers.size());
+  heldRoot.assign(p.buffers.size(), -1);
+  heldElement.assign(p.buffers.size(), 0);
+  for (int64_t b = 0; b < P; ++b) {
+    const Buffer &buffer = p.buffers[static_cast<size_t>(b)];
+    std::string id = "buffer " + std::to_string(b);
+    if (buffer.kind == Buffer::Kind::Alloc) {
+      if (!buffer.held)
+        continue;
+      if (buffer.persistent)
+        fail(id + " ('" + buffer.name +
+             "') is held and persistent: only a transient buffer is held");
+      heldRoot[static_cast<size_t>(b)] = b;
+      continue;
+    }
+    if (buffer.source < 0 || buffer.source >= b)
+      continue; // the expanded program's checks say what is wrong
+    int64_t root = heldRoot[static_cast<size_t>(buffer.source)];
+    if (root < 0)
+      continue;
+    if (buffer.kind != Buffer::Kind::View)
+      fail(id + " is a shard view of held buffer " + std::to_string(root) +
+           ": a held buffer's slots are its views");
+    heldRoot[static_cast<size_t>(b)] = root;
+    heldElement[static_cast<size_t>(b)] =
+        heldElement[static_cast<size_t>(buffer.source)] + buffer.viewOffset;
+  }
+  for (size_t t = 0; t < p.tasks.size(); ++t)
+    for (size_t b = 0; b < p.tasks[t].buffers.size(); ++b) {
+      const Buffer &buffer = p.tasks[t].buffers[b];
+      if (buffer.kind != Buffer::Kind::Slot || buffer.source < 0 ||
+          buffer.source >= P ||
+          heldRoot[static_cast<size_t>(buffer.source)] < 0)
+        continue;
+      if (buffer.slots != 1 || buffer.slotGroup != -1)
+        fail("task " + std::to_string(t) + ": buffer " +
+             std::to_string(P + int64_t(b)) + " is a slot of held buffer " +
+             std::to_string(heldRoot[static_cast<size_t>(buffer.source)]) +
+             ": a held buffer has one slot, not picked (slots 1, group -1)");
+    }
 }
 
 void TaskExpander::checkTask(size_t t) const {
@@ -145,14 +212,22 @@ void TaskExpander::checkTask(size_t t) const {
 void TaskExpander::checkTables() {
   auto P = static_cast<int64_t>(p.buffers.size());
   int64_t ops = static_cast<int64_t>(p.ops.size());
-  // Per task, the fewest slots of its picked slot buffers (0: none).
+  findHeld();
+  // Per task, the fewest slots of its picked slot buffers (0: none), and
+  // its slots of held buffers (source, shift).
   std::vector<int64_t> pickedSlots;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> heldSlots(
+      p.tasks.size());
   for (size_t t = 0; t < p.tasks.size(); ++t) {
     checkTask(t);
     int64_t fewest = 0;
-    for (const Buffer &buffer : p.tasks[t].buffers)
+    for (const Buffer &buffer : p.tasks[t].buffers) {
       if (buffer.kind == Buffer::Kind::Slot && buffer.slotGroup >= 0)
         fewest = fewest ? std::min(fewest, buffer.slots) : buffer.slots;
+      if (buffer.kind == Buffer::Kind::Slot &&
+          heldRoot[static_cast<size_t>(buffer.source)] >= 0)
+        heldSlots[t].push_back({buffer.source, buffer.shift});
+    }
     pickedSlots.push_back(fewest);
   }
   // The slot event instances the runs before have taken an event for
@@ -183,6 +258,8 @@ void TaskExpander::checkTables() {
            std::to_string(runs.order.size()) + "), got " +
            std::to_string(runs.picks.size()));
     int64_t buffers = 0, events = 0;
+    auto &tableHolders = holders.emplace_back();
+    auto &tableIndex = holderIndex.emplace_back();
     for (size_t entry = 0; entry < runs.order.size(); ++entry) {
       auto [task, mb] = runs.order[entry];
       if (task < 0 || task >= static_cast<int64_t>(p.tasks.size()))
@@ -205,6 +282,24 @@ void TaskExpander::checkTables() {
         fail(at + "entry " + std::to_string(entry) + " picks slot " +
              std::to_string(pick) + ", but its task " + std::to_string(task) +
              " has no picked slot (-1)");
+      // Each (held slot buffer, micro-batch) is one holder, an alloc of
+      // the table's, before its runs' buffers.
+      for (auto [source, shift] : heldSlots[static_cast<size_t>(task)]) {
+        int64_t root = heldRoot[static_cast<size_t>(source)];
+        if (auto [it, added] = heldTable.try_emplace(root, r);
+            !added && it->second != r)
+          fail(at + "held buffer " + std::to_string(root) +
+               " has slots in run tables " + std::to_string(it->second) +
+               " and " + std::to_string(r) + ": a held buffer is one table's");
+        if (tableIndex
+                .try_emplace({source, mb + shift},
+                             static_cast<int64_t>(tableHolders.size()))
+                .second) {
+          tableHolders.push_back({source, mb + shift});
+          ++buffers;
+          ++expandedBuffers;
+        }
+      }
       buffers += static_cast<int64_t>(body.buffers.size());
       events += body.numEvents;
       // A slot event instance is one event, taken where it first appears.
@@ -338,9 +433,15 @@ void TaskExpander::expandRun(size_t table, size_t entry) {
                             : slotIndex(mb, copy.shift, copy.slots);
       inSlot[i] = {copy.source, slot, copy.slotGroup, mb + copy.shift};
       copy.kind = Buffer::Kind::View;
-      copy.source = programBuffer(copy.source);
-      copy.viewOffset =
-          picked ? slot * copy.slotStride + copy.slotOffset : slot * copy.numel;
+      if (heldRoot[static_cast<size_t>(copy.source)] >= 0) {
+        copy.source = firstHolder[table] +
+                      holderIndex[table].at({copy.source, mb + copy.shift});
+        copy.viewOffset = 0;
+      } else {
+        copy.source = programBuffer(copy.source);
+        copy.viewOffset = picked ? slot * copy.slotStride + copy.slotOffset
+                                 : slot * copy.numel;
+      }
       copy.slots = copy.shift = 0;
       copy.slotGroup = -1;
       copy.slotStride = copy.slotOffset = 0;
@@ -391,13 +492,171 @@ void TaskExpander::run() {
     copyProgram(static_cast<size_t>(runs.buffersBefore),
                 static_cast<size_t>(runs.at));
     out.numEvents = runs.eventsBefore + eventsAdded;
+    addHolders(r);
     for (size_t entry = 0; entry < runs.order.size(); ++entry)
       expandRun(r, entry);
     eventsAdded += addedEvents[r];
   }
   copyProgram(p.buffers.size(), p.ops.size());
   out.numEvents = p.numEvents + eventsAdded;
+  placeHolders();
   p = std::move(out);
+}
+
+void TaskExpander::addHolders(size_t table) {
+  firstHolder.push_back(static_cast<int64_t>(out.buffers.size()));
+  tableOps.push_back(static_cast<int64_t>(out.ops.size()));
+  for (auto [source, mb] : holders[table]) {
+    auto root = static_cast<size_t>(heldRoot[static_cast<size_t>(source)]);
+    const Buffer &held = p.buffers[root];
+    Buffer holder;
+    holder.kind = Buffer::Kind::Alloc;
+    holder.type = held.type;
+    holder.space = held.space;
+    holder.numel = p.buffers[static_cast<size_t>(source)].numel;
+    holder.name =
+        held.name +
+        (source == static_cast<int64_t>(root) ? ""
+                                              : ".b" + std::to_string(source)) +
+        ".mb" + std::to_string(mb);
+    holder.role = held.role;
+    holder.offset =
+        held.offset + heldElement[static_cast<size_t>(source)] *
+                          static_cast<int64_t>(elementBytes(held.type));
+    holderIds.push_back(static_cast<int64_t>(out.buffers.size()));
+    out.buffers.push_back(std::move(holder));
+  }
+}
+
+void TaskExpander::placeHolders() {
+  if (holderIds.empty())
+    return;
+  // Each expanded buffer's holder (-1: none), through views.
+  std::vector<int64_t> holderOf(out.buffers.size(), -1);
+  std::map<int64_t, size_t> holderNumber;
+  for (size_t h = 0; h < holderIds.size(); ++h) {
+    holderNumber[holderIds[h]] = h;
+    holderOf[static_cast<size_t>(holderIds[h])] = static_cast<int64_t>(h);
+  }
+  for (size_t b = 0; b < out.buffers.size(); ++b) {
+    const Buffer &buffer = out.buffers[b];
+    if (buffer.kind != Buffer::Kind::Alloc && buffer.source >= 0 &&
+        buffer.source < static_cast<int64_t>(b))
+      holderOf[b] = holderOf[static_cast<size_t>(buffer.source)];
+  }
+  // Each holder's first and last use (op indices), its asynchronous users'
+  // completion included: the op an event's wait completes, and the ops it
+  // started after (as the validator's in-flight ops).
+  constexpr int64_t kNone = -1;
+  std::vector<int64_t> first(holderIds.size(), kNone),
+      last(holderIds.size(), kNone);
+  struct Async {
+    std::vector<int64_t> holders, after;
+    bool done = false;
+  };
+  std::map<int64_t, Async> asyncOfEvent;
+  for (size_t i = 0; i < out.ops.size(); ++i) {
+    auto at = static_cast<int64_t>(i);
+    std::vector<int64_t> used, after;
+    std::optional<int64_t> signals;
+    auto use = [&](int64_t b) {
+      if (b < 0 || b >= static_cast<int64_t>(holderOf.size()))
+        return;
+      int64_t h = holderOf[static_cast<size_t>(b)];
+      if (h < 0)
+        return;
+      auto hs = static_cast<size_t>(h);
+      if (first[hs] == kNone)
+        first[hs] = at;
+      last[hs] = std::max(last[hs], at);
+      used.push_back(h);
+    };
+    // A forward's graph keeps its `in`, and a recompute's its `input`, by
+    // reference until the unit's backward, which does not name it: no
+    // holder is one.
+    auto kept = [&](int64_t id, const char *what) {
+      if (id >= 0 && id < static_cast<int64_t>(holderOf.size()) &&
+          holderOf[static_cast<size_t>(id)] >= 0)
+        fail("op " + std::to_string(i) + " (" + toString(out.ops[i].kind()) +
+             "): " + what + ", buffer " + std::to_string(id) +
+             ", lies in a held buffer's slot, which the graph keeps until "
+             "the unit's backward");
+    };
+    if (const auto *forward = out.ops[i].as<ops::Forward>())
+      kept(forward->in, "in");
+    if (const auto *recompute = out.ops[i].as<ops::Recompute>())
+      kept(recompute->input, "input");
+    std::vector<int64_t> waited;
+    std::visit(
+        [&](const auto &o) {
+          std::decay_t<decltype(o)>::fields(o, [&](auto d, const auto &value) {
+            using D = decltype(d);
+            if constexpr (std::is_same_v<D, field::Buffer>) {
+              use(value);
+            } else if constexpr (std::is_same_v<D, field::OptionalBuffer>) {
+              use(value);
+            } else if constexpr (std::is_same_v<D, field::Buffers>) {
+              for (int64_t b : value)
+                use(b);
+            } else if constexpr (std::is_same_v<D, field::Event>) {
+              waited.push_back(value);
+            } else if constexpr (std::is_same_v<D, field::Events>) {
+              for (int64_t e : value)
+                after.push_back(e);
+            } else if constexpr (std::is_same_v<D, field::SignalledEvent>) {
+              signals = value;
+            }
+          });
+        },
+        out.ops[i].body);
+    for (int64_t e : waited) {
+      std::vector<int64_t> work = {e};
+      while (!work.empty()) {
+        auto it = asyncOfEvent.find(work.back());
+        work.pop_back();
+        if (it == asyncOfEvent.end() || it->second.done)
+          continue;
+        it->second.done = true;
+        for (int64_t h : it->second.holders)
+          last[static_cast<size_t>(h)] =
+              std::max(last[static_cast<size_t>(h)], at);
+        work.insert(work.end(), it->second.after.begin(),
+                    it->second.after.end());
+      }
+    }
+    if (signals)
+      asyncOfEvent[*signals] = {std::move(used), std::move(after), false};
+  }
+  // The ops with each holder's alloc before its first use and its free
+  // after its last; one never used is allocated and freed where its table
+  // starts.
+  std::vector<std::vector<int64_t>> allocsAt(out.ops.size() + 1),
+      freesAfter(out.ops.size() + 1);
+  size_t table = 0;
+  for (size_t h = 0; h < holderIds.size(); ++h) {
+    while (table + 1 < firstHolder.size() &&
+           holderIds[h] >= firstHolder[table + 1])
+      ++table;
+    int64_t at = first[h] == kNone ? tableOps[table] : first[h];
+    allocsAt[static_cast<size_t>(at)].push_back(holderIds[h]);
+    if (first[h] == kNone)
+      allocsAt[static_cast<size_t>(at)].push_back(~holderIds[h]);
+    else
+      freesAfter[static_cast<size_t>(last[h])].push_back(holderIds[h]);
+  }
+  std::vector<Op> ops;
+  ops.reserve(out.ops.size() + 2 * holderIds.size());
+  for (size_t i = 0; i <= out.ops.size(); ++i) {
+    for (int64_t b : allocsAt[i])
+      ops.push_back(b >= 0 ? Op{ops::Alloc{.buffer = b}, 0}
+                           : Op{ops::Free{.buffer = ~b}, 0});
+    if (i == out.ops.size())
+      break;
+    ops.push_back(std::move(out.ops[i]));
+    for (int64_t b : freesAfter[i])
+      ops.push_back(Op{ops::Free{.buffer = b}, 0});
+  }
+  out.ops = std::move(ops);
 }
 
 } // namespace

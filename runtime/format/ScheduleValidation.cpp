@@ -658,6 +658,9 @@ private:
           error(where + ": offset " + std::to_string(b.offset) +
                 " is not a multiple of its " + toString(b.type) +
                 " elements' size");
+        if (b.held && b.persistent)
+          error(where + ": held and persistent: only a transient buffer is "
+                        "held");
         if (b.persistent) {
           auto block = prog().persistentBytes.find(b.space);
           if (block == prog().persistentBytes.end() || end > block->second)
@@ -1166,6 +1169,10 @@ void ScheduleValidator::checkOps() {
   std::map<Space, std::map<int64_t, std::pair<int64_t, int64_t>>> liveBytes;
   auto place = [&](int64_t id, const std::string &where) {
     const Buffer &b = prog().buffers[id];
+    // A held buffer's bytes are its holders' (expandTasks), placed as they
+    // are allocated.
+    if (b.held)
+      return;
     int64_t end =
         b.offset + b.numel * static_cast<int64_t>(elementBytes(b.type));
     auto &live = liveBytes[b.space];
@@ -1234,10 +1241,16 @@ void ScheduleValidator::checkOps() {
         if (prog().buffers[b].persistent)
           fail(bufferName(b) + " is persistent and is never freed");
         life[b] = Life::Freed;
-        liveBytes[prog().buffers[b].space].erase(prog().buffers[b].offset);
+        if (!prog().buffers[b].held) // placed by its holders, not itself
+          liveBytes[prog().buffers[b].space].erase(prog().buffers[b].offset);
         return;
       }
       alive(b, d.name);
+      if (prog().buffers[root[b]].held)
+        fail((std::string(d.name) == "buffer"
+                  ? bufferName(b)
+                  : std::string(d.name) + ", " + bufferName(b) + ",") +
+             " lies in a held buffer, which only its tasks' slots use");
       if (d.scalar && (prog().buffers[b].numel != 1 ||
                        prog().buffers[b].type != ElementType::F32))
         fail(std::string(d.name) + " " + bufferName(b) +
@@ -1396,6 +1409,21 @@ void ScheduleValidator::checkOps() {
 } // namespace
 
 ValidSchedule validateSchedule(Schedule schedule, const std::string &name) {
+  // What holds a held buffer is a run of its program's tasks.
+  for (size_t stage = 0; stage < schedule.programs.size(); ++stage) {
+    const Program &p = schedule.programs[stage];
+    if (!p.tasks.empty() || !p.runs.empty())
+      continue;
+    for (size_t b = 0; b < p.buffers.size(); ++b)
+      if (p.buffers[b].kind == Buffer::Kind::Alloc && p.buffers[b].held)
+        throw ScheduleFileError(name + ": " +
+                                (schedule.programs.size() > 1
+                                     ? "stage " + std::to_string(stage) + ": "
+                                     : std::string()) +
+                                "buffer " + std::to_string(b) + " ('" +
+                                p.buffers[b].name +
+                                "') is held, but its program has no tasks");
+  }
   std::optional<Schedule> compact;
   if (std::any_of(schedule.programs.begin(), schedule.programs.end(),
                   [](const Program &p) {

@@ -713,15 +713,16 @@ TEST(ScheduleFile, NewerVersionAsksForANewerReader) {
 // frozen storage, no bytes, no dequantize; version 6: compute ops without
 // `part` and exchange buffers; version 7: no tensor axis in the mesh;
 // version 8: no pipeline axis, one program; version 9: no embedding group;
-// version 10: no tasks; version 11: no slots; version 12: no picked slots)
+// version 10: no tasks; version 11: no slots; version 12: no picked slots;
+// version 13: no held buffers)
 // are refused by their header,
 // before their body is read: the plan must be compiled again.
 TEST(ScheduleFile, OlderVersionsAskToRecompile) {
-  ASSERT_EQ(kScheduleFormatVersion, 13u);
+  ASSERT_EQ(kScheduleFormatVersion, 14u);
   std::string body(std::string_view(serializeSchedule(tiny())).substr(kHeader));
   std::string error = parseError(wrap(body, 1));
   EXPECT_HAS(error, "t.sched: schedule format version 1 is not supported");
-  EXPECT_HAS(error, "this reader reads version 13");
+  EXPECT_HAS(error, "this reader reads version 14");
   EXPECT_HAS(error, "recompile the plan with planc");
   EXPECT_HAS(parseError(wrap(body, 2)),
              "schedule format version 2 is not supported");
@@ -745,12 +746,14 @@ TEST(ScheduleFile, OlderVersionsAskToRecompile) {
              "schedule format version 11 is not supported");
   EXPECT_HAS(parseError(wrap(body, 12)),
              "schedule format version 12 is not supported");
+  EXPECT_HAS(parseError(wrap(body, 13)),
+             "schedule format version 13 is not supported");
   // Even with a body that a version 1 reader would have read.
   EXPECT_HAS(parseError(wrap("{}", 1)), "recompile the plan with planc");
   // In memory, a schedule of another version is neither valid nor written.
   Schedule old = tiny();
   old.version = 1;
-  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 13");
+  EXPECT_HAS(validateError(old), "schedule version 1 is not this reader's 14");
   EXPECT_THROW(serializeSchedule(old), ScheduleFileError);
 }
 
@@ -1253,6 +1256,176 @@ forwardBackwardInIR(mlir::MLIRContext &context,
   sched::FreeOp::create(b, loc, S);
   sched::FreeOp::create(b, loc, T);
   return module;
+}
+
+/// Where a held buffer's consumer places its own buffer at the held bytes.
+enum class Overlap { AfterTheWait, BeforeTheRead, WhileTheReadIsInFlight };
+
+/// Two tasks over three micro-batches in 1F1B-like order (produce 0,
+/// consume 0, produce 1, ...): `produce` zeroes its micro-batch's slot of
+/// the held buffer H; `consume` copies it into the program's X
+/// asynchronously and waits, and zeroes a buffer L of its own that lies at
+/// H's bytes, placed as `overlap` says.
+Schedule heldSlots(Overlap overlap) {
+  Schedule s = compile({"train.grad_accum=3"});
+  Program &p = s.programs.front();
+  auto P0 = int64_t(p.buffers.size());
+  int64_t H = insertAlloc(p, P0, "H", 4);
+  int64_t X = insertAlloc(p, P0 + 1, "X", 4);
+  p.buffers[size_t(H)].held = true;
+  int64_t P = P0 + 2, E = p.numEvents;
+  p.ops.push_back(op(ops::Alloc{H}));
+  p.ops.push_back(op(ops::Alloc{X}));
+  TaskRuns runs;
+  runs.at = int64_t(p.ops.size());
+  runs.buffersBefore = P;
+  runs.eventsBefore = E;
+  runs.order = {{0, 0}, {1, 0}, {0, 1}, {1, 1}, {0, 2}, {1, 2}};
+  p.runs.push_back(runs);
+  p.ops.push_back(op(ops::Free{H}));
+  p.ops.push_back(op(ops::Free{X}));
+  Buffer slot;
+  slot.kind = Buffer::Kind::Slot;
+  slot.numel = 4;
+  slot.source = H;
+  slot.slots = 1;
+  Buffer local = p.buffers[size_t(H)];
+  local.held = false;
+  local.name = "L.mb0";
+  Task produce;
+  produce.buffers = {slot};
+  produce.ops = {op(ops::Zero{P})};
+  Task consume;
+  consume.numEvents = 1;
+  consume.buffers = {slot, local};
+  std::vector<Op> read = {op(ops::Copy{P, X, {}, E}), op(ops::Wait{E})};
+  std::vector<Op> own = {op(ops::Alloc{P + 1}), op(ops::Zero{P + 1}),
+                         op(ops::Free{P + 1})};
+  switch (overlap) {
+  case Overlap::AfterTheWait:
+    consume.ops = {read[0], read[1], own[0], own[1], own[2]};
+    break;
+  case Overlap::BeforeTheRead:
+    consume.ops = {own[0], own[1], own[2], read[0], read[1]};
+    break;
+  case Overlap::WhileTheReadIsInFlight:
+    consume.ops = {read[0], own[0], own[1], own[2], read[1]};
+    break;
+  }
+  p.tasks = {produce, consume};
+  return s;
+}
+
+/// A held buffer claims its bytes only while a micro-batch holds its slot:
+/// the expansion gives each holder an alloc of its own at those bytes, from
+/// its first use to its last or to the wait of an asynchronous op using it,
+/// so a task's own buffer may lie there outside those spans and not within.
+TEST(ScheduleSlots, AHeldBufferClaimsItsBytesOnlyWhileHeld) {
+  ValidSchedule valid =
+      validateSchedule(heldSlots(Overlap::AfterTheWait), "t.sched");
+  const Program &file = valid.file().programs.front();
+  const Program &p = valid->programs.front();
+  int64_t H = 0;
+  while (file.buffers[size_t(H)].name != "H")
+    ++H;
+  // One holder a micro-batch, at H's bytes.
+  std::vector<int64_t> holders;
+  for (size_t b = 0; b < p.buffers.size(); ++b)
+    if (p.buffers[b].kind == Buffer::Kind::Alloc &&
+        p.buffers[b].name.rfind("H.mb", 0) == 0) {
+      holders.push_back(int64_t(b));
+      EXPECT_EQ(p.buffers[b].offset, file.buffers[size_t(H)].offset);
+      EXPECT_EQ(p.buffers[b].numel, 4);
+      EXPECT_FALSE(p.buffers[b].held);
+    }
+  ASSERT_EQ(holders.size(), 3u);
+  EXPECT_EQ(p.buffers[size_t(holders[0])].name, "H.mb0");
+  EXPECT_EQ(p.buffers[size_t(holders[2])].name, "H.mb2");
+  // Micro-batch 0's holder: allocated right before produce's zero, freed
+  // right after consume's wait; nothing but views of it uses it between.
+  auto at = [&](auto match) {
+    for (size_t i = 0; i < p.ops.size(); ++i)
+      if (match(p.ops[i]))
+        return int64_t(i);
+    return int64_t(-1);
+  };
+  int64_t alloc = at([&](const Op &o) {
+    const auto *a = o.as<ops::Alloc>();
+    return a && a->buffer == holders[0];
+  });
+  int64_t free = at([&](const Op &o) {
+    const auto *f = o.as<ops::Free>();
+    return f && f->buffer == holders[0];
+  });
+  ASSERT_GE(alloc, 0);
+  ASSERT_GT(free, alloc);
+  EXPECT_EQ(p.ops[size_t(alloc + 1)].kind(), OpKind::Zero);
+  EXPECT_EQ(p.ops[size_t(free - 1)].kind(), OpKind::Wait);
+  EXPECT_EQ(p.ops[size_t(free + 1)].kind(), OpKind::Alloc); // L's
+  // Written and read back, the same.
+  std::string bytes = serializeSchedule(valid.file());
+  EXPECT_NE(bytes.find("\"held\":true"), std::string::npos);
+  ValidSchedule read = parseSchedule(bytes, "t.sched");
+  EXPECT_EQ(serializeSchedule(read.get()), serializeSchedule(valid.get()));
+  EXPECT_EQ(serializeSchedule(read.file()), bytes);
+}
+
+TEST(ScheduleSlots, HeldBuffersBrokenAreOneLineErrors) {
+  // L at H's bytes while micro-batch 0 still holds them: before consume
+  // reads them, and while its copy of them is in flight.
+  for (Overlap overlap :
+       {Overlap::BeforeTheRead, Overlap::WhileTheReadIsInFlight}) {
+    std::string error = validateError(heldSlots(overlap));
+    EXPECT_HAS(error, "('L.mb0') at bytes [");
+    EXPECT_HAS(error, "('H.mb0'), which is alive");
+  }
+  auto edited = [](const std::function<void(Program &, int64_t)> &edit) {
+    Schedule s = heldSlots(Overlap::AfterTheWait);
+    Program &p = s.programs.front();
+    int64_t H = 0;
+    while (p.buffers[size_t(H)].name != "H")
+      ++H;
+    edit(p, H);
+    return validateError(s);
+  };
+  EXPECT_HAS(edited([](Program &p, int64_t H) {
+               p.buffers[size_t(H)].persistent = true;
+             }),
+             "('H') is held and persistent: only a transient buffer is held");
+  EXPECT_HAS(
+      edited([](Program &p, int64_t) { p.tasks[0].buffers[0].slots = 2; }),
+      "is a slot of held buffer");
+  // The program's own ops may only allocate and free it.
+  EXPECT_HAS(edited([](Program &p, int64_t H) {
+               p.ops.insert(p.ops.end() - 2, op(ops::Zero{H}));
+             }),
+             "('H') lies in a held buffer, which only its tasks' slots use");
+  EXPECT_HAS(edited([](Program &p, int64_t H) {
+               Buffer view;
+               view.kind = Buffer::Kind::ShardView;
+               view.numel = 2;
+               view.source = H;
+               p.buffers.push_back(view);
+             }),
+             "is a shard view of held buffer");
+  // A forward's graph keeps its `in` (a recompute's its `input`) until the
+  // unit's backward, which does not name it.
+  EXPECT_HAS(edited([](Program &p, int64_t) {
+               auto P = int64_t(p.buffers.size());
+               p.tasks[0].ops.push_back(
+                   op(ops::Forward{.unit = 1, .microBatch = 0, .in = P}));
+             }),
+             "lies in a held buffer's slot, which the graph keeps until the "
+             "unit's backward");
+  // Without tasks, nothing holds it.
+  Schedule flat = compile();
+  Program &p = flat.programs.front();
+  for (Buffer &b : p.buffers)
+    if (b.kind == Buffer::Kind::Alloc && !b.persistent) {
+      b.held = true;
+      break;
+    }
+  EXPECT_HAS(validateError(flat), "is held, but its program has no tasks");
 }
 
 /// The exporter writes a sched.tasks as the file's tasks, runs and slots:

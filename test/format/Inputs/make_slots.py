@@ -1,6 +1,6 @@
 """Writes a schedule file whose task keeps its first allocation in a slot.
 
-usage: make_slots.py BODY.json SLOTS SHIFT OUT.sched [picked]
+usage: make_slots.py BODY.json SLOTS SHIFT OUT.sched [picked | held]
 
 BODY.json is `planc --emit=schedule-json` of a program with one task (a
 sched.repeat). A new program buffer of SLOTS times the allocation's size,
@@ -8,7 +8,9 @@ allocated just before the task's runs and freed after them, replaces the
 allocation: the task's buffer becomes `{"kind": "slot", ...}` and its alloc
 and free ops go. With `picked` (SHIFT 0), the slot is a picked one of group
 0, 16 elements into a slot of its size and 32 more, and the run table picks
-the slots from the last down, one run after another. Written from docs/schedule-format.md, as read_sched.py is;
+the slots from the last down, one run after another. With `held` (version 14), the
+new buffer is held: each run's micro-batch gets an alloc of its own at its
+bytes while it uses the slot. Written from docs/schedule-format.md, as read_sched.py is;
 what runs must train exactly as the file without the slot does."""
 import json
 import struct
@@ -20,7 +22,7 @@ from read_sched import HEADER, remap
 ELEMENT_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "i8": 1}
 
 
-def main(body_path, slots, shift, out_path, picked=False):
+def main(body_path, slots, shift, out_path, picked=False, held=False):
     s = json.load(open(body_path))
     prog = s["stages"][0] if s["mesh"]["pipeline"] > 1 else s
     (runs,) = prog["runs"]
@@ -54,7 +56,7 @@ def main(body_path, slots, shift, out_path, picked=False):
     prog["buffers"].insert(at, {
         "kind": "alloc", "type": alloc["type"], "space": alloc["space"],
         "numel": slots * stride, "name": "slots." + alloc["name"],
-        "role": alloc["role"], "persistent": False, "offset": offset,
+        "role": alloc["role"], "persistent": False, "held": held, "offset": offset,
         "group": "", "sharded": False})
     runs["buffers_before"] += 1
     prog["ops"][runs["at"]:runs["at"]] = [
@@ -74,11 +76,11 @@ def main(body_path, slots, shift, out_path, picked=False):
         runs["picks"] = [slots - 1 - i % slots for i in range(n)]
 
     body = json.dumps(s).encode("utf-8")
-    header = HEADER.pack(b"PLANSCHD", 13, 0, len(body), zlib.crc32(body), 0)
+    header = HEADER.pack(b"PLANSCHD", 14, 0, len(body), zlib.crc32(body), 0)
     with open(out_path, "wb") as f:
         f.write(header + body)
 
 
 if __name__ == "__main__":
     main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
-         sys.argv[5:] == ["picked"])
+         sys.argv[5:] == ["picked"], sys.argv[5:] == ["held"])

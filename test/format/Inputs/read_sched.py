@@ -22,6 +22,7 @@ ID_FIELDS = ("buffer", "src", "dst", "params", "tied", "frozen", "saves", "input
              "activations", "grads", "tied_grads", "norm", "found_inf",
              "loss_scale", "in", "out", "out_grad", "in_grad", "stats")
 EVENT_FIELDS = ("done", "event")
+ELEMENT_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "i8": 1}
 
 
 def shift_name(name, start, to):
@@ -61,6 +62,29 @@ def expand(prog, micro_batches):
     P, E = len(prog["buffers"]), prog["num_events"]
     tables = prog["runs"]
     added_b = [sum(len(prog["tasks"][t]["buffers"]) for t, _ in r["order"]) for r in tables]
+    # Held buffers (version 14): each program buffer's held root (None: none)
+    # and its first element there; each table's holders (slot source,
+    # micro-batch), in the order its runs first name them.
+    held = [None] * P
+    for i, b in enumerate(prog["buffers"]):
+        if b["kind"] == "alloc":
+            held[i] = (i, 0) if b["held"] else None
+        elif 0 <= b["source"] < i and held[b["source"]]:
+            if b["kind"] != "view":
+                fail(f"buffer {i} is a shard view of a held buffer")
+            root, element = held[b["source"]]
+            held[i] = (root, element + b["offset"])
+    holders = []
+    for r, n in zip(tables, range(len(tables))):
+        seen_h = {}
+        for t, mb in r["order"]:
+            for b in prog["tasks"][t]["buffers"]:
+                if b["kind"] == "slot" and 0 <= b["source"] < P and held[b["source"]]:
+                    if b["slots"] != 1 or b["group"] != -1:
+                        fail("a slot of a held buffer is one slot, not picked")
+                    seen_h.setdefault((b["source"], mb + b["shift"]), len(seen_h))
+        holders.append(seen_h)
+        added_b[n] += len(seen_h)
     # A run's own events, and each slot event instance (family, micro-batch)
     # where it first appears.
     added_e, seen = [], set()
@@ -106,8 +130,22 @@ def expand(prog, micro_batches):
             ops.append(remap(op, program_buffer, program_event, 0))
         nb, no = max(nb, b_to), max(no, o_to)
 
-    for r, n_events in zip(tables, added_e):
+    holder_ids, table_ops = [], []
+    for r, n_events, table_holders in zip(tables, added_e, holders):
         copy_program(r["buffers_before"], r["at"])
+        first_holder = len(buffers)
+        table_ops.append((len(buffers), len(ops)))
+        for source, mb in table_holders:
+            root, element = held[source]
+            h = prog["buffers"][root]
+            name = h["name"] + ("" if source == root else f".b{source}") + f".mb{mb}"
+            holder_ids.append(len(buffers))
+            buffers.append({
+                "kind": "alloc", "type": h["type"], "space": h["space"],
+                "numel": prog["buffers"][source]["numel"], "name": name,
+                "role": h["role"], "persistent": False, "held": False,
+                "offset": h["offset"] + element * ELEMENT_BYTES[h["type"]],
+                "group": "", "sharded": False})
         next_event = r["events_before"] + events
         picks = r["picks"] or [-1] * len(r["order"])
         for (t, mb), pick in zip(r["order"], picks):
@@ -147,8 +185,12 @@ def expand(prog, micro_batches):
                         offset = pick * stride + b["offset"]
                     else:
                         offset = (mb + shift) % slots * b["numel"]
-                    b.update(kind="view", source=program_buffer(b["source"]),
-                             offset=offset)
+                    if 0 <= b["source"] < P and held[b["source"]]:
+                        b.update(kind="view", offset=0, source=first_holder
+                                 + table_holders[(b["source"], mb + shift)])
+                    else:
+                        b.update(kind="view", source=program_buffer(b["source"]),
+                                 offset=offset)
                 else:
                     b["source"] = buffer(b["source"])
                 buffers.append(b)
@@ -156,8 +198,61 @@ def expand(prog, micro_batches):
                 ops.append(remap(op, buffer, event, mb - task["micro_batch"]))
         events += n_events
     copy_program(P, len(prog["ops"]))
+    ops = place_holders(buffers, ops, holder_ids, table_ops)
     return {**prog, "buffers": buffers, "ops": ops, "num_events": E + events,
             "tasks": [], "runs": []}
+
+
+def place_holders(buffers, ops, holder_ids, table_ops):
+    """`ops` with each holder's alloc before its first use and its free
+    after its last, or after the wait that completes the last asynchronous
+    op using it (a wait completes its event's op and those it started
+    after)."""
+    if not holder_ids:
+        return ops
+    holder_of = [None] * len(buffers)
+    for h in holder_ids:
+        holder_of[h] = h
+    for i, b in enumerate(buffers):
+        if b["kind"] != "alloc" and 0 <= b["source"] < i:
+            holder_of[i] = holder_of[b["source"]]
+    first, last, asyncs = {}, {}, {}
+    for i, op in enumerate(ops):
+        used = []
+        ids = [op[k] for k in ID_FIELDS if k in op] + op.get("state", [])
+        for b in ids:
+            h = holder_of[b] if 0 <= b < len(buffers) else None
+            if h is not None:
+                first.setdefault(h, i)
+                last[h] = max(last.get(h, i), i)
+                used.append(h)
+        if op["op"] == "wait":
+            work = [op["event"]]
+            while work:
+                a = asyncs.get(work.pop())
+                if a is None or a["done"]:
+                    continue
+                a["done"] = True
+                for h in a["holders"]:
+                    last[h] = max(last[h], i)
+                work.extend(a["after"])
+        if "done" in op:
+            asyncs[op["done"]] = {"holders": used, "after": op.get("after", []),
+                                  "done": False}
+    before = {i: [] for i in range(len(ops) + 1)}
+    after = {i: [] for i in range(len(ops))}
+    for h in holder_ids:
+        if h in first:
+            before[first[h]].append({"op": "alloc", "buffer": h, "line": 0})
+            after[last[h]].append({"op": "free", "buffer": h, "line": 0})
+        else:
+            at = next(o for b, o in reversed(table_ops) if b <= h)
+            before[at] += [{"op": "alloc", "buffer": h, "line": 0},
+                           {"op": "free", "buffer": h, "line": 0}]
+    placed = []
+    for i, op in enumerate(ops):
+        placed += before[i] + [op] + after[i]
+    return placed + before[len(ops)]
 
 
 def main(path):
@@ -167,7 +262,7 @@ def main(path):
     magic, version, flags, size, crc, reserved = HEADER.unpack_from(data)
     if magic != b"PLANSCHD":
         fail(f"bad magic {magic!r}")
-    if version != 13 or flags != 0 or reserved != 0:
+    if version != 14 or flags != 0 or reserved != 0:
         fail(f"version {version} flags {flags} reserved {reserved}")
     body = data[HEADER.size:]
     if len(body) != size:
