@@ -541,6 +541,7 @@ LogicalResult ScheduleExporter::defineAlloc(sched::AllocOp alloc) {
   b.numel = type.getNumElements();
   b.name = alloc.getName().str();
   b.persistent = alloc.getPersistent();
+  b.held = alloc.getHeld();
   std::optional<int64_t> offset = alloc.getOffset();
   if (!offset)
     return alloc.emitError("'")

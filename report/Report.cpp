@@ -79,9 +79,7 @@ MemoryCategory plan::memoryCategoryOf(sched::BufferRole role) {
 namespace {
 
 uint64_t allocBytes(sched::AllocOp alloc) {
-  MemRefType type = alloc.getType();
-  return static_cast<uint64_t>(type.getNumElements()) *
-         ((type.getElementTypeBitWidth() + 7) / 8);
+  return sched::getBufferBytes(alloc.getType());
 }
 
 int spaceIndex(sched::AllocOp alloc) {
@@ -115,7 +113,10 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
   }
 
   // Persistent buffers are live at every point; transient ones from their
-  // alloc to their free, both included (as the planner counts them).
+  // alloc to their free, both included (as the planner counts them). A held
+  // buffer's bytes are its slots' while a micro-batch holds one, which this
+  // walk does not follow: they are left out of the live bytes (counted as
+  // "other" at the peak, with what packing adds).
   Block &body = program.getBody().front();
   std::array<std::array<uint64_t, kNumBufferRoles>, kNumMemorySpaces> live{};
   std::array<uint64_t, kNumMemorySpaces> liveTotal{};
@@ -150,7 +151,7 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
       continue;
     std::optional<int> freed;
     if (auto alloc = dyn_cast<sched::AllocOp>(op);
-        alloc && !alloc.getPersistent()) {
+        alloc && !alloc.getPersistent() && !alloc.getHeld()) {
       int space = spaceIndex(alloc);
       live[space][static_cast<int>(alloc.getRole())] += allocBytes(alloc);
       liveTotal[space] += allocBytes(alloc);
@@ -164,6 +165,8 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
       sched::AllocOp alloc = free.getBuffer().getDefiningOp<sched::AllocOp>();
       if (!alloc)
         return free.emitError("frees a buffer that is not a sched.alloc");
+      if (alloc.getHeld())
+        continue;
       int space = spaceIndex(alloc);
       live[space][static_cast<int>(alloc.getRole())] -= allocBytes(alloc);
       liveTotal[space] -= allocBytes(alloc);
@@ -212,9 +215,8 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
 void analyzeComm(sched::ProgramOp program, CommReport &comm) {
   comm.groups = placeGroups(program);
   auto add = [&](CollectiveKind kind, Value full, sched::Group group) {
-    auto type = cast<MemRefType>(full.getType());
-    uint64_t fullBytes = static_cast<uint64_t>(type.getNumElements()) *
-                         ((type.getElementTypeBitWidth() + 7) / 8);
+    uint64_t fullBytes =
+        sched::getBufferBytes(cast<MemRefType>(full.getType()));
     const GroupPlacement &placement = comm.groups[static_cast<int>(group)];
     uint64_t sent = ringSendBytes(kind, fullBytes, placement.size);
     for (CommTotals *totals : {&comm.perKind[static_cast<int>(kind)],
@@ -227,9 +229,7 @@ void analyzeComm(sched::ProgramOp program, CommReport &comm) {
     comm.totalBytes += sent;
   };
   auto pointToPoint = [&](CommTotals &totals, Value buffer, bool sent) {
-    auto type = cast<MemRefType>(buffer.getType());
-    uint64_t bytes = static_cast<uint64_t>(type.getNumElements()) *
-                     ((type.getElementTypeBitWidth() + 7) / 8);
+    uint64_t bytes = sched::getBufferBytes(cast<MemRefType>(buffer.getType()));
     ++totals.count;
     totals.bytes += bytes;
     if (!sent)

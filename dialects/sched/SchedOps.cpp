@@ -441,6 +441,28 @@ LogicalResult AllocOp::verify() {
     return emitOpError("buffer must hold at least one element");
   if (std::optional<int64_t> offset = getOffset(); offset && *offset < 0)
     return emitOpError("offset must be >= 0");
+  if (!getHeld())
+    return success();
+  if (getPersistent())
+    return emitOpError("a held buffer is transient, not persistent");
+  // Only its free, its views and the one-slot sched.slots of them use it.
+  SmallVector<Operation *> users(getResult().getUsers());
+  while (!users.empty()) {
+    Operation *user = users.pop_back_val();
+    if (isa<FreeOp>(user))
+      continue;
+    if (isa<ViewOp>(user)) {
+      llvm::append_range(users, user->getResult(0).getUsers());
+      continue;
+    }
+    if (auto slot = dyn_cast<SlotOp>(user);
+        slot && slot.getSlots() == 1 && !slot.isPicked())
+      continue;
+    return emitOpError("held buffer '")
+           << getName() << "' is used by '" << user->getName()
+           << "': only its free, its views and one-slot, unpicked "
+              "sched.slots of it may use it";
+  }
   return success();
 }
 

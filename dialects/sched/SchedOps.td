@@ -302,16 +302,34 @@ def Sched_AllocOp : Sched_Op<"alloc", [
     freed; any other is freed by `sched.free` in the same step. `offset`,
     set by the memory planner, places it in its memory space's arena.
 
+    A `held` buffer (a transient one of a program, before its `sched.tasks`,
+    that only the bodies' one-slot `sched.slot`s use, directly or through
+    views of it) claims its bytes only while a micro-batch holds its slot:
+    from the first use of that micro-batch's slot to its last, or to the
+    wait that completes an asynchronous op using it. The memory planner sets
+    it, and places the buffer where the bodies' own buffers may lie while no
+    micro-batch holds it (docs/sched.md, `sched-plan-memory`).
+
     ```mlir
     %w = sched.alloc "layers.0.param" role param persistent : memref<4096xbf16, #sched.space<device>>
+    %p = sched.alloc "slots.gathered.0" role gathered offset 512 held : memref<4096xbf16, #sched.space<device>>
     ```
   }];
   let arguments = (ins StrAttr:$name, Sched_BufferRoleAttr:$role,
-                       UnitAttr:$persistent, OptionalAttr<I64Attr>:$offset);
+                       UnitAttr:$persistent, OptionalAttr<I64Attr>:$offset,
+                       UnitAttr:$held);
   let results = (outs Sched_Buffer:$buffer);
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$buffer, "::llvm::StringRef":$name,
+                   "::sched::BufferRole":$role, "bool":$persistent,
+                   "::mlir::IntegerAttr":$offset), [{
+      build($_builder, $_state, buffer, name, role, persistent, offset,
+            /*held=*/false);
+    }]>
+  ];
   let assemblyFormat = [{
     $name `role` custom<EnumKeyword>($role) (`persistent` $persistent^)? (`offset` $offset^)?
-    attr-dict `:` type($buffer)
+    (`held` $held^)? attr-dict `:` type($buffer)
   }];
   let hasVerifier = 1;
 }

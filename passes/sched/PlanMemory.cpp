@@ -11,7 +11,12 @@
 // including an asynchronous op's, completed before the free). Views do not
 // allocate. A sched.repeat's or sched.tasks' bodies, which run one at a
 // time and keep their own buffers within a run, share one frame per space,
-// live at the loop's point. The placement itself is packArena (ArenaPacking.h):
+// live at the loop's point. A held buffer of a sched.tasks (a one-slot
+// buffer of the program that only the bodies' sched.slots use: what hands a
+// micro-batch's data from one task to a later one) lies in that frame, at a
+// fixed place, and each body's buffers go around it only where some run of
+// the body has it in use (sched::findSlotSpans). The placement itself is
+// packArena (ArenaPacking.h):
 // first fit by decreasing size, persistent buffers first, which leaves them
 // contiguous at the bottom of each arena. Every offset is a multiple of 256
 // bytes, what CUDA's allocator guarantees, so kernels see the alignment they
@@ -23,11 +28,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "analysis/ArenaPacking.h"
+#include "dialects/sched/SlotSpans.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/Sequence.h"
 
 #include <map>
 
@@ -49,11 +57,20 @@ struct SpaceBuffers {
   std::vector<plan::ArenaInterval> intervals;
 };
 
+uint64_t allocBytes(AllocOp alloc) { return getBufferBytes(alloc.getType()); }
+
+uint32_t spaceKey(AllocOp alloc) {
+  auto space = cast<MemorySpaceAttr>(alloc.getType().getMemorySpace());
+  return static_cast<uint32_t>(space.getValue());
+}
+
 /// The buffers `block`'s allocs define and their lifetimes, per memory space
 /// (keyed by the space's enum value, so arenas come out in a fixed order):
 /// program points are the indices of the block's ops; an allocation lives
-/// from its alloc to its free, a persistent one over the whole block.
-FailureOr<std::map<uint32_t, SpaceBuffers>> collectBuffers(Block &block) {
+/// from its alloc to its free, a persistent one over the whole block. The
+/// allocs of `skip` (held buffers, placed in a loop's frame) are left out.
+FailureOr<std::map<uint32_t, SpaceBuffers>>
+collectBuffers(Block &block, const llvm::DenseSet<Operation *> &skip = {}) {
   // Persistent buffers span one point past the last op, so no transient one
   // covers the same range.
   int64_t end = static_cast<int64_t>(block.getOperations().size());
@@ -61,13 +78,9 @@ FailureOr<std::map<uint32_t, SpaceBuffers>> collectBuffers(Block &block) {
   llvm::DenseMap<Operation *, std::pair<uint32_t, size_t>> slotOf;
   int64_t point = 0;
   for (Operation &op : block) {
-    if (auto alloc = dyn_cast<AllocOp>(op)) {
-      MemRefType type = alloc.getType();
-      auto space = cast<MemorySpaceAttr>(type.getMemorySpace());
-      unsigned bits = type.getElementType().getIntOrFloatBitWidth();
-      uint64_t bytes =
-          static_cast<uint64_t>(type.getNumElements()) * ((bits + 7) / 8);
-      uint32_t key = static_cast<uint32_t>(space.getValue());
+    if (auto alloc = dyn_cast<AllocOp>(op); alloc && !skip.contains(alloc)) {
+      uint64_t bytes = allocBytes(alloc);
+      uint32_t key = spaceKey(alloc);
       SpaceBuffers &buffers = spaces[key];
       slotOf[alloc] = {key, buffers.allocs.size()};
       buffers.allocs.push_back(alloc);
@@ -76,6 +89,10 @@ FailureOr<std::map<uint32_t, SpaceBuffers>> collectBuffers(Block &block) {
           {bytes, kArenaAlignment, alloc.getPersistent() ? 0 : point, end});
     } else if (auto free = dyn_cast<FreeOp>(op)) {
       auto alloc = free.getBuffer().getDefiningOp<AllocOp>();
+      if (alloc && skip.contains(alloc)) {
+        ++point;
+        continue;
+      }
       auto it = alloc ? slotOf.find(alloc) : slotOf.end();
       if (it == slotOf.end())
         return free.emitOpError(
@@ -103,9 +120,157 @@ SmallVector<Block *> bodiesOf(Operation &op) {
   return bodies;
 }
 
+/// The held buffers of a sched.tasks and where each body has them in use.
+struct HeldBuffers {
+  SmallVector<AllocOp> allocs;
+  /// Per body, per held buffer (index into `allocs`), the op ranges
+  /// [first, last] of the body (its op indices, merged) in which some run of
+  /// it has the buffer in use.
+  SmallVector<std::map<unsigned, SmallVector<std::pair<int64_t, int64_t>>>>
+      inUse;
+};
+
+/// Whether `value` (or a view of it) is a forward's `in` or a recompute's
+/// `input`: the graph keeps it by reference until the unit's backward,
+/// which names it nowhere (runtime/models/Model.cpp), so its slot is in use
+/// past its last op.
+bool keptByAGraph(Value value) {
+  SmallVector<Value> work = {value};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (OpOperand &use : v.getUses()) {
+      if (auto forward = dyn_cast<ForwardOp>(use.getOwner());
+          forward && forward.getIn() == v)
+        return true;
+      if (auto recompute = dyn_cast<RecomputeOp>(use.getOwner());
+          recompute && recompute.getInput() == v)
+        return true;
+      if (isa<ViewOp>(use.getOwner()))
+        work.push_back(use.getOwner()->getResult(0));
+    }
+  }
+  return false;
+}
+
+/// The program's allocs that `tasks`' bodies hold only while a micro-batch
+/// is in their slot: transient, freed once in the program and otherwise
+/// used only by views of them in the program and one-slot, unpicked
+/// sched.slots of those in the bodies, none of which is a forward's `in`. Each
+/// such buffer's sources of sched.slots get their indices in `sources` and the
+/// buffer's in `rootOf`.
+SmallVector<AllocOp> findHeld(Block &block, TasksOp tasks,
+                              llvm::DenseMap<Operation *, unsigned> &sources,
+                              SmallVectorImpl<unsigned> &rootOf) {
+  SmallVector<AllocOp> held;
+  for (auto alloc : block.getOps<AllocOp>()) {
+    if (alloc.getPersistent())
+      continue;
+    SmallVector<Operation *> slotSources;
+    int frees = 0;
+    bool other = false;
+    SmallVector<Operation *> work = {alloc};
+    while (!work.empty() && !other) {
+      Operation *def = work.pop_back_val();
+      bool slotted = false;
+      for (Operation *user : def->getResult(0).getUsers()) {
+        if (isa<FreeOp>(user) && user->getBlock() == &block && def == alloc) {
+          ++frees;
+        } else if (isa<ViewOp>(user) && user->getBlock() == &block) {
+          work.push_back(user);
+        } else if (auto slot = dyn_cast<SlotOp>(user);
+                   slot && tasks->isAncestor(slot) && slot.getSlots() == 1 &&
+                   !slot.isPicked() && !keptByAGraph(slot.getResult())) {
+          slotted = true;
+        } else {
+          other = true;
+        }
+      }
+      if (slotted)
+        slotSources.push_back(def);
+    }
+    if (other || frees != 1 || slotSources.empty())
+      continue;
+    for (Operation *source : slotSources) {
+      sources[source] = static_cast<unsigned>(rootOf.size());
+      rootOf.push_back(static_cast<unsigned>(held.size()));
+    }
+    held.push_back(alloc);
+  }
+  return held;
+}
+
+/// `tasks`' held buffers and, for each body, where its runs use them.
+FailureOr<HeldBuffers> analyzeHeld(Block &block, TasksOp tasks) {
+  HeldBuffers held;
+  llvm::DenseMap<Operation *, unsigned> sources;
+  SmallVector<unsigned> rootOf;
+  held.allocs = findHeld(block, tasks, sources, rootOf);
+  SmallVector<TaskOp> bodies = tasks.getTasks();
+  held.inUse.resize(bodies.size());
+  if (held.allocs.empty())
+    return held;
+  FailureOr<sched::SlotInstanceSpans> spans =
+      sched::findSlotSpans(tasks, sources);
+  if (failed(spans))
+    return failure();
+  // Where each run starts among the step's op positions (findSlotSpans').
+  SmallVector<int64_t> bodySize = llvm::map_to_vector(bodies, [](TaskOp task) {
+    return static_cast<int64_t>(task.getBody().front().getOperations().size());
+  });
+  ArrayRef<int64_t> order = tasks.getOrder();
+  SmallVector<int64_t> runStart;
+  int64_t position = 0;
+  for (size_t run = 0; 2 * run + 1 < order.size(); ++run) {
+    runStart.push_back(position);
+    position += bodySize[static_cast<size_t>(order[2 * run])];
+  }
+  auto runOf = [&](int64_t at) {
+    return static_cast<size_t>(llvm::upper_bound(runStart, at) -
+                               runStart.begin()) -
+           1;
+  };
+  for (const auto &[instance, span] : *spans) {
+    unsigned root = rootOf[instance.first];
+    size_t first = runOf(span.first), last = runOf(span.second);
+    for (size_t run = first; run <= last; ++run) {
+      auto body = static_cast<size_t>(order[2 * run]);
+      int64_t from = run == first ? span.first - runStart[run] : 0;
+      int64_t to =
+          run == last ? span.second - runStart[run] : bodySize[body] - 1;
+      held.inUse[body][root].push_back({from, to});
+    }
+  }
+  for (auto &perBody : held.inUse)
+    for (auto &[root, ranges] : perBody) {
+      llvm::sort(ranges);
+      SmallVector<std::pair<int64_t, int64_t>> merged;
+      for (auto range : ranges)
+        if (!merged.empty() && range.first <= merged.back().second + 1)
+          merged.back().second = std::max(merged.back().second, range.second);
+        else
+          merged.push_back(range);
+      ranges = std::move(merged);
+    }
+  return held;
+}
+
 LogicalResult planProgram(ProgramOp program) {
   Block &body = program.getBody().front();
-  FailureOr<std::map<uint32_t, SpaceBuffers>> spaces = collectBuffers(body);
+  // Each sched.tasks' held buffers, placed in its frame.
+  llvm::DenseMap<Operation *, HeldBuffers> heldOf;
+  llvm::DenseSet<Operation *> heldAllocs;
+  for (auto tasks : body.getOps<TasksOp>()) {
+    FailureOr<HeldBuffers> held = analyzeHeld(body, tasks);
+    if (failed(held))
+      return failure();
+    for (AllocOp alloc : held->allocs)
+      heldAllocs.insert(alloc);
+    heldOf[tasks] = std::move(*held);
+  }
+  for (auto alloc : body.getOps<AllocOp>())
+    alloc.setHeld(heldAllocs.contains(alloc));
+  FailureOr<std::map<uint32_t, SpaceBuffers>> spaces =
+      collectBuffers(body, heldAllocs);
   if (failed(spaces))
     return failure();
 
@@ -124,18 +289,52 @@ LogicalResult planProgram(ProgramOp program) {
   int64_t point = 0;
   for (Operation &op : body) {
     std::map<uint32_t, Frame> here;
-    for (Block *inner : bodiesOf(op)) {
+    // The loop's held buffers at the bottom of its frames, by decreasing
+    // size: where each lies in its space's frame.
+    const HeldBuffers *held = nullptr;
+    SmallVector<uint64_t> heldAt;
+    if (auto it = heldOf.find(&op); it != heldOf.end()) {
+      held = &it->second;
+      SmallVector<unsigned> bySize =
+          llvm::to_vector(llvm::seq<unsigned>(0, held->allocs.size()));
+      llvm::stable_sort(bySize, [&](unsigned a, unsigned b) {
+        return allocBytes(held->allocs[a]) > allocBytes(held->allocs[b]);
+      });
+      heldAt.resize(held->allocs.size());
+      for (unsigned h : bySize) {
+        AllocOp alloc = held->allocs[h];
+        Frame &frame = here[spaceKey(alloc)];
+        heldAt[h] = frame.size;
+        frame.size = (frame.size + allocBytes(alloc) + kArenaAlignment - 1) /
+                     kArenaAlignment * kArenaAlignment;
+        frame.placed.push_back({alloc, heldAt[h]});
+      }
+    }
+    for (auto [index, inner] : llvm::enumerate(bodiesOf(op))) {
       FailureOr<std::map<uint32_t, SpaceBuffers>> local =
           collectBuffers(*inner);
       if (failed(local))
         return failure();
+      // Where a run of this body has a held buffer in use, its bytes are
+      // taken.
+      if (held)
+        for (const auto &[h, ranges] : held->inUse[index]) {
+          AllocOp alloc = held->allocs[h];
+          SpaceBuffers &buffers = (*local)[spaceKey(alloc)];
+          for (auto [from, to] : ranges) {
+            buffers.allocs.push_back(AllocOp());
+            buffers.intervals.push_back(
+                {allocBytes(alloc), kArenaAlignment, from, to, heldAt[h]});
+          }
+        }
       for (auto &[key, buffers] : *local) {
         plan::ArenaLayout layout = plan::packArena(buffers.intervals);
         Frame &frame = here[key];
         frame.size = std::max(frame.size, layout.size);
         for (auto [alloc, offset] :
              llvm::zip_equal(buffers.allocs, layout.offsets))
-          frame.placed.push_back({alloc, offset});
+          if (alloc)
+            frame.placed.push_back({alloc, offset});
       }
     }
     for (auto &[key, frame] : here) {

@@ -87,6 +87,11 @@ LogicalResult plan::unrollTasks(sched::TasksOp tasks) {
             plan::rt::shiftMicroBatchInName(alloc.getName(), written, mb));
     }
   }
+  // Written out, a held buffer is an ordinary one again: its slots are
+  // views the step's ops use. (Its offset was planned for the loop; a flat
+  // plan needs sched-plan-memory again.)
+  for (auto alloc : tasks->getBlock()->getOps<sched::AllocOp>())
+    alloc.setHeld(false);
   tasks.erase();
   return success();
 }
