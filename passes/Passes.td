@@ -230,7 +230,10 @@ def SchedPlanMemory : Pass<"sched-plan-memory", "::sched::ProgramOp"> {
     buffers live at the same time never share memory, and records on each
     sched.program `arena_bytes` and `persistent_bytes`: dictionaries from
     memory space name to the arena's size and to the bytes of its
-    persistent buffers.
+    persistent buffers. A sched.tasks' bodies share one frame per space;
+    the one-slot buffers of the program that only their sched.slots use are
+    marked `held` and lie in that frame, where each body's buffers go around
+    them only while some run of the body has them in use.
   }];
   let dependentDialects = ["::sched::SchedDialect"];
 }
