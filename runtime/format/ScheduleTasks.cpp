@@ -298,6 +298,7 @@ void TaskExpander::checkTables() {
           tableHolders.push_back({source, mb + shift});
           ++buffers;
           ++expandedBuffers;
+          expandedOps += 2; // its alloc and free
         }
       }
       buffers += static_cast<int64_t>(body.buffers.size());
@@ -533,11 +534,8 @@ void TaskExpander::placeHolders() {
     return;
   // Each expanded buffer's holder (-1: none), through views.
   std::vector<int64_t> holderOf(out.buffers.size(), -1);
-  std::map<int64_t, size_t> holderNumber;
-  for (size_t h = 0; h < holderIds.size(); ++h) {
-    holderNumber[holderIds[h]] = h;
+  for (size_t h = 0; h < holderIds.size(); ++h)
     holderOf[static_cast<size_t>(holderIds[h])] = static_cast<int64_t>(h);
-  }
   for (size_t b = 0; b < out.buffers.size(); ++b) {
     const Buffer &buffer = out.buffers[b];
     if (buffer.kind != Buffer::Kind::Alloc && buffer.source >= 0 &&
