@@ -6,12 +6,12 @@
 // the next task completes) are each allocated for the whole loop, where the
 // flat step holds each of their buffers only across one task boundary. The
 // pass plays the table, each run's ops that can touch such a slot at their
-// places in the step (BodyOps), and takes, for each instance of each such
-// buffer (the buffer and the micro-batch a run's sched.slot names), the span
-// of the step from its first use to its last, or to the wait of an
-// asynchronous op that uses it. Buffers of one element type, memory space
-// and role none of whose spans meet become views at offset 0 of one
-// allocation of the largest size, first fit by decreasing size.
+// places in the step (sched::findSlotSpans), and takes, for each instance of
+// each such buffer (the buffer and the micro-batch a run's sched.slot
+// names), the span of the step from its first use to its last, or to the
+// wait of an asynchronous op that uses it. Buffers of one element type,
+// memory space and role none of whose spans meet become views at offset 0
+// of one allocation of the largest size, first fit by decreasing size.
 // Before that, the buffers whose micro-batches a run names and a later run
 // names again (each chunk's saves and kept input, in as many slots as that
 // chunk ever has in flight) go into one pool per kind whose slot each run
