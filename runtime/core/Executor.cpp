@@ -2,7 +2,8 @@
 //
 // docs/runtime.md describes the behaviour op by op. The executor is an
 // interpreter over precomputed buffer views: Alloc and Free cost nothing at
-// run time because every buffer's place was fixed by sched-plan-memory. Each
+// run time because every buffer's place was fixed by sched-plan-memory
+// (unless the run poisons transient buffers, setPoison). Each
 // op kind has one `run` overload below; the op's fields, their ids and the
 // relations between its operands were checked by validateSchedule, so none
 // of that is checked here again. Streams, copies and memory statistics are
@@ -128,6 +129,7 @@ struct Executor::Impl {
   std::vector<Event> events;
   int64_t totalSteps = 0;
   bool traceMemory = false;
+  bool poison = false;
   int64_t lossScaleBuffer = -1;
   DynamicLossScale dynamicLossScale;
 
@@ -191,8 +193,16 @@ struct Executor::Impl {
   }
 
   // One per op kind of the op table (generated/ScheduleOps.h).
-  void run(const ops::Alloc &) {}
-  void run(const ops::Free &) {}
+  // With setPoison, a transient buffer's bytes are all ones from its alloc
+  // and again from its free: a NaN in every floating type. A held buffer's
+  // own alloc and free are not its bytes' (its holders' are).
+  void poisonBuffer(int64_t id) {
+    const Buffer &b = program.buffers[static_cast<size_t>(id)];
+    if (poison && !b.persistent && !b.held)
+      buffers[id].view(at::kByte).fill_(0xFF);
+  }
+  void run(const ops::Alloc &op) { poisonBuffer(op.buffer); }
+  void run(const ops::Free &op) { poisonBuffer(op.buffer); }
   void run(const ops::Wait &op) { complete(op.event); }
   void run(const ops::AllGather &op);
   void run(const ops::ReduceScatter &op);
@@ -753,6 +763,8 @@ Executor::~Executor() {
 void Executor::setTotalSteps(int64_t steps) { impl_->totalSteps = steps; }
 
 void Executor::setMemoryTrace(bool on) { impl_->traceMemory = on; }
+
+void Executor::setPoison(bool on) { impl_->poison = on; }
 
 void Executor::initState(uint64_t seed) {
   impl_->fillState([&](int64_t unit, at::Tensor out, at::Tensor frozen) {

@@ -106,6 +106,14 @@ public:
   /// peaks (the allocator's peak restarts at each op).
   void setMemoryTrace(bool on);
 
+  /// Fills every transient buffer with all-ones bytes (NaN in every
+  /// floating type) when it is allocated and when it is freed, so that a
+  /// read the schedule does not name (of a buffer before it is written or
+  /// after it is freed) shows in the losses or the gradient norm instead of
+  /// reading whatever the arena held. A check of schedules; it costs a
+  /// fill per alloc and free.
+  void setPoison(bool on);
+
   /// Fills every persistent state buffer (params, master weights) from the
   /// model's deterministic initialisation, or from `source` (--init), each
   /// rank keeping only its slice; zeroes gradients and optimizer state.

@@ -114,6 +114,7 @@ void Trainer::start(RunStart start, const TrainOptions &options) {
   dataSpec_ = start.data;
   executor_->setTotalSteps(last_);
   executor_->setMemoryTrace(options.memoryTrace);
+  executor_->setPoison(options.poison);
   if (schedule_->model.lora)
     base_ = options.init.empty() ? std::string("seed")
                                  : std::filesystem::absolute(options.init)

@@ -70,6 +70,7 @@ struct TrainOptions {
   CheckpointPolicy checkpoints;
   std::string resume;       // a checkpoint, a root, or "auto"; "": none
   bool memoryTrace = false; // StepResult::opMemory for every op
+  bool poison = false;      // Executor::setPoison
   /// Called on every rank with the temporary path of its shard file once
   /// written, before it is renamed (plan-run's fault injection).
   std::function<void(int64_t step, const std::string &tmpPath)>

@@ -153,6 +153,10 @@ parseOptions(int argc, const char *const *argv, const std::string &version) {
                  "and, with --backend cuda, its kernels and copies to this "
                  "file (rank 0; LibTorch's profiler; docs/launching.md)")
       ->type_name("FILE.json");
+  app.add_flag("--poison", options.poison,
+               "Fill every transient buffer with NaN bytes when allocated and "
+               "when freed, so a read the schedule does not name shows in the "
+               "loss (slower; checks a schedule)");
   app.add_option("--timeout", options.timeoutSeconds,
                  "Seconds the rendezvous and each collective may take before "
                  "the run fails")
@@ -313,6 +317,8 @@ std::vector<std::string> rankArguments(const RunOptions &options,
     args.insert(args.end(), {"--memory-trace", options.memoryTrace});
   if (!options.profile.empty())
     args.insert(args.end(), {"--profile", options.profile});
+  if (options.poison)
+    args.push_back("--poison");
   args.insert(args.end(), {"--timeout", formatSeconds(options.timeoutSeconds)});
   if (options.quiet)
     args.push_back("--quiet");

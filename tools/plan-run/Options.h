@@ -25,6 +25,7 @@ struct RunOptions {
   std::string metrics;          // JSONL path; "": none
   std::string memoryTrace;      // JSONL path, one line per op; "": none
   std::string profile; // Chrome trace of the last step (rank 0); "": none
+  bool poison = false; // Executor::setPoison on every rank
   double timeoutSeconds = 300; // rendezvous and every collective
   bool quiet = false;
   int threads = 0; // intra-op threads per rank; 0: chooseThreads' default

@@ -437,6 +437,7 @@ rt::TrainOptions trainOptions(const RunOptions &options) {
   train.checkpoints.keep = options.keep;
   train.resume = options.resume;
   train.memoryTrace = !options.memoryTrace.empty();
+  train.poison = options.poison;
   return train;
 }
 
