@@ -10,6 +10,9 @@
 #include "dialects/sched/SlotEvents.h"
 
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
 
 using namespace mlir;
 using namespace sched;
@@ -196,4 +199,49 @@ sched::findSlotSpans(TasksOp tasks,
     start += relevant.bodies[body].size;
   }
   return spans;
+}
+
+void sched::mergeRanges(PositionRanges &ranges) {
+  llvm::sort(ranges);
+  PositionRanges merged;
+  for (auto range : ranges)
+    if (!merged.empty() && range.first <= merged.back().second + 1)
+      merged.back().second = std::max(merged.back().second, range.second);
+    else
+      merged.push_back(range);
+  ranges = std::move(merged);
+}
+
+FailureOr<SmallVector<PositionRanges>>
+sched::findHeldSpans(TasksOp tasks, ArrayRef<AllocOp> held) {
+  // Each buffer and the views of it that the bodies' slots name are the
+  // sources of its instances.
+  llvm::DenseMap<Operation *, unsigned> sources;
+  SmallVector<unsigned> rootOf;
+  for (auto [root, alloc] : llvm::enumerate(held)) {
+    SmallVector<Operation *> work = {alloc};
+    while (!work.empty()) {
+      Operation *def = work.pop_back_val();
+      bool slotted = false;
+      for (Operation *user : def->getResult(0).getUsers()) {
+        if (isa<ViewOp>(user) && user->getBlock() == alloc->getBlock())
+          work.push_back(user);
+        else if (isa<SlotOp>(user) && tasks->isAncestor(user))
+          slotted = true;
+      }
+      if (slotted && sources.try_emplace(def, rootOf.size()).second)
+        rootOf.push_back(static_cast<unsigned>(root));
+    }
+  }
+  SmallVector<PositionRanges> ranges(held.size());
+  if (sources.empty())
+    return ranges;
+  FailureOr<SlotInstanceSpans> spans = findSlotSpans(tasks, sources);
+  if (failed(spans))
+    return failure();
+  for (const auto &[instance, span] : *spans)
+    ranges[rootOf[instance.first]].push_back(span);
+  for (PositionRanges &buffer : ranges)
+    mergeRanges(buffer);
+  return ranges;
 }

@@ -18,7 +18,9 @@
 
 #include "dialects/sched/SchedDialect.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include <map>
 #include <utility>
@@ -41,6 +43,20 @@ using SlotInstanceSpans = std::map<SlotInstance, std::pair<int64_t, int64_t>>;
 mlir::FailureOr<SlotInstanceSpans>
 findSlotSpans(TasksOp tasks,
               const llvm::DenseMap<mlir::Operation *, unsigned> &indexOf);
+
+/// The op ranges [first, last] of a step's positions (findSlotSpans'),
+/// sorted and merged.
+using PositionRanges = llvm::SmallVector<std::pair<int64_t, int64_t>, 4>;
+
+/// Sorts `ranges` and merges those that overlap or touch.
+void mergeRanges(PositionRanges &ranges);
+
+/// For each of `held` (allocs of `tasks`' program, each used by the bodies'
+/// one-slot sched.slots of it or of its views: held buffers), the positions
+/// where some micro-batch holds its slot: the union of its holders' spans.
+/// Empty for a buffer none of `tasks`' slots use.
+mlir::FailureOr<llvm::SmallVector<PositionRanges>>
+findHeldSpans(TasksOp tasks, llvm::ArrayRef<AllocOp> held);
 
 } // namespace sched
 

@@ -57,8 +57,6 @@ struct SpaceBuffers {
   std::vector<plan::ArenaInterval> intervals;
 };
 
-uint64_t allocBytes(AllocOp alloc) { return getBufferBytes(alloc.getType()); }
-
 uint32_t spaceKey(AllocOp alloc) {
   auto space = cast<MemorySpaceAttr>(alloc.getType().getMemorySpace());
   return static_cast<uint32_t>(space.getValue());
@@ -79,7 +77,7 @@ collectBuffers(Block &block, const llvm::DenseSet<Operation *> &skip = {}) {
   int64_t point = 0;
   for (Operation &op : block) {
     if (auto alloc = dyn_cast<AllocOp>(op); alloc && !skip.contains(alloc)) {
-      uint64_t bytes = allocBytes(alloc);
+      uint64_t bytes = getBufferBytes(alloc.getType());
       uint32_t key = spaceKey(alloc);
       SpaceBuffers &buffers = spaces[key];
       slotOf[alloc] = {key, buffers.allocs.size()};
@@ -126,8 +124,7 @@ struct HeldBuffers {
   /// Per body, per held buffer (index into `allocs`), the op ranges
   /// [first, last] of the body (its op indices, merged) in which some run of
   /// it has the buffer in use.
-  SmallVector<std::map<unsigned, SmallVector<std::pair<int64_t, int64_t>>>>
-      inUse;
+  SmallVector<std::map<unsigned, sched::PositionRanges>> inUse;
 };
 
 /// Whether `value` (or a view of it) is a forward's `in` or a recompute's
@@ -155,23 +152,17 @@ bool keptByAGraph(Value value) {
 /// The program's allocs that `tasks`' bodies hold only while a micro-batch
 /// is in their slot: transient, freed once in the program and otherwise
 /// used only by views of them in the program and one-slot, unpicked
-/// sched.slots of those in the bodies, none of which is a forward's `in`. Each
-/// such buffer's sources of sched.slots get their indices in `sources` and the
-/// buffer's in `rootOf`.
-SmallVector<AllocOp> findHeld(Block &block, TasksOp tasks,
-                              llvm::DenseMap<Operation *, unsigned> &sources,
-                              SmallVectorImpl<unsigned> &rootOf) {
+/// sched.slots of those in the bodies, none of which is a forward's `in`.
+SmallVector<AllocOp> findHeld(Block &block, TasksOp tasks) {
   SmallVector<AllocOp> held;
   for (auto alloc : block.getOps<AllocOp>()) {
     if (alloc.getPersistent())
       continue;
-    SmallVector<Operation *> slotSources;
     int frees = 0;
-    bool other = false;
+    bool slotted = false, other = false;
     SmallVector<Operation *> work = {alloc};
     while (!work.empty() && !other) {
       Operation *def = work.pop_back_val();
-      bool slotted = false;
       for (Operation *user : def->getResult(0).getUsers()) {
         if (isa<FreeOp>(user) && user->getBlock() == &block && def == alloc) {
           ++frees;
@@ -185,16 +176,9 @@ SmallVector<AllocOp> findHeld(Block &block, TasksOp tasks,
           other = true;
         }
       }
-      if (slotted)
-        slotSources.push_back(def);
     }
-    if (other || frees != 1 || slotSources.empty())
-      continue;
-    for (Operation *source : slotSources) {
-      sources[source] = static_cast<unsigned>(rootOf.size());
-      rootOf.push_back(static_cast<unsigned>(held.size()));
-    }
-    held.push_back(alloc);
+    if (!other && frees == 1 && slotted)
+      held.push_back(alloc);
   }
   return held;
 }
@@ -202,15 +186,13 @@ SmallVector<AllocOp> findHeld(Block &block, TasksOp tasks,
 /// `tasks`' held buffers and, for each body, where its runs use them.
 FailureOr<HeldBuffers> analyzeHeld(Block &block, TasksOp tasks) {
   HeldBuffers held;
-  llvm::DenseMap<Operation *, unsigned> sources;
-  SmallVector<unsigned> rootOf;
-  held.allocs = findHeld(block, tasks, sources, rootOf);
+  held.allocs = findHeld(block, tasks);
   SmallVector<TaskOp> bodies = tasks.getTasks();
   held.inUse.resize(bodies.size());
   if (held.allocs.empty())
     return held;
-  FailureOr<sched::SlotInstanceSpans> spans =
-      sched::findSlotSpans(tasks, sources);
+  FailureOr<SmallVector<sched::PositionRanges>> spans =
+      sched::findHeldSpans(tasks, held.allocs);
   if (failed(spans))
     return failure();
   // Where each run starts among the step's op positions (findSlotSpans').
@@ -229,28 +211,20 @@ FailureOr<HeldBuffers> analyzeHeld(Block &block, TasksOp tasks) {
                                runStart.begin()) -
            1;
   };
-  for (const auto &[instance, span] : *spans) {
-    unsigned root = rootOf[instance.first];
-    size_t first = runOf(span.first), last = runOf(span.second);
-    for (size_t run = first; run <= last; ++run) {
-      auto body = static_cast<size_t>(order[2 * run]);
-      int64_t from = run == first ? span.first - runStart[run] : 0;
-      int64_t to =
-          run == last ? span.second - runStart[run] : bodySize[body] - 1;
-      held.inUse[body][root].push_back({from, to});
+  for (auto [root, ranges] : llvm::enumerate(*spans))
+    for (auto [spanFirst, spanLast] : ranges) {
+      size_t first = runOf(spanFirst), last = runOf(spanLast);
+      for (size_t run = first; run <= last; ++run) {
+        auto body = static_cast<size_t>(order[2 * run]);
+        int64_t from = run == first ? spanFirst - runStart[run] : 0;
+        int64_t to =
+            run == last ? spanLast - runStart[run] : bodySize[body] - 1;
+        held.inUse[body][static_cast<unsigned>(root)].push_back({from, to});
+      }
     }
-  }
   for (auto &perBody : held.inUse)
-    for (auto &[root, ranges] : perBody) {
-      llvm::sort(ranges);
-      SmallVector<std::pair<int64_t, int64_t>> merged;
-      for (auto range : ranges)
-        if (!merged.empty() && range.first <= merged.back().second + 1)
-          merged.back().second = std::max(merged.back().second, range.second);
-        else
-          merged.push_back(range);
-      ranges = std::move(merged);
-    }
+    for (auto &[root, ranges] : perBody)
+      sched::mergeRanges(ranges);
   return held;
 }
 
@@ -298,14 +272,17 @@ LogicalResult planProgram(ProgramOp program) {
       SmallVector<unsigned> bySize =
           llvm::to_vector(llvm::seq<unsigned>(0, held->allocs.size()));
       llvm::stable_sort(bySize, [&](unsigned a, unsigned b) {
-        return allocBytes(held->allocs[a]) > allocBytes(held->allocs[b]);
+        AllocOp first = held->allocs[a], second = held->allocs[b];
+        return getBufferBytes(first.getType()) >
+               getBufferBytes(second.getType());
       });
       heldAt.resize(held->allocs.size());
       for (unsigned h : bySize) {
         AllocOp alloc = held->allocs[h];
         Frame &frame = here[spaceKey(alloc)];
         heldAt[h] = frame.size;
-        frame.size = (frame.size + allocBytes(alloc) + kArenaAlignment - 1) /
+        frame.size = (frame.size + getBufferBytes(alloc.getType()) +
+                      kArenaAlignment - 1) /
                      kArenaAlignment * kArenaAlignment;
         frame.placed.push_back({alloc, heldAt[h]});
       }
@@ -323,8 +300,8 @@ LogicalResult planProgram(ProgramOp program) {
           SpaceBuffers &buffers = (*local)[spaceKey(alloc)];
           for (auto [from, to] : ranges) {
             buffers.allocs.push_back(AllocOp());
-            buffers.intervals.push_back(
-                {allocBytes(alloc), kArenaAlignment, from, to, heldAt[h]});
+            buffers.intervals.push_back({getBufferBytes(alloc.getType()),
+                                         kArenaAlignment, from, to, heldAt[h]});
           }
         }
       for (auto &[key, buffers] : *local) {
