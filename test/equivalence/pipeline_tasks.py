@@ -18,8 +18,9 @@ sched-activation-checkpointing does on the tasks, tensor and sequence
 parallelism, offloading, LoRA and QLoRA, BERT, tied embeddings and clipping),
 and for twelve more (MORE, below: mixed precision, and plans that keep their tasks
 into the schedule file), both lowerings are compiled (their files must differ: the flag took effect)
-and trained on local CPU ranks, and every step's loss and gradient norm must be
-bitwise the same.
+and trained on local CPU ranks with `plan-run --poison` (every transient buffer is
+NaN from its alloc until written and again from its free), and every step's
+loss and gradient norm must be bitwise the same (a NaN is never equal).
 
 The script prints one line per case and ends with `N passed, N failed`.
 
@@ -27,6 +28,7 @@ usage: pipeline_tasks.py --planc PLANC --plan-run PLAN_RUN [--steps N] [--work D
            [--only TEXT]
 """
 import argparse
+import math
 import os
 import sys
 import tempfile
@@ -115,10 +117,18 @@ def main():
             with open(scheds[0], "rb") as f, open(scheds[1], "rb") as g:
                 if f.read() == g.read():
                     raise RuntimeError("--pipeline-tasks wrote the flat lowering's file")
-            runs = [train(args, sched, world, os.path.basename(sched)[:-len(".sched")])
+            # --poison: a read of a buffer after its free (or before it is
+            # written), which another buffer's bytes could hide, turns the
+            # loss or the norm into NaN.
+            runs = [train(args, sched, world, os.path.basename(sched)[:-len(".sched")],
+                          ["--poison"])
                     for sched in scheds]
             if len(runs[0]) != args.steps or len(runs[1]) != args.steps:
                 raise RuntimeError(f"expected {args.steps} metrics lines")
+            # NaN is written as null.
+            if not all(step.get(key) is not None and math.isfinite(step[key])
+                       for run in runs for step in run for key in ("loss", "grad_norm")):
+                raise RuntimeError("a loss or gradient norm is not finite or missing")
             rel = compare(runs[1], runs[0])
             ok = rel == 0.0
             print(f"{'PASS' if ok else 'FAIL'} {name} ({world} ranks): tasks vs flat "
