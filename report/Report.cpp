@@ -12,6 +12,7 @@
 
 #include "analysis/PipelineModel.h"
 #include "dialects/sched/SchedOpTable.h"
+#include "dialects/sched/SlotSpans.h"
 #include "passes/Passes.h"
 
 #include "Format.h"
@@ -23,6 +24,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <map>
 
 using namespace mlir;
 using namespace plan;
@@ -78,10 +80,6 @@ MemoryCategory plan::memoryCategoryOf(sched::BufferRole role) {
 
 namespace {
 
-uint64_t allocBytes(sched::AllocOp alloc) {
-  return sched::getBufferBytes(alloc.getType());
-}
-
 int spaceIndex(sched::AllocOp alloc) {
   return static_cast<int>(sched::getMemorySpace(alloc.getType()));
 }
@@ -113,24 +111,53 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
   }
 
   // Persistent buffers are live at every point; transient ones from their
-  // alloc to their free, both included (as the planner counts them). A held
-  // buffer's bytes are its slots' while a micro-batch holds one, which this
-  // walk does not follow: they are left out of the live bytes (counted as
-  // "other" at the peak, with what packing adds).
+  // alloc to their free, both included (as the planner counts them); a held
+  // buffer wherever a micro-batch holds its slot (sched::findHeldSpans), not
+  // from its alloc to its free.
   Block &body = program.getBody().front();
   std::array<std::array<uint64_t, kNumBufferRoles>, kNumMemorySpaces> live{};
   std::array<uint64_t, kNumMemorySpaces> liveTotal{};
+  SmallVector<sched::AllocOp> held;
   for (auto alloc : body.getOps<sched::AllocOp>()) {
+    if (alloc.getHeld())
+      held.push_back(alloc);
     if (!alloc.getPersistent())
       continue;
     int space = spaceIndex(alloc);
-    uint64_t bytes = allocBytes(alloc);
+    uint64_t bytes = sched::getBufferBytes(alloc.getType());
     live[space][static_cast<int>(alloc.getRole())] += bytes;
     liveTotal[space] += bytes;
     memory.spaces[space]
         .persistent[static_cast<int>(memoryCategoryOf(alloc.getRole()))] +=
         bytes;
   }
+  // By sched.tasks, the held buffers each of its step positions takes
+  // (before the op) and gives back (after it).
+  struct HeldChanges {
+    std::multimap<int64_t, sched::AllocOp> takes, gives;
+  };
+  llvm::DenseMap<Operation *, HeldChanges> heldChanges;
+  if (!held.empty())
+    for (auto tasks : body.getOps<sched::TasksOp>()) {
+      FailureOr<SmallVector<sched::PositionRanges>> spans =
+          sched::findHeldSpans(tasks, held);
+      if (failed(spans))
+        return failure();
+      HeldChanges &changes = heldChanges[tasks];
+      for (auto [alloc, ranges] : llvm::zip_equal(held, *spans))
+        for (auto [first, last] : ranges) {
+          changes.takes.insert({first, alloc});
+          changes.gives.insert({last, alloc});
+        }
+    }
+  auto change = [&](sched::AllocOp alloc, bool take) {
+    int space = spaceIndex(alloc);
+    uint64_t bytes = sched::getBufferBytes(alloc.getType());
+    uint64_t &role = live[space][static_cast<int>(alloc.getRole())];
+    role = take ? role + bytes : role - bytes;
+    liveTotal[space] =
+        take ? liveTotal[space] + bytes : liveTotal[space] - bytes;
+  };
   // Where each space peaks (described once the walk is done).
   std::array<Operation *, kNumMemorySpaces> peakOps{};
   auto record = [&](int space, Operation &op) {
@@ -144,32 +171,45 @@ LogicalResult analyzeMemory(sched::ProgramOp program, PlanOp plan,
   };
   // A sched.repeat's body once per run and a sched.tasks' bodies in the
   // order of its table, as the time model plays them; a slot event names
-  // what one run hands a later one and is no op of the step.
+  // what one run hands a later one and is no op of the step. Positions in
+  // a sched.tasks count every op of its runs, findSlotSpans' way.
+  Operation *loop = nullptr;
+  const HeldChanges *changes = nullptr;
+  int64_t position = 0;
   for (sched::StepCursor cursor(program); !cursor.done(); cursor.advance()) {
     Operation &op = *cursor;
+    Operation *parent = op.getParentOp();
+    Operation *tasks =
+        isa<sched::TaskOp>(parent) ? parent->getParentOp() : nullptr;
+    if (tasks != loop) {
+      loop = tasks;
+      position = 0;
+      auto it = heldChanges.find(tasks);
+      changes = it == heldChanges.end() ? nullptr : &it->second;
+    }
+    int64_t at = position++;
     if (isa<sched::SlotSignalOp, sched::SlotEventOp>(op))
       continue;
-    std::optional<int> freed;
+    if (changes)
+      for (auto [it, end] = changes->takes.equal_range(at); it != end; ++it)
+        change(it->second, /*take=*/true);
     if (auto alloc = dyn_cast<sched::AllocOp>(op);
-        alloc && !alloc.getPersistent() && !alloc.getHeld()) {
-      int space = spaceIndex(alloc);
-      live[space][static_cast<int>(alloc.getRole())] += allocBytes(alloc);
-      liveTotal[space] += allocBytes(alloc);
-    }
+        alloc && !alloc.getPersistent() && !alloc.getHeld())
+      change(alloc, /*take=*/true);
     for (int space = 0; space < kNumMemorySpaces; ++space)
       if (memory.spaces[space].used) {
         record(space, op);
         memory.spaces[space].liveAtOp.push_back(liveTotal[space]);
       }
+    if (changes)
+      for (auto [it, end] = changes->gives.equal_range(at); it != end; ++it)
+        change(it->second, /*take=*/false);
     if (auto free = dyn_cast<sched::FreeOp>(op)) {
       sched::AllocOp alloc = free.getBuffer().getDefiningOp<sched::AllocOp>();
       if (!alloc)
         return free.emitError("frees a buffer that is not a sched.alloc");
-      if (alloc.getHeld())
-        continue;
-      int space = spaceIndex(alloc);
-      live[space][static_cast<int>(alloc.getRole())] -= allocBytes(alloc);
-      liveTotal[space] -= allocBytes(alloc);
+      if (!alloc.getHeld())
+        change(alloc, /*take=*/false);
     }
   }
   for (int space = 0; space < kNumMemorySpaces; ++space)
