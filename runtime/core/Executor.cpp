@@ -195,11 +195,16 @@ struct Executor::Impl {
   // One per op kind of the op table (generated/ScheduleOps.h).
   // With setPoison, a transient buffer's bytes are all ones from its alloc
   // and again from its free: a NaN in every floating type. A held buffer's
-  // own alloc and free are not its bytes' (its holders' are).
+  // own alloc and free are not its bytes' (its holders' are). Host memory
+  // is filled from the host, once the asynchronous copies that may still
+  // touch it are done (a free is no host-side op otherwise).
   void poisonBuffer(int64_t id) {
     const Buffer &b = program.buffers[static_cast<size_t>(id)];
-    if (poison && !b.persistent && !b.held)
-      buffers[id].view(at::kByte).fill_(0xFF);
+    if (!poison || b.persistent || b.held)
+      return;
+    if (b.space != Space::Device)
+      backend.syncHostCopies();
+    buffers[id].view(at::kByte).fill_(0xFF);
   }
   void run(const ops::Alloc &op) { poisonBuffer(op.buffer); }
   void run(const ops::Free &op) { poisonBuffer(op.buffer); }
