@@ -54,26 +54,38 @@ Relevant relevantOps(TasksOp tasks,
     return inSlot.contains(value) || events.contains(value) ||
            relevant.carries(value);
   };
-  size_t before = 1;
+  // The first round finds every value in a slot (a view follows what it
+  // views in its body); the later ones need only the ops that name events.
+  SmallVector<Operation *> namingEvents;
+  auto visit = [&](Operation &op, bool first) {
+    if (auto slot = dyn_cast<SlotOp>(op)) {
+      if (in.count(slot.getSource().getDefiningOp()))
+        inSlot.insert(slot.getResult());
+    } else if (isa<ViewOp, ShardViewOp>(op)) {
+      if (inSlot.contains(op.getOperand(0)))
+        inSlot.insert(op.getResult(0));
+    } else if (auto signal = dyn_cast<SlotSignalOp>(op)) {
+      if (first)
+        namingEvents.push_back(&op);
+      if (events.contains(signal.getEvent()))
+        relevant.families.insert(static_cast<int64_t>(signal.getFamily()));
+    } else if (!isa<WaitOp>(op)) {
+      if (first && llvm::any_of(op.getOperandTypes(),
+                                [](Type type) { return isa<EventType>(type); }))
+        namingEvents.push_back(&op);
+      if (llvm::any_of(op.getOperands(), carried))
+        if (std::optional<AsyncInfo> async = getAsyncInfo(&op))
+          events.insert(async->done);
+    }
+  };
+  for (TaskOp task : bodies)
+    for (Operation &op : task.getBody().front())
+      visit(op, /*first=*/true);
+  size_t before = 0;
   while (before != events.size() + relevant.families.size()) {
     before = events.size() + relevant.families.size();
-    for (TaskOp task : bodies)
-      for (Operation &op : task.getBody().front()) {
-        if (auto slot = dyn_cast<SlotOp>(op)) {
-          if (in.count(slot.getSource().getDefiningOp()))
-            inSlot.insert(slot.getResult());
-        } else if (isa<ViewOp, ShardViewOp>(op)) {
-          if (inSlot.contains(op.getOperand(0)))
-            inSlot.insert(op.getResult(0));
-        } else if (auto signal = dyn_cast<SlotSignalOp>(op)) {
-          if (events.contains(signal.getEvent()))
-            relevant.families.insert(static_cast<int64_t>(signal.getFamily()));
-        } else if (!isa<WaitOp>(op) &&
-                   llvm::any_of(op.getOperands(), carried)) {
-          if (std::optional<AsyncInfo> async = getAsyncInfo(&op))
-            events.insert(async->done);
-        }
-      }
+    for (Operation *op : namingEvents)
+      visit(*op, /*first=*/false);
   }
   for (TaskOp task : bodies) {
     BodyOps &body = relevant.bodies.emplace_back();
