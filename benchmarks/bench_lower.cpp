@@ -8,13 +8,14 @@
 // mesh shape must stay flat as ranks grow; the target at 16,384 ranks is
 // under 0.2 s and 200 MB. With --micro-batches it lowers instead the 3-D plan
 // of examples/llama3_405b_3d.plan (tensor 8 x pipeline 8 interleaved x FSDP
-// 16 on 1024 ranks) with each number of micro-batches: the cost that grows
-// with them while a pipeline's micro-batches are unrolled (target: < 0.5 s
-// at 256). With --grad-accum it lowers the full_shard plan on 64 ranks with
-// each number of micro-batches of gradient accumulation, which
-// sched-roll-micro-batches keeps flat, and prints the bytes of its schedule
-// file too, which holds the repeat once (format 11's tasks): flat as well.
-// docs/sched.md ("Performance") says how to run it.
+// 16 on 1024 ranks) with each number of micro-batches: the cost that grew
+// with them while a pipeline's micro-batches were unrolled, as
+// --pipeline-tasks=false still does (target: < 0.5 s at 256). With --grad-accum
+// it lowers the full_shard plan on 64 ranks with each number of micro-batches
+// of gradient accumulation, which sched-roll-micro-batches keeps flat, and
+// prints the bytes of its schedule file too, which holds the repeat once
+// (format 11's tasks): flat as well. docs/sched.md ("Performance") says how to
+// run it.
 //
 //===----------------------------------------------------------------------===//
 

@@ -5,17 +5,21 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/Support/CommandLine.h"
 
-/// A pipeline's micro-batch loop lowered as a sched.tasks. Each rewriting
-/// pass rewrites its bodies where it can for the plan and writes the loop
-/// out first where it cannot yet; the passes after them read a table. What
-/// differs from the flat lowering is that what crosses tasks lies in slot
-/// buffers. docs/sched.md ("The micro-batch loop").
+/// A pipeline's micro-batch loop lowered as a sched.tasks: each distinct
+/// forward and backward once, the stage's order as its table, what crosses
+/// tasks in slot buffers. Each rewriting pass rewrites its bodies where it
+/// can for the plan and writes the loop out first where it cannot yet; the
+/// passes after them read the table. Off, every micro-batch's ops are
+/// written out (the flat lowering): compile time grows with the
+/// micro-batches, and the slots' few extra bytes are not planned.
+/// docs/sched.md ("The micro-batch loop").
 static llvm::cl::opt<bool> pipelineTasks(
-    "pipeline-tasks", llvm::cl::Hidden,
-    llvm::cl::desc("Lower each pipeline stage's micro-batch loop as a "
-                   "sched.tasks, its crossing buffers in slots (in progress: "
-                   "written out by the first rewriting pass that cannot "
-                   "rewrite it for the plan)"));
+    "pipeline-tasks", llvm::cl::init(true),
+    llvm::cl::desc("Lower each pipeline stage's micro-batch loop once, as a "
+                   "table of its distinct forwards and backwards (default "
+                   "on; =false writes every micro-batch out: compile time "
+                   "grows with the micro-batches, the plan can be a little "
+                   "smaller; docs/sched.md)"));
 
 void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm,
                                   bool rollMicroBatches) {

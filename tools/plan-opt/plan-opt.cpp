@@ -123,7 +123,8 @@ static LogicalResult runOnPlanFile(llvm::StringRef inputFilename,
 /// they still work. What mlir-opt and the passes register at run time, and
 /// the ones in `shown`, stay.
 static void hideStartupOptions(const llvm::StringSet<> &startup) {
-  static const char *shown[] = {"set", "error-limit", "help", "version"};
+  static const char *shown[] = {"set", "error-limit", "help", "version",
+                                "pipeline-tasks"};
   for (auto &entry : llvm::cl::getRegisteredOptions())
     if (startup.contains(entry.first) &&
         !llvm::is_contained(shown, entry.first))

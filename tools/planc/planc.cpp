@@ -397,6 +397,9 @@ static int emitOutput(const plan::PlanSpec &spec, ModuleOp module) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM y(argc, argv);
+  // The lowering's own switch (passes/Pipeline.cpp), listed with planc's.
+  if (cl::Option *tasks = cl::getRegisteredOptions().lookup("pipeline-tasks"))
+    tasks->addCategory(plancCategory);
   cl::HideUnrelatedOptions(plancCategory);
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "planc " PLAN_COMPILER_VERSION
