@@ -285,12 +285,12 @@ private:
   StepTime time;
   double now = 0;
   std::array<double, kNumStreams> streamFree{};
-  /// When each event fires, its stream, and (on a kept timeline) what
-  /// fired it.
+  /// When each event fires and its stream; a step's events (every run's
+  /// at 256 micro-batches) are many, so what fired each is kept apart, on a
+  /// kept timeline only.
   struct Event {
     double end;
     Stream stream;
-    std::string name;
   };
   /// The collectives, in issue order: when each runs, on which link and
   /// for which group (what a wait on that link waits for).
@@ -301,6 +301,7 @@ private:
   };
   std::vector<CommInterval> commIntervals;
   llvm::DenseMap<EventKey, Event> events;
+  llvm::DenseMap<EventKey, std::string> eventNames;
   /// Each slot event instance (family, micro-batch) a run signalled: the
   /// event of that run, which a transfer between stages may fire later.
   sched::SlotEventInstances<EventKey> slotInstances;
@@ -467,10 +468,13 @@ LogicalResult StepSimulation::issue(Operation *op, Stream stream,
   double end = start + seconds;
   streamFree[static_cast<int>(stream)] = end;
   time.busySeconds[static_cast<int>(stream)] += seconds;
-  Event &event = events[keyOf(op->getResult(0))];
-  event = {end, stream, timeline ? name() : std::string()};
-  if (timeline && seconds > 0)
-    time.slices.push_back({event.name, stream, start, seconds});
+  EventKey key = keyOf(op->getResult(0));
+  events[key] = {end, stream};
+  if (timeline) {
+    std::string &named = eventNames[key] = name();
+    if (seconds > 0)
+      time.slices.push_back({named, stream, start, seconds});
+  }
   return success();
 }
 
@@ -485,8 +489,9 @@ LogicalResult StepSimulation::wait(sched::WaitOp wait) {
     return success();
   double stall = event.end - now;
   if (timeline)
-    time.slices.push_back(
-        {"wait " + event.name, Stream::Compute, now, stall, /*exposed=*/true});
+    time.slices.push_back({"wait " + eventNames.lookup(key), Stream::Compute,
+                           now, stall,
+                           /*exposed=*/true});
   // In a pipeline, what a stage waits for its neighbours: the bubble, and
   // the transfers it does not hide.
   if (play && sched::isBetweenStages(key.first.getDefiningOp())) {
@@ -638,7 +643,9 @@ void StepSimulation::transferred(Operation *op, int64_t iteration, double start,
   Stream stream = linkOf(sched::Group::Pipeline);
   if (timeline && end > start)
     time.slices.push_back({name, stream, start, end - start});
-  events[{op->getResult(0), iteration}] = {end, stream, std::move(name)};
+  events[{op->getResult(0), iteration}] = {end, stream};
+  if (timeline)
+    eventNames[{op->getResult(0), iteration}] = std::move(name);
   lastTransferEnd = std::max(lastTransferEnd, end);
 }
 
