@@ -24,9 +24,13 @@ namespace plan {
 /// The whole lowering, plan to verified schedule (`--plan-lower`). Without
 /// `rollMicroBatches`, gradient accumulation's micro-batches are lowered
 /// one by one instead of as a sched.repeat (the program the repeat stands
-/// for, which tests compare it with).
+/// for, which tests compare it with). `pipelineTasks` says whether each
+/// pipeline stage's micro-batch loop is lowered as a sched.tasks
+/// (sched-lower's pipeline-tasks) or written out; unset, `--pipeline-tasks`
+/// says (on unless given =false).
 void buildPlanLowerPipeline(mlir::OpPassManager &pm,
-                            bool rollMicroBatches = true);
+                            bool rollMicroBatches = true,
+                            std::optional<bool> pipelineTasks = std::nullopt);
 
 /// Replaces `tasks` by the ops its table runs, entry by entry (what
 /// sched-unroll-tasks does to each of a program's). Fails, with an error at

@@ -13,7 +13,7 @@
 /// written out (the flat lowering): compile time grows with the
 /// micro-batches, and the slots' few extra bytes are not planned.
 /// docs/sched.md ("The micro-batch loop").
-static llvm::cl::opt<bool> pipelineTasks(
+static llvm::cl::opt<bool> pipelineTasksFlag(
     "pipeline-tasks", llvm::cl::init(true),
     llvm::cl::desc("Lower each pipeline stage's micro-batch loop once, as a "
                    "table of its distinct forwards and backwards (default "
@@ -22,15 +22,16 @@ static llvm::cl::opt<bool> pipelineTasks(
                    "smaller; docs/sched.md)"));
 
 void plan::buildPlanLowerPipeline(mlir::OpPassManager &pm,
-                                  bool rollMicroBatches) {
+                                  bool rollMicroBatches,
+                                  std::optional<bool> pipelineTasks) {
   pm.addPass(createPlanExpandPresets());
   pm.addPass(createPlanAssignStages());
   pm.addPass(createPlanWrapUnits());
   pm.addPass(createPlanAssignSharding());
   // Gradient accumulation lowered once for its middle micro-batches, which
   // sched-roll-micro-batches completes.
-  pm.addPass(
-      createSchedLower(SchedLowerOptions{rollMicroBatches, pipelineTasks}));
+  pm.addPass(createSchedLower(SchedLowerOptions{
+      rollMicroBatches, pipelineTasks.value_or(pipelineTasksFlag)}));
   // Each program on its own, with the recipe sched-lower copied onto it.
   mlir::OpPassManager &program = pm.nest<sched::ProgramOp>();
   program.addPass(createSchedActivationCheckpointing());

@@ -114,13 +114,15 @@ importTiny(mlir::MLIRContext &context,
 }
 
 /// The tiny plan with `overrides` (--set), through the lowering pipeline
-/// (`roll`: with gradient accumulation's middle micro-batches a repeat).
+/// (`roll`: with gradient accumulation's middle micro-batches a repeat;
+/// `tasks`: a pipeline stage's micro-batch loop as a sched.tasks, the
+/// default, or written out).
 mlir::OwningOpRef<mlir::ModuleOp>
 lower(mlir::MLIRContext &context, const std::vector<std::string> &overrides,
-      bool roll = true) {
+      bool roll = true, bool tasks = true) {
   mlir::OwningOpRef<mlir::ModuleOp> module = importTiny(context, overrides);
   mlir::PassManager pm(&context);
-  plan::buildPlanLowerPipeline(pm, roll);
+  plan::buildPlanLowerPipeline(pm, roll, tasks);
   if (mlir::failed(pm.run(*module)))
     throw std::runtime_error("lowering failed");
   return module;
@@ -132,10 +134,13 @@ std::unique_ptr<mlir::MLIRContext> newContext() {
   return std::make_unique<mlir::MLIRContext>(registry);
 }
 
-/// The tiny plan lowered and exported, with `overrides` (--set).
-Schedule compile(std::vector<std::string> overrides = {}, bool roll = true) {
+/// The tiny plan lowered and exported, with `overrides` (--set); `roll` and
+/// `tasks` as lower's.
+Schedule compile(std::vector<std::string> overrides = {}, bool roll = true,
+                 bool tasks = true) {
   std::unique_ptr<mlir::MLIRContext> context = newContext();
-  mlir::OwningOpRef<mlir::ModuleOp> module = lower(*context, overrides, roll);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      lower(*context, overrides, roll, tasks);
   mlir::FailureOr<Schedule> schedule = plan::exportSchedule(*module);
   if (mlir::failed(schedule))
     throw std::runtime_error("export failed");
@@ -1571,7 +1576,9 @@ TEST(ScheduleTasks, APipelinesStagesAsTasks) {
     std::vector<std::string> sets = {"parallel.pipeline=2", schedule,
                                      "train.grad_accum=4"};
     std::unique_ptr<mlir::MLIRContext> context = newContext();
-    mlir::OwningOpRef<mlir::ModuleOp> module = lower(*context, sets);
+    // Each stage's step written out, which the test wraps.
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        lower(*context, sets, /*roll=*/true, /*tasks=*/false);
     std::string file = serializeSchedule(*plan::exportSchedule(*module));
     std::string report = reportOf(*module);
     EXPECT_NE(report, "no report");
@@ -2641,11 +2648,13 @@ TEST(ScheduleFile, TensorParallelFieldsNeedATensorAxis) {
 // exchange buffers of its place, of the sizes its cut gives, and the loss's
 // statistics.
 // A pipeline: one program per stage, which round-trips, and the reader's
-// checks of what a stage may do.
+// checks of what a stage may do (on the stages' steps written out, whose
+// ops the test edits; the reader expands a sched.tasks into such a step).
 TEST(ScheduleFile, PipelineStagesAreChecked) {
   Schedule s = compile({"model.layers=4", "cluster.gpus_per_node=2",
                         "parallel.sharding=no_shard", "parallel.pipeline=2",
-                        "train.grad_accum=2"});
+                        "train.grad_accum=2"},
+                       /*roll=*/true, /*tasks=*/false);
   EXPECT_EQ(s.pipeline, 2);
   ASSERT_EQ(s.programs.size(), 2u);
   EXPECT_EQ(s.worldSize(), 2);
@@ -2695,11 +2704,12 @@ TEST(ScheduleFile, PipelineStagesAreChecked) {
 // Tied embeddings with a pipeline: the last stage steps its replica of the
 // embedding's group and adds its gradient on the embedding group, which
 // round-trips; the reader refuses that group on a stage between the first
-// and the last.
+// and the last (the stages' steps written out, as above).
 TEST(ScheduleFile, TiedEmbeddingAcrossStagesIsChecked) {
   Schedule s = compile({"model=gpt2_tiny", "model.layers=3",
                         "cluster.gpus_per_node=3", "parallel.sharding=no_shard",
-                        "parallel.pipeline=3", "train.grad_accum=3"});
+                        "parallel.pipeline=3", "train.grad_accum=3"},
+                       /*roll=*/true, /*tasks=*/false);
   ASSERT_EQ(s.programs.size(), 3u);
   auto embeddingSums = [](const Program &program) {
     int sums = 0;
