@@ -321,6 +321,10 @@ void TaskExpander::checkTables() {
     addedBuffers.push_back(buffers);
     addedEvents.push_back(events);
   }
+  // The expanded program's size, known now: no reallocation while the runs
+  // are appended (millions of ops at hundreds of micro-batches).
+  out.ops.reserve(static_cast<size_t>(expandedOps));
+  out.buffers.reserve(static_cast<size_t>(expandedBuffers));
 }
 
 /// `id` after the runs that stand before it (`before[r]` <= id) added
@@ -548,14 +552,22 @@ void TaskExpander::placeHolders() {
   constexpr int64_t kNone = -1;
   std::vector<int64_t> first(holderIds.size(), kNone),
       last(holderIds.size(), kNone);
+  // Per event, the asynchronous op that signals it, where that op uses a
+  // holder or starts after another (the others complete nothing a holder
+  // waits for).
   struct Async {
     std::vector<int64_t> holders, after;
     bool done = false;
   };
   std::map<int64_t, Async> asyncOfEvent;
+  // An op's holders, the events it starts after and those it waits,
+  // cleared per op.
+  std::vector<int64_t> used, after, waited, work;
   for (size_t i = 0; i < out.ops.size(); ++i) {
     auto at = static_cast<int64_t>(i);
-    std::vector<int64_t> used, after;
+    used.clear();
+    after.clear();
+    waited.clear();
     std::optional<int64_t> signals;
     auto use = [&](int64_t b) {
       if (b < 0 || b >= static_cast<int64_t>(holderOf.size()))
@@ -584,7 +596,6 @@ void TaskExpander::placeHolders() {
       kept(forward->in, "in");
     if (const auto *recompute = out.ops[i].as<ops::Recompute>())
       kept(recompute->input, "input");
-    std::vector<int64_t> waited;
     std::visit(
         [&](const auto &o) {
           std::decay_t<decltype(o)>::fields(o, [&](auto d, const auto &value) {
@@ -608,7 +619,7 @@ void TaskExpander::placeHolders() {
         },
         out.ops[i].body);
     for (int64_t e : waited) {
-      std::vector<int64_t> work = {e};
+      work.assign(1, e);
       while (!work.empty()) {
         auto it = asyncOfEvent.find(work.back());
         work.pop_back();
@@ -622,8 +633,8 @@ void TaskExpander::placeHolders() {
                     it->second.after.end());
       }
     }
-    if (signals)
-      asyncOfEvent[*signals] = {std::move(used), std::move(after), false};
+    if (signals && (!used.empty() || !after.empty()))
+      asyncOfEvent[*signals] = {used, after, false};
   }
   // The ops with each holder's alloc before its first use and its free
   // after its last; one never used is allocated and freed where its table

@@ -228,6 +228,12 @@ public:
     return 0;
   }
 
+  /// "op N (kind)": where op `i` of the program stands, for its errors.
+  std::string opPlace(size_t i) const {
+    return "op " + std::to_string(i) + " (" + toString(prog().ops[i].kind()) +
+           ")";
+  }
+
   std::string bufferName(int64_t id) const {
     const Buffer &b = prog().buffers[id];
     if (b.kind == Buffer::Kind::Alloc)
@@ -260,8 +266,11 @@ private:
 
   /// A schedule built in memory can hold any value of an enumeration's
   /// underlying type; a file only the keywords.
+  template <typename E> static bool isKnown(E value) {
+    return static_cast<size_t>(value) < EnumKeywords<E>::keywords.size();
+  }
   template <typename E> void known(E value, const std::string &field) const {
-    if (static_cast<size_t>(value) >= EnumKeywords<E>::keywords.size())
+    if (!isKnown(value))
       error(field + " holds no value of its enumeration (" +
             std::to_string(static_cast<int>(value)) + ")");
   }
@@ -632,86 +641,97 @@ private:
     rootRange.resize(prog().buffers.size());
     for (size_t i = 0; i < prog().buffers.size(); ++i) {
       const Buffer &b = prog().buffers[i];
-      std::string where = "buffer " + std::to_string(i);
-      known(b.kind, where + " kind");
-      known(b.type, where + " type");
-      known(b.space, where + " space");
-      known(b.role, where + " role");
-      known(b.axis, where + " axis");
+      // "buffer N", and an allocation's name once its kind is known to be
+      // one: built only for an error, as a file has millions of buffers.
+      bool named = false;
+      auto where = [&] {
+        std::string w = "buffer " + std::to_string(i);
+        return named ? w + " ('" + b.name + "')" : w;
+      };
+      auto knownField = [&](auto value, const char *field) {
+        if (!isKnown(value))
+          known(value, where() + " " + field);
+      };
+      knownField(b.kind, "kind");
+      knownField(b.type, "type");
+      knownField(b.space, "space");
+      knownField(b.role, "role");
+      knownField(b.axis, "axis");
       if (b.numel < 1 || b.numel > kMaxElements)
-        error(where + ": numel " + std::to_string(b.numel) + " out of range");
+        error(where() + ": numel " + std::to_string(b.numel) + " out of range");
       if (b.kind == Buffer::Kind::Alloc) {
         root[i] = static_cast<int64_t>(i);
         rootRange[i] = {0, b.numel};
-        where += " ('" + b.name + "')";
+        named = true;
         auto arena = prog().arenaBytes.find(b.space);
         if (arena == prog().arenaBytes.end())
-          error(where + ": no arena for memory space " + toString(b.space));
+          error(where() + ": no arena for memory space " + toString(b.space));
         __int128 end =
             __int128(b.offset) + __int128(b.numel) * elementBytes(b.type);
         if (b.offset < 0 || end > arena->second)
-          error(where + ": bytes [" + std::to_string(b.offset) + ", " +
+          error(where() + ": bytes [" + std::to_string(b.offset) + ", " +
                 std::to_string(static_cast<int64_t>(end)) +
                 ") lie outside the " + toString(b.space) + " arena of " +
                 std::to_string(arena->second) + " bytes");
         if (b.offset % static_cast<int64_t>(elementBytes(b.type)) != 0)
-          error(where + ": offset " + std::to_string(b.offset) +
+          error(where() + ": offset " + std::to_string(b.offset) +
                 " is not a multiple of its " + toString(b.type) +
                 " elements' size");
         if (b.held && b.persistent)
-          error(where + ": held and persistent: only a transient buffer is "
-                        "held");
+          error(where() + ": held and persistent: only a transient buffer is "
+                          "held");
         if (b.persistent) {
           auto block = prog().persistentBytes.find(b.space);
           if (block == prog().persistentBytes.end() || end > block->second)
-            error(where +
+            error(where() +
                   ": persistent, but outside the persistent block of the " +
                   std::string(toString(b.space)) + " arena");
         }
         if (!b.group.empty()) {
           auto g = groupIndex.find(b.group);
           if (g == groupIndex.end())
-            error(where + ": unknown group '" + b.group + "'");
+            error(where() + ": unknown group '" + b.group + "'");
           const Group &group = s.groups[g->second];
           bool frozen = b.role == BufferRole::Frozen;
           if (frozen &&
               (b.type == ElementType::I8) != groupFrozenBytes[g->second])
-            error(where + ": group '" + b.group + "' stores its frozen base " +
+            error(where() + ": group '" + b.group +
+                  "' stores its frozen base " +
                   (b.type == ElementType::I8 ? "in elements, not bytes"
                                              : "in bytes (NF4), not elements"));
           if (!frozen && b.type == ElementType::I8)
-            error(where + ": only a frozen base is stored in bytes (i8)");
+            error(where() + ": only a frozen base is stored in bytes (i8)");
           int64_t expected =
               b.sharded
                   ? (frozen ? group.frozenShardNumel : group.shardNumel)
                   : (frozen ? group.frozenPaddedNumel : group.paddedNumel);
           if (b.numel != expected)
-            error(where + ": " + (b.sharded ? "a shard" : "all") +
+            error(where() + ": " + (b.sharded ? "a shard" : "all") +
                   " of group '" + b.group + "' must have " +
                   std::to_string(expected) + " elements, not " +
                   std::to_string(b.numel));
         } else if (b.sharded) {
-          error(where + ": sharded, but of no group");
+          error(where() + ": sharded, but of no group");
         }
         continue;
       }
       if (b.source < 0 || b.source >= int64_t(i))
-        error(where + ": source " + std::to_string(b.source) +
+        error(where() + ": source " + std::to_string(b.source) +
               " is not an earlier buffer");
       root[i] = root[b.source];
       const Buffer &src = prog().buffers[b.source];
       if (src.type != b.type || src.space != b.space)
-        error(where + ": type or memory space differs from its source " +
+        error(where() + ": type or memory space differs from its source " +
               std::to_string(b.source));
       if (b.kind == Buffer::Kind::View) {
         if (b.viewOffset < 0 || b.viewOffset > src.numel - b.numel)
-          error(where + ": elements [" + std::to_string(b.viewOffset) + ", " +
+          error(where() + ": elements [" + std::to_string(b.viewOffset) + ", " +
                 std::to_string(b.viewOffset + b.numel) +
                 ") lie outside its source's " + std::to_string(src.numel));
         rootRange[i] = {rootRange[b.source].first + b.viewOffset,
                         rootRange[b.source].first + b.viewOffset + b.numel};
       } else if (__int128(b.numel) * axisSize(b.axis) != src.numel) {
-        error(where + ": shard of " + std::to_string(b.numel) + " x " +
+        error(where() + ": shard of " + std::to_string(b.numel) + " x " +
               std::to_string(axisSize(b.axis)) + " ranks is not its source's " +
               std::to_string(src.numel) + " elements");
       }
@@ -737,8 +757,8 @@ public:
 /// no part.
 class OpChecker {
 public:
-  OpChecker(const ScheduleValidator &v, const std::string &where)
-      : v(v), where(where) {}
+  /// Checks op `op` of the program.
+  OpChecker(const ScheduleValidator &v, size_t op) : v(v), op(op) {}
 
   void sameElementType(std::initializer_list<field::NamedIds> operands) {
     allAlike(operands, "element types",
@@ -1111,7 +1131,7 @@ public:
 
 private:
   [[noreturn]] void fail(const std::string &what) const {
-    v.error(where + ": " + what);
+    v.error(v.opPlace(op) + ": " + what);
   }
   /// Exchange buffer `name` (`id`, -1 when absent) of part `part` of unit
   /// `unit`: present where the part's place says, of the size its cut (or
@@ -1152,7 +1172,7 @@ private:
   int64_t numel(int64_t id) const { return v.prog().buffers[id].numel; }
 
   const ScheduleValidator &v;
-  const std::string &where;
+  size_t op;
 };
 
 void ScheduleValidator::checkOps() {
@@ -1167,7 +1187,7 @@ void ScheduleValidator::checkOps() {
   // The allocations alive at each point, per memory space: their bytes in
   // the arena must not overlap (start -> end, buffer).
   std::map<Space, std::map<int64_t, std::pair<int64_t, int64_t>>> liveBytes;
-  auto place = [&](int64_t id, const std::string &where) {
+  auto place = [&](int64_t id, size_t op) {
     const Buffer &b = prog().buffers[id];
     // A held buffer's bytes are its holders' (expandTasks), placed as they
     // are allocated.
@@ -1183,7 +1203,7 @@ void ScheduleValidator::checkOps() {
     if (next != live.begin() && std::prev(next)->second.first > b.offset)
       clash = std::prev(next)->second.second;
     if (clash)
-      error(where + ": " + bufferName(id) + " at bytes [" +
+      error(opPlace(op) + ": " + bufferName(id) + " at bytes [" +
             std::to_string(b.offset) + ", " + std::to_string(end) +
             ") of the " + toString(b.space) + " arena overlaps " +
             bufferName(*clash) + ", which is alive");
@@ -1191,20 +1211,24 @@ void ScheduleValidator::checkOps() {
   };
 
   InFlightOps inFlight(prog().buffers.size(), prog().numEvents);
+  // What an op uses, for the races checked once its fields are, and the
+  // events it starts after (kept across ops: most ops' are few).
+  struct Use {
+    const char *field;
+    int64_t buffer;
+    field::Access access;
+  };
+  std::vector<Use> uses;
+  std::vector<int64_t> after;
   for (size_t i = 0; i < prog().ops.size(); ++i) {
     const Op &op = prog().ops[i];
-    std::string where =
-        "op " + std::to_string(i) + " (" + toString(op.kind()) + ")";
-    // What the op uses, for the races checked once its fields are.
-    struct Use {
-      const char *field;
-      int64_t buffer;
-      field::Access access;
-    };
-    std::vector<Use> uses;
-    std::vector<int64_t> after;
+    uses.clear();
+    after.clear();
     std::optional<int64_t> signals, waits;
-    auto fail = [&](const std::string &what) { error(where + ": " + what); };
+    // Messages are built only on failure: millions of ops pass.
+    auto fail = [&](const std::string &what) {
+      error(opPlace(i) + ": " + what);
+    };
     // A field's name and its value: "src 7", "after event 3" (the noun
     // only where the name is not one).
     auto named = [](const char *field, const char *noun) {
@@ -1221,17 +1245,19 @@ void ScheduleValidator::checkOps() {
         fail(std::string(field) + " " + bufferName(b) +
              " is a view, not an allocation");
     };
+    // bufferName says "buffer N (...)": the field names its role.
+    auto asField = [&](int64_t b, const char *field) {
+      return std::string(field) == "buffer"
+                 ? bufferName(b)
+                 : std::string(field) + ", " + bufferName(b) + ",";
+    };
     auto alive = [&](int64_t b, const char *field) {
       inRange(b, field);
       Life l = life[root[b]];
-      // bufferName says "buffer N (...)": the field names its role.
-      std::string what = std::string(field) == "buffer"
-                             ? bufferName(b)
-                             : std::string(field) + ", " + bufferName(b) + ",";
       if (l == Life::NotYet)
-        fail(what + " is used before its allocation");
+        fail(asField(b, field) + " is used before its allocation");
       if (l == Life::Freed)
-        fail(what + " is used after its free");
+        fail(asField(b, field) + " is used after its free");
     };
     auto useBuffer = [&](const field::Buffer &d, int64_t b) {
       uses.push_back({d.name, b, d.access});
@@ -1247,9 +1273,7 @@ void ScheduleValidator::checkOps() {
       }
       alive(b, d.name);
       if (prog().buffers[root[b]].held)
-        fail((std::string(d.name) == "buffer"
-                  ? bufferName(b)
-                  : std::string(d.name) + ", " + bufferName(b) + ",") +
+        fail(asField(b, d.name) +
              " lies in a held buffer, which only its tasks' slots use");
       if (d.scalar && (prog().buffers[b].numel != 1 ||
                        prog().buffers[b].type != ElementType::F32))
@@ -1281,7 +1305,7 @@ void ScheduleValidator::checkOps() {
               if (life[value] != Life::NotYet)
                 fail(bufferName(value) + " is allocated twice");
               life[value] = Life::Live;
-              place(value, where);
+              place(value, i);
             } else if constexpr (std::is_same_v<D, field::Event>) {
               eventId(value, d.name);
               if (events[value] == EventState::NotYet)
@@ -1331,7 +1355,7 @@ void ScheduleValidator::checkOps() {
                             std::is_same_v<D, field::Flag>);
             }
           });
-          OpChecker checker(*this, where);
+          OpChecker checker(*this, i);
           checker.pipelineStage(o);
           checker.tensorParallelism(o);
           T::check(o, checker);
