@@ -220,9 +220,11 @@ TEST(ArenaPackingTest, RandomizedFixedIntervalsNoOverlap) {
     intervals.push_back({size(random), 256, 0, 460});
     ArenaLayout layout = packArena(intervals);
     expectValid(intervals, layout);
-    for (size_t i = 0; i < intervals.size(); ++i)
-      if (intervals[i].fixed)
+    for (size_t i = 0; i < intervals.size(); ++i) {
+      if (intervals[i].fixed) {
         EXPECT_EQ(layout.offsets[i], *intervals[i].fixed) << "buffer " << i;
+      }
+    }
     if (HasFailure())
       return;
   }
