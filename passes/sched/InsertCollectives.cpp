@@ -201,10 +201,11 @@ bool isOptimizerStateRole(sched::BufferRole role) {
 /// rewritten alike: by whether the next task is a forward (which completes
 /// the body's last reductions after its first compute op, through slot
 /// events and slots), by the backward whose reductions a forward completes,
-/// and for hybrid_shard by the step's last micro-batch (whose gradients are
-/// also reduced over the replicas). What lives over the whole loop (a
-/// gradient reduced once a step, shard_grad_op's gathered parameters) does
-/// not run on tasks yet: such a program is written out first.
+/// and for hybrid_shard and grad_sync = last_micro_batch by the step's last
+/// micro-batch (whose gradients are also, or only, reduced). What lives over
+/// the whole loop (a sharded gradient reduced once a step, shard_grad_op's
+/// gathered parameters) does not run on tasks yet: such a program is
+/// written out first.
 class ProgramDistribution {
 public:
   explicit ProgramDistribution(sched::ProgramOp program)
@@ -691,13 +692,19 @@ void ProgramDistribution::distributeNoShard() {
       }
       continue;
     }
-    Span span = backwardSpans[index][microBatches - 1];
-    builder.setInsertionPointAfter(span.last);
-    Value done = sched::AllReduceOp::create(builder, loc, eventType, state.grad,
-                                            sched::Group::World,
-                                            gradientReduction(), ValueRange());
-    completions.push_back(
-        {afterBackwardOf(state, microBatches - 1), done, Value(), Value(), {}});
+    // After the group's backward of the last micro-batch: a site of its
+    // own (a body the last micro-batch alone runs, splitBodiesForCompletions).
+    for (int64_t site = 0; site < numSites(); ++site) {
+      Span span = backwardSpans[index][site];
+      if (!lowered[site] || !span.first || !isLastSite(site))
+        continue;
+      builder.setInsertionPointAfter(span.last);
+      Value done = sched::AllReduceOp::create(
+          builder, loc, eventType, state.grad, sched::Group::World,
+          gradientReduction(), ValueRange());
+      completions.push_back(
+          {afterBackwardOf(state, site), done, Value(), Value(), {}});
+    }
   }
 }
 
@@ -1053,11 +1060,14 @@ LogicalResult ProgramDistribution::prepareTasks() {
         op.isBeforeInBlock(tasks))
       return op.emitOpError("must follow the last backward of the step");
   }
-  // A gradient reduced once a step (and so one reduced only in the last
-  // micro-batch), or parameters gathered for the whole step, would live over
-  // the whole loop: not on tasks yet, so the loop is written out.
-  if (!syncsEveryMicroBatch() || microBatches == 1 ||
-      parallel.getSharding() == plan::Sharding::ShardGradOp) {
+  // A sharded gradient reduced once a step (whose full gradient, or whose
+  // shard, lives from the first backward to the step) or parameters
+  // gathered for the whole step would live over the whole loop: not on
+  // tasks yet, so the loop is written out. no_shard's gradient is
+  // persistent: reduced in the bodies of the last micro-batch.
+  plan::Sharding sharding = parallel.getSharding();
+  if ((!syncsEveryMicroBatch() && sharding != plan::Sharding::NoShard) ||
+      microBatches == 1 || sharding == plan::Sharding::ShardGradOp) {
     if (failed(plan::unrollTasks(tasks)))
       return failure();
     tasks = {};
@@ -1081,27 +1091,32 @@ void ProgramDistribution::splitBodiesForCompletions() {
   auto backwardBodies = [&] {
     return llvm::map_to_vector(tasks.getTasks(), isBackwardBody);
   };
-  // A backward whose next task is a forward leaves its last reductions to
-  // it; hybrid_shard's last micro-batch also reduces over the replicas.
+  // A backward whose next task is a forward leaves its last reductions (if
+  // it has any: with grad_sync = last_micro_batch only the last micro-batch
+  // reduces) to it; hybrid_shard's last micro-batch also reduces over the
+  // replicas.
   SmallVector<bool> backward = backwardBodies();
   auto defers = [&](int64_t entry) {
     return backward[bodyOf(entry)] && entry + 1 < entries &&
-           !backward[bodyOf(entry + 1)];
+           !backward[bodyOf(entry + 1)] &&
+           (syncsEveryMicroBatch() || microBatchOf(entry) == microBatches - 1);
   };
-  bool replicas = parallel.getSharding() == plan::Sharding::HybridShard;
+  bool lastApart = parallel.getSharding() == plan::Sharding::HybridShard ||
+                   !syncsEveryMicroBatch();
   SmallVector<int64_t> keys(entries, 0);
   for (int64_t entry = 0; entry < entries; ++entry)
     if (backward[bodyOf(entry)])
-      keys[entry] = int64_t(defers(entry)) |
-                    int64_t(replicas && microBatchOf(entry) == microBatches - 1)
-                        << 1;
+      keys[entry] =
+          int64_t(defers(entry)) |
+          int64_t(lastApart && microBatchOf(entry) == microBatches - 1) << 1;
   plan::splitTaskBodies(tasks, keys);
   // Each forward by the reductions it completes, and how many micro-batches
   // on the run that issued them is (a backward's bodies stay). Two bodies of
   // one chunk's backward (which sched-lower keys by the sends they finish)
   // defer the same reductions, a slot event family each, so which of them
   // came before does not matter: the chunk does, named by the body's first
-  // backward's unit, and for hybrid_shard the step's last micro-batch.
+  // backward's unit, and for hybrid_shard and last_micro_batch the step's
+  // last micro-batch.
   backward = backwardBodies();
   SmallVector<std::pair<StringRef, bool>> deferrals;
   for (sched::TaskOp task : tasks.getTasks()) {
@@ -1113,7 +1128,7 @@ void ProgramDistribution::splitBodiesForCompletions() {
          false});
   }
   for (int64_t entry = 0; entry < entries; ++entry)
-    if (backward[bodyOf(entry)] && replicas &&
+    if (backward[bodyOf(entry)] && lastApart &&
         microBatchOf(entry) == microBatches - 1)
       deferrals[bodyOf(entry)].second = true;
   std::map<std::tuple<StringRef, bool, int64_t>, int64_t> completed;

@@ -116,6 +116,12 @@ CASES = [
       "parallel.forward_prefetch=true"]),
     ("pp2 x dp2 zero1 1f1b", MODEL, 4, 2, 2,
      ["parallel.pipeline=2", "parallel.sharding=zero1"]),
+    # DDP's no_sync() under a pipeline (Megatron's way): each stage's
+    # gradients accumulate over its micro-batches and are all-reduced after
+    # the last one's backward, in the tasks that micro-batch alone runs.
+    ("pp2 x dp2 no_shard interleaved(2) grad_sync last_micro_batch", MODEL, 4, 2, 4,
+     ["parallel.pipeline=2", "parallel.sharding=no_shard",
+      "parallel.schedule=interleaved(2)", "parallel.grad_sync=last_micro_batch"]),
     # Each stage's parameters and optimizer state offloaded (the copies to
     # and from the host around its own tasks, its optimizer step there).
     ("pp2 x dp2 full_shard 1f1b offload params + optimizer", MODEL, 4, 2, 2,
