@@ -80,18 +80,20 @@ bool ProgramOp::holdsGroup(plan::GroupOp group) {
   plan::UnitOp first = plan.lookupUnit((*units.begin()).getValue());
   if (!first || runsUnit(first))
     return true;
-  // A replica of the group a unit it runs ties (sched-lower).
-  for (auto unit : plan.getBody().getOps<plan::UnitOp>()) {
-    if (!runsUnit(unit))
-      continue;
+  // A replica of the group a unit it runs ties (sched-lower). Only a tied
+  // parameter's unit is asked whether it runs here: runsUnit looks the plan
+  // and its mesh up, and this is asked of every group.
+  for (auto unit : plan.getBody().getOps<plan::UnitOp>())
     for (auto param : unit.getBody().getOps<plan::ParamOp>()) {
+      if (!param.getTiedTo())
+        continue;
       plan::UnitOp owner = plan.lookupTiedTo(param).first;
-      if (owner && llvm::any_of(units, [&](FlatSymbolRefAttr ref) {
+      if (owner && runsUnit(unit) &&
+          llvm::any_of(units, [&](FlatSymbolRefAttr ref) {
             return ref.getValue() == owner.getSymName();
           }))
         return true;
     }
-  }
   return false;
 }
 
