@@ -1212,7 +1212,7 @@ void ScheduleValidator::checkOps() {
 
   InFlightOps inFlight(prog().buffers.size(), prog().numEvents);
   // What an op uses, for the races checked once its fields are, and the
-  // events it starts after (kept across ops: most ops' are few).
+  // events it starts after: cleared for each op, allocated once.
   struct Use {
     const char *field;
     int64_t buffer;
