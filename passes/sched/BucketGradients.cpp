@@ -6,9 +6,11 @@
 // launch each. This pass lays the buffers that groups finishing backward one
 // after another reduce into one bucket buffer of at most `parallel.bucket`
 // bytes and reduces each bucket once, after its last group. On a pipeline
-// stage's sched.tasks, each body's reductions are bucketed within the body,
-// and those that later tasks complete into slots of bucket buffers of the
-// program (bucketSlotReductions).
+// stage's sched.tasks, each body's reductions are bucketed within the body
+// (a bucket of persistent gradients, which only the last micro-batch's
+// bodies reduce, is a persistent buffer of the program), and those that
+// later tasks complete into slots of bucket buffers of the program
+// (bucketSlotReductions).
 //
 // Only no_shard is bucketed. zero1 reduce-scatters each group's gradient so
 // that every rank receives its 1/S slice of that group, the slice its
@@ -58,7 +60,14 @@ int64_t bufferBytes(MemRefType type) {
 std::optional<Reduction> asGradientReduction(sched::AllReduceOp allReduce) {
   Block *block = allReduce->getBlock();
   auto alloc = allReduce.getBuffer().getDefiningOp<sched::AllocOp>();
-  if (!alloc || alloc->getBlock() != block)
+  if (!alloc)
+    return std::nullopt;
+  // Or a persistent gradient of the program that a body of its sched.tasks
+  // reduces (grad_sync = last_micro_batch: the last micro-batch's bodies).
+  auto task = dyn_cast<sched::TaskOp>(block->getParentOp());
+  bool programGradient = task && alloc.getPersistent() &&
+                         alloc->getBlock() == task->getParentOp()->getBlock();
+  if (alloc->getBlock() != block && !programGradient)
     return std::nullopt;
   sched::BufferRole role = alloc.getRole();
   if (alloc.getPersistent() ? role != sched::BufferRole::Grad
@@ -345,6 +354,9 @@ private:
   /// Replaces the members' buffers by views of one bucket, named `name`,
   /// and their reductions by one.
   void rewriteBucket(MutableArrayRef<Reduction> members, StringRef name);
+
+  /// The program's buckets named so far.
+  int64_t programBuckets = 0;
 };
 
 void SchedBucketGradientsPass::runOnOperation() {
@@ -354,6 +366,7 @@ void SchedBucketGradientsPass::runOnOperation() {
   if (failed(plan::requireNoRepeat(program, getArgument())))
     return signalPassFailure();
   Block &block = program.getBody().front();
+  programBuckets = 0;
   bucketBlock(block, std::nullopt);
   // A pipeline stage's sched.tasks (docs/sched.md, "The micro-batch loop"):
   // each body's own (one a body waits for completes before the next body's
@@ -386,9 +399,13 @@ void SchedBucketGradientsPass::bucketBlock(Block &block,
     // A bucket of one keeps its buffer and its reduction.
     if (bucket.size() < 2)
       continue;
-    std::string name = ("grad.bucket" + Twine(index++)).str();
-    if (microBatch)
-      name += (".mb" + Twine(*microBatch)).str();
+    // A body's transient bucket is named for its micro-batch; a buffer of
+    // the program (a flat step's, or persistent) as the flat step names it.
+    std::string name =
+        microBatch && !bucket.front().alloc.getPersistent()
+            ? ("grad.bucket" + Twine(index++) + ".mb" + Twine(*microBatch))
+                  .str()
+            : ("grad.bucket" + Twine(programBuckets++)).str();
     rewriteBucket(bucket, name);
   }
 }

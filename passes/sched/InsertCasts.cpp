@@ -115,8 +115,8 @@ private:
   /// loop"): its bodies are rewritten as the flat step's micro-batches, and
   /// a reduction that a later body completes keeps its staging copies in
   /// slots. A reduction that follows another's event (hybrid_shard's replica
-  /// all-reduce) moves below that one's wait, which may lie in another body:
-  /// such a loop is written out first.
+  /// all-reduce) moves below that one's wait: where that wait lies in
+  /// another body the loop is written out first.
   LogicalResult findTasks() {
     for (Operation &op : body()) {
       if (isa<sched::RepeatOp>(op) || (tasks && isa<sched::TasksOp>(op)))
@@ -126,13 +126,25 @@ private:
     }
     if (!tasks)
       return success();
+    // A reduction whose producers are each waited once in its own body
+    // (hybrid_shard's replica all-reduce in the last micro-batch's
+    // backward, which no forward follows) moves below those waits there.
     WalkResult follows = tasks.walk([](Operation *op) {
       if (!isa<sched::AllReduceOp, sched::ReduceScatterOp>(op))
         return WalkResult::advance();
-      return llvm::any_of(op->getOperandTypes(),
-                          [](Type type) { return isa<sched::EventType>(type); })
-                 ? WalkResult::interrupt()
-                 : WalkResult::advance();
+      for (Value event : op->getOperands()) {
+        if (!isa<sched::EventType>(event.getType()))
+          continue;
+        Operation *producer = event.getDefiningOp();
+        bool waitedHere =
+            producer && llvm::all_of(event.getUsers(), [&](Operation *user) {
+              return user == op || (isa<sched::WaitOp>(user) &&
+                                    user->getBlock() == op->getBlock());
+            });
+        if (!waitedHere)
+          return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
     });
     if (!follows.wasInterrupted())
       return success();

@@ -16,7 +16,7 @@ pipeline_parallel.py's matrix (each schedule and partition, and with data
 parallelism of each strategy, activation checkpointing, which
 sched-activation-checkpointing does on the tasks, tensor and sequence
 parallelism, offloading, LoRA and QLoRA, BERT, tied embeddings and clipping),
-and for thirteen more (MORE, below: mixed precision, and plans that keep their tasks
+and for fourteen more (MORE, below: mixed precision, and plans that keep their tasks
 into the schedule file), both lowerings are compiled (their files must differ: the flag took effect)
 and trained on local CPU ranks with `plan-run --poison` (every transient buffer is
 NaN from its alloc until written and again from its free), and every step's
@@ -41,9 +41,10 @@ from plan_runs import GLOBAL_BATCH, compare, compile_plan, train
 # sched-insert-casts on the tasks, bf16 gradients reduced in fp32 through
 # staging copies, in slots where the next forward completes the reduction
 # (4 micro-batches: 1F1B's stage 0 runs a forward after a backward), for each
-# strategy that keeps the tasks (no_shard also with grad_sync =
-# last_micro_batch: the casts and the all-reduce in the last micro-batch's
-# bodies), and hybrid_shard, whose loop the casts write out. Then plans whose tasks no pass writes out, so that the schedule file
+# strategy (no_shard also with grad_sync = last_micro_batch: the casts and the
+# all-reduce in the last micro-batch's bodies; hybrid_shard, whose replica
+# all-reduce follows its reduce-scatter's wait and cast in the last
+# micro-batch's bodies, with 1F1B and interleaved). Then plans whose tasks no pass writes out, so that the schedule file
 # holds them: the tensor-parallel split on the bodies, full_shard with both
 # prefetches as examples/llama3_405b_3d.plan has them (a task's first gather
 # issued by the task before, into a slot), full_shard without prefetching,
@@ -67,6 +68,9 @@ MORE = [
     ("pp2 x dp4 hybrid_shard (2, 2) 1f1b bf16", MODEL, 8, 4, 2,
      ["parallel.pipeline=2", "parallel.sharding=hybrid_shard", "parallel.mesh=(2, 2)"]
      + BF16),
+    ("pp2 x dp4 hybrid_shard (2, 2) interleaved(2) bf16", MODEL, 8, 4, 2,
+     ["parallel.pipeline=2", "parallel.sharding=hybrid_shard", "parallel.mesh=(2, 2)",
+      "parallel.schedule=interleaved(2)"] + BF16),
     ("pp2 x tp2 sp zero1 1f1b", MODEL, 4, 1, 4,
      ["parallel.pipeline=2", "parallel.tensor=2", "parallel.sequence_parallel=true",
       "parallel.sharding=zero1"]),

@@ -1884,11 +1884,18 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
        Through::Collectives},
       {{"parallel.pipeline=2", "parallel.grad_sync=last_micro_batch"},
        Through::Collectives},
+      // no_shard's gradient is persistent: reduced once, in the bodies of
+      // the last micro-batch.
+      {{"parallel.pipeline=2", "parallel.sharding=no_shard",
+        "parallel.grad_sync=last_micro_batch"}},
+      {{"parallel.pipeline=2", "parallel.sharding=no_shard",
+        "parallel.schedule=interleaved(2)",
+        "parallel.grad_sync=last_micro_batch"}},
       // bf16 gradients reduced in fp32: staging copies around each
       // reduction, in slots where the next forward completes it, for each
       // strategy; hybrid_shard's replica all-reduce follows the
-      // reduce-scatter's wait, which may be in the next body, so the casts
-      // write that loop out.
+      // reduce-scatter's wait and conversion, in the last micro-batch's
+      // bodies.
       {{"parallel.pipeline=2", "train.precision=bf16_mixed",
         "train.grad_dtype=bf16", "parallel.sharding=full_shard"}},
       {{"parallel.pipeline=2", "train.precision=bf16_mixed",
@@ -1900,8 +1907,11 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
         "train.grad_dtype=fp32", "parallel.sharding=full_shard"}},
       {{"parallel.pipeline=2", "train.precision=bf16_mixed",
         "train.grad_dtype=bf16", "parallel.sharding=hybrid_shard",
-        "parallel.mesh=(2, 2)", "cluster.nodes=2"},
-       Through::Casts},
+        "parallel.mesh=(2, 2)", "cluster.nodes=2"}},
+      {{"parallel.pipeline=2", "train.precision=bf16_mixed",
+        "train.grad_dtype=bf16", "parallel.sharding=hybrid_shard",
+        "parallel.mesh=(2, 2)", "cluster.nodes=2",
+        "parallel.schedule=interleaved(2)"}},
       // The tensor-parallel split, body by body: with sequence parallelism
       // each body's whole parameters summed after its own backward, also in
       // the one slot that the next forward completes the reduction of.
