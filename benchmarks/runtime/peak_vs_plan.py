@@ -133,6 +133,18 @@ CASES = [
     ("gpt2_tiny fp32 pipeline 2 1f1b full_shard x2 (tied)", 4,
      ["model=gpt2_tiny", "model.layers=4", "train.grad_accum=4",
       "parallel.pipeline=2", "parallel.sharding=full_shard"] + TINY),
+    # Gradients reduced once a step on the stages' tasks (no_shard: the last
+    # micro-batch's backward all-reduces one persistent bucket), and
+    # hybrid_shard's bf16 replica all-reduce in the last micro-batch's bodies.
+    ("llama_tiny bf16 pipeline 2 interleaved(2) no_shard x2 last_micro_batch", 4,
+     ["model=llama_tiny", "model.layers=4", "train.grad_accum=4",
+      "train.precision=bf16_mixed", "parallel.pipeline=2",
+      "parallel.schedule=interleaved(2)", "parallel.sharding=no_shard",
+      "parallel.grad_sync=last_micro_batch"] + TINY),
+    ("llama_tiny bf16 pipeline 2 hybrid_shard (2, 2)", 8,
+     ["model=llama_tiny", "model.layers=4", "train.grad_accum=4",
+      "train.precision=bf16_mixed", "train.grad_dtype=bf16", "parallel.pipeline=2",
+      "parallel.sharding=hybrid_shard", "parallel.mesh=(2, 2)"] + TINY),
     # BERT's classifier: a label per sequence, the embeddings on stage 0.
     ("bert classification fp32 pipeline 2 1f1b", 2,
      BERT_TINY + TINY + ["model.head=sequence_classification", "model.num_labels=3",
