@@ -126,7 +126,7 @@ private:
     }
     if (!tasks)
       return success();
-    // A reduction whose producers are each waited once in its own body
+    // A reduction whose producers' events are waited only in its own body
     // (hybrid_shard's replica all-reduce in the last micro-batch's
     // backward, which no forward follows) moves below those waits there.
     WalkResult follows = tasks.walk([](Operation *op) {
