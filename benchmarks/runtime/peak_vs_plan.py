@@ -145,6 +145,12 @@ CASES = [
      ["model=llama_tiny", "model.layers=4", "train.grad_accum=4",
       "train.precision=bf16_mixed", "train.grad_dtype=bf16", "parallel.pipeline=2",
       "parallel.sharding=hybrid_shard", "parallel.mesh=(2, 2)"] + TINY),
+    # shard_grad_op on the stages' tasks: each stage's parameters gathered
+    # once a step into buffers of the program that the loop keeps.
+    ("llama_tiny bf16 pipeline 2 interleaved(2) shard_grad_op x2", 4,
+     ["model=llama_tiny", "model.layers=4", "train.grad_accum=4",
+      "train.precision=bf16_mixed", "parallel.pipeline=2",
+      "parallel.schedule=interleaved(2)", "parallel.sharding=shard_grad_op"] + TINY),
     # BERT's classifier: a label per sequence, the embeddings on stage 0.
     ("bert classification fp32 pipeline 2 1f1b", 2,
      BERT_TINY + TINY + ["model.head=sequence_classification", "model.num_labels=3",

@@ -202,10 +202,12 @@ bool isOptimizerStateRole(sched::BufferRole role) {
 /// the body's last reductions after its first compute op, through slot
 /// events and slots), by the backward whose reductions a forward completes,
 /// and for hybrid_shard and grad_sync = last_micro_batch by the step's last
-/// micro-batch (whose gradients are also, or only, reduced). What lives over
-/// the whole loop (a sharded gradient reduced once a step, shard_grad_op's
-/// gathered parameters) does not run on tasks yet: such a program is
-/// written out first.
+/// micro-batch (whose gradients are also, or only, reduced), and for
+/// shard_grad_op by the step's first micro-batch (whose forward gathers the
+/// parameters, into a buffer of the program that the loop's bodies read). A
+/// sharded gradient reduced once a step (whose full gradient, or whose
+/// shard, lives over the whole loop) does not run on tasks yet: such a
+/// program is written out first.
 class ProgramDistribution {
 public:
   explicit ProgramDistribution(sched::ProgramOp program)
@@ -267,6 +269,17 @@ private:
   bool isLastSite(int64_t site) const {
     return tasks ? sites[site].last : site == microBatches - 1;
   }
+  /// Whether the site is (every run of it is in) the step's first
+  /// micro-batch.
+  bool isFirstSite(int64_t site) const {
+    return tasks ? sites[site].first : site == 0;
+  }
+  /// shard_grad_op: the parameters are gathered once a step, before their
+  /// first forward, and kept until their last backward.
+  bool gathersOncePerStep() const {
+    return parallel.getSharding() == plan::Sharding::ShardGradOp;
+  }
+  void gatherForTheLoop(unsigned index, GroupState &state);
   LogicalResult eraseLoweredViews(bool mustBeUnused);
 
   bool syncsEveryMicroBatch() const {
@@ -307,7 +320,7 @@ private:
   struct Site {
     sched::TaskOp task;
     int64_t microBatch = 0;
-    bool last = false;
+    bool first = false, last = false;
     // Where its backward's reductions complete.
     Place afterBackward;
     // The body whose last reductions a run of this one completes, and the
@@ -845,6 +858,10 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
       }
     }
 
+    if (!gatherPerSpan && tasks) {
+      gatherForTheLoop(index, state);
+      continue;
+    }
     SmallVector<std::pair<Operation *, Operation *>> paramSpans;
     if (gatherPerSpan) {
       for (int64_t mb = 0; mb < numSites(); ++mb) {
@@ -883,6 +900,47 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
         sched::FreeOp::create(builder, loc, gathered);
       }
     }
+  }
+}
+
+/// shard_grad_op on a pipeline stage's sched.tasks: the group's parameters
+/// (and frozen base) are gathered into a buffer of the program, allocated
+/// before the loop and freed after it, by the body of the first micro-batch's
+/// forward of the group's chunk (splitBodiesForCompletions keeps it apart)
+/// right before the group's first compute op there, as the flat step gathers
+/// them; every body's compute reads it.
+void ProgramDistribution::gatherForTheLoop(unsigned index, GroupState &state) {
+  Location loc = program.getLoc();
+  int64_t gatherSite = -1;
+  for (int64_t site = 0; site < numSites() && gatherSite < 0; ++site)
+    if (isFirstSite(site) && forwardSpans[index][site].first)
+      gatherSite = site;
+  assert(gatherSite >= 0 && "a group's chunk forwards micro-batch 0");
+  Operation *first = forwardSpans[index][gatherSite].first;
+  for (auto [shard, padded, kind, suffix] :
+       {std::tuple(state.param, state.paddedNumel, BufferKind::Param,
+                   ".gathered"),
+        std::tuple(state.frozen, state.frozenPaddedNumel, BufferKind::Frozen,
+                   ".frozen.gathered")}) {
+    if (!shard)
+      continue;
+    builder.setInsertionPoint(tasks);
+    Value gathered =
+        sched::AllocOp::create(builder, loc, withNumel(shard, padded),
+                               state.name + suffix, sched::BufferRole::Gathered,
+                               /*persistent=*/false, /*offset=*/IntegerAttr());
+    builder.setInsertionPoint(first);
+    Value done =
+        sched::AllGatherOp::create(builder, loc, eventType, shard, gathered,
+                                   sched::Group::Shard, ValueRange());
+    sched::WaitOp::create(builder, loc, done);
+    for (int64_t site = 0; site < numSites(); ++site)
+      for (const Span &span :
+           {forwardSpans[index][site], backwardSpans[index][site]})
+        if (span.first)
+          redirect(index, kind, span.first, span.last, gathered, tasks);
+    builder.setInsertionPointAfter(tasks);
+    sched::FreeOp::create(builder, loc, gathered);
   }
 }
 
@@ -1061,13 +1119,13 @@ LogicalResult ProgramDistribution::prepareTasks() {
       return op.emitOpError("must follow the last backward of the step");
   }
   // A sharded gradient reduced once a step (whose full gradient, or whose
-  // shard, lives from the first backward to the step) or parameters
-  // gathered for the whole step would live over the whole loop: not on
-  // tasks yet, so the loop is written out. no_shard's gradient is
-  // persistent: reduced in the bodies of the last micro-batch.
+  // shard, lives from the first backward to the step) would live over the
+  // whole loop: not on tasks yet, so the loop is written out. no_shard's
+  // gradient is persistent: reduced in the bodies of the last micro-batch.
+  // shard_grad_op's parameters are gathered in the bodies of the first.
   plan::Sharding sharding = parallel.getSharding();
   if ((!syncsEveryMicroBatch() && sharding != plan::Sharding::NoShard) ||
-      microBatches == 1 || sharding == plan::Sharding::ShardGradOp) {
+      microBatches == 1) {
     if (failed(plan::unrollTasks(tasks)))
       return failure();
     tasks = {};
@@ -1104,11 +1162,14 @@ void ProgramDistribution::splitBodiesForCompletions() {
   bool lastApart = parallel.getSharding() == plan::Sharding::HybridShard ||
                    !syncsEveryMicroBatch();
   SmallVector<int64_t> keys(entries, 0);
-  for (int64_t entry = 0; entry < entries; ++entry)
+  for (int64_t entry = 0; entry < entries; ++entry) {
     if (backward[bodyOf(entry)])
       keys[entry] =
           int64_t(defers(entry)) |
           int64_t(lastApart && microBatchOf(entry) == microBatches - 1) << 1;
+    else if (gathersOncePerStep() && microBatchOf(entry) == 0)
+      keys[entry] = 1; // the forward that gathers its chunk's parameters
+  }
   plan::splitTaskBodies(tasks, keys);
   // Each forward by the reductions it completes, and how many micro-batches
   // on the run that issued them is (a backward's bodies stay). Two bodies of
@@ -1153,11 +1214,12 @@ void ProgramDistribution::splitBodiesForCompletions() {
   for (auto [index, task] : llvm::enumerate(bodies)) {
     sites[index].task = task;
     sites[index].microBatch = static_cast<int64_t>(task.getMicroBatch());
-    sites[index].last = true;
+    sites[index].first = sites[index].last = true;
   }
   for (int64_t entry = 0; entry < entries; ++entry) {
     Site &site = sites[bodyOf(entry)];
     seen[bodyOf(entry)] = true;
+    site.first &= microBatchOf(entry) == 0;
     site.last &= microBatchOf(entry) == microBatches - 1;
     if (defers(entry)) {
       site.afterBackward.deferred = true;
@@ -1168,8 +1230,10 @@ void ProgramDistribution::splitBodiesForCompletions() {
       site.shift = microBatchOf(entry - 1) - microBatchOf(entry);
     }
   }
-  for (auto [index, site] : llvm::enumerate(sites))
+  for (auto [index, site] : llvm::enumerate(sites)) {
+    site.first &= seen[index];
     site.last &= seen[index];
+  }
 }
 
 LogicalResult ProgramDistribution::analyzeSites() {

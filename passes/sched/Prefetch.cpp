@@ -554,6 +554,17 @@ bool freedOnceIn(Value buffer, Block *block, Named &&named) {
   return frees == 1;
 }
 
+/// Whether `buffer` is gathered parameters allocated by the program around
+/// `tasks` (shard_grad_op's, gathered once a step by the first micro-batch's
+/// forward and read by every body): a gather into it that moves into the
+/// task before still gathers into it, and only its event goes through a
+/// slot event.
+bool isLoopBuffer(sched::TasksOp tasks, Value buffer) {
+  auto alloc = buffer.getDefiningOp<sched::AllocOp>();
+  return alloc && !tasks->isAncestor(alloc) && !alloc.getPersistent() &&
+         alloc.getRole() == sched::BufferRole::Gathered;
+}
+
 bool TaskPrefetch::supported(sched::TasksOp tasks) {
   auto ofProgram = [&](Value buffer) {
     Operation *def = buffer.getDefiningOp();
@@ -573,9 +584,10 @@ bool TaskPrefetch::supported(sched::TasksOp tasks) {
         return false;
       }
       if (!waitedOnce(gather.getDone(), nullptr) ||
-          !freedOnceIn(gather.getDst(), block, [&](Operation *user) {
-            return user == gather || isa<sched::ViewOp>(user);
-          }))
+          !(isLoopBuffer(tasks, gather.getDst()) ||
+            freedOnceIn(gather.getDst(), block, [&](Operation *user) {
+              return user == gather || isa<sched::ViewOp>(user);
+            })))
         return false;
     }
   }
@@ -666,9 +678,15 @@ void TaskPrefetch::moveToSlot(sched::AllGatherOp gather, Phase phase,
   };
   sched::CopyOp copy = stagingCopyOf(gather);
   auto dst = gather.getDst().getDefiningOp<sched::AllocOp>();
-  SlotGather gathered = slotGather(dst, phase, shardOf(gather));
-  placeInSlot(dst, gathered.buffer.getBuffer(), body, shift);
-  signalInSlot(gather, gather.getDone(), gathered.family);
+  if (isLoopBuffer(tasks, dst)) {
+    int64_t family = families++;
+    slots.families.insert(family);
+    signalInSlot(gather, gather.getDone(), family);
+  } else {
+    SlotGather gathered = slotGather(dst, phase, shardOf(gather));
+    placeInSlot(dst, gathered.buffer.getBuffer(), body, shift);
+    signalInSlot(gather, gather.getDone(), gathered.family);
+  }
   if (copy) {
     auto staging = copy.getDst().getDefiningOp<sched::AllocOp>();
     SlotGather staged = slotGather(staging, phase, Value());

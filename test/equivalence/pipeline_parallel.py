@@ -116,6 +116,12 @@ CASES = [
       "parallel.forward_prefetch=true"]),
     ("pp2 x dp2 zero1 1f1b", MODEL, 4, 2, 2,
      ["parallel.pipeline=2", "parallel.sharding=zero1"]),
+    # ZeRO-2: each stage's parameters gathered once a step, by its first
+    # micro-batch's forward (a chunk's first gather issued by the task
+    # before), and kept until the step.
+    ("pp2 x dp2 shard_grad_op interleaved(2) forward_prefetch", MODEL, 4, 2, 4,
+     ["parallel.pipeline=2", "parallel.sharding=shard_grad_op",
+      "parallel.schedule=interleaved(2)", "parallel.forward_prefetch=true"]),
     # DDP's no_sync() under a pipeline (Megatron's way): each stage's
     # gradients accumulate over its micro-batches and are all-reduced after
     # the last one's backward, in the tasks that micro-batch alone runs.

@@ -1709,9 +1709,14 @@ lastUses(llvm::ArrayRef<mlir::Operation *> ops) {
 /// is one slot, and no two of them are in use at once in the same slot
 /// (from the first use to the last, lastUses: slot buffers that share an
 /// allocation, sched-share-slot-buffers, hold one after the other).
+/// `loopBuffers` names the other buffers of the program that the tasks'
+/// bodies used directly (shard_grad_op's gathered parameters, allocated
+/// before the loop and freed after it): each is a slot too, which its
+/// crossing buffer of the flat step must alone hold.
 /// Otherwise where they part.
 std::string differenceModuloSlots(sched::ProgramOp flat,
-                                  sched::ProgramOp written) {
+                                  sched::ProgramOp written,
+                                  const std::set<std::string> &loopBuffers) {
   // Buckets are counted over the step flat and per body on tasks
   // ("grad.bucket<k>.mb<m>"): their names are compared without the counts.
   auto nameOf = [](sched::AllocOp alloc) {
@@ -1752,10 +1757,15 @@ std::string differenceModuloSlots(sched::ProgramOp flat,
     for (; j < b.size(); ++j) {
       mlir::Operation *op = b[j];
       if (auto alloc = mlir::dyn_cast<sched::AllocOp>(op);
-          alloc && !alloc.getPersistent() && !flatNames.count(nameOf(alloc)))
+          alloc && !alloc.getPersistent() &&
+          (!flatNames.count(nameOf(alloc)) ||
+           loopBuffers.count(nameOf(alloc)))) {
         slotBuffers.insert(alloc.getBuffer());
-      else if (auto view = mlir::dyn_cast<sched::ViewOp>(op);
-               view && slotBuffers.count(view.getSource()))
+        // Used directly: slot 0 of itself.
+        slotOfView[alloc.getBuffer()] = {alloc.getBuffer().getAsOpaquePointer(),
+                                         0};
+      } else if (auto view = mlir::dyn_cast<sched::ViewOp>(op);
+                 view && slotBuffers.count(view.getSource()))
         slotOfView[view.getResult()] = {view.getSource().getAsOpaquePointer(),
                                         static_cast<int64_t>(view.getOffset())};
       else if (auto inner =
@@ -1879,11 +1889,25 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
       {{"parallel.pipeline=2", "parallel.sharding=zero1"}},
       {{"parallel.pipeline=2", "parallel.sharding=hybrid_shard",
         "parallel.mesh=(2, 2)", "cluster.nodes=2"}},
-      // What lives over the whole loop: written out before the pass.
-      {{"parallel.pipeline=2", "parallel.sharding=shard_grad_op"},
-       Through::Collectives},
+      // A sharded gradient reduced once a step lives over the whole loop:
+      // written out before the pass.
       {{"parallel.pipeline=2", "parallel.grad_sync=last_micro_batch"},
        Through::Collectives},
+      // shard_grad_op's parameters, gathered by the first micro-batch's
+      // forward into a buffer of the program that every body reads.
+      {{"parallel.pipeline=2", "parallel.sharding=shard_grad_op"}},
+      {{"parallel.pipeline=4", "parallel.sharding=shard_grad_op",
+        "parallel.schedule=interleaved(2)"}},
+      {{"parallel.pipeline=2", "parallel.sharding=shard_grad_op",
+        "train.precision=bf16_mixed", "train.grad_dtype=bf16"}},
+      // Prefetched: a chunk's first gather of the step issued by the task
+      // before into the program's buffer, its event a slot event; staged
+      // from the host.
+      {{"parallel.pipeline=4", "parallel.sharding=shard_grad_op",
+        "parallel.schedule=interleaved(2)", "parallel.forward_prefetch=true"}},
+      {{"parallel.pipeline=2", "parallel.sharding=shard_grad_op",
+        "parallel.offload.params=cpu", "parallel.offload.optimizer=cpu",
+        "parallel.forward_prefetch=true"}},
       // no_shard's gradient is persistent: reduced once, in the bodies of
       // the last micro-batch.
       {{"parallel.pipeline=2", "parallel.sharding=no_shard",
@@ -2055,6 +2079,32 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
             EXPECT_EQ(t.exposedCommSeconds, f.exposedCommSeconds) << what;
           }
         }
+        // The buffers of each stage's program that its bodies use other
+        // than through slots.
+        std::vector<std::set<std::string>> loopBuffers;
+        for (sched::ProgramOp program : tasks->getOps<sched::ProgramOp>()) {
+          std::set<std::string> &names = loopBuffers.emplace_back();
+          for (auto loop : program.getBody().getOps<sched::TasksOp>())
+            for (mlir::Operation *op = loop->getPrevNode(); op;
+                 op = op->getPrevNode())
+              if (auto alloc = mlir::dyn_cast<sched::AllocOp>(op);
+                  alloc && !alloc.getPersistent() &&
+                  llvm::any_of(
+                      alloc->getUsers(),
+                      [&](mlir::Operation *user) {
+                        auto view = mlir::dyn_cast<sched::ViewOp>(user);
+                        return loop->isAncestor(user) ||
+                               (view &&
+                                llvm::any_of(view->getUsers(),
+                                             [&](mlir::Operation *use) {
+                                               return loop->isAncestor(use);
+                                             }));
+                      }) &&
+                  llvm::none_of(alloc->getUsers(), [](mlir::Operation *user) {
+                    return mlir::isa<sched::SlotOp>(user);
+                  }))
+                names.insert(alloc.getName().str());
+        }
         unrollTasks(*tasks);
         ASSERT_TRUE(mlir::succeeded(mlir::verify(*tasks))) << what;
         auto flatStages = llvm::to_vector(flat->getOps<sched::ProgramOp>());
@@ -2062,8 +2112,9 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
         ASSERT_EQ(flatStages.size(), writtenStages.size()) << what;
         // After every pass, the step written out is the flat one with its
         // crossing buffers in slots.
-        for (auto [f, w] : llvm::zip(flatStages, writtenStages))
-          EXPECT_EQ(differenceModuloSlots(f, w), "")
+        for (auto [f, w, names] :
+             llvm::zip(flatStages, writtenStages, loopBuffers))
+          EXPECT_EQ(differenceModuloSlots(f, w, names), "")
               << what << ", " << f.getSymName().str();
       }
     }
