@@ -202,12 +202,13 @@ bool isOptimizerStateRole(sched::BufferRole role) {
 /// the body's last reductions after its first compute op, through slot
 /// events and slots), by the backward whose reductions a forward completes,
 /// and for hybrid_shard and grad_sync = last_micro_batch by the step's last
-/// micro-batch (whose gradients are also, or only, reduced), and for
-/// shard_grad_op by the step's first micro-batch (whose forward gathers the
-/// parameters, into a buffer of the program that the loop's bodies read). A
-/// sharded gradient reduced once a step (whose full gradient, or whose
-/// shard, lives over the whole loop) does not run on tasks yet: such a
-/// program is written out first.
+/// micro-batch (whose gradients are also, or only, reduced), and by the
+/// step's first micro-batch for shard_grad_op (whose forward gathers the
+/// parameters) and for a sharded gradient reduced once a step (whose
+/// backward zeroes the full gradient). What lives over the loop (those
+/// gathered parameters, that full gradient, zero1's gradient shard that the
+/// step reads) is a buffer of the program, allocated before the sched.tasks
+/// and freed after it, which the bodies use directly.
 class ProgramDistribution {
 public:
   explicit ProgramDistribution(sched::ProgramOp program)
@@ -279,7 +280,28 @@ private:
   bool gathersOncePerStep() const {
     return parallel.getSharding() == plan::Sharding::ShardGradOp;
   }
+  /// A sharded strategy but zero1 with grad_sync = last_micro_batch: the
+  /// full gradient is zeroed before the first backward of the step and
+  /// reduce-scattered after the last.
+  bool zeroesOncePerStep() const {
+    plan::Sharding sharding = parallel.getSharding();
+    return !syncsEveryMicroBatch() && sharding != plan::Sharding::NoShard &&
+           sharding != plan::Sharding::Zero1;
+  }
   void gatherForTheLoop(unsigned index, GroupState &state);
+  /// The site of the step's first (or last) micro-batch where `spans` (a
+  /// group's, per site) has ops: in a program written out, that
+  /// micro-batch; on a sched.tasks, the body that only it runs
+  /// (splitBodiesForCompletions).
+  int64_t edgeSite(ArrayRef<Span> spans, bool last) const {
+    if (!tasks)
+      return last ? microBatches - 1 : 0;
+    for (int64_t site = 0; site < numSites(); ++site)
+      if ((last ? isLastSite(site) : isFirstSite(site)) && spans[site].first)
+        return site;
+    llvm_unreachable("a group's chunk runs the step's first and last "
+                     "micro-batch in bodies of their own");
+  }
   LogicalResult eraseLoweredViews(bool mustBeUnused);
 
   bool syncsEveryMicroBatch() const {
@@ -765,20 +787,25 @@ void ProgramDistribution::distributeZero1() {
                                {fullGrad}});
       }
     } else {
-      Span span = backwardSpans[index][microBatches - 1];
-      builder.setInsertionPointAfter(span.last);
+      // On a sched.tasks the shard, which the step reads, is a buffer of the
+      // program allocated before the loop.
+      int64_t site = edgeSite(backwardSpans[index], /*last=*/true);
+      Operation *last = backwardSpans[index][site].last;
+      if (tasks)
+        builder.setInsertionPoint(tasks);
+      else
+        builder.setInsertionPointAfter(last);
       gradShard = sched::AllocOp::create(
           builder, loc, withNumel(state.grad, state.shardNumel),
           state.name + ".grad.shard", sched::BufferRole::Grad,
           /*persistent=*/false, /*offset=*/IntegerAttr());
+      if (tasks)
+        builder.setInsertionPointAfter(last);
       Value reduced = sched::ReduceScatterOp::create(
           builder, loc, eventType, state.grad, gradShard, sched::Group::Shard,
           gradientReduction(), /*accumulate=*/false, ValueRange());
-      completions.push_back({afterBackwardOf(state, microBatches - 1),
-                             reduced,
-                             Value(),
-                             Value(),
-                             {}});
+      completions.push_back(
+          {afterBackwardOf(state, site), reduced, Value(), Value(), {}});
       for (Operation *user :
            llvm::make_early_inc_range(state.grad->getUsers())) {
         if (auto norm = dyn_cast<sched::GradNormOp>(user))
@@ -818,43 +845,74 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
 
     // Gradients first, so that a span's gathered parameters are freed before
     // its gradients are reduced (FSDP reshards, then reduce-scatters).
-    SmallVector<std::tuple<Operation *, Operation *, int64_t>> gradSpans;
+    // A full gradient: zeroed before `first`, added into by the compute ops
+    // of `spans`, reduce-scattered after `last`, whose site completes it.
+    // Reduced once a step on a sched.tasks, it is a buffer of the program
+    // that the loop keeps: allocated before it and freed after it.
+    struct GradSpan {
+      Operation *first, *last;
+      SmallVector<Span> spans;
+      int64_t site;
+      bool ofTheLoop = false;
+    };
+    SmallVector<GradSpan> gradSpans;
+    ArrayRef<Span> backward = backwardSpans[index];
     if (!state.trains()) {
       // A frozen base alone: nothing to reduce.
     } else if (syncsEveryMicroBatch()) {
       for (int64_t mb = 0; mb < numSites(); ++mb)
-        if (lowered[mb] && backwardSpans[index][mb].first)
-          gradSpans.push_back({backwardSpans[index][mb].first,
-                               backwardSpans[index][mb].last, mb});
+        if (lowered[mb] && backward[mb].first)
+          gradSpans.push_back(
+              {backward[mb].first, backward[mb].last, {backward[mb]}, mb});
+    } else if (!tasks) {
+      gradSpans.push_back(
+          {backward[0].first,
+           backward[microBatches - 1].last,
+           {{backward[0].first, backward[microBatches - 1].last}},
+           microBatches - 1});
     } else {
-      gradSpans.push_back({backwardSpans[index][0].first,
-                           backwardSpans[index][microBatches - 1].last,
-                           microBatches - 1});
+      int64_t first = edgeSite(backward, /*last=*/false);
+      int64_t last = edgeSite(backward, /*last=*/true);
+      GradSpan &whole = gradSpans.emplace_back(
+          GradSpan{backward[first].first, backward[last].last, {}, last, true});
+      for (const Span &span : backward)
+        if (span.first)
+          whole.spans.push_back(span);
     }
-    for (auto [first, last, mb] : gradSpans) {
-      builder.setInsertionPoint(first);
+    for (const GradSpan &grad : gradSpans) {
+      Operation *viewsBefore = grad.ofTheLoop ? tasks : grad.first;
+      builder.setInsertionPoint(viewsBefore);
       Value fullGrad = sched::AllocOp::create(
           builder, loc, withNumel(state.grad, state.paddedNumel),
           state.name + ".grad.full", sched::BufferRole::UnshardedGrad,
           /*persistent=*/false,
           /*offset=*/IntegerAttr());
+      builder.setInsertionPoint(grad.first);
       sched::ZeroOp::create(builder, loc, fullGrad);
-      redirect(index, BufferKind::Grad, first, last, fullGrad, first);
-      builder.setInsertionPointAfter(last);
+      for (const Span &span : grad.spans)
+        redirect(index, BufferKind::Grad, span.first, span.last, fullGrad,
+                 viewsBefore);
+      builder.setInsertionPointAfter(grad.last);
       Value scattered = sched::ReduceScatterOp::create(
           builder, loc, eventType, fullGrad, state.grad, sched::Group::Shard,
           gradientReduction(), /*accumulate=*/true, ValueRange());
-      completions.push_back({afterBackwardOf(state, mb),
-                             scattered,
-                             Value(),
-                             Value(),
-                             {fullGrad}});
-      if (reduceOverReplicas && isLastSite(mb)) {
+      completions.push_back(
+          {afterBackwardOf(state, grad.site), scattered, Value(), Value(), {}});
+      if (!grad.ofTheLoop)
+        completions.back().frees.push_back(fullGrad);
+      if (reduceOverReplicas && isLastSite(grad.site)) {
         Value replicated = sched::AllReduceOp::create(
             builder, loc, eventType, state.grad, sched::Group::Replicate,
             gradientReduction(), ValueRange{scattered});
-        completions.push_back(
-            {afterBackwardOf(state, mb), replicated, Value(), Value(), {}});
+        completions.push_back({afterBackwardOf(state, grad.site),
+                               replicated,
+                               Value(),
+                               Value(),
+                               {}});
+      }
+      if (grad.ofTheLoop) {
+        builder.setInsertionPointAfter(tasks);
+        sched::FreeOp::create(builder, loc, fullGrad);
       }
     }
 
@@ -911,12 +969,8 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
 /// them; every body's compute reads it.
 void ProgramDistribution::gatherForTheLoop(unsigned index, GroupState &state) {
   Location loc = program.getLoc();
-  int64_t gatherSite = -1;
-  for (int64_t site = 0; site < numSites() && gatherSite < 0; ++site)
-    if (isFirstSite(site) && forwardSpans[index][site].first)
-      gatherSite = site;
-  assert(gatherSite >= 0 && "a group's chunk forwards micro-batch 0");
-  Operation *first = forwardSpans[index][gatherSite].first;
+  Operation *first =
+      forwardSpans[index][edgeSite(forwardSpans[index], /*last=*/false)].first;
   for (auto [shard, padded, kind, suffix] :
        {std::tuple(state.param, state.paddedNumel, BufferKind::Param,
                    ".gathered"),
@@ -1118,14 +1172,8 @@ LogicalResult ProgramDistribution::prepareTasks() {
         op.isBeforeInBlock(tasks))
       return op.emitOpError("must follow the last backward of the step");
   }
-  // A sharded gradient reduced once a step (whose full gradient, or whose
-  // shard, lives from the first backward to the step) would live over the
-  // whole loop: not on tasks yet, so the loop is written out. no_shard's
-  // gradient is persistent: reduced in the bodies of the last micro-batch.
-  // shard_grad_op's parameters are gathered in the bodies of the first.
-  plan::Sharding sharding = parallel.getSharding();
-  if ((!syncsEveryMicroBatch() && sharding != plan::Sharding::NoShard) ||
-      microBatches == 1) {
+  // One micro-batch runs no loop: it is written out.
+  if (microBatches == 1) {
     if (failed(plan::unrollTasks(tasks)))
       return failure();
     tasks = {};
@@ -1169,6 +1217,10 @@ void ProgramDistribution::splitBodiesForCompletions() {
           int64_t(lastApart && microBatchOf(entry) == microBatches - 1) << 1;
     else if (gathersOncePerStep() && microBatchOf(entry) == 0)
       keys[entry] = 1; // the forward that gathers its chunk's parameters
+    // The backward that zeroes a full gradient reduced once a step.
+    if (backward[bodyOf(entry)] && zeroesOncePerStep() &&
+        microBatchOf(entry) == 0)
+      keys[entry] |= 4;
   }
   plan::splitTaskBodies(tasks, keys);
   // Each forward by the reductions it completes, and how many micro-batches

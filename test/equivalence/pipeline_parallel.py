@@ -128,6 +128,16 @@ CASES = [
     ("pp2 x dp2 no_shard interleaved(2) grad_sync last_micro_batch", MODEL, 4, 2, 4,
      ["parallel.pipeline=2", "parallel.sharding=no_shard",
       "parallel.schedule=interleaved(2)", "parallel.grad_sync=last_micro_batch"]),
+    # A sharded gradient reduced once a step: FSDP's no_sync() and
+    # DeepSpeed's ZeRO-1 under a pipeline (the full gradient accumulated
+    # over the micro-batches, reduce-scattered after the last one's
+    # backward).
+    ("pp2 x dp2 full_shard interleaved(2) grad_sync last_micro_batch", MODEL, 4, 2, 4,
+     ["parallel.pipeline=2", "parallel.sharding=full_shard",
+      "parallel.schedule=interleaved(2)", "parallel.grad_sync=last_micro_batch"]),
+    ("pp2 x dp2 zero1 1f1b grad_sync last_micro_batch", MODEL, 4, 2, 4,
+     ["parallel.pipeline=2", "parallel.sharding=zero1",
+      "parallel.grad_sync=last_micro_batch"]),
     # Each stage's parameters and optimizer state offloaded (the copies to
     # and from the host around its own tasks, its optimizer step there).
     ("pp2 x dp2 full_shard 1f1b offload params + optimizer", MODEL, 4, 2, 2,

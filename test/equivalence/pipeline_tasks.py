@@ -16,7 +16,7 @@ pipeline_parallel.py's matrix (each schedule and partition, and with data
 parallelism of each strategy, activation checkpointing, which
 sched-activation-checkpointing does on the tasks, tensor and sequence
 parallelism, offloading, LoRA and QLoRA, BERT, tied embeddings and clipping),
-and for fifteen more (MORE, below: mixed precision, and plans that keep their tasks
+and for seventeen more (MORE, below: mixed precision, and plans that keep their tasks
 into the schedule file), both lowerings are compiled (their files must differ: the flag took effect)
 and trained on local CPU ranks with `plan-run --poison` (every transient buffer is
 NaN from its alloc until written and again from its free), and every step's
@@ -53,7 +53,9 @@ from plan_runs import GLOBAL_BATCH, compare, compile_plan, train
 # step; fp32 gradient shards, a backward's last reduce-scatters added
 # into them by the next forward; the optimizer state in bf16), and
 # shard_grad_op in bf16 with offloaded parameters (each stage's parameters
-# staged and gathered once a step, into buffers the loop keeps).
+# staged and gathered once a step, into buffers the loop keeps), and
+# gradients reduced once a step with hybrid_shard in bf16 and with offloaded
+# gradients (the full gradient a buffer the loop keeps).
 BF16 = ["train.precision=bf16_mixed", "train.grad_dtype=bf16"]
 NO_PREFETCH = ["parallel.backward_prefetch=none"]
 MORE = [
@@ -100,6 +102,13 @@ MORE = [
     ("pp2 x dp2 zero1 1f1b bf16 offload optimizer", MODEL, 4, 2, 4,
      ["parallel.pipeline=2", "parallel.sharding=zero1",
       "parallel.offload.optimizer=cpu"] + BF16),
+    ("pp2 x dp4 hybrid_shard (2, 2) 1f1b bf16 grad_sync last_micro_batch", MODEL, 8, 4, 2,
+     ["parallel.pipeline=2", "parallel.sharding=hybrid_shard", "parallel.mesh=(2, 2)",
+      "parallel.grad_sync=last_micro_batch"] + BF16),
+    ("pp2 x dp2 full_shard 1f1b offload grads + optimizer, grad_sync last_micro_batch",
+     MODEL, 4, 2, 4,
+     ["parallel.pipeline=2", "parallel.sharding=full_shard", "parallel.offload.grads=cpu",
+      "parallel.offload.optimizer=cpu", "parallel.grad_sync=last_micro_batch"]),
     ("pp2 x dp2 shard_grad_op 1f1b bf16 offload params + optimizer", MODEL, 4, 2, 4,
      ["parallel.pipeline=2", "parallel.sharding=shard_grad_op",
       "parallel.offload.params=cpu", "parallel.offload.optimizer=cpu"] + BF16),

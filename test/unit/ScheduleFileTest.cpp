@@ -1889,10 +1889,29 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
       {{"parallel.pipeline=2", "parallel.sharding=zero1"}},
       {{"parallel.pipeline=2", "parallel.sharding=hybrid_shard",
         "parallel.mesh=(2, 2)", "cluster.nodes=2"}},
-      // A sharded gradient reduced once a step lives over the whole loop:
-      // written out before the pass.
-      {{"parallel.pipeline=2", "parallel.grad_sync=last_micro_batch"},
-       Through::Collectives},
+      // A sharded gradient reduced once a step: the full gradient (zeroed by
+      // the first micro-batch's backward, reduce-scattered by the last's) or
+      // zero1's shard (which the step reads) a buffer of the program that
+      // every body uses.
+      {{"parallel.pipeline=2", "parallel.grad_sync=last_micro_batch"}},
+      {{"parallel.pipeline=4", "parallel.schedule=interleaved(2)",
+        "parallel.grad_sync=last_micro_batch"}},
+      {{"parallel.pipeline=2", "parallel.sharding=zero1",
+        "parallel.grad_sync=last_micro_batch"}},
+      {{"parallel.pipeline=2", "parallel.sharding=hybrid_shard",
+        "parallel.mesh=(2, 2)", "cluster.nodes=2",
+        "parallel.schedule=interleaved(2)",
+        "parallel.grad_sync=last_micro_batch"}},
+      {{"parallel.pipeline=2", "parallel.sharding=shard_grad_op",
+        "parallel.grad_sync=last_micro_batch"}},
+      {{"parallel.pipeline=2", "train.precision=bf16_mixed",
+        "train.grad_dtype=bf16", "parallel.grad_sync=last_micro_batch"}},
+      {{"parallel.pipeline=2", "train.precision=bf16_mixed",
+        "train.grad_dtype=bf16", "parallel.sharding=zero1",
+        "parallel.grad_sync=last_micro_batch"}},
+      {{"parallel.pipeline=2", "parallel.grad_sync=last_micro_batch",
+        "parallel.backward_prefetch=pre", "parallel.forward_prefetch=true",
+        "parallel.offload.grads=cpu", "parallel.offload.optimizer=cpu"}},
       // shard_grad_op's parameters, gathered by the first micro-batch's
       // forward into a buffer of the program that every body reads.
       {{"parallel.pipeline=2", "parallel.sharding=shard_grad_op"}},
