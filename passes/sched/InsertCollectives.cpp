@@ -293,14 +293,17 @@ private:
   /// group's, per site) has ops: in a program written out, that
   /// micro-batch; on a sched.tasks, the body that only it runs
   /// (splitBodiesForCompletions).
-  int64_t edgeSite(ArrayRef<Span> spans, bool last) const {
+  std::optional<int64_t> findEdgeSite(ArrayRef<Span> spans, bool last) const {
     if (!tasks)
       return last ? microBatches - 1 : 0;
     for (int64_t site = 0; site < numSites(); ++site)
       if ((last ? isLastSite(site) : isFirstSite(site)) && spans[site].first)
         return site;
-    llvm_unreachable("a group's chunk runs the step's first and last "
-                     "micro-batch in bodies of their own");
+    return std::nullopt;
+  }
+  /// findEdgeSite where analyzeSites checked that there is one.
+  int64_t edgeSite(ArrayRef<Span> spans, bool last) const {
+    return *findEdgeSite(spans, last);
   }
   LogicalResult eraseLoweredViews(bool mustBeUnused);
 
@@ -1332,6 +1335,21 @@ LogicalResult ProgramDistribution::analyzeSites() {
     if (!runs(forwardSpans[index]) || !runs(backwardSpans[index]))
       return program.emitOpError("group '")
              << state.name << "' has no forward or no backward in its tasks";
+    // What runs once a step (shard_grad_op's gather, a gradient zeroed and
+    // reduced once) is placed in the bodies that the step's first or last
+    // micro-batch runs alone (splitBodiesForCompletions).
+    bool reducedOnce = !syncsEveryMicroBatch() &&
+                       parallel.getSharding() != plan::Sharding::NoShard &&
+                       state.trains();
+    if ((gathersOncePerStep() &&
+         !findEdgeSite(forwardSpans[index], /*last=*/false)) ||
+        (reducedOnce && !findEdgeSite(backwardSpans[index], /*last=*/true)) ||
+        (reducedOnce && zeroesOncePerStep() &&
+         !findEdgeSite(backwardSpans[index], /*last=*/false)))
+      return program.emitOpError("group '")
+             << state.name
+             << "' is not in a body that only the step's first or last "
+                "micro-batch runs";
   }
   families = static_cast<int64_t>(tasks.getEventFamilies());
   return success();
