@@ -1710,9 +1710,9 @@ lastUses(llvm::ArrayRef<mlir::Operation *> ops) {
 /// (from the first use to the last, lastUses: slot buffers that share an
 /// allocation, sched-share-slot-buffers, hold one after the other).
 /// `loopBuffers` names the other buffers of the program that the tasks'
-/// bodies used directly (shard_grad_op's gathered parameters, allocated
-/// before the loop and freed after it): each is a slot too, which its
-/// crossing buffer of the flat step must alone hold.
+/// bodies used directly (shard_grad_op's gathered parameters, a gradient
+/// reduced once a step: allocated before the loop and freed after it): each
+/// is one slot of itself, which no other flat buffer may hold.
 /// Otherwise where they part.
 std::string differenceModuloSlots(sched::ProgramOp flat,
                                   sched::ProgramOp written,
