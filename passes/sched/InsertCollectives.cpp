@@ -89,6 +89,19 @@ struct Span {
   Operation *last = nullptr;
 };
 
+/// A transient buffer of a group (a gathered copy of its parameters, a full
+/// gradient) that the compute ops of `spans` use: made ready before `first`
+/// and done with after `last`; a gradient's reduction is completed where
+/// the work of `site` ends. `ofTheLoop`:
+/// a buffer of the program that a pipeline stage's sched.tasks keeps,
+/// allocated before the loop and freed after it.
+struct BufferSpan {
+  Operation *first, *last;
+  SmallVector<Span> spans;
+  int64_t site;
+  bool ofTheLoop = false;
+};
+
 /// Where an asynchronous op ends: right before `anchor`, else at the end of
 /// `block` (a body of a sched.tasks), else at the end of the program; or,
 /// `deferred`, in the body that runs after each run of `site`'s (a body of a
@@ -280,15 +293,14 @@ private:
   bool gathersOncePerStep() const {
     return parallel.getSharding() == plan::Sharding::ShardGradOp;
   }
-  /// A sharded strategy but zero1 with grad_sync = last_micro_batch: the
-  /// full gradient is zeroed before the first backward of the step and
-  /// reduce-scattered after the last.
+  /// A sharded strategy other than zero1, with grad_sync =
+  /// last_micro_batch: its full gradient is zeroed before the step's first
+  /// backward and reduce-scattered after its last.
   bool zeroesOncePerStep() const {
     plan::Sharding sharding = parallel.getSharding();
     return !syncsEveryMicroBatch() && sharding != plan::Sharding::NoShard &&
            sharding != plan::Sharding::Zero1;
   }
-  void gatherForTheLoop(unsigned index, GroupState &state);
   /// The site of the step's first (or last) micro-batch where `spans` (a
   /// group's, per site) has ops: in a program written out, that
   /// micro-batch; on a sched.tasks, the body that only it runs
@@ -851,14 +863,8 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
     // A full gradient: zeroed before `first`, added into by the compute ops
     // of `spans`, reduce-scattered after `last`, whose site completes it.
     // Reduced once a step on a sched.tasks, it is a buffer of the program
-    // that the loop keeps: allocated before it and freed after it.
-    struct GradSpan {
-      Operation *first, *last;
-      SmallVector<Span> spans;
-      int64_t site;
-      bool ofTheLoop = false;
-    };
-    SmallVector<GradSpan> gradSpans;
+    // that the loop keeps.
+    SmallVector<BufferSpan> gradSpans;
     ArrayRef<Span> backward = backwardSpans[index];
     if (!state.trains()) {
       // A frozen base alone: nothing to reduce.
@@ -876,13 +882,13 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
     } else {
       int64_t first = edgeSite(backward, /*last=*/false);
       int64_t last = edgeSite(backward, /*last=*/true);
-      GradSpan &whole = gradSpans.emplace_back(
-          GradSpan{backward[first].first, backward[last].last, {}, last, true});
+      BufferSpan &whole = gradSpans.emplace_back(BufferSpan{
+          backward[first].first, backward[last].last, {}, last, true});
       for (const Span &span : backward)
         if (span.first)
           whole.spans.push_back(span);
     }
-    for (const GradSpan &grad : gradSpans) {
+    for (const BufferSpan &grad : gradSpans) {
       Operation *viewsBefore = grad.ofTheLoop ? tasks : grad.first;
       builder.setInsertionPoint(viewsBefore);
       Value fullGrad = sched::AllocOp::create(
@@ -919,27 +925,35 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
       }
     }
 
-    if (!gatherPerSpan && tasks) {
-      gatherForTheLoop(index, state);
-      continue;
-    }
-    SmallVector<std::pair<Operation *, Operation *>> paramSpans;
+    // Gathered parameters: gathered before `first` for the compute ops of
+    // `spans`, freed after `last`. shard_grad_op's, gathered once a step, are
+    // on a sched.tasks a buffer of the program that the loop keeps, gathered
+    // by the body that only the step's first micro-batch runs.
+    SmallVector<BufferSpan> paramSpans;
+    ArrayRef<Span> forward = forwardSpans[index];
     if (gatherPerSpan) {
       for (int64_t mb = 0; mb < numSites(); ++mb) {
         if (!lowered[mb])
           continue;
-        for (const Span &span :
-             {forwardSpans[index][mb], backwardSpans[index][mb]})
+        for (const Span &span : {forward[mb], backward[mb]})
           if (span.first)
-            paramSpans.push_back({span.first, span.last});
+            paramSpans.push_back({span.first, span.last, {span}, mb});
       }
+    } else if (!tasks) {
+      Span step{forward[0].first, backward[microBatches - 1].last};
+      paramSpans.push_back({step.first, step.last, {step}, 0});
     } else {
-      paramSpans.push_back({forwardSpans[index][0].first,
-                            backwardSpans[index][microBatches - 1].last});
+      int64_t first = edgeSite(forward, /*last=*/false);
+      BufferSpan &whole = paramSpans.emplace_back(
+          BufferSpan{forward[first].first, nullptr, {}, first, true});
+      for (ArrayRef<Span> spans : {forward, backward})
+        for (const Span &span : spans)
+          if (span.first)
+            whole.spans.push_back(span);
     }
     // The frozen base is gathered alongside, in its own buffer, and never
     // reduced.
-    for (auto [first, last] : paramSpans) {
+    for (const BufferSpan &params : paramSpans) {
       for (auto [shard, padded, kind, suffix] :
            {std::tuple(state.param, state.paddedNumel, BufferKind::Param,
                        ".gathered"),
@@ -947,57 +961,26 @@ void ProgramDistribution::distributeSharded(bool gatherPerSpan,
                        BufferKind::Frozen, ".frozen.gathered")}) {
         if (!shard)
           continue;
-        builder.setInsertionPoint(first);
+        builder.setInsertionPoint(params.ofTheLoop ? tasks : params.first);
         Value gathered = sched::AllocOp::create(
             builder, loc, withNumel(shard, padded), state.name + suffix,
             sched::BufferRole::Gathered,
             /*persistent=*/false, /*offset=*/IntegerAttr());
+        builder.setInsertionPoint(params.first);
         Value done =
             sched::AllGatherOp::create(builder, loc, eventType, shard, gathered,
                                        sched::Group::Shard, ValueRange());
         auto wait = sched::WaitOp::create(builder, loc, done);
-        redirect(index, kind, first, last, gathered, wait);
-        builder.setInsertionPointAfter(last);
+        for (const Span &span : params.spans)
+          redirect(index, kind, span.first, span.last, gathered,
+                   params.ofTheLoop ? tasks.getOperation() : wait);
+        if (params.ofTheLoop)
+          builder.setInsertionPointAfter(tasks);
+        else
+          builder.setInsertionPointAfter(params.last);
         sched::FreeOp::create(builder, loc, gathered);
       }
     }
-  }
-}
-
-/// shard_grad_op on a pipeline stage's sched.tasks: the group's parameters
-/// (and frozen base) are gathered into a buffer of the program, allocated
-/// before the loop and freed after it, by the body of the first micro-batch's
-/// forward of the group's chunk (splitBodiesForCompletions keeps it apart)
-/// right before the group's first compute op there, as the flat step gathers
-/// them; every body's compute reads it.
-void ProgramDistribution::gatherForTheLoop(unsigned index, GroupState &state) {
-  Location loc = program.getLoc();
-  Operation *first =
-      forwardSpans[index][edgeSite(forwardSpans[index], /*last=*/false)].first;
-  for (auto [shard, padded, kind, suffix] :
-       {std::tuple(state.param, state.paddedNumel, BufferKind::Param,
-                   ".gathered"),
-        std::tuple(state.frozen, state.frozenPaddedNumel, BufferKind::Frozen,
-                   ".frozen.gathered")}) {
-    if (!shard)
-      continue;
-    builder.setInsertionPoint(tasks);
-    Value gathered =
-        sched::AllocOp::create(builder, loc, withNumel(shard, padded),
-                               state.name + suffix, sched::BufferRole::Gathered,
-                               /*persistent=*/false, /*offset=*/IntegerAttr());
-    builder.setInsertionPoint(first);
-    Value done =
-        sched::AllGatherOp::create(builder, loc, eventType, shard, gathered,
-                                   sched::Group::Shard, ValueRange());
-    sched::WaitOp::create(builder, loc, done);
-    for (int64_t site = 0; site < numSites(); ++site)
-      for (const Span &span :
-           {forwardSpans[index][site], backwardSpans[index][site]})
-        if (span.first)
-          redirect(index, kind, span.first, span.last, gathered, tasks);
-    builder.setInsertionPointAfter(tasks);
-    sched::FreeOp::create(builder, loc, gathered);
   }
 }
 

@@ -678,15 +678,16 @@ void TaskPrefetch::moveToSlot(sched::AllGatherOp gather, Phase phase,
   };
   sched::CopyOp copy = stagingCopyOf(gather);
   auto dst = gather.getDst().getDefiningOp<sched::AllocOp>();
+  int64_t family;
   if (isLoopBuffer(tasks, dst)) {
-    int64_t family = families++;
+    family = families++;
     slots.families.insert(family);
-    signalInSlot(gather, gather.getDone(), family);
   } else {
     SlotGather gathered = slotGather(dst, phase, shardOf(gather));
     placeInSlot(dst, gathered.buffer.getBuffer(), body, shift);
-    signalInSlot(gather, gather.getDone(), gathered.family);
+    family = gathered.family;
   }
+  signalInSlot(gather, gather.getDone(), family);
   if (copy) {
     auto staging = copy.getDst().getDefiningOp<sched::AllocOp>();
     SlotGather staged = slotGather(staging, phase, Value());

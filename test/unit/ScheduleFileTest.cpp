@@ -2099,30 +2099,22 @@ TEST(ScheduleTasks, SchedLowerWritesAStagesLoopAsTasks) {
           }
         }
         // The buffers of each stage's program that its bodies use other
-        // than through slots.
+        // than through sched.slot (directly or through views).
         std::vector<std::set<std::string>> loopBuffers;
         for (sched::ProgramOp program : tasks->getOps<sched::ProgramOp>()) {
           std::set<std::string> &names = loopBuffers.emplace_back();
           for (auto loop : program.getBody().getOps<sched::TasksOp>())
-            for (mlir::Operation *op = loop->getPrevNode(); op;
-                 op = op->getPrevNode())
-              if (auto alloc = mlir::dyn_cast<sched::AllocOp>(op);
-                  alloc && !alloc.getPersistent() &&
-                  llvm::any_of(
-                      alloc->getUsers(),
-                      [&](mlir::Operation *user) {
-                        auto view = mlir::dyn_cast<sched::ViewOp>(user);
-                        return loop->isAncestor(user) ||
-                               (view &&
-                                llvm::any_of(view->getUsers(),
-                                             [&](mlir::Operation *use) {
-                                               return loop->isAncestor(use);
-                                             }));
-                      }) &&
-                  llvm::none_of(alloc->getUsers(), [](mlir::Operation *user) {
-                    return mlir::isa<sched::SlotOp>(user);
-                  }))
-                names.insert(alloc.getName().str());
+            loop.walk([&](mlir::Operation *op) {
+              if (mlir::isa<sched::SlotOp>(op))
+                return;
+              for (mlir::Value root : op->getOperands()) {
+                while (auto view = root.getDefiningOp<sched::ViewOp>())
+                  root = view.getSource();
+                if (auto alloc = root.getDefiningOp<sched::AllocOp>();
+                    alloc && !alloc.getPersistent() && !loop->isAncestor(alloc))
+                  names.insert(alloc.getName().str());
+              }
+            });
         }
         unrollTasks(*tasks);
         ASSERT_TRUE(mlir::succeeded(mlir::verify(*tasks))) << what;
